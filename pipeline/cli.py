@@ -1,0 +1,148 @@
+"""The `brainstream` command: one entry point for operators."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from pipeline.errors import BrainstreamError
+from pipeline.settings import Settings, load_settings
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _settings(ctx: click.Context) -> Settings:
+    obj = ctx.ensure_object(dict)
+    if "settings" not in obj:
+        obj["settings"] = load_settings()
+    settings: Settings = obj["settings"]
+    return settings
+
+
+def _echo(line: str) -> None:
+    click.echo(line)
+
+
+class _Group(click.Group):
+    """Turns our own errors into one clear line and exit status 2, not a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrainstreamError as exc:
+            click.echo(f"error [{exc.code}]: {exc.message}", err=True)
+            sys.exit(2)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """brainstream: event-driven ingestion and indexing for a knowledge base.
+
+    Settings come from BRAINSTREAM_* environment variables or a .env file
+    (see docs/operations.md).
+    """
+
+
+# -- services -----------------------------------------------------------------------------
+
+
+@main.group(cls=_Group)
+def services() -> None:
+    """Run the embedded stack: PostgreSQL, the Kafka-protocol broker, FalkorDB and Redis."""
+
+
+@services.command("start")
+@click.pass_context
+def services_start(ctx: click.Context) -> None:
+    """Start every embedded service that is not running and wait until each is ready.
+
+    A healthy running service is reused; a service whose URL/DSN is configured is external and
+    only probed.
+    """
+    from pipeline.services.stack import Stack
+
+    settings = _settings(ctx)
+    click.echo(f"data directory: {settings.resolved_data_dir}")
+    Stack(settings).start(report=_echo)
+
+
+@services.command("stop")
+@click.pass_context
+def services_stop(ctx: click.Context) -> None:
+    """Stop every embedded service; nothing is left running."""
+    from pipeline.services.stack import Stack
+
+    Stack(_settings(ctx)).stop(report=_echo)
+
+
+@services.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@click.pass_context
+def services_status(ctx: click.Context, as_json: bool) -> None:
+    """Show each service's state and address; exit status 1 unless all are healthy."""
+    from pipeline.services.stack import Stack
+
+    rows = Stack(_settings(ctx)).status()
+    if as_json:
+        click.echo(json.dumps([row.__dict__ for row in rows], indent=2))
+    else:
+        click.echo(f"{'service':10}{'mode':10}{'state':11}{'pid':>8}  address")
+        for row in rows:
+            pid = str(row.pid) if row.pid else "-"
+            line = f"{row.name:10}{row.mode:10}{row.state:11}{pid:>8}  {row.address}"
+            if row.detail:
+                line += f"  ({row.detail})"
+            click.echo(line)
+    if not all(row.healthy for row in rows):
+        sys.exit(1)
+
+
+# -- schema -------------------------------------------------------------------------------
+
+
+@main.command()
+@click.option("--postgres/--no-postgres", default=True, help="Apply SQL migrations.")
+@click.option("--graph/--no-graph", default=True, help="Prepare graph constraints and indexes.")
+@click.option("--topics/--no-topics", default=True, help="Create the Kafka topics.")
+@click.pass_context
+def migrate(ctx: click.Context, postgres: bool, graph: bool, topics: bool) -> None:
+    """Bring Postgres, the graph and the Kafka topics to the current schema (idempotent)."""
+    settings = _settings(ctx)
+    if postgres:
+        from pipeline.migrations import apply_migrations
+
+        applied = apply_migrations(settings, report=_echo)
+        click.echo(f"postgres: {len(applied)} migration(s) applied")
+    if graph:
+        from pipeline.graph.schema import prepare_graph
+
+        prepare_graph(settings, report=_echo)
+    if topics:
+        from pipeline.topics import ensure_topics
+
+        ensure_topics(settings, report=_echo)
+
+
+# -- everything ---------------------------------------------------------------------------
+
+
+@main.command()
+@click.option("--stop-services/--keep-services", default=True,
+              help="On Ctrl-C also stop the embedded services (default) or leave them running.")
+@click.pass_context
+def up(ctx: click.Context, stop_services: bool) -> None:
+    """Start the services, migrate, and run every pipeline process in the foreground.
+
+    Ctrl-C stops the processes and (by default) the embedded services.
+    """
+    from pipeline.runner import run_up
+
+    run_up(_settings(ctx), stop_services=stop_services, report=_echo)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""What every service of the stack offers, embedded or external."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.services.process import Daemon
+from pipeline.settings import Settings
+
+
+@dataclass(frozen=True)
+class ServiceStatus:
+    """One line of `brainstream services status`."""
+
+    name: str
+    mode: str  # "embedded" | "external"
+    address: str
+    state: str  # "healthy" | "unhealthy" | "stopped"
+    pid: int | None = None
+    detail: str = ""
+
+    @property
+    def healthy(self) -> bool:
+        return self.state == "healthy"
+
+
+class Service(ABC):
+    """A server the pipeline needs. Embedded ones are started by us; external ones only probed."""
+
+    name: str = "service"
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.data_root: Path = settings.resolved_data_dir
+
+    @property
+    @abstractmethod
+    def external(self) -> bool:
+        """True when configuration names an external server: then nothing is started."""
+
+    @property
+    @abstractmethod
+    def address(self) -> str:
+        """Where clients reach this service (a DSN or URL, without secrets where possible)."""
+
+    def daemon(self, marker: str) -> Daemon:
+        return Daemon(
+            name=self.name,
+            run_dir=self.data_root / "run",
+            log_dir=self.data_root / "logs",
+            marker=marker,
+        )
+
+    @abstractmethod
+    def running_pid(self) -> int | None:
+        """The pid of our embedded server when it runs, else None."""
+
+    @abstractmethod
+    def probe(self) -> None:
+        """Raise unless the service answers requests right now (used for health and readiness)."""
+
+    @abstractmethod
+    def start(self) -> bool:
+        """Start the embedded server and wait until it is ready; False if it already ran."""
+
+    @abstractmethod
+    def stop(self) -> bool:
+        """Stop the embedded server; False if it was not running."""
+
+    def status(self) -> ServiceStatus:
+        """Probe the service and report its state."""
+        mode = "external" if self.external else "embedded"
+        pid = None if self.external else self.running_pid()
+        if not self.external and pid is None:
+            return ServiceStatus(self.name, mode, self.address, "stopped")
+        try:
+            self.probe()
+        except Exception as exc:
+            return ServiceStatus(self.name, mode, self.address, "unhealthy", pid,
+                                 f"{type(exc).__name__}: {exc}")
+        return ServiceStatus(self.name, mode, self.address, "healthy", pid)
+
+    def log_path(self) -> Path | None:
+        """Where the embedded server writes its log."""
+        return None if self.external else self.data_root / "logs" / f"{self.name}.log"

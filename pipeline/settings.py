@@ -1,0 +1,144 @@
+"""All configuration in one object, read from `BRAINSTREAM_*` environment variables and `.env`.
+
+Setting names are part of the product's interface (docs/operations.md lists each one): never rename
+one without keeping the old name working through `validation_alias`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from pipeline.errors import ConfigError
+
+EmbedderName = Literal["minilm", "static", "http"]
+
+# Dimensions of the shipped embedders; an `http` embedder must state its own.
+KNOWN_EMBEDDING_DIMS: dict[str, int] = {"minilm": 384, "static": 256}
+
+
+class Settings(BaseSettings):
+    """Every knob of the pipeline, the API and the embedded stack."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="BRAINSTREAM_",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+    )
+
+    # Where the embedded services keep their data, pids and logs.
+    data_dir: Path = Path(".brainstream")
+
+    # External services: when set, nothing is started for that service.
+    postgres_dsn: str | None = None
+    kafka_bootstrap: str | None = None
+    falkordb_url: str | None = None
+    redis_url: str | None = None
+
+    # Ports of the embedded services (loopback only).
+    pg_port: int = Field(default=55432, ge=1, le=65535)
+    kafka_port: int = Field(default=19092, ge=1, le=65535)
+    s3_port: int = Field(default=19000, ge=1, le=65535)
+    falkordb_port: int = Field(default=16379, ge=1, le=65535)
+    redis_port: int = Field(default=16380, ge=1, le=65535)
+    pg_database: str = "brainstream"
+
+    # Seconds to wait for an embedded service to become ready.
+    service_start_timeout: float = Field(default=60.0, gt=0)
+
+    # Kafka topics.
+    topic_partitions: int = Field(default=4, ge=1, le=256)
+    topic_events: str = "brainstream.events"
+    topic_dlq: str = "brainstream.events.dlq"
+    topic_changes: str = "brainstream.changes"
+
+    # Graph.
+    graph_name: str = "brainstream"
+
+    # Embeddings.
+    embedder: EmbedderName = "minilm"
+    embedder_url: str | None = None
+    embedder_model: str | None = None
+    embedding_dim: int | None = Field(default=None, ge=1, le=16000)
+
+    # Read API.
+    api_host: str = "127.0.0.1"
+    api_port: int = Field(default=8000, ge=1, le=65535)
+    api_keys: dict[str, list[str]] = Field(default_factory=dict)
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _parse_api_keys(cls, value: object) -> object:
+        if isinstance(value, str):
+            try:
+                return json.loads(value) if value.strip() else {}
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"API_KEYS must be a JSON object: {exc.msg}") from exc
+        return value
+
+    @field_validator("graph_name", "pg_database")
+    @classmethod
+    def _plain_name(cls, value: str) -> str:
+        if not value.replace("_", "").replace("-", "").isalnum():
+            raise ValueError("must contain only letters, digits, '_' and '-'")
+        return value
+
+    # -- derived values -------------------------------------------------------------------
+
+    @property
+    def resolved_data_dir(self) -> Path:
+        """The data directory as an absolute path (processes may change their cwd)."""
+        return self.data_dir.expanduser().resolve()
+
+    @property
+    def vector_dim(self) -> int:
+        """The embedding dimension used for the vector columns and indexes."""
+        if self.embedding_dim is not None:
+            return self.embedding_dim
+        if self.embedder in KNOWN_EMBEDDING_DIMS:
+            return KNOWN_EMBEDDING_DIMS[self.embedder]
+        raise ConfigError(
+            "BRAINSTREAM_EMBEDDING_DIM must be set when BRAINSTREAM_EMBEDDER=http",
+            field="embedding_dim",
+        )
+
+    @property
+    def effective_postgres_dsn(self) -> str:
+        """The DSN of the configured external Postgres, or of the embedded one."""
+        if self.postgres_dsn:
+            return self.postgres_dsn
+        return f"postgresql://postgres@127.0.0.1:{self.pg_port}/{self.pg_database}"
+
+    @property
+    def effective_kafka_bootstrap(self) -> str:
+        """The bootstrap servers of the configured Kafka, or of the embedded broker."""
+        return self.kafka_bootstrap or f"127.0.0.1:{self.kafka_port}"
+
+    @property
+    def effective_falkordb_url(self) -> str:
+        """The URL of the configured FalkorDB, or of the embedded one."""
+        return self.falkordb_url or f"redis://127.0.0.1:{self.falkordb_port}"
+
+    @property
+    def effective_redis_url(self) -> str:
+        """The URL of the configured Redis (Celery broker, caches), or of the embedded one."""
+        return self.redis_url or f"redis://127.0.0.1:{self.redis_port}/0"
+
+
+def load_settings() -> Settings:
+    """Read the settings once; a bad value becomes a ConfigError naming the variable."""
+    from pydantic import ValidationError
+
+    try:
+        return Settings()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = str(first["loc"][0]) if first["loc"] else "?"
+        raise ConfigError(
+            f"BRAINSTREAM_{name.upper()}: {first['msg']}", field=name
+        ) from exc
