@@ -65,3 +65,69 @@ class MigrationError(BrainstreamError):
     """A schema migration failed or the database disagrees with the settings."""
 
     code = "migration_error"
+
+
+# --- events (schemas/events.py): why an event was refused; the DLQ records the code ---
+
+
+class PayloadTooLarge(InvalidInput):
+    """The raw event is bigger than the configured maximum."""
+
+    code = "payload_too_large"
+
+
+class MalformedJson(InvalidInput):
+    """The raw event is not a single valid UTF-8 JSON document."""
+
+    code = "malformed_json"
+
+
+class InvalidEnvelope(InvalidInput):
+    """The JSON is not a valid CloudEvents 1.0 structured-mode envelope."""
+
+    code = "invalid_envelope"
+
+
+class UnknownEventType(InvalidInput):
+    """The envelope's `type` is not one brainstream handles."""
+
+    code = "unknown_event_type"
+
+
+class InvalidPayload(InvalidInput):
+    """The envelope's `data` does not satisfy the payload model of its type."""
+
+    code = "invalid_payload"
+
+
+# --- kind catalog (pipeline/kinds.py) ---
+
+
+class InvalidKindSpec(InvalidInput):
+    """A kind catalog document, or an apply of one, is refused."""
+
+    code = "invalid_kind_spec"
+
+
+class UnknownKind(InvalidInput):
+    """A put names a kind that the (non-empty) catalog does not declare."""
+
+    code = "unknown_kind"
+
+
+class MissingRequiredField(InvalidInput):
+    """A put lacks a property its kind declares as required."""
+
+    code = "missing_required_field"
+
+
+class WrongFieldType(InvalidInput):
+    """A put carries a property whose value does not match its declared type."""
+
+    code = "wrong_field_type"
+
+
+class InvalidFilter(InvalidInput):
+    """A filter names a property that is not declared filterable (with that operator)."""
+
+    code = "invalid_filter"

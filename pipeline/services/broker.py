@@ -84,11 +84,10 @@ class S3StoreService(Service):
         require_free_port("s3store (the broker's topic storage)", self.settings.s3_port,
                           "S3_PORT")
         self.directory.mkdir(parents=True, exist_ok=True)
-        daemon.spawn([s3rver_bin(), "-d", str(self.directory), "-a", "127.0.0.1",
-                      "-p", str(self.settings.s3_port), "--configure-bucket", S3_BUCKET,
-                      "--allow-mismatched-signatures", "--silent"])
-        wait_until(self._ready, timeout=self.settings.service_start_timeout, what="s3store",
-                   daemon=daemon)
+        daemon.launch([s3rver_bin(), "-d", str(self.directory), "-a", "127.0.0.1",
+                       "-p", str(self.settings.s3_port), "--silent",
+                       "--allow-mismatched-signatures", "--configure-bucket", S3_BUCKET],
+                      ready=self._ready, timeout=self.settings.service_start_timeout)
         return True
 
     def _ready(self) -> bool:
@@ -152,11 +151,11 @@ class BrokerService(Service):
             "AWS_REGION": "us-east-1",
             "RUST_LOG": "warn",
         })
-        daemon.spawn([tansu_bin(), "broker", "--listener-url", self.listener,
-                      "--advertised-listener-url", self.listener,
-                      "--storage-engine", f"s3://{S3_BUCKET}/"], env=env)
-        wait_until(self._ready, timeout=self.settings.service_start_timeout, what="broker",
-                   daemon=daemon, interval=0.5)
+        daemon.launch([tansu_bin(), "broker", "--listener-url", self.listener,
+                       "--advertised-listener-url", self.listener,
+                       "--storage-engine", f"s3://{S3_BUCKET}/"],
+                      env=env, ready=self._ready, timeout=self.settings.service_start_timeout,
+                      interval=0.5)
         return True
 
     def _ready(self) -> bool:

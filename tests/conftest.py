@@ -1,0 +1,38 @@
+"""Test fixtures: the real embedded stack, started once per test run on its own ports and data dir.
+
+The stack lives under `<repo>/.brainstream-test/` (wiped at the start of a run) and listens on
+ports distinct from the development defaults, so `make test` can run beside `make up`.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+
+import pytest
+
+from pipeline.settings import Settings
+from tests.stackutil import TEST_DATA_DIR, make_settings
+
+
+@pytest.fixture(scope="session")
+def stack_settings() -> Iterator[Settings]:
+    """A running, migrated embedded stack for the whole test session."""
+    from pipeline.graph.schema import prepare_graph
+    from pipeline.migrations import apply_migrations
+    from pipeline.services.stack import Stack
+    from pipeline.topics import ensure_topics
+
+    settings = make_settings()
+    stack = Stack(settings)
+    stack.stop()  # leftovers of an interrupted run
+    if TEST_DATA_DIR.exists():
+        shutil.rmtree(TEST_DATA_DIR)
+    stack.start()
+    try:
+        apply_migrations(settings)
+        prepare_graph(settings)
+        ensure_topics(settings)
+        yield settings
+    finally:
+        stack.stop()

@@ -1,0 +1,44 @@
+"""Settings and environment for the test stack (its own ports and data directory)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pipeline.settings import Settings
+
+REPO = Path(__file__).resolve().parents[1]
+TEST_DATA_DIR = REPO / ".brainstream-test"
+
+TEST_PORTS = {
+    "pg_port": 56432,
+    "kafka_port": 29092,
+    "s3_port": 29000,
+    "falkordb_port": 26379,
+    "redis_port": 26380,
+}
+
+
+def make_settings(data_dir: Path = TEST_DATA_DIR / "stack", **overrides: object) -> Settings:
+    """Settings for the test stack, ignoring any developer .env and BRAINSTREAM_* variables."""
+    values: dict[str, object] = {
+        "data_dir": data_dir,
+        "embedder": "static",
+        "topic_partitions": 4,
+        **TEST_PORTS,
+    }
+    values.update(overrides)
+    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """The BRAINSTREAM_* environment that reproduces `settings` in a subprocess."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BRAINSTREAM_")}
+    for name in ("data_dir", "embedder", "topic_partitions", *TEST_PORTS,
+                 "postgres_dsn", "kafka_bootstrap", "falkordb_url", "redis_url"):
+        value = getattr(settings, name)
+        if value is not None:
+            env[f"BRAINSTREAM_{name.upper()}"] = str(value)
+    return env
+
+

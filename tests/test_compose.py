@@ -1,0 +1,343 @@
+"""Static checks of the production compose stack (compose/): no Docker needed.
+
+The compose file is parsed with PyYAML (`safe_load` resolves the `x-app-env` anchor and the `<<`
+merge keys), the Dockerfile as text. Every `BRAINSTREAM_*` name used by the stack must be a real
+setting, because the app silently ignores unknown ones.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from pipeline.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPOSE_DIR = ROOT / "compose"
+COMPOSE_FILE = COMPOSE_DIR / "docker-compose.yml"
+DOCKERFILE = COMPOSE_DIR / "Dockerfile"
+ENV_EXAMPLE = COMPOSE_DIR / ".env.example"
+README = COMPOSE_DIR / "README.md"
+
+PREFIX = "BRAINSTREAM_"
+# service -> accepted image repositories (the "image family")
+INFRA_IMAGES = {
+    "kafka": {"apache/kafka", "apache/kafka-native"},
+    "postgres": {"pgvector/pgvector"},
+    "falkordb": {"falkordb/falkordb"},
+    "redis": {"redis"},
+}
+APP_COMMANDS = {"migrate": "migrate", "consumer": "consumer", "worker": "worker", "api": "api"}
+EXTERNAL_URLS = (
+    "BRAINSTREAM_POSTGRES_DSN",
+    "BRAINSTREAM_KAFKA_BOOTSTRAP",
+    "BRAINSTREAM_FALKORDB_URL",
+    "BRAINSTREAM_REDIS_URL",
+)
+VAR_RE = re.compile(r"\bBRAINSTREAM_[A-Z0-9_]+")
+INTERPOLATION_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}")
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    data = yaml.safe_load(COMPOSE_FILE.read_text(encoding="utf-8"))
+    assert isinstance(data, dict), "docker-compose.yml must be a mapping"
+    assert isinstance(data.get("services"), dict), "docker-compose.yml has no services"
+    return data
+
+
+@pytest.fixture(scope="module")
+def services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return compose["services"]
+
+
+def _environment(service: dict[str, Any]) -> dict[str, str]:
+    env = service.get("environment") or {}
+    if isinstance(env, list):
+        pairs = (item.split("=", 1) for item in env)
+        return {p[0]: (p[1] if len(p) > 1 else "") for p in pairs}
+    return {str(k): "" if v is None else str(v) for k, v in env.items()}
+
+
+def _depends_on(service: dict[str, Any]) -> dict[str, str]:
+    deps = service.get("depends_on") or {}
+    if isinstance(deps, list):  # short form means service_started
+        return dict.fromkeys(deps, "service_started")
+    return {name: (spec or {}).get("condition", "service_started") for name, spec in deps.items()}
+
+
+def _command(service: dict[str, Any]) -> list[str]:
+    cmd = service.get("command")
+    if cmd is None:
+        return []
+    return shlex.split(cmd) if isinstance(cmd, str) else [str(c) for c in cmd]
+
+
+def _healthcheck_test(service: dict[str, Any]) -> str:
+    check = service.get("healthcheck")
+    assert isinstance(check, dict), "no healthcheck"
+    assert not check.get("disable"), "healthcheck disabled"
+    test = check.get("test")
+    assert test, "healthcheck without a test"
+    if isinstance(test, str):
+        return test
+    assert test[0] in ("CMD", "CMD-SHELL"), f"unexpected healthcheck form {test[0]!r}"
+    return " ".join(str(part) for part in test[1:])
+
+
+def _env_example() -> dict[str, str]:
+    """KEY=VALUE lines of compose/.env.example (comments skipped, surrounding quotes removed)."""
+    values: dict[str, str] = {}
+    for number, raw in enumerate(ENV_EXAMPLE.read_text(encoding="utf-8").splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        assert sep and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key), (
+            f".env.example line {number} is not KEY=VALUE: {raw!r}"
+        )
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        values[key] = value
+    return values
+
+
+def _interpolate(value: str, env: dict[str, str]) -> str:
+    """Resolve compose `${VAR}`, `${VAR:-default}` and `${VAR:?error}` against `env`."""
+
+    def replace(match: re.Match[str]) -> str:
+        name, op, arg = match.group(1), match.group(2), match.group(3)
+        if env.get(name):
+            return env[name]
+        if op in (":-", "-"):
+            return arg or ""
+        if op in (":?", "?"):
+            raise AssertionError(f"${{{name}}} is required but not set in .env.example")
+        return ""
+
+    return INTERPOLATION_RE.sub(replace, value)
+
+
+def _dockerfile_instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs with comments dropped and continuation lines joined."""
+    logical: list[str] = []
+    current = ""
+    for raw in DOCKERFILE.read_text(encoding="utf-8").splitlines():
+        stripped = raw.strip()
+        if stripped.startswith("#") or not stripped:
+            continue
+        if stripped.endswith("\\"):
+            current += stripped[:-1] + " "
+            continue
+        logical.append(current + stripped)
+        current = ""
+    if current:
+        logical.append(current)
+    result = []
+    for line in logical:
+        instruction, _, args = line.partition(" ")
+        result.append((instruction.upper(), args.strip()))
+    return result
+
+
+# -- infrastructure ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(INFRA_IMAGES))
+def test_infra_service_uses_expected_image(services: dict[str, Any], name: str) -> None:
+    assert name in services, f"service {name!r} missing from docker-compose.yml"
+    image = services[name].get("image")
+    assert image, f"{name} has no image"
+    repository, _, tag = str(image).partition(":")
+    assert repository in INFRA_IMAGES[name], f"{name} uses {image!r}"
+    assert tag and tag != "latest", f"{name} image must be pinned to a tag, got {image!r}"
+
+
+def test_pinned_infra_versions(services: dict[str, Any]) -> None:
+    assert services["postgres"]["image"] == "pgvector/pgvector:pg17"
+    assert services["falkordb"]["image"] == "falkordb/falkordb:v4.16.3"
+    assert str(services["redis"]["image"]).startswith("redis:7.4")
+
+
+@pytest.mark.parametrize(
+    ("name", "needle"),
+    [
+        ("kafka", "/opt/kafka/bin/kafka-"),
+        ("postgres", "pg_isready"),
+        ("falkordb", "redis-cli"),
+        ("redis", "redis-cli"),
+        ("api", "http://localhost:8000/healthz"),
+    ],
+)
+def test_healthchecks(services: dict[str, Any], name: str, needle: str) -> None:
+    assert needle in _healthcheck_test(services[name])
+
+
+def test_kafka_runs_kraft_single_node(services: dict[str, Any]) -> None:
+    env = _environment(services["kafka"])
+    assert set(env.get("KAFKA_PROCESS_ROLES", "").split(",")) == {"broker", "controller"}
+    assert env.get("KAFKA_CONTROLLER_QUORUM_VOTERS", "").startswith(env.get("KAFKA_NODE_ID", "?"))
+    assert "PLAINTEXT://kafka:9092" in env.get("KAFKA_ADVERTISED_LISTENERS", "")
+    assert env.get("KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR") == "1"
+
+
+def test_infra_data_on_named_volumes(compose: dict[str, Any], services: dict[str, Any]) -> None:
+    declared = set(compose.get("volumes") or {})
+    for name in INFRA_IMAGES:
+        mounts = [str(v).split(":", 1)[0] for v in services[name].get("volumes") or []]
+        named = [m for m in mounts if m in declared]
+        assert named, f"{name} keeps its data on no named volume (mounts: {mounts})"
+
+
+# -- application services ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "subcommand"), sorted(APP_COMMANDS.items()))
+def test_app_service_builds_dockerfile_and_runs_subcommand(
+    services: dict[str, Any], name: str, subcommand: str
+) -> None:
+    service = services.get(name)
+    assert service, f"service {name!r} missing"
+    build = service.get("build")
+    assert isinstance(build, dict), f"{name} must be built from compose/Dockerfile"
+    context = (COMPOSE_DIR / build["context"]).resolve()
+    assert context == ROOT, f"{name}: build context must be the repository root"
+    assert (context / build["dockerfile"]).resolve() == DOCKERFILE.resolve()
+    # ENTRYPOINT is `brainstream`, so the command is the subcommand (optionally spelled out).
+    command = _command(service)
+    if command[:1] == ["brainstream"]:
+        command = command[1:]
+    assert command[:1] == [subcommand], f"{name} runs {command!r}"
+
+
+def test_migrate_waits_for_healthy_infra(services: dict[str, Any]) -> None:
+    deps = _depends_on(services["migrate"])
+    for name in INFRA_IMAGES:
+        assert deps.get(name) == "service_healthy", f"migrate must wait for {name} to be healthy"
+    assert services["migrate"].get("restart", "no") in ("no", False), "migrate is one-shot"
+
+
+@pytest.mark.parametrize("name", ["consumer", "worker", "api"])
+def test_migrate_gates_long_running_services(services: dict[str, Any], name: str) -> None:
+    assert _depends_on(services[name]).get("migrate") == "service_completed_successfully"
+
+
+def test_api_port(services: dict[str, Any]) -> None:
+    ports = [str(p) for p in services["api"].get("ports") or []]
+    assert any(p.endswith(":8000") for p in ports), ports
+
+
+@pytest.mark.parametrize("name", sorted(APP_COMMANDS))
+def test_app_services_share_the_anchor_env(
+    compose: dict[str, Any], services: dict[str, Any], name: str
+) -> None:
+    shared = compose.get("x-app-env")
+    assert isinstance(shared, dict) and shared, "x-app-env anchor missing"
+    env = _environment(services[name])
+    for key, value in shared.items():
+        assert env.get(key) == str(value), f"{name} does not carry {key} from x-app-env"
+    # The four external services are named: the app starts no embedded service.
+    for key in EXTERNAL_URLS:
+        assert env.get(key), f"{name} lacks {key}"
+    assert env.get("BRAINSTREAM_API_HOST") == "0.0.0.0"
+
+
+# -- settings names ---------------------------------------------------------------------------
+
+
+def _names_used(path: Path) -> set[str]:
+    return set(VAR_RE.findall(path.read_text(encoding="utf-8")))
+
+
+@pytest.mark.parametrize("path", [COMPOSE_FILE, ENV_EXAMPLE, README, DOCKERFILE], ids=str)
+def test_every_brainstream_variable_is_a_setting(path: Path) -> None:
+    fields = set(Settings.model_fields)
+    used = _names_used(path)
+    unknown = sorted(n for n in used if n[len(PREFIX):].lower() not in fields)
+    assert not unknown, f"{path.name} uses variables that are not Settings fields: {unknown}"
+
+
+def test_structured_env_keys_are_settings(services: dict[str, Any]) -> None:
+    fields = set(Settings.model_fields)
+    seen = 0
+    for name, service in services.items():
+        for key in _environment(service):
+            if key.startswith(PREFIX):
+                seen += 1
+                assert key[len(PREFIX):].lower() in fields, f"{name}: {key} is not a setting"
+    assert seen >= len(EXTERNAL_URLS) * len(APP_COMMANDS)
+    assert set(EXTERNAL_URLS) <= _names_used(COMPOSE_FILE)
+
+
+def test_compose_and_env_example_values_validate(
+    compose: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The app environment, interpolated from .env.example, is accepted by Settings."""
+    example = _env_example()
+    assert "POSTGRES_PASSWORD" in example and "BRAINSTREAM_API_KEYS" in example
+    env = {
+        k: _interpolate(str(v), example) for k, v in compose["x-app-env"].items()
+    }
+    env.update({k: v for k, v in example.items() if k.startswith(PREFIX)})
+    for key in list(os.environ):
+        if key.startswith(PREFIX):
+            monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    assert settings.postgres_dsn and "@postgres:5432/" in settings.postgres_dsn
+    assert settings.kafka_bootstrap == "kafka:9092"
+    assert settings.api_host == "0.0.0.0" and settings.api_port == 8000
+    assert settings.api_keys, "the example API keys must parse to a non-empty mapping"
+    assert settings.topic_partitions == int(example["BRAINSTREAM_TOPIC_PARTITIONS"])
+
+
+# -- Dockerfile -------------------------------------------------------------------------------
+
+
+def test_dockerfile_base_user_and_entrypoint() -> None:
+    instructions = _dockerfile_instructions()
+    args = {}
+    for ins, rest in instructions:
+        if ins == "ARG" and "=" in rest:
+            key, _, value = rest.partition("=")
+            args[key] = value
+    froms = [_interpolate(rest.split()[0], args) for ins, rest in instructions if ins == "FROM"]
+    assert froms and froms[-1] == "python:3.11-slim", froms
+    users = [rest for ins, rest in instructions if ins == "USER"]
+    assert users and users[-1].split(":")[0] not in ("root", "0"), "must run as non-root"
+    entrypoints = [rest for ins, rest in instructions if ins == "ENTRYPOINT"]
+    assert entrypoints and yaml.safe_load(entrypoints[-1]) == ["brainstream"]
+    env_text = " ".join(rest for ins, rest in instructions if ins == "ENV")
+    assert re.search(r"\bHF_HUB_OFFLINE=1\b", env_text)
+
+
+def test_dockerfile_installs_pinned_cpu_torch_with_project_in_one_pip_run() -> None:
+    runs = [rest for ins, rest in _dockerfile_instructions() if ins == "RUN"]
+    pip_runs = [r for r in runs if "pip install" in r and "torch" in r]
+    assert len(pip_runs) == 1, f"torch must be installed in exactly one RUN, found {pip_runs}"
+    run = pip_runs[0]
+    # torch and the project's minilm extra in the same pip invocation
+    commands = [c for c in re.split(r"&&|;", run) if "pip install" in c]
+    assert any("torch==2.13.0" in c and ".[minilm]" in c for c in commands), run
+    assert "download.pytorch.org/whl/cpu" in DOCKERFILE.read_text(encoding="utf-8")
+
+
+def test_dockerfile_has_no_unpinned_torch() -> None:
+    text = "\n".join(rest for _, rest in _dockerfile_instructions())
+    mentions = list(re.finditer(r"\btorch\b", text))
+    assert mentions, "torch is not installed at all"
+    for match in mentions:
+        following = text[match.end():match.end() + 20]
+        assert following.startswith("==2.13.0"), (
+            f"unpinned or differently pinned torch: {text[match.start():match.end() + 20]!r}"
+        )
