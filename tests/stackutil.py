@@ -8,14 +8,18 @@ from pathlib import Path
 from pipeline.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
-TEST_DATA_DIR = REPO / ".brainstream-test"
+
+# Several test runs can share a machine (a developer's and CI's, or parallel work): an offset moves
+# every port and gets its own data directory.
+_OFFSET = int(os.environ.get("BRAINSTREAM_TEST_PORT_OFFSET", "0"))
+TEST_DATA_DIR = REPO / (".brainstream-test" + (f"-{_OFFSET}" if _OFFSET else ""))
 
 TEST_PORTS = {
-    "pg_port": 56432,
-    "kafka_port": 29092,
-    "s3_port": 29000,
-    "falkordb_port": 26379,
-    "redis_port": 26380,
+    "pg_port": 56432 + _OFFSET,
+    "kafka_port": 29092 + _OFFSET,
+    "s3_port": 29000 + _OFFSET,
+    "falkordb_port": 26379 + _OFFSET,
+    "redis_port": 26380 + _OFFSET,
 }
 
 
@@ -33,7 +37,8 @@ def make_settings(data_dir: Path = TEST_DATA_DIR / "stack", **overrides: object)
 
 def settings_env(settings: Settings) -> dict[str, str]:
     """The BRAINSTREAM_* environment that reproduces `settings` in a subprocess."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BRAINSTREAM_")}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("BRAINSTREAM_") or k == "BRAINSTREAM_TEST_PORT_OFFSET"}
     for name in ("data_dir", "embedder", "topic_partitions", *TEST_PORTS,
                  "postgres_dsn", "kafka_bootstrap", "falkordb_url", "redis_url"):
         value = getattr(settings, name)

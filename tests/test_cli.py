@@ -48,7 +48,8 @@ def test_taken_port_via_cli(tmp_path: object) -> None:
         blocker.bind(("127.0.0.1", 0))
         blocker.listen()
         port = blocker.getsockname()[1]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("BRAINSTREAM_")}
+        env = {k: v for k, v in os.environ.items()
+                if not k.startswith("BRAINSTREAM_") or k == "BRAINSTREAM_TEST_PORT_OFFSET"}
         env.update({"BRAINSTREAM_DATA_DIR": str(TEST_DATA_DIR / "cli-port"),
                     "BRAINSTREAM_PG_PORT": str(port)})
         done = subprocess.run([sys.executable, "-m", "pipeline.cli", "services", "start"],
