@@ -29,6 +29,8 @@ CREATE TABLE objects (
                     CHECK (embed_status IN ('pending', 'done', 'failed')),
     embed_attempts  integer NOT NULL DEFAULT 0,
     embed_error     text,
+    -- a worker that claimed this row for embedding holds it until then (no lock while embedding)
+    embed_lease_until timestamptz,
     -- the optional CloudEvents `version` of the event that wrote this row (older events are no-ops)
     source_version  bigint,
     event_id        text,

@@ -131,3 +131,81 @@ class InvalidFilter(InvalidInput):
     """A filter names a property that is not declared filterable (with that operator)."""
 
     code = "invalid_filter"
+
+
+# -- write path: rejections that depend on what Postgres already holds ---------------------------
+
+
+class IdConflict(InvalidInput):
+    """The object id already belongs to another namespace."""
+
+    code = "id_conflict"
+
+
+class ParentNotFound(InvalidInput):
+    """An explicit part names a parent that is missing, deleted or outside the namespace."""
+
+    code = "parent_not_found"
+
+
+class ParentIsPart(InvalidInput):
+    """An explicit part names a parent that is itself a part."""
+
+    code = "parent_is_part"
+
+
+class ObjectNotFound(InvalidInput):
+    """A soft delete names an object that does not exist in the namespace."""
+
+    code = "object_not_found"
+
+
+class LinkEndpointNotFound(InvalidInput):
+    """A link endpoint is missing or outside the namespace (the two are not told apart)."""
+
+    code = "link_endpoint_not_found"
+
+
+class LinkEndpointDeleted(InvalidInput):
+    """A link endpoint is soft-deleted."""
+
+    code = "link_endpoint_deleted"
+
+
+class LinkEndpointIsPart(InvalidInput):
+    """A link endpoint is a part; only first-class objects are linked."""
+
+    code = "link_endpoint_is_part"
+
+
+class LinkNotFound(InvalidInput):
+    """A link delete names a link that does not exist."""
+
+    code = "link_not_found"
+
+
+class RejectedByDatabase(InvalidInput):
+    """Postgres refused the event's data (e.g. a NUL character in text)."""
+
+    code = "rejected_by_database"
+
+
+class EmbeddingFailed(BrainstreamError):
+    """Embedding kept failing after every retry; the object is marked failed."""
+
+    code = "embedding_failed"
+
+
+# --- embedders (pipeline/embedders/): callers retry the first, dead-letter the second ---
+
+
+class EmbedderUnavailable(Unavailable):
+    """The embedder failed transiently (connection, timeout, 429, 5xx); retrying may succeed."""
+
+    code = "embedder_unavailable"
+
+
+class EmbedderError(BrainstreamError):
+    """The embedder failed permanently (4xx, malformed response, wrong dimension)."""
+
+    code = "embedding_failed"

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pipeline.errors import ConfigError
@@ -66,6 +66,22 @@ class Settings(BaseSettings):
     embedder_model: str | None = None
     embedding_dim: int | None = Field(default=None, ge=1, le=16000)
 
+    # Write path.
+    max_event_bytes: int = Field(default=1_000_000, ge=1024)
+    consumer_batch_size: int = Field(default=200, ge=1, le=10_000)
+    consumer_batch_seconds: float = Field(default=1.0, gt=0)
+    chunk_max_tokens: int = Field(default=200, ge=16, le=8192)
+    chunk_overlap_tokens: int = Field(default=30, ge=0, le=4096)
+    content_cap_chars: int = Field(default=2000, ge=0)
+    embed_batch_size: int = Field(default=64, ge=1, le=4096)
+    embed_retry_attempts: int = Field(default=5, ge=1, le=100)
+    embed_retry_max_wait: float = Field(default=10.0, gt=0)
+    embed_lease_seconds: float = Field(default=120.0, gt=0)
+    relay_batch_size: int = Field(default=500, ge=1, le=100_000)
+    relay_max_backoff: float = Field(default=30.0, gt=0)
+    sweep_interval: float = Field(default=5.0, gt=0)
+    worker_concurrency: int = Field(default=2, ge=1, le=256)
+
     # Read API.
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8000, ge=1, le=65535)
@@ -79,6 +95,14 @@ class Settings(BaseSettings):
                 return json.loads(value) if value.strip() else {}
             except json.JSONDecodeError as exc:
                 raise ValueError(f"API_KEYS must be a JSON object: {exc.msg}") from exc
+        return value
+
+    @field_validator("chunk_overlap_tokens")
+    @classmethod
+    def _overlap_below_max(cls, value: int, info: ValidationInfo) -> int:
+        limit = info.data.get("chunk_max_tokens")
+        if isinstance(limit, int) and value >= limit:
+            raise ValueError("must be smaller than CHUNK_MAX_TOKENS")
         return value
 
     @field_validator("graph_name", "pg_database")
