@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
+import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+import psycopg
 
 from pipeline.errors import BrainstreamError
 from pipeline.settings import Settings, load_settings
@@ -125,6 +128,104 @@ def migrate(ctx: click.Context, postgres: bool, graph: bool, topics: bool) -> No
         from pipeline.topics import ensure_topics
 
         ensure_topics(settings, report=_echo)
+
+
+# -- kinds and events ---------------------------------------------------------------------
+
+
+@main.group(cls=_Group)
+def kinds() -> None:
+    """The kind catalog (empty = open mode: every kind accepted)."""
+
+
+@kinds.command("apply")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.pass_context
+def kinds_apply(ctx: click.Context, path: Path) -> None:
+    """Apply a kinds.yaml additively: new kinds and fields are added, nothing is removed."""
+    from pipeline.kinds import load_catalog
+    from pipeline.stores.postgres_kinds import apply_catalog
+
+    settings = _settings(ctx)
+    incoming = load_catalog(path.read_text(encoding="utf-8"))
+    with psycopg.connect(settings.effective_postgres_dsn) as conn:
+        merged = apply_catalog(conn, incoming)
+    click.echo(f"applied {len(incoming)} kind(s) from {path}; the catalog has {len(merged)}")
+
+
+@kinds.command("list")
+@click.pass_context
+def kinds_list(ctx: click.Context) -> None:
+    """Print the catalog as YAML."""
+    import yaml
+
+    from pipeline.kinds import catalog_to_dict
+    from pipeline.stores.postgres_kinds import read_catalog
+
+    with psycopg.connect(_settings(ctx).effective_postgres_dsn) as conn:
+        specs = read_catalog(conn)
+    click.echo(yaml.safe_dump(catalog_to_dict(specs), sort_keys=False), nl=False)
+
+
+@main.command()
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--namespace", type=click.UUID, default=None,
+              help="Namespace for bare objects (lines without a CloudEvents envelope).")
+@click.option("--source", default="brainstream-cli", show_default=True,
+              help="CloudEvents source for wrapped bare objects.")
+@click.pass_context
+def publish(ctx: click.Context, path: Path, namespace: uuid.UUID | None, source: str) -> None:
+    """Publish a JSONL file of events to the input topic, keyed per aggregate.
+
+    A line that is a bare object becomes a put. Lines that are not valid events are sent as they
+    are; the consumer dead-letters them with the reason.
+    """
+    from pipeline.kafka_io import make_producer
+    from pipeline.publisher import EventPublisher, read_lines
+
+    settings = _settings(ctx)
+    producer = make_producer(settings)
+    try:
+        report = EventPublisher(producer, settings.topic_events).publish_lines(
+            read_lines(path), namespace=namespace, source=source)
+    finally:
+        producer.close()
+    click.echo(f"published {report.sent} record(s) to {settings.topic_events} "
+               f"({report.wrapped} wrapped, {report.unparsed} not valid events: they will be "
+               "dead-lettered)")
+
+
+# -- pipeline processes -------------------------------------------------------------------
+
+
+@main.command()
+def consumer() -> None:
+    """Run the event consumer (faust worker) in the foreground."""
+    from consumers.app import main as run_consumer
+
+    run_consumer()
+
+
+@main.command()
+@click.option("--concurrency", type=int, default=None,
+              help="Worker processes (default: BRAINSTREAM_WORKER_CONCURRENCY).")
+@click.option("--queues", default="celery,relay", show_default=True,
+              help="Queues to consume: `celery` (embedding, sweep) and `relay` (graph outbox).")
+@click.option("--beat/--no-beat", default=True, show_default=True,
+              help="Also run the periodic sweep scheduler (run it in one worker only).")
+@click.pass_context
+def worker(ctx: click.Context, concurrency: int | None, queues: str, beat: bool) -> None:
+    """Run a Celery worker (embedding, outbox relay, sweeps) in the foreground."""
+    from workers.app import app as celery_app
+
+    settings = _settings(ctx)
+    settings.resolved_data_dir.mkdir(parents=True, exist_ok=True)
+    argv = ["worker", "--loglevel=INFO", f"--queues={queues}",
+            f"--concurrency={concurrency or settings.worker_concurrency}",
+            f"--hostname=brainstream-{queues.replace(',', '-')}@%h"]
+    if beat:
+        argv += ["--beat", f"--schedule={settings.resolved_data_dir / 'celerybeat-schedule'}"]
+    celery_app.worker_main(argv=argv)
 
 
 # -- everything ---------------------------------------------------------------------------

@@ -208,4 +208,5 @@ class EmbedderUnavailable(Unavailable):
 class EmbedderError(BrainstreamError):
     """The embedder failed permanently (4xx, malformed response, wrong dimension)."""
 
-    code = "embedding_failed"
+    # Not "embedding_failed": EmbeddingFailed above owns that code (retries exhausted).
+    code = "embedder_error"

@@ -45,7 +45,11 @@ def app_processes(settings: Settings) -> list[ProcessSpec]:
 
 def _registered(settings: Settings) -> list[tuple[str, list[str], str]]:
     """(name, brainstream sub-command, address) of the processes that ship so far."""
-    return []
+    return [
+        ("consumer", ["consumer"], ""),
+        ("worker", ["worker", "--queues", "celery", "--beat"], ""),
+        ("relay", ["worker", "--queues", "relay", "--concurrency", "1", "--no-beat"], ""),
+    ]
 
 
 class _Stop(Exception):

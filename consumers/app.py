@@ -1,0 +1,117 @@
+"""The faust-streaming consumer: input topic -> Postgres, in batches, at-least-once with
+idempotent effects.
+
+Why the loop is shaped like this (measured on the embedded broker, see docs/architecture.md):
+`take_events` acknowledges a batch only when the loop asks for the next one, and faust commits
+only unbroken runs of acknowledged offsets, so a killed consumer loses nothing. But an exception
+that leaves the loop makes faust acknowledge the failed batch and everything buffered: data loss.
+So the body never raises: `BatchProcessor.process` retries until the batch is durable (or each
+bad event is dead-lettered), and if even that is impossible the process ends with `os._exit(1)`
+before anything is acknowledged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import faust
+
+from pipeline.consume import BatchProcessor
+from pipeline.ingest import RawRecord
+from pipeline.kafka_io import DeadLetterWriter, make_producer
+from pipeline.settings import Settings, load_settings
+from pipeline.stores.pool import make_pool
+
+log = logging.getLogger("brainstream.consumer")
+
+
+def _broker_urls(settings: Settings) -> list[str]:
+    return [f"kafka://{host.strip()}" for host in settings.effective_kafka_bootstrap.split(",")]
+
+
+def create_app(settings: Settings) -> faust.App:
+    datadir = settings.resolved_data_dir / "faust"
+    datadir.mkdir(parents=True, exist_ok=True)
+    app = faust.App(
+        "brainstream-consumer",
+        broker=_broker_urls(settings),
+        datadir=str(datadir),
+        web_enabled=False,
+        topic_allow_declare=False,  # `brainstream migrate` creates topics with their partitions
+        topic_partitions=settings.topic_partitions,
+        consumer_auto_offset_reset="earliest",
+        broker_session_timeout=6,  # group joins take about half of it on the embedded broker
+        broker_heartbeat_interval=2,
+        broker_commit_every=settings.consumer_batch_size,
+        consumer_max_fetch_size=max(4 * settings.max_event_bytes, 4 * 1024 * 1024),
+        producer_max_request_size=max(2 * settings.max_event_bytes, 1_048_576),
+        stream_buffer_maxsize=4 * settings.consumer_batch_size,
+    )
+    topic = app.topic(settings.topic_events, key_type=bytes, value_type=bytes,
+                      key_serializer="raw", value_serializer="raw")
+    processor = _LazyProcessor(settings)
+
+    @app.agent(topic, name="brainstream.ingest")
+    async def ingest(stream: Any) -> None:  # faust's StreamT stubs lack take_events
+        async for events in stream.take_events(settings.consumer_batch_size,
+                                                within=settings.consumer_batch_seconds):
+            records = [_record(event) for event in events]
+            try:
+                outcome = await asyncio.to_thread(processor.process, records)
+            except BaseException:
+                log.exception("batch of %d records could not be made durable; exiting without "
+                              "acknowledging it", len(records))
+                os._exit(1)
+            log.info("batch: %d records, %d applied, %d duplicates, %d stale, %d dead-lettered",
+                     len(records), outcome.applied, outcome.duplicates, outcome.stale,
+                     len(outcome.dead))
+
+    return app
+
+
+def _record(event: Any) -> RawRecord:
+    message = event.message
+    headers: Sequence[tuple[str, bytes]] = message.headers or ()
+    value = message.value if isinstance(message.value, bytes) else bytes(message.value or b"")
+    return RawRecord(topic=message.topic, partition=message.partition, offset=message.offset,
+                     key=message.key, value=value,
+                     headers=tuple((str(k), bytes(v or b"")) for k, v in headers))
+
+
+class _LazyProcessor:
+    """Builds the pool, producer and trigger on first use, in the worker thread."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._processor: BatchProcessor | None = None
+        self._lock = threading.Lock()
+
+    def process(self, records: Sequence[RawRecord]) -> Any:
+        with self._lock:
+            if self._processor is None:
+                from workers.app import app as celery_app
+                from workers.triggers import CeleryTrigger
+
+                producer = make_producer(self.settings)
+                self._processor = BatchProcessor(
+                    self.settings,
+                    make_pool(self.settings, min_size=1, max_size=2, name="brainstream-consumer"),
+                    DeadLetterWriter(producer, self.settings.topic_dlq),
+                    CeleryTrigger(celery_app),
+                )
+            return self._processor.process(records)
+
+
+def main() -> None:
+    """Run the consumer worker in the foreground (faust's own CLI, without its web server)."""
+    import sys
+
+    settings = load_settings()
+    app = create_app(settings)
+    sys.argv = ["brainstream-consumer", "worker", "--without-web", "--loglevel", "info"]
+    app.main()

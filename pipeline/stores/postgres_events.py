@@ -1,0 +1,234 @@
+"""Postgres adapter of the write path: the SQL behind applying events (one connection, one
+transaction per batch, a savepoint per event).
+
+Every method runs inside the caller's transaction; nothing here commits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg.rows import tuple_row
+from psycopg.types.json import Jsonb
+
+from pipeline.kinds import KindCatalog, catalog_from_dict
+
+Conn = psycopg.Connection[Any]
+
+
+@dataclass(frozen=True)
+class ObjectHead:
+    """What the write path needs to know about an existing object row."""
+
+    id: uuid.UUID
+    namespace_id: uuid.UUID
+    kind: str
+    title: str | None
+    parent_id: uuid.UUID | None
+    source_version: int | None
+    deleted_at: datetime | None
+
+
+@dataclass(frozen=True)
+class ObjectWrite:
+    """A full object row as a put writes it."""
+
+    id: uuid.UUID
+    namespace_id: uuid.UUID
+    kind: str
+    title: str | None
+    summary: str | None
+    properties: dict[str, Any]
+    content: str | None
+    content_type: str | None
+    parent_id: uuid.UUID | None
+    position: int | None
+    index_text_hash: str
+    source_version: int | None
+    event_id: str
+
+
+@dataclass(frozen=True)
+class LinkHead:
+    namespace_id: uuid.UUID
+    source_version: int | None
+    deleted_at: datetime | None
+
+
+_OBJECT_HEAD = ("SELECT id, namespace_id, kind, title, parent_id, source_version, deleted_at "
+                "FROM objects")
+
+_UPSERT_OBJECT = """
+INSERT INTO objects (id, namespace_id, kind, title, summary, properties, content, content_type,
+                     parent_id, position, index_text_hash, embed_status, source_version, event_id)
+VALUES (%(id)s, %(namespace_id)s, %(kind)s, %(title)s, %(summary)s, %(properties)s, %(content)s,
+        %(content_type)s, %(parent_id)s, %(position)s, %(index_text_hash)s, 'pending',
+        %(source_version)s, %(event_id)s)
+ON CONFLICT (id) DO UPDATE SET
+    kind = EXCLUDED.kind, title = EXCLUDED.title, summary = EXCLUDED.summary,
+    properties = EXCLUDED.properties, content = EXCLUDED.content,
+    content_type = EXCLUDED.content_type, parent_id = EXCLUDED.parent_id,
+    position = EXCLUDED.position,
+    -- unchanged index text keeps its embedding: no re-embed
+    embed_status = CASE WHEN objects.embedding IS NOT NULL
+                         AND objects.embedded_hash = EXCLUDED.index_text_hash
+                        THEN 'done' ELSE 'pending' END,
+    embed_attempts = CASE WHEN objects.index_text_hash IS DISTINCT FROM EXCLUDED.index_text_hash
+                          THEN 0 ELSE objects.embed_attempts END,
+    embed_error = CASE WHEN objects.index_text_hash IS DISTINCT FROM EXCLUDED.index_text_hash
+                       THEN NULL ELSE objects.embed_error END,
+    index_text_hash = EXCLUDED.index_text_hash,
+    source_version = coalesce(EXCLUDED.source_version, objects.source_version),
+    event_id = EXCLUDED.event_id,
+    updated_at = now(),
+    deleted_at = NULL
+"""
+
+
+class PgEventStore:
+    """The write path's view of Postgres, bound to one connection in a transaction."""
+
+    def __init__(self, conn: Conn) -> None:
+        self.conn = conn
+
+    @contextlib.contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """Undo one event's writes on error without losing the rest of the batch."""
+        with self.conn.transaction():
+            yield
+
+    # -- events ledger --------------------------------------------------------------------
+
+    def claim_event(self, namespace: uuid.UUID, source: str, event_id: str,
+                    event_type: str) -> bool:
+        """Record the event as processed; False when it already was (a duplicate)."""
+        cur = self.conn.execute(
+            "INSERT INTO processed_events (namespace_id, source, event_id, event_type, outcome)"
+            " VALUES (%s, %s, %s, %s, 'applied') ON CONFLICT DO NOTHING RETURNING 1",
+            (namespace, source, event_id, event_type),
+        )
+        return cur.fetchone() is not None
+
+    def set_outcome(self, namespace: uuid.UUID, source: str, event_id: str,
+                    outcome: str) -> None:
+        self.conn.execute(
+            "UPDATE processed_events SET outcome = %s"
+            " WHERE namespace_id = %s AND source = %s AND event_id = %s",
+            (outcome, namespace, source, event_id),
+        )
+
+    # -- kinds ----------------------------------------------------------------------------
+
+    def load_catalog(self) -> KindCatalog:
+        rows = self.conn.execute("SELECT spec FROM object_kinds ORDER BY kind").fetchall()
+        return KindCatalog(catalog_from_dict({"kinds": [row[0] for row in rows]}))
+
+    # -- objects --------------------------------------------------------------------------
+
+    def lock_object(self, object_id: uuid.UUID) -> ObjectHead | None:
+        """The row of `object_id`, locked until commit (events on one object serialize)."""
+        row = self.conn.cursor(row_factory=tuple_row).execute(
+            _OBJECT_HEAD + " WHERE id = %s FOR UPDATE", (object_id,)).fetchone()
+        return ObjectHead(*row) if row else None
+
+    def share_objects(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, ObjectHead]:
+        """Rows of `ids`, share-locked (link endpoints, parents) so they cannot vanish."""
+        rows = self.conn.cursor(row_factory=tuple_row).execute(
+            _OBJECT_HEAD + " WHERE id = ANY(%s) FOR SHARE", (list(ids),)).fetchall()
+        return {row[0]: ObjectHead(*row) for row in rows}
+
+    def upsert_objects(self, rows: Sequence[ObjectWrite]) -> None:
+        """Insert or replace rows (reviving soft-deleted ones)."""
+        params = [{**row.__dict__, "properties": Jsonb(row.properties)} for row in rows]
+        with self.conn.cursor() as cur:
+            cur.executemany(_UPSERT_OBJECT, params)
+
+    def parts_of(self, parent_id: uuid.UUID) -> list[tuple[uuid.UUID, int | None]]:
+        """(id, position) of every part of a parent."""
+        rows = self.conn.execute(
+            "SELECT id, position FROM objects WHERE parent_id = %s", (parent_id,)).fetchall()
+        return [(row[0], row[1]) for row in rows]
+
+    def delete_rows(self, ids: Sequence[uuid.UUID]) -> None:
+        """Hard-delete derived rows (stale chunks)."""
+        if ids:
+            self.conn.execute("DELETE FROM objects WHERE id = ANY(%s)", (list(ids),))
+
+    def soft_delete_object(self, object_id: uuid.UUID, version: int | None,
+                           event_id: str) -> None:
+        """Hide an object and its visible parts (with the same timestamp, so a re-put of the
+        parent revives exactly the parts this delete hid)."""
+        self.conn.execute(
+            "WITH t AS (SELECT now() AS at)"
+            " UPDATE objects SET deleted_at = (SELECT at FROM t), updated_at = (SELECT at FROM t),"
+            " source_version = coalesce(%s, source_version), event_id = %s"
+            " WHERE id = %s AND deleted_at IS NULL",
+            (version, event_id, object_id),
+        )
+        self.conn.execute(
+            "UPDATE objects p SET deleted_at = o.deleted_at, updated_at = o.deleted_at"
+            " FROM objects o WHERE o.id = %s AND p.parent_id = o.id AND p.deleted_at IS NULL",
+            (object_id,),
+        )
+
+    def deleted_at(self, object_id: uuid.UUID) -> datetime | None:
+        row = self.conn.execute("SELECT deleted_at FROM objects WHERE id = %s",
+                                (object_id,)).fetchone()
+        return row[0] if row else None
+
+    def revive_parts(self, parent_id: uuid.UUID, deleted_at: datetime) -> None:
+        """Bring back the parts hidden together with their parent."""
+        self.conn.execute(
+            "UPDATE objects SET deleted_at = NULL, updated_at = now()"
+            " WHERE parent_id = %s AND deleted_at = %s",
+            (parent_id, deleted_at),
+        )
+
+    # -- links ----------------------------------------------------------------------------
+
+    def lock_link(self, from_id: uuid.UUID, relation_type: str,
+                  to_id: uuid.UUID) -> LinkHead | None:
+        row = self.conn.execute(
+            "SELECT namespace_id, source_version, deleted_at FROM links"
+            " WHERE from_id = %s AND relation_type = %s AND to_id = %s FOR UPDATE",
+            (from_id, relation_type, to_id),
+        ).fetchone()
+        return LinkHead(*row) if row else None
+
+    def upsert_link(self, namespace: uuid.UUID, from_id: uuid.UUID, relation_type: str,
+                    to_id: uuid.UUID, meta: dict[str, Any], version: int | None,
+                    event_id: str) -> None:
+        self.conn.execute(
+            "INSERT INTO links (namespace_id, from_id, to_id, relation_type, meta,"
+            " source_version, event_id) VALUES (%s, %s, %s, %s, %s, %s, %s)"
+            " ON CONFLICT (from_id, relation_type, to_id) DO UPDATE SET meta = EXCLUDED.meta,"
+            " source_version = coalesce(EXCLUDED.source_version, links.source_version),"
+            " event_id = EXCLUDED.event_id, updated_at = now(), deleted_at = NULL",
+            (namespace, from_id, to_id, relation_type, Jsonb(meta), version, event_id),
+        )
+
+    def soft_delete_link(self, from_id: uuid.UUID, relation_type: str, to_id: uuid.UUID,
+                         version: int | None, event_id: str) -> None:
+        self.conn.execute(
+            "UPDATE links SET deleted_at = coalesce(deleted_at, now()), updated_at = now(),"
+            " source_version = coalesce(%s, source_version), event_id = %s"
+            " WHERE from_id = %s AND relation_type = %s AND to_id = %s",
+            (version, event_id, from_id, relation_type, to_id),
+        )
+
+    # -- outbox ---------------------------------------------------------------------------
+
+    def enqueue(self, namespace: uuid.UUID, aggregate_id: uuid.UUID, op: str,
+                payload: dict[str, Any] | None = None) -> None:
+        """Record what the graph must do, in this transaction (the transactional outbox)."""
+        self.conn.execute(
+            "INSERT INTO outbox (namespace_id, aggregate_id, op, payload)"
+            " VALUES (%s, %s, %s, %s)",
+            (namespace, aggregate_id, op, Jsonb(payload or {})),
+        )

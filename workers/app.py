@@ -1,0 +1,40 @@
+"""The Celery application: embedding, the outbox relay and the periodic sweep.
+
+Tasks are named `brainstream.*` so producers (the consumer) can send them by name without
+importing the worker's code. Every task is idempotent: it re-reads the state it works on from
+Postgres, so a duplicate or redelivered message changes nothing twice.
+"""
+
+from __future__ import annotations
+
+from celery import Celery
+
+from pipeline.settings import load_settings
+
+EMBED_TASK = "brainstream.embed"
+RELAY_TASK = "brainstream.relay"
+SWEEP_TASK = "brainstream.sweep"
+
+
+def create_app() -> Celery:
+    settings = load_settings()
+    app = Celery("brainstream", broker=settings.effective_redis_url, include=["workers.tasks"])
+    app.conf.update(
+        task_acks_late=True,  # pessimistic: a task stays queued until it has finished
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_ignore_result=True,
+        task_serializer="json",
+        accept_content=["json"],
+        broker_connection_retry_on_startup=True,
+        broker_transport_options={"visibility_timeout": 600},
+        task_routes={RELAY_TASK: {"queue": "relay"}},
+        beat_schedule={
+            "sweep": {"task": SWEEP_TASK, "schedule": settings.sweep_interval},
+        },
+        worker_hijack_root_logger=False,
+    )
+    return app
+
+
+app = create_app()

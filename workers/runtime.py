@@ -1,0 +1,54 @@
+"""Per-process resources of a worker, created lazily after Celery forks its pool processes
+(connections and producers must not cross a fork)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+
+from kafka import KafkaProducer
+from psycopg_pool import ConnectionPool
+
+from pipeline.embedders import build_embedder
+from pipeline.embedders.base import Embedder
+from pipeline.graph.falkordb import FalkorGraphWriter
+from pipeline.kafka_io import DeadLetterWriter, KafkaChangeSink, make_producer
+from pipeline.settings import Settings, load_settings
+from pipeline.stores.pool import make_pool
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    pool: ConnectionPool
+    producer: KafkaProducer
+    embedder: Embedder
+    graph: FalkorGraphWriter
+    dead_letters: DeadLetterWriter
+    changes: KafkaChangeSink
+
+
+_lock = threading.Lock()
+_runtime: Runtime | None = None
+_pid: int | None = None
+
+
+def runtime() -> Runtime:
+    """This process's resources (re-created in a forked child)."""
+    global _runtime, _pid
+    with _lock:
+        if _runtime is None or _pid != os.getpid():
+            settings = load_settings()
+            producer = make_producer(settings)
+            _runtime = Runtime(
+                settings=settings,
+                pool=make_pool(settings, min_size=1, max_size=4, name="brainstream-worker"),
+                producer=producer,
+                embedder=build_embedder(settings),
+                graph=FalkorGraphWriter.from_settings(settings),
+                dead_letters=DeadLetterWriter(producer, settings.topic_dlq),
+                changes=KafkaChangeSink(producer, settings.topic_changes),
+            )
+            _pid = os.getpid()
+        return _runtime

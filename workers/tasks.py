@@ -1,0 +1,49 @@
+"""Celery tasks: thin shells over pipeline.embedding and pipeline.outbox."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from typing import Any
+
+from pipeline.embedding import EmbeddingService, pending_count
+from pipeline.outbox import OutboxRelay, backlog
+from workers.app import EMBED_TASK, RELAY_TASK, SWEEP_TASK, app
+from workers.runtime import runtime
+
+log = logging.getLogger(__name__)
+_relay_lock = threading.Lock()
+
+
+@app.task(name=EMBED_TASK)
+def embed(roots: list[str] | None = None) -> dict[str, Any]:
+    """Embed pending rows of these roots (or any); idempotent: only `pending` rows are claimed."""
+    rt = runtime()
+    service = EmbeddingService(rt.settings, rt.pool, rt.embedder, rt.dead_letters)
+    ids = [uuid.UUID(r) for r in roots] if roots else None
+    stats = service.run(ids)
+    if stats.roots_completed or stats.failed:
+        relay.delay()
+    return stats.__dict__
+
+
+@app.task(name=RELAY_TASK)
+def relay() -> dict[str, Any]:
+    """Apply the outbox to the graph; idempotent: rows re-sync current Postgres state."""
+    rt = runtime()
+    stats = OutboxRelay(rt.settings, rt.pool, rt.graph, rt.changes).run()
+    return {k: v for k, v in stats.__dict__.items() if k != "errors"}
+
+
+@app.task(name=SWEEP_TASK)
+def sweep() -> dict[str, int]:
+    """Find work whose trigger was lost (killed worker, flushed Redis) and trigger it again."""
+    rt = runtime()
+    pending = pending_count(rt.pool)
+    outbox = backlog(rt.pool)
+    if pending:
+        embed.delay(None)
+    if outbox:
+        relay.delay()
+    return {"embed_pending": pending, "outbox_backlog": outbox}

@@ -1,0 +1,28 @@
+"""The consumer's side of the workers: send tasks by name over Redis (no worker code imported)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+from celery import Celery
+
+from workers.app import EMBED_TASK, RELAY_TASK
+
+# Roots per embed task: small enough to spread over worker processes, large enough to batch.
+ROOTS_PER_TASK = 16
+
+
+class CeleryTrigger:
+    """WorkTrigger over Celery."""
+
+    def __init__(self, app: Celery) -> None:
+        self.app = app
+
+    def embed(self, roots: Sequence[uuid.UUID]) -> None:
+        ids = [str(r) for r in roots]
+        for start in range(0, len(ids), ROOTS_PER_TASK):
+            self.app.send_task(EMBED_TASK, args=[ids[start:start + ROOTS_PER_TASK]])
+
+    def relay(self) -> None:
+        self.app.send_task(RELAY_TASK, queue="relay")
