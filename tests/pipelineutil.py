@@ -1,0 +1,151 @@
+"""Running the pipeline's processes in tests, and observing their effects on the real services."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from kafka import KafkaConsumer, KafkaProducer
+
+from pipeline.settings import Settings
+from tests.stackutil import settings_env
+
+T = TypeVar("T")
+
+PROCESS_ARGS: dict[str, list[str]] = {
+    "consumer": ["consumer"],
+    "worker": ["worker", "--queues", "celery", "--concurrency", "2", "--beat"],
+    "relay": ["worker", "--queues", "relay", "--concurrency", "1", "--no-beat"],
+}
+
+
+def pipeline_env(settings: Settings, **extra: str) -> dict[str, str]:
+    env = settings_env(settings)
+    env.update({
+        "BRAINSTREAM_SWEEP_INTERVAL": "1",
+        "BRAINSTREAM_EMBED_LEASE_SECONDS": "5",
+        "BRAINSTREAM_RELAY_MAX_BACKOFF": "2",
+        "BRAINSTREAM_CONSUMER_BATCH_SECONDS": "0.3",
+        "PYTHONUNBUFFERED": "1",
+    })
+    env.update(extra)
+    return env
+
+
+@dataclass
+class Proc:
+    """One pipeline process (consumer, worker, relay) run as a child of the test session."""
+
+    name: str
+    env: dict[str, str]
+    log_dir: Path
+    popen: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    def start(self) -> Proc:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_dir / f"{self.name}.log", "ab")  # noqa: SIM115 - child owns it
+        self.popen = subprocess.Popen(
+            [sys.executable, "-m", "pipeline.cli", *PROCESS_ARGS[self.name]],
+            env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        return self
+
+    @property
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def kill9(self) -> None:
+        """SIGKILL the whole process group (Celery's pool children too)."""
+        if self.popen is not None and self.popen.poll() is None:
+            os.killpg(self.popen.pid, signal.SIGKILL)
+            self.popen.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.popen is not None and self.popen.poll() is None:
+            os.killpg(self.popen.pid, signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill9()
+
+    def restart(self) -> None:
+        self.kill9()
+        self.start()
+
+
+def wait_for(check: Callable[[], T | None], *, timeout: float = 60.0, interval: float = 0.25,
+             what: str = "condition") -> T:
+    """Poll until `check` returns something truthy; fail with `what` after `timeout`."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+
+
+def envelope(event_type: str, namespace: uuid.UUID | str, data: dict[str, Any], *,
+             event_id: str | None = None, version: int | None = None,
+             source: str = "tests") -> dict[str, Any]:
+    env: dict[str, Any] = {
+        "specversion": "1.0", "id": event_id or str(uuid.uuid4()), "source": source,
+        "type": f"brainstream.{event_type}",
+        "time": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+        "datacontenttype": "application/json", "namespace": str(namespace), "data": data,
+    }
+    if version is not None:
+        env["version"] = version
+    return env
+
+
+def put(namespace: uuid.UUID | str, **data: Any) -> dict[str, Any]:
+    data.setdefault("id", str(uuid.uuid4()))
+    data.setdefault("kind", "company")
+    data.setdefault("title", f"object {data['id'][:8]}")
+    return envelope("object.put", namespace, data)
+
+
+class Publisher:
+    """Sends raw values with explicit keys (tests choose keys to force one partition)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.topic = settings.topic_events
+        self.producer = KafkaProducer(bootstrap_servers=settings.effective_kafka_bootstrap,
+                                      acks="all", max_request_size=8 * 1024 * 1024)
+
+    def send(self, value: bytes | dict[str, Any], key: str | bytes | None = None) -> None:
+        raw = value if isinstance(value, bytes) else json.dumps(value).encode()
+        k = key.encode() if isinstance(key, str) else key
+        self.producer.send(self.topic, key=k, value=raw).get(timeout=30)
+
+    def send_all(self, values: Iterable[tuple[bytes | dict[str, Any], str | bytes | None]]
+                 ) -> None:
+        for value, key in values:
+            self.send(value, key)
+
+    def close(self) -> None:
+        self.producer.close()
+
+
+def read_topic(settings: Settings, topic: str, *, timeout_ms: int = 3000
+               ) -> list[tuple[bytes | None, bytes, dict[str, str]]]:
+    """Every record of a topic from the beginning: (key, value, headers as text)."""
+    consumer = KafkaConsumer(topic, bootstrap_servers=settings.effective_kafka_bootstrap,
+                             auto_offset_reset="earliest", group_id=None,
+                             consumer_timeout_ms=timeout_ms, enable_auto_commit=False)
+    try:
+        return [(m.key, m.value, {k: v.decode("utf-8", "replace") for k, v in m.headers or []})
+                for m in consumer]
+    finally:
+        consumer.close()
