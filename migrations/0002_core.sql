@@ -20,6 +20,9 @@ CREATE TABLE objects (
     -- a row with parent_id is a part (a chunk) of that parent; position orders the parts
     parent_id       uuid REFERENCES objects (id) ON DELETE CASCADE,
     position        integer CHECK (position IS NULL OR position >= 0),
+    -- true for parts the pipeline cut from the parent's content (replaced on re-chunk);
+    -- explicit parts, sent with their parent_id, are false and kept as sent
+    chunked         boolean NOT NULL DEFAULT false,
     embedding       vector({{EMBEDDING_DIM}}),
     -- hash of the index text the embedding must reflect, and of the text it was computed from:
     -- when they agree the object is embedded and an unchanged put is not re-embedded

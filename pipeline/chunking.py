@@ -165,3 +165,11 @@ def part_id(parent_id: uuid.UUID, position: int) -> uuid.UUID:
     if position < 0:
         raise ValueError("position must be >= 0")
     return uuid.uuid5(_PART_NAMESPACE, f"{parent_id}/{position}")
+
+
+def explicit_part_id(parent_id: uuid.UUID, position: int) -> uuid.UUID:
+    """The id of an explicit part sent without one: deterministic, and never equal to the id of
+    a part the pipeline cuts from the parent's content at the same position."""
+    if position < 0:
+        raise ValueError("position must be >= 0")
+    return uuid.uuid5(_PART_NAMESPACE, f"{parent_id}/explicit/{position}")

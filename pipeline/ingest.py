@@ -188,11 +188,10 @@ def _put(store: PgEventStore, catalog: KindCatalog, event: ParsedEvent, put: Obj
             title=None, summary=None, properties={}, content=chunk.text,
             content_type=put.content_type, parent_id=object_id, position=chunk.position,
             index_text_hash=text_hash(part_index_text(put.title, chunk.text)),
-            source_version=None, event_id=event.event_id,
+            source_version=None, event_id=event.event_id, chunked=True,
         ))
-    # Chunked parts have derived ids; those past the new end are stale. Explicit parts stay.
-    stale = [pid for pid, pos in store.parts_of(object_id)
-             if pos is not None and pos >= len(chunks) and pid == part_id(object_id, pos)]
+    # Chunked parts past the new end are stale; explicit parts stay as sent.
+    stale = [pid for pid, pos in store.chunked_parts_of(object_id) if pos >= len(chunks)]
     store.delete_rows(stale)
     store.upsert_objects(rows)
     if head is not None and head.deleted_at is not None:

@@ -29,7 +29,7 @@ from pydantic import (
     field_validator,
 )
 
-from pipeline.chunking import part_id
+from pipeline.chunking import explicit_part_id
 from pipeline.errors import (
     InvalidEnvelope,
     InvalidPayload,
@@ -102,8 +102,8 @@ PropertyKey = Annotated[str, Field(pattern=PROPERTY_KEY_PATTERN)]
 class ObjectPut(BaseModel):
     """`data` of `brainstream.object.put`: a first-class object, or a part when `parent_id` is set.
 
-    Without `id`, a part gets `part_id(parent_id, position)` and any other object an id derived
-    from its event (`derive_object_id`), so a replay yields the same id.
+    Without `id`, a part gets `explicit_part_id(parent_id, position)` and any other object an id
+    derived from its event (`derive_object_id`), so a replay yields the same id.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, title="ObjectPut")
@@ -357,7 +357,7 @@ def parse_event(raw: bytes | str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Pars
         if object_id is None:
             # An explicit part is addressed by its place in the parent, like chunked parts.
             if payload.parent_id is not None and payload.position is not None:
-                object_id = part_id(payload.parent_id, payload.position)
+                object_id = explicit_part_id(payload.parent_id, payload.position)
             else:
                 object_id = derive_object_id(
                     envelope.namespace, source=envelope.source, event_id=envelope.id

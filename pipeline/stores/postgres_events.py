@@ -52,6 +52,7 @@ class ObjectWrite:
     index_text_hash: str
     source_version: int | None
     event_id: str
+    chunked: bool = False
 
 
 @dataclass(frozen=True)
@@ -66,15 +67,16 @@ _OBJECT_HEAD = ("SELECT id, namespace_id, kind, title, parent_id, source_version
 
 _UPSERT_OBJECT = """
 INSERT INTO objects (id, namespace_id, kind, title, summary, properties, content, content_type,
-                     parent_id, position, index_text_hash, embed_status, source_version, event_id)
+                     parent_id, position, chunked, index_text_hash, embed_status, source_version,
+                     event_id)
 VALUES (%(id)s, %(namespace_id)s, %(kind)s, %(title)s, %(summary)s, %(properties)s, %(content)s,
-        %(content_type)s, %(parent_id)s, %(position)s, %(index_text_hash)s, 'pending',
-        %(source_version)s, %(event_id)s)
+        %(content_type)s, %(parent_id)s, %(position)s, %(chunked)s, %(index_text_hash)s,
+        'pending', %(source_version)s, %(event_id)s)
 ON CONFLICT (id) DO UPDATE SET
     kind = EXCLUDED.kind, title = EXCLUDED.title, summary = EXCLUDED.summary,
     properties = EXCLUDED.properties, content = EXCLUDED.content,
     content_type = EXCLUDED.content_type, parent_id = EXCLUDED.parent_id,
-    position = EXCLUDED.position,
+    position = EXCLUDED.position, chunked = EXCLUDED.chunked,
     -- unchanged index text keeps its embedding: no re-embed
     embed_status = CASE WHEN objects.embedding IS NOT NULL
                          AND objects.embedded_hash = EXCLUDED.index_text_hash
@@ -149,10 +151,11 @@ class PgEventStore:
         with self.conn.cursor() as cur:
             cur.executemany(_UPSERT_OBJECT, params)
 
-    def parts_of(self, parent_id: uuid.UUID) -> list[tuple[uuid.UUID, int | None]]:
-        """(id, position) of every part of a parent."""
+    def chunked_parts_of(self, parent_id: uuid.UUID) -> list[tuple[uuid.UUID, int]]:
+        """(id, position) of the parts the pipeline cut from a parent's content."""
         rows = self.conn.execute(
-            "SELECT id, position FROM objects WHERE parent_id = %s", (parent_id,)).fetchall()
+            "SELECT id, position FROM objects WHERE parent_id = %s AND chunked",
+            (parent_id,)).fetchall()
         return [(row[0], row[1]) for row in rows]
 
     def delete_rows(self, ids: Sequence[uuid.UUID]) -> None:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.chunking import part_id
+from pipeline.chunking import explicit_part_id, part_id
 from pipeline.errors import (
     InvalidEnvelope,
     InvalidInput,
@@ -103,7 +103,8 @@ def test_put_without_id_gets_a_replay_stable_derived_id() -> None:
 
 def test_explicit_part_without_id_is_addressed_by_parent_and_position() -> None:
     event = parse_event(raw(envelope({"kind": "note", "parent_id": str(A), "position": 2})))
-    assert event.object_id == part_id(A, 2)
+    assert event.object_id == explicit_part_id(A, 2)
+    assert event.object_id != part_id(A, 2)  # never a chunk's id
     assert record_key(event) == str(A).encode()
 
 
