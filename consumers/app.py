@@ -67,9 +67,9 @@ def create_app(settings: Settings) -> faust.App:
                 log.exception("batch of %d records could not be made durable; exiting without "
                               "acknowledging it", len(records))
                 os._exit(1)
-            log.info("batch: %d records, %d applied, %d duplicates, %d stale, %d dead-lettered",
-                     len(records), outcome.applied, outcome.duplicates, outcome.stale,
-                     len(outcome.dead))
+            log.info("batch: %d records, %d applied, %d duplicates, %d stale, %d deferred, "
+                     "%d dead-lettered", len(records), outcome.applied, outcome.duplicates,
+                     outcome.stale, outcome.deferred, len(outcome.dead))
 
     return app
 

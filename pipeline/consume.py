@@ -46,6 +46,7 @@ def ingest_options(settings: Settings) -> IngestOptions:
         chunk_max_tokens=settings.chunk_max_tokens,
         chunk_overlap_tokens=settings.chunk_overlap_tokens,
         content_cap_chars=settings.content_cap_chars,
+        defer_seconds=settings.defer_seconds,
     )
 
 
@@ -101,3 +102,11 @@ class BatchProcessor:
                 self.trigger.relay()
         except Exception as exc:  # the sweep will find the work; ingestion must not stop
             log.warning("could not trigger workers (%s); the sweep will pick the work up", exc)
+
+
+def deferred_due(pool: ConnectionPool) -> bool:
+    """Whether a deferred event is due for another try."""
+    with pool.connection() as conn:
+        row = conn.execute("SELECT EXISTS (SELECT 1 FROM deferred_events"
+                           " WHERE next_attempt_at <= now())").fetchone()
+    return bool(row and row[0])

@@ -32,6 +32,7 @@ from pipeline.errors import (
 )
 from pipeline.index_text import entity_index_text, part_index_text, text_hash
 from pipeline.kinds import KindCatalog
+from pipeline.retry import backoff_seconds
 from pipeline.stores.postgres_events import ObjectHead, ObjectWrite, PgEventStore
 from schemas.events import (
     LinkDelete,
@@ -72,6 +73,7 @@ class BatchOutcome:
     applied: int = 0
     duplicates: int = 0
     stale: int = 0
+    deferred: int = 0
     dead: list[DeadLetter] = field(default_factory=list)
     embed_roots: set[uuid.UUID] = field(default_factory=set)
     outbox_rows: int = 0
@@ -83,15 +85,28 @@ class IngestOptions:
     chunk_max_tokens: int = 200
     chunk_overlap_tokens: int = 30
     content_cap_chars: int = 2000
+    defer_seconds: float = 300.0
+    deferred_per_batch: int = 200
 
 
 class _Stale(Exception):
     """An older event (by `version`) about an object that moved on: a no-op."""
 
 
+class _Defer(Exception):
+    """The event cannot apply yet (an endpoint's put has not been consumed: puts and links are
+    keyed differently, so they may sit on different partitions). It waits in deferred_events."""
+
+    def __init__(self, error: InvalidInput, wait_key: str) -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.wait_key = wait_key
+
+
 def apply_batch(store: PgEventStore, records: Sequence[RawRecord],
                 options: IngestOptions) -> BatchOutcome:
-    """Apply records in order inside the store's transaction; never raises for a bad event."""
+    """Apply records in order inside the store's transaction, then retry due deferred events;
+    never raises for a bad event."""
     outcome = BatchOutcome()
     catalog = store.load_catalog()
     for record in records:
@@ -101,45 +116,102 @@ def apply_batch(store: PgEventStore, records: Sequence[RawRecord],
             outcome.dead.append(DeadLetter(record, exc))
             continue
         try:
-            with store.savepoint():
-                if not store.claim_event(event.namespace, event.source, event.event_id,
-                                         event.type):
-                    outcome.duplicates += 1
-                    continue
-                try:
-                    _apply_event(store, catalog, event, options, outcome)
-                except _Stale:
-                    store.set_outcome(event.namespace, event.source, event.event_id, "stale")
-                    outcome.stale += 1
-                    continue
-            outcome.applied += 1
-        except InvalidInput as exc:
-            outcome.dead.append(DeadLetter(record, exc, event.event_id))
-        except psycopg.DataError as exc:
-            # Postgres refused a value the schema let through; the event, not the batch, is bad.
-            outcome.dead.append(DeadLetter(
-                record, RejectedByDatabase(f"{type(exc).__name__}: {exc}"), event.event_id))
-        except psycopg.OperationalError:
-            raise  # the database is unreachable: retry the whole batch
-        except Exception as exc:
-            # A bug must not lose the event: dead-letter it so it can be re-driven after a fix.
-            log.exception("unexpected error applying event %s", event.event_id)
-            err = BrainstreamError(f"{type(exc).__name__}: {exc}")
-            outcome.dead.append(DeadLetter(record, err, event.event_id))
+            _apply_one(store, catalog, event, options, outcome)
+        except _Defer as wait:
+            store.defer(namespace=event.namespace, source=event.source, event_id=event.event_id,
+                        wait_key=wait.wait_key, topic=record.topic, partition=record.partition,
+                        offset=record.offset, key=record.key, value=record.value,
+                        headers=record.headers, code=wait.error.code, reason=wait.error.message,
+                        field=wait.error.field)
+            outcome.deferred += 1
+        except _Failed as failed:
+            outcome.dead.append(DeadLetter(record, failed.error, event.event_id))
+    retry_deferred(store, catalog, options, outcome)
     return outcome
 
 
+def retry_deferred(store: PgEventStore, catalog: KindCatalog, options: IngestOptions,
+                   outcome: BatchOutcome) -> None:
+    """Apply deferred events that are due, oldest first; past `defer_seconds` they are
+    dead-lettered with the reason they waited for."""
+    for row in store.due_deferred(options.deferred_per_batch):
+        if store.is_waiting(row.wait_key, before=row.id):
+            continue  # an earlier event about the same thing still waits: keep the order
+        record = RawRecord(row.topic, row.partition, row.offset, row.key, row.value, row.headers)
+        event_id: str | None = None
+        try:
+            event = parse_event(row.value, max_bytes=options.max_event_bytes)
+            event_id = event.event_id
+            _apply_one(store, catalog, event, options, outcome, waiting_ok=row.wait_key)
+        except _Defer as wait:
+            if row.age_seconds < options.defer_seconds:
+                store.postpone_deferred(row.id, backoff_seconds(row.attempts + 1, cap=30.0))
+                continue
+            outcome.dead.append(DeadLetter(record, wait.error, event_id))
+        except _Failed as failed:
+            outcome.dead.append(DeadLetter(record, failed.error, event_id))
+        except InvalidInput as exc:
+            outcome.dead.append(DeadLetter(record, exc, event_id))
+        store.drop_deferred(row.id)
+
+
+class _Failed(Exception):
+    """The event is rejected for good; it goes to the dead-letter topic."""
+
+    def __init__(self, error: BrainstreamError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+def _apply_one(store: PgEventStore, catalog: KindCatalog, event: ParsedEvent,
+               options: IngestOptions, outcome: BatchOutcome, *,
+               waiting_ok: str | None = None) -> None:
+    """One event in its own savepoint: applied, a duplicate or stale; or it raises _Defer (not
+    yet) or _Failed (never), with its writes undone."""
+    try:
+        with store.savepoint():
+            if not store.claim_event(event.namespace, event.source, event.event_id,
+                                     event.type):
+                outcome.duplicates += 1
+                return
+            try:
+                _apply_event(store, catalog, event, options, outcome, waiting_ok)
+            except _Stale:
+                store.set_outcome(event.namespace, event.source, event.event_id, "stale")
+                outcome.stale += 1
+                return
+        outcome.applied += 1
+    except _Defer:
+        raise
+    except InvalidInput as exc:
+        raise _Failed(exc) from exc
+    except psycopg.DataError as exc:
+        # Postgres refused a value the schema let through; the event, not the batch, is bad.
+        raise _Failed(RejectedByDatabase(f"{type(exc).__name__}: {exc}")) from exc
+    except psycopg.OperationalError:
+        raise  # the database is unreachable: retry the whole batch
+    except Exception as exc:
+        # A bug must not lose the event: dead-letter it so it can be re-driven after a fix.
+        log.exception("unexpected error applying event %s", event.event_id)
+        raise _Failed(BrainstreamError(f"{type(exc).__name__}: {exc}")) from exc
+
+
 def _apply_event(store: PgEventStore, catalog: KindCatalog, event: ParsedEvent,
-                 options: IngestOptions, outcome: BatchOutcome) -> None:
+                 options: IngestOptions, outcome: BatchOutcome, waiting_ok: str | None) -> None:
     payload = event.payload
     if isinstance(payload, ObjectPut):
         _put(store, catalog, event, payload, options, outcome)
     elif isinstance(payload, ObjectSoftDelete):
         _soft_delete(store, event, payload, outcome)
-    elif isinstance(payload, LinkPut):
-        _link_put(store, event, payload, outcome)
     else:
-        _link_delete(store, event, payload, outcome)
+        key = f"link:{payload.from_id}:{payload.relation_type}:{payload.to_id}"
+        if key != waiting_ok and store.is_waiting(key):
+            raise _Defer(InvalidInput("an earlier event about this link is still waiting for "
+                                      "its endpoints", field="data"), key)
+        if isinstance(payload, LinkPut):
+            _link_put(store, event, payload, outcome, key)
+        else:
+            _link_delete(store, event, payload, outcome)
 
 
 def _check_version(existing_version: int | None, version: int | None) -> None:
@@ -240,11 +312,16 @@ def _soft_delete(store: PgEventStore, event: ParsedEvent, delete: ObjectSoftDele
     outcome.outbox_rows += 1
 
 
-def _endpoints_ok(store: PgEventStore, namespace: uuid.UUID, ids: Sequence[uuid.UUID]) -> None:
+def _endpoints_ok(store: PgEventStore, namespace: uuid.UUID, ids: Sequence[uuid.UUID],
+                  wait_key: str) -> None:
     heads = store.share_objects(ids)
     for name, oid in zip(("data.from", "data.to"), ids, strict=True):
         head = heads.get(oid)
-        if head is None or head.namespace_id != namespace:
+        if head is None:
+            # its put may still be on its way on another partition: wait for it, bounded
+            raise _Defer(LinkEndpointNotFound(f"{name} names no object in this namespace",
+                                              field=name), wait_key)
+        if head.namespace_id != namespace:
             raise LinkEndpointNotFound(f"{name} names no object in this namespace", field=name)
         if head.deleted_at is not None:
             raise LinkEndpointDeleted(f"{name} names a deleted object", field=name)
@@ -258,8 +335,8 @@ def _edge_payload(from_id: uuid.UUID, relation_type: str, to_id: uuid.UUID) -> d
 
 
 def _link_put(store: PgEventStore, event: ParsedEvent, link: LinkPut,
-              outcome: BatchOutcome) -> None:
-    _endpoints_ok(store, event.namespace, [link.from_id, link.to_id])
+              outcome: BatchOutcome, wait_key: str) -> None:
+    _endpoints_ok(store, event.namespace, [link.from_id, link.to_id], wait_key)
     head = store.lock_link(link.from_id, link.relation_type, link.to_id)
     if head is not None:
         _check_version(head.source_version, event.version)

@@ -40,8 +40,9 @@ class Settings(BaseSettings):
     falkordb_url: str | None = None
     redis_url: str | None = None
 
-    # Ports of the embedded services (loopback only).
-    pg_port: int = Field(default=55432, ge=1, le=65535)
+    # Ports of the embedded services (loopback only). Defaults stay below Linux's ephemeral range
+    # (32768-60999): a port in it can be held by some client connection's TIME_WAIT.
+    pg_port: int = Field(default=15432, ge=1, le=65535)
     kafka_port: int = Field(default=19092, ge=1, le=65535)
     s3_port: int = Field(default=19000, ge=1, le=65535)
     falkordb_port: int = Field(default=16379, ge=1, le=65535)
@@ -70,6 +71,7 @@ class Settings(BaseSettings):
     max_event_bytes: int = Field(default=1_000_000, ge=1024)
     consumer_batch_size: int = Field(default=200, ge=1, le=10_000)
     consumer_batch_seconds: float = Field(default=1.0, gt=0)
+    defer_seconds: float = Field(default=300.0, ge=0)
     chunk_max_tokens: int = Field(default=200, ge=16, le=8192)
     chunk_overlap_tokens: int = Field(default=30, ge=0, le=4096)
     content_cap_chars: int = Field(default=2000, ge=0)

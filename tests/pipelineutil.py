@@ -36,6 +36,7 @@ def pipeline_env(settings: Settings, **extra: str) -> dict[str, str]:
         "BRAINSTREAM_EMBED_LEASE_SECONDS": "5",
         "BRAINSTREAM_RELAY_MAX_BACKOFF": "2",
         "BRAINSTREAM_CONSUMER_BATCH_SECONDS": "0.3",
+        "BRAINSTREAM_DEFER_SECONDS": "4",
         "PYTHONUNBUFFERED": "1",
     })
     env.update(extra)

@@ -15,7 +15,7 @@ _OFFSET = int(os.environ.get("BRAINSTREAM_TEST_PORT_OFFSET", "0"))
 TEST_DATA_DIR = REPO / (".brainstream-test" + (f"-{_OFFSET}" if _OFFSET else ""))
 
 TEST_PORTS = {
-    "pg_port": 56432 + _OFFSET,
+    "pg_port": 25432 + _OFFSET,
     "kafka_port": 29092 + _OFFSET,
     "s3_port": 29000 + _OFFSET,
     "falkordb_port": 26379 + _OFFSET,

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from kafka import KafkaProducer
 from psycopg_pool import ConnectionPool
 
+from pipeline.consume import BatchProcessor
 from pipeline.embedders import build_embedder
 from pipeline.embedders.base import Embedder
 from pipeline.graph.falkordb import FalkorGraphWriter
@@ -27,6 +28,7 @@ class Runtime:
     graph: FalkorGraphWriter
     dead_letters: DeadLetterWriter
     changes: KafkaChangeSink
+    processor: BatchProcessor  # for deferred events that come due between batches
 
 
 _lock = threading.Lock()
@@ -40,15 +42,22 @@ def runtime() -> Runtime:
     with _lock:
         if _runtime is None or _pid != os.getpid():
             settings = load_settings()
+            from workers.app import app
+            from workers.triggers import CeleryTrigger
+
             producer = make_producer(settings)
+            pool = make_pool(settings, min_size=1, max_size=4, name="brainstream-worker")
+            dead_letters = DeadLetterWriter(producer, settings.topic_dlq)
             _runtime = Runtime(
                 settings=settings,
-                pool=make_pool(settings, min_size=1, max_size=4, name="brainstream-worker"),
+                pool=pool,
                 producer=producer,
                 embedder=build_embedder(settings),
                 graph=FalkorGraphWriter.from_settings(settings),
-                dead_letters=DeadLetterWriter(producer, settings.topic_dlq),
+                dead_letters=dead_letters,
                 changes=KafkaChangeSink(producer, settings.topic_changes),
+                processor=BatchProcessor(settings, pool, dead_letters, CeleryTrigger(app),
+                                         give_up_after=30.0),
             )
             _pid = os.getpid()
         return _runtime

@@ -7,6 +7,7 @@ import threading
 import uuid
 from typing import Any
 
+from pipeline.consume import deferred_due
 from pipeline.embedding import EmbeddingService, pending_count
 from pipeline.outbox import OutboxRelay, backlog
 from workers.app import EMBED_TASK, RELAY_TASK, SWEEP_TASK, app
@@ -38,12 +39,14 @@ def relay() -> dict[str, Any]:
 
 @app.task(name=SWEEP_TASK)
 def sweep() -> dict[str, int]:
-    """Find work whose trigger was lost (killed worker, flushed Redis) and trigger it again."""
+    """Find work whose trigger was lost (killed worker, flushed Redis) and trigger it again;
+    apply deferred events that are due even when no new events arrive."""
     rt = runtime()
+    deferred = rt.processor.process([]).applied if deferred_due(rt.pool) else 0
     pending = pending_count(rt.pool)
     outbox = backlog(rt.pool)
     if pending:
         embed.delay(None)
     if outbox:
         relay.delay()
-    return {"embed_pending": pending, "outbox_backlog": outbox}
+    return {"embed_pending": pending, "outbox_backlog": outbox, "deferred_applied": deferred}

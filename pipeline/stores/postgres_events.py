@@ -56,6 +56,23 @@ class ObjectWrite:
 
 
 @dataclass(frozen=True)
+class DeferredRow:
+    id: int
+    wait_key: str
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes
+    headers: tuple[tuple[str, bytes], ...]
+    code: str
+    reason: str
+    field: str | None
+    age_seconds: float
+    attempts: int
+
+
+@dataclass(frozen=True)
 class LinkHead:
     namespace_id: uuid.UUID
     source_version: int | None
@@ -224,6 +241,51 @@ class PgEventStore:
             " WHERE from_id = %s AND relation_type = %s AND to_id = %s",
             (version, event_id, from_id, relation_type, to_id),
         )
+
+    # -- deferred events --------------------------------------------------------------------
+
+    def is_waiting(self, wait_key: str, *, before: int | None = None) -> bool:
+        """Whether an (earlier) event about the same thing is deferred: later ones queue."""
+        row = self.conn.execute(
+            "SELECT 1 FROM deferred_events WHERE wait_key = %s AND (%s::bigint IS NULL OR id < %s)"
+            " LIMIT 1", (wait_key, before, before)).fetchone()
+        return row is not None
+
+    def defer(self, *, namespace: uuid.UUID, source: str, event_id: str, wait_key: str,
+              topic: str, partition: int, offset: int, key: bytes | None, value: bytes,
+              headers: Sequence[tuple[str, bytes]], code: str, reason: str,
+              field: str | None) -> None:
+        """Park an event until what it waits for arrives (a redelivery is parked once)."""
+        encoded = [[k, v.hex()] for k, v in headers]
+        self.conn.execute(
+            "INSERT INTO deferred_events (namespace_id, source, event_id, wait_key, topic,"
+            " partition, \"offset\", record_key, record_value, record_headers, reason_code,"
+            " reason, reason_field) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+            " ON CONFLICT (namespace_id, source, event_id) DO NOTHING",
+            (namespace, source, event_id, wait_key, topic, partition, offset, key, value,
+             Jsonb(encoded), code, reason, field),
+        )
+
+    def due_deferred(self, limit: int) -> list[DeferredRow]:
+        """Deferred events whose next try is due, oldest first, locked for this transaction."""
+        rows = self.conn.execute(
+            "SELECT id, wait_key, topic, partition, \"offset\", record_key, record_value,"
+            " record_headers, reason_code, reason, reason_field,"
+            " extract(epoch FROM now() - first_seen)::float8, attempts"
+            " FROM deferred_events WHERE next_attempt_at <= now() ORDER BY id LIMIT %s"
+            " FOR UPDATE SKIP LOCKED", (limit,)).fetchall()
+        return [DeferredRow(r[0], r[1], r[2], r[3], r[4], r[5], bytes(r[6]),
+                            tuple((k, bytes.fromhex(v)) for k, v in r[7]), r[8], r[9], r[10],
+                            r[11], r[12]) for r in rows]
+
+    def drop_deferred(self, row_id: int) -> None:
+        self.conn.execute("DELETE FROM deferred_events WHERE id = %s", (row_id,))
+
+    def postpone_deferred(self, row_id: int, delay: float) -> None:
+        self.conn.execute(
+            "UPDATE deferred_events SET attempts = attempts + 1,"
+            " next_attempt_at = now() + make_interval(secs => %s) WHERE id = %s",
+            (delay, row_id))
 
     # -- outbox ---------------------------------------------------------------------------
 

@@ -6,25 +6,15 @@ namespaces, and every assertion is scoped to them, so earlier tests' data does n
 
 from __future__ import annotations
 
-import json
-import time
-import uuid
-from collections.abc import Iterable, Iterator, Sequence
-from pathlib import Path
-from typing import Any
+from collections.abc import Iterator
 
-import falkordb
 import psycopg
 import pytest
-from kafka import KafkaProducer
 
 from pipeline.kinds import load_catalog
 from pipeline.settings import Settings
 from pipeline.stores.postgres_kinds import apply_catalog
-from tests.pipelineutil import Proc, Publisher, pipeline_env, put, read_topic, wait_for
-
-EXAMPLES = Path(__file__).resolve().parents[3] / "shared" / "examples"
-PIPELINE = ("consumer", "worker", "relay")
+from tests.faults.faultutil import EXAMPLES, PIPELINE, ProcSet
 
 
 @pytest.fixture(scope="session")
@@ -33,53 +23,6 @@ def fault_catalog(stack_settings: Settings) -> Settings:
     with psycopg.connect(stack_settings.effective_postgres_dsn) as conn:
         apply_catalog(conn, load_catalog((EXAMPLES / "kinds.yaml").read_text()))
     return stack_settings
-
-
-# -- processes ----------------------------------------------------------------------------
-
-
-class ProcSet:
-    """A module's own consumer / worker / relay processes."""
-
-    def __init__(self, settings: Settings, label: str, **env: str) -> None:
-        self.settings = settings
-        self.env = pipeline_env(settings, **env)
-        self.log_dir = settings.resolved_data_dir / "fault-logs" / label
-        self.procs: dict[str, Proc] = {}
-
-    def start(self, *names: str, env: dict[str, str] | None = None) -> None:
-        for name in names:
-            self.stop(name)
-            self.procs[name] = Proc(name, {**self.env, **(env or {})}, self.log_dir).start()
-
-    def kill9(self, *names: str) -> None:
-        for name in names:
-            self.procs[name].kill9()
-
-    def stop(self, *names: str) -> None:
-        for name in names:
-            if name in self.procs:
-                self.procs[name].stop()
-
-    def stop_all(self) -> None:
-        for proc in self.procs.values():
-            proc.stop()
-
-    def assert_alive(self, *names: str) -> None:
-        dead = [n for n in names if not self.procs[n].alive]
-        assert not dead, f"pipeline processes died: {dead} (logs in {self.log_dir})"
-
-    def wait_ready(self, timeout: float = 120.0) -> None:
-        """Until a probe put went all the way: consumer, embedding, relay into the graph."""
-        probe = put(uuid.uuid4(), title="fault probe")
-        oid = probe["data"]["id"]
-        publisher = Publisher(self.settings)
-        try:
-            publisher.send(probe, oid)
-        finally:
-            publisher.close()
-        wait_for(lambda: graph_nodes_with_vector(self.settings, [oid]) == 1, timeout=timeout,
-                 what=f"the fault pipeline to index a probe (logs in {self.log_dir})")
 
 
 @pytest.fixture(scope="module")
@@ -93,161 +36,3 @@ def pipeline_procs(fault_catalog: Settings, request: pytest.FixtureRequest
         yield procs
     finally:
         procs.stop_all()
-
-
-# -- publishing ---------------------------------------------------------------------------
-
-
-def publish_fast(settings: Settings, events: Iterable[tuple[dict[str, Any], str]]) -> int:
-    """Send (event, key) pairs pipelined, then wait until the broker acknowledged every one."""
-    producer = KafkaProducer(bootstrap_servers=settings.effective_kafka_bootstrap, acks="all",
-                             linger_ms=5, max_request_size=8 * 1024 * 1024)
-    try:
-        futures = [producer.send(settings.topic_events, key=key.encode(),
-                                 value=json.dumps(event).encode())
-                   for event, key in events]
-        producer.flush(timeout=60)
-        for future in futures:
-            future.get(timeout=60)
-        return len(futures)
-    finally:
-        producer.close()
-
-
-def link(namespace: uuid.UUID, from_id: str, to_id: str, relation_type: str,
-         note: str) -> dict[str, Any]:
-    from tests.pipelineutil import envelope
-
-    return envelope("link.put", namespace, {"from": from_id, "to": to_id,
-                                            "relation_type": relation_type,
-                                            "meta": {"note": note}})
-
-
-def long_content(seed: str, paragraphs: int = 3, words: int = 110) -> str:
-    """Content that chunks into about `paragraphs` parts (each paragraph ~`words` tokens)."""
-    return "\n\n".join(
-        " ".join(f"{seed}w{p}x{i}" if i % 7 == 0 else "lorem" for i in range(words)) + "."
-        for p in range(paragraphs))
-
-
-# -- observing Postgres -------------------------------------------------------------------
-
-
-def rows(settings: Settings, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    with psycopg.connect(settings.effective_postgres_dsn) as conn:
-        return conn.execute(sql, params).fetchall()
-
-
-def scalar(settings: Settings, sql: str, *params: Any) -> Any:
-    found = rows(settings, sql, *params)
-    return found[0][0] if found else None
-
-
-def ns_counts(settings: Settings, ns: uuid.UUID) -> dict[str, int]:
-    """Row, embedding and outbox counts of one namespace (live rows only)."""
-    (objects, first_class, parts, pending, done, failed), = rows(
-        settings,
-        "SELECT count(*), count(*) FILTER (WHERE parent_id IS NULL),"
-        " count(*) FILTER (WHERE parent_id IS NOT NULL),"
-        " count(*) FILTER (WHERE embed_status = 'pending'),"
-        " count(*) FILTER (WHERE embed_status = 'done'),"
-        " count(*) FILTER (WHERE embed_status = 'failed')"
-        " FROM objects WHERE namespace_id = %s AND deleted_at IS NULL", ns)
-    backlog = scalar(settings, "SELECT count(*) FROM outbox WHERE namespace_id = %s"
-                     " AND done_at IS NULL", ns)
-    return {"objects": objects, "first_class": first_class, "parts": parts,
-            "pending": pending, "done": done, "failed": failed, "backlog": int(backlog)}
-
-
-def dead_letters_mentioning(settings: Settings, needles: Sequence[str]
-                            ) -> list[tuple[bytes, dict[str, str]]]:
-    """DLQ records whose value names any of `needles` (value, headers)."""
-    wanted = [n.encode() for n in needles]
-    return [(value, headers) for _, value, headers in read_topic(settings, settings.topic_dlq,
-                                                                 timeout_ms=2000)
-            if any(n in value for n in wanted)]
-
-
-# -- observing the graph ------------------------------------------------------------------
-
-
-def graph(settings: Settings) -> Any:
-    return falkordb.FalkorDB.from_url(settings.effective_falkordb_url).select_graph(
-        settings.graph_name)
-
-
-def graph_rows(settings: Settings, query: str, **params: Any) -> list[list[Any]]:
-    return list(graph(settings).query(query, params).result_set)
-
-
-def graph_nodes_with_vector(settings: Settings, ids: Sequence[str]) -> int:
-    found = graph_rows(settings, "UNWIND $ids AS id MATCH (n:Entity {id: id})"
-                       " WHERE n.embedding IS NOT NULL RETURN count(n)", ids=list(ids))
-    return int(found[0][0]) if found else 0
-
-
-def graph_node_summary(settings: Settings, ns: uuid.UUID) -> dict[str, tuple[int, bool, Any]]:
-    """id -> (how many nodes carry it, has an embedding, embedded_hash) for one namespace."""
-    out: dict[str, tuple[int, bool, Any]] = {}
-    for node_id, count, with_vec, hsh in graph_rows(
-            settings, "MATCH (n:Entity) WHERE n.namespace = $ns"
-            " RETURN n.id, count(n), sum(CASE WHEN n.embedding IS NULL THEN 0 ELSE 1 END),"
-            " collect(n.embedded_hash)[0]", ns=str(ns)):
-        out[str(node_id)] = (int(count), int(with_vec) == int(count), hsh)
-    return out
-
-
-def graph_edges(settings: Settings, ns: uuid.UUID) -> dict[tuple[str, str, str], int]:
-    """(from, type, to) -> how many edges of one namespace."""
-    return {(str(a), str(t), str(b)): int(c) for a, t, b, c in graph_rows(
-        settings, "MATCH (a:Entity)-[e]->(b:Entity) WHERE e.namespace = $ns"
-        " RETURN a.id, type(e), b.id, count(e)", ns=str(ns))}
-
-
-def pg_edges(settings: Settings, ns: uuid.UUID) -> set[tuple[str, str, str]]:
-    return {(str(a), str(t), str(b)) for a, t, b in rows(
-        settings, "SELECT from_id, relation_type, to_id FROM links WHERE namespace_id = %s"
-        " AND deleted_at IS NULL", ns)}
-
-
-def assert_graph_matches_postgres(settings: Settings, ns: uuid.UUID, *,
-                                  expect_vectors: bool = True) -> None:
-    """Every live first-class object is exactly one node (with its vector), every link one edge."""
-    pg_nodes = {str(oid): hsh for oid, hsh in rows(
-        settings, "SELECT id, embedded_hash FROM objects WHERE namespace_id = %s"
-        " AND parent_id IS NULL AND deleted_at IS NULL", ns)}
-    nodes = graph_node_summary(settings, ns)
-    assert set(nodes) == set(pg_nodes), (
-        f"graph nodes differ from Postgres: {len(set(pg_nodes) - set(nodes))} missing, "
-        f"{len(set(nodes) - set(pg_nodes))} extra")
-    duplicated = {k: v[0] for k, v in nodes.items() if v[0] != 1}
-    assert not duplicated, f"duplicate nodes: {list(duplicated.items())[:5]}"
-    if expect_vectors:
-        no_vector = [k for k, v in nodes.items() if not v[1]]
-        assert not no_vector, f"{len(no_vector)} nodes without an embedding"
-        stale = [k for k, v in nodes.items() if v[2] != pg_nodes[k]]
-        assert not stale, f"{len(stale)} nodes whose embedded_hash differs from Postgres"
-    edges = graph_edges(settings, ns)
-    assert set(edges) == pg_edges(settings, ns)
-    assert all(c == 1 for c in edges.values()), "duplicate edges"
-
-
-def wait_converged(settings: Settings, ns: uuid.UUID, *, objects: int, timeout: float,
-                   procs: ProcSet | None = None) -> dict[str, int]:
-    """Until every row of `ns` is embedded, the outbox drained and the graph holds every node."""
-    def check() -> dict[str, int] | None:
-        if procs is not None:
-            procs.assert_alive(*PIPELINE)
-        counts = ns_counts(settings, ns)
-        if counts["first_class"] != objects or counts["pending"] or counts["backlog"]:
-            return None
-        nodes = graph_node_summary(settings, ns)
-        if len(nodes) != objects or not all(v[1] for v in nodes.values()):
-            return None
-        return counts
-    return wait_for(check, timeout=timeout, interval=0.5,
-                    what=f"namespace {ns} to converge ({objects} objects)")
-
-
-def elapsed(start: float) -> float:
-    return time.monotonic() - start

@@ -201,3 +201,48 @@ def test_soft_delete_then_reput_revives_node_and_edges(
              what="edge restored after re-put")
     assert _rows(catalog, "SELECT count(*) FROM objects WHERE (id = %s OR parent_id = %s)"
                  " AND deleted_at IS NOT NULL", aid, aid) == [(0,)]
+
+
+def test_link_before_its_endpoint_waits_then_lands(procs: dict[str, Proc], catalog: Settings,
+                                                  publisher: Publisher) -> None:
+    """Links are keyed by `from`, puts by their own id: a link can be consumed before the put
+    of its `to` endpoint. It waits (bounded) instead of being dead-lettered."""
+    ns = uuid.uuid4()
+    a, b = put(ns, title="Early linker"), put(ns, title="Late endpoint")
+    aid, bid = a["data"]["id"], b["data"]["id"]
+    publisher.send(a, aid)
+    wait_for(lambda: indexed(catalog, aid), what="the from endpoint")
+    link = envelope("link.put", ns, {"from": aid, "to": bid, "relation_type": "supplies",
+                                     "meta": {"note": "arrived early"}})
+    unlink = envelope("link.delete", ns, {"from": aid, "to": bid, "relation_type": "supplies"})
+    relink = envelope("link.put", ns, {"from": aid, "to": bid, "relation_type": "supplies",
+                                       "meta": {"note": "final state"}})
+    for event in (link, unlink, relink):
+        publisher.send(event, aid)  # the link events wait, in order, for b
+    wait_for(lambda: _rows(catalog, "SELECT count(*) FROM deferred_events WHERE wait_key LIKE"
+                           " %s", f"%{bid}%")[0][0] == 3, what="three deferred link events")
+    publisher.send(b, bid)
+    graph = _graph(catalog)
+    wait_for(lambda: graph.query(
+        "MATCH (:Entity {id: $a})-[e:supplies]->(:Entity {id: $b}) RETURN e.note",
+        {"a": aid, "b": bid}).result_set == [["final state"]], what="the link, in order")
+    assert _rows(catalog, "SELECT count(*) FROM deferred_events WHERE wait_key LIKE %s",
+                 f"%{bid}%") == [(0,)]
+    assert _dead_letters(catalog, bid) == []
+
+
+def test_link_to_an_object_that_never_comes_is_dead_lettered(
+        procs: dict[str, Proc], catalog: Settings, publisher: Publisher) -> None:
+    ns = uuid.uuid4()
+    a = put(ns, title="Lonely")
+    ghost = str(uuid.uuid4())
+    publisher.send(a, a["data"]["id"])
+    publisher.send(envelope("link.put", ns, {"from": a["data"]["id"], "to": ghost,
+                                             "relation_type": "haunts"}), a["data"]["id"])
+    # BRAINSTREAM_DEFER_SECONDS=4 in the test processes; the sweep retries between batches
+    letters = wait_for(lambda: _dead_letters(catalog, ghost), timeout=60,
+                       what="the expired link's dead letter")
+    assert [h["brainstream.error.code"] for h in letters] == ["link_endpoint_not_found"]
+    assert letters[0]["brainstream.error.field"] == "data.to"
+    assert _rows(catalog, "SELECT count(*) FROM deferred_events WHERE wait_key LIKE %s",
+                 f"%{ghost}%") == [(0,)]
