@@ -261,6 +261,7 @@ def _put(store: PgEventStore, catalog: KindCatalog, event: ParsedEvent, put: Obj
             content_type=put.content_type, parent_id=object_id, position=chunk.position,
             index_text_hash=text_hash(part_index_text(put.title, chunk.text)),
             source_version=None, event_id=event.event_id, chunked=True,
+            context_title=put.title,
         ))
     # Chunked parts past the new end are stale; explicit parts stay as sent.
     stale = [pid for pid, pos in store.chunked_parts_of(object_id) if pos >= len(chunks)]
@@ -293,7 +294,7 @@ def _put_part(store: PgEventStore, event: ParsedEvent, put: ObjectPut, object_id
         summary=put.summary, properties=dict(put.properties), content=put.content,
         content_type=put.content_type, parent_id=put.parent_id, position=put.position,
         index_text_hash=text_hash(part_index_text(parent.title, put.content or "")),
-        source_version=event.version, event_id=event.event_id,
+        source_version=event.version, event_id=event.event_id, context_title=parent.title,
     )])
     outcome.embed_roots.add(put.parent_id)
     store.enqueue(event.namespace, put.parent_id, NODE_SYNC)

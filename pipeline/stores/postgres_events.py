@@ -53,6 +53,7 @@ class ObjectWrite:
     source_version: int | None
     event_id: str
     chunked: bool = False
+    context_title: str | None = None  # a part's parent title (searched with the part)
 
 
 @dataclass(frozen=True)
@@ -84,16 +85,18 @@ _OBJECT_HEAD = ("SELECT id, namespace_id, kind, title, parent_id, source_version
 
 _UPSERT_OBJECT = """
 INSERT INTO objects (id, namespace_id, kind, title, summary, properties, content, content_type,
-                     parent_id, position, chunked, index_text_hash, embed_status, source_version,
-                     event_id)
+                     parent_id, position, chunked, context_title, index_text_hash, embed_status,
+                     source_version, event_id)
 VALUES (%(id)s, %(namespace_id)s, %(kind)s, %(title)s, %(summary)s, %(properties)s, %(content)s,
-        %(content_type)s, %(parent_id)s, %(position)s, %(chunked)s, %(index_text_hash)s,
+        %(content_type)s, %(parent_id)s, %(position)s, %(chunked)s, %(context_title)s,
+        %(index_text_hash)s,
         'pending', %(source_version)s, %(event_id)s)
 ON CONFLICT (id) DO UPDATE SET
     kind = EXCLUDED.kind, title = EXCLUDED.title, summary = EXCLUDED.summary,
     properties = EXCLUDED.properties, content = EXCLUDED.content,
     content_type = EXCLUDED.content_type, parent_id = EXCLUDED.parent_id,
     position = EXCLUDED.position, chunked = EXCLUDED.chunked,
+    context_title = EXCLUDED.context_title,
     -- unchanged index text keeps its embedding: no re-embed
     embed_status = CASE WHEN objects.embedding IS NOT NULL
                          AND objects.embedded_hash = EXCLUDED.index_text_hash
