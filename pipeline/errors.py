@@ -210,3 +210,36 @@ class EmbedderError(BrainstreamError):
 
     # Not "embedding_failed": EmbeddingFailed above owns that code (retries exhausted).
     code = "embedder_error"
+
+
+# -- read API ---------------------------------------------------------------------------------
+
+
+class QueryRequired(InvalidInput):
+    """A search needs a non-empty query."""
+
+    code = "query_required"
+
+
+class InvalidRequest(InvalidInput):
+    """A request body or parameter does not match its schema."""
+
+    code = "invalid_request"
+
+
+class Unauthorized(BrainstreamError):
+    """No API key, or one that is not known."""
+
+    code = "unauthorized"
+
+
+class NamespaceForbidden(BrainstreamError):
+    """The key is not bound to the namespace the request names."""
+
+    code = "namespace_forbidden"
+
+
+class ResultSetExpired(NotFound):
+    """The result set is unknown to this namespace, or its TTL ran out."""
+
+    code = "result_set_not_found"

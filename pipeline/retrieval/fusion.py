@@ -1,0 +1,88 @@
+"""Ranking math of the read side: reciprocal rank fusion, temporal decay, promotion of part
+hits to their parent with evidence. Pure functions, deterministic (ties break by id)."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from pipeline.retrieval.model import Hit, RowMeta
+
+
+@dataclass(frozen=True)
+class Fused:
+    """A row after fusion: its RRF score and its rank in each channel that found it."""
+
+    id: uuid.UUID
+    score: float
+    ranks: Mapping[str, int] = field(default_factory=dict)
+
+
+def rrf(channels: Mapping[str, Sequence[Hit]], *, k: int = 60,
+        weights: Mapping[str, float] | None = None) -> list[Fused]:
+    """Reciprocal rank fusion: score(d) = sum over channels of w / (k + rank(d)), rank from 1.
+
+    Depends only on each channel's order, never on its raw scores, so channels with
+    incomparable scales (BM25, similarity, cosine) fuse fairly. A duplicate id within one
+    channel counts once, at its best rank.
+    """
+    if k < 0:
+        raise ValueError("k must be >= 0")
+    scores: dict[uuid.UUID, float] = {}
+    ranks: dict[uuid.UUID, dict[str, int]] = {}
+    for name in sorted(channels):
+        weight = 1.0 if weights is None else weights.get(name, 1.0)
+        seen: set[uuid.UUID] = set()
+        for rank, hit in enumerate(channels[name], start=1):
+            if hit.id in seen:
+                continue
+            seen.add(hit.id)
+            scores[hit.id] = scores.get(hit.id, 0.0) + weight / (k + rank)
+            ranks.setdefault(hit.id, {})[name] = rank
+    fused = [Fused(i, s, ranks[i]) for i, s in scores.items()]
+    fused.sort(key=lambda f: (-f.score, str(f.id)))
+    return fused
+
+
+def decay_factor(updated_at: datetime, now: datetime, lam: float) -> float:
+    """exp(-lam * age in days); 1.0 when lam is 0 or the timestamp is in the future."""
+    if lam <= 0:
+        return 1.0
+    age_days = max(0.0, (now - updated_at).total_seconds() / 86400.0)
+    return math.exp(-lam * age_days)
+
+
+@dataclass(frozen=True)
+class Promoted:
+    """A first-class object with the part hits that promoted it (best first)."""
+
+    id: uuid.UUID
+    score: float
+    evidence: tuple[tuple[uuid.UUID, float], ...]  # (part id, fused score)
+
+
+def promote(fused: Sequence[Fused], meta: Mapping[uuid.UUID, RowMeta], *,
+            evidence_n: int = 3) -> list[Promoted]:
+    """Group rows under their promoted object (a part's parent, or the row itself).
+
+    The object's score is its best row's score plus a small share of the others' (several
+    matching passages are better evidence than one, but never outrank a much better single
+    passage). Rows without metadata (gone since the channels ran) are dropped.
+    """
+    groups: dict[uuid.UUID, list[Fused]] = {}
+    for item in fused:
+        row = meta.get(item.id)
+        if row is None:
+            continue
+        groups.setdefault(row.parent_id or row.id, []).append(item)
+    out: list[Promoted] = []
+    for object_id, rows in groups.items():
+        rows.sort(key=lambda f: (-f.score, str(f.id)))
+        score = rows[0].score + 0.1 * sum(r.score for r in rows[1:])
+        evidence = tuple((r.id, r.score) for r in rows if meta[r.id].parent_id is not None)
+        out.append(Promoted(object_id, score, evidence[:max(0, evidence_n)]))
+    out.sort(key=lambda p: (-p.score, str(p.id)))
+    return out

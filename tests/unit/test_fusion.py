@@ -1,0 +1,80 @@
+"""Fusion, decay, promotion and snippets: invariants of the ranking math."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pipeline.retrieval.fusion import decay_factor, promote, rrf
+from pipeline.retrieval.model import Hit, RowMeta
+from pipeline.retrieval.snippets import snippet
+
+IDS = [uuid.UUID(int=i) for i in range(1, 40)]
+channel = st.lists(st.sampled_from(IDS), max_size=20, unique=True).map(
+    lambda ids: [Hit(i, 1.0 / (n + 1)) for n, i in enumerate(ids)])
+
+
+@given(st.dictionaries(st.sampled_from(["lexical", "trigram", "dense"]), channel))
+def test_rrf_is_order_independent_and_deterministic(channels: dict[str, list[Hit]]) -> None:
+    forward = rrf(channels)
+    backward = rrf(dict(reversed(list(channels.items()))))
+    assert [(f.id, round(f.score, 12)) for f in forward] == \
+        [(f.id, round(f.score, 12)) for f in backward]
+    assert all(a.score >= b.score for a, b in zip(forward, forward[1:], strict=False))
+    assert {f.id for f in forward} == {h.id for hits in channels.values() for h in hits}
+
+
+def test_rrf_rewards_agreement_over_a_single_top_rank() -> None:
+    a, b, c = IDS[:3]
+    fused = rrf({"lexical": [Hit(a, 9), Hit(b, 8)], "dense": [Hit(c, 0.9), Hit(b, 0.8)]}, k=60)
+    assert fused[0].id == b
+    assert fused[0].ranks == {"dense": 2, "lexical": 2}
+    assert abs(fused[0].score - 2 / 62) < 1e-12
+
+
+def test_decay_is_mild_and_monotone() -> None:
+    now = datetime(2026, 11, 30, tzinfo=UTC)
+    assert decay_factor(now, now, 0.01) == 1.0
+    assert decay_factor(now - timedelta(days=10), now, 0.0) == 1.0
+    assert 1.0 > decay_factor(now - timedelta(days=10), now, 0.01) > \
+        decay_factor(now - timedelta(days=100), now, 0.01) > 0
+    assert decay_factor(now + timedelta(days=3), now, 0.5) == 1.0
+
+
+def _meta(row: uuid.UUID, parent: uuid.UUID | None, pos: int | None = None) -> RowMeta:
+    return RowMeta(row, parent, pos, "text", "title", {})
+
+
+def test_promotion_groups_parts_under_parents_with_evidence() -> None:
+    parent, other = IDS[0], IDS[1]
+    p1, p2, p3 = IDS[2:5]
+    meta = {p1: _meta(p1, parent, 0), p2: _meta(p2, parent, 1), p3: _meta(p3, parent, 2),
+            other: _meta(other, None)}
+    fused = rrf({"lexical": [Hit(p2, 3), Hit(other, 2), Hit(p1, 1), Hit(p3, 0.5)]})
+    promoted = promote(fused, meta, evidence_n=2)
+    assert [p.id for p in promoted] == [parent, other]
+    assert [e[0] for e in promoted[0].evidence] == [p2, p1]
+    assert promoted[1].evidence == ()  # an object hit by itself has no part evidence
+    assert promote(fused, {}, evidence_n=2) == []  # rows gone since the search: dropped
+
+
+@given(st.lists(st.sampled_from(IDS[5:20]), unique=True, min_size=1))
+def test_promotion_never_loses_or_invents_objects(rows: list[uuid.UUID]) -> None:
+    parents = IDS[:5]
+    meta = {r: _meta(r, parents[i % 5] if i % 3 else None) for i, r in enumerate(rows)}
+    fused = rrf({"c": [Hit(r, 1.0) for r in rows]})
+    promoted = promote(fused, meta)
+    assert {p.id for p in promoted} == {m.parent_id or m.id for m in meta.values()}
+
+
+def test_snippet_centres_on_the_match() -> None:
+    text = ("Intro words. " * 30) + "The warehouse rollout in Rotterdam starts in May. " + \
+        ("Tail words. " * 30)
+    out = snippet(text, "rotterdam warehouses", width=120)
+    assert "warehouse" in out and out.startswith("…") and out.endswith("…")
+    assert len(out) <= 124
+    assert snippet("short text", "nothing") == "short text"
+    assert snippet(text, "zzz", width=50).startswith("Intro")
