@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from pipeline.settings import Settings
-from tests.stackutil import TEST_DATA_DIR, make_settings
+from tests.stackutil import EXAMPLES, TEST_DATA_DIR, make_settings
 
 
 @pytest.fixture(scope="session")
@@ -36,3 +36,16 @@ def stack_settings() -> Iterator[Settings]:
         yield settings
     finally:
         stack.stop()
+
+
+@pytest.fixture(scope="session")
+def catalog(stack_settings: Settings) -> Settings:
+    """The example kind catalog, applied (a non-empty catalog: puts are validated)."""
+    import psycopg
+
+    from pipeline.kinds import load_catalog
+    from pipeline.stores.postgres_kinds import apply_catalog
+
+    with psycopg.connect(stack_settings.effective_postgres_dsn) as conn:
+        apply_catalog(conn, load_catalog((EXAMPLES / "kinds.yaml").read_text()))
+    return stack_settings

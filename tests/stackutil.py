@@ -8,6 +8,7 @@ from pathlib import Path
 from pipeline.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO.parent / "shared" / "examples"
 
 # Several test runs can share a machine (a developer's and CI's, or parallel work): an offset moves
 # every port and gets its own data directory.

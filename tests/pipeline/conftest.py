@@ -4,25 +4,15 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import psycopg
 import pytest
 
-from pipeline.kinds import load_catalog
 from pipeline.settings import Settings
-from pipeline.stores.postgres_kinds import apply_catalog
 from tests.pipelineutil import Proc, Publisher, pipeline_env, put, wait_for
+from tests.stackutil import EXAMPLES
 
-EXAMPLES = Path(__file__).resolve().parents[3] / "shared" / "examples"
-
-
-@pytest.fixture(scope="session")
-def catalog(stack_settings: Settings) -> Settings:
-    """The example kind catalog, applied (a non-empty catalog: puts are validated)."""
-    with psycopg.connect(stack_settings.effective_postgres_dsn) as conn:
-        apply_catalog(conn, load_catalog((EXAMPLES / "kinds.yaml").read_text()))
-    return stack_settings
+__all__ = ["EXAMPLES", "indexed"]
 
 
 @pytest.fixture(scope="session")
