@@ -228,6 +228,22 @@ def worker(ctx: click.Context, concurrency: int | None, queues: str, beat: bool)
     celery_app.worker_main(argv=argv)
 
 
+@main.command()
+@click.option("--host", default=None, help="Bind address (default: BRAINSTREAM_API_HOST).")
+@click.option("--port", type=int, default=None, help="Port (default: BRAINSTREAM_API_PORT).")
+@click.pass_context
+def api(ctx: click.Context, host: str | None, port: int | None) -> None:
+    """Run the read API (JSON over HTTP, OpenAPI at /docs) in the foreground."""
+    import uvicorn
+
+    settings = _settings(ctx)
+    if not settings.api_keys:
+        click.echo("warning: BRAINSTREAM_API_KEYS is empty: every request will get 401",
+                   err=True)
+    uvicorn.run("api.main:app", host=host or settings.api_host, port=port or settings.api_port,
+                workers=settings.api_workers, log_level="info", proxy_headers=False)
+
+
 # -- everything ---------------------------------------------------------------------------
 
 

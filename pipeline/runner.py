@@ -8,12 +8,15 @@ non-zero exit so a broken process is never hidden.
 
 from __future__ import annotations
 
+import json
 import os
+import secrets
 import selectors
 import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
@@ -34,22 +37,32 @@ class ProcessSpec:
     env: dict[str, str] = field(default_factory=dict)
 
 
-def app_processes(settings: Settings) -> list[ProcessSpec]:
-    """Every pipeline process that exists, in start order."""
+def app_processes(settings: Settings, env: dict[str, str] | None = None
+                  ) -> list[ProcessSpec]:
+    """Every pipeline process, in start order."""
     exe = [sys.executable, "-m", "pipeline.cli"]
-    specs: list[ProcessSpec] = []
-    for name, argv, listens in _registered(settings):
-        specs.append(ProcessSpec(name=name, argv=[*exe, *argv], listens=listens))
-    return specs
-
-
-def _registered(settings: Settings) -> list[tuple[str, list[str], str]]:
-    """(name, brainstream sub-command, address) of the processes that ship so far."""
-    return [
+    api = f"http://{settings.api_host}:{settings.api_port} (OpenAPI at /docs)"
+    registered = [
         ("consumer", ["consumer"], ""),
         ("worker", ["worker", "--queues", "celery", "--beat"], ""),
         ("relay", ["worker", "--queues", "relay", "--concurrency", "1", "--no-beat"], ""),
+        ("api", ["api"], api),
     ]
+    return [ProcessSpec(name=name, argv=[*exe, *argv], listens=listens, env=dict(env or {}))
+            for name, argv, listens in registered]
+
+
+def development_key(settings: Settings) -> tuple[str, str]:
+    """A stable development API key and namespace under DATA_DIR (for `up` without API_KEYS)."""
+    path = settings.resolved_data_dir / "dev-credentials.json"
+    if path.exists():
+        data = json.loads(path.read_text())
+        return str(data["key"]), str(data["namespace"])
+    key, namespace = f"dev-{secrets.token_urlsafe(18)}", str(uuid.uuid4())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"key": key, "namespace": namespace}) + "\n")
+    path.chmod(0o600)
+    return key, namespace
 
 
 class _Stop(Exception):
@@ -77,7 +90,13 @@ def run_up(settings: Settings, *, stop_services: bool, report: Report) -> None:
         apply_migrations(settings, report=report)
         prepare_graph(settings, report=report)
         ensure_topics(settings, report=report)
-        for spec in app_processes(settings):
+        env: dict[str, str] = {}
+        if not settings.api_keys:
+            key, namespace = development_key(settings)
+            env["BRAINSTREAM_API_KEYS"] = json.dumps({key: [namespace]})
+            report(f"development API key: {key}  (namespace {namespace}; publish bare objects "
+                   f"with --namespace {namespace}; set BRAINSTREAM_API_KEYS to use your own)")
+        for spec in app_processes(settings, env):
             proc = subprocess.Popen(spec.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     env={**os.environ, **spec.env}, start_new_session=True)
             children.append((spec, proc))
@@ -101,10 +120,7 @@ def run_up(settings: Settings, *, stop_services: bool, report: Report) -> None:
 
 
 def _banner(settings: Settings, report: Report) -> None:
-    keys = settings.api_keys
     report("ready. Ctrl-C stops everything.")
-    if keys:
-        report(f"API keys configured for {len(keys)} key(s)")
 
 
 def _supervise(children: list[tuple[ProcessSpec, subprocess.Popen[bytes]]],

@@ -88,15 +88,22 @@ class Settings(BaseSettings):
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8000, ge=1, le=65535)
     api_keys: dict[str, list[str]] = Field(default_factory=dict)
+    api_workers: int = Field(default=1, ge=1, le=64)
+    result_set_ttl: int = Field(default=900, ge=10, le=86400)
+    search_candidate_k: int = Field(default=50, ge=1, le=1000)
+    rrf_k: int = Field(default=60, ge=0, le=10_000)
+    decay_lambda: float = Field(default=0.002, ge=0)
+    evidence_n: int = Field(default=3, ge=0, le=20)
+    expand_recipes: dict[str, dict[str, object]] = Field(default_factory=dict)
 
-    @field_validator("api_keys", mode="before")
+    @field_validator("api_keys", "expand_recipes", mode="before")
     @classmethod
-    def _parse_api_keys(cls, value: object) -> object:
+    def _parse_json_object(cls, value: object) -> object:
         if isinstance(value, str):
             try:
                 return json.loads(value) if value.strip() else {}
             except json.JSONDecodeError as exc:
-                raise ValueError(f"API_KEYS must be a JSON object: {exc.msg}") from exc
+                raise ValueError(f"must be a JSON object: {exc.msg}") from exc
         return value
 
     @field_validator("chunk_overlap_tokens")

@@ -90,9 +90,11 @@ class RetrievalEngine:
         catalog = await self.catalog()
         for name, values in filters.properties:
             if not re.fullmatch(PROPERTY_KEY_PATTERN, name):
-                raise InvalidFilter(f"{name!r} is not a valid property name", field=name)
+                raise InvalidFilter(f"{name!r} is not a valid property name",
+                                    field=f"filters.{name}")
             if not values:
-                raise InvalidFilter(f"filter {name!r} needs at least one value", field=name)
+                raise InvalidFilter(f"filter {name!r} needs at least one value",
+                                    field=f"filters.{name}")
             if not catalog.is_open:
                 catalog.validate_filter(list(filters.kinds) or None, name,
                                         "in" if len(values) > 1 else "eq")

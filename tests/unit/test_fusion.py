@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -23,7 +24,7 @@ def test_rrf_is_order_independent_and_deterministic(channels: dict[str, list[Hit
     backward = rrf(dict(reversed(list(channels.items()))))
     assert [(f.id, round(f.score, 12)) for f in forward] == \
         [(f.id, round(f.score, 12)) for f in backward]
-    assert all(a.score >= b.score for a, b in zip(forward, forward[1:], strict=False))
+    assert all(a.score >= b.score for a, b in itertools.pairwise(forward))
     assert {f.id for f in forward} == {h.id for hits in channels.values() for h in hits}
 
 

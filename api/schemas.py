@@ -1,0 +1,189 @@
+"""Request and response bodies of the read API (strict: unknown fields are refused)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from pipeline.retrieval.model import Filters, Page, RichObject
+
+Query = Annotated[str, StringConstraints(min_length=1, max_length=2000, pattern=r"\S")]
+Limit = Annotated[int, Field(ge=1, le=100)]
+RelationType = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_]{0,62}$")]
+ScalarValue = str | int | float | bool
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class FiltersBody(BaseModel):
+    """`{kind?, title?, created_after?, ..., <property>: value | [values]}`."""
+
+    model_config = ConfigDict(extra="allow")
+    # property filters: a scalar (eq) or a non-empty list of scalars (in)
+    __pydantic_extra__: dict[str, ScalarValue | Annotated[list[ScalarValue],
+                                                          Field(min_length=1, max_length=100)]]
+
+    kind: str | list[str] | None = None
+    title: str | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    updated_after: datetime | None = None
+    updated_before: datetime | None = None
+
+    def to_filters(self) -> Filters:
+        kinds = (self.kind,) if isinstance(self.kind, str) else tuple(self.kind or ())
+        props: list[tuple[str, tuple[ScalarValue, ...]]] = []
+        for name, value in sorted((self.model_extra or {}).items()):
+            values = tuple(value) if isinstance(value, list) else (value,)
+            props.append((name, values))
+        return Filters(kinds=kinds, title=self.title, created_after=self.created_after,
+                       created_before=self.created_before, updated_after=self.updated_after,
+                       updated_before=self.updated_before, properties=tuple(props))
+
+
+class SearchBody(_Strict):
+    query: Query
+    filters: FiltersBody | None = None
+    limit: Limit = 10
+    scope_ids: list[uuid.UUID] | None = Field(default=None, max_length=1000)
+
+
+class FindObjectsBody(_Strict):
+    query: Query
+    kinds: list[str] | None = Field(default=None, max_length=50)
+    filters: FiltersBody | None = None
+    limit: Limit = 10
+
+
+class FindLinksBody(_Strict):
+    relation_type: RelationType
+    query: Query
+    limit: Limit = 10
+
+
+class ExpandBody(_Strict):
+    object_id: uuid.UUID
+    relation_types: list[RelationType] | None = Field(default=None, max_length=50)
+    max_hops: Annotated[int, Field(ge=1, le=4)] = 1
+    direction: Literal["out", "in", "both"] = "both"
+    limit: Limit = 20
+    want_containment: bool = True
+
+
+class ExpandManyBody(_Strict):
+    object_ids: list[uuid.UUID] = Field(min_length=1, max_length=100)
+    relation_types: list[RelationType] | None = Field(default=None, max_length=50)
+    max_hops: Annotated[int, Field(ge=1, le=4)] = 1
+    direction: Literal["out", "in", "both"] = "both"
+    neighbor_budget: Annotated[int, Field(ge=1, le=500)] = 50
+    limit: Limit = 20
+    want_containment: bool = False
+
+
+class RecipeBody(_Strict):
+    """A named expand template: the expand fields without the objects."""
+
+    relation_types: list[RelationType] | None = Field(default=None, max_length=50)
+    max_hops: Annotated[int, Field(ge=1, le=4)] = 1
+    direction: Literal["out", "in", "both"] = "both"
+    limit: Limit = 20
+    want_containment: bool = True
+    neighbor_budget: Annotated[int, Field(ge=1, le=500)] | None = None
+
+
+class RecipeRunBody(_Strict):
+    object_ids: list[uuid.UUID] = Field(min_length=1, max_length=100)
+    limit: Limit | None = None
+
+
+class ContinueBody(_Strict):
+    result_set_id: Annotated[str, StringConstraints(min_length=1, max_length=80)]
+    limit: Limit = 10
+
+
+class EvidenceOut(BaseModel):
+    part_id: uuid.UUID
+    title: str | None
+    snippet: str
+    score: float
+    position: int | None
+    properties: dict[str, Any]
+
+
+class RelationOut(BaseModel):
+    type: str
+    direction: Literal["out", "in"] | None
+    depth: int
+    source_id: uuid.UUID | None = None
+    note: str | None = None
+    status: str | None = None
+    role: str | None = None
+    confidence: float | None = None
+    evidence_id: uuid.UUID | None = None
+
+
+class RichObjectOut(BaseModel):
+    id: uuid.UUID
+    kind: str
+    title: str | None
+    summary: str | None
+    score: float
+    properties: dict[str, Any]
+    content_type: str | None
+    parent_id: uuid.UUID | None
+    position: int | None
+    evidence: list[EvidenceOut]
+    relation: RelationOut | None
+    created_at: datetime
+    updated_at: datetime
+    content: str | None = None
+
+    @classmethod
+    def of(cls, obj: RichObject, *, with_content: bool = False) -> RichObjectOut:
+        return cls(
+            id=obj.id, kind=obj.kind, title=obj.title, summary=obj.summary, score=obj.score,
+            properties=obj.properties, content_type=obj.content_type, parent_id=obj.parent_id,
+            position=obj.position,
+            evidence=[EvidenceOut(part_id=e.part_id, title=e.title, snippet=e.snippet,
+                                  score=e.score, position=e.position, properties=e.properties)
+                      for e in obj.evidence],
+            relation=None if obj.relation is None else RelationOut(
+                type=obj.relation.type, direction=obj.relation.direction,
+                depth=obj.relation.depth, source_id=obj.relation.source_id,
+                note=obj.relation.note, status=obj.relation.status, role=obj.relation.role,
+                confidence=obj.relation.confidence, evidence_id=obj.relation.evidence_id),
+            created_at=obj.created_at, updated_at=obj.updated_at,
+            content=obj.content if with_content else None)
+
+
+class PageOut(BaseModel):
+    objects: list[RichObjectOut]
+    result_set_id: str | None
+    has_more: bool
+    degrade: str | None = None
+    mode: str | None = None
+
+    @classmethod
+    def of(cls, page: Page) -> PageOut:
+        return cls(objects=[RichObjectOut.of(o) for o in page.objects],
+                   result_set_id=page.result_set_id, has_more=page.has_more,
+                   degrade=page.degrade, mode=page.mode)
+
+
+class ChildrenOut(BaseModel):
+    objects: list[RichObjectOut]
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    field: str | None = None
+
+
+class ErrorOut(BaseModel):
+    error: ErrorDetail

@@ -1,0 +1,249 @@
+"""Builds the API's adapters once per process and hands them to the routes."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
+
+from pipeline.embedders import build_embedder
+from pipeline.embedders.base import Embedder
+from pipeline.errors import InvalidInput, NotFound, Unavailable
+from pipeline.graph.falkordb_reader import FalkorGraphReader
+from pipeline.kinds import KindCatalog, catalog_from_dict
+from pipeline.retrieval.engine import EngineConfig, RetrievalEngine
+from pipeline.retrieval.graph_queries import GraphQueries
+from pipeline.retrieval.model import Direction, EdgeHit, Hit, Neighbor
+from pipeline.settings import Settings
+from pipeline.stores.postgres_read import PgObjectReader, make_async_pool
+from pipeline.stores.postgres_search import PgPartSearcher
+from pipeline.stores.redis_resultsets import RedisResultSets
+
+log = logging.getLogger(__name__)
+
+RECIPE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,62}$")
+FILTER_NOTE = (
+    "Filters apply to search, find_exact and find_objects as {\"filters\": {...}}: "
+    "kind (a kind or a list), title (case-insensitive substring), created_after, created_before, "
+    "updated_after, updated_before (ISO-8601), and any filterable field below as "
+    "\"<field>\": value (eq) or \"<field>\": [values] (in, where the field allows it). "
+    "A part is filtered by its parent. An empty catalog means open mode: any property "
+    "may be filtered with eq/in."
+)
+
+
+class CatalogCache:
+    """The kind catalog, re-read at most every `ttl` seconds (kinds change rarely)."""
+
+    def __init__(self, pool: AsyncConnectionPool, ttl: float = 5.0) -> None:
+        self.pool = pool
+        self.ttl = ttl
+        self._value: KindCatalog | None = None
+        self._at = 0.0
+        self._lock = asyncio.Lock()
+
+    async def __call__(self) -> KindCatalog:
+        async with self._lock:
+            if self._value is None or time.monotonic() - self._at > self.ttl:
+                async with self.pool.connection() as conn:
+                    cur = await conn.execute("SELECT spec FROM object_kinds ORDER BY kind")
+                    rows = await cur.fetchall()
+                self._value = KindCatalog(catalog_from_dict({"kinds": [r[0] for r in rows]}))
+                self._at = time.monotonic()
+            return self._value
+
+
+class RecipeStore:
+    """Named expand templates: registered ones (Postgres) over those from settings."""
+
+    def __init__(self, pool: AsyncConnectionPool, configured: dict[str, dict[str, Any]]) -> None:
+        self.pool = pool
+        self.configured = configured
+
+    @staticmethod
+    def _check(name: str) -> str:
+        if not RECIPE_NAME.fullmatch(name):
+            raise InvalidInput("recipe names are letters, digits, '_' and '-'", field="name")
+        return name
+
+    async def put(self, name: str, spec: dict[str, Any]) -> None:
+        async with self.pool.connection() as conn:
+            await conn.execute(
+                "INSERT INTO expand_recipes (name, spec) VALUES (%s, %s) ON CONFLICT (name)"
+                " DO UPDATE SET spec = EXCLUDED.spec, updated_at = now()",
+                (self._check(name), Jsonb(spec)))
+
+    async def get(self, name: str) -> dict[str, Any]:
+        async with self.pool.connection() as conn:
+            cur = await conn.execute("SELECT spec FROM expand_recipes WHERE name = %s",
+                                     (self._check(name),))
+            row = await cur.fetchone()
+        if row is not None:
+            return dict(row[0])
+        if name in self.configured:
+            return dict(self.configured[name])
+        raise NotFound(f"no expand recipe named {name!r}", field="name")
+
+
+class ReconnectingGraphReader:
+    """A GraphReader that connects on first use and again after the graph was unreachable, so
+    an API started while FalkorDB is down recovers by itself."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._reader: FalkorGraphReader | None = None
+        self._lock = asyncio.Lock()
+
+    async def reader(self) -> FalkorGraphReader:
+        async with self._lock:
+            if self._reader is None:
+                self._reader = await asyncio.to_thread(FalkorGraphReader.from_settings,
+                                                       self.settings)
+            return self._reader
+
+    async def _call(self, name: str, *args: Any) -> Any:
+        reader = await self.reader()
+        try:
+            return await getattr(reader, name)(*args)
+        except Unavailable:
+            self._reader = None  # reconnect next time
+            raise
+
+    async def find_entities_text(self, namespace: uuid.UUID, query: str,
+                                 kinds: Sequence[str], k: int) -> list[Hit]:
+        result: list[Hit] = await self._call("find_entities_text", namespace, query, kinds, k)
+        return result
+
+    async def find_entities_vector(self, namespace: uuid.UUID, vector: Sequence[float],
+                                   kinds: Sequence[str], k: int) -> list[Hit]:
+        result: list[Hit] = await self._call("find_entities_vector", namespace, vector, kinds,
+                                             k)
+        return result
+
+    async def find_edges(self, namespace: uuid.UUID, relation_type: str, query: str,
+                         k: int) -> list[EdgeHit]:
+        result: list[EdgeHit] = await self._call("find_edges", namespace, relation_type,
+                                                 query, k)
+        return result
+
+    async def neighbors(self, namespace: uuid.UUID, seeds: Sequence[uuid.UUID],
+                        relation_types: Sequence[str], direction: Direction, max_hops: int,
+                        limit: int) -> list[Neighbor]:
+        result: list[Neighbor] = await self._call("neighbors", namespace, seeds,
+                                                  relation_types, direction, max_hops, limit)
+        return result
+
+    async def ping(self) -> None:
+        reader = await self.reader()
+        try:
+            await reader.capabilities(refresh=True)
+        except Unavailable:
+            self._reader = None
+            raise
+
+
+@dataclass
+class Services:
+    settings: Settings
+    pool: AsyncConnectionPool
+    engine: RetrievalEngine
+    graph: GraphQueries
+    recipes: RecipeStore
+    result_sets: RedisResultSets
+    catalog: CatalogCache
+    graph_reader: ReconnectingGraphReader
+    embedder: Embedder | None = None
+    closers: list[Any] = field(default_factory=list)
+
+    async def describe_schema(self, kind: str | None) -> dict[str, Any]:
+        catalog = await self.catalog()
+        specs = catalog.specs
+        if kind is not None:
+            specs = [s for s in specs if s.kind == kind]
+            if not specs:
+                raise NotFound(f"unknown kind {kind!r}", field="kind")
+        return {
+            "open_mode": catalog.is_open,
+            "kinds": [{
+                "kind": s.kind, "description": s.description, "is_parent": s.is_parent,
+                "is_part": s.is_part,
+                "fields": [{"name": f.name, "type": f.type, "description": f.description,
+                            "required": f.required, "operators": list(f.operators),
+                            "filterable": bool(f.operators), "examples": list(f.examples)}
+                           for f in s.fields],
+            } for s in specs],
+            "filter_usage": FILTER_NOTE,
+            "endpoints_with_filters": ["search", "find_exact", "find_objects"],
+        }
+
+    async def check(self) -> dict[str, str]:
+        checks: dict[str, str] = {}
+        try:
+            async with self.pool.connection() as conn:
+                await conn.execute("SELECT 1")
+            checks["postgres"] = "ok"
+        except Exception as exc:
+            checks["postgres"] = f"error: {exc}"
+        try:
+            await self.result_sets.ping()
+            checks["redis"] = "ok"
+        except Exception as exc:
+            checks["redis"] = f"error: {exc}"
+        try:
+            await self.graph_reader.ping()
+            checks["falkordb"] = "ok"
+        except Exception as exc:
+            checks["falkordb"] = f"error: {exc}"
+        checks["embedder"] = "ok" if self.embedder is not None else "error: not loaded"
+        return checks
+
+    async def close(self) -> None:
+        await self.result_sets.close()
+        await self.pool.close()
+        if self.graph_reader._reader is not None:
+            await self.graph_reader._reader.aclose()
+
+
+async def build_services(settings: Settings) -> Services:
+    """Connect the adapters; the graph and the embedder may be down (answers degrade)."""
+    pool = await make_async_pool(settings)
+    catalog = CatalogCache(pool)
+    embedder: Embedder | None
+    try:
+        embedder = await asyncio.to_thread(build_embedder, settings)
+        await asyncio.to_thread(embedder.embed, ["warm-up"])
+    except Exception as exc:  # the API still serves lexical-only answers
+        log.error("embedder unavailable at start-up: %s", exc)
+        embedder = None
+
+    async def embed_query(text: str) -> Sequence[float]:
+        if embedder is None:
+            raise Unavailable("embedder not loaded")
+        try:
+            vectors = await asyncio.to_thread(embedder.embed, [text])
+        except Unavailable:
+            raise
+        except Exception as exc:
+            raise Unavailable(f"embedder: {exc}") from exc
+        return [float(x) for x in vectors[0]]
+
+    result_sets = RedisResultSets.from_url(settings.effective_redis_url,
+                                           ttl_seconds=settings.result_set_ttl)
+    config = EngineConfig(candidate_k=settings.search_candidate_k, rrf_k=settings.rrf_k,
+                          decay_lambda=settings.decay_lambda, evidence_n=settings.evidence_n)
+    engine = RetrievalEngine(PgPartSearcher(pool), PgObjectReader(pool), result_sets, catalog,
+                             embed_query, config)
+    graph_reader = ReconnectingGraphReader(settings)
+    return Services(settings=settings, pool=pool, engine=engine,
+                    graph=GraphQueries(engine, graph_reader),
+                    recipes=RecipeStore(pool, dict(settings.expand_recipes)),
+                    result_sets=result_sets, catalog=catalog, graph_reader=graph_reader,
+                    embedder=embedder)

@@ -1,0 +1,51 @@
+"""Degrade, don't fail: a down embedder gives lexical-only search, a down graph gives
+containment-only expansion and Postgres-backed entity find, each labelled."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from pipeline.settings import Settings
+from tests.api.conftest import Tenant
+
+pytestmark = pytest.mark.stack
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_embedder_and_graph_down(api_settings: Settings, tenants: dict[str, Tenant]) -> None:
+    broken = api_settings.model_copy(update={
+        "embedder": "http", "embedder_url": f"http://127.0.0.1:{_closed_port()}/v1",
+        "embedding_dim": api_settings.vector_dim,
+        "falkordb_url": f"redis://127.0.0.1:{_closed_port()}",
+    })
+    a = tenants["a"]
+    with TestClient(create_app(broken)) as client:
+        search = client.post("/v1/search", json={"query": "Rotterdam pilot"},
+                             headers=a.headers)
+        assert search.status_code == 200, search.text
+        assert search.json()["degrade"] == "lexical_only"
+        assert search.json()["objects"][0]["id"] == a.ids["note"]
+        expand = client.post("/v1/expand", json={"object_id": a.ids["note"]},
+                             headers=a.headers).json()
+        assert expand["degrade"] == "graph_unavailable"
+        assert expand["mode"] == "children"
+        assert expand["objects"] and all(o["parent_id"] == a.ids["note"]
+                                         for o in expand["objects"])
+        found = client.post("/v1/find_objects", json={"query": "Acme Robotics"},
+                            headers=a.headers).json()
+        assert found["degrade"] == "graph_unavailable"
+        assert a.ids["company"] in [o["id"] for o in found["objects"]]
+        ready = client.get("/readyz")
+        assert ready.status_code == 503
+        assert ready.json()["checks"]["falkordb"].startswith("error")
+        metrics = client.get("/metrics").text
+        assert 'brainstream_api_degraded_total{endpoint="search",mode="lexical_only"}' in metrics

@@ -1,0 +1,143 @@
+"""Trigram near-spellings and exact matches on the real database, and the row metadata that
+promotion needs."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import psycopg
+import pytest
+
+from pipeline.retrieval.model import Filters, Hit
+from pipeline.stores.postgres_search import PgPartSearcher
+from tests.pipelineutil import put
+from tests.search.corpus import K_ALL
+from tests.search.corpus import hit_ids as _ids
+from tests.search.corpus import run as _run
+from tests.search.searchref import Row, apply_events, searchable
+
+pytestmark = pytest.mark.stack
+
+# -- trigram -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("query", "expect"), [
+    ("Rotterdm", "Rotterdam"), ("Roterdam", "Rotterdam"), ("SOC-2", "SOC 2"),
+    ("Hamburgh", "Hamburg"), ("warehuose", "warehouse")])
+def test_trigram_finds_near_spellings(corpus: dict[str, Any], aio: asyncio.Runner,
+                                      searcher: PgPartSearcher, query: str, expect: str) -> None:
+    rows: dict[uuid.UUID, Row] = corpus["rows"]
+    ns = corpus["a"]
+    allowed = searchable(rows, ns)
+    hits = _run(aio, searcher.search_trigram(ns, query, Filters(), [], 20))
+    assert hits
+    assert _run(aio, searcher.search_lexical(ns, query, Filters(), [], 20)) == [] or \
+        query == "SOC-2"
+    top = hits[0].id
+    text = f"{rows[top].content or ''} {rows[top].title or ''} {allowed[top].title or ''}"
+    assert expect.lower() in text.lower()
+    assert all(0.3 <= h.score <= 1.0 for h in hits)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+@pytest.mark.parametrize("query", ["Rotterdm", "harbr cargo", "SOC-2", "Insurance claim 4"])
+def test_trigram_scores_are_the_best_word_similarity(
+        corpus: dict[str, Any], db: psycopg.Connection[Any], aio: asyncio.Runner,
+        searcher: PgPartSearcher, query: str) -> None:
+    rows: dict[uuid.UUID, Row] = corpus["rows"]
+    ns = corpus["a"]
+    allowed = searchable(rows, ns)
+    first_part = {}  # promoted id -> its first visible part (position, then id)
+    for rid, promoted in sorted(allowed.items(), key=lambda i: (rows[i[0]].position or 0, i[0])):
+        if rid != promoted.id:
+            first_part.setdefault(promoted.id, rid)
+    sim = {}
+    for rid, promoted in allowed.items():
+        row = rows[rid]
+        texts = [row.content, row.title]
+        if first_part.get(promoted.id) == rid:
+            texts.append(promoted.title)
+        found = [db.execute("SELECT word_similarity(%s, %s)::float8", (query, t)).fetchone()[0]
+                 for t in texts if t is not None]
+        best = max([s for s in found if s >= 0.3], default=None)
+        if best is not None:
+            sim[rid] = best
+    hits = _run(aio, searcher.search_trigram(ns, query, Filters(), [], K_ALL))
+    assert sim
+    assert {h.id: h.score for h in hits} == pytest.approx(sim, abs=1e-6)
+    ordered = sorted(hits, key=lambda h: (-h.score, h.id))
+    assert hits == ordered
+
+
+def test_trigram_title_of_a_chunked_object_counts_once(
+        corpus: dict[str, Any], aio: asyncio.Runner, searcher: PgPartSearcher) -> None:
+    rows: dict[uuid.UUID, Row] = corpus["rows"]
+    ns = corpus["a"]
+    allowed = searchable(rows, ns)
+    chunked = next(p for i, p in allowed.items() if i != p.id and p.title)
+    hits = _run(aio, searcher.search_trigram(ns, chunked.title or "", Filters(), [], 50))
+    from_parent = [h for h in hits if allowed[h.id].id == chunked.id and h.score == 1.0]
+    assert len(from_parent) == 1
+
+
+# -- exact ---------------------------------------------------------------------------------------
+
+
+def test_exact_matches_order_id_title_property_phrase(
+        db: psycopg.Connection[Any], aio: asyncio.Runner, searcher: PgPartSearcher) -> None:
+    ns = uuid.uuid4()
+    code = "Blue Harbor"
+    by_title = put(ns, title="blue HARBOR", content="nothing to see")
+    by_prop = put(ns, title="Other", properties={"aliases": ["x", code], "n": 7})
+    by_phrase = put(ns, title="Third", content="we met at the blue harbor yesterday")
+    decoy = put(ns, title="Decoy", content="blue sky over the harbor")
+    apply_events(db, [by_title, by_prop, by_phrase, decoy])
+    ids = {name: uuid.UUID(e["data"]["id"]) for name, e in
+           (("title", by_title), ("prop", by_prop), ("phrase", by_phrase), ("decoy", decoy))}
+
+    def promoted(hits: list[Hit]) -> list[tuple[uuid.UUID, float]]:
+        meta = _run(aio, searcher.row_meta(ns, _ids(hits)))
+        return [(meta[h.id].parent_id or h.id, h.score) for h in hits]
+
+    hits = _run(aio, searcher.exact_matches(ns, f'"{code}"', Filters(), [], 10))
+    assert promoted(hits) == [(ids["title"], 3.0), (ids["prop"], 2.0), (ids["phrase"], 1.0)]
+    # numbers compare as text; an id (row or promoted) ranks first
+    hits = _run(aio, searcher.exact_matches(ns, "7", Filters(), [], 10))
+    assert promoted(hits) == [(ids["prop"], 2.0)]
+    hits = _run(aio, searcher.exact_matches(ns, str(ids["decoy"]), Filters(), [], 10))
+    assert promoted(hits) == [(ids["decoy"], 4.0)]
+    part = hits[0].id
+    assert part != ids["decoy"]  # the object has content: its part is the searchable row
+    hits = _run(aio, searcher.exact_matches(ns, str(part).upper(), Filters(), [], 10))
+    assert [(h.id, h.score) for h in hits] == [(part, 4.0)]
+    # filters apply to exact matches too
+    hits = _run(aio, searcher.exact_matches(ns, f'"{code}"', Filters(title="third"), [], 10))
+    assert promoted(hits) == [(ids["phrase"], 1.0)]
+    assert _run(aio, searcher.exact_matches(ns, "Blue", Filters(), [], 10)) == []
+    # several quoted phrases must all occur
+    hits = _run(aio, searcher.exact_matches(ns, '"blue harbor" "yesterday"', Filters(), [], 10))
+    assert promoted(hits) == [(ids["phrase"], 1.0)]
+
+
+def test_exact_id_of_a_parent_returns_its_parts(
+        corpus: dict[str, Any], aio: asyncio.Runner, searcher: PgPartSearcher) -> None:
+    rows: dict[uuid.UUID, Row] = corpus["rows"]
+    allowed = searchable(rows, corpus["a"])
+    parent = next(p.id for i, p in allowed.items() if i != p.id)
+    parts = sorted(i for i, p in allowed.items() if p.id == parent)
+    hits = _run(aio, searcher.exact_matches(corpus["a"], str(parent), Filters(), [], 100))
+    assert [(h.id, h.score) for h in hits] == [(i, 4.0) for i in parts]
+
+
+def test_row_meta_describes_searchable_rows_only(
+        corpus: dict[str, Any], aio: asyncio.Runner, searcher: PgPartSearcher) -> None:
+    rows: dict[uuid.UUID, Row] = corpus["rows"]
+    allowed = searchable(rows, corpus["a"])
+    meta = _run(aio, searcher.row_meta(corpus["a"], list(rows)))
+    assert set(meta) == set(allowed)
+    for rid, m in meta.items():
+        row, promoted = rows[rid], allowed[rid]
+        assert (m.parent_id, m.position, m.content) == (row.parent_id, row.position, row.content)
+        assert (m.title, m.properties) == (promoted.title, promoted.properties)
