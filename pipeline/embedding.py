@@ -138,6 +138,12 @@ class EmbeddingService:
                   for row, vector in zip(rows, vectors, strict=True)]
         roots = sorted({row.root for row in rows})
         with self.pool.connection() as conn, conn.transaction():
+            # Workers finishing rows of the same root serialize here; otherwise each could see
+            # the other's rows as still pending and neither would hand the root to the graph.
+            # `roots` is sorted, and unnest keeps array order: locks are taken in one global
+            # order, so two workers cannot deadlock.
+            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(r::text, 0))"
+                         " FROM unnest(%s::uuid[]) AS r", (roots,))
             with conn.cursor() as cur:
                 cur.executemany(
                     "UPDATE objects SET embedding = %s, embedded_hash = %s, embed_status = 'done',"

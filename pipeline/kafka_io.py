@@ -36,6 +36,10 @@ def make_producer(settings: Settings, **overrides: Any) -> KafkaProducer:
     config: dict[str, Any] = {
         "bootstrap_servers": settings.effective_kafka_bootstrap,
         "acks": "all",
+        # kafka-python 3 enables idempotence by default; on the embedded broker a new idempotent
+        # producer can fail InitProducerId for good after another was killed. Effects are
+        # idempotent downstream, so at-least-once delivery is what we rely on anyway.
+        "enable_idempotence": False,
         "retries": 10,
         "max_in_flight_requests_per_connection": 1,
         "linger_ms": 5,
