@@ -195,6 +195,21 @@ def publish(ctx: click.Context, path: Path, namespace: uuid.UUID | None, source:
                "dead-lettered)")
 
 
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@click.pass_context
+def status(ctx: click.Context, as_json: bool) -> None:
+    """Services, consumer lag per partition, outbox and embedding backlog, waiting events and
+    dead letters; exit status 1 when something is unhealthy."""
+    from pipeline.status import collect, render
+
+    report = collect(_settings(ctx))
+    click.echo(json.dumps(report.to_dict(), indent=2, default=str) if as_json
+               else render(report))
+    if not report.healthy:
+        sys.exit(1)
+
+
 # -- pipeline processes -------------------------------------------------------------------
 
 
