@@ -37,7 +37,7 @@ def test_lag_and_dead_letters_are_counted_exactly(stack_settings: Settings) -> N
     for i in range(10):  # one multi-record batch per partition: end offsets misreport these
         producer.send(settings.topic_events, partition=i % 2, value=b"%d" % i)
     producer.flush()
-    for i in range(3):
+    for _ in range(3):
         producer.send(settings.topic_events, partition=0, value=b"late").get(timeout=30)
         producer.send(settings.topic_dlq, partition=1, value=b"dead").get(timeout=30)
     producer.close()
