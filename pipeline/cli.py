@@ -210,6 +210,65 @@ def status(ctx: click.Context, as_json: bool) -> None:
         sys.exit(1)
 
 
+@main.group(cls=_Group)
+def dlq() -> None:
+    """Dead letters: list by code, show one, re-drive after a fix."""
+
+
+@dlq.command("list")
+@click.option("--code", default=None, help="Only letters with this error code.")
+@click.option("--limit", type=int, default=20, show_default=True, help="Letters to list.")
+@click.pass_context
+def dlq_list(ctx: click.Context, code: str | None, limit: int) -> None:
+    """Counts by error code, then the most recent letters (ref = partition:offset)."""
+    from pipeline import dlq as dead
+    from pipeline.kafka_io import H_MESSAGE
+
+    letters = dead.read_all(_settings(ctx))
+    click.echo(f"{len(letters)} dead letter(s)")
+    for name, count in dead.summarize(letters):
+        click.echo(f"  {name:28} {count}")
+    shown = [d for d in letters if code is None or d.code == code][-limit:]
+    for letter in shown:
+        click.echo(f"{letter.ref:>10}  {letter.code:26} {(letter.header(H_MESSAGE) or '')[:90]}")
+
+
+@dlq.command("show")
+@click.argument("ref")
+@click.pass_context
+def dlq_show(ctx: click.Context, ref: str) -> None:
+    """One dead letter with its headers and original value (REF is partition:offset)."""
+    from pipeline import dlq as dead
+
+    click.echo(dead.describe(dead.find(dead.read_all(_settings(ctx)), ref)))
+
+
+@dlq.command("retry")
+@click.argument("refs", nargs=-1)
+@click.option("--code", default=None, help="Re-drive every letter with this code.")
+@click.option("--all", "everything", is_flag=True, help="Re-drive every letter.")
+@click.pass_context
+def dlq_retry(ctx: click.Context, refs: tuple[str, ...], code: str | None,
+              everything: bool) -> None:
+    """Send dead letters back to the input topic (embedding failures: back to pending).
+
+    Each letter is re-driven once; an event that then applies is applied once."""
+    from pipeline import dlq as dead
+    from pipeline.errors import InvalidInput
+
+    if not (refs or code or everything):
+        raise InvalidInput("name letters (partition:offset), --code CODE or --all",
+                           field="refs")
+    letters = dead.read_all(_settings(ctx))
+    chosen = [d for d in letters if everything or d.ref in refs or (code and d.code == code)]
+    missing = set(refs) - {d.ref for d in chosen}
+    if missing:
+        raise InvalidInput(f"no dead letter {sorted(missing)[0]}", field="refs")
+    counts = dead.retry(_settings(ctx), chosen)
+    click.echo(f"re-drove {counts['republished']} to the input topic, {counts['reembed']} back "
+               f"to embedding; {counts['skipped']} were re-driven before")
+
+
 # -- pipeline processes -------------------------------------------------------------------
 
 
