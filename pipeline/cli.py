@@ -269,6 +269,25 @@ def dlq_retry(ctx: click.Context, refs: tuple[str, ...], code: str | None,
                f"to embedding; {counts['skipped']} were re-driven before")
 
 
+@main.command()
+@click.option("--older-than", "older_than", required=True,
+              help="Retention, e.g. 30d, 12h: what was soft-deleted before that goes.")
+@click.pass_context
+def purge(ctx: click.Context, older_than: str) -> None:
+    """Hard-delete soft-deleted objects (with parts and links) past a retention."""
+    from pipeline.purge import parse_age
+    from pipeline.purge import purge as run_purge
+
+    age = parse_age(older_than)
+
+    def show(result: object) -> None:
+        click.echo(f"  ... {getattr(result, 'objects', 0)} objects so far", err=True)
+
+    result = run_purge(_settings(ctx), age, progress=show)
+    click.echo(f"purged {result.objects} objects, {result.parts} parts, {result.links} links, "
+               f"{result.outbox_rows} finished outbox rows (soft-deleted before {older_than} ago)")
+
+
 # -- pipeline processes -------------------------------------------------------------------
 
 

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 
+from pipeline.migrations import apply_migrations
 from pipeline.settings import Settings
 from tests.pipelineutil import Proc, Publisher, pipeline_env, put, wait_for
-from tests.stackutil import EXAMPLES
+from tests.stackutil import EXAMPLES, make_settings
 
 __all__ = ["EXAMPLES", "indexed"]
 
@@ -58,3 +61,15 @@ def indexed(settings: Settings, object_id: str) -> bool:
     found = graph.query("MATCH (n:Entity {id: $id}) WHERE n.embedding IS NOT NULL RETURN count(n)",
                         {"id": object_id}).result_set
     return bool(found and found[0][0] == 1)
+
+
+@pytest.fixture()
+def db(stack_settings: Settings) -> Iterator[psycopg.Connection[Any]]:
+    """A fresh, migrated database with an empty (open) kind catalog."""
+    name = f"apply_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(stack_settings.effective_postgres_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    dsn = stack_settings.effective_postgres_dsn.rsplit("/", 1)[0] + f"/{name}"
+    apply_migrations(make_settings(postgres_dsn=dsn))
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        yield conn

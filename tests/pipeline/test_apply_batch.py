@@ -5,38 +5,21 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
-from psycopg import sql
 
 from pipeline.chunking import explicit_part_id
 from pipeline.ingest import IngestOptions, RawRecord, apply_batch
 from pipeline.kinds import load_catalog
-from pipeline.migrations import apply_migrations
-from pipeline.settings import Settings
 from pipeline.stores.postgres_events import PgEventStore
 from pipeline.stores.postgres_kinds import apply_catalog
 from tests.pipelineutil import envelope, put
-from tests.stackutil import make_settings
 
 pytestmark = pytest.mark.stack
 
 OPTIONS = IngestOptions(chunk_max_tokens=20, chunk_overlap_tokens=0)
-
-
-@pytest.fixture()
-def db(stack_settings: Settings) -> Iterator[psycopg.Connection[Any]]:
-    """A fresh, migrated database with an empty (open) kind catalog."""
-    name = f"apply_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(stack_settings.effective_postgres_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    dsn = stack_settings.effective_postgres_dsn.rsplit("/", 1)[0] + f"/{name}"
-    apply_migrations(make_settings(postgres_dsn=dsn))
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        yield conn
 
 
 def _apply(conn: psycopg.Connection[Any], *events: dict[str, Any] | bytes) -> Any:
