@@ -288,6 +288,32 @@ def purge(ctx: click.Context, older_than: str) -> None:
                f"{result.outbox_rows} finished outbox rows (soft-deleted before {older_than} ago)")
 
 
+@main.command()
+@click.option("--repair", is_flag=True, help="Queue every drifted aggregate for the relay and "
+              "rebuild a vector index that no longer answers.")
+@click.option("--sample", type=int, default=200, show_default=True,
+              help="Vectors to look up in the vector index (0 skips the check).")
+@click.pass_context
+def verify(ctx: click.Context, repair: bool, sample: int) -> None:
+    """Report every disagreement between Postgres and the graph; exit 1 on drift."""
+    from pipeline.verify import repair as run_repair
+    from pipeline.verify import verify as run_verify
+
+    settings = _settings(ctx)
+    drift = run_verify(settings, vector_sample=sample)
+    click.echo(f"checked {drift.nodes_checked} objects and {drift.edges_checked} links")
+    for name, count in drift.summary():
+        click.echo(f"  {name:42} {count}")
+    if drift.clean:
+        click.echo("Postgres and the graph agree")
+        return
+    if repair:
+        done = run_repair(settings, drift)
+        click.echo(f"queued {done['nodes']} node and {done['edges']} edge re-syncs for the relay"
+                   + ("; rebuilt the vector index" if done["vector_index_rebuilt"] else ""))
+    sys.exit(1)
+
+
 # -- pipeline processes -------------------------------------------------------------------
 
 

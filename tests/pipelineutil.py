@@ -15,9 +15,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+import psycopg
 from kafka import KafkaConsumer, KafkaProducer
 
+from pipeline.consume import ingest_options
+from pipeline.embedders.static import StaticEmbedder
+from pipeline.embedding import EmbeddingService
+from pipeline.graph.falkordb import FalkorGraphWriter
+from pipeline.ingest import RawRecord, apply_batch
+from pipeline.kafka_io import KafkaChangeSink, make_producer
+from pipeline.outbox import OutboxRelay
 from pipeline.settings import Settings
+from pipeline.stores.pool import make_pool
+from pipeline.stores.postgres_events import PgEventStore
 from tests.stackutil import settings_env
 
 T = TypeVar("T")
@@ -150,3 +160,21 @@ def read_topic(settings: Settings, topic: str, *, timeout_ms: int = 3000
                 for m in consumer]
     finally:
         consumer.close()
+
+
+def ingest(settings: Settings, events: list[dict[str, Any]]) -> None:
+    """Apply, embed and project, as the pipeline's processes would."""
+    records = [RawRecord("t", 0, i, None, json.dumps(e).encode()) for i, e in enumerate(events)]
+    with psycopg.connect(settings.effective_postgres_dsn, autocommit=True) as conn, \
+            conn.transaction():
+        outcome = apply_batch(PgEventStore(conn), records, ingest_options(settings))
+    assert not outcome.dead, [d.error.to_dict() for d in outcome.dead]
+    pool = make_pool(settings, max_size=2)
+    producer = make_producer(settings)
+    try:
+        EmbeddingService(settings, pool, StaticEmbedder()).run()
+        OutboxRelay(settings, pool, FalkorGraphWriter.from_settings(settings),
+                    KafkaChangeSink(producer, settings.topic_changes)).run()
+    finally:
+        producer.close()
+        pool.close()

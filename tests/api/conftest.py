@@ -2,28 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from pipeline.consume import ingest_options
-from pipeline.embedders.static import StaticEmbedder
-from pipeline.embedding import EmbeddingService
-from pipeline.graph.falkordb import FalkorGraphWriter
-from pipeline.ingest import RawRecord, apply_batch
-from pipeline.kafka_io import KafkaChangeSink, make_producer
-from pipeline.outbox import OutboxRelay
 from pipeline.settings import Settings
-from pipeline.stores.pool import make_pool
-from pipeline.stores.postgres_events import PgEventStore
-from tests.pipelineutil import envelope, put
+from tests.pipelineutil import envelope, ingest, put
 
 NOTE = ("# Kickoff\n\nAcme wants the pilot in the Rotterdam site first.\n\n"
         "Budget owner is the COO; procurement needs a security review before signature.\n\n"
@@ -64,24 +53,6 @@ def _events(ns: uuid.UUID, ids: dict[str, str]) -> list[dict[str, Any]]:
                                   "relation_type": "buyer", "meta": {"note": "ghost buyer"}}),
         envelope("object.soft_delete", ns, {"id": ids["ghost"]}),
     ]
-
-
-def ingest(settings: Settings, events: list[dict[str, Any]]) -> None:
-    """Apply, embed and project, as the pipeline's processes would."""
-    records = [RawRecord("t", 0, i, None, json.dumps(e).encode()) for i, e in enumerate(events)]
-    with psycopg.connect(settings.effective_postgres_dsn, autocommit=True) as conn, \
-            conn.transaction():
-        outcome = apply_batch(PgEventStore(conn), records, ingest_options(settings))
-    assert not outcome.dead, [d.error.to_dict() for d in outcome.dead]
-    pool = make_pool(settings, max_size=2)
-    producer = make_producer(settings)
-    try:
-        EmbeddingService(settings, pool, StaticEmbedder()).run()
-        OutboxRelay(settings, pool, FalkorGraphWriter.from_settings(settings),
-                    KafkaChangeSink(producer, settings.topic_changes)).run()
-    finally:
-        producer.close()
-        pool.close()
 
 
 @pytest.fixture(scope="session")

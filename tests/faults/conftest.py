@@ -7,6 +7,7 @@ namespaces, and every assertion is scoped to them, so earlier tests' data does n
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -14,7 +15,7 @@ import pytest
 from pipeline.kinds import load_catalog
 from pipeline.settings import Settings
 from pipeline.stores.postgres_kinds import apply_catalog
-from tests.faults.faultutil import EXAMPLES, PIPELINE, ProcSet
+from tests.faults.faultutil import EXAMPLES, ProcSet, running_procs
 
 
 @pytest.fixture(scope="session")
@@ -28,11 +29,23 @@ def fault_catalog(stack_settings: Settings) -> Settings:
 @pytest.fixture(scope="module")
 def pipeline_procs(fault_catalog: Settings, request: pytest.FixtureRequest
                    ) -> Iterator[ProcSet]:
-    """consumer + worker + relay of this module, ready; stopped at the end of the module."""
-    procs = ProcSet(fault_catalog, request.module.__name__.rsplit(".", 1)[-1])
-    try:
-        procs.start(*PIPELINE)
-        procs.wait_ready()
+    """consumer + worker + relay of this module, ready; stopped at the end of the module.
+
+    A module may set PROC_ENV (extra BRAINSTREAM_* variables for its processes).
+    """
+    env: dict[str, str] = getattr(request.module, "PROC_ENV", {})
+    with running_procs(fault_catalog, request.module.__name__.rsplit(".", 1)[-1],
+                       env) as procs:
         yield procs
-    finally:
-        procs.stop_all()
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
+                                  items: list[pytest.Item]) -> None:
+    """Run the fault tests before everything else: once the session-wide `procs` of
+    tests/pipeline run, their consumer, worker and relay would share the consumer group, the
+    Celery queues and the outbox with these modules' processes (and feel their outages)."""
+    here = Path(__file__).parent
+    faults = [item for item in items if here in item.path.parents]
+    if faults:
+        others = [item for item in items if here not in item.path.parents]
+        items[:] = faults + others

@@ -6,7 +6,8 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,6 @@ from kafka import KafkaProducer
 from pipeline.settings import Settings
 from tests.pipelineutil import (
     Proc,
-    Publisher,
     envelope,
     pipeline_env,
     put,
@@ -29,8 +29,12 @@ log = logging.getLogger("tests.faults")
 EXAMPLES = Path(__file__).resolve().parents[3] / "shared" / "examples"
 PIPELINE = ("consumer", "worker", "relay")
 
-
 # -- processes ----------------------------------------------------------------------------
+
+
+# kafka-python's log line once its producer went fatal: the process never publishes again
+# (idempotent producers on the embedded broker after a kill -9; see test_crashes.py).
+FATAL_PRODUCER = b"Unexpected error in InitProducerIdResponse"
 
 
 class ProcSet:
@@ -41,10 +45,15 @@ class ProcSet:
         self.env = pipeline_env(settings, **env)
         self.log_dir = settings.resolved_data_dir / "fault-logs" / label
         self.procs: dict[str, Proc] = {}
+        self.scanned: dict[str, int] = {}
+        self.log_start: dict[str, int] = {}
 
     def start(self, *names: str, env: dict[str, str] | None = None) -> None:
         for name in names:
             self.stop(name)
+            log_path = self.log_dir / f"{name}.log"
+            self.scanned[name] = log_path.stat().st_size if log_path.exists() else 0
+            self.log_start[name] = self.scanned[name]
             self.procs[name] = Proc(name, {**self.env, **(env or {})}, self.log_dir).start()
 
     def kill9(self, *names: str) -> None:
@@ -64,17 +73,50 @@ class ProcSet:
         dead = [n for n in names if not self.procs[n].alive]
         assert not dead, f"pipeline processes died: {dead} (logs in {self.log_dir})"
 
+    def log_since_start(self, name: str) -> str:
+        """What the current incarnation of a process logged so far."""
+        with open(self.log_dir / f"{name}.log", "rb") as fh:
+            fh.seek(self.log_start[name])
+            return fh.read().decode("utf-8", "replace")
+
+    def check_producers(self) -> None:
+        """Fail at once, naming the process, if a Kafka producer of ours went fatal."""
+        for name, proc in self.procs.items():
+            if not proc.alive:
+                continue
+            start = max(0, self.scanned[name] - len(FATAL_PRODUCER))
+            with open(self.log_dir / f"{name}.log", "rb") as fh:
+                fh.seek(start)
+                chunk = fh.read()
+            self.scanned[name] = start + len(chunk)
+            assert FATAL_PRODUCER not in chunk, (
+                f"the {name}'s Kafka producer went fatal and will never publish again "
+                f"(see {self.log_dir / name}.log)")
+
     def wait_ready(self, timeout: float = 120.0) -> None:
         """Until a probe put went all the way: consumer, embedding, relay into the graph."""
         probe = put(uuid.uuid4(), title="fault probe")
         oid = probe["data"]["id"]
-        publisher = Publisher(self.settings)
-        try:
-            publisher.send(probe, oid)
-        finally:
-            publisher.close()
-        wait_for(lambda: graph_nodes_with_vector(self.settings, [oid]) == 1, timeout=timeout,
+        publish_fast(self.settings, [(probe, oid)])
+
+        def ready() -> bool:
+            self.check_producers()
+            return graph_nodes_with_vector(self.settings, [oid]) == 1
+
+        wait_for(ready, timeout=timeout,
                  what=f"the fault pipeline to index a probe (logs in {self.log_dir})")
+
+
+@contextmanager
+def running_procs(settings: Settings, label: str, env: dict[str, str]) -> Iterator[ProcSet]:
+    """consumer + worker + relay with extra `env`, ready; stopped on exit."""
+    procs = ProcSet(settings, label, **env)
+    try:
+        procs.start(*PIPELINE)
+        procs.wait_ready()
+        yield procs
+    finally:
+        procs.stop_all()
 
 
 # -- publishing ---------------------------------------------------------------------------
@@ -82,8 +124,11 @@ class ProcSet:
 
 def publish_fast(settings: Settings, events: Iterable[tuple[dict[str, Any], str]]) -> int:
     """Send (event, key) pairs pipelined, then wait until the broker acknowledged every one."""
+    # Not idempotent: the embedded broker sometimes fails InitProducerId (UnknownError).
     producer = KafkaProducer(bootstrap_servers=settings.effective_kafka_bootstrap, acks="all",
-                             linger_ms=5, max_request_size=8 * 1024 * 1024)
+                             enable_idempotence=False, retries=5, linger_ms=5,
+                             max_in_flight_requests_per_connection=1,
+                             max_request_size=8 * 1024 * 1024)
     try:
         futures = [producer.send(settings.topic_events, key=key.encode(),
                                  value=json.dumps(event).encode())
@@ -220,6 +265,7 @@ def wait_converged(settings: Settings, ns: uuid.UUID, *, objects: int, timeout: 
     next_report = time.monotonic() + 5
     while True:
         if procs is not None:
+            procs.check_producers()
             procs.assert_alive(*PIPELINE)
         state = ns_counts(settings, ns)
         if state["first_class"] == objects and not state["pending"] and not state["backlog"]:
@@ -230,11 +276,28 @@ def wait_converged(settings: Settings, ns: uuid.UUID, *, objects: int, timeout: 
                 return state
         if time.monotonic() > deadline:
             raise AssertionError(f"namespace {ns} did not converge in {timeout:.0f}s "
-                                 f"({objects} objects): {state}")
+                                 f"({objects} objects): {state}; {_missing_vectors(settings, ns)}")
         if time.monotonic() > next_report:
             log.info("converging %s: %s", ns, state)
             next_report += 5
         time.sleep(0.5)
+
+
+def _missing_vectors(settings: Settings, ns: uuid.UUID) -> str:
+    """Which nodes lack a vector although Postgres has one (for failure messages)."""
+    nodes = graph_node_summary(settings, ns)
+    lacking = [k for k, v in nodes.items() if not v[1]]
+    if not lacking:
+        return "no node lacks a vector"
+    (embedded, with_parts, synced_after), = rows(
+        settings,
+        "SELECT count(*) FILTER (WHERE o.embedding IS NOT NULL),"
+        " count(*) FILTER (WHERE EXISTS (SELECT 1 FROM objects p WHERE p.parent_id = o.id)),"
+        " count(*) FILTER (WHERE (SELECT count(*) FROM outbox b WHERE b.aggregate_id = o.id)"
+        "   > 1)"
+        " FROM objects o WHERE o.id = ANY(%s::uuid[])", lacking)
+    return (f"{len(lacking)} nodes lack a vector: {embedded} embedded in Postgres, "
+            f"{with_parts} have parts, {synced_after} got a node_sync after the put")
 
 
 def elapsed(start: float) -> float:

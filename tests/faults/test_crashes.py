@@ -7,20 +7,29 @@ re-triggers, the relay re-syncs idempotently).
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import re
+import signal
+import subprocess
+import sys
 import time
 import uuid
 from typing import Any
 
 import pytest
+from kafka.errors import KafkaError
 
 from pipeline.chunking import chunk_text
+from pipeline.settings import Settings
 from tests.faults.faultutil import (
     PIPELINE,
     ProcSet,
     assert_graph_matches_postgres,
     dead_letters_mentioning,
     elapsed,
+    graph_node_summary,
     link,
     long_content,
     ns_counts,
@@ -31,6 +40,7 @@ from tests.faults.faultutil import (
     wait_converged,
 )
 from tests.pipelineutil import put, wait_for
+from tests.stackutil import REPO
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 log = logging.getLogger(__name__)
@@ -102,8 +112,11 @@ def test_consumer_kill9_mid_batch_applies_every_event_exactly_once(
     wait_converged(settings, ns, objects=total, timeout=90, procs=procs)
     assert_graph_matches_postgres(settings, ns)
     assert dead_letters_mentioning(settings, [str(ns)]) == []
-    log.info("consumer crash: killed at %d/%d rows (%d after kill), converged in %.1fs",
-             at_kill, total, after_kill, elapsed(started))
+    replayed = sum(int(n) for n in re.findall(r"(\d+) duplicates",
+                                              procs.log_since_start("consumer")))
+    log.info("consumer crash: killed at %d/%d rows (%d after kill), %d replayed events were "
+             "no-ops, converged in %.1fs", at_kill, total, after_kill, replayed,
+             elapsed(started))
 
 
 def test_worker_and_relay_kill9_mid_work_converge(pipeline_procs: ProcSet) -> None:
@@ -129,15 +142,22 @@ def test_worker_and_relay_kill9_mid_work_converge(pipeline_procs: ProcSet) -> No
     assert before["parts"] == sum(parts.values())
     assert before["pending"] == before["objects"] and before["backlog"] == count + len(links)
 
-    procs.start("worker", "relay")
-    # Mid-work: some rows embedded, some still pending, and some outbox rows applied.
-    at_kill = wait_for(lambda: (c := ns_counts(settings, ns))["done"] >= 100
-                       and c["backlog"] < before["backlog"] and c, timeout=60, interval=0.05,
-                       what="the workers to be half-way")
-    procs.kill9("worker", "relay")
+    # The relay first, in small rounds so the kill lands inside one (graph half-written):
+    # it projects the vector-less nodes and the edges, and dies part-way.
+    procs.start("relay", env={"BRAINSTREAM_RELAY_BATCH_SIZE": "10"})
+    relay_at_kill = wait_for(lambda: (c := ns_counts(settings, ns))["backlog"]
+                             <= before["backlog"] - 30 and c, timeout=60, interval=0.02,
+                             what="the relay to be under way")
+    procs.kill9("relay")
+    # Then the embedding worker, killed part-way too (claimed rows keep a lease until it ends).
+    procs.start("worker")
+    worker_at_kill = wait_for(lambda: (c := ns_counts(settings, ns))["done"] >= 50 and c,
+                              timeout=60, interval=0.02, what="the worker to be under way")
+    procs.kill9("worker")
     killed = ns_counts(settings, ns)
     assert killed["pending"] > 0, f"the worker had finished before the kill: {killed}"
     assert killed["backlog"] > 0, f"the relay had finished before the kill: {killed}"
+    assert graph_node_summary(settings, ns), "the relay had projected nothing"
     procs.start("worker", "relay")
 
     converged = wait_converged(settings, ns, objects=count, timeout=90, procs=procs)
@@ -149,4 +169,62 @@ def test_worker_and_relay_kill9_mid_work_converge(pipeline_procs: ProcSet) -> No
     assert_graph_matches_postgres(settings, ns)
     assert len(pg_edges(settings, ns)) == len(links)
     procs.assert_alive(*PIPELINE)
-    log.info("worker crash: killed at %s, converged %s", at_kill, converged)
+    log.info("worker crash: relay killed at %s, worker at %s, converged %s", relay_at_kill,
+             worker_at_kill, converged)
+
+
+ROUNDS = 12
+_PRODUCER_CHILD = """
+import sys
+from pipeline.kafka_io import make_producer
+from pipeline.settings import load_settings
+settings = load_settings()
+producer = make_producer(settings)
+producer.send(settings.topic_changes, key=b"probe", value=b"first").get(timeout=30)
+print("ready", flush=True)
+i = 0
+while True:
+    producer.send(settings.topic_changes, key=str(i % 7).encode(), value=b"x" * 100)
+    i += 1
+    if i % 50 == 0:
+        producer.flush()
+"""
+
+
+def test_pipeline_producer_works_after_a_producer_was_killed(fault_catalog: Settings) -> None:
+    """Regression: kafka-python 3 producers are idempotent by default, and on the embedded
+    broker a new idempotent producer often fails InitProducerId for good after another producer
+    was killed (UnknownProducerId / OutOfOrderSequenceNumber, then UnknownError: fatal). The
+    restarted relay then never published a change again and the outbox never drained. The
+    pipeline's producers must be plain at-least-once ones (pipeline/kafka_io.make_producer)."""
+    from pipeline.kafka_io import make_producer
+    from pipeline.topics import ensure_topics
+    from tests.stackutil import settings_env
+
+    probe = fault_catalog.model_copy(update={"topic_changes": "brainstream.faults.probe"})
+    ensure_topics(probe)
+    env = {**settings_env(probe), "BRAINSTREAM_TOPIC_CHANGES": probe.topic_changes}
+    started = time.monotonic()
+    for attempt in range(ROUNDS):  # an idempotent producer failed in about 1 of 4 rounds
+        child = subprocess.Popen([sys.executable, "-c", _PRODUCER_CHILD], env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                 cwd=str(REPO))
+        try:
+            assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+            time.sleep(0.5)
+        finally:
+            os.kill(child.pid, signal.SIGKILL)
+            child.wait(timeout=30)
+        producer = make_producer(probe)
+        try:
+            for i in range(10):
+                try:
+                    producer.send(probe.topic_changes, key=str(i).encode(),
+                                  value=b"after").get(timeout=10)
+                except KafkaError as exc:
+                    pytest.fail(f"round {attempt}: a new pipeline producer cannot send after "
+                                f"its predecessor was killed: {exc!r}")
+        finally:
+            with contextlib.suppress(KafkaError):
+                producer.close(timeout=5)
+    log.info("producer restarts: %d rounds fine in %.1fs", ROUNDS, elapsed(started))
