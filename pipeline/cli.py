@@ -314,6 +314,34 @@ def verify(ctx: click.Context, repair: bool, sample: int) -> None:
     sys.exit(1)
 
 
+@main.group(cls=_Group)
+def graph() -> None:
+    """The graph projection."""
+
+
+@graph.command("rebuild")
+@click.pass_context
+def graph_rebuild(ctx: click.Context) -> None:
+    """Drop the graph and re-project it from Postgres (nodes, edges, indexes), with progress."""
+    from pipeline.rebuild import rebuild_graph
+
+    queued = rebuild_graph(_settings(ctx))
+    click.echo(f"graph rebuilt from {queued} objects and links")
+
+
+@main.command()
+@click.pass_context
+def reembed(ctx: click.Context) -> None:
+    """Re-embed every object with the configured model (same dimension), then re-sync the graph.
+
+    A model of another dimension needs a fresh database: `migrate` refuses the change.
+    """
+    from pipeline.rebuild import reembed as run_reembed
+
+    count = run_reembed(_settings(ctx))
+    click.echo(f"re-embedded {count} rows")
+
+
 # -- pipeline processes -------------------------------------------------------------------
 
 

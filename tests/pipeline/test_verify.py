@@ -85,3 +85,30 @@ def test_verify_detects_and_repairs_drift(db: psycopg.Connection[Any],
     rebuild_vector_index(settings)  # drop + create clears orphan entries; still answers
     after = verify(settings)
     assert after.clean and after.vector_sampled == 3
+
+
+def test_graph_rebuild_and_reembed(db: psycopg.Connection[Any], stack_settings: Settings) -> None:
+    from pipeline.rebuild import rebuild_graph, reembed
+
+    settings = make_settings(postgres_dsn=db.info.dsn, graph_name=f"r_{uuid.uuid4().hex[:8]}",
+                             **{k: getattr(stack_settings, k) for k in
+                                ("kafka_port", "falkordb_port", "redis_port")})
+    prepare_graph(settings)
+    ns = uuid.uuid4()
+    objs = [put(ns, title=f"Object {i}", content="Some text.\n\nMore text.") for i in range(5)]
+    ids = [o["data"]["id"] for o in objs]
+    link = envelope("link.put", ns, {"from": ids[0], "to": ids[1], "relation_type": "knows"})
+    ingest(settings, [*objs, link])
+    graph = falkordb.FalkorDB.from_url(settings.effective_falkordb_url).select_graph(
+        settings.graph_name)
+    graph.query("MATCH (n) DETACH DELETE n")  # the graph is lost
+    assert not verify(settings).clean
+    assert rebuild_graph(settings) == 6
+    assert verify(settings).clean
+    assert graph.query("MATCH (n:Entity) RETURN count(n)").result_set == [[5]]
+
+    before = db.execute("SELECT count(*) FROM objects WHERE embed_status = 'done'").fetchone()
+    assert reembed(settings) == before[0]
+    assert db.execute("SELECT count(*) FROM objects WHERE embed_status <> 'done'"
+                      " OR embedded_hash IS NULL").fetchone() == (0,)
+    assert verify(settings).clean
