@@ -112,6 +112,10 @@ def main() -> None:
     import sys
 
     settings = load_settings()
+    if settings.consumer_metrics_port:
+        from pipeline.metrics import serve
+
+        serve(settings, settings.consumer_metrics_port, lag=True)
     app = create_app(settings)
     sys.argv = ["brainstream-consumer", "worker", "--without-web", "--loglevel", "info"]
     app.main()

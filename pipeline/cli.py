@@ -360,13 +360,23 @@ def consumer() -> None:
               help="Queues to consume: `celery` (embedding, sweep) and `relay` (graph outbox).")
 @click.option("--beat/--no-beat", default=True, show_default=True,
               help="Also run the periodic sweep scheduler (run it in one worker only).")
+@click.option("--metrics-port", type=int, default=None,
+              help="Port of /metrics (default: BRAINSTREAM_WORKER_METRICS_PORT; 0: none).")
 @click.pass_context
-def worker(ctx: click.Context, concurrency: int | None, queues: str, beat: bool) -> None:
+def worker(ctx: click.Context, concurrency: int | None, queues: str, beat: bool,
+           metrics_port: int | None) -> None:
     """Run a Celery worker (embedding, outbox relay, sweeps) in the foreground."""
-    from workers.app import app as celery_app
-
     settings = _settings(ctx)
     settings.resolved_data_dir.mkdir(parents=True, exist_ok=True)
+    port = settings.worker_metrics_port if metrics_port is None else metrics_port
+    if port:
+        from pipeline.metrics import prepare_multiprocess_dir, serve
+
+        # before anything imports prometheus_client's value classes or Celery forks
+        prepare_multiprocess_dir(settings, f"worker-{port}")
+        serve(settings, port, lag=False)
+    from workers.app import app as celery_app
+
     argv = ["worker", "--loglevel=INFO", f"--queues={queues}",
             f"--concurrency={concurrency or settings.worker_concurrency}",
             f"--hostname=brainstream-{queues.replace(',', '-')}@%h"]

@@ -18,6 +18,7 @@ from typing import Protocol
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from pipeline import metrics
 from pipeline.errors import Unavailable
 from pipeline.ingest import BatchOutcome, IngestOptions, RawRecord, apply_batch
 from pipeline.kafka_io import DeadLetterWriter, dead_letter_headers
@@ -78,6 +79,8 @@ class BatchProcessor:
                 log.warning("batch attempt %d failed (%s); retrying in %.1fs", attempt, exc,
                             delay)
                 time.sleep(delay)
+        metrics.BATCH_SECONDS.observe(time.monotonic() - started)
+        _count(outcome)
         self._trigger(outcome)
         return outcome
 
@@ -102,6 +105,16 @@ class BatchProcessor:
                 self.trigger.relay()
         except Exception as exc:  # the sweep will find the work; ingestion must not stop
             log.warning("could not trigger workers (%s); the sweep will pick the work up", exc)
+
+
+def _count(outcome: BatchOutcome) -> None:
+    for name, value in (("applied", outcome.applied), ("duplicate", outcome.duplicates),
+                        ("stale", outcome.stale), ("deferred", outcome.deferred),
+                        ("dead_lettered", len(outcome.dead))):
+        if value:
+            metrics.EVENTS.labels(name).inc(value)
+    for letter in outcome.dead:
+        metrics.DEAD_LETTERS.labels(letter.error.code).inc()
 
 
 def deferred_due(pool: ConnectionPool) -> bool:

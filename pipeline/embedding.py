@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 from psycopg_pool import ConnectionPool
 
+from pipeline import metrics
 from pipeline.embedders.base import Embedder
 from pipeline.errors import BrainstreamError, EmbeddingFailed, Unavailable
 from pipeline.index_text import entity_index_text, part_index_text
@@ -119,15 +120,21 @@ class EmbeddingService:
 
     def _embed_batch(self, ids: Sequence[uuid.UUID], stats: EmbedStats) -> None:
         rows = self._load(ids)
+        def call() -> np.ndarray[Any, Any]:
+            with metrics.EMBED_SECONDS.time():
+                return self.embedder.embed([row.text for row in rows])
+
+        metrics.EMBED_BATCH.observe(len(rows))
         try:
             vectors = retry_transient(
-                lambda: self.embedder.embed([row.text for row in rows]),
+                call,
                 attempts=self.settings.embed_retry_attempts,
                 max_wait=self.settings.embed_retry_max_wait,
                 on_retry=lambda n, exc: log.warning("embedding attempt %d failed: %s", n, exc),
             )
         except BrainstreamError as exc:
             self._fail(rows, exc)
+            metrics.EMBED_FAILURES.inc(len(rows))
             stats.failed += len(rows)
             return
         self._store(rows, vectors, stats)

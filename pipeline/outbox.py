@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from psycopg_pool import ConnectionPool
 
+from pipeline import metrics
 from pipeline.errors import Unavailable
 from pipeline.graph.model import EdgeKey, EdgeState, GraphWriter, NodeState
 from pipeline.index_text import entity_index_text
@@ -124,9 +125,11 @@ class OutboxRelay:
             return False
         ids = [row[0] for row in rows]
         try:
-            changes = self._apply(rows, stats)
+            with metrics.GRAPH_SECONDS.time():
+                changes = self._apply(rows, stats)
             self.changes.publish(changes)
         except Unavailable as exc:
+            metrics.GRAPH_FAILURES.inc()
             stats.failed_rounds += 1
             stats.errors.append(str(exc))
             log.warning("graph sync failed for %d outbox rows: %s", len(ids), exc)

@@ -45,7 +45,8 @@ def app_processes(settings: Settings, env: dict[str, str] | None = None
     registered = [
         ("consumer", ["consumer"], ""),
         ("worker", ["worker", "--queues", "celery", "--beat"], ""),
-        ("relay", ["worker", "--queues", "relay", "--concurrency", "1", "--no-beat"], ""),
+        ("relay", ["worker", "--queues", "relay", "--concurrency", "1", "--no-beat",
+                   "--metrics-port", str(settings.worker_metrics_port + 1)], ""),
         ("api", ["api"], api),
     ]
     return [ProcessSpec(name=name, argv=[*exe, *argv], listens=listens, env=dict(env or {}))

@@ -83,6 +83,8 @@ class Settings(BaseSettings):
     relay_max_backoff: float = Field(default=30.0, gt=0)
     sweep_interval: float = Field(default=5.0, gt=0)
     worker_concurrency: int = Field(default=2, ge=1, le=256)
+    consumer_metrics_port: int = Field(default=9101, ge=0, le=65535)  # 0 = no metrics server
+    worker_metrics_port: int = Field(default=9102, ge=0, le=65535)
 
     # Read API.
     api_host: str = "127.0.0.1"

@@ -25,10 +25,17 @@ class Runtime:
     pool: ConnectionPool
     producer: KafkaProducer
     embedder: Embedder
-    graph: FalkorGraphWriter
     dead_letters: DeadLetterWriter
     changes: KafkaChangeSink
     processor: BatchProcessor  # for deferred events that come due between batches
+    _graph: FalkorGraphWriter | None = None
+
+    @property
+    def graph(self) -> FalkorGraphWriter:
+        """Connected on first use: embedding must not need the graph to be up."""
+        if self._graph is None:
+            self._graph = FalkorGraphWriter.from_settings(self.settings)
+        return self._graph
 
 
 _lock = threading.Lock()
@@ -53,7 +60,6 @@ def runtime() -> Runtime:
                 pool=pool,
                 producer=producer,
                 embedder=build_embedder(settings),
-                graph=FalkorGraphWriter.from_settings(settings),
                 dead_letters=dead_letters,
                 changes=KafkaChangeSink(producer, settings.topic_changes),
                 processor=BatchProcessor(settings, pool, dead_letters, CeleryTrigger(app),

@@ -9,6 +9,7 @@ from typing import Any
 
 from pipeline.consume import deferred_due
 from pipeline.embedding import EmbeddingService, pending_count
+from pipeline.errors import Unavailable
 from pipeline.outbox import OutboxRelay, backlog
 from workers.app import EMBED_TASK, RELAY_TASK, SWEEP_TASK, app
 from workers.runtime import runtime
@@ -33,7 +34,12 @@ def embed(roots: list[str] | None = None) -> dict[str, Any]:
 def relay() -> dict[str, Any]:
     """Apply the outbox to the graph; idempotent: rows re-sync current Postgres state."""
     rt = runtime()
-    stats = OutboxRelay(rt.settings, rt.pool, rt.graph, rt.changes).run()
+    try:
+        graph = rt.graph
+    except Unavailable as exc:  # rows stay pending; the sweep triggers the relay again
+        log.warning("relay: %s", exc)
+        return {"skipped": True, "error": str(exc)}
+    stats = OutboxRelay(rt.settings, rt.pool, graph, rt.changes).run()
     return {k: v for k, v in stats.__dict__.items() if k != "errors"}
 
 

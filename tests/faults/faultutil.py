@@ -29,8 +29,8 @@ log = logging.getLogger("tests.faults")
 EXAMPLES = Path(__file__).resolve().parents[3] / "shared" / "examples"
 PIPELINE = ("consumer", "worker", "relay")
 
-# -- processes ----------------------------------------------------------------------------
 
+# -- processes ----------------------------------------------------------------------------
 
 # kafka-python's log line once its producer went fatal: the process never publishes again
 # (idempotent producers on the embedded broker after a kill -9; see test_crashes.py).

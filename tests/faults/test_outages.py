@@ -107,10 +107,6 @@ def test_graph_outage_does_not_block_ingest_and_the_backlog_drains(
     log.info("graph outage: failed rows %s, during %s, converged %s", failed, during, converged)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "workers/runtime.py runtime() builds FalkorGraphWriter.from_settings (which connects) for "
-    "every task, so a worker process started while the graph is down fails every embed task "
-    "with Unavailable: a graph outage blocks embedding (Postgres writes)"))
 def test_worker_started_during_graph_outage_still_embeds(pipeline_procs: ProcSet) -> None:
     procs = pipeline_procs
     settings = procs.settings

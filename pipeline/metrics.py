@@ -1,0 +1,122 @@
+"""Prometheus metrics of the pipeline processes (consumer, embedding worker, relay).
+
+Counters and histograms are updated where the work happens; gauges that describe shared state
+(lag, outbox backlog and age, embedding backlog) are computed when Prometheus scrapes, by a
+collector that asks Postgres and the broker, so every process reports the same truth.
+Celery runs tasks in forked pool processes: the worker exports through prometheus_client's
+multiprocess mode (`PROMETHEUS_MULTIPROC_DIR`, set by `brainstream worker` before forking).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from pipeline.settings import Settings
+
+log = logging.getLogger(__name__)
+
+EVENTS = Counter("brainstream_events_total", "Events consumed, by outcome",
+                 ["outcome"])  # applied | duplicate | stale | deferred | dead_lettered
+DEAD_LETTERS = Counter("brainstream_dead_letters_total", "Dead-lettered events, by error code",
+                       ["code"])
+BATCH_SECONDS = Histogram("brainstream_consumer_batch_seconds",
+                          "Time to make one consumer batch durable",
+                          buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30))
+EMBED_SECONDS = Histogram("brainstream_embed_batch_seconds", "Embedder call latency per batch",
+                          buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60))
+EMBED_BATCH = Histogram("brainstream_embed_batch_size", "Texts per embedder call",
+                        buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512))
+EMBED_FAILURES = Counter("brainstream_embed_failures_total",
+                         "Rows marked failed after every retry")
+GRAPH_SECONDS = Histogram("brainstream_graph_write_seconds", "Graph sync latency per relay round",
+                          buckets=(0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10))
+GRAPH_FAILURES = Counter("brainstream_graph_write_failures_total",
+                         "Relay rounds that failed because the graph was unavailable")
+
+
+class StateCollector(Collector):
+    """Gauges read at scrape time: outbox backlog and age, embedding backlog, consumer lag."""
+
+    def __init__(self, settings: Settings, *, lag: bool) -> None:
+        self.settings = settings
+        self.lag = lag
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        import psycopg
+
+        backlog = GaugeMetricFamily("brainstream_outbox_backlog", "Outbox rows not applied yet",
+                                    labels=["op"])
+        age = GaugeMetricFamily("brainstream_outbox_oldest_seconds",
+                                "Age of the oldest pending outbox row", labels=["op"])
+        embed = GaugeMetricFamily("brainstream_embedding_rows", "Rows by embedding status",
+                                  labels=["status"])
+        try:
+            with psycopg.connect(self.settings.effective_postgres_dsn, connect_timeout=3) as c:
+                for op, count, oldest in c.execute(
+                        "SELECT op, count(*), extract(epoch FROM now() - min(created_at))"
+                        " FROM outbox WHERE done_at IS NULL GROUP BY op").fetchall():
+                    backlog.add_metric([op], float(count))
+                    age.add_metric([op], float(oldest))
+                for status, count in c.execute(
+                        "SELECT embed_status, count(*) FROM objects WHERE deleted_at IS NULL"
+                        " GROUP BY embed_status").fetchall():
+                    embed.add_metric([status], float(count))
+        except Exception as exc:  # a scrape must not fail because Postgres blinked
+            log.warning("metrics: cannot read Postgres: %s", exc)
+        yield backlog
+        yield age
+        yield embed
+        if self.lag:
+            yield from self._lag()
+
+    def _lag(self) -> Iterator[GaugeMetricFamily]:
+        from pipeline.kafka_offsets import committed_offsets, read_tails
+        from pipeline.status import CONSUMER_GROUP
+
+        gauge = GaugeMetricFamily("brainstream_consumer_lag", "Records not yet consumed",
+                                  labels=["partition"])
+        try:
+            topic = self.settings.topic_events
+            committed = committed_offsets(self.settings, topic, CONSUMER_GROUP)
+            for tail in read_tails(self.settings, topic, committed, max_seconds=2.0):
+                gauge.add_metric([str(tail.partition)], float(tail.count))
+        except Exception as exc:
+            log.warning("metrics: cannot compute lag: %s", exc)
+        yield gauge
+
+
+def serve(settings: Settings, port: int, *, lag: bool) -> None:
+    """Expose /metrics on `port` (127.0.0.1 unless API_HOST says otherwise)."""
+    registry = CollectorRegistry()
+    multiproc = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if multiproc:
+        from prometheus_client import multiprocess
+
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+    else:
+        from prometheus_client import REGISTRY
+
+        registry = REGISTRY
+    registry.register(StateCollector(settings, lag=lag))
+    try:
+        start_http_server(port, addr=settings.api_host, registry=registry)
+    except OSError as exc:
+        log.error("metrics: cannot listen on port %d: %s", port, exc)
+
+
+def prepare_multiprocess_dir(settings: Settings, name: str) -> Path:
+    """A clean PROMETHEUS_MULTIPROC_DIR for one worker (before Celery forks its pool)."""
+    path = settings.resolved_data_dir / "metrics" / name
+    path.mkdir(parents=True, exist_ok=True)
+    for stale in path.glob("*.db"):
+        stale.unlink()
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(path)
+    return path
+
