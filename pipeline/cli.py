@@ -370,10 +370,12 @@ def worker(ctx: click.Context, concurrency: int | None, queues: str, beat: bool,
     settings.resolved_data_dir.mkdir(parents=True, exist_ok=True)
     port = settings.worker_metrics_port if metrics_port is None else metrics_port
     if port:
-        from pipeline.metrics import prepare_multiprocess_dir, serve
+        from pipeline.metrics_dir import prepare_multiprocess_dir
 
-        # before anything imports prometheus_client's value classes or Celery forks
+        # before anything imports prometheus_client (its value classes) or Celery forks
         prepare_multiprocess_dir(settings, f"worker-{port}")
+        from pipeline.metrics import serve
+
         serve(settings, port, lag=False)
     from workers.app import app as celery_app
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily
@@ -109,14 +108,3 @@ def serve(settings: Settings, port: int, *, lag: bool) -> None:
         start_http_server(port, addr=settings.api_host, registry=registry)
     except OSError as exc:
         log.error("metrics: cannot listen on port %d: %s", port, exc)
-
-
-def prepare_multiprocess_dir(settings: Settings, name: str) -> Path:
-    """A clean PROMETHEUS_MULTIPROC_DIR for one worker (before Celery forks its pool)."""
-    path = settings.resolved_data_dir / "metrics" / name
-    path.mkdir(parents=True, exist_ok=True)
-    for stale in path.glob("*.db"):
-        stale.unlink()
-    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(path)
-    return path
-

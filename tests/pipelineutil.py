@@ -35,8 +35,14 @@ T = TypeVar("T")
 PROCESS_ARGS: dict[str, list[str]] = {
     "consumer": ["consumer"],
     "worker": ["worker", "--queues", "celery", "--concurrency", "2", "--beat"],
-    "relay": ["worker", "--queues", "relay", "--concurrency", "1", "--no-beat"],
+    "relay": ["worker", "--queues", "relay", "--concurrency", "1", "--no-beat",
+              "--metrics-port", "0"],
 }
+
+
+def metrics_ports(settings: Settings) -> tuple[int, int]:
+    """Metrics ports of the test processes (next to the stack's ports, offset with them)."""
+    return settings.pg_port - 4300, settings.pg_port - 4299
 
 
 def pipeline_env(settings: Settings, **extra: str) -> dict[str, str]:
@@ -47,6 +53,8 @@ def pipeline_env(settings: Settings, **extra: str) -> dict[str, str]:
         "BRAINSTREAM_RELAY_MAX_BACKOFF": "2",
         "BRAINSTREAM_CONSUMER_BATCH_SECONDS": "0.3",
         "BRAINSTREAM_DEFER_SECONDS": "4",
+        "BRAINSTREAM_CONSUMER_METRICS_PORT": str(metrics_ports(settings)[0]),
+        "BRAINSTREAM_WORKER_METRICS_PORT": str(metrics_ports(settings)[1]),
         "PYTHONUNBUFFERED": "1",
     })
     env.update(extra)

@@ -246,3 +246,25 @@ def test_link_to_an_object_that_never_comes_is_dead_lettered(
     assert letters[0]["brainstream.error.field"] == "data.to"
     assert _rows(catalog, "SELECT count(*) FROM deferred_events WHERE wait_key LIKE %s",
                  f"%{ghost}%") == [(0,)]
+
+
+def test_processes_export_metrics(procs: dict[str, Proc], catalog: Settings) -> None:
+    import urllib.request
+
+    from tests.pipelineutil import metrics_ports
+
+    consumer_port, worker_port = metrics_ports(catalog)
+
+    def scrape(port: int) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as resp:
+            return str(resp.read().decode())
+
+    consumer = wait_for(lambda: "brainstream_events_total" in (text := scrape(consumer_port))
+                        and text, what="consumer metrics")
+    assert 'brainstream_events_total{outcome="applied"}' in consumer
+    assert "brainstream_consumer_lag{" in consumer
+    assert "brainstream_consumer_batch_seconds_count" in consumer
+    worker = wait_for(lambda: "brainstream_embed_batch_seconds_count" in (text := scrape(
+        worker_port)) and text, what="worker metrics")
+    assert "brainstream_embedding_rows{" in worker
+    assert "brainstream_embed_batch_size_bucket" in worker
