@@ -148,9 +148,11 @@ def create_app(settings: Settings | None = None,
         field = ".".join(loc) or None
         empty = first.get("type") in ("missing", "string_too_short", "string_pattern_mismatch")
         code = "query_required" if field == "query" and empty else "invalid_request"
+        message = f"{field or 'request'}: {first.get('msg')}"
+        if field is None and first.get("type") == "model_attributes_type":
+            message = "the body must be a JSON object (send Content-Type: application/json)"
         return JSONResponse(status_code=422, content={"error": {
-            "code": code, "message": f"{field or 'request'}: {first.get('msg')}",
-            "field": field}})
+            "code": code, "message": message, "field": field or "body"}})
 
     @app.middleware("http")
     async def _observe(request: Request,

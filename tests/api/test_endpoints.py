@@ -211,3 +211,15 @@ def test_ops_endpoints(client: TestClient) -> None:
     metrics = client.get("/metrics").text
     assert "brainstream_api_request_seconds_bucket" in metrics
     assert client.get("/openapi.json").json()["paths"]["/v1/search"]
+
+
+def test_a_form_encoded_body_says_what_to_send(client: TestClient,
+                                               tenants: dict[str, Tenant]) -> None:
+    response = client.post("/v1/search", content=b"query=acme",
+                           headers={**tenants["a"].headers,
+                                    "Content-Type": "application/x-www-form-urlencoded"})
+    error = _error(response, 422, "invalid_request")
+    assert "application/json" in error["message"] and error["field"] == "body"
+    broken = client.post("/v1/search", content=b"{not json",
+                         headers={**tenants["a"].headers, "Content-Type": "application/json"})
+    assert broken.status_code in (400, 422) and "error" in broken.json()
