@@ -10,10 +10,14 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from pipeline.retrieval.model import Filters, Page, RichObject
 
-Query = Annotated[str, StringConstraints(min_length=1, max_length=2000, pattern=r"\S")]
+# Postgres text cannot hold NUL: refused at the boundary (422), never a 500 further in.
+Text = Annotated[str, StringConstraints(max_length=2000, pattern=r"^[^\x00]*$")]
+Query = Annotated[str, StringConstraints(min_length=1, max_length=2000,
+                                         pattern=r"^[^\x00]*\S[^\x00]*$")]
+Number = Annotated[float, Field(allow_inf_nan=False)]
 Limit = Annotated[int, Field(ge=1, le=100)]
 RelationType = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_]{0,62}$")]
-ScalarValue = str | int | float | bool
+ScalarValue = Text | int | Number | bool
 
 
 class _Strict(BaseModel):
@@ -28,8 +32,8 @@ class FiltersBody(BaseModel):
     __pydantic_extra__: dict[str, ScalarValue | Annotated[list[ScalarValue],
                                                           Field(min_length=1, max_length=100)]]
 
-    kind: str | list[str] | None = None
-    title: str | None = None
+    kind: Text | list[Text] | None = None
+    title: Text | None = None
     created_after: datetime | None = None
     created_before: datetime | None = None
     updated_after: datetime | None = None
@@ -55,7 +59,7 @@ class SearchBody(_Strict):
 
 class FindObjectsBody(_Strict):
     query: Query
-    kinds: list[str] | None = Field(default=None, max_length=50)
+    kinds: list[Text] | None = Field(default=None, max_length=50)
     filters: FiltersBody | None = None
     limit: Limit = 10
 

@@ -110,6 +110,8 @@ class RetrievalEngine:
             raise QueryRequired("query must not be empty", field="query")
         if len(text) > 2000:
             raise InvalidInput("query is longer than 2000 characters", field="query")
+        if "\x00" in text:
+            raise InvalidInput("query contains a NUL character", field="query")
         return text
 
     # -- search -----------------------------------------------------------------------------

@@ -58,12 +58,13 @@ def test_example_events_land(procs: dict[str, Proc], catalog: Settings,
     graph = _graph(settings)
     wait_for(lambda: graph.query("MATCH (n:Entity {id: $id}) RETURN count(n)",
                                  {"id": note}).result_set == [[0]], what="note node removed")
-    edges = graph.query("MATCH (a:Entity)-[e:buyer]->(b:Entity) RETURN a.id, b.id, e.note,"
-                        " e.role, e.confidence").result_set
+    edges = graph.query("MATCH (a:Entity {id: $a})-[e:buyer]->(b:Entity) RETURN a.id, b.id,"
+                        " e.note, e.role, e.confidence", {"a": deal}).result_set
     assert edges == [[deal, company, "Acme is the buying entity", "primary buyer", 0.95]]
-    assert graph.query("MATCH ()-[e:about]->() RETURN count(e)").result_set == [[0]]
+    assert graph.query("MATCH (:Entity {id: $n})-[e:about]->() RETURN count(e)",
+                       {"n": note}).result_set == [[0]]
     assert _rows(settings, "SELECT deleted_at IS NOT NULL FROM links WHERE relation_type ="
-                 " 'about'") == [(True,)]
+                 " 'about' AND from_id = %s", note) == [(True,)]
     # vectors in Postgres and the graph, properties as sent
     (props, dims), = _rows(settings, "SELECT properties, vector_dims(embedding) FROM objects"
                            " WHERE id = %s", deal)
