@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import uuid
 from collections.abc import Callable
@@ -368,6 +369,9 @@ def worker(ctx: click.Context, concurrency: int | None, queues: str, beat: bool,
     """Run a Celery worker (embedding, outbox relay, sweeps) in the foreground."""
     settings = _settings(ctx)
     settings.resolved_data_dir.mkdir(parents=True, exist_ok=True)
+    # the pool processes size their embedder threads from this
+    os.environ["BRAINSTREAM_WORKER_CONCURRENCY"] = str(concurrency or
+                                                       settings.worker_concurrency)
     port = settings.worker_metrics_port if metrics_port is None else metrics_port
     if port:
         from pipeline.metrics_dir import prepare_multiprocess_dir

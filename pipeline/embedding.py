@@ -211,9 +211,14 @@ class EmbeddingService:
                 )
 
 
-def pending_count(pool: ConnectionPool) -> int:
-    """Rows waiting for an embedding (for the sweep and `status`)."""
+def pending_count(pool: ConnectionPool, *, older_than: float = 0.0) -> int:
+    """Rows waiting for an embedding; with `older_than`, only those nobody is working on that
+    have waited that many seconds (what the sweep must re-trigger: a live task will get the
+    others, and claiming them in a big sweep batch would delay the documents they belong to)."""
     with pool.connection() as conn:
-        row = conn.execute("SELECT count(*) FROM objects WHERE embed_status = 'pending'"
-                           " AND deleted_at IS NULL").fetchone()
+        row = conn.execute(
+            "SELECT count(*) FROM objects WHERE embed_status = 'pending' AND deleted_at IS NULL"
+            " AND (%(age)s = 0 OR (updated_at < now() - make_interval(secs => %(age)s)"
+            " AND (embed_lease_until IS NULL OR embed_lease_until < now())))",
+            {"age": older_than}).fetchone()
     return int(row[0]) if row else 0

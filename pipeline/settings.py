@@ -70,7 +70,7 @@ class Settings(BaseSettings):
     # Write path.
     max_event_bytes: int = Field(default=1_000_000, ge=1024)
     consumer_batch_size: int = Field(default=200, ge=1, le=10_000)
-    consumer_batch_seconds: float = Field(default=1.0, gt=0)
+    consumer_batch_seconds: float = Field(default=0.25, gt=0)
     defer_seconds: float = Field(default=300.0, ge=0)
     chunk_max_tokens: int = Field(default=200, ge=16, le=8192)
     chunk_overlap_tokens: int = Field(default=30, ge=0, le=4096)

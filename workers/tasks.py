@@ -49,7 +49,7 @@ def sweep() -> dict[str, int]:
     apply deferred events that are due even when no new events arrive."""
     rt = runtime()
     deferred = rt.processor.process([]).applied if deferred_due(rt.pool) else 0
-    pending = pending_count(rt.pool)
+    pending = pending_count(rt.pool, older_than=2 * rt.settings.sweep_interval)
     outbox = backlog(rt.pool)
     if pending:
         embed.delay(None)
