@@ -62,6 +62,10 @@ class EngineConfig:
     max_results: int = 100
     embed_timeout: float = 5.0
     snippet_chars: int = 240
+    # Trigram similarity is for near-spellings and codes; on long natural-language queries it
+    # costs seconds (word_similarity over every row's trigrams) and adds nothing that the
+    # lexical and dense channels miss, so longer queries skip it.
+    trigram_max_chars: int = 64
 
 
 def check_limit(limit: int) -> int:
@@ -124,7 +128,7 @@ class RetrievalEngine:
         k = self.config.candidate_k
         args = (namespace, query, request.filters, request.scope_ids, k)
         lexical, trigram, dense = await asyncio.gather(
-            self.searcher.search_lexical(*args), self.searcher.search_trigram(*args),
+            self.searcher.search_lexical(*args), self._trigram(*args),
             self._dense(namespace, query, request.filters, request.scope_ids, k),
             return_exceptions=True)
         channels: dict[str, list[Hit]] = {}
@@ -142,6 +146,12 @@ class RetrievalEngine:
         else:
             degrade = LEXICAL_ONLY
         return await self._rank_and_page(namespace, query, channels, request.limit, degrade)
+
+    async def _trigram(self, namespace: uuid.UUID, query: str, filters: Filters,
+                       scope: Sequence[uuid.UUID], k: int) -> list[Hit]:
+        if len(query) > self.config.trigram_max_chars:
+            return []
+        return await self.searcher.search_trigram(namespace, query, filters, scope, k)
 
     async def _dense(self, namespace: uuid.UUID, query: str, filters: Filters,
                      scope: Sequence[uuid.UUID], k: int) -> list[Hit] | None:
@@ -164,7 +174,7 @@ class RetrievalEngine:
         args = (namespace, query, request.filters, request.scope_ids, k)
         exact, lexical, trigram = await asyncio.gather(
             self.searcher.exact_matches(*args), self.searcher.search_lexical(*args),
-            self.searcher.search_trigram(*args))
+            self._trigram(*args))
         return await self._rank_and_page(namespace, query, {"lexical": lexical,
                                                             "trigram": trigram},
                                          request.limit, None, first=exact)

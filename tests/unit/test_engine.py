@@ -1,0 +1,82 @@
+"""Engine decisions that need no database: which channels run, and the degrade label."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from pipeline.errors import Unavailable
+from pipeline.kinds import KindCatalog
+from pipeline.retrieval.engine import EngineConfig, RetrievalEngine
+from pipeline.retrieval.model import Filters, Hit, RichObject, RowMeta, SearchQuery
+
+DOC = uuid.UUID(int=7)
+
+
+class _Searcher:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    async def _hit(self, name: str) -> list[Hit]:
+        self.calls.append(name)
+        return [Hit(DOC, 1.0)]
+
+    async def search_lexical(self, *a: Any) -> list[Hit]:
+        return await self._hit("lexical")
+
+    async def search_trigram(self, *a: Any) -> list[Hit]:
+        return await self._hit("trigram")
+
+    async def search_dense(self, *a: Any) -> list[Hit]:
+        return await self._hit("dense")
+
+    async def exact_matches(self, *a: Any) -> list[Hit]:
+        return await self._hit("exact")
+
+    async def row_meta(self, ns: uuid.UUID, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, RowMeta]:
+        return {i: RowMeta(i, None, None, "text", "title", {}) for i in ids}
+
+
+class _Reader:
+    async def hydrate(self, ns: uuid.UUID, ids: Sequence[uuid.UUID], *,
+                      with_content: bool = False) -> dict[uuid.UUID, RichObject]:
+        now = datetime.now(UTC)
+        return {i: RichObject(i, "doc", "title", None, 0.0, {}, None, None, None, now, now)
+                for i in ids}
+
+
+async def _catalog() -> KindCatalog:
+    return KindCatalog([])
+
+
+def _engine(searcher: _Searcher, embed: Any) -> RetrievalEngine:
+    return RetrievalEngine(searcher, _Reader(), None, _catalog, embed,  # type: ignore[arg-type]
+                           EngineConfig(trigram_max_chars=20))
+
+
+async def _vector(text: str) -> list[float]:
+    return [1.0, 0.0]
+
+
+async def _down(text: str) -> list[float]:
+    raise Unavailable("embedder down")
+
+
+def test_long_queries_skip_the_trigram_channel() -> None:
+    short, long = _Searcher(), _Searcher()
+    asyncio.run(_engine(short, _vector).search(uuid.uuid4(), SearchQuery("SOC-2", Filters())))
+    asyncio.run(_engine(long, _vector).search(
+        uuid.uuid4(), SearchQuery("a long natural language question about things", Filters())))
+    assert sorted(short.calls) == ["dense", "lexical", "trigram"]
+    assert sorted(long.calls) == ["dense", "lexical"]
+
+
+def test_a_down_embedder_degrades_to_lexical_only() -> None:
+    searcher = _Searcher()
+    page = asyncio.run(_engine(searcher, _down).search(uuid.uuid4(), SearchQuery("acme")))
+    assert page.degrade == "lexical_only"
+    assert [o.id for o in page.objects] == [DOC]
+    assert "dense" not in searcher.calls
