@@ -80,6 +80,10 @@ HOTPOT = DATASETS / "hotpotqa_train100"
 NS_SCIFACT = uuid.uuid5(uuid.NAMESPACE_URL, "brainstream-bench/quality/scifact")
 NS_HOTPOT = uuid.uuid5(uuid.NAMESPACE_URL, "brainstream-bench/quality/hotpotqa")
 MODES = ("lexical", "dense", "trigram", "lexical+dense", "hybrid")
+# Not the engine: the same channel lists, each promoted to documents by its best part, then
+# fused by RRF over documents (see `doc_level`); shows what a fix of the promotion would give.
+WHAT_IF = ("what-if: lexical, best part", "what-if: dense, best part",
+           "what-if: lexical+dense, doc-level RRF", "what-if: hybrid, doc-level RRF")
 TARGET_NDCG = 0.70
 PAGE = 100  # the engine's max_results: recall@100 reads the first page of 100
 _WORD = re.compile(r"\w+")
@@ -218,6 +222,7 @@ class Reference:
     doc_runs: dict[str, list[str]] = field(default_factory=dict)
     doc_scores: dict[str, dict[str, float]] = field(default_factory=dict)
     part_runs: dict[str, list[str]] = field(default_factory=dict)
+    part_best_runs: dict[str, list[str]] = field(default_factory=dict)
     part_top: dict[str, list[uuid.UUID]] = field(default_factory=dict)
     part_scores: dict[str, dict[uuid.UUID, float]] = field(default_factory=dict)
 
@@ -225,7 +230,9 @@ class Reference:
 def reference_bm25(dataset: Dataset, parts: list[tuple[uuid.UUID, uuid.UUID, str]],
                    key_of: dict[uuid.UUID, str], k1: float = 0.9, b: float = 0.4
                    ) -> Reference:
-    """Doc-level BM25Okapi on title + text; part-level Lucene-IDF BM25 on the stored parts."""
+    """Doc-level BM25Okapi on title + text; part-level Lucene-IDF BM25 on the stored parts,
+    promoted to documents both by the engine's `promote` (after RRF at k=60, as a single
+    channel) and by the best part alone."""
     keys = list(dataset.docs)
     doc_index = BM25Okapi([tokens(f"{t} {x}") for t, x in dataset.docs.values()], k1=k1, b=b)
     part_index = LuceneBM25([tokens(text) for _, _, text in parts], k1=k1, b=b)
@@ -243,6 +250,7 @@ def reference_bm25(dataset: Dataset, parts: list[tuple[uuid.UUID, uuid.UUID, str
         hits = [Hit(parts[i][0], float(pscores[i])) for i in porder]
         promoted = promote(rrf({"ref": hits}), meta)
         ref.part_runs[qid] = [key_of[p.id] for p in promoted][:PAGE]
+        ref.part_best_runs[qid] = list(dict.fromkeys(key_of[h.id] for h in hits))[:PAGE]
         ref.part_top[qid] = [h.id for h in hits[:10]]
         ref.part_scores[qid] = {parts[i][0]: float(pscores[i]) for i in porder}
     return ref
@@ -265,7 +273,7 @@ class ModeRuns:
     """Ranked document keys per mode and query, and our lexical channel's part hits."""
 
     runs: dict[str, dict[str, list[str]]] = field(
-        default_factory=lambda: {m: {} for m in MODES})
+        default_factory=lambda: {m: {} for m in MODES + WHAT_IF})
     lexical_parts: dict[str, list[Hit]] = field(default_factory=dict)
     seconds: float = 0.0
     verified: int = 0
@@ -335,6 +343,18 @@ async def fill_trigram(engine: RetrievalEngine, dataset: Dataset, cache: Trigram
     cache.save()
 
 
+def doc_level(channels: dict[str, list[Hit]], key_of: dict[uuid.UUID, str], rrf_k: int
+              ) -> list[str]:
+    """What-if ranking: each channel's part hits become a document ranking (a document at the
+    rank of its best part), and RRF fuses the document rankings (ties by key)."""
+    scores: dict[str, float] = {}
+    for hits in channels.values():
+        docs = list(dict.fromkeys(key_of[h.id] for h in hits))
+        for rank, key in enumerate(docs, start=1):
+            scores[key] = scores.get(key, 0.0) + 1.0 / (rrf_k + rank)
+    return sorted(scores, key=lambda key: (-scores[key], key))[:PAGE]
+
+
 async def run_modes(engine: RetrievalEngine, dataset: Dataset, key_of: dict[uuid.UUID, str],
                     cache: TrigramCache, concurrency: int, verify: int) -> ModeRuns:
     """Every query through the engine in every mode (a few queries at a time).
@@ -365,6 +385,11 @@ async def run_modes(engine: RetrievalEngine, dataset: Dataset, key_of: dict[uuid
         for mode, chans in channels.items():
             page = await engine._rank_and_page(ns, text, chans, PAGE, None)
             out.runs[mode][qid] = [key_of[o.id] for o in page.objects]
+        rrf_k = engine.config.rrf_k
+        for mode, chans in zip(WHAT_IF, (channels["lexical"], channels["dense"],
+                                         channels["lexical+dense"], channels["hybrid"]),
+                               strict=True):
+            out.runs[mode][qid] = doc_level(chans, key_of, rrf_k)
         out.lexical_parts[qid] = lexical
         if number < verify:
             page = await engine.search(ns, SearchQuery(raw, limit=PAGE))
@@ -534,13 +559,16 @@ async def evaluate_embedder(embedder: EmbedderName, args: argparse.Namespace,
                         info[f"engine.search check, {ds.name}"] = (
                             f"{runs.verified - runs.mismatches}/{runs.verified} queries: same "
                             "documents in the same order as the hybrid mode")
-                    for mode in MODES:
+                    for mode in MODES + WHAT_IF:
                         rows.setdefault(mode, {}).update(
                             {f"{ds.name} {m}": v for m, v in
                              evaluate(ds, runs.runs[mode]).items()})
                     ref = refs[ds.name]
-                    for name, ref_runs in (("BM25 ref (docs, rank_bm25)", ref.doc_runs),
-                                           ("BM25 ref (parts, Lucene IDF)", ref.part_runs)):
+                    for name, ref_runs in (
+                            ("BM25 ref (docs, rank_bm25)", ref.doc_runs),
+                            ("BM25 ref (parts, Lucene IDF, engine promotion rrf_k=60)",
+                             ref.part_runs),
+                            ("BM25 ref (parts, Lucene IDF, best part)", ref.part_best_runs)):
                         rows.setdefault(name, {}).update(
                             {f"{ds.name} {m}": v for m, v in evaluate(ds, ref_runs).items()})
                     if number == 0:
@@ -673,7 +701,8 @@ def main() -> None:
     parser.add_argument("--embedders", default="minilm,static",
                         help="comma-separated: minilm, static (default both, MiniLM first)")
     parser.add_argument("--configs",
-                        default="k=50,rrf=60,decay=0;k=100,rrf=60,decay=0;k=50,rrf=20,decay=0",
+                        default="k=50,rrf=60,decay=0;k=100,rrf=60,decay=0;k=50,rrf=20,decay=0;"
+                                "k=50,rrf=10,decay=0",
                         help="extra engine configurations after the wired defaults, "
                              "';'-separated k=candidate_k,rrf=rrf_k,decay=decay_lambda")
     parser.add_argument("--scifact-queries", type=int, default=None,
