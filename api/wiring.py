@@ -239,7 +239,9 @@ async def build_services(settings: Settings) -> Services:
                                            ttl_seconds=settings.result_set_ttl)
     config = EngineConfig(candidate_k=settings.search_candidate_k, rrf_k=settings.rrf_k,
                           decay_lambda=settings.decay_lambda, evidence_n=settings.evidence_n)
-    engine = RetrievalEngine(PgPartSearcher(pool), PgObjectReader(pool), result_sets, catalog,
+    searcher = PgPartSearcher(pool, stats_ttl=settings.search_stats_ttl,
+                              trigram_threshold=settings.trigram_threshold)
+    engine = RetrievalEngine(searcher, PgObjectReader(pool), result_sets, catalog,
                              embed_query, config)
     graph_reader = ReconnectingGraphReader(settings)
     return Services(settings=settings, pool=pool, engine=engine,

@@ -77,6 +77,7 @@ from pipeline.retrieval.model import ExpandQuery, Filters, SearchQuery
 from pipeline.settings import Settings
 from pipeline.stores.pool import make_pool
 from pipeline.stores.postgres_search import PgPartSearcher
+from pipeline.vocab import refresh_vocab
 
 PORT_OFFSET = 1000
 API_PORT = 9000  # the default 8000 + the offset
@@ -233,6 +234,10 @@ def load_rows(settings: Settings, rows: Sequence[tuple[Any, ...]],
         conn.execute("VACUUM (ANALYZE) objects")
         conn.execute("VACUUM (ANALYZE) links")
         times["links, outbox, vacuum"] = time.perf_counter() - started
+        started = time.perf_counter()
+        while refresh_vocab(conn) is None:  # the worker's sweep does this in the pipeline
+            time.sleep(0.1)
+        times["search vocabulary"] = time.perf_counter() - started
     return times
 
 

@@ -96,6 +96,8 @@ class Settings(BaseSettings):
     rrf_k: int = Field(default=60, ge=0, le=10_000)
     decay_lambda: float = Field(default=0.002, ge=0)
     evidence_n: int = Field(default=3, ge=0, le=20)
+    search_stats_ttl: float = Field(default=300.0, ge=0, le=86400)
+    trigram_threshold: float = Field(default=0.3, gt=0, le=1)
     expand_recipes: dict[str, dict[str, object]] = Field(default_factory=dict)
 
     @field_validator("api_keys", "expand_recipes", mode="before")

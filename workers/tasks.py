@@ -11,6 +11,7 @@ from pipeline.consume import deferred_due
 from pipeline.embedding import EmbeddingService, pending_count
 from pipeline.errors import Unavailable
 from pipeline.outbox import OutboxRelay, backlog
+from pipeline.vocab import refresh_vocab
 from workers.app import EMBED_TASK, RELAY_TASK, SWEEP_TASK, app
 from workers.runtime import runtime
 
@@ -46,7 +47,8 @@ def relay() -> dict[str, Any]:
 @app.task(name=SWEEP_TASK)
 def sweep() -> dict[str, int]:
     """Find work whose trigger was lost (killed worker, flushed Redis) and trigger it again;
-    apply deferred events that are due even when no new events arrive."""
+    apply deferred events that are due even when no new events arrive; add new words to the
+    search vocabulary (the trigram channel's)."""
     rt = runtime()
     deferred = rt.processor.process([]).applied if deferred_due(rt.pool) else 0
     pending = pending_count(rt.pool, older_than=2 * rt.settings.sweep_interval)
@@ -55,4 +57,7 @@ def sweep() -> dict[str, int]:
         embed.delay(None)
     if outbox:
         relay.delay()
-    return {"embed_pending": pending, "outbox_backlog": outbox, "deferred_applied": deferred}
+    with rt.pool.connection() as conn:
+        vocab_rows = refresh_vocab(conn) or 0
+    return {"embed_pending": pending, "outbox_backlog": outbox, "deferred_applied": deferred,
+            "vocab_rows": vocab_rows}

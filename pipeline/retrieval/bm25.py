@@ -10,6 +10,14 @@ with tf from the tsvector positions of t in the row's `lexical`, len(d) = `doc_l
 avglen over the searchable rows of the namespace (filters narrow the candidates, never the
 statistics). The SQL does the per-row sum; this module holds the formula (for tests and callers),
 and the cache of N, avglen and df.
+
+Exact top k without scoring every matching row (MaxScore, Turtle & Flood 1995): a term's
+contribution is below its upper bound idf(t) * (k1 + 1) whatever tf and len(d). The rows matching
+the rarest terms are scored first (exactly, with every query term); the k-th of those scores, θ,
+is a real score, so a row matching only terms whose upper bounds sum to at most θ can never enter
+the top k. Only rows matching one of the remaining ("essential") terms need scoring, and the
+answer is the exact BM25 top k. Common terms (the, cell, patient) rarely stay essential once a
+rare term has set θ, which is what keeps a query over 100k parts from scoring half the corpus.
 """
 
 from __future__ import annotations
@@ -69,14 +77,89 @@ def score(tfs: Mapping[str, int], doc_len: int, idfs: Mapping[str, float], avg_l
                for t, w in idfs.items() if tfs.get(t, 0) > 0)
 
 
+def upper_bound(idf_value: float, params: BM25Params) -> float:
+    """The supremum of one term's contribution: idf * (k1 + 1) (tf to infinity)."""
+    return idf_value * (params.k1 + 1.0)
+
+
+def rarest_terms(dfs: Mapping[str, int], budget: int) -> list[str]:
+    """The rarest terms (df ascending, ties by lexeme) while their summed df stays within
+    `budget` rows; at least one term, none when `dfs` is empty."""
+    chosen: list[str] = []
+    total = 0
+    for term in sorted(dfs, key=lambda t: (dfs[t], t)):
+        if chosen and total + dfs[term] > budget:
+            break
+        chosen.append(term)
+        total += dfs[term]
+    return chosen
+
+
+def essential_terms(idfs: Mapping[str, float], threshold: float,
+                    params: BM25Params) -> list[str]:
+    """MaxScore's essential terms: drop the terms of lowest upper bound while the dropped
+    bounds sum to at most `threshold` (a score some k rows reach); a row matching only dropped
+    terms scores strictly below it. A relative margin of 1e-9 absorbs float rounding."""
+    order = sorted(idfs, key=lambda t: (idfs[t], t))
+    dropped = 0.0
+    cut = 0
+    for term in order:
+        bound = upper_bound(idfs[term], params)
+        if dropped + bound > threshold * (1.0 - 1e-9):
+            break
+        dropped += bound
+        cut += 1
+    return order[cut:]
+
+
+def candidate_clauses(idfs: Mapping[str, float], threshold: float, params: BM25Params, *,
+                      max_clauses: int = 64) -> list[tuple[str, ...]] | None:
+    """The minimal sets of terms whose upper bounds sum above `threshold` (a score some k rows
+    reach), largest bounds first; a row can reach the top k only if it contains every term of
+    one of them (a row's score is below the sum of its matched terms' bounds). This is
+    MaxScore's pruning taken to term combinations: two common terms together may qualify where
+    neither does alone. None when more than `max_clauses` sets exist (then `essential_terms`).
+    """
+    order = sorted(idfs, key=lambda t: (-idfs[t], t))
+    bounds = [upper_bound(idfs[t], params) for t in order]
+    suffix = [0.0] * (len(order) + 1)
+    for i in range(len(order) - 1, -1, -1):
+        suffix[i] = suffix[i + 1] + bounds[i]
+    limit = threshold * (1.0 - 1e-9)
+    clauses: list[tuple[str, ...]] = []
+
+    def grow(start: int, chosen: list[str], total: float) -> bool:
+        for i in range(start, len(order)):
+            if total + suffix[i] <= limit:
+                return True  # not even every remaining term together qualifies
+            if total + bounds[i] > limit:
+                clauses.append((*chosen, order[i]))
+                if len(clauses) > max_clauses:
+                    return False
+            elif not grow(i + 1, [*chosen, order[i]], total + bounds[i]):
+                return False
+        return True
+
+    return clauses if grow(0, [], 0.0) else None
+
+
+def tsquery_clauses(clauses: Iterable[Iterable[str]]) -> str:
+    """A tsquery text matching rows that contain every lexeme of at least one clause."""
+    return " | ".join("(" + " & ".join(_quote(lex) for lex in clause) + ")"
+                      for clause in clauses)
+
+
+def _quote(lexeme: str) -> str:
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
 def tsquery_or(lexemes: Iterable[str]) -> str:
     """A tsquery text matching any of the (already normalized) lexemes, each quoted literally.
 
     Inside a quoted tsquery lexeme a quote is doubled and a backslash escaped; this is the value
     of a `%s::tsquery` parameter, never SQL text.
     """
-    quoted = ["'" + lex.replace("\\", "\\\\").replace("'", "''") + "'" for lex in lexemes]
-    return " | ".join(quoted)
+    return " | ".join(_quote(lex) for lex in lexemes)
 
 
 class StatsCache:

@@ -27,7 +27,13 @@ from pipeline.errors import (
     Unavailable,
 )
 from pipeline.kinds import PROPERTY_KEY_PATTERN, KindCatalog
-from pipeline.retrieval.fusion import Fused, Promoted, decay_factor, promote, rrf
+from pipeline.retrieval.fusion import (
+    Fused,
+    Promoted,
+    decay_factor,
+    fuse_and_promote,
+    promote,
+)
 from pipeline.retrieval.model import (
     Evidence,
     Filters,
@@ -62,10 +68,6 @@ class EngineConfig:
     max_results: int = 100
     embed_timeout: float = 5.0
     snippet_chars: int = 240
-    # Trigram similarity is for near-spellings and codes; on long natural-language queries it
-    # costs seconds (word_similarity over every row's trigrams) and adds nothing that the
-    # lexical and dense channels miss, so longer queries skip it.
-    trigram_max_chars: int = 64
 
 
 def check_limit(limit: int) -> int:
@@ -149,8 +151,6 @@ class RetrievalEngine:
 
     async def _trigram(self, namespace: uuid.UUID, query: str, filters: Filters,
                        scope: Sequence[uuid.UUID], k: int) -> list[Hit]:
-        if len(query) > self.config.trigram_max_chars:
-            return []
         return await self.searcher.search_trigram(namespace, query, filters, scope, k)
 
     async def _dense(self, namespace: uuid.UUID, query: str, filters: Filters,
@@ -182,10 +182,11 @@ class RetrievalEngine:
     async def _rank_and_page(self, namespace: uuid.UUID, query: str,
                              channels: dict[str, list[Hit]], limit: int, degrade: str | None,
                              *, first: Sequence[Hit] = ()) -> Page:
-        fused = rrf(channels, k=self.config.rrf_k)
-        ids = list(dict.fromkeys([h.id for h in first] + [f.id for f in fused]))
+        ids = list(dict.fromkeys([h.id for h in first]
+                                 + [h.id for hits in channels.values() for h in hits]))
         meta = await self.searcher.row_meta(namespace, ids)
-        promoted = promote(fused, meta, evidence_n=self.config.evidence_n)
+        promoted = fuse_and_promote(channels, meta, k=self.config.rrf_k,
+                                    evidence_n=self.config.evidence_n)
         if first:
             # Exact matches lead, in their own order, above every fused result.
             top = 1.0 + max((p.score for p in promoted), default=0.0)

@@ -1,5 +1,6 @@
-"""Ranking math of the read side: reciprocal rank fusion, temporal decay, promotion of part
-hits to their parent with evidence. Pure functions, deterministic (ties break by id)."""
+"""Ranking math of the read side: reciprocal rank fusion over objects (each channel's part hits
+promoted to their parent first), temporal decay, evidence. Pure functions, deterministic (ties
+break by id)."""
 
 from __future__ import annotations
 
@@ -66,12 +67,9 @@ class Promoted:
 
 def promote(fused: Sequence[Fused], meta: Mapping[uuid.UUID, RowMeta], *,
             evidence_n: int = 3) -> list[Promoted]:
-    """Group rows under their promoted object (a part's parent, or the row itself).
-
-    The object's score is its best row's score plus a small share of the others' (several
-    matching passages are better evidence than one, but never outrank a much better single
-    passage). Rows without metadata (gone since the channels ran) are dropped.
-    """
+    """Group rows under their promoted object (a part's parent, or the row itself); the object
+    scores its best row's score. Rows without metadata (gone since the channels ran) are
+    dropped."""
     groups: dict[uuid.UUID, list[Fused]] = {}
     for item in fused:
         row = meta.get(item.id)
@@ -81,8 +79,28 @@ def promote(fused: Sequence[Fused], meta: Mapping[uuid.UUID, RowMeta], *,
     out: list[Promoted] = []
     for object_id, rows in groups.items():
         rows.sort(key=lambda f: (-f.score, str(f.id)))
-        score = rows[0].score + 0.1 * sum(r.score for r in rows[1:])
         evidence = tuple((r.id, r.score) for r in rows if meta[r.id].parent_id is not None)
-        out.append(Promoted(object_id, score, evidence[:max(0, evidence_n)]))
+        out.append(Promoted(object_id, rows[0].score, evidence[:max(0, evidence_n)]))
     out.sort(key=lambda p: (-p.score, str(p.id)))
     return out
+
+
+def fuse_and_promote(channels: Mapping[str, Sequence[Hit]], meta: Mapping[uuid.UUID, RowMeta],
+                     *, k: int = 60, evidence_n: int = 3) -> list[Promoted]:
+    """Reciprocal rank fusion over objects: each channel's rows are promoted to their objects
+    first (an object takes the rank of its best row in that channel, so one long document
+    votes once per channel however many of its parts matched), then the objects' ranks are
+    fused. Evidence: the object's parts ordered by their own fused score over the channels.
+
+    Fusing rows and then summing or pooling per object distorts both ways: a sum rewards
+    length, and with RRF's flat scores (k = 60) even a small share of the other parts
+    reorders documents; fusing at the object level is the ranking each channel actually
+    expresses about documents.
+    """
+    object_channels = {
+        name: [Hit(row.parent_id or row.id, hit.score) for hit in hits
+               if (row := meta.get(hit.id)) is not None]
+        for name, hits in channels.items()}
+    objects = rrf(object_channels, k=k)
+    by_object = {p.id: p for p in promote(rrf(channels, k=k), meta, evidence_n=evidence_n)}
+    return [Promoted(o.id, o.score, by_object[o.id].evidence) for o in objects]

@@ -47,27 +47,58 @@ _BM25 = sql.SQL(
     " GROUP BY o.id ORDER BY score DESC, o.id LIMIT %(k)s")
 
 
+# Per query word: whether the namespace's vocabulary holds it, and its most similar words
+# (the `%` operator: trigram GIN index, pg_trgm.similarity_threshold set by the caller).
+_NEAR_WORDS = sql.SQL(
+    "SELECT q.w, n.lexeme, n.sim, EXISTS (SELECT 1 FROM search_vocab v"
+    " WHERE v.namespace_id = %(ns)s AND v.lexeme = q.w) AS known"
+    " FROM unnest(%(words)s::text[]) AS q(w) LEFT JOIN LATERAL ("
+    "SELECT v.lexeme, similarity(q.w, v.lexeme)::float8 AS sim FROM search_vocab v"
+    " WHERE v.namespace_id = %(ns)s AND v.lexeme %% q.w"
+    " ORDER BY similarity(q.w, v.lexeme) DESC, v.lexeme LIMIT %(m)s) AS n ON true")
+
+# Rows holding near words: per (query word, row) the best similarity, per row their sum over
+# the unknown query words divided by their number.
+_TRIGRAM_ROWS = sql.SQL(
+    "WITH e(qw, tsq, sim) AS (SELECT * FROM unnest(%(qw)s::text[], %(tsq)s::tsquery[],"
+    " %(sim)s::float8[])),"
+    " r AS (SELECT h.id, e.qw, max(e.sim) AS sim FROM e CROSS JOIN LATERAL ("
+    "SELECT o.id FROM {from_} WHERE {where} AND o.lexical @@ e.tsq LIMIT %(cap)s)"
+    " AS h GROUP BY h.id, e.qw)"
+    " SELECT id, sum(sim) / %(n)s::float8 AS score FROM r GROUP BY id"
+    " ORDER BY score DESC, id LIMIT %(k)s")
+
+
 class PgPartSearcher:
     """The candidate channels of the retrieval engine, over one Postgres database.
 
-    - lexical: exact BM25 over every row matching any query lexeme (GIN on `lexical`), no
-      candidate bound; N, mean length and df come from `bm25.StatsCache` (`stats_ttl` seconds).
-    - trigram: `pg_trgm` word similarity >= `trigram_threshold` on content and title.
+    - lexical: exact BM25 top k (GIN on `lexical`), no candidate bound; MaxScore skips the
+      rows that match only terms too common to reach the top k (first pass over the rarest
+      terms, at most `maxscore_budget` matching rows); N, mean length and df come from
+      `bm25.StatsCache` (`stats_ttl` seconds).
+    - trigram: query words unknown to the namespace's vocabulary, matched to its near words
+      (`pg_trgm` similarity >= `trigram_threshold`), and the rows holding those.
     - dense: cosine; HNSW with iterative scan, or an exact scan when at most
       `exact_dense_threshold` rows pass the namespace, filters and scope.
     """
 
     def __init__(self, pool: AsyncConnectionPool[AsyncConn], *, k1: float = bm25.DEFAULT_K1,
                  b: float = bm25.DEFAULT_B, stats_ttl: float = 30.0,
-                 trigram_threshold: float = 0.3, exact_dense_threshold: int = 2000,
-                 lexeme_cache_size: int = 1024) -> None:
+                 trigram_threshold: float = 0.3, trigram_expand: int = 8,
+                 trigram_row_cap: int = 1000, exact_dense_threshold: int = 2000,
+                 lexeme_cache_size: int = 1024, maxscore_budget: int = 2000) -> None:
         self.pool = pool
         self.params = bm25.BM25Params(k1=k1, b=b)
         self.stats = bm25.StatsCache(stats_ttl)
         self.trigram_threshold = trigram_threshold
+        self.trigram_expand = trigram_expand
+        self.trigram_row_cap = trigram_row_cap
         self.exact_dense_threshold = exact_dense_threshold
         self._lexeme_cache: OrderedDict[str, list[str]] = OrderedDict()
         self._lexeme_cache_size = lexeme_cache_size
+        self.maxscore_budget = maxscore_budget
+        # lexical searches that scored fewer rows than all matching ones (MaxScore)
+        self.maxscore_pruned = 0
         # times HNSW fell short and the exact scan answered instead (for metrics and tests)
         self.dense_fallbacks = 0
 
@@ -143,42 +174,68 @@ class PgPartSearcher:
             terms = [lex for lex in lexemes if dfs[lex] > 0]
             if not terms:
                 return []
-            idfs = [bm25.idf(corpus.n_docs, dfs[t]) for t in terms]
+            idfs = {t: bm25.idf(corpus.n_docs, dfs[t]) for t in terms}
             query_sql = _BM25.format(from_=SEARCHABLE_FROM, where=frag.where)
-            rows = await self._fetch(conn, query_sql, {
-                **frag.params, "terms": terms, "idfs": idfs, "tsq": bm25.tsquery_or(terms),
-                "k1": self.params.k1, "b": self.params.b,
-                "avgdl": bm25.safe_avg_len(corpus.avg_len), "k": k})
+            params = {**frag.params, "terms": terms, "idfs": [idfs[t] for t in terms],
+                      "k1": self.params.k1, "b": self.params.b,
+                      "avgdl": bm25.safe_avg_len(corpus.avg_len), "k": k}
+            # MaxScore (see pipeline.retrieval.bm25): score the rows of the rarest terms first;
+            # their k-th score tells which terms (or term combinations) a top-k row must have.
+            tsq = bm25.tsquery_or(terms)
+            first = bm25.rarest_terms({t: dfs[t] for t in terms}, self.maxscore_budget)
+            if len(first) < len(terms):
+                rows = await self._fetch(conn, query_sql,
+                                         {**params, "tsq": bm25.tsquery_or(first)})
+                if len(rows) >= k:
+                    self.maxscore_pruned += 1
+                    theta = float(rows[k - 1][1])
+                    clauses = bm25.candidate_clauses(idfs, theta, self.params)
+                    if clauses is None:
+                        clauses = [(t,) for t in bm25.essential_terms(idfs, theta, self.params)]
+                    if all(set(clause) & set(first) for clause in clauses):
+                        return self._hits(rows)  # the first pass saw every candidate
+                    tsq = bm25.tsquery_clauses(clauses)
+            rows = await self._fetch(conn, query_sql, {**params, "tsq": tsq})
         return self._hits(rows)
 
     # -- trigram -------------------------------------------------------------------------------
 
     async def search_trigram(self, namespace: uuid.UUID, query: str, filters: Filters,
                              scope_ids: Sequence[uuid.UUID], k: int) -> list[Hit]:
-        """Top k by pg_trgm word similarity (the best of: to the row's content, to its title, and
-        for the first visible part of an object, to the object's title, so a long document's
-        title fills one slot, not k), at least `trigram_threshold`; ties by id."""
+        """Near-spellings: rows holding words of the namespace's vocabulary that are similar
+        (pg_trgm `similarity` >= `trigram_threshold`) to query words the vocabulary does not
+        know (misspellings, variant codes; known words are the lexical channel's).
+
+        Each unknown query word (a lexeme of at least 3 characters) takes its `trigram_expand`
+        most similar vocabulary words; a row scores the mean over the unknown words of the best
+        similarity among the near words it holds (so in (0, 1]); ties by id. Each near word
+        contributes at most `trigram_row_cap` rows (the first the index yields), which bounds
+        the cost when a misspelling is near a very common word. The vocabulary is refreshed by
+        the worker's sweep (`pipeline.vocab`), so a word first written seconds ago may not be
+        near-matched yet.
+        """
+        frag = searchable(namespace, filters, scope_ids)  # invalid filters fail, even on no words
         if k <= 0 or not query.strip():
             return []
-        frag = searchable(namespace, filters, scope_ids)
-        query_sql = sql.SQL(
-            # Each arm keeps the similarity its index condition matched; a similarity under the
-            # threshold can never be a row's maximum, so no other one needs computing.
-            "WITH m(id, sim) AS ("
-            "SELECT o.id, word_similarity(%(q)s, o.content) FROM objects o"
-            " WHERE o.namespace_id = %(ns)s AND %(q)s <%% o.content"
-            " UNION ALL SELECT coalesce(CASE WHEN t.parent_id IS NULL THEN ("
-            "SELECT c.id FROM objects c WHERE c.parent_id = t.id AND c.deleted_at IS NULL"
-            " ORDER BY c.position NULLS LAST, c.id LIMIT 1) END, t.id),"
-            " word_similarity(%(q)s, t.title) FROM objects t"
-            " WHERE t.namespace_id = %(ns)s AND %(q)s <%% t.title),"
-            " best AS (SELECT id, max(sim) AS score FROM m GROUP BY id)"
-            " SELECT o.id, best.score FROM {} JOIN best ON best.id = o.id WHERE {}"
-            " ORDER BY best.score DESC, o.id LIMIT %(k)s").format(SEARCHABLE_FROM, frag.where)
+        words = [w for w in await self.query_lexemes(query) if len(w) >= 3]
+        if not words:
+            return []
         async with read_connection(self.pool) as conn, conn.transaction():
-            await conn.execute("SELECT set_config('pg_trgm.word_similarity_threshold', %s, true)",
+            await conn.execute("SELECT set_config('pg_trgm.similarity_threshold', %s, true)",
                                (str(self.trigram_threshold),), prepare=False)
-            rows = await self._fetch(conn, query_sql, {**frag.params, "q": query, "k": k})
+            near = await self._fetch(conn, _NEAR_WORDS, {
+                "ns": namespace, "words": words, "m": self.trigram_expand})
+            unknown = {str(r[0]) for r in near if not r[3]}
+            pairs = [(str(r[0]), str(r[1]), float(r[2])) for r in near
+                     if str(r[0]) in unknown and r[1] is not None]
+            if not pairs:
+                return []
+            rows = await self._fetch(conn, _TRIGRAM_ROWS.format(
+                from_=SEARCHABLE_FROM, where=frag.where), {
+                **frag.params, "qw": [p[0] for p in pairs],
+                "tsq": [bm25.tsquery_or([p[1]]) for p in pairs],
+                "sim": [p[2] for p in pairs], "n": len(unknown), "cap": self.trigram_row_cap,
+                "k": k})
         return self._hits(rows)
 
     # -- dense ---------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ import psycopg
 from pipeline.ingest import IngestOptions, RawRecord, apply_batch
 from pipeline.retrieval.model import Filters
 from pipeline.stores.postgres_events import PgEventStore
+from pipeline.vocab import refresh_vocab
 
 OPTIONS = IngestOptions(chunk_max_tokens=20, chunk_overlap_tokens=0)
 
@@ -29,6 +31,9 @@ def apply_events(conn: psycopg.Connection[Any], events: Sequence[dict[str, Any]]
     with conn.transaction():
         outcome = apply_batch(PgEventStore(conn), records, OPTIONS)
     assert not outcome.dead, [d.error.to_dict() for d in outcome.dead]
+    # the worker's sweep does this in the running pipeline
+    while refresh_vocab(conn) is None:
+        time.sleep(0.05)
 
 
 @dataclass(frozen=True)

@@ -100,3 +100,60 @@ def test_stats_cache_ttl_and_eviction() -> None:
     off = StatsCache(ttl=0, clock=lambda: now[0])
     off.put(ns, CorpusStats(1, 1.0), {"a": 1})
     assert off.corpus(ns) is None and off.dfs(ns, ["a"]) == {}
+
+
+# -- MaxScore pruning: exact top k ---------------------------------------------------------------
+
+_TERMS = ["a", "b", "c", "d", "e", "f"]
+
+
+@given(st.lists(st.dictionaries(st.sampled_from(_TERMS), st.integers(1, 5), max_size=4),
+                min_size=1, max_size=40),
+       st.lists(st.sampled_from(_TERMS), min_size=1, max_size=6, unique=True),
+       st.integers(1, 10), st.integers(0, 60))
+def test_maxscore_pruning_keeps_the_exact_top_k(docs: list[dict[str, int]], query: list[str],
+                                                k: int, budget: int) -> None:
+    """The searcher's procedure on a corpus in memory: score the rows of the rarest terms, take
+    the k-th score, keep only rows holding a whole candidate clause; the top k (score, then
+    index) equals brute force over every row holding any query term."""
+    params = BM25Params()
+    lengths = [sum(d.values()) + 3 for d in docs]
+    avg = sum(lengths) / len(lengths)
+    dfs = {t: sum(1 for d in docs if t in d) for t in query}
+    terms = [t for t in query if dfs[t] > 0]
+    if not terms:
+        return
+    idfs = {t: bm25.idf(len(docs), dfs[t]) for t in terms}
+
+    def top(rows: list[int]) -> list[tuple[float, int]]:
+        scored = [(bm25.score(docs[i], lengths[i], idfs, avg, params), i) for i in rows]
+        return sorted(scored, key=lambda s: (-s[0], s[1]))[:k]
+
+    everything = top([i for i, d in enumerate(docs) if set(d) & set(terms)])
+    first = bm25.rarest_terms({t: dfs[t] for t in terms}, budget)
+    assert first and set(first) <= set(terms)
+    seen = top([i for i, d in enumerate(docs) if set(d) & set(first)])
+    if len(seen) < k:
+        return  # the searcher scores every matching row then
+    theta = seen[-1][0]
+    clauses = bm25.candidate_clauses(idfs, theta, params)
+    if clauses is None:
+        clauses = [(t,) for t in bm25.essential_terms(idfs, theta, params)]
+    candidates = [i for i, d in enumerate(docs) if any(set(c) <= set(d) for c in clauses)]
+    assert top(candidates) == everything
+
+
+def test_candidate_clauses_are_minimal_and_bounded() -> None:
+    params = BM25Params(k1=1.0, b=0.5)  # upper bound = 2 * idf
+    idfs = {"rare": 5.0, "mid": 2.0, "common": 1.0, "the": 0.5}
+    # bounds 10, 4, 2, 1: above 5.5 takes "rare" alone, or "mid" with "common"
+    assert bm25.candidate_clauses(idfs, 5.5, params) == [("rare",), ("mid", "common")]
+    assert bm25.essential_terms(idfs, 5.5, params) == ["mid", "rare"]
+    assert bm25.candidate_clauses(idfs, 0.0, params) == [(t,) for t in
+                                                         ("rare", "mid", "common", "the")]
+    assert bm25.candidate_clauses(idfs, 18.0, params) == []  # nothing can reach it
+    many = {f"t{i}": 1.0 for i in range(12)}
+    assert bm25.candidate_clauses(many, 11.0, params, max_clauses=64) is None
+    assert bm25.rarest_terms({"x": 5, "y": 1, "z": 3}, 4) == ["y", "z"]
+    assert bm25.rarest_terms({"x": 50}, 4) == ["x"]
+    assert bm25.tsquery_clauses([("a",), ("b", "it's")]) == "('a') | ('b' & 'it''s')"

@@ -54,7 +54,7 @@ async def _catalog() -> KindCatalog:
 
 def _engine(searcher: _Searcher, embed: Any) -> RetrievalEngine:
     return RetrievalEngine(searcher, _Reader(), None, _catalog, embed,  # type: ignore[arg-type]
-                           EngineConfig(trigram_max_chars=20))
+                           EngineConfig())
 
 
 async def _vector(text: str) -> list[float]:
@@ -65,13 +65,11 @@ async def _down(text: str) -> list[float]:
     raise Unavailable("embedder down")
 
 
-def test_long_queries_skip_the_trigram_channel() -> None:
-    short, long = _Searcher(), _Searcher()
-    asyncio.run(_engine(short, _vector).search(uuid.uuid4(), SearchQuery("SOC-2", Filters())))
-    asyncio.run(_engine(long, _vector).search(
+def test_search_runs_the_three_channels() -> None:
+    searcher = _Searcher()
+    asyncio.run(_engine(searcher, _vector).search(
         uuid.uuid4(), SearchQuery("a long natural language question about things", Filters())))
-    assert sorted(short.calls) == ["dense", "lexical", "trigram"]
-    assert sorted(long.calls) == ["dense", "lexical"]
+    assert sorted(searcher.calls) == ["dense", "lexical", "trigram"]
 
 
 def test_a_down_embedder_degrades_to_lexical_only() -> None:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.retrieval.fusion import decay_factor, promote, rrf
+from pipeline.retrieval.fusion import decay_factor, fuse_and_promote, promote, rrf
 from pipeline.retrieval.model import Hit, RowMeta
 from pipeline.retrieval.snippets import snippet
 
@@ -79,3 +79,33 @@ def test_snippet_centres_on_the_match() -> None:
     assert len(out) <= 124
     assert snippet("short text", "nothing") == "short text"
     assert snippet(text, "zzz", width=50).startswith("Intro")
+
+
+def test_fusion_over_objects_lets_each_channel_vote_once_per_document() -> None:
+    long_doc, short_doc = IDS[0], IDS[1]
+    parts = IDS[2:8]  # six mediocre parts of the long document
+    best, other = IDS[8], IDS[9]  # the short document's single part; a third object
+    meta = ({p: _meta(p, long_doc, i) for i, p in enumerate(parts)}
+            | {best: _meta(best, short_doc), other: _meta(other, None)})
+    # the long document: first in one channel, third in the other, and many more part hits;
+    # the short document: second and first
+    channels = {"lexical": [Hit(parts[0], 9), Hit(best, 8), *(Hit(p, 1) for p in parts[1:])],
+                "dense": [Hit(best, 0.9), Hit(other, 0.7), Hit(parts[5], 0.5)]}
+    promoted = fuse_and_promote(channels, meta, k=60, evidence_n=3)
+    assert [p.id for p in promoted] == [short_doc, long_doc, other]
+    assert promoted[0].score == 1 / 61 + 1 / 62
+    assert promoted[1].score == 1 / 63 + 1 / 61  # its other parts add nothing
+    # evidence: the long document's parts by their own fused score, at most evidence_n
+    assert [e[0] for e in promoted[1].evidence] == [parts[5], parts[0], parts[1]]
+    assert fuse_and_promote(channels, {}, k=60) == []
+
+
+@given(st.lists(st.sampled_from(IDS[5:20]), unique=True, min_size=1),
+       st.integers(min_value=0, max_value=100))
+def test_fusion_over_objects_keeps_every_object_once(rows: list[uuid.UUID], k: int) -> None:
+    parents = IDS[:5]
+    meta = {r: _meta(r, parents[i % 5] if i % 3 else None) for i, r in enumerate(rows)}
+    promoted = fuse_and_promote({"a": [Hit(r, 1.0) for r in rows],
+                                 "b": [Hit(r, 1.0) for r in reversed(rows)]}, meta, k=k)
+    assert sorted(p.id for p in promoted) == sorted({m.parent_id or m.id for m in meta.values()})
+    assert [p.score for p in promoted] == sorted((p.score for p in promoted), reverse=True)
