@@ -31,21 +31,29 @@ _QUERY_LEXEMES = sql.SQL(
     "SELECT coalesce(array_agg(DISTINCT l ORDER BY l), '{}')"
     " FROM unnest(tsvector_to_array(to_tsvector('english'::regconfig, %(q)s))) AS l")
 
-# tf of each query lexeme in a row: its number of positions in `lexical`. Relabelling the query
-# lexemes' positions with weight A (all others D) and keeping only A leaves a vector of at most
-# len(terms) lexemes, so the per-row unnest is tiny (3x faster than unnesting whole documents).
-_BM25 = sql.SQL(
-    "WITH q(term, idf) AS (SELECT * FROM unnest(%(terms)s::text[], %(idfs)s::float8[]))"
-    " SELECT o.id, sum(q.idf * u.tf * (%(k1)s::float8 + 1)"
-    " / (u.tf + %(k1)s::float8"
-    " * (1 - %(b)s::float8 + %(b)s::float8 * o.doc_len / %(avgdl)s::float8))) AS score"
-    " FROM {from_} CROSS JOIN LATERAL (SELECT x.lexeme,"
-    " coalesce(array_length(x.positions, 1), 1) AS tf FROM unnest(ts_filter(setweight("
-    "setweight(o.lexical, 'D'), 'A', %(terms)s::text[]), '{{a}}')) AS x) AS u"
-    " JOIN q ON q.term = u.lexeme"
-    " WHERE {where} AND o.lexical @@ %(tsq)s::tsquery"
-    " GROUP BY o.id ORDER BY score DESC, o.id LIMIT %(k)s")
+# BM25 over the postings (`search_postings`, migration 0007): one term's contribution to a row.
+_TERM = ("q.idf * sp.tf * (%(k1)s::float8 + 1) / (sp.tf + %(k1)s::float8"
+         " * (1 - %(b)s::float8 + %(b)s::float8 * sp.doc_len / %(avgdl)s::float8))")
 
+# MaxScore over postings: rows holding an `essential` term get their partial score from those
+# terms' postings (index-only scans); rows whose partial score cannot reach the top k even with
+# every other term at its upper bound are dropped (`floor`); the rest add the other terms'
+# contributions by primary-key probes; the best `inner` go on to the namespace, filters and
+# scope (NULL: all of them).
+_BM25 = sql.SQL(
+    "WITH q(term, idf, essential) AS (SELECT * FROM unnest(%(terms)s::text[],"
+    " %(idfs)s::float8[], %(essential)s::bool[])),"
+    " cand AS (SELECT sp.row_id, sum(" + _TERM + ") AS partial"
+    " FROM search_postings sp JOIN q ON q.term = sp.lexeme AND q.essential"
+    " WHERE sp.namespace_id = %(ns)s AND sp.lexeme = ANY(%(ess)s::text[])"
+    " GROUP BY sp.row_id HAVING sum(" + _TERM + ") > %(floor)s::float8),"
+    " scored AS (SELECT c.row_id, c.partial + coalesce((SELECT sum(" + _TERM + ")"
+    " FROM search_postings sp JOIN q ON q.term = sp.lexeme AND NOT q.essential"
+    " WHERE sp.namespace_id = %(ns)s AND sp.lexeme = ANY(%(rest)s::text[])"
+    " AND sp.row_id = c.row_id), 0) AS score FROM cand c"
+    " ORDER BY score DESC, c.row_id LIMIT %(inner)s)"
+    " SELECT o.id, s.score FROM {from_} JOIN scored s ON s.row_id = o.id WHERE {where}"
+    " ORDER BY s.score DESC, o.id LIMIT %(k)s")
 
 # Per query word: whether the namespace's vocabulary holds it, and its most similar words
 # (the `%` operator: trigram GIN index, pg_trgm.similarity_threshold set by the caller).
@@ -60,10 +68,12 @@ _NEAR_WORDS = sql.SQL(
 # Rows holding near words: per (query word, row) the best similarity, per row their sum over
 # the unknown query words divided by their number.
 _TRIGRAM_ROWS = sql.SQL(
-    "WITH e(qw, tsq, sim) AS (SELECT * FROM unnest(%(qw)s::text[], %(tsq)s::tsquery[],"
+    "WITH e(qw, word, sim) AS (SELECT * FROM unnest(%(qw)s::text[], %(word)s::text[],"
     " %(sim)s::float8[])),"
     " r AS (SELECT h.id, e.qw, max(e.sim) AS sim FROM e CROSS JOIN LATERAL ("
-    "SELECT o.id FROM {from_} WHERE {where} AND o.lexical @@ e.tsq LIMIT %(cap)s)"
+    "SELECT o.id FROM search_postings sp JOIN {from_} ON o.id = sp.row_id"
+    " WHERE sp.namespace_id = %(ns)s AND sp.lexeme = e.word AND {where}"
+    " ORDER BY sp.row_id LIMIT %(cap)s)"
     " AS h GROUP BY h.id, e.qw)"
     " SELECT id, sum(sim) / %(n)s::float8 AS score FROM r GROUP BY id"
     " ORDER BY score DESC, id LIMIT %(k)s")
@@ -143,18 +153,16 @@ class PgPartSearcher:
 
     async def document_frequencies(self, conn: AsyncConn, namespace: uuid.UUID,
                                    lexemes: Sequence[str]) -> dict[str, int]:
-        """df of each lexeme over the namespace's searchable rows (cached `stats_ttl` s)."""
+        """df of each lexeme over the namespace's searchable rows: its number of postings
+        (cached `stats_ttl` s)."""
         dfs = self.stats.dfs(namespace, lexemes)
         missing = [lex for lex in lexemes if lex not in dfs]
         if not missing:
             return dfs
-        base = searchable(namespace)
         rows = await self._fetch(conn, sql.SQL(
-            "SELECT u.lexeme, count(*) FROM {} CROSS JOIN LATERAL unnest(tsvector_to_array("
-            "ts_filter(setweight(setweight(o.lexical, 'D'), 'A', %(terms)s::text[]),"
-            " '{{a}}'))) AS u(lexeme) WHERE {} AND o.lexical @@ %(tsq)s::tsquery"
-            " GROUP BY u.lexeme").format(SEARCHABLE_FROM, base.where),
-            {**base.params, "tsq": bm25.tsquery_or(missing), "terms": missing})
+            "SELECT lexeme, count(*) FROM search_postings WHERE namespace_id = %(ns)s"
+            " AND lexeme = ANY(%(terms)s::text[]) GROUP BY lexeme"),
+            {"ns": namespace, "terms": missing})
         fresh = {lex: 0 for lex in missing} | {str(r[0]): int(r[1]) for r in rows}
         self.stats.put(namespace, None, fresh)
         return dfs | fresh
@@ -176,26 +184,37 @@ class PgPartSearcher:
                 return []
             idfs = {t: bm25.idf(corpus.n_docs, dfs[t]) for t in terms}
             query_sql = _BM25.format(from_=SEARCHABLE_FROM, where=frag.where)
-            params = {**frag.params, "terms": terms, "idfs": [idfs[t] for t in terms],
-                      "k1": self.params.k1, "b": self.params.b,
-                      "avgdl": bm25.safe_avg_len(corpus.avg_len), "k": k}
+            # Postings exist only for searchable rows: without filters or scope, the k best
+            # candidates all pass unless rows changed meanwhile (then the query runs unbounded).
+            bounded = 4 * k if filters.empty and not scope_ids else None
+
+            async def run(essential: Sequence[str], floor: float) -> list[tuple[Any, ...]]:
+                params = {**frag.params, "terms": terms, "idfs": [idfs[t] for t in terms],
+                          "essential": [t in essential for t in terms], "ess": list(essential),
+                          "rest": [t for t in terms if t not in essential], "floor": floor,
+                          "k1": self.params.k1, "b": self.params.b,
+                          "avgdl": bm25.safe_avg_len(corpus.avg_len), "k": k}
+                rows = await self._fetch(conn, query_sql, {**params, "inner": bounded})
+                if bounded is not None and len(rows) < k:
+                    rows = await self._fetch(conn, query_sql, {**params, "inner": None})
+                return rows
+
             # MaxScore (see pipeline.retrieval.bm25): score the rows of the rarest terms first;
-            # their k-th score tells which terms (or term combinations) a top-k row must have.
-            tsq = bm25.tsquery_or(terms)
+            # their k-th score tells which terms a top-k row must hold, and how much.
             first = bm25.rarest_terms({t: dfs[t] for t in terms}, self.maxscore_budget)
-            if len(first) < len(terms):
-                rows = await self._fetch(conn, query_sql,
-                                         {**params, "tsq": bm25.tsquery_or(first)})
-                if len(rows) >= k:
-                    self.maxscore_pruned += 1
-                    theta = float(rows[k - 1][1])
-                    clauses = bm25.candidate_clauses(idfs, theta, self.params)
-                    if clauses is None:
-                        clauses = [(t,) for t in bm25.essential_terms(idfs, theta, self.params)]
-                    if all(set(clause) & set(first) for clause in clauses):
-                        return self._hits(rows)  # the first pass saw every candidate
-                    tsq = bm25.tsquery_clauses(clauses)
-            rows = await self._fetch(conn, query_sql, {**params, "tsq": tsq})
+            if len(first) == len(terms):
+                return self._hits(await run(terms, -math.inf))
+            rows = await run(first, -math.inf)
+            if len(rows) < k:
+                return self._hits(await run(terms, -math.inf))
+            self.maxscore_pruned += 1
+            theta = float(rows[k - 1][1])
+            essential = bm25.essential_terms(idfs, theta, self.params)
+            if set(essential) <= set(first):
+                return self._hits(rows)  # the first pass saw every row that can make the top k
+            slack = sum(bm25.upper_bound(idfs[t], self.params) for t in terms
+                        if t not in essential)
+            rows = await run(essential, theta - slack - 1e-9 * max(1.0, abs(theta)))
         return self._hits(rows)
 
     # -- trigram -------------------------------------------------------------------------------
@@ -209,8 +228,8 @@ class PgPartSearcher:
         Each unknown query word (a lexeme of at least 3 characters) takes its `trigram_expand`
         most similar vocabulary words; a row scores the mean over the unknown words of the best
         similarity among the near words it holds (so in (0, 1]); ties by id. Each near word
-        contributes at most `trigram_row_cap` rows (the first the index yields), which bounds
-        the cost when a misspelling is near a very common word. The vocabulary is refreshed by
+        contributes at most `trigram_row_cap` rows (the lowest ids), which bounds the cost
+        when a misspelling is near a very common word. The vocabulary is refreshed by
         the worker's sweep (`pipeline.vocab`), so a word first written seconds ago may not be
         near-matched yet.
         """
@@ -233,7 +252,7 @@ class PgPartSearcher:
             rows = await self._fetch(conn, _TRIGRAM_ROWS.format(
                 from_=SEARCHABLE_FROM, where=frag.where), {
                 **frag.params, "qw": [p[0] for p in pairs],
-                "tsq": [bm25.tsquery_or([p[1]]) for p in pairs],
+                "word": [p[1] for p in pairs],
                 "sim": [p[2] for p in pairs], "n": len(unknown), "cap": self.trigram_row_cap,
                 "k": k})
         return self._hits(rows)

@@ -12,10 +12,10 @@ import pytest
 
 from pipeline.retrieval.model import Filters
 from pipeline.stores.postgres_search import PgPartSearcher
-from tests.pipelineutil import put
+from tests.pipelineutil import envelope, put
 from tests.search.corpus import K_ALL
 from tests.search.corpus import run as _run
-from tests.search.searchref import Row, apply_events, bm25_reference
+from tests.search.searchref import Row, apply_events, bm25_reference, load_rows, searchable
 
 pytestmark = pytest.mark.stack
 
@@ -79,3 +79,42 @@ def test_cached_statistics_still_find_new_rows(
     fresh = _run(aio, searcher.search_lexical(ns, "quayside", Filters(), [], 10))
     assert {h.id for h in fresh} == {h.id for h in hits}
     assert {h.id: h.score for h in fresh} != {h.id: h.score for h in hits}
+
+
+# -- postings ------------------------------------------------------------------------------------
+
+
+def _postings_match_searchable_rows(db: psycopg.Connection[Any], ns: uuid.UUID) -> None:
+    rows = load_rows(db)
+    expected = {(rid, lex, tf, rows[rid].doc_len)
+                for rid in searchable(rows, ns) for lex, tf in rows[rid].tf.items()}
+    found = set(db.execute("SELECT row_id, lexeme, tf, doc_len FROM search_postings"
+                           " WHERE namespace_id = %s", (ns,)).fetchall())
+    assert found == expected
+
+
+def test_postings_follow_every_change_of_text_and_visibility(db: psycopg.Connection[Any]
+                                                             ) -> None:
+    """The trigger-kept postings are exactly the searchable rows' lexemes after each step:
+    chunked put, shorter re-put (stale parts gone), soft delete, revive, an object without
+    content (searchable itself) that later gains parts, and a hard delete (purge)."""
+    ns = uuid.uuid4()
+    doc = put(ns, title="Harbor logbook", content=" ".join(f"entry{i} cargo" for i in range(60)))
+    doc_id = doc["data"]["id"]
+    bare = put(ns, title="Crane inventory", summary="cranes and berths")
+    steps: list[list[dict[str, Any]]] = [
+        [doc, bare],
+        [put(ns, id=doc_id, title="Harbor logbook", content="entry1 cargo only now")],
+        [envelope("object.soft_delete", ns, {"id": doc_id})],
+        [put(ns, id=doc_id, title="Harbor logbook revived", content="entry2 vessel again")],
+        [put(ns, id=bare["data"]["id"], title="Crane inventory",
+             content=" ".join(f"crane{i}" for i in range(50)))],
+    ]
+    for events in steps:
+        apply_events(db, events)
+        _postings_match_searchable_rows(db, ns)
+    db.execute("DELETE FROM objects WHERE namespace_id = %s AND parent_id IS NOT NULL", (ns,))
+    _postings_match_searchable_rows(db, ns)  # parents without parts are searchable again
+    db.execute("DELETE FROM objects WHERE namespace_id = %s", (ns,))
+    assert db.execute("SELECT count(*) FROM search_postings WHERE namespace_id = %s",
+                      (ns,)).fetchone() == (0,)
