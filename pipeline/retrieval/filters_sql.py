@@ -28,6 +28,8 @@ NO_FILTERS = Filters()
 Query = sql.SQL | sql.Composed
 
 # `o` = the searchable row, `p` = its promoted object: a part's parent, or the object itself.
+# OFFSET 0 keeps the "no visible parts" test a per-row index probe: otherwise Postgres may hash
+# it, reading every object of the namespace (75 ms at 100k rows) before an HNSW scan of 100.
 SEARCHABLE_FROM = sql.SQL("objects o JOIN objects p ON p.id = coalesce(o.parent_id, o.id)")
 
 _SEARCHABLE_WHERE = sql.SQL(
@@ -35,7 +37,7 @@ _SEARCHABLE_WHERE = sql.SQL(
     " AND o.deleted_at IS NULL AND p.deleted_at IS NULL"
     " AND (o.parent_id IS NOT NULL OR NOT EXISTS ("
     "SELECT 1 FROM objects c WHERE c.parent_id = o.id AND c.namespace_id = %(ns)s"
-    " AND c.deleted_at IS NULL))"
+    " AND c.deleted_at IS NULL OFFSET 0))"
 )
 
 

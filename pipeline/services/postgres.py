@@ -121,7 +121,7 @@ class PostgresService(Service):
         options = (
             f"-c listen_addresses=127.0.0.1 -p {self.settings.pg_port} "
             f"-c unix_socket_directories='' -c max_connections=300 "
-            f"-c shared_buffers=256MB"
+            f"-c shared_buffers=1GB"
         )
         timeout = int(self.settings.service_start_timeout)
         done = self._run(["pg_ctl", "-D", str(self.pgdata), "-w", "-t", str(timeout),
