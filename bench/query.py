@@ -77,7 +77,6 @@ from pipeline.retrieval.model import ExpandQuery, Filters, SearchQuery
 from pipeline.settings import Settings
 from pipeline.stores.pool import make_pool
 from pipeline.stores.postgres_search import PgPartSearcher
-from pipeline.vocab import refresh_vocab
 
 PORT_OFFSET = 1000
 API_PORT = 9000  # the default 8000 + the offset
@@ -252,8 +251,11 @@ def load_rows(settings: Settings, rows: Sequence[tuple[Any, ...]],
         conn.execute("VACUUM (ANALYZE) links")
         times["links, outbox, vacuum"] = time.perf_counter() - started
         started = time.perf_counter()
-        while refresh_vocab(conn) is None:  # the worker's sweep does this in the pipeline
-            time.sleep(0.1)
+        # the COPY bypassed the trigger that queues rows for the vocabulary: fill it directly
+        conn.execute("INSERT INTO search_vocab (namespace_id, lexeme)"
+                     " SELECT DISTINCT o.namespace_id, l FROM objects o,"
+                     " unnest(tsvector_to_array(o.lexical)) AS l WHERE o.namespace_id = %s"
+                     " ORDER BY 1, 2 ON CONFLICT DO NOTHING", (NAMESPACE,))
         times["search vocabulary"] = time.perf_counter() - started
     return times
 

@@ -57,6 +57,10 @@ DECLARE
     parent objects;
     parent_key uuid;
 BEGIN
+    -- new text for the vocabulary (pipeline.vocab moves it in)
+    IF TG_OP = 'INSERT' OR (TG_OP = 'UPDATE' AND OLD.lexical IS DISTINCT FROM NEW.lexical) THEN
+        INSERT INTO search_vocab_pending (row_id) VALUES (NEW.id);
+    END IF;
     IF TG_OP = 'INSERT' THEN
         PERFORM brainstream_postings_sync(NULL, NEW);
         parent_key := NEW.parent_id;

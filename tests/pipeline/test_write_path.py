@@ -269,3 +269,16 @@ def test_processes_export_metrics(procs: dict[str, Proc], catalog: Settings) -> 
         worker_port)) and text, what="worker metrics")
     assert "brainstream_embedding_rows{" in worker
     assert "brainstream_embed_batch_size_bucket" in worker
+
+
+def test_sweep_brings_new_words_into_the_search_vocabulary(
+        procs: dict[str, Proc], catalog: Settings, publisher: Publisher) -> None:
+    """The worker's periodic sweep moves the words of new text into the vocabulary that the
+    trigram channel matches misspellings against."""
+    ns = uuid.uuid4()
+    event = put(ns, kind="note", title="Field notes", content="the axolotlphant was sighted")
+    publisher.send(event, event["data"]["id"])
+    wait_for(lambda: indexed(catalog, event["data"]["id"]), what="the put")
+    wait_for(lambda: _rows(catalog, "SELECT count(*) FROM search_vocab WHERE namespace_id = %s"
+                           " AND lexeme LIKE 'axolotl%%'", ns) == [(1,)],
+             timeout=30, what="the new word in the vocabulary")
