@@ -39,7 +39,9 @@ _TERM = ("q.idf * sp.tf * (%(k1)s::float8 + 1) / (sp.tf + %(k1)s::float8"
 # terms' postings (index-only scans); rows whose partial score cannot reach the top k even with
 # every other term at its upper bound are dropped (`floor`); the rest add the other terms'
 # contributions by primary-key probes; the best `inner` go on to the namespace, filters and
-# scope (NULL: all of them).
+# scope (NULL: all of them). Scores are rounded to 1e-9: the sums' terms come in whatever order
+# the join yields them, and equal rows must tie exactly (then order by id) in any database, or
+# a replayed generation, whose rows sit in another physical order, would rank ties differently.
 _BM25 = sql.SQL(
     "WITH q(term, idf, essential) AS (SELECT * FROM unnest(%(terms)s::text[],"
     " %(idfs)s::float8[], %(essential)s::bool[])),"
@@ -47,10 +49,10 @@ _BM25 = sql.SQL(
     " FROM search_postings sp JOIN q ON q.term = sp.lexeme AND q.essential"
     " WHERE sp.namespace_id = %(ns)s AND sp.lexeme = ANY(%(ess)s::text[])"
     " GROUP BY sp.row_id HAVING sum(" + _TERM + ") > %(floor)s::float8),"
-    " scored AS (SELECT c.row_id, c.partial + coalesce((SELECT sum(" + _TERM + ")"
+    " scored AS (SELECT c.row_id, round((c.partial + coalesce((SELECT sum(" + _TERM + ")"
     " FROM search_postings sp JOIN q ON q.term = sp.lexeme AND NOT q.essential"
     " WHERE sp.namespace_id = %(ns)s AND sp.lexeme = ANY(%(rest)s::text[])"
-    " AND sp.row_id = c.row_id), 0) AS score FROM cand c"
+    " AND sp.row_id = c.row_id), 0))::numeric, 9)::float8 AS score FROM cand c"
     " ORDER BY score DESC, c.row_id LIMIT %(inner)s)"
     " SELECT o.id, s.score FROM {from_} JOIN scored s ON s.row_id = o.id WHERE {where}"
     " ORDER BY s.score DESC, o.id LIMIT %(k)s")
