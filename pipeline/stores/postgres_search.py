@@ -37,8 +37,10 @@ _TERM = ("q.idf * sp.tf * (%(k1)s::float8 + 1) / (sp.tf + %(k1)s::float8"
 
 # MaxScore over postings: rows holding an `essential` term get their partial score from those
 # terms' postings (index-only scans); rows whose partial score cannot reach the top k even with
-# every other term at its upper bound are dropped (`floor`); the rest add the other terms'
-# contributions by primary-key probes; the best `inner` go on to the namespace, filters and
+# every other term at its upper bound are dropped (`floor`, from an earlier pass; and, without
+# filters or scope, `kth`: a row's final score is at least its partial one, so the k-th best
+# partial score is a score k rows reach); the rest add the other terms' contributions by
+# primary-key probes; the best `inner` go on to the namespace, filters and
 # scope (NULL: all of them). Scores are rounded to 1e-9: the sums' terms come in whatever order
 # the join yields them, and equal rows must tie exactly (then order by id) in any database, or
 # a replayed generation, whose rows sit in another physical order, would rank ties differently.
@@ -49,10 +51,14 @@ _BM25 = sql.SQL(
     " FROM search_postings sp JOIN q ON q.term = sp.lexeme AND q.essential"
     " WHERE sp.namespace_id = %(ns)s AND sp.lexeme = ANY(%(ess)s::text[])"
     " GROUP BY sp.row_id HAVING sum(" + _TERM + ") > %(floor)s::float8),"
+    " kth AS (SELECT CASE WHEN %(tighten)s AND count(*) >= %(k)s THEN min(partial) END AS v"
+    " FROM (SELECT partial FROM cand ORDER BY partial DESC LIMIT %(k)s) AS t),"
+    " kept AS (SELECT c.row_id, c.partial FROM cand c, kth WHERE kth.v IS NULL"
+    " OR c.partial > kth.v - %(slack)s::float8 - 1e-9 * greatest(1, abs(kth.v))),"
     " scored AS (SELECT c.row_id, round((c.partial + coalesce((SELECT sum(" + _TERM + ")"
     " FROM search_postings sp JOIN q ON q.term = sp.lexeme AND NOT q.essential"
     " WHERE sp.namespace_id = %(ns)s AND sp.lexeme = ANY(%(rest)s::text[])"
-    " AND sp.row_id = c.row_id), 0))::numeric, 9)::float8 AS score FROM cand c"
+    " AND sp.row_id = c.row_id), 0))::numeric, 9)::float8 AS score FROM kept c"
     " ORDER BY score DESC, c.row_id LIMIT %(inner)s)"
     " SELECT o.id, s.score FROM {from_} JOIN scored s ON s.row_id = o.id WHERE {where}"
     " ORDER BY s.score DESC, o.id LIMIT %(k)s")
@@ -191,9 +197,11 @@ class PgPartSearcher:
             bounded = 4 * k if filters.empty and not scope_ids else None
 
             async def run(essential: Sequence[str], floor: float) -> list[tuple[Any, ...]]:
+                rest = [t for t in terms if t not in essential]
                 params = {**frag.params, "terms": terms, "idfs": [idfs[t] for t in terms],
                           "essential": [t in essential for t in terms], "ess": list(essential),
-                          "rest": [t for t in terms if t not in essential], "floor": floor,
+                          "rest": rest, "floor": floor, "tighten": bounded is not None,
+                          "slack": sum(bm25.upper_bound(idfs[t], self.params) for t in rest),
                           "k1": self.params.k1, "b": self.params.b,
                           "avgdl": bm25.safe_avg_len(corpus.avg_len), "k": k}
                 rows = await self._fetch(conn, query_sql, {**params, "inner": bounded})

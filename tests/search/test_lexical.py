@@ -118,3 +118,24 @@ def test_postings_follow_every_change_of_text_and_visibility(db: psycopg.Connect
     db.execute("DELETE FROM objects WHERE namespace_id = %s", (ns,))
     assert db.execute("SELECT count(*) FROM search_postings WHERE namespace_id = %s",
                       (ns,)).fetchone() == (0,)
+
+
+@pytest.mark.parametrize("query", ["harbor cargo vessel", "Rotterdam terminal contract audit",
+                                   "customs tariff invoice penalty clause", "warehouse delay"])
+@pytest.mark.parametrize("k", [1, 3, 7])
+def test_maxscore_pruning_returns_the_exact_top_k(
+        corpus: dict[str, Any], aio: asyncio.Runner, searcher: PgPartSearcher, query: str,
+        k: int) -> None:
+    """A budget of one row forces the two-pass path (rarest term first, then the essential
+    terms with the floor); the answer is still BM25's exact top k, ties by id."""
+    rows: dict[uuid.UUID, Row] = corpus["rows"]
+    ns = corpus["a"]
+    pruning = PgPartSearcher(searcher.pool, stats_ttl=0, maxscore_budget=1)
+    lexemes = _run(aio, pruning.query_lexemes(query))
+    reference = bm25_reference(rows, ns, lexemes, Filters(), [])
+    expected = sorted(reference.items(), key=lambda i: (-round(i[1], 9), i[0]))[:k]
+    hits = _run(aio, pruning.search_lexical(ns, query, Filters(), [], k))
+    assert [h.id for h in hits] == [i for i, _ in expected]
+    assert [h.score for h in hits] == pytest.approx([s for _, s in expected], abs=1e-6)
+    if k == 1:  # the rarest term's rows always hold one: the pruned path ran
+        assert pruning.maxscore_pruned == 1
