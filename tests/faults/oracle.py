@@ -313,7 +313,9 @@ def assert_verify_clean(settings: Settings, attempts: int = 3) -> None:
             return
         if _only_vector_misses(done.stdout):
             repaired = _verify(settings, "--repair")
-            assert "rebuilt the vector index" in repaired.stdout, repaired.stdout
+            assert "rebuilt the vector index" in repaired.stdout, (
+                f"verify --repair exited {repaired.returncode} after:\n{done.stdout}\n"
+                f"{repaired.stdout}{repaired.stderr[-3000:]}")
         time.sleep(2)
         done = _verify(settings)
     if done.returncode == 0:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.services.broker import BrokerService
+from pipeline.services.broker import BrokerService, S3StoreService
 from pipeline.services.postgres import PostgresService
 from pipeline.settings import Settings
 from tests.faults.faultutil import PIPELINE, ProcSet, elapsed, rows, scalar
@@ -86,6 +86,12 @@ def test_broker_restart_mid_ingest_loses_nothing(pipeline_procs: ProcSet) -> Non
     broker.start()
     log.info("broker restarted again at %d applied events, publisher %d/%d acknowledged",
              again, publisher.acked, len(events))
+    # The broker's storage (s3rver) restarted under the running broker: tansu's uploads fail
+    # meanwhile, so produce requests fail and the publisher sends its chunk again.
+    store = S3StoreService(settings)
+    assert store.stop(), "the S3 store was not running"
+    time.sleep(1)
+    store.start()
     publisher.wait(timeout=180)
     assert again < len(events), "the restarts came after the consumer had applied everything"
     expected = _check(procs, ns, events)
