@@ -315,7 +315,7 @@ def assert_verify_clean(settings: Settings, attempts: int = 3) -> None:
             repaired = _verify(settings, "--repair")
             assert "rebuilt the vector index" in repaired.stdout, (
                 f"verify --repair exited {repaired.returncode} after:\n{done.stdout}\n"
-                f"{repaired.stdout}{repaired.stderr[-3000:]}")
+                f"{repaired.stdout}{repaired.stderr[-600:]}\n{_vector_miss_detail(settings)}")
         time.sleep(2)
         done = _verify(settings)
     if done.returncode == 0:
@@ -328,7 +328,14 @@ def _vector_miss_detail(settings: Settings) -> str:
     """For a failure message: what the vector index answers for the nodes it misses."""
     from pipeline.verify import verify
 
-    drift = verify(settings)
+    kinds = graph_rows(settings, "MATCH (n:Entity) RETURN typeOf(n.embedding), n.kind = '',"
+                       " count(n)")
+    dup = graph_rows(settings, "MATCH (n:Entity) WITH n.id AS id, count(n) AS c WHERE c > 1"
+                     " RETURN count(id), collect(id)[0..3]")
+    try:
+        drift = verify(settings)
+    except Exception as exc:
+        return f"verify raised {exc!r}; graph embeddings by type {kinds}; duplicated ids {dup}"
     lines = []
     for oid in drift.vector_misses[:3]:
         for k in (10, 50):
