@@ -52,8 +52,8 @@ def repair_storage(s3_dir: Path) -> list[str]:
     tansu 0.6 drains for about 5 s after SIGTERM and then exits with uploads in flight. Measured
     on this stack under load: (1) a batch object cut short (0 bytes) that no fetch can get past,
     so a consumer of that partition never advances again; (2) `watermark.json` left below
-    batches it had acknowledged, so the next start hands out those offsets again and overwrites
-    acknowledged records (a third of 3,000 gone after one restart). A cut-short batch was never
+    batches it had acknowledged (once 71 with batches stored up to offset 357), so the next start
+    hands out those offsets again and overwrites acknowledged records. A cut-short batch was never
     acknowledged (the upload did not finish): it is removed; each high watermark is raised to
     the end of the partition's last whole batch. Run only while tansu is down. Returns what it
     repaired, as paths relative to `s3_dir`.
