@@ -12,10 +12,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
+import psycopg
 from fastapi import Depends, FastAPI, Header, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from psycopg_pool import PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api import metrics
@@ -131,6 +133,13 @@ def create_app(settings: Settings | None = None,
     @app.exception_handler(BrainstreamError)
     async def _brainstream_error(request: Request, exc: BrainstreamError) -> JSONResponse:
         return error_response(exc)
+
+    @app.exception_handler(psycopg.OperationalError)
+    @app.exception_handler(PoolTimeout)
+    async def _database_down(request: Request, exc: Exception) -> JSONResponse:
+        # Postgres restarting or unreachable wherever the query ran: a 503 the client may
+        # retry, never a 500 (most reads map this already, see postgres_read.read_connection).
+        return error_response(Unavailable(f"postgres: {type(exc).__name__}: {exc}"))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:

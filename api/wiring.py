@@ -95,26 +95,49 @@ class RecipeStore:
 
 class ReconnectingGraphReader:
     """A GraphReader that connects on first use and again after the graph was unreachable, so
-    an API started while FalkorDB is down recovers by itself."""
+    an API started while FalkorDB is down recovers by itself.
 
-    def __init__(self, settings: Settings) -> None:
+    While FalkorDB is down, connecting takes seconds (the client's synchronous probe retries
+    with back-off: about 4 s to a refused port). So one caller at a time probes, at most every
+    `retry_after` seconds, and every other caller gets `Unavailable` at once: the answers
+    degrade (`graph_unavailable`) without waiting, and readiness answers at once.
+    """
+
+    def __init__(self, settings: Settings, retry_after: float = 2.0) -> None:
         self.settings = settings
+        self.retry_after = retry_after
         self._reader: FalkorGraphReader | None = None
-        self._lock = asyncio.Lock()
+        self._connecting = False
+        self._down_until = 0.0
+        self._last_error = ""
+
+    def _mark_down(self, exc: Unavailable) -> None:
+        self._reader = None
+        self._down_until = time.monotonic() + self.retry_after
+        self._last_error = exc.message
 
     async def reader(self) -> FalkorGraphReader:
-        async with self._lock:
-            if self._reader is None:
-                self._reader = await asyncio.to_thread(FalkorGraphReader.from_settings,
-                                                       self.settings)
+        if self._reader is not None:
             return self._reader
+        if self._connecting or time.monotonic() < self._down_until:
+            raise Unavailable(f"graph unreachable: {self._last_error or 'connecting'}")
+        self._connecting = True  # one event loop: no await between the check and the flag
+        try:
+            reader = await asyncio.to_thread(FalkorGraphReader.from_settings, self.settings)
+        except Unavailable as exc:
+            self._mark_down(exc)
+            raise
+        finally:
+            self._connecting = False
+        self._reader = reader
+        return reader
 
     async def _call(self, name: str, *args: Any) -> Any:
         reader = await self.reader()
         try:
             return await getattr(reader, name)(*args)
-        except Unavailable:
-            self._reader = None  # reconnect next time
+        except Unavailable as exc:
+            self._mark_down(exc)  # reconnect on a later call
             raise
 
     async def find_entities_text(self, namespace: uuid.UUID, query: str,
@@ -145,8 +168,8 @@ class ReconnectingGraphReader:
         reader = await self.reader()
         try:
             await reader.capabilities(refresh=True)
-        except Unavailable:
-            self._reader = None
+        except Unavailable as exc:
+            self._mark_down(exc)
             raise
 
 
@@ -187,7 +210,7 @@ class Services:
     async def check(self) -> dict[str, str]:
         checks: dict[str, str] = {}
         try:
-            async with self.pool.connection() as conn:
+            async with self.pool.connection(timeout=2.0) as conn:  # readiness must not hang
                 await conn.execute("SELECT 1")
             checks["postgres"] = "ok"
         except Exception as exc:

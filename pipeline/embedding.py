@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import psycopg
 from psycopg_pool import ConnectionPool
 
 from pipeline import metrics
@@ -141,8 +142,21 @@ class EmbeddingService:
 
     def _store(self, rows: Sequence[_Row], vectors: np.ndarray[Any, Any],
                stats: EmbedStats) -> None:
-        params = [(vector, row.index_text_hash, row.id, row.index_text_hash)
-                  for row, vector in zip(rows, vectors, strict=True)]
+        # The write-back locks many rows that a consumer batch (or the sweep applying deferred
+        # links) may lock in another order: Postgres then aborts one side as a deadlock. The
+        # consumer retries its batch; here the vectors are in hand, so the transaction is
+        # retried too (before, the task failed and the rows waited out their lease, 120 s by
+        # default, to be embedded again; seen in the fault suite's Postgres restart catch-up).
+        retry_transient(lambda: self._store_once(rows, vectors, stats), attempts=5,
+                        max_wait=2.0, transient=(psycopg.errors.TransactionRollback,),
+                        on_retry=lambda n, exc: log.warning("embedding write-back attempt %d "
+                                                            "rolled back: %s", n, exc))
+
+    def _store_once(self, rows: Sequence[_Row], vectors: np.ndarray[Any, Any],
+                    stats: EmbedStats) -> None:
+        params = sorted(((vector, row.index_text_hash, row.id, row.index_text_hash)
+                         for row, vector in zip(rows, vectors, strict=True)),
+                        key=lambda p: p[2])  # one row order for every writer
         roots = sorted({row.root for row in rows})
         with self.pool.connection() as conn, conn.transaction():
             # Workers finishing rows of the same root serialize here; otherwise each could see

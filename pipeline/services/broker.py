@@ -7,6 +7,9 @@ point tansu's `s3://` storage engine at it.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
 import shutil
 import urllib.request
 from pathlib import Path
@@ -17,6 +20,71 @@ from pipeline.services.process import Daemon, env_with, require_free_port, wait_
 
 S3_BUCKET = "tansu"
 S3_KEY = "S3RVER"  # s3rver's fixed development credentials
+_OBJECT = "._S3rver_object"  # s3rver keeps an object as NAME._S3rver_object (+ .md5 beside it)
+
+log = logging.getLogger(__name__)
+
+
+def _batch_end(path: Path) -> int | None:
+    """One past the last offset of a stored record batch, or None when the file is not a whole
+    batch (an upload cut short). tansu names the object by its base offset and stores the batch
+    itself (v2: length at byte 8, magic at 16, lastOffsetDelta at 23) with a base offset of 0."""
+    data = path.read_bytes()
+    try:
+        base = int(path.name.split(".", 1)[0])
+    except ValueError:
+        return None
+    if len(data) < 61 or data[16] != 2 \
+            or int.from_bytes(data[8:12], "big", signed=True) + 12 != len(data):
+        return None
+    return base + int.from_bytes(data[23:27], "big", signed=True) + 1
+
+
+def _drop_object(path: Path) -> None:
+    base = path.name.removesuffix(_OBJECT)
+    for name in (path.name, path.name + ".md5", base + "._S3rver_metadata.json"):
+        (path.parent / name).unlink(missing_ok=True)
+
+
+def repair_storage(s3_dir: Path) -> list[str]:
+    """Make the broker's stored partitions consistent again before tansu starts.
+
+    tansu 0.6 drains for about 5 s after SIGTERM and then exits with uploads in flight. Measured
+    on this stack under load: (1) a batch object cut short (0 bytes) that no fetch can get past,
+    so a consumer of that partition never advances again; (2) `watermark.json` left below
+    batches it had acknowledged (once 71 with batches stored up to offset 357), so the next start
+    hands out those offsets again and overwrites acknowledged records. A cut-short batch was never
+    acknowledged (the upload did not finish): it is removed; each high watermark is raised to
+    the end of the partition's last whole batch. Run only while tansu is down. Returns what it
+    repaired, as paths relative to `s3_dir`.
+    """
+    repaired: list[str] = []
+    for mark in sorted(s3_dir.glob(f"{S3_BUCKET}/clusters/*/topics/*/partitions/*/"
+                                   f"watermark.json{_OBJECT}")):
+        records = mark.parent / "records"
+        ends: list[int] = []
+        for batch in sorted(records.glob(f"*.batch{_OBJECT}")) if records.is_dir() else []:
+            end = _batch_end(batch)
+            if end is None:
+                _drop_object(batch)
+                repaired.append(str(batch.relative_to(s3_dir)))
+            else:
+                ends.append(end)
+        try:
+            stored = json.loads(mark.read_text())
+        except ValueError:
+            continue
+        if not ends or (isinstance(stored.get("high"), int) and stored["high"] >= max(ends)):
+            continue
+        stored["high"] = max(ends)
+        body = json.dumps(stored, separators=(",", ":")).encode()
+        mark.write_bytes(body)
+        mark.with_name(mark.name + ".md5").write_text(hashlib.md5(body).hexdigest())
+        repaired.append(str(mark.relative_to(s3_dir)))
+    if repaired:
+        log.warning("broker storage repaired after an unclean stop (%d objects): %s",
+                    len(repaired), ", ".join(repaired))
+    return repaired
 
 
 def project_root() -> Path:
@@ -142,6 +210,7 @@ class BrokerService(Service):
                        what="broker", daemon=daemon)
             return False
         require_free_port("broker", self.settings.kafka_port, "KAFKA_PORT")
+        repair_storage(S3StoreService(self.settings).directory)
         s3 = f"http://127.0.0.1:{self.settings.s3_port}"
         env = env_with({
             "AWS_ACCESS_KEY_ID": S3_KEY,

@@ -36,13 +36,21 @@ async def _configure(conn: AsyncConn) -> None:
 
 
 async def make_async_pool(settings: Settings, *, min_size: int = 1, max_size: int = 8,
-                          name: str = "brainstream-read") -> AsyncConnectionPool[AsyncConn]:
+                          name: str = "brainstream-read", wait_seconds: float = 5.0,
+                          ) -> AsyncConnectionPool[AsyncConn]:
     """An opened async pool for the read side: pgvector registered, autocommit, and
-    `plan_cache_mode = force_custom_plan` on every session."""
+    `plan_cache_mode = force_custom_plan` on every session.
+
+    Built to ride out a Postgres restart without restarting the API: every connection is
+    checked as it leaves the pool (a connection the restart broke is replaced, not handed to a
+    request), and a request waits at most `wait_seconds` for one, so while Postgres is down
+    requests fail fast with `Unavailable` (503) instead of hanging for psycopg's default 30 s.
+    """
     pool: AsyncConnectionPool[AsyncConn] = AsyncConnectionPool(
         settings.effective_postgres_dsn, min_size=min_size, max_size=max_size,
-        configure=_configure, name=name, open=False,
-        kwargs={"application_name": name, "options": SESSION_OPTIONS})
+        configure=_configure, name=name, open=False, timeout=wait_seconds,
+        check=AsyncConnectionPool.check_connection,
+        kwargs={"application_name": name, "options": SESSION_OPTIONS, "connect_timeout": 5})
     await pool.open(wait=True, timeout=30)
     return pool
 

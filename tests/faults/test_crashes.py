@@ -39,6 +39,7 @@ from tests.faults.faultutil import (
     scalar,
     wait_converged,
 )
+from tests.faults.oracle import check_against_postgres, expected_from_published
 from tests.pipelineutil import put, wait_for
 from tests.stackutil import REPO
 
@@ -112,6 +113,8 @@ def test_consumer_kill9_mid_batch_applies_every_event_exactly_once(
     wait_converged(settings, ns, objects=total, timeout=90, procs=procs)
     assert_graph_matches_postgres(settings, ns)
     assert dead_letters_mentioning(settings, [str(ns)]) == []
+    check_against_postgres(settings, ns, expected_from_published(ns, [e for e, _ in events]),
+                           procs=procs)
     replayed = sum(int(n) for n in re.findall(r"(\d+) duplicates",
                                               procs.log_since_start("consumer")))
     log.info("consumer crash: killed at %d/%d rows (%d after kill), %d replayed events were "
@@ -168,6 +171,8 @@ def test_worker_and_relay_kill9_mid_work_converge(pipeline_procs: ProcSet) -> No
                 ns) == [(0,)]
     assert_graph_matches_postgres(settings, ns)
     assert len(pg_edges(settings, ns)) == len(links)
+    check_against_postgres(settings, ns, expected_from_published(
+        ns, [e for e, _ in events + links]), procs=procs)
     procs.assert_alive(*PIPELINE)
     log.info("worker crash: relay killed at %s, worker at %s, converged %s", relay_at_kill,
              worker_at_kill, converged)

@@ -1,0 +1,126 @@
+"""Restarts of the services under a running pipeline and a publisher that keeps publishing.
+
+The broker (and its S3 store) and Postgres are restarted mid-ingest of a mixed workload (puts
+that chunk, re-puts, soft deletes, revivals, stale versions, links, link re-puts and deletes,
+poison events). Afterwards the oracle (tests/faults/oracle.py) replays the log and demands that
+Postgres holds exactly the state it implies, every event is applied once or dead-lettered with
+its reason, nothing is duplicated, the graph matches and `brainstream verify` exits 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from pipeline.services.broker import BrokerService, S3StoreService
+from pipeline.services.postgres import PostgresService
+from pipeline.settings import Settings
+from tests.faults.faultutil import PIPELINE, ProcSet, elapsed, rows, scalar
+from tests.faults.oracle import (
+    Expected,
+    check_against_postgres,
+    expected_from_log,
+    expected_from_published,
+    missing_from_log,
+    summary,
+)
+from tests.faults.workload import BackgroundPublisher, mixed_events
+from tests.pipelineutil import wait_for
+
+pytestmark = [pytest.mark.stack, pytest.mark.slow]
+log = logging.getLogger(__name__)
+
+# Links may overtake their endpoints' puts (other partitions) by a whole outage: they wait.
+PROC_ENV = {"BRAINSTREAM_DEFER_SECONDS": "600"}
+OBJECTS = 700  # about 2,100 events per test
+
+
+def _ledger(settings: Settings, ns: uuid.UUID) -> int:
+    return int(scalar(settings, "SELECT count(*) FROM processed_events WHERE namespace_id = %s",
+                      ns))
+
+
+def _check(procs: ProcSet, ns: uuid.UUID, events: list[tuple[dict[str, Any], str]]) -> Expected:
+    """The oracle on what the publisher had acknowledged: nothing acknowledged may be lost."""
+    settings = procs.settings
+    published = [event for event, _ in events]
+    lost = missing_from_log(settings, published)
+    if lost:
+        # Not the pipeline's doing: the embedded broker's defect, documented in
+        # docs/operations.md (Recover). Explicit, never silently green.
+        pytest.xfail(f"the embedded broker (tansu 0.6) lost {len(lost)} acknowledged records "
+                     f"across a restart, e.g. {lost[:2]}")
+    expected = expected_from_published(ns, published)
+    log_view = expected_from_log(settings, ns)
+    assert (log_view.outcomes, log_view.dead) == (expected.outcomes, expected.dead), \
+        "the log implies another outcome than the publisher's order"
+    check_against_postgres(settings, ns, expected, procs=procs, timeout=180)
+    return expected
+
+
+def test_broker_restart_mid_ingest_loses_nothing(pipeline_procs: ProcSet) -> None:
+    procs = pipeline_procs
+    settings = procs.settings
+    ns = uuid.uuid4()
+    events = mixed_events(ns, OBJECTS, seed=1, label="brk")
+    started = time.monotonic()
+    publisher = BackgroundPublisher(settings, events).start()
+    wait_for(lambda: _ledger(settings, ns) >= 300, timeout=60, interval=0.1,
+             what="the consumer under way")
+    broker = BrokerService(settings)
+    at_stop = _ledger(settings, ns)
+    assert broker.stop(), "the broker was not running"
+    time.sleep(2)
+    broker.start()
+    log.info("broker restarted at %d applied events, publisher %d/%d acknowledged", at_stop,
+             publisher.acked, len(events))
+    # Twice: the second restart lands on state the first one left behind.
+    wait_for(lambda: _ledger(settings, ns) >= at_stop + 300, timeout=90, interval=0.2,
+             what="the consumer under way again after the broker restart")
+    again = _ledger(settings, ns)
+    assert broker.stop()
+    broker.start()
+    log.info("broker restarted again at %d applied events, publisher %d/%d acknowledged",
+             again, publisher.acked, len(events))
+    # The broker's storage (s3rver) restarted under the running broker: tansu's uploads fail
+    # meanwhile, so produce requests fail and the publisher sends its chunk again.
+    store = S3StoreService(settings)
+    assert store.stop(), "the S3 store was not running"
+    time.sleep(1)
+    store.start()
+    publisher.wait(timeout=180)
+    assert again < len(events), "the restarts came after the consumer had applied everything"
+    expected = _check(procs, ns, events)
+    procs.assert_alive(*PIPELINE)
+    log.info("broker restart: %s; publisher retried %d chunks; converged in %.1fs",
+             summary(expected), publisher.retries, elapsed(started))
+
+
+def test_postgres_restart_mid_batch_converges(pipeline_procs: ProcSet) -> None:
+    procs = pipeline_procs
+    settings = procs.settings
+    ns = uuid.uuid4()
+    events = mixed_events(ns, OBJECTS, seed=2, label="pgr")
+    started = time.monotonic()
+    publisher = BackgroundPublisher(settings, events).start()
+    wait_for(lambda: _ledger(settings, ns) >= 300, timeout=60, interval=0.05,
+             what="the consumer under way")
+    # First the consumer's own connection, mid-batch; then the whole server.
+    killed = rows(settings, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                  " WHERE application_name = 'brainstream-consumer'")
+    at_stop = _ledger(settings, ns)
+    postgres = PostgresService(settings)
+    assert postgres.stop(), "postgres was not running"
+    time.sleep(3)
+    postgres.start()
+    log.info("postgres restarted at %d applied events (%d consumer backends terminated)",
+             at_stop, len(killed))
+    publisher.wait(timeout=180)
+    assert at_stop < len(events), "the restart came after the consumer had applied everything"
+    expected = _check(procs, ns, events)
+    procs.assert_alive(*PIPELINE)
+    log.info("postgres restart: %s; converged in %.1fs", summary(expected), elapsed(started))
