@@ -32,6 +32,7 @@ from pipeline.errors import (
 )
 from pipeline.index_text import entity_index_text, part_index_text, text_hash
 from pipeline.kinds import KindCatalog
+from pipeline.markers import is_marker
 from pipeline.retry import backoff_seconds
 from pipeline.stores.postgres_events import ObjectHead, ObjectWrite, PgEventStore
 from schemas.events import (
@@ -77,6 +78,7 @@ class BatchOutcome:
     dead: list[DeadLetter] = field(default_factory=list)
     embed_roots: set[uuid.UUID] = field(default_factory=set)
     outbox_rows: int = 0
+    markers: int = 0  # replay markers: skipped, never dead-lettered
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,9 @@ def apply_batch(store: PgEventStore, records: Sequence[RawRecord],
     outcome = BatchOutcome()
     catalog = store.load_catalog()
     for record in records:
+        if is_marker(record.value, record.headers):
+            outcome.markers += 1  # a replay's position mark, not an event
+            continue
         try:
             event = parse_event(record.value, max_bytes=options.max_event_bytes)
         except InvalidInput as exc:
