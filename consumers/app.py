@@ -114,9 +114,11 @@ def _record(event: Any) -> RawRecord:
     message = event.message
     headers: Sequence[tuple[str, bytes]] = message.headers or ()
     value = message.value if isinstance(message.value, bytes) else bytes(message.value or b"")
+    stamp = getattr(message, "timestamp", None)  # seconds (float) in faust
     return RawRecord(topic=message.topic, partition=message.partition, offset=message.offset,
                      key=message.key, value=value,
-                     headers=tuple((str(k), bytes(v or b"")) for k, v in headers))
+                     headers=tuple((str(k), bytes(v or b"")) for k, v in headers),
+                     timestamp_ms=int(stamp * 1000) if stamp and stamp > 0 else None)
 
 
 class _LazyProcessor:

@@ -12,6 +12,7 @@ import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -60,6 +61,15 @@ class RawRecord:
     key: bytes | None
     value: bytes
     headers: tuple[tuple[str, bytes], ...] = ()
+    # the record's Kafka timestamp (ms since the epoch): what its writes are stamped with, so a
+    # replay reproduces created_at / updated_at / deleted_at; None: the transaction's time
+    timestamp_ms: int | None = None
+
+    @property
+    def time(self) -> datetime | None:
+        if self.timestamp_ms is None or self.timestamp_ms < 0:
+            return None
+        return datetime.fromtimestamp(self.timestamp_ms / 1000.0, tz=UTC)
 
 
 @dataclass(frozen=True)
@@ -120,6 +130,7 @@ def apply_batch(store: PgEventStore, records: Sequence[RawRecord],
         except InvalidInput as exc:
             outcome.dead.append(DeadLetter(record, exc))
             continue
+        store.set_event_time(record.time)
         try:
             _apply_one(store, catalog, event, options, outcome)
         except _Defer as wait:
@@ -131,6 +142,7 @@ def apply_batch(store: PgEventStore, records: Sequence[RawRecord],
             outcome.deferred += 1
         except _Failed as failed:
             outcome.dead.append(DeadLetter(record, failed.error, event.event_id))
+    store.set_event_time(None)  # a deferred event applies now, at the transaction's time
     retry_deferred(store, catalog, options, outcome)
     return outcome
 

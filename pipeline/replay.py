@@ -29,7 +29,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, TextIO
 
@@ -151,6 +151,7 @@ class Replay:
         self.topic = base.topic_events
         self.positions: dict[int, int] = {}
         self.markers_seen: dict[int, int] = {}
+        self.marked_at: float | None = None
 
     def run(self) -> ReplayReport:
         """Build the generation, catch up, switch (unless told not to), hand off."""
@@ -194,6 +195,11 @@ class Replay:
             self.say(f"replaying {self.topic} ({len(partitions)} partitions, about {total:,} "
                      f"records up to the markers) into generation {gen.id}")
             processor = BatchProcessor(settings, pool, _CountedLetters(result), _NoTrigger())
+            # A link waiting for an endpoint on another partition waits without a time limit
+            # here: partitions are read one after the other, so minutes of topic may pass
+            # before the endpoint's partition is read. What still waits at the end is decided
+            # by `_expire_deferred`.
+            processor.options = replace(processor.options, defer_seconds=float("inf"))
             embedding = EmbeddingService(settings, pool, build_embedder(settings))
             relay = OutboxRelay(settings, pool, FalkorGraphWriter.from_settings(settings),
                                 _SuppressedChanges(result))
@@ -229,6 +235,7 @@ class Replay:
                     idle_since = time.monotonic()
                 step.work(final=False)
             step.settle()
+            self._expire_deferred(pool, settings, marks, result)
             consumer.commit({TopicPartition(self.topic, p): OffsetAndMetadata(o, "", -1)
                              for p, o in self.positions.items()})
             mark_handoff(self.base, gen.id)
@@ -238,7 +245,29 @@ class Replay:
             consumer.close()
             pool.close()
 
+    def _expire_deferred(self, pool: Any, settings: Settings, marks: dict[int, int],
+                         result: ReplayReport) -> None:
+        """Events still waiting for an endpoint at the hand-off: one from before the marker
+        whose wait would have ended by now (marker time + DEFER_SECONDS) was dead-lettered when
+        first consumed, so it is counted and dropped, not dead-lettered again; any other keeps
+        waiting in the new generation, from the marker's time, for the live pipeline."""
+        expired_before = self.marked_at is not None and \
+            time.time() - self.marked_at > settings.defer_seconds
+        with pool.connection() as conn, conn.transaction():
+            rows = conn.execute("SELECT id, partition, \"offset\", reason_code"
+                                " FROM deferred_events WHERE topic = %s FOR UPDATE",
+                                (self.topic,)).fetchall()
+            gone = [(r[0], r[3]) for r in rows if r[2] < marks.get(r[1], -1) and expired_before]
+            kept = [r[0] for r in rows if r[2] < marks.get(r[1], -1) and not expired_before]
+            conn.execute("DELETE FROM deferred_events WHERE id = ANY(%s)",
+                         ([g[0] for g in gone],))
+            conn.execute("UPDATE deferred_events SET first_seen = to_timestamp(%s)"
+                         " WHERE id = ANY(%s)", (self.marked_at, kept))
+        for _, code in gone:
+            result.rejected[code] += 1
+
     def _publish_markers(self, gen: Generation, partitions: Sequence[int]) -> dict[int, int]:
+        self.marked_at = time.time()
         producer = make_producer(self.base)
         try:
             futures = {}
@@ -302,7 +331,9 @@ class _Step:
                 if marker_generation(m.value, headers) == gen_id:
                     self.replay.markers_seen.setdefault(tp.partition, m.offset)
                 records.append(RawRecord(tp.topic, tp.partition, m.offset, m.key,
-                                         bytes(m.value or b""), headers))
+                                         bytes(m.value or b""), headers,
+                                         m.timestamp if m.timestamp and m.timestamp > 0
+                                         else None))
                 self.replay.positions[tp.partition] = m.offset + 1
         if not records:
             return 0

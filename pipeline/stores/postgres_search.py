@@ -34,11 +34,15 @@ _QUERY_LEXEMES = sql.SQL(
 # tf of each query lexeme in a row: its number of positions in `lexical`. Relabelling the query
 # lexemes' positions with weight A (all others D) and keeping only A leaves a vector of at most
 # len(terms) lexemes, so the per-row unnest is tiny (3x faster than unnesting whole documents).
+# The score is rounded (1e-9) because the sum's terms come in whatever order the join yields
+# them: equal rows must tie exactly (and fall back to ordering by id) in any database, or a
+# replayed generation, whose rows sit in another physical order, ranks ties differently.
 _BM25 = sql.SQL(
     "WITH q(term, idf) AS (SELECT * FROM unnest(%(terms)s::text[], %(idfs)s::float8[]))"
-    " SELECT o.id, sum(q.idf * u.tf * (%(k1)s::float8 + 1)"
+    " SELECT o.id, round(sum(q.idf * u.tf * (%(k1)s::float8 + 1)"
     " / (u.tf + %(k1)s::float8"
-    " * (1 - %(b)s::float8 + %(b)s::float8 * o.doc_len / %(avgdl)s::float8))) AS score"
+    " * (1 - %(b)s::float8 + %(b)s::float8 * o.doc_len / %(avgdl)s::float8)))::numeric, 9)"
+    "::float8 AS score"
     " FROM {from_} CROSS JOIN LATERAL (SELECT x.lexeme,"
     " coalesce(array_length(x.positions, 1), 1) AS tf FROM unnest(ts_filter(setweight("
     "setweight(o.lexical, 'D'), 'A', %(terms)s::text[]), '{{a}}')) AS x) AS u"
