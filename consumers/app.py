@@ -149,18 +149,32 @@ class _LazyProcessor:
             return self._processor.process(records)
 
 
+def _startup_generation(pointer: ActivePointer) -> Generation:
+    """The generation to consume into: the active one, once its replay handed off (a replay that
+    just switched is still committing the group's offsets); waits while Postgres is down."""
+    import psycopg
+
+    while True:
+        try:
+            gen = pointer.current()
+        except psycopg.OperationalError as exc:
+            log.warning("cannot read the active index generation (%s); retrying", exc)
+            time.sleep(1.0)
+            continue
+        if handed_off(gen):
+            return gen
+        log.warning("generation %d is active but its replay has not handed off yet; waiting",
+                    gen.id)
+        time.sleep(1.0)
+
+
 def main() -> None:
     """Run the consumer worker in the foreground (faust's own CLI, without its web server)."""
     import sys
 
     base = load_settings()
     pointer = ActivePointer(base, ttl=1.0)
-    gen = pointer.current()
-    while not handed_off(gen):  # a replay switched and is still committing its offsets
-        log.warning("generation %d is active but its replay has not handed off yet; waiting",
-                    gen.id)
-        time.sleep(1.0)
-        gen = pointer.current()
+    gen = _startup_generation(pointer)
     settings = gen.settings(base)
     log.info("consuming into index generation %d (consumer group %s)", gen.id,
              settings.consumer_group)

@@ -224,8 +224,14 @@ def status(ctx: click.Context, as_json: bool, generation: int | None) -> None:
 
     settings = _active(ctx, generation)
     report = collect(settings, group=settings.consumer_group)
-    click.echo(json.dumps(report.to_dict(), indent=2, default=str) if as_json
-               else render(report))
+    where = {"generation": settings.generation, "graph": settings.graph_name,
+             "consumer_group": settings.consumer_group}
+    if as_json:
+        click.echo(json.dumps({**report.to_dict(), "index": where}, indent=2, default=str))
+    else:
+        click.echo(f"index generation {settings.generation} (graph {settings.graph_name}, "
+                   f"consumer group {settings.consumer_group})")
+        click.echo(render(report))
     if not report.healthy:
         sys.exit(1)
 
@@ -440,9 +446,12 @@ def generations_list(ctx: click.Context, as_json: bool) -> None:
     click.echo(f"{'id':>3}  {'state':9}{'database':26}{'graph':22}{'embedder':12}created")
     for g in gens:
         created = g.created_at.isoformat(timespec="seconds") if g.created_at else "-"
+        notes = [g.note] if g.note else []
+        if g.state in ("active", "building") and g.handoff_at is None and not g.implicit:
+            notes.append("no hand-off yet: the live consumer has not moved to it")
         click.echo(f"{g.id:>3}  {g.state:9}{g.dbname:26}{g.graph_name:22}"
                    f"{g.embedder + '/' + str(g.embedding_dim):12}{created}"
-                   + (f"  ({g.note})" if g.note else ""))
+                   + (f"  ({'; '.join(notes)})" if notes else ""))
 
 
 @generations.command("activate")
