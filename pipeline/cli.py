@@ -250,7 +250,7 @@ def dlq_list(ctx: click.Context, code: str | None, limit: int) -> None:
     from pipeline import dlq as dead
     from pipeline.kafka_io import H_MESSAGE
 
-    letters = dead.read_all(_active(ctx))
+    letters = dead.read_all(_settings(ctx))  # the topic: the same for every generation
     click.echo(f"{len(letters)} dead letter(s)")
     for name, count in dead.summarize(letters):
         click.echo(f"  {name:28} {count}")
@@ -266,7 +266,7 @@ def dlq_show(ctx: click.Context, ref: str) -> None:
     """One dead letter with its headers and original value (REF is partition:offset)."""
     from pipeline import dlq as dead
 
-    click.echo(dead.describe(dead.find(dead.read_all(_active(ctx)), ref)))
+    click.echo(dead.describe(dead.find(dead.read_all(_settings(ctx)), ref)))
 
 
 @dlq.command("retry")

@@ -230,12 +230,16 @@ def create_generation(base: Settings, *, embedder: str, embedding_dim: int,
     report(f"generation {gen.id}: database {gen.dbname}, graph {gen.graph_name}, "
            f"consumer group {gen.consumer_group}, embedder {embedder} ({embedding_dim} dims)")
     settings = gen.settings(base)
-    apply_migrations(settings)
-    _copy_configuration(active_generation(base).settings(base), settings)
-    db = graph_connect(settings)
-    if gen.graph_name in db.list_graphs():
-        db.select_graph(gen.graph_name).delete()  # a leftover graph of the same name
-    prepare_graph(settings, report=report)
+    try:
+        apply_migrations(settings)
+        _copy_configuration(active_generation(base).settings(base), settings)
+        db = graph_connect(settings)
+        if gen.graph_name in db.list_graphs():
+            db.select_graph(gen.graph_name).delete()  # a leftover graph of the same name
+        prepare_graph(settings, report=report)
+    except BaseException as exc:
+        mark_failed(base, gen.id, f"creating the generation: {type(exc).__name__}: {exc}")
+        raise
     return gen
 
 

@@ -227,10 +227,13 @@ class Replay:
                 activate(self.base, gen.id, caught_up=True)
                 result.switched = True
                 self.say(f"generation {gen.id} is active (was {live.id})")
-            # Keep consuming what arrived meanwhile until the topic is idle, then commit: the
-            # live consumer joins the new group only after this hand-off.
+            # Keep consuming what arrived meanwhile until the topic is idle (bounded: under
+            # steady traffic it never is), then commit: the live consumer joins the new group
+            # only after this hand-off and continues from there, so the bound loses nothing.
             idle_since = time.monotonic()
-            while time.monotonic() - idle_since < self.idle_seconds:
+            drain_until = idle_since + max(10.0, 5 * self.idle_seconds)
+            while time.monotonic() - idle_since < self.idle_seconds \
+                    and time.monotonic() < drain_until:
                 if step.consume(self.batch):
                     idle_since = time.monotonic()
                 step.work(final=False)

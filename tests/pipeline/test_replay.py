@@ -83,19 +83,25 @@ def _cli(settings: Settings, *args: str, timeout: float = 600) -> subprocess.Com
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 
-@pytest.fixture(scope="module")
-def rp(stack_settings: Settings) -> Settings:
-    """A second deployment on the session's services: base database, graph, topics, Redis db."""
-    server = stack_settings.effective_postgres_dsn.rsplit("/", 1)[0]
+def _clean(stack_settings: Settings) -> None:
+    """Remove this module's databases and graphs (the session's stack is shared)."""
     with psycopg.connect(stack_settings.effective_postgres_dsn, autocommit=True) as conn:
         for name in (BASE_DB, f"{BASE_DB}_g2", f"{BASE_DB}_g3"):
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
                 sql.Identifier(name)))
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(BASE_DB)))
     db = falkordb.FalkorDB.from_url(stack_settings.effective_falkordb_url)
     for name in db.list_graphs():
         if name == GRAPH or name.startswith(f"{GRAPH}_g"):
             db.select_graph(name).delete()
+
+
+@pytest.fixture(scope="module")
+def rp(stack_settings: Settings) -> Iterator[Settings]:
+    """A second deployment on the session's services: base database, graph, topics, Redis db."""
+    server = stack_settings.effective_postgres_dsn.rsplit("/", 1)[0]
+    _clean(stack_settings)
+    with psycopg.connect(stack_settings.effective_postgres_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(BASE_DB)))
     settings = make_settings(
         data_dir=TEST_DATA_DIR / "replay", postgres_dsn=f"{server}/{BASE_DB}",
         redis_url=f"redis://127.0.0.1:{stack_settings.redis_port}/5",
@@ -105,7 +111,8 @@ def rp(stack_settings: Settings) -> Settings:
     ensure_topics(settings)
     done = _cli(settings, "kinds", "apply", str(EXAMPLES / "kinds.yaml"))
     assert done.returncode == 0, done.stderr
-    return settings
+    yield settings
+    _clean(stack_settings)
 
 
 @dataclass
