@@ -414,7 +414,9 @@ def replay(ctx: click.Context, since: Any, embedder: str | None, switch: bool,
     click.echo(f"generation {result.generation}: {result.records:,} records in "
                f"{result.seconds:,.1f}s: {result.applied:,} applied, {result.duplicates:,} "
                f"duplicates, {result.stale:,} stale, {result.deferred:,} deferred, "
-               f"{result.markers:,} markers; {result.embedded:,} rows embedded")
+               f"{result.markers:,} markers; {result.embedded:,} rows embedded"
+               + (f"; {result.skipped:,} records older than --since skipped"
+                  if result.skipped else ""))
     if rejected:
         codes = ", ".join(f"{code} {n}" for code, n in sorted(result.rejected.items()))
         click.echo(f"{rejected} event(s) rejected again, not re-published to the dead-letter "

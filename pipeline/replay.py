@@ -78,6 +78,7 @@ class ReplayReport:
     stale: int = 0
     deferred: int = 0
     markers: int = 0
+    skipped: int = 0  # older than --since
     rejected: Counter[str] = field(default_factory=Counter)  # by error code, not re-published
     embedded: int = 0
     embed_failed: int = 0
@@ -152,6 +153,7 @@ class Replay:
         self.positions: dict[int, int] = {}
         self.markers_seen: dict[int, int] = {}
         self.marked_at: float | None = None
+        self.since_ms = None if since is None else int(since.timestamp() * 1000)
 
     def run(self) -> ReplayReport:
         """Build the generation, catch up, switch (unless told not to), hand off."""
@@ -208,7 +210,7 @@ class Replay:
                                 stream=self.stream)
             while True:
                 got = step.consume(self.batch)
-                progress.update(result.records)
+                progress.update(result.records + result.skipped)
                 step.work(final=False)
                 if got and len(self.markers_seen) < len(partitions):
                     continue
@@ -289,21 +291,12 @@ class Replay:
     def _assign(self, consumer: KafkaConsumer, partitions: Sequence[int]) -> dict[int, int]:
         tps = [TopicPartition(self.topic, p) for p in partitions]
         consumer.assign(tps)
-        starts: dict[int, int] = {}
-        if self.since is None:
-            consumer.seek_to_beginning(*tps)
-            beginnings = consumer.beginning_offsets(tps)
-            starts = {tp.partition: int(beginnings[tp]) for tp in tps}
-        else:
-            found = consumer.offsets_for_times(
-                {tp: int(self.since.timestamp() * 1000) for tp in tps})
-            beginnings = consumer.beginning_offsets(tps)
-            for tp in tps:
-                hit = found.get(tp)
-                # no record at or after `since` cannot happen (the marker is newer): be safe
-                starts[tp.partition] = int(hit.offset) if hit is not None else int(
-                    beginnings[tp])
-                consumer.seek(tp, starts[tp.partition])
+        # From the beginning even with --since: the embedded broker answers offset-for-time
+        # lookups wrongly (offsets past the time, timestamps rounded to the second), so records
+        # older than `since` are read and skipped by their own timestamp instead.
+        consumer.seek_to_beginning(*tps)
+        beginnings = consumer.beginning_offsets(tps)
+        starts = {tp.partition: int(beginnings[tp]) for tp in tps}
         self.positions = dict(starts)
         return starts
 
@@ -328,16 +321,20 @@ class _Step:
         polled = self.consumer.poll(timeout_ms=200, max_records=limit)
         records: list[RawRecord] = []
         gen_id = self.gen_id
+        since_ms = self.replay.since_ms
         for tp, messages in sorted(polled.items(), key=lambda kv: kv[0].partition):
             for m in messages:
                 headers = tuple((str(k), bytes(v or b"")) for k, v in m.headers or [])
+                self.replay.positions[tp.partition] = m.offset + 1
                 if marker_generation(m.value, headers) == gen_id:
                     self.replay.markers_seen.setdefault(tp.partition, m.offset)
+                elif since_ms is not None and 0 <= (m.timestamp or 0) < since_ms:
+                    self.result.skipped += 1  # older than --since
+                    continue
                 records.append(RawRecord(tp.topic, tp.partition, m.offset, m.key,
                                          bytes(m.value or b""), headers,
                                          m.timestamp if m.timestamp and m.timestamp > 0
                                          else None))
-                self.replay.positions[tp.partition] = m.offset + 1
         if not records:
             return 0
         outcome = self.processor.process(records)

@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC
 from typing import Any
 
 import falkordb
@@ -86,7 +87,7 @@ def _cli(settings: Settings, *args: str, timeout: float = 600) -> subprocess.Com
 def _clean(stack_settings: Settings) -> None:
     """Remove this module's databases and graphs (the session's stack is shared)."""
     with psycopg.connect(stack_settings.effective_postgres_dsn, autocommit=True) as conn:
-        for name in (BASE_DB, f"{BASE_DB}_g2", f"{BASE_DB}_g3"):
+        for name in (BASE_DB, *(f"{BASE_DB}_g{n}" for n in range(2, 6))):
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
                 sql.Identifier(name)))
     db = falkordb.FalkorDB.from_url(stack_settings.effective_falkordb_url)
@@ -429,11 +430,46 @@ def test_live_traffic_lands_once_in_the_new_generation(replayed: Replayed,
     assert sorted(committed) == [0, 1, 2, 3]
 
 
+def test_no_switch_since_then_activate_and_back(replayed: Replayed,
+                                                live_replayed: LiveReplayed) -> None:
+    settings = replayed.settings
+    g3 = get_generation(settings, 3).settings(settings)
+    with psycopg.connect(g3.effective_postgres_dsn) as conn:
+        row = conn.execute("SELECT min(created_at) FROM objects WHERE namespace_id = %s",
+                           (live_replayed.live_ns,)).fetchone()
+    assert row is not None and row[0] is not None
+    since = row[0].astimezone(UTC).replace(tzinfo=None, microsecond=0)  # the CLI takes UTC
+    done = _cli(settings, "replay", "--no-switch", "--since", since.isoformat())
+    assert done.returncode == 0, done.stdout + done.stderr[-4000:]
+    assert "generation 4 is ready" in done.stdout
+    gens = {g.id: g for g in list_generations(settings)}
+    assert gens[3].state == "active" and gens[4].state == "building"
+    assert gens[4].handoff_at is not None and gens[4].since is not None
+    g4 = gens[4].settings(settings)
+    with psycopg.connect(g4.effective_postgres_dsn) as conn:
+        corpus = conn.execute("SELECT count(*) FROM objects WHERE namespace_id::text = ANY(%s)",
+                              (replayed.corpus.namespaces,)).fetchone()
+        live = conn.execute("SELECT count(*) FROM objects WHERE namespace_id = %s",
+                            (live_replayed.live_ns,)).fetchone()
+    assert corpus == (0,)  # published before --since
+    assert live == (len(live_replayed.live_ids),)
+    for target in (4, 3):
+        switched = _cli(settings, "generations", "activate", str(target))
+        assert switched.returncode == 0, switched.stderr
+        wait_for(lambda t=target: _readyz_generation(replayed.client) == t,
+                 timeout=30, what=f"the API to follow generation {target}")
+    event = put(LIVE_NS, kind="company", title="Back on generation 3")
+    replayed.pub.send(event, event["data"]["id"])
+    wait_for(lambda: _all_indexed(g3, [event["data"]["id"]]), timeout=120,
+             what="the live consumer to follow generation 4 and back to 3")
+    live_replayed.live_ids.append(event["data"]["id"])
+
+
 def test_drop_old_generations(replayed: Replayed, live_replayed: LiveReplayed) -> None:
     settings = replayed.settings
     refused = _cli(settings, "generations", "drop", "3", "--yes")
     assert refused.returncode == 2 and "is active" in refused.stderr
-    for gen in ("1", "2"):
+    for gen in ("1", "2", "4"):
         done = _cli(settings, "generations", "drop", gen, "--yes")
         assert done.returncode == 0, done.stderr
     with psycopg.connect(settings.base_postgres_dsn) as conn:
@@ -444,7 +480,7 @@ def test_drop_old_generations(replayed: Replayed, live_replayed: LiveReplayed) -
     graphs = falkordb.FalkorDB.from_url(settings.effective_falkordb_url).list_graphs()
     assert GRAPH not in graphs and f"{GRAPH}_g2" not in graphs and f"{GRAPH}_g3" in graphs
     states = {g.id: g.state for g in list_generations(settings)}
-    assert states == {1: "dropped", 2: "dropped", 3: "active"}
+    assert states == {1: "dropped", 2: "dropped", 3: "active", 4: "dropped"}
     # the API keeps answering from generation 3 (the graph-wide channels of find_objects now
     # also see the live traffic, so only the namespace-local answers are compared)
     now = api_answers(replayed.client, replayed.corpus)
