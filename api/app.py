@@ -35,7 +35,7 @@ from api.schemas import (
     RichObjectOut,
     SearchBody,
 )
-from api.wiring import Services, build_services
+from api.wiring import ActiveServices, Services
 from pipeline.errors import (
     BrainstreamError,
     InvalidInput,
@@ -116,13 +116,17 @@ def create_app(settings: Settings | None = None,
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        own = services is None
-        app.state.services = services or await build_services(settings)
+        if services is not None:  # injected (tests): used as is
+            app.state.services = services
+            yield
+            return
+        # the active index generation, followed across `brainstream replay` switches
+        active = ActiveServices(settings, lambda svc: setattr(app.state, "services", svc))
+        await active.start()
         try:
             yield
         finally:
-            if own:
-                await app.state.services.close()
+            await active.close()
 
     app = FastAPI(title="brainstream read API", version="1", lifespan=lifespan,
                   description="Hybrid search, exact find, entity and link find, and graph "
@@ -275,7 +279,8 @@ def create_app(settings: Settings | None = None,
         ready = all(v == "ok" for v in checks.values())
         return JSONResponse(status_code=200 if ready else 503,
                             content={"status": "ready" if ready else "degraded",
-                                     "checks": checks})
+                                     "checks": checks,
+                                     "generation": svc.settings.generation})
 
     @app.get("/metrics", tags=["ops"], include_in_schema=False)
     async def prometheus() -> Response:

@@ -272,3 +272,67 @@ async def build_services(settings: Settings) -> Services:
                     recipes=RecipeStore(pool, dict(settings.expand_recipes)),
                     result_sets=result_sets, catalog=catalog, graph_reader=graph_reader,
                     embedder=embedder)
+
+
+class ActiveServices:
+    """Follows the active index generation: one `Services` per generation, the pointer re-read
+    every `ttl` seconds in the background. A switch builds the new generation's services first
+    (pools, graph reader, its embedder) and then swaps them in, so no request is answered from a
+    half-built generation nor waits for the build; the old services close after `grace`
+    seconds (requests in flight finish on them)."""
+
+    def __init__(self, base: Settings, publish: Any, *, ttl: float = 1.0,
+                 grace: float = 30.0) -> None:
+        self.base = base
+        self.publish = publish  # called with the new Services (sets app.state.services)
+        self.ttl = ttl
+        self.grace = grace
+        self.current: Services | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._retired: list[Services] = []
+
+    async def start(self) -> Services:
+        from pipeline.generations import active_generation
+
+        gen = await asyncio.to_thread(active_generation, self.base)
+        self.current = await build_services(gen.settings(self.base))
+        self.publish(self.current)
+        self._spawn(self._follow())
+        return self.current
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _follow(self) -> None:
+        from pipeline.generations import active_generation
+
+        while True:
+            await asyncio.sleep(self.ttl)
+            try:
+                gen = await asyncio.to_thread(active_generation, self.base)
+                if self.current is None or gen.id == self.current.settings.generation:
+                    continue
+                fresh = await build_services(gen.settings(self.base))
+            except Exception as exc:  # keep serving the current generation; retry next tick
+                log.warning("cannot follow the active generation: %s", exc)
+                continue
+            old, self.current = self.current, fresh
+            self.publish(fresh)
+            log.info("reads switched to index generation %d", gen.id)
+            self._retired.append(old)
+            self._spawn(self._close_later(old))
+
+    async def _close_later(self, old: Services) -> None:
+        await asyncio.sleep(self.grace)
+        if old in self._retired:
+            self._retired.remove(old)
+            await old.close()
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        for svc in [*self._retired, *([self.current] if self.current else [])]:
+            await svc.close()
+        self._retired.clear()

@@ -8,6 +8,12 @@ that leaves the loop makes faust acknowledge the failed batch and everything buf
 So the body never raises: `BatchProcessor.process` retries until the batch is durable (or each
 bad event is dead-lettered), and if even that is impossible the process ends with `os._exit(1)`
 before anything is acknowledged.
+
+Index generations: the consumer writes the active generation's database under that generation's
+consumer group. A timer re-reads the generation pointer every second; once a replay switched
+generations *and* committed the new group's offsets (the hand-off), the consumer waits for its
+batch in flight to be durable and re-executes itself, joining the new group where the replay
+stopped. Events applied twice around the hand-off are no-ops (the processed-event ledger).
 """
 
 from __future__ import annotations
@@ -15,13 +21,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
 import faust
 
 from pipeline.consume import BatchProcessor
+from pipeline.generations import ActivePointer, Generation
 from pipeline.ingest import RawRecord
 from pipeline.kafka_io import DeadLetterWriter, make_producer
 from pipeline.settings import Settings, load_settings
@@ -34,11 +43,12 @@ def _broker_urls(settings: Settings) -> list[str]:
     return [f"kafka://{host.strip()}" for host in settings.effective_kafka_bootstrap.split(",")]
 
 
-def create_app(settings: Settings) -> faust.App:
+def create_app(settings: Settings, pointer: ActivePointer | None = None) -> faust.App:
+    """The faust app of `settings`' generation; with a `pointer`, it follows switches."""
     datadir = settings.resolved_data_dir / "faust"
     datadir.mkdir(parents=True, exist_ok=True)
     app = faust.App(
-        "brainstream-consumer",
+        settings.consumer_group,  # the group id: one per index generation
         broker=_broker_urls(settings),
         datadir=str(datadir),
         web_enabled=False,
@@ -71,16 +81,44 @@ def create_app(settings: Settings) -> faust.App:
                      "%d dead-lettered", len(records), outcome.applied, outcome.duplicates,
                      outcome.stale, outcome.deferred, len(outcome.dead))
 
+    if pointer is not None:
+
+        @app.timer(interval=1.0)  # type: ignore[untyped-decorator]
+        async def follow_generation() -> None:
+            gen = await asyncio.to_thread(pointer.current)
+            if gen.id == settings.generation or not handed_off(gen):
+                return
+            log.info("generation %d is active and handed off: finishing the batch in flight, "
+                     "then joining consumer group %s", gen.id, gen.consumer_group)
+            # Holding the lock means no batch is in flight: all we applied is durable.
+            await asyncio.to_thread(processor.hold)
+            reexec()
+
     return app
+
+
+def handed_off(gen: Generation) -> bool:
+    """Whether a live consumer may join the generation's group (the replay committed its
+    offsets; generation 1 never had a replay)."""
+    return gen.implicit or gen.handoff_at is not None
+
+
+def reexec() -> None:
+    """Replace this process with a fresh consumer (same pid, same command line)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
 
 
 def _record(event: Any) -> RawRecord:
     message = event.message
     headers: Sequence[tuple[str, bytes]] = message.headers or ()
     value = message.value if isinstance(message.value, bytes) else bytes(message.value or b"")
+    stamp = getattr(message, "timestamp", None)  # seconds (float) in faust
     return RawRecord(topic=message.topic, partition=message.partition, offset=message.offset,
                      key=message.key, value=value,
-                     headers=tuple((str(k), bytes(v or b"")) for k, v in headers))
+                     headers=tuple((str(k), bytes(v or b"")) for k, v in headers),
+                     timestamp_ms=int(stamp * 1000) if stamp and stamp > 0 else None)
 
 
 class _LazyProcessor:
@@ -90,6 +128,10 @@ class _LazyProcessor:
         self.settings = settings
         self._processor: BatchProcessor | None = None
         self._lock = threading.Lock()
+
+    def hold(self) -> None:
+        """Wait for the batch in flight and keep every later one out (before a re-exec)."""
+        self._lock.acquire()
 
     def process(self, records: Sequence[RawRecord]) -> Any:
         with self._lock:
@@ -107,15 +149,39 @@ class _LazyProcessor:
             return self._processor.process(records)
 
 
+def _startup_generation(pointer: ActivePointer) -> Generation:
+    """The generation to consume into: the active one, once its replay handed off (a replay that
+    just switched is still committing the group's offsets); waits while Postgres is down."""
+    import psycopg
+
+    while True:
+        try:
+            gen = pointer.current()
+        except psycopg.OperationalError as exc:
+            log.warning("cannot read the active index generation (%s); retrying", exc)
+            time.sleep(1.0)
+            continue
+        if handed_off(gen):
+            return gen
+        log.warning("generation %d is active but its replay has not handed off yet; waiting",
+                    gen.id)
+        time.sleep(1.0)
+
+
 def main() -> None:
     """Run the consumer worker in the foreground (faust's own CLI, without its web server)."""
     import sys
 
-    settings = load_settings()
+    base = load_settings()
+    pointer = ActivePointer(base, ttl=1.0)
+    gen = _startup_generation(pointer)
+    settings = gen.settings(base)
+    log.info("consuming into index generation %d (consumer group %s)", gen.id,
+             settings.consumer_group)
     if settings.consumer_metrics_port:
         from pipeline.metrics import serve
 
         serve(settings, settings.consumer_metrics_port, lag=True)
-    app = create_app(settings)
+    app = create_app(settings, pointer)
     sys.argv = ["brainstream-consumer", "worker", "--without-web", "--loglevel", "info"]
     app.main()

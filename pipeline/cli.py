@@ -27,6 +27,19 @@ def _settings(ctx: click.Context) -> Settings:
     return settings
 
 
+def _active(ctx: click.Context, generation: int | None = None) -> Settings:
+    """The settings addressing the active index generation (or the named one): every command
+    that reads or writes the index acts on it."""
+    from pipeline.generations import resolve
+
+    return resolve(_settings(ctx), generation)
+
+
+def _generation_option(func: F) -> F:
+    return click.option("--generation", "generation", type=int, default=None,
+                        help="Act on this index generation (default: the active one).")(func)
+
+
 def _echo(line: str) -> None:
     click.echo(line)
 
@@ -115,16 +128,13 @@ def services_status(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def migrate(ctx: click.Context, postgres: bool, graph: bool, topics: bool) -> None:
     """Bring Postgres, the graph and the Kafka topics to the current schema (idempotent)."""
+    from pipeline.generations import migrate_generations
+
     settings = _settings(ctx)
+    # every index generation (the base database first; it holds the generations' table)
+    applied = migrate_generations(settings, postgres=postgres, graph=graph, report=_echo)
     if postgres:
-        from pipeline.migrations import apply_migrations
-
-        applied = apply_migrations(settings, report=_echo)
         click.echo(f"postgres: {len(applied)} migration(s) applied")
-    if graph:
-        from pipeline.graph.schema import prepare_graph
-
-        prepare_graph(settings, report=_echo)
     if topics:
         from pipeline.topics import ensure_topics
 
@@ -144,13 +154,20 @@ def kinds() -> None:
 @click.pass_context
 def kinds_apply(ctx: click.Context, path: Path) -> None:
     """Apply a kinds.yaml additively: new kinds and fields are added, nothing is removed."""
+    from pipeline.generations import apply_to_live
     from pipeline.kinds import load_catalog
     from pipeline.stores.postgres_kinds import apply_catalog
 
-    settings = _settings(ctx)
     incoming = load_catalog(path.read_text(encoding="utf-8"))
-    with psycopg.connect(settings.effective_postgres_dsn) as conn:
-        merged = apply_catalog(conn, incoming)
+    merged: list[object] = []
+
+    def apply(settings: Settings) -> None:
+        nonlocal merged
+        with psycopg.connect(settings.effective_postgres_dsn) as conn:
+            merged = list(apply_catalog(conn, incoming))
+
+    # the active generation and one a replay is building: both must validate alike
+    apply_to_live(_settings(ctx), apply)
     click.echo(f"applied {len(incoming)} kind(s) from {path}; the catalog has {len(merged)}")
 
 
@@ -163,7 +180,7 @@ def kinds_list(ctx: click.Context) -> None:
     from pipeline.kinds import catalog_to_dict
     from pipeline.stores.postgres_kinds import read_catalog
 
-    with psycopg.connect(_settings(ctx).effective_postgres_dsn) as conn:
+    with psycopg.connect(_active(ctx).effective_postgres_dsn) as conn:
         specs = read_catalog(conn)
     click.echo(yaml.safe_dump(catalog_to_dict(specs), sort_keys=False), nl=False)
 
@@ -198,15 +215,23 @@ def publish(ctx: click.Context, path: Path, namespace: uuid.UUID | None, source:
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@_generation_option
 @click.pass_context
-def status(ctx: click.Context, as_json: bool) -> None:
+def status(ctx: click.Context, as_json: bool, generation: int | None) -> None:
     """Services, consumer lag per partition, outbox and embedding backlog, waiting events and
-    dead letters; exit status 1 when something is unhealthy."""
+    dead letters of the active index generation; exit status 1 when something is unhealthy."""
     from pipeline.status import collect, render
 
-    report = collect(_settings(ctx))
-    click.echo(json.dumps(report.to_dict(), indent=2, default=str) if as_json
-               else render(report))
+    settings = _active(ctx, generation)
+    report = collect(settings, group=settings.consumer_group)
+    where = {"generation": settings.generation, "graph": settings.graph_name,
+             "consumer_group": settings.consumer_group}
+    if as_json:
+        click.echo(json.dumps({**report.to_dict(), "index": where}, indent=2, default=str))
+    else:
+        click.echo(f"index generation {settings.generation} (graph {settings.graph_name}, "
+                   f"consumer group {settings.consumer_group})")
+        click.echo(render(report))
     if not report.healthy:
         sys.exit(1)
 
@@ -225,7 +250,7 @@ def dlq_list(ctx: click.Context, code: str | None, limit: int) -> None:
     from pipeline import dlq as dead
     from pipeline.kafka_io import H_MESSAGE
 
-    letters = dead.read_all(_settings(ctx))
+    letters = dead.read_all(_settings(ctx))  # the topic: the same for every generation
     click.echo(f"{len(letters)} dead letter(s)")
     for name, count in dead.summarize(letters):
         click.echo(f"  {name:28} {count}")
@@ -260,12 +285,13 @@ def dlq_retry(ctx: click.Context, refs: tuple[str, ...], code: str | None,
     if not (refs or code or everything):
         raise InvalidInput("name letters (partition:offset), --code CODE or --all",
                            field="refs")
-    letters = dead.read_all(_settings(ctx))
+    settings = _active(ctx)
+    letters = dead.read_all(settings)
     chosen = [d for d in letters if everything or d.ref in refs or (code and d.code == code)]
     missing = set(refs) - {d.ref for d in chosen}
     if missing:
         raise InvalidInput(f"no dead letter {sorted(missing)[0]}", field="refs")
-    counts = dead.retry(_settings(ctx), chosen)
+    counts = dead.retry(settings, chosen)
     click.echo(f"re-drove {counts['republished']} to the input topic, {counts['reembed']} back "
                f"to embedding; {counts['skipped']} were re-driven before")
 
@@ -273,8 +299,9 @@ def dlq_retry(ctx: click.Context, refs: tuple[str, ...], code: str | None,
 @main.command()
 @click.option("--older-than", "older_than", required=True,
               help="Retention, e.g. 30d, 12h: what was soft-deleted before that goes.")
+@_generation_option
 @click.pass_context
-def purge(ctx: click.Context, older_than: str) -> None:
+def purge(ctx: click.Context, older_than: str, generation: int | None) -> None:
     """Hard-delete soft-deleted objects (with parts and links) past a retention."""
     from pipeline.purge import parse_age
     from pipeline.purge import purge as run_purge
@@ -284,7 +311,7 @@ def purge(ctx: click.Context, older_than: str) -> None:
     def show(result: object) -> None:
         click.echo(f"  ... {getattr(result, 'objects', 0)} objects so far", err=True)
 
-    result = run_purge(_settings(ctx), age, progress=show)
+    result = run_purge(_active(ctx, generation), age, progress=show)
     click.echo(f"purged {result.objects} objects, {result.parts} parts, {result.links} links, "
                f"{result.outbox_rows} finished outbox rows (soft-deleted before {older_than} ago)")
 
@@ -294,13 +321,14 @@ def purge(ctx: click.Context, older_than: str) -> None:
               "rebuild a vector index that no longer answers.")
 @click.option("--sample", type=int, default=200, show_default=True,
               help="Vectors to look up in the vector index (0 skips the check).")
+@_generation_option
 @click.pass_context
-def verify(ctx: click.Context, repair: bool, sample: int) -> None:
+def verify(ctx: click.Context, repair: bool, sample: int, generation: int | None) -> None:
     """Report every disagreement between Postgres and the graph; exit 1 on drift."""
     from pipeline.verify import repair as run_repair
     from pipeline.verify import verify as run_verify
 
-    settings = _settings(ctx)
+    settings = _active(ctx, generation)
     drift = run_verify(settings, vector_sample=sample)
     click.echo(f"checked {drift.nodes_checked} objects and {drift.edges_checked} links")
     for name, count in drift.summary():
@@ -321,26 +349,139 @@ def graph() -> None:
 
 
 @graph.command("rebuild")
+@_generation_option
 @click.pass_context
-def graph_rebuild(ctx: click.Context) -> None:
+def graph_rebuild(ctx: click.Context, generation: int | None) -> None:
     """Drop the graph and re-project it from Postgres (nodes, edges, indexes), with progress."""
     from pipeline.rebuild import rebuild_graph
 
-    queued = rebuild_graph(_settings(ctx))
+    queued = rebuild_graph(_active(ctx, generation))
     click.echo(f"graph rebuilt from {queued} objects and links")
 
 
 @main.command()
+@_generation_option
 @click.pass_context
-def reembed(ctx: click.Context) -> None:
-    """Re-embed every object with the configured model (same dimension), then re-sync the graph.
+def reembed(ctx: click.Context, generation: int | None) -> None:
+    """Re-embed every object with the generation's model (same dimension), then re-sync the
+    graph.
 
-    A model of another dimension needs a fresh database: `migrate` refuses the change.
+    A model of another dimension needs a new generation: `brainstream replay --embedder`.
     """
     from pipeline.rebuild import reembed as run_reembed
 
-    count = run_reembed(_settings(ctx))
+    count = run_reembed(_active(ctx, generation))
     click.echo(f"re-embedded {count} rows")
+
+
+# -- index generations --------------------------------------------------------------------
+
+
+@main.command()
+@click.option("--since", type=click.DateTime(formats=["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S",
+                                                      "%Y-%m-%dT%H:%M:%S%z"]),
+              default=None, help="Start at the first record at or after this time (UTC unless "
+              "it names an offset) instead of the earliest offset.")
+@click.option("--embedder", type=click.Choice(["minilm", "static", "http"]), default=None,
+              help="Embedder of the new generation (default: BRAINSTREAM_EMBEDDER).")
+@click.option("--switch/--no-switch", default=True, show_default=True,
+              help="Activate the new generation once it caught up (or leave that to "
+              "`generations activate`).")
+@click.option("--batch", type=int, default=None,
+              help="Records per batch (default: BRAINSTREAM_CONSUMER_BATCH_SIZE).")
+@click.pass_context
+def replay(ctx: click.Context, since: Any, embedder: str | None, switch: bool,
+           batch: int | None) -> None:
+    """Rebuild the index from the input topic into a new generation, then switch to it.
+
+    The API and the pipeline keep using the active generation meanwhile. The replay publishes
+    a marker record to every partition, consumes from the earliest offset (or --since) with the
+    new generation's consumer group, and switches once it is past its markers with nothing
+    left to embed or project. Progress (records, rate, ETA) goes to stderr.
+    """
+    import logging
+    from datetime import UTC
+
+    from pipeline.replay import Replay
+
+    logging.getLogger("kafka").setLevel(logging.WARNING)  # keep the progress line readable
+
+    if since is not None and since.tzinfo is None:
+        since = since.replace(tzinfo=UTC)
+    result = Replay(_settings(ctx), since=since, embedder=embedder, switch=switch,
+                    batch=batch, report=_echo).run()
+    rejected = sum(result.rejected.values())
+    click.echo(f"generation {result.generation}: {result.records:,} records in "
+               f"{result.seconds:,.1f}s: {result.applied:,} applied, {result.duplicates:,} "
+               f"duplicates, {result.stale:,} stale, {result.deferred:,} deferred, "
+               f"{result.markers:,} markers; {result.embedded:,} rows embedded"
+               + (f"; {result.skipped:,} records older than --since skipped"
+                  if result.skipped else ""))
+    if rejected:
+        codes = ", ".join(f"{code} {n}" for code, n in sorted(result.rejected.items()))
+        click.echo(f"{rejected} event(s) rejected again, not re-published to the dead-letter "
+                   f"topic ({codes})")
+    if result.embed_failed:
+        click.echo(f"{result.embed_failed} row(s) failed to embed (marked failed; see "
+                   "`status --generation`)")
+    click.echo(f"generation {result.generation} is active" if result.switched else
+               f"generation {result.generation} is ready; switch with `brainstream "
+               f"generations activate {result.generation}`")
+
+
+@main.group(cls=_Group)
+def generations() -> None:
+    """Index generations: list them, switch the active one, drop old ones."""
+
+
+@generations.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@click.pass_context
+def generations_list(ctx: click.Context, as_json: bool) -> None:
+    """Every generation with its state, database, graph, consumer group and embedder."""
+    from pipeline.generations import list_generations
+
+    gens = list_generations(_settings(ctx))
+    if as_json:
+        click.echo(json.dumps([g.__dict__ for g in gens], indent=2, default=str))
+        return
+    click.echo(f"{'id':>3}  {'state':9}{'database':26}{'graph':22}{'embedder':12}created")
+    for g in gens:
+        created = g.created_at.isoformat(timespec="seconds") if g.created_at else "-"
+        notes = [g.note] if g.note else []
+        if g.state in ("active", "building") and g.handoff_at is None and not g.implicit:
+            notes.append("no hand-off yet: the live consumer has not moved to it")
+        click.echo(f"{g.id:>3}  {g.state:9}{g.dbname:26}{g.graph_name:22}"
+                   f"{g.embedder + '/' + str(g.embedding_dim):12}{created}"
+                   + (f"  ({'; '.join(notes)})" if notes else ""))
+
+
+@generations.command("activate")
+@click.argument("generation", type=int)
+@click.pass_context
+def generations_activate(ctx: click.Context, generation: int) -> None:
+    """Make a built (or retired) generation the active one: readers switch within seconds and
+    the live consumer moves to its consumer group."""
+    from pipeline.generations import activate
+
+    gen = activate(_settings(ctx), generation)
+    click.echo(f"generation {gen.id} is active ({gen.dbname}, graph {gen.graph_name})")
+
+
+@generations.command("drop")
+@click.argument("generation", type=int)
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_context
+def generations_drop(ctx: click.Context, generation: int, yes: bool) -> None:
+    """Drop a generation that is not active: its database and its graph (generation 1, the
+    base database holding the control table, is emptied instead of dropped)."""
+    from pipeline.generations import drop_generation
+
+    if not yes:
+        click.confirm(f"drop index generation {generation} (its data cannot be recovered)?",
+                      abort=True)
+    drop_generation(_settings(ctx), generation, report=_echo)
+    click.echo(f"generation {generation} dropped")
 
 
 # -- pipeline processes -------------------------------------------------------------------

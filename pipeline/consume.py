@@ -21,7 +21,7 @@ from psycopg_pool import ConnectionPool
 from pipeline import metrics
 from pipeline.errors import Unavailable
 from pipeline.ingest import BatchOutcome, IngestOptions, RawRecord, apply_batch
-from pipeline.kafka_io import DeadLetterWriter, dead_letter_headers
+from pipeline.kafka_io import dead_letter_headers
 from pipeline.retry import backoff_seconds
 from pipeline.settings import Settings
 from pipeline.stores.postgres_events import PgEventStore
@@ -35,6 +35,13 @@ class WorkTrigger(Protocol):
     def embed(self, roots: Sequence[uuid.UUID]) -> None: ...
 
     def relay(self) -> None: ...
+
+
+class DeadLetterSink(Protocol):
+    """Where rejected records go (the dead-letter topic; a replay only counts them)."""
+
+    def send(self, letters: Sequence[tuple[bytes | None, bytes, list[tuple[str, bytes]]]],
+             timeout: float = 30.0) -> None: ...
 
 
 class ConsumerStuck(Exception):
@@ -54,7 +61,7 @@ def ingest_options(settings: Settings) -> IngestOptions:
 class BatchProcessor:
     """Applies consumed batches to Postgres exactly once in effect."""
 
-    def __init__(self, settings: Settings, pool: ConnectionPool, dead_letters: DeadLetterWriter,
+    def __init__(self, settings: Settings, pool: ConnectionPool, dead_letters: DeadLetterSink,
                  trigger: WorkTrigger, *, give_up_after: float = 600.0) -> None:
         self.options = ingest_options(settings)
         self.pool = pool
@@ -110,7 +117,7 @@ class BatchProcessor:
 def _count(outcome: BatchOutcome) -> None:
     for name, value in (("applied", outcome.applied), ("duplicate", outcome.duplicates),
                         ("stale", outcome.stale), ("deferred", outcome.deferred),
-                        ("dead_lettered", len(outcome.dead))):
+                        ("dead_lettered", len(outcome.dead)), ("marker", outcome.markers)):
         if value:
             metrics.EVENTS.labels(name).inc(value)
     for letter in outcome.dead:

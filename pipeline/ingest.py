@@ -12,6 +12,7 @@ import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -32,6 +33,7 @@ from pipeline.errors import (
 )
 from pipeline.index_text import entity_index_text, part_index_text, text_hash
 from pipeline.kinds import KindCatalog
+from pipeline.markers import is_marker
 from pipeline.retry import backoff_seconds
 from pipeline.stores.postgres_events import ObjectHead, ObjectWrite, PgEventStore
 from schemas.events import (
@@ -59,6 +61,15 @@ class RawRecord:
     key: bytes | None
     value: bytes
     headers: tuple[tuple[str, bytes], ...] = ()
+    # the record's Kafka timestamp (ms since the epoch): what its writes are stamped with, so a
+    # replay reproduces created_at / updated_at / deleted_at; None: the transaction's time
+    timestamp_ms: int | None = None
+
+    @property
+    def time(self) -> datetime | None:
+        if self.timestamp_ms is None or self.timestamp_ms < 0:
+            return None
+        return datetime.fromtimestamp(self.timestamp_ms / 1000.0, tz=UTC)
 
 
 @dataclass(frozen=True)
@@ -77,6 +88,7 @@ class BatchOutcome:
     dead: list[DeadLetter] = field(default_factory=list)
     embed_roots: set[uuid.UUID] = field(default_factory=set)
     outbox_rows: int = 0
+    markers: int = 0  # replay markers: skipped, never dead-lettered
 
 
 @dataclass(frozen=True)
@@ -110,11 +122,15 @@ def apply_batch(store: PgEventStore, records: Sequence[RawRecord],
     outcome = BatchOutcome()
     catalog = store.load_catalog()
     for record in records:
+        if is_marker(record.value, record.headers):
+            outcome.markers += 1  # a replay's position mark, not an event
+            continue
         try:
             event = parse_event(record.value, max_bytes=options.max_event_bytes)
         except InvalidInput as exc:
             outcome.dead.append(DeadLetter(record, exc))
             continue
+        store.set_event_time(record.time)
         try:
             _apply_one(store, catalog, event, options, outcome)
         except _Defer as wait:
@@ -126,6 +142,7 @@ def apply_batch(store: PgEventStore, records: Sequence[RawRecord],
             outcome.deferred += 1
         except _Failed as failed:
             outcome.dead.append(DeadLetter(record, failed.error, event.event_id))
+    store.set_event_time(None)  # a deferred event applies now, at the transaction's time
     retry_deferred(store, catalog, options, outcome)
     return outcome
 

@@ -22,7 +22,7 @@ from pipeline.settings import Settings
 log = logging.getLogger(__name__)
 
 EVENTS = Counter("brainstream_events_total", "Events consumed, by outcome",
-                 ["outcome"])  # applied | duplicate | stale | deferred | dead_lettered
+                 ["outcome"])  # applied | duplicate | stale | deferred | dead_lettered | marker
 DEAD_LETTERS = Counter("brainstream_dead_letters_total", "Dead-lettered events, by error code",
                        ["code"])
 BATCH_SECONDS = Histogram("brainstream_consumer_batch_seconds",
@@ -77,13 +77,12 @@ class StateCollector(Collector):
 
     def _lag(self) -> Iterator[GaugeMetricFamily]:
         from pipeline.kafka_offsets import committed_offsets, read_tails
-        from pipeline.status import CONSUMER_GROUP
 
         gauge = GaugeMetricFamily("brainstream_consumer_lag", "Records not yet consumed",
                                   labels=["partition"])
         try:
             topic = self.settings.topic_events
-            committed = committed_offsets(self.settings, topic, CONSUMER_GROUP)
+            committed = committed_offsets(self.settings, topic, self.settings.consumer_group)
             for tail in read_tails(self.settings, topic, committed, max_seconds=2.0):
                 gauge.add_metric([str(tail.partition)], float(tail.count))
         except Exception as exc:

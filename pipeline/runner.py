@@ -72,8 +72,7 @@ class _Stop(Exception):
 
 def run_up(settings: Settings, *, stop_services: bool, report: Report) -> None:
     """Start everything and supervise it until Ctrl-C or a child exits."""
-    from pipeline.graph.schema import prepare_graph
-    from pipeline.migrations import apply_migrations
+    from pipeline.generations import migrate_generations
     from pipeline.services.stack import Stack
     from pipeline.topics import ensure_topics
 
@@ -88,8 +87,7 @@ def run_up(settings: Settings, *, stop_services: bool, report: Report) -> None:
     signal.signal(signal.SIGTERM, on_signal)
     exit_code = 0
     try:
-        apply_migrations(settings, report=report)
-        prepare_graph(settings, report=report)
+        migrate_generations(settings, report=report)
         ensure_topics(settings, report=report)
         env: dict[str, str] = {}
         if not settings.api_keys:

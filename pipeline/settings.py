@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, PrivateAttr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pipeline.errors import ConfigError
@@ -100,6 +100,13 @@ class Settings(BaseSettings):
     trigram_threshold: float = Field(default=0.3, gt=0, le=1)
     expand_recipes: dict[str, dict[str, object]] = Field(default_factory=dict)
 
+    # Which index generation these settings address (pipeline/generations.py). Not settings an
+    # operator sets: `Settings.for_generation` fills them from the control table. Generation 1
+    # is the base database and graph, so unresolved settings address it.
+    _generation: int = PrivateAttr(default=1)
+    _generation_dbname: str | None = PrivateAttr(default=None)
+    _consumer_group: str = PrivateAttr(default="brainstream-consumer")
+
     @field_validator("api_keys", "expand_recipes", mode="before")
     @classmethod
     def _parse_json_object(cls, value: object) -> object:
@@ -145,11 +152,42 @@ class Settings(BaseSettings):
         )
 
     @property
-    def effective_postgres_dsn(self) -> str:
-        """The DSN of the configured external Postgres, or of the embedded one."""
+    def base_postgres_dsn(self) -> str:
+        """The DSN of the base database (generation 1, which holds the generations' control
+        table): the configured external Postgres, or the embedded one."""
         if self.postgres_dsn:
             return self.postgres_dsn
         return f"postgresql://postgres@127.0.0.1:{self.pg_port}/{self.pg_database}"
+
+    @property
+    def effective_postgres_dsn(self) -> str:
+        """The DSN of the database of the generation these settings address."""
+        if self._generation_dbname is None:
+            return self.base_postgres_dsn
+        from psycopg.conninfo import make_conninfo
+
+        return make_conninfo(self.base_postgres_dsn, dbname=self._generation_dbname)
+
+    @property
+    def generation(self) -> int:
+        """The index generation these settings address (1 unless resolved to another)."""
+        return self._generation
+
+    @property
+    def consumer_group(self) -> str:
+        """The Kafka consumer group of the live consumer for this generation."""
+        return self._consumer_group
+
+    def for_generation(self, generation: int, *, dbname: str | None, graph_name: str,
+                       consumer_group: str, embedder: str, embedding_dim: int) -> Settings:
+        """A copy addressing one index generation: its database, graph, consumer group and
+        embedder (a generation may have been built with another model than the settings')."""
+        copy = self.model_copy(update={"graph_name": graph_name, "embedder": embedder,
+                                       "embedding_dim": embedding_dim})
+        copy._generation = generation
+        copy._generation_dbname = dbname
+        copy._consumer_group = consumer_group
+        return copy
 
     @property
     def effective_kafka_bootstrap(self) -> str:

@@ -1,5 +1,7 @@
 """Per-process resources of a worker, created lazily after Celery forks its pool processes
-(connections and producers must not cross a fork)."""
+(connections and producers must not cross a fork), for the active index generation: every task
+asks `runtime()`, which re-reads the generation pointer (at most once a second) and rebuilds the
+resources when a replay switched generations, so embedding, the relay and the sweep follow."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from psycopg_pool import ConnectionPool
 from pipeline.consume import BatchProcessor
 from pipeline.embedders import build_embedder
 from pipeline.embedders.base import Embedder
+from pipeline.generations import ActivePointer
 from pipeline.graph.falkordb import FalkorGraphWriter
 from pipeline.kafka_io import DeadLetterWriter, KafkaChangeSink, make_producer
 from pipeline.settings import Settings, load_settings
@@ -40,33 +43,53 @@ class Runtime:
 
 _lock = threading.Lock()
 _runtime: Runtime | None = None
+_pointer: ActivePointer | None = None
 _pid: int | None = None
 
 
 def runtime() -> Runtime:
-    """This process's resources (re-created in a forked child)."""
-    global _runtime, _pid
+    """This process's resources for the active generation (re-created in a forked child and
+    after a switch)."""
+    global _runtime, _pointer, _pid
     with _lock:
-        if _runtime is None or _pid != os.getpid():
-            settings = load_settings()
-            from workers.app import app
-            from workers.triggers import CeleryTrigger
-
-            producer = make_producer(settings)
-            pool = make_pool(settings, min_size=1, max_size=4, name="brainstream-worker")
-            dead_letters = DeadLetterWriter(producer, settings.topic_dlq)
-            _runtime = Runtime(
-                settings=settings,
-                pool=pool,
-                producer=producer,
-                # one torch thread per pool process: N processes x default threads would
-                # oversubscribe the cores (measured: 89 vs 72 ms CPU per MiniLM passage)
-                embedder=build_embedder(settings, num_threads=max(
-                    1, (os.cpu_count() or 1) // settings.worker_concurrency)),
-                dead_letters=dead_letters,
-                changes=KafkaChangeSink(producer, settings.topic_changes),
-                processor=BatchProcessor(settings, pool, dead_letters, CeleryTrigger(app),
-                                         give_up_after=30.0),
-            )
+        if _pointer is None or _pid != os.getpid():
+            _pointer = ActivePointer(load_settings(), ttl=1.0)
+            _runtime = None  # the parent's connections must not be used after a fork
             _pid = os.getpid()
+        gen = _pointer.current()
+        if _runtime is None or _runtime.settings.generation != gen.id:
+            previous = _runtime
+            _runtime = _build(gen.settings(_pointer.base), previous)
+            if previous is not None:
+                # Celery's prefork pool runs one task at a time per process: nothing else
+                # uses the old generation's connections now
+                previous.pool.close()
+                previous.producer.close()
         return _runtime
+
+
+def _build(settings: Settings, previous: Runtime | None) -> Runtime:
+    from workers.app import app
+    from workers.triggers import CeleryTrigger
+
+    producer = make_producer(settings)
+    pool = make_pool(settings, min_size=1, max_size=4, name="brainstream-worker")
+    dead_letters = DeadLetterWriter(producer, settings.topic_dlq)
+    if previous is not None and previous.settings.embedder == settings.embedder \
+            and previous.settings.vector_dim == settings.vector_dim:
+        embedder = previous.embedder  # loading a model takes seconds: keep the same one
+    else:
+        # one torch thread per pool process: N processes x default threads would
+        # oversubscribe the cores (measured: 89 vs 72 ms CPU per MiniLM passage)
+        embedder = build_embedder(settings, num_threads=max(
+            1, (os.cpu_count() or 1) // settings.worker_concurrency))
+    return Runtime(
+        settings=settings,
+        pool=pool,
+        producer=producer,
+        embedder=embedder,
+        dead_letters=dead_letters,
+        changes=KafkaChangeSink(producer, settings.topic_changes),
+        processor=BatchProcessor(settings, pool, dead_letters, CeleryTrigger(app),
+                                 give_up_after=30.0),
+    )

@@ -83,14 +83,21 @@ class LinkHead:
 _OBJECT_HEAD = ("SELECT id, namespace_id, kind, title, parent_id, source_version, deleted_at "
                 "FROM objects")
 
-_UPSERT_OBJECT = """
+# The time an event's writes are stamped with: the Kafka record's timestamp when the consumer
+# knows it (`PgEventStore.set_event_time`), else the transaction's. Stamping with the record's
+# time makes a replay write the same created_at / updated_at / deleted_at as the original run,
+# so temporal decay, time filters and the order of tied hits come out the same.
+EVENT_TIME = ("coalesce(nullif(current_setting('brainstream.event_time', true), '')"
+              "::timestamptz, now())")
+
+_UPSERT_OBJECT = f"""
 INSERT INTO objects (id, namespace_id, kind, title, summary, properties, content, content_type,
                      parent_id, position, chunked, context_title, index_text_hash, embed_status,
-                     source_version, event_id)
+                     source_version, event_id, created_at, updated_at)
 VALUES (%(id)s, %(namespace_id)s, %(kind)s, %(title)s, %(summary)s, %(properties)s, %(content)s,
         %(content_type)s, %(parent_id)s, %(position)s, %(chunked)s, %(context_title)s,
         %(index_text_hash)s,
-        'pending', %(source_version)s, %(event_id)s)
+        'pending', %(source_version)s, %(event_id)s, {EVENT_TIME}, {EVENT_TIME})
 ON CONFLICT (id) DO UPDATE SET
     kind = EXCLUDED.kind, title = EXCLUDED.title, summary = EXCLUDED.summary,
     properties = EXCLUDED.properties, content = EXCLUDED.content,
@@ -108,7 +115,7 @@ ON CONFLICT (id) DO UPDATE SET
     index_text_hash = EXCLUDED.index_text_hash,
     source_version = coalesce(EXCLUDED.source_version, objects.source_version),
     event_id = EXCLUDED.event_id,
-    updated_at = now(),
+    updated_at = {EVENT_TIME},
     deleted_at = NULL
 """
 
@@ -118,6 +125,7 @@ class PgEventStore:
 
     def __init__(self, conn: Conn) -> None:
         self.conn = conn
+        self._event_time: datetime | None = None
 
     @contextlib.contextmanager
     def savepoint(self) -> Iterator[None]:
@@ -178,6 +186,15 @@ class PgEventStore:
             (parent_id,)).fetchall()
         return [(row[0], row[1]) for row in rows]
 
+    def set_event_time(self, at: datetime | None) -> None:
+        """Stamp the following writes of this transaction with `at` (None: the transaction's
+        own time)."""
+        if at == self._event_time:
+            return  # one round trip saved (records without a timestamp never pay it)
+        self.conn.execute("SELECT set_config('brainstream.event_time', %s, true)",
+                          ("" if at is None else at.isoformat(),))
+        self._event_time = at
+
     def delete_rows(self, ids: Sequence[uuid.UUID]) -> None:
         """Hard-delete derived rows (stale chunks)."""
         if ids:
@@ -188,7 +205,7 @@ class PgEventStore:
         """Hide an object and its visible parts (with the same timestamp, so a re-put of the
         parent revives exactly the parts this delete hid)."""
         self.conn.execute(
-            "WITH t AS (SELECT now() AS at)"
+            f"WITH t AS (SELECT {EVENT_TIME} AS at)"
             " UPDATE objects SET deleted_at = (SELECT at FROM t), updated_at = (SELECT at FROM t),"
             " source_version = coalesce(%s, source_version), event_id = %s"
             " WHERE id = %s AND deleted_at IS NULL",
@@ -208,7 +225,7 @@ class PgEventStore:
     def revive_parts(self, parent_id: uuid.UUID, deleted_at: datetime) -> None:
         """Bring back the parts hidden together with their parent."""
         self.conn.execute(
-            "UPDATE objects SET deleted_at = NULL, updated_at = now()"
+            f"UPDATE objects SET deleted_at = NULL, updated_at = {EVENT_TIME}"
             " WHERE parent_id = %s AND deleted_at = %s",
             (parent_id, deleted_at),
         )
@@ -229,17 +246,19 @@ class PgEventStore:
                     event_id: str) -> None:
         self.conn.execute(
             "INSERT INTO links (namespace_id, from_id, to_id, relation_type, meta,"
-            " source_version, event_id) VALUES (%s, %s, %s, %s, %s, %s, %s)"
+            " source_version, event_id, created_at, updated_at)"
+            f" VALUES (%s, %s, %s, %s, %s, %s, %s, {EVENT_TIME}, {EVENT_TIME})"
             " ON CONFLICT (from_id, relation_type, to_id) DO UPDATE SET meta = EXCLUDED.meta,"
             " source_version = coalesce(EXCLUDED.source_version, links.source_version),"
-            " event_id = EXCLUDED.event_id, updated_at = now(), deleted_at = NULL",
+            f" event_id = EXCLUDED.event_id, updated_at = {EVENT_TIME}, deleted_at = NULL",
             (namespace, from_id, to_id, relation_type, Jsonb(meta), version, event_id),
         )
 
     def soft_delete_link(self, from_id: uuid.UUID, relation_type: str, to_id: uuid.UUID,
                          version: int | None, event_id: str) -> None:
         self.conn.execute(
-            "UPDATE links SET deleted_at = coalesce(deleted_at, now()), updated_at = now(),"
+            f"UPDATE links SET deleted_at = coalesce(deleted_at, {EVENT_TIME}),"
+            f" updated_at = {EVENT_TIME},"
             " source_version = coalesce(%s, source_version), event_id = %s"
             " WHERE from_id = %s AND relation_type = %s AND to_id = %s",
             (version, event_id, from_id, relation_type, to_id),

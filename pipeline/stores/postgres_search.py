@@ -31,7 +31,7 @@ _QUERY_LEXEMES = sql.SQL(
     "SELECT coalesce(array_agg(DISTINCT l ORDER BY l), '{}')"
     " FROM unnest(tsvector_to_array(to_tsvector('english'::regconfig, %(q)s))) AS l")
 
-# BM25 over the postings (`search_postings`, migration 0007): one term's contribution to a row.
+# BM25 over the postings (`search_postings`, migration 0008): one term's contribution to a row.
 _TERM = ("q.idf * sp.tf * (%(k1)s::float8 + 1) / (sp.tf + %(k1)s::float8"
          " * (1 - %(b)s::float8 + %(b)s::float8 * sp.doc_len / %(avgdl)s::float8))")
 
