@@ -58,6 +58,7 @@ from pipeline.outbox import Change, OutboxRelay, backlog
 from pipeline.progress import Progress
 from pipeline.settings import KNOWN_EMBEDDING_DIMS, Settings
 from pipeline.stores.pool import make_pool
+from pipeline.vocab import refresh_vocab
 
 log = logging.getLogger(__name__)
 Report = Callable[[str], None]
@@ -354,10 +355,13 @@ class _Step:
         self.result.embedded += stats.embedded
         self.result.embed_failed += stats.failed
         self.relay.run(max_rounds=rounds)
+        with self.pool.connection() as conn:
+            refresh_vocab(conn)  # the sweep's job in a live generation
 
     def settle(self) -> None:
         """Before deciding "caught up": retry every deferred event now (its endpoint may have
-        arrived in the last batch), then drain the embedding and outbox backlogs."""
+        arrived in the last batch), then drain the embedding and outbox backlogs and the search
+        vocabulary queue."""
         with self.pool.connection() as conn:
             conn.execute("UPDATE deferred_events SET next_attempt_at = now()")
         outcome = self.processor.process([])
@@ -367,3 +371,6 @@ class _Step:
             self.work(final=True)
             if (pending_count(self.pool), backlog(self.pool)) == before:
                 time.sleep(0.5)  # the graph is down or rows are leased: wait, then retry
+        with self.pool.connection() as conn:
+            while refresh_vocab(conn) is None:  # a worker's sweep holds it: wait for it
+                time.sleep(0.1)
