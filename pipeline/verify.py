@@ -10,6 +10,7 @@ vector index that no longer answers.
 from __future__ import annotations
 
 import random
+import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 from redis.exceptions import ResponseError
 
+from pipeline.errors import Unavailable
 from pipeline.graph.schema import NODE_LABEL, connect
 from pipeline.index_text import entity_index_text
 from pipeline.ingest import EDGE_SYNC, NODE_SYNC
@@ -201,11 +203,23 @@ def _namespaces(settings: Settings, graph: Any, drift: Drift) -> dict[str, uuid.
     return out
 
 
-def rebuild_vector_index(settings: Settings) -> None:
+def rebuild_vector_index(settings: Settings, timeout: float = 120.0) -> None:
     """Drop and re-create the node vector index (clears orphan entries)."""
-    from pipeline.graph.schema import prepare_graph
+    from pipeline.graph.schema import _has_index, index_rows, prepare_graph
 
     graph = connect(settings).select_graph(settings.graph_name)
-    graph.query(f"DROP VECTOR INDEX FOR (n:{NODE_LABEL}) ON (n.embedding)")
+    try:
+        graph.query(f"DROP VECTOR INDEX FOR (n:{NODE_LABEL}) ON (n.embedding)")
+    except ResponseError as exc:
+        if "no such index" not in str(exc):
+            raise  # a missing index is what a rebuild repairs; anything else is not
+    # The drop completes in the background: db.indexes() still lists the index right after it,
+    # and prepare_graph, seeing it, would create nothing, leaving the graph without a vector
+    # index (every vector query then fails; found by the fault suite). Wait until it is gone.
+    deadline = time.monotonic() + timeout
+    while _has_index(index_rows(graph), NODE_LABEL, "embedding", "VECTOR") is not None:
+        if time.monotonic() > deadline:
+            raise Unavailable(f"the vector index was still being dropped after {timeout:.0f}s")
+        time.sleep(0.1)
     prepare_graph(settings)
 

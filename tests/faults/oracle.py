@@ -326,6 +326,13 @@ def assert_verify_clean(settings: Settings, attempts: int = 3) -> None:
 
 def _vector_miss_detail(settings: Settings) -> str:
     """For a failure message: what the vector index answers for the nodes it misses."""
+    try:
+        return _vector_miss_detail_unsafe(settings)
+    except Exception as exc:  # a diagnostic must not hide the failure it explains
+        return f"(no vector-index detail: {exc!r})"
+
+
+def _vector_miss_detail_unsafe(settings: Settings) -> str:
     from pipeline.verify import verify
 
     kinds = graph_rows(settings, "MATCH (n:Entity) RETURN typeOf(n.embedding), n.kind = '',"

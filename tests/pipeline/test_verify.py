@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from pipeline.graph.falkordb import FalkorGraphWriter
-from pipeline.graph.schema import prepare_graph
+from pipeline.graph.schema import NODE_LABEL, _has_index, index_rows, prepare_graph
 from pipeline.kafka_io import KafkaChangeSink, make_producer
 from pipeline.outbox import OutboxRelay
 from pipeline.settings import Settings
@@ -83,6 +83,11 @@ def test_verify_detects_and_repairs_drift(db: psycopg.Connection[Any],
     assert verify(settings).clean
 
     rebuild_vector_index(settings)  # drop + create clears orphan entries; still answers
+    # Regression: the drop finishes in the background, and a rebuild that re-created "if
+    # missing" right after it left the graph without a vector index on large graphs.
+    graph = falkordb.FalkorDB.from_url(settings.effective_falkordb_url).select_graph(
+        settings.graph_name)
+    assert _has_index(index_rows(graph), NODE_LABEL, "embedding", "VECTOR") is not None
     after = verify(settings)
     assert after.clean and after.vector_sampled == 3
 
