@@ -50,6 +50,8 @@ class StateCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         import psycopg
 
+        settings = self._active()
+
         backlog = GaugeMetricFamily("brainstream_outbox_backlog", "Outbox rows not applied yet",
                                     labels=["op"])
         age = GaugeMetricFamily("brainstream_outbox_oldest_seconds",
@@ -57,7 +59,7 @@ class StateCollector(Collector):
         embed = GaugeMetricFamily("brainstream_embedding_rows", "Rows by embedding status",
                                   labels=["status"])
         try:
-            with psycopg.connect(self.settings.effective_postgres_dsn, connect_timeout=3) as c:
+            with psycopg.connect(settings.effective_postgres_dsn, connect_timeout=3) as c:
                 for op, count, oldest in c.execute(
                         "SELECT op, count(*), extract(epoch FROM now() - min(created_at))"
                         " FROM outbox WHERE done_at IS NULL GROUP BY op").fetchall():
@@ -73,17 +75,27 @@ class StateCollector(Collector):
         yield age
         yield embed
         if self.lag:
-            yield from self._lag()
+            yield from self._lag(settings)
 
-    def _lag(self) -> Iterator[GaugeMetricFamily]:
+    def _active(self) -> Settings:
+        """The active index generation's settings (a replay may have switched since start)."""
+        from pipeline.generations import resolve
+
+        try:
+            return resolve(self.settings)
+        except Exception as exc:  # a scrape must not fail because Postgres blinked
+            log.warning("metrics: cannot read the active generation: %s", exc)
+            return self.settings
+
+    def _lag(self, settings: Settings) -> Iterator[GaugeMetricFamily]:
         from pipeline.kafka_offsets import committed_offsets, read_tails
 
         gauge = GaugeMetricFamily("brainstream_consumer_lag", "Records not yet consumed",
                                   labels=["partition"])
         try:
-            topic = self.settings.topic_events
-            committed = committed_offsets(self.settings, topic, self.settings.consumer_group)
-            for tail in read_tails(self.settings, topic, committed, max_seconds=2.0):
+            topic = settings.topic_events
+            committed = committed_offsets(settings, topic, settings.consumer_group)
+            for tail in read_tails(settings, topic, committed, max_seconds=2.0):
                 gauge.add_metric([str(tail.partition)], float(tail.count))
         except Exception as exc:
             log.warning("metrics: cannot compute lag: %s", exc)

@@ -465,6 +465,33 @@ def test_no_switch_since_then_activate_and_back(replayed: Replayed,
     live_replayed.live_ids.append(event["data"]["id"])
 
 
+def test_a_killed_replay_leaves_the_active_generation_alone(replayed: Replayed,
+                                                            live_replayed: LiveReplayed) -> None:
+    settings = replayed.settings
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "replay"],
+                            env=_env(settings), stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    assert proc.stdout is not None
+    try:
+        for line in proc.stdout:  # killed once it is consuming into generation 5
+            if line.startswith("replaying "):
+                break
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    gens = {g.id: g for g in list_generations(settings)}
+    assert gens[3].state == "active"
+    assert gens[5].state == "building" and gens[5].handoff_at is None
+    listed = _cli(settings, "generations", "list")
+    assert "no hand-off yet" in listed.stdout
+    refused = _cli(settings, "generations", "activate", "5")
+    assert refused.returncode == 2 and "not caught up" in refused.stderr
+    done = _cli(settings, "generations", "drop", "5", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert get_generation(settings, 5).state == "dropped"
+    assert _readyz_generation(replayed.client) == 3
+
+
 def test_drop_old_generations(replayed: Replayed, live_replayed: LiveReplayed) -> None:
     settings = replayed.settings
     refused = _cli(settings, "generations", "drop", "3", "--yes")
@@ -480,7 +507,7 @@ def test_drop_old_generations(replayed: Replayed, live_replayed: LiveReplayed) -
     graphs = falkordb.FalkorDB.from_url(settings.effective_falkordb_url).list_graphs()
     assert GRAPH not in graphs and f"{GRAPH}_g2" not in graphs and f"{GRAPH}_g3" in graphs
     states = {g.id: g.state for g in list_generations(settings)}
-    assert states == {1: "dropped", 2: "dropped", 3: "active", 4: "dropped"}
+    assert states == {1: "dropped", 2: "dropped", 3: "active", 4: "dropped", 5: "dropped"}
     # the API keeps answering from generation 3 (the graph-wide channels of find_objects now
     # also see the live traffic, so only the namespace-local answers are compared)
     now = api_answers(replayed.client, replayed.corpus)
