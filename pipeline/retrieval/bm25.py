@@ -6,18 +6,20 @@ Postgres has no BM25 (``ts_rank_cd`` has no IDF), so the lexical channel compute
         idf(t) * tf(t, d) * (k1 + 1) / (tf(t, d) + k1 * (1 - b + b * len(d) / avglen))
     idf(t)      = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
 
-with tf from the tsvector positions of t in the row's `lexical`, len(d) = `doc_len`, and N, df and
-avglen over the searchable rows of the namespace (filters narrow the candidates, never the
-statistics). The SQL does the per-row sum; this module holds the formula (for tests and callers),
-and the cache of N, avglen and df.
+with tf and len(d) from the row's postings (`search_postings`: the positions of t in its
+`lexical`, and `doc_len`), and N, df and avglen over the searchable rows of the namespace (filters
+narrow the candidates, never the statistics). The SQL does the per-row sum; this module holds the
+formula (for tests and callers), the pruning rules and the cache of N, avglen and df.
 
 Exact top k without scoring every matching row (MaxScore, Turtle & Flood 1995): a term's
 contribution is below its upper bound idf(t) * (k1 + 1) whatever tf and len(d). The rows matching
 the rarest terms are scored first (exactly, with every query term); the k-th of those scores, θ,
 is a real score, so a row matching only terms whose upper bounds sum to at most θ can never enter
-the top k. Only rows matching one of the remaining ("essential") terms need scoring, and the
-answer is the exact BM25 top k. Common terms (the, cell, patient) rarely stay essential once a
-rare term has set θ, which is what keeps a query over 100k parts from scoring half the corpus.
+the top k. Only rows matching one of the remaining ("essential") terms need scoring, and of
+those only the ones whose partial score (essential terms) plus the other terms' bounds exceeds
+θ; the answer is the exact BM25 top k. Common terms (the, cell, patient) rarely stay essential
+once a rare term has set θ, which is what keeps a query over 100k parts from scoring half the
+corpus.
 """
 
 from __future__ import annotations
@@ -110,43 +112,6 @@ def essential_terms(idfs: Mapping[str, float], threshold: float,
         dropped += bound
         cut += 1
     return order[cut:]
-
-
-def candidate_clauses(idfs: Mapping[str, float], threshold: float, params: BM25Params, *,
-                      max_clauses: int = 64) -> list[tuple[str, ...]] | None:
-    """The minimal sets of terms whose upper bounds sum above `threshold` (a score some k rows
-    reach), largest bounds first; a row can reach the top k only if it contains every term of
-    one of them (a row's score is below the sum of its matched terms' bounds). This is
-    MaxScore's pruning taken to term combinations: two common terms together may qualify where
-    neither does alone. None when more than `max_clauses` sets exist (then `essential_terms`).
-    """
-    order = sorted(idfs, key=lambda t: (-idfs[t], t))
-    bounds = [upper_bound(idfs[t], params) for t in order]
-    suffix = [0.0] * (len(order) + 1)
-    for i in range(len(order) - 1, -1, -1):
-        suffix[i] = suffix[i + 1] + bounds[i]
-    limit = threshold * (1.0 - 1e-9)
-    clauses: list[tuple[str, ...]] = []
-
-    def grow(start: int, chosen: list[str], total: float) -> bool:
-        for i in range(start, len(order)):
-            if total + suffix[i] <= limit:
-                return True  # not even every remaining term together qualifies
-            if total + bounds[i] > limit:
-                clauses.append((*chosen, order[i]))
-                if len(clauses) > max_clauses:
-                    return False
-            elif not grow(i + 1, [*chosen, order[i]], total + bounds[i]):
-                return False
-        return True
-
-    return clauses if grow(0, [], 0.0) else None
-
-
-def tsquery_clauses(clauses: Iterable[Iterable[str]]) -> str:
-    """A tsquery text matching rows that contain every lexeme of at least one clause."""
-    return " | ".join("(" + " & ".join(_quote(lex) for lex in clause) + ")"
-                      for clause in clauses)
 
 
 def _quote(lexeme: str) -> str:

@@ -90,9 +90,9 @@ _TRIGRAM_ROWS = sql.SQL(
 class PgPartSearcher:
     """The candidate channels of the retrieval engine, over one Postgres database.
 
-    - lexical: exact BM25 top k (GIN on `lexical`), no candidate bound; MaxScore skips the
-      rows that match only terms too common to reach the top k (first pass over the rarest
-      terms, at most `maxscore_budget` matching rows); N, mean length and df come from
+    - lexical: exact BM25 top k over the postings, no candidate bound; MaxScore skips the
+      rows that cannot reach the top k (first pass over the rarest terms, at most
+      `maxscore_budget` matching rows); N, mean length and df come from
       `bm25.StatsCache` (`stats_ttl` seconds).
     - trigram: query words unknown to the namespace's vocabulary, matched to its near words
       (`pg_trgm` similarity >= `trigram_threshold`), and the rows holding those.

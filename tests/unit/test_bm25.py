@@ -110,12 +110,14 @@ _TERMS = ["a", "b", "c", "d", "e", "f"]
 @given(st.lists(st.dictionaries(st.sampled_from(_TERMS), st.integers(1, 5), max_size=4),
                 min_size=1, max_size=40),
        st.lists(st.sampled_from(_TERMS), min_size=1, max_size=6, unique=True),
-       st.integers(1, 10), st.integers(0, 60))
+       st.integers(1, 10), st.integers(0, 60), st.booleans())
 def test_maxscore_pruning_keeps_the_exact_top_k(docs: list[dict[str, int]], query: list[str],
-                                                k: int, budget: int) -> None:
+                                                k: int, budget: int, tighten: bool) -> None:
     """The searcher's procedure on a corpus in memory: score the rows of the rarest terms, take
-    the k-th score, keep only rows holding a whole candidate clause; the top k (score, then
-    index) equals brute force over every row holding any query term."""
+    the k-th score; keep the rows holding an essential term whose partial score (essential terms
+    only) plus the other terms' upper bounds can still reach it, optionally tightened by the
+    k-th best partial score; the top k (score, then index) equals brute force over every row
+    holding any query term."""
     params = BM25Params()
     lengths = [sum(d.values()) + 3 for d in docs]
     avg = sum(lengths) / len(lengths)
@@ -129,31 +131,39 @@ def test_maxscore_pruning_keeps_the_exact_top_k(docs: list[dict[str, int]], quer
         scored = [(bm25.score(docs[i], lengths[i], idfs, avg, params), i) for i in rows]
         return sorted(scored, key=lambda s: (-s[0], s[1]))[:k]
 
-    everything = top([i for i, d in enumerate(docs) if set(d) & set(terms)])
+    def holding(some: list[str]) -> list[int]:
+        return [i for i, d in enumerate(docs) if set(d) & set(some)]
+
+    everything = top(holding(terms))
     first = bm25.rarest_terms({t: dfs[t] for t in terms}, budget)
     assert first and set(first) <= set(terms)
-    seen = top([i for i, d in enumerate(docs) if set(d) & set(first)])
-    if len(seen) < k:
+    seen = top(holding(first))
+    if len(first) == len(terms) or len(seen) < k:
         return  # the searcher scores every matching row then
     theta = seen[-1][0]
-    clauses = bm25.candidate_clauses(idfs, theta, params)
-    if clauses is None:
-        clauses = [(t,) for t in bm25.essential_terms(idfs, theta, params)]
-    candidates = [i for i, d in enumerate(docs) if any(set(c) <= set(d) for c in clauses)]
-    assert top(candidates) == everything
+    essential = bm25.essential_terms(idfs, theta, params)
+    if set(essential) <= set(first):
+        assert seen == everything
+        return
+    slack = sum(bm25.upper_bound(idfs[t], params) for t in terms if t not in essential)
+    partial = {i: bm25.score(docs[i], lengths[i], {t: idfs[t] for t in essential}, avg, params)
+               for i in holding(essential)}
+    floor = theta - slack - 1e-9 * max(1.0, abs(theta))
+    kept = [i for i, p in partial.items() if p > floor]
+    best = sorted((partial[i] for i in kept), reverse=True)
+    if tighten and len(best) >= k:
+        v = best[k - 1]
+        kept = [i for i in kept if partial[i] > v - slack - 1e-9 * max(1.0, abs(v))]
+    assert top(kept) == everything
 
 
-def test_candidate_clauses_are_minimal_and_bounded() -> None:
+def test_essential_terms_and_rarest_terms() -> None:
     params = BM25Params(k1=1.0, b=0.5)  # upper bound = 2 * idf
     idfs = {"rare": 5.0, "mid": 2.0, "common": 1.0, "the": 0.5}
-    # bounds 10, 4, 2, 1: above 5.5 takes "rare" alone, or "mid" with "common"
-    assert bm25.candidate_clauses(idfs, 5.5, params) == [("rare",), ("mid", "common")]
+    # bounds 10, 4, 2, 1: "the" and "common" together (3) cannot reach 5.5; with "mid" (7) they can
     assert bm25.essential_terms(idfs, 5.5, params) == ["mid", "rare"]
-    assert bm25.candidate_clauses(idfs, 0.0, params) == [(t,) for t in
-                                                         ("rare", "mid", "common", "the")]
-    assert bm25.candidate_clauses(idfs, 18.0, params) == []  # nothing can reach it
-    many = {f"t{i}": 1.0 for i in range(12)}
-    assert bm25.candidate_clauses(many, 11.0, params, max_clauses=64) is None
+    assert bm25.essential_terms(idfs, 0.0, params) == ["the", "common", "mid", "rare"]
+    assert bm25.essential_terms(idfs, 18.0, params) == []  # nothing can reach it
     assert bm25.rarest_terms({"x": 5, "y": 1, "z": 3}, 4) == ["y", "z"]
     assert bm25.rarest_terms({"x": 50}, 4) == ["x"]
-    assert bm25.tsquery_clauses([("a",), ("b", "it's")]) == "('a') | ('b' & 'it''s')"
+    assert bm25.rarest_terms({}, 4) == []
