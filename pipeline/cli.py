@@ -13,19 +13,12 @@ from typing import Any, TypeVar
 import click
 import psycopg
 
+from pipeline.cli_generations import context_settings as _settings
 from pipeline.cli_generations import generations, replay
 from pipeline.errors import BrainstreamError
-from pipeline.settings import Settings, load_settings
+from pipeline.settings import Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _settings(ctx: click.Context) -> Settings:
-    obj = ctx.ensure_object(dict)
-    if "settings" not in obj:
-        obj["settings"] = load_settings()
-    settings: Settings = obj["settings"]
-    return settings
 
 
 def _active(ctx: click.Context, generation: int | None = None) -> Settings:

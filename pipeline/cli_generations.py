@@ -12,8 +12,8 @@ import click
 from pipeline.settings import Settings, load_settings
 
 
-def _settings(ctx: click.Context) -> Settings:
-    """The settings, read once per command line (shared with pipeline/cli.py's helper)."""
+def context_settings(ctx: click.Context) -> Settings:
+    """The settings, read once per command line (every command of pipeline/cli.py too)."""
     obj = ctx.ensure_object(dict)
     if "settings" not in obj:
         obj["settings"] = load_settings()
@@ -56,7 +56,7 @@ def replay(ctx: click.Context, since: Any, embedder: str | None, switch: bool,
 
     if since is not None and since.tzinfo is None:
         since = since.replace(tzinfo=UTC)
-    result = Replay(_settings(ctx), since=since, embedder=embedder, switch=switch,
+    result = Replay(context_settings(ctx), since=since, embedder=embedder, switch=switch,
                     batch=batch, report=_echo).run()
     rejected = sum(result.rejected.values())
     click.echo(f"generation {result.generation}: {result.records:,} records in "
@@ -89,7 +89,7 @@ def generations_list(ctx: click.Context, as_json: bool) -> None:
     """Every generation with its state, database, graph, consumer group and embedder."""
     from pipeline.generations import list_generations
 
-    gens = list_generations(_settings(ctx))
+    gens = list_generations(context_settings(ctx))
     if as_json:
         click.echo(json.dumps([g.__dict__ for g in gens], indent=2, default=str))
         return
@@ -112,7 +112,7 @@ def generations_activate(ctx: click.Context, generation: int) -> None:
     the live consumer moves to its consumer group."""
     from pipeline.generations import activate
 
-    gen = activate(_settings(ctx), generation)
+    gen = activate(context_settings(ctx), generation)
     click.echo(f"generation {gen.id} is active ({gen.dbname}, graph {gen.graph_name})")
 
 
@@ -128,5 +128,5 @@ def generations_drop(ctx: click.Context, generation: int, yes: bool) -> None:
     if not yes:
         click.confirm(f"drop index generation {generation} (its data cannot be recovered)?",
                       abort=True)
-    drop_generation(_settings(ctx), generation, report=_echo)
+    drop_generation(context_settings(ctx), generation, report=_echo)
     click.echo(f"generation {generation} dropped")

@@ -12,10 +12,11 @@ before: until the first replay records it, generation 1 is implicit (no row is n
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -89,6 +90,19 @@ def implicit_first(base: Settings) -> Generation:
     return Generation(id=1, dbname=base_dbname(base), graph_name=base.graph_name,
                       consumer_group=FIRST_GROUP, embedder=base.embedder,
                       embedding_dim=base.vector_dim, state="active", implicit=True)
+
+
+@contextlib.contextmanager
+def _control(base: Settings) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
+    """An autocommit connection to the control table, holding the generations' lock (one
+    create, activate or drop at a time)."""
+    with _connect(base, autocommit=True) as conn:
+        _require_table(conn)
+        conn.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
+        try:
+            yield conn
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
 
 
 def _connect(base: Settings, **kwargs: Any) -> psycopg.Connection[tuple[Any, ...]]:
@@ -198,35 +212,30 @@ def create_generation(base: Settings, *, embedder: str, embedding_dim: int,
     from pipeline.graph.schema import prepare_graph
     from pipeline.migrations import apply_migrations
 
-    with _connect(base, autocommit=True) as conn:
-        _require_table(conn)
-        conn.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
-        try:
-            with conn.transaction():
-                _seed_first(conn, base)
-                row = conn.execute("SELECT coalesce(max(id), 1) + 1 FROM index_generations"
-                                   ).fetchone()
-                gen_id = int(row[0]) if row else 2
-                first = implicit_first(base)
-                gen = Generation(
-                    id=gen_id, dbname=f"{first.dbname}_g{gen_id}",
-                    graph_name=f"{base.graph_name}_g{gen_id}",
-                    consumer_group=f"{FIRST_GROUP}-g{gen_id}", embedder=embedder,
-                    embedding_dim=embedding_dim, state="building", since=since)
-                conn.execute(
-                    "INSERT INTO index_generations (id, dbname, graph_name, consumer_group,"
-                    " embedder, embedding_dim, state, since) VALUES (%s, %s, %s, %s, %s, %s,"
-                    " 'building', %s)",
-                    (gen.id, gen.dbname, gen.graph_name, gen.consumer_group, gen.embedder,
-                     gen.embedding_dim, since))
-            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
-                                  (gen.dbname,)).fetchone()
-            if exists:  # a leftover of a replay that failed before recording its row
-                conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(
-                    sql.Identifier(gen.dbname)))
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(gen.dbname)))
-        finally:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
+    with _control(base) as conn:
+        with conn.transaction():
+            _seed_first(conn, base)
+            row = conn.execute("SELECT coalesce(max(id), 1) + 1 FROM index_generations"
+                               ).fetchone()
+            gen_id = int(row[0]) if row else 2
+            first = implicit_first(base)
+            gen = Generation(
+                id=gen_id, dbname=f"{first.dbname}_g{gen_id}",
+                graph_name=f"{base.graph_name}_g{gen_id}",
+                consumer_group=f"{FIRST_GROUP}-g{gen_id}", embedder=embedder,
+                embedding_dim=embedding_dim, state="building", since=since)
+            conn.execute(
+                "INSERT INTO index_generations (id, dbname, graph_name, consumer_group,"
+                " embedder, embedding_dim, state, since) VALUES (%s, %s, %s, %s, %s, %s,"
+                " 'building', %s)",
+                (gen.id, gen.dbname, gen.graph_name, gen.consumer_group, gen.embedder,
+                 gen.embedding_dim, since))
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
+                              (gen.dbname,)).fetchone()
+        if exists:  # a leftover of a replay that failed before recording its row
+            conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(
+                sql.Identifier(gen.dbname)))
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(gen.dbname)))
     report(f"generation {gen.id}: database {gen.dbname}, graph {gen.graph_name}, "
            f"consumer group {gen.consumer_group}, embedder {embedder} ({embedding_dim} dims)")
     settings = gen.settings(base)
@@ -286,32 +295,26 @@ def activate(base: Settings, generation_id: int, *, caught_up: bool = False) -> 
     """Switch reads and writes to a generation: one transaction retires the active row and
     activates this one (atomic for every reader of the pointer). A generation whose replay has
     not handed off is refused unless the replay itself says it `caught_up`."""
-    with _connect(base, autocommit=True) as conn:
-        _require_table(conn)
-        conn.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
-        try:
-            with conn.transaction():
-                _seed_first(conn, base)
-                row = conn.execute(f"SELECT {_COLUMNS} FROM index_generations WHERE id = %s"
-                                   " FOR UPDATE", (generation_id,)).fetchone()
-                if row is None:
-                    raise NotFound(f"no index generation {generation_id}", field="generation")
-                gen = _row(row)
-                if gen.state == "active":
-                    return gen
-                if gen.state not in ("building", "retired"):
-                    raise InvalidInput(f"generation {gen.id} is {gen.state}; only a built or "
-                                       "retired generation can be activated",
-                                       field="generation")
-                if gen.handoff_at is None and not caught_up:
-                    raise InvalidInput(f"generation {gen.id} has not caught up yet (its replay "
-                                       "did not finish)", field="generation")
-                conn.execute("UPDATE index_generations SET state = 'retired',"
-                             " retired_at = now() WHERE state = 'active'")
-                conn.execute("UPDATE index_generations SET state = 'active',"
-                             " activated_at = now() WHERE id = %s", (gen.id,))
-        finally:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
+    with _control(base) as conn, conn.transaction():
+        _seed_first(conn, base)
+        row = conn.execute(f"SELECT {_COLUMNS} FROM index_generations WHERE id = %s"
+                           " FOR UPDATE", (generation_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no index generation {generation_id}", field="generation")
+        gen = _row(row)
+        if gen.state == "active":
+            return gen
+        if gen.state not in ("building", "retired"):
+            raise InvalidInput(f"generation {gen.id} is {gen.state}; only a built or "
+                               "retired generation can be activated",
+                               field="generation")
+        if gen.handoff_at is None and not caught_up:
+            raise InvalidInput(f"generation {gen.id} has not caught up yet (its replay "
+                               "did not finish)", field="generation")
+        conn.execute("UPDATE index_generations SET state = 'retired',"
+                     " retired_at = now() WHERE state = 'active'")
+        conn.execute("UPDATE index_generations SET state = 'active',"
+                     " activated_at = now() WHERE id = %s", (gen.id,))
     return get_generation(base, generation_id)
 
 
@@ -327,24 +330,19 @@ def drop_generation(base: Settings, generation_id: int, *, report: Report = _noo
     if gen.state == "building" and gen.handoff_at is None:
         report(f"warning: generation {gen.id} was still building; a replay still running "
                "into it will fail")
-    with _connect(base, autocommit=True) as conn:
-        _require_table(conn)
-        conn.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
-        try:
-            if gen.id == 1:
-                with conn.transaction():
-                    conn.execute(sql.SQL("TRUNCATE {} CASCADE").format(
-                        sql.SQL(", ").join(sql.Identifier(t) for t in DATA_TABLES)))
-                report(f"generation 1: emptied {', '.join(DATA_TABLES)} in {gen.dbname} "
-                       "(the base database holds the control table and stays)")
-            else:
-                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                    sql.Identifier(gen.dbname)))
-                report(f"generation {gen.id}: dropped database {gen.dbname}")
-            conn.execute("UPDATE index_generations SET state = 'dropped', dropped_at = now()"
-                         " WHERE id = %s", (gen.id,))
-        finally:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
+    with _control(base) as conn:
+        if gen.id == 1:
+            with conn.transaction():
+                conn.execute(sql.SQL("TRUNCATE {} CASCADE").format(
+                    sql.SQL(", ").join(sql.Identifier(t) for t in DATA_TABLES)))
+            report(f"generation 1: emptied {', '.join(DATA_TABLES)} in {gen.dbname} "
+                   "(the base database holds the control table and stays)")
+        else:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                sql.Identifier(gen.dbname)))
+            report(f"generation {gen.id}: dropped database {gen.dbname}")
+        conn.execute("UPDATE index_generations SET state = 'dropped', dropped_at = now()"
+                     " WHERE id = %s", (gen.id,))
     db = graph_connect(base)
     if gen.graph_name in db.list_graphs():
         db.select_graph(gen.graph_name).delete()
