@@ -36,7 +36,7 @@ from api.schemas import (
     SearchBody,
 )
 from api.wiring import ActiveServices, Services
-from pipeline.errors import (
+from pipeline.domain.errors import (
     BrainstreamError,
     InvalidInput,
     NamespaceForbidden,
@@ -44,8 +44,8 @@ from pipeline.errors import (
     Unauthorized,
     Unavailable,
 )
-from pipeline.retrieval.model import ExpandQuery, Filters, SearchQuery
-from pipeline.settings import Settings, load_settings
+from pipeline.domain.read_model import ExpandQuery, Filters, SearchQuery
+from pipeline.domain.settings import Settings, load_settings
 
 STATUS = {
     NotFound: 404,
@@ -142,7 +142,7 @@ def create_app(settings: Settings | None = None,
     @app.exception_handler(PoolTimeout)
     async def _database_down(request: Request, exc: Exception) -> JSONResponse:
         # Postgres restarting or unreachable wherever the query ran: a 503 the client may
-        # retry, never a 500 (most reads map this already, see postgres_read.read_connection).
+        # retry, never a 500 (most reads map this already: stores.postgres.read.read_connection).
         return error_response(Unavailable(f"postgres: {type(exc).__name__}: {exc}"))
 
     @app.exception_handler(StarletteHTTPException)

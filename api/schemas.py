@@ -8,7 +8,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from pipeline.retrieval.model import Filters, Page, RichObject
+from pipeline.domain.read_model import Filters, Page, RichObject
+from pipeline.domain.relations import RELATION_TYPE_PATTERN
 
 # Postgres text cannot hold NUL: refused at the boundary (422), never a 500 further in.
 Text = Annotated[str, StringConstraints(max_length=2000, pattern=r"^[^\x00]*$")]
@@ -16,7 +17,7 @@ Query = Annotated[str, StringConstraints(min_length=1, max_length=2000,
                                          pattern=r"^[^\x00]*\S[^\x00]*$")]
 Number = Annotated[float, Field(allow_inf_nan=False)]
 Limit = Annotated[int, Field(ge=1, le=100)]
-RelationType = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_]{0,62}$")]
+RelationType = Annotated[str, StringConstraints(pattern=RELATION_TYPE_PATTERN)]
 ScalarValue = Text | int | Number | bool
 
 

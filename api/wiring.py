@@ -14,18 +14,18 @@ from typing import Any
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from pipeline.embedders import build_embedder
-from pipeline.embedders.base import Embedder
-from pipeline.errors import InvalidInput, NotFound, Unavailable
-from pipeline.graph.falkordb_reader import FalkorGraphReader
-from pipeline.kinds import KindCatalog, catalog_from_dict
+from pipeline.domain.errors import InvalidInput, NotFound, Unavailable
+from pipeline.domain.kinds import KindCatalog, catalog_from_dict
+from pipeline.domain.read_model import Direction, EdgeHit, Hit, Neighbor
+from pipeline.domain.settings import Settings
+from pipeline.embedding.embedders import build_embedder
+from pipeline.graph.falkordb.reader import FalkorGraphReader
+from pipeline.ports import Embedder
 from pipeline.retrieval.engine import EngineConfig, RetrievalEngine
 from pipeline.retrieval.graph_queries import GraphQueries
-from pipeline.retrieval.model import Direction, EdgeHit, Hit, Neighbor
-from pipeline.settings import Settings
-from pipeline.stores.postgres_read import PgObjectReader, make_async_pool
-from pipeline.stores.postgres_search import PgPartSearcher
-from pipeline.stores.redis_resultsets import RedisResultSets
+from pipeline.stores.postgres.read import PgObjectReader, make_async_pool
+from pipeline.stores.postgres.search import PgPartSearcher
+from pipeline.stores.redis.resultsets import RedisResultSets
 
 log = logging.getLogger(__name__)
 
@@ -292,7 +292,7 @@ class ActiveServices:
         self._retired: list[Services] = []
 
     async def start(self) -> Services:
-        from pipeline.generations import active_generation
+        from pipeline.ops.generations import active_generation
 
         gen = await asyncio.to_thread(active_generation, self.base)
         self.current = await build_services(gen.settings(self.base))
@@ -306,7 +306,7 @@ class ActiveServices:
         task.add_done_callback(self._tasks.discard)
 
     async def _follow(self) -> None:
-        from pipeline.generations import active_generation
+        from pipeline.ops.generations import active_generation
 
         while True:
             await asyncio.sleep(self.ttl)

@@ -22,12 +22,12 @@ from harness import KIND, CpuMeter, Doc, batches
 from pgvector.psycopg import register_vector
 from psycopg.types.json import Jsonb
 
-from pipeline.chunking import chunk_text, part_id
-from pipeline.embedders import build_embedder
-from pipeline.graph.falkordb import FalkorGraphWriter
-from pipeline.graph.model import NodeState
-from pipeline.index_text import entity_index_text, part_index_text, text_hash
-from pipeline.settings import Settings
+from pipeline.domain.chunking import chunk_text, part_id
+from pipeline.domain.index_text import entity_index_text, part_index_text, text_hash
+from pipeline.domain.projection import NodeState
+from pipeline.domain.settings import Settings
+from pipeline.embedding.embedders import build_embedder
+from pipeline.graph.falkordb.writer import FalkorGraphWriter
 
 
 @dataclass(frozen=True)

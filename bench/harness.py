@@ -28,14 +28,14 @@ import psutil
 import psycopg
 from kafka import KafkaConsumer, TopicPartition
 
-from pipeline.graph.schema import prepare_graph
-from pipeline.kafka_io import make_producer
-from pipeline.migrations import apply_migrations
-from pipeline.publisher import EventPublisher
+from pipeline.domain.settings import EmbedderName, Settings
+from pipeline.graph.falkordb.schema import prepare_graph
+from pipeline.kafka.io import make_producer
+from pipeline.kafka.publisher import EventPublisher
+from pipeline.kafka.topics import ensure_topics
+from pipeline.ops.migrations import apply_migrations
 from pipeline.services.process import terminate_tree
 from pipeline.services.stack import Stack
-from pipeline.settings import EmbedderName, Settings
-from pipeline.topics import ensure_topics
 from schemas.events import wrap_bare_object
 
 REPO = Path(__file__).resolve().parents[1]

@@ -51,7 +51,7 @@ from harness import (
     stage_breakdown,
 )
 
-from pipeline.settings import EmbedderName, Settings
+from pipeline.domain.settings import EmbedderName, Settings
 
 # Defaults sized so `--embedder both` ends in about 10 minutes on 2 cores: MiniLM embeds about
 # 13 passages/s per process here, so it gets a subset of the corpus.

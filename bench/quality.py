@@ -65,12 +65,12 @@ from readbench import (
 from scipy.stats import spearmanr
 
 from api.wiring import Services, build_services
+from pipeline.domain.read_model import Filters, Hit, RowMeta, SearchQuery
+from pipeline.domain.settings import EmbedderName, Settings
+from pipeline.ops.vocab import refresh_vocab
 from pipeline.retrieval.engine import EngineConfig, RetrievalEngine
 from pipeline.retrieval.fusion import promote, rrf
-from pipeline.retrieval.model import Filters, Hit, RowMeta, SearchQuery
-from pipeline.settings import EmbedderName, Settings
-from pipeline.stores.postgres_search import PgPartSearcher
-from pipeline.vocab import refresh_vocab
+from pipeline.stores.postgres.search import PgPartSearcher
 from schemas.events import wrap_bare_object
 
 PORT_OFFSET = 900

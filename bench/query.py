@@ -64,19 +64,19 @@ from readbench import (
 )
 
 from api.wiring import Services, build_services
-from pipeline.chunking import chunk_text, count_tokens, part_id
-from pipeline.embedders.static import StaticEmbedder
-from pipeline.graph.falkordb import FalkorGraphWriter
-from pipeline.index_text import entity_index_text, part_index_text, text_hash
-from pipeline.ingest import EDGE_SYNC, NODE_SYNC
-from pipeline.kafka_io import KafkaChangeSink, make_producer
-from pipeline.outbox import OutboxRelay, backlog
+from pipeline.domain.chunking import chunk_text, count_tokens, part_id
+from pipeline.domain.index_text import entity_index_text, part_index_text, text_hash
+from pipeline.domain.read_model import ExpandQuery, Filters, SearchQuery
+from pipeline.domain.settings import Settings
+from pipeline.embedding.embedders.static import StaticEmbedder
+from pipeline.graph.falkordb.writer import FalkorGraphWriter
+from pipeline.ingest.batch import EDGE_SYNC, NODE_SYNC
+from pipeline.kafka.io import KafkaChangeSink, make_producer
+from pipeline.outbox.relay import OutboxRelay, backlog
 from pipeline.retrieval import bm25
 from pipeline.retrieval.engine import RetrievalEngine
-from pipeline.retrieval.model import ExpandQuery, Filters, SearchQuery
-from pipeline.settings import Settings
-from pipeline.stores.pool import make_pool
-from pipeline.stores.postgres_search import PgPartSearcher
+from pipeline.stores.postgres.pool import make_pool
+from pipeline.stores.postgres.search import PgPartSearcher
 
 PORT_OFFSET = 1000
 API_PORT = 9000  # the default 8000 + the offset

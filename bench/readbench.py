@@ -23,20 +23,20 @@ from typing import Any, TypeVar
 import psycopg
 from harness import code_version, load_average, machine, percentile
 
-from pipeline.consume import ingest_options
-from pipeline.embedders.base import Embedder
-from pipeline.embedding import EmbeddingService, pending_count
-from pipeline.graph.falkordb import FalkorGraphWriter
-from pipeline.graph.schema import prepare_graph
-from pipeline.ingest import RawRecord, apply_batch
-from pipeline.kafka_io import KafkaChangeSink, make_producer
-from pipeline.migrations import apply_migrations
-from pipeline.outbox import OutboxRelay, backlog
+from pipeline.domain.settings import EmbedderName, Settings
+from pipeline.embedding.service import EmbeddingService, pending_count
+from pipeline.graph.falkordb.schema import prepare_graph
+from pipeline.graph.falkordb.writer import FalkorGraphWriter
+from pipeline.ingest.batch import RawRecord, apply_batch
+from pipeline.ingest.processor import ingest_options
+from pipeline.kafka.io import KafkaChangeSink, make_producer
+from pipeline.kafka.topics import ensure_topics
+from pipeline.ops.migrations import apply_migrations
+from pipeline.outbox.relay import OutboxRelay, backlog
+from pipeline.ports import Embedder
 from pipeline.services.stack import Stack
-from pipeline.settings import EmbedderName, Settings
-from pipeline.stores.pool import make_pool
-from pipeline.stores.postgres_events import PgEventStore
-from pipeline.topics import ensure_topics
+from pipeline.stores.postgres.events import PgEventStore
+from pipeline.stores.postgres.pool import make_pool
 
 __all__ = ["code_version", "load_average", "machine", "percentile"]
 
@@ -44,7 +44,7 @@ REPO = Path(__file__).resolve().parents[1]
 DATASETS = REPO.parent / "shared" / "datasets"
 BENCH_DIR = REPO / ".brainstream-bench"
 
-# The project's default ports (pipeline.settings); a benchmark moves all of them by its offset.
+# The project's default ports (pipeline/domain/settings.py); a benchmark moves them by its offset.
 DEFAULT_PORTS = {"pg_port": 15432, "kafka_port": 19092, "s3_port": 19000,
                  "falkordb_port": 16379, "redis_port": 16380}
 

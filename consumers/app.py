@@ -29,12 +29,12 @@ from typing import Any
 
 import faust
 
-from pipeline.consume import BatchProcessor
-from pipeline.generations import ActivePointer, Generation
-from pipeline.ingest import RawRecord
-from pipeline.kafka_io import DeadLetterWriter, make_producer
-from pipeline.settings import Settings, load_settings
-from pipeline.stores.pool import make_pool
+from pipeline.domain.settings import Settings, load_settings
+from pipeline.ingest.batch import RawRecord
+from pipeline.ingest.processor import BatchProcessor
+from pipeline.kafka.io import DeadLetterWriter, make_producer
+from pipeline.ops.generations import ActivePointer, Generation
+from pipeline.stores.postgres.pool import make_pool
 
 log = logging.getLogger("brainstream.consumer")
 
@@ -179,7 +179,7 @@ def main() -> None:
     log.info("consuming into index generation %d (consumer group %s)", gen.id,
              settings.consumer_group)
     if settings.consumer_metrics_port:
-        from pipeline.metrics import serve
+        from pipeline.metrics.exporter import serve
 
         serve(settings, settings.consumer_metrics_port, lag=True)
     app = create_app(settings, pointer)

@@ -29,15 +29,16 @@ from pydantic import (
     field_validator,
 )
 
-from pipeline.chunking import explicit_part_id
-from pipeline.errors import (
+from pipeline.domain.chunking import explicit_part_id
+from pipeline.domain.errors import (
     InvalidEnvelope,
     InvalidPayload,
     MalformedJson,
     PayloadTooLarge,
     UnknownEventType,
 )
-from pipeline.kinds import KIND_PATTERN, PROPERTY_KEY_PATTERN
+from pipeline.domain.kinds import KIND_PATTERN, PROPERTY_KEY_PATTERN
+from pipeline.domain.relations import RELATION_TYPE_PATTERN
 
 OBJECT_PUT: Final = "brainstream.object.put"
 OBJECT_SOFT_DELETE: Final = "brainstream.object.soft_delete"
@@ -47,8 +48,6 @@ EventType: TypeAlias = Literal[
     "brainstream.object.put", "brainstream.object.soft_delete",
     "brainstream.link.put", "brainstream.link.delete",
 ]
-# A relation type becomes a graph relationship type, which cannot be passed as a parameter.
-RELATION_TYPE_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,62}$"
 DEFAULT_MAX_BYTES = 1_000_000
 
 NonEmptyStr = Annotated[StrictStr, Field(min_length=1, pattern=r"\S")]

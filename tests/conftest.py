@@ -11,17 +11,17 @@ from collections.abc import Iterator
 
 import pytest
 
-from pipeline.settings import Settings
+from pipeline.domain.settings import Settings
 from tests.stackutil import EXAMPLES, TEST_DATA_DIR, make_settings
 
 
 @pytest.fixture(scope="session")
 def stack_settings() -> Iterator[Settings]:
     """A running, migrated embedded stack for the whole test session."""
-    from pipeline.graph.schema import prepare_graph
-    from pipeline.migrations import apply_migrations
+    from pipeline.graph.falkordb.schema import prepare_graph
+    from pipeline.kafka.topics import ensure_topics
+    from pipeline.ops.migrations import apply_migrations
     from pipeline.services.stack import Stack
-    from pipeline.topics import ensure_topics
 
     settings = make_settings()
     stack = Stack(settings)
@@ -43,8 +43,8 @@ def catalog(stack_settings: Settings) -> Settings:
     """The example kind catalog, applied (a non-empty catalog: puts are validated)."""
     import psycopg
 
-    from pipeline.kinds import load_catalog
-    from pipeline.stores.postgres_kinds import apply_catalog
+    from pipeline.domain.kinds import load_catalog
+    from pipeline.stores.postgres.kinds import apply_catalog
 
     with psycopg.connect(stack_settings.effective_postgres_dsn) as conn:
         apply_catalog(conn, load_catalog((EXAMPLES / "kinds.yaml").read_text()))

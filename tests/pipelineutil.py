@@ -18,16 +18,16 @@ from typing import Any, TypeVar
 import psycopg
 from kafka import KafkaConsumer, KafkaProducer
 
-from pipeline.consume import ingest_options
-from pipeline.embedders.static import StaticEmbedder
-from pipeline.embedding import EmbeddingService
-from pipeline.graph.falkordb import FalkorGraphWriter
-from pipeline.ingest import RawRecord, apply_batch
-from pipeline.kafka_io import KafkaChangeSink, make_producer
-from pipeline.outbox import OutboxRelay
-from pipeline.settings import Settings
-from pipeline.stores.pool import make_pool
-from pipeline.stores.postgres_events import PgEventStore
+from pipeline.domain.settings import Settings
+from pipeline.embedding.embedders.static import StaticEmbedder
+from pipeline.embedding.service import EmbeddingService
+from pipeline.graph.falkordb.writer import FalkorGraphWriter
+from pipeline.ingest.batch import RawRecord, apply_batch
+from pipeline.ingest.processor import ingest_options
+from pipeline.kafka.io import KafkaChangeSink, make_producer
+from pipeline.outbox.relay import OutboxRelay
+from pipeline.stores.postgres.events import PgEventStore
+from pipeline.stores.postgres.pool import make_pool
 from tests.stackutil import settings_env
 
 T = TypeVar("T")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from celery import Celery
 
-from pipeline.settings import load_settings
+from pipeline.domain.settings import load_settings
 
 EMBED_TASK = "brainstream.embed"
 RELAY_TASK = "brainstream.relay"

@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from kafka import KafkaProducer
 from psycopg_pool import ConnectionPool
 
-from pipeline.consume import BatchProcessor
-from pipeline.embedders import build_embedder
-from pipeline.embedders.base import Embedder
-from pipeline.generations import ActivePointer
-from pipeline.graph.falkordb import FalkorGraphWriter
-from pipeline.kafka_io import DeadLetterWriter, KafkaChangeSink, make_producer
-from pipeline.settings import Settings, load_settings
-from pipeline.stores.pool import make_pool
+from pipeline.domain.settings import Settings, load_settings
+from pipeline.embedding.embedders import build_embedder
+from pipeline.graph.falkordb.writer import FalkorGraphWriter
+from pipeline.ingest.processor import BatchProcessor
+from pipeline.kafka.io import DeadLetterWriter, KafkaChangeSink, make_producer
+from pipeline.ops.generations import ActivePointer
+from pipeline.ports import Embedder
+from pipeline.stores.postgres.pool import make_pool
 
 
 @dataclass

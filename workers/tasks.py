@@ -1,4 +1,4 @@
-"""Celery tasks: thin shells over pipeline.embedding and pipeline.outbox."""
+"""Celery tasks: thin shells over pipeline/embedding and pipeline/outbox."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import threading
 import uuid
 from typing import Any
 
-from pipeline.consume import deferred_due
-from pipeline.embedding import EmbeddingService, pending_count
-from pipeline.errors import Unavailable
-from pipeline.outbox import OutboxRelay, backlog
-from pipeline.vocab import refresh_vocab
+from pipeline.domain.errors import Unavailable
+from pipeline.embedding.service import EmbeddingService, pending_count
+from pipeline.ingest.processor import deferred_due
+from pipeline.ops.vocab import refresh_vocab
+from pipeline.outbox.relay import OutboxRelay, backlog
 from workers.app import EMBED_TASK, RELAY_TASK, SWEEP_TASK, app
 from workers.runtime import runtime
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from pipeline.errors import (
+from pipeline.domain.errors import (
     InvalidFilter,
     InvalidInput,
     NotFound,
@@ -26,26 +26,24 @@ from pipeline.errors import (
     ResultSetExpired,
     Unavailable,
 )
-from pipeline.kinds import PROPERTY_KEY_PATTERN, KindCatalog
+from pipeline.domain.kinds import PROPERTY_KEY_PATTERN, KindCatalog
+from pipeline.domain.read_model import (
+    Evidence,
+    Filters,
+    Hit,
+    Page,
+    Relation,
+    RichObject,
+    RowMeta,
+    SearchQuery,
+)
+from pipeline.ports import ObjectReader, PartSearcher, ResultSetStore
 from pipeline.retrieval.fusion import (
     Fused,
     Promoted,
     decay_factor,
     fuse_and_promote,
     promote,
-)
-from pipeline.retrieval.model import (
-    Evidence,
-    Filters,
-    Hit,
-    ObjectReader,
-    Page,
-    PartSearcher,
-    Relation,
-    ResultSetStore,
-    RichObject,
-    RowMeta,
-    SearchQuery,
 )
 from pipeline.retrieval.snippets import snippet
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from pipeline.retrieval.model import Hit, RowMeta
+from pipeline.domain.read_model import Hit, RowMeta
 
 
 @dataclass(frozen=True)

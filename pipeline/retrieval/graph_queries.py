@@ -16,14 +16,10 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-from pipeline.errors import InvalidInput, NotFound, Unavailable
-from pipeline.graph.model import check_relation_type
-from pipeline.retrieval.engine import RetrievalEngine, check_limit
-from pipeline.retrieval.fusion import rrf
-from pipeline.retrieval.model import (
+from pipeline.domain.errors import InvalidInput, NotFound, Unavailable
+from pipeline.domain.read_model import (
     ExpandQuery,
     Filters,
-    GraphReader,
     Hit,
     Neighbor,
     Page,
@@ -31,6 +27,10 @@ from pipeline.retrieval.model import (
     RichObject,
     SearchQuery,
 )
+from pipeline.domain.relations import check_relation_type
+from pipeline.ports import GraphReader
+from pipeline.retrieval.engine import RetrievalEngine, check_limit
+from pipeline.retrieval.fusion import rrf
 
 log = logging.getLogger(__name__)
 

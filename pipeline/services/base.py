@@ -6,8 +6,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline.domain.settings import Settings
 from pipeline.services.process import Daemon
-from pipeline.settings import Settings
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import shutil
 import urllib.request
 from pathlib import Path
 
-from pipeline.errors import ServiceError
+from pipeline.domain.errors import ServiceError
 from pipeline.services.base import Service
 from pipeline.services.process import Daemon, env_with, require_free_port, wait_until
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psycopg
 
-from pipeline.errors import ServiceError
+from pipeline.domain.errors import ServiceError
 from pipeline.services.base import Service
 from pipeline.services.process import is_our_process, require_free_port, wait_until
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psutil
 
-from pipeline.errors import PortInUse, ServiceError
+from pipeline.domain.errors import PortInUse, ServiceError
 
 
 @dataclass(frozen=True)

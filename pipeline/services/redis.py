@@ -11,7 +11,7 @@ from typing import Any
 
 import redis
 
-from pipeline.errors import ServiceError
+from pipeline.domain.errors import ServiceError
 from pipeline.services.base import Service
 from pipeline.services.process import Daemon, require_free_port, wait_until
 

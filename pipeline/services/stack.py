@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from pipeline.domain.settings import Settings
 from pipeline.services.base import Service, ServiceStatus
 from pipeline.services.broker import BrokerService, S3StoreService
 from pipeline.services.postgres import PostgresService
 from pipeline.services.redis import FalkorDBService, RedisService
-from pipeline.settings import Settings
 
 Report = Callable[[str], None]
 

@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from pipeline.settings import Settings
+from pipeline.domain.settings import Settings
 from tests.pipelineutil import envelope, ingest, put
 
 NOTE = ("# Kickoff\n\nAcme wants the pilot in the Rotterdam site first.\n\n"

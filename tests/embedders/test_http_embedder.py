@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pipeline.embedders import HttpEmbedder, StaticEmbedder
-from pipeline.errors import ConfigError, EmbedderError, EmbedderUnavailable, Unavailable
+from pipeline.domain.errors import ConfigError, EmbedderError, EmbedderUnavailable, Unavailable
+from pipeline.embedding.embedders import HttpEmbedder, StaticEmbedder
 
 DIM = 256
 

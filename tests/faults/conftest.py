@@ -12,9 +12,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pipeline.kinds import load_catalog
-from pipeline.settings import Settings
-from pipeline.stores.postgres_kinds import apply_catalog
+from pipeline.domain.kinds import load_catalog
+from pipeline.domain.settings import Settings
+from pipeline.stores.postgres.kinds import apply_catalog
 from tests.faults.faultutil import EXAMPLES, ProcSet, running_procs
 
 

@@ -15,7 +15,7 @@ import falkordb
 import psycopg
 from kafka import KafkaProducer
 
-from pipeline.settings import Settings
+from pipeline.domain.settings import Settings
 from tests.pipelineutil import (
     Proc,
     envelope,

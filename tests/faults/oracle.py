@@ -28,10 +28,10 @@ from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 
-from pipeline.chunking import chunk_text
-from pipeline.dlq import read_all
-from pipeline.kafka_io import H_EVENT_ID
-from pipeline.settings import Settings
+from pipeline.domain.chunking import chunk_text
+from pipeline.domain.settings import Settings
+from pipeline.kafka.io import H_EVENT_ID
+from pipeline.ops.dlq import read_all
 from tests.faults.faultutil import (
     ProcSet,
     assert_graph_matches_postgres,
@@ -333,7 +333,7 @@ def _vector_miss_detail(settings: Settings) -> str:
 
 
 def _vector_miss_detail_unsafe(settings: Settings) -> str:
-    from pipeline.verify import verify
+    from pipeline.ops.verify import verify
 
     kinds = graph_rows(settings, "MATCH (n:Entity) RETURN typeOf(n.embedding), n.kind = '',"
                        " count(n)")

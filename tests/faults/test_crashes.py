@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from kafka.errors import KafkaError
 
-from pipeline.chunking import chunk_text
-from pipeline.settings import Settings
+from pipeline.domain.chunking import chunk_text
+from pipeline.domain.settings import Settings
 from tests.faults.faultutil import (
     PIPELINE,
     ProcSet,
@@ -181,8 +181,8 @@ def test_worker_and_relay_kill9_mid_work_converge(pipeline_procs: ProcSet) -> No
 ROUNDS = 12
 _PRODUCER_CHILD = """
 import sys
-from pipeline.kafka_io import make_producer
-from pipeline.settings import load_settings
+from pipeline.kafka.io import make_producer
+from pipeline.domain.settings import load_settings
 settings = load_settings()
 producer = make_producer(settings)
 producer.send(settings.topic_changes, key=b"probe", value=b"first").get(timeout=30)
@@ -201,9 +201,9 @@ def test_pipeline_producer_works_after_a_producer_was_killed(fault_catalog: Sett
     broker a new idempotent producer often fails InitProducerId for good after another producer
     was killed (UnknownProducerId / OutOfOrderSequenceNumber, then UnknownError: fatal). The
     restarted relay then never published a change again and the outbox never drained. The
-    pipeline's producers must be plain at-least-once ones (pipeline/kafka_io.make_producer)."""
-    from pipeline.kafka_io import make_producer
-    from pipeline.topics import ensure_topics
+    pipeline's producers must be plain at-least-once ones (pipeline/kafka/io.make_producer)."""
+    from pipeline.kafka.io import make_producer
+    from pipeline.kafka.topics import ensure_topics
     from tests.stackutil import settings_env
 
     probe = fault_catalog.model_copy(update={"topic_changes": "brainstream.faults.probe"})

@@ -25,15 +25,16 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
-from pipeline.consume import ingest_options
-from pipeline.embedders.static import StaticEmbedder
-from pipeline.embedding import EmbeddingService
-from pipeline.graph.falkordb import FalkorGraphWriter
-from pipeline.ingest import RawRecord, apply_batch
-from pipeline.outbox import Change, OutboxRelay
-from pipeline.settings import Settings
-from pipeline.stores.pool import make_pool
-from pipeline.stores.postgres_events import PgEventStore
+from pipeline.domain.projection import Change
+from pipeline.domain.settings import Settings
+from pipeline.embedding.embedders.static import StaticEmbedder
+from pipeline.embedding.service import EmbeddingService
+from pipeline.graph.falkordb.writer import FalkorGraphWriter
+from pipeline.ingest.batch import RawRecord, apply_batch
+from pipeline.ingest.processor import ingest_options
+from pipeline.outbox.relay import OutboxRelay
+from pipeline.stores.postgres.events import PgEventStore
+from pipeline.stores.postgres.pool import make_pool
 from tests.faults.faultutil import graph_nodes_with_vector, rows
 from tests.pipelineutil import put
 

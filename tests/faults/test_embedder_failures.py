@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pipeline.embedders.static import STATIC_DIM, StaticEmbedder
-from pipeline.index_text import entity_index_text, part_index_text
-from pipeline.settings import Settings
+from pipeline.domain.index_text import entity_index_text, part_index_text
+from pipeline.domain.settings import Settings
+from pipeline.embedding.embedders.static import STATIC_DIM, StaticEmbedder
 from tests.faults.faultutil import (
     ProcSet,
     assert_graph_matches_postgres,

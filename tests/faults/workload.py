@@ -24,10 +24,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.errors import Unavailable
-from pipeline.kafka_io import make_producer
-from pipeline.publisher import EventPublisher
-from pipeline.settings import Settings
+from pipeline.domain.errors import Unavailable
+from pipeline.domain.settings import Settings
+from pipeline.kafka.io import make_producer
+from pipeline.kafka.publisher import EventPublisher
 from tests.faults.faultutil import long_content
 from tests.pipelineutil import envelope
 

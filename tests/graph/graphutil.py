@@ -13,7 +13,7 @@ from pathlib import Path
 
 import redis
 
-from pipeline.graph.model import EdgeState, NodeState
+from pipeline.domain.projection import EdgeState, NodeState
 
 NS_A = uuid.UUID("aaaaaaaa-0000-4000-8000-000000000001")
 NS_B = uuid.UUID("bbbbbbbb-0000-4000-8000-000000000002")

@@ -16,12 +16,12 @@ import falkordb
 import falkordb.asyncio
 import pytest
 
-from pipeline.errors import InvalidInput, Unavailable
-from pipeline.graph.falkordb import FalkorGraphWriter
-from pipeline.graph.falkordb_reader import FalkorGraphReader, fulltext_query
-from pipeline.graph.schema import connect, prepare_graph
-from pipeline.retrieval.model import Neighbor, Relation
-from pipeline.settings import Settings
+from pipeline.domain.errors import InvalidInput, Unavailable
+from pipeline.domain.read_model import Neighbor, Relation
+from pipeline.domain.settings import Settings
+from pipeline.graph.falkordb.reader import FalkorGraphReader, fulltext_query
+from pipeline.graph.falkordb.schema import connect, prepare_graph
+from pipeline.graph.falkordb.writer import FalkorGraphWriter
 from tests.graph.graphutil import (
     NS_A,
     NS_B,

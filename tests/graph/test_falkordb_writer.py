@@ -16,11 +16,11 @@ import falkordb
 import pytest
 import redis
 
-from pipeline.errors import InvalidInput, Unavailable
-from pipeline.graph.falkordb import FalkorGraphWriter
-from pipeline.graph.model import EdgeKey, EdgeState, NodeState
-from pipeline.graph.schema import connect, index_rows, prepare_graph
-from pipeline.settings import Settings
+from pipeline.domain.errors import InvalidInput, Unavailable
+from pipeline.domain.projection import EdgeKey, EdgeState, NodeState
+from pipeline.domain.settings import Settings
+from pipeline.graph.falkordb.schema import connect, index_rows, prepare_graph
+from pipeline.graph.falkordb.writer import FalkorGraphWriter
 from tests.stackutil import make_settings
 
 pytestmark = pytest.mark.stack

@@ -10,8 +10,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from pipeline.migrations import apply_migrations
-from pipeline.settings import Settings
+from pipeline.domain.settings import Settings
+from pipeline.ops.migrations import apply_migrations
 from tests.pipelineutil import Proc, Publisher, pipeline_env, put, wait_for
 from tests.stackutil import EXAMPLES, make_settings
 

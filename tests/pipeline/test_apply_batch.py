@@ -10,11 +10,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from pipeline.chunking import explicit_part_id
-from pipeline.ingest import IngestOptions, RawRecord, apply_batch
-from pipeline.kinds import load_catalog
-from pipeline.stores.postgres_events import PgEventStore
-from pipeline.stores.postgres_kinds import apply_catalog
+from pipeline.domain.chunking import explicit_part_id
+from pipeline.domain.kinds import load_catalog
+from pipeline.ingest.batch import IngestOptions, RawRecord, apply_batch
+from pipeline.stores.postgres.events import PgEventStore
+from pipeline.stores.postgres.kinds import apply_catalog
 from tests.pipelineutil import envelope, put
 
 pytestmark = pytest.mark.stack

@@ -10,11 +10,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from pipeline.consume import ingest_options
-from pipeline.errors import InvalidInput
-from pipeline.ingest import RawRecord, apply_batch
-from pipeline.purge import parse_age, purge
-from pipeline.stores.postgres_events import PgEventStore
+from pipeline.domain.errors import InvalidInput
+from pipeline.ingest.batch import RawRecord, apply_batch
+from pipeline.ingest.processor import ingest_options
+from pipeline.ops.purge import parse_age, purge
+from pipeline.stores.postgres.events import PgEventStore
 from tests.pipelineutil import envelope, put
 from tests.stackutil import make_settings
 

@@ -30,15 +30,15 @@ from fastapi.testclient import TestClient
 from psycopg import sql
 
 from api.app import create_app
-from pipeline.consume import ingest_options
-from pipeline.generations import get_generation, list_generations, migrate_generations
-from pipeline.ingest import RawRecord, apply_batch
-from pipeline.kafka_io import make_producer
-from pipeline.kafka_offsets import committed_offsets
-from pipeline.markers import marker_record
-from pipeline.settings import Settings
-from pipeline.stores.postgres_events import PgEventStore
-from pipeline.topics import ensure_topics
+from pipeline.domain.settings import Settings
+from pipeline.ingest.batch import RawRecord, apply_batch
+from pipeline.ingest.processor import ingest_options
+from pipeline.kafka.io import make_producer
+from pipeline.kafka.markers import marker_record
+from pipeline.kafka.offsets import committed_offsets
+from pipeline.kafka.topics import ensure_topics
+from pipeline.ops.generations import get_generation, list_generations, migrate_generations
+from pipeline.stores.postgres.events import PgEventStore
 from tests.pipelineutil import (
     Proc,
     Publisher,
@@ -72,7 +72,7 @@ def _env(settings: Settings) -> dict[str, str]:
 
 def _publisher(settings: Settings) -> Publisher:
     """A test publisher whose producer is not idempotent (on the embedded broker a new
-    idempotent producer can fail InitProducerId for good, see pipeline/kafka_io.py)."""
+    idempotent producer can fail InitProducerId for good, see pipeline/kafka/io.py)."""
     pub = Publisher(settings)
     pub.producer.close()
     pub.producer = make_producer(settings)

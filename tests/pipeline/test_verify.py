@@ -12,13 +12,13 @@ import falkordb
 import psycopg
 import pytest
 
-from pipeline.graph.falkordb import FalkorGraphWriter
-from pipeline.graph.schema import NODE_LABEL, _has_index, index_rows, prepare_graph
-from pipeline.kafka_io import KafkaChangeSink, make_producer
-from pipeline.outbox import OutboxRelay
-from pipeline.settings import Settings
-from pipeline.stores.pool import make_pool
-from pipeline.verify import rebuild_vector_index, repair, verify
+from pipeline.domain.settings import Settings
+from pipeline.graph.falkordb.schema import NODE_LABEL, _has_index, index_rows, prepare_graph
+from pipeline.graph.falkordb.writer import FalkorGraphWriter
+from pipeline.kafka.io import KafkaChangeSink, make_producer
+from pipeline.ops.verify import rebuild_vector_index, repair, verify
+from pipeline.outbox.relay import OutboxRelay
+from pipeline.stores.postgres.pool import make_pool
 from tests.pipelineutil import envelope, ingest, put
 from tests.stackutil import make_settings, settings_env
 
@@ -93,7 +93,7 @@ def test_verify_detects_and_repairs_drift(db: psycopg.Connection[Any],
 
 
 def test_graph_rebuild_and_reembed(db: psycopg.Connection[Any], stack_settings: Settings) -> None:
-    from pipeline.rebuild import rebuild_graph, reembed
+    from pipeline.ops.rebuild import rebuild_graph, reembed
 
     settings = make_settings(postgres_dsn=db.info.dsn, graph_name=f"r_{uuid.uuid4().hex[:8]}",
                              **{k: getattr(stack_settings, k) for k in

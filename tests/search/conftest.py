@@ -14,10 +14,10 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
-from pipeline.migrations import apply_migrations
-from pipeline.settings import Settings
-from pipeline.stores.postgres_read import PgObjectReader, make_async_pool
-from pipeline.stores.postgres_search import PgPartSearcher
+from pipeline.domain.settings import Settings
+from pipeline.ops.migrations import apply_migrations
+from pipeline.stores.postgres.read import PgObjectReader, make_async_pool
+from pipeline.stores.postgres.search import PgPartSearcher
 from tests.search.corpus import build_corpus
 from tests.stackutil import make_settings
 

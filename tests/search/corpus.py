@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from pipeline.chunking import explicit_part_id
-from pipeline.retrieval.model import Hit
+from pipeline.domain.chunking import explicit_part_id
+from pipeline.domain.read_model import Hit
 from tests.pipelineutil import envelope, put
 from tests.search.searchref import apply_events, load_rows
 

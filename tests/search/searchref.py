@@ -17,10 +17,10 @@ from typing import Any
 
 import psycopg
 
-from pipeline.ingest import IngestOptions, RawRecord, apply_batch
-from pipeline.retrieval.model import Filters
-from pipeline.stores.postgres_events import PgEventStore
-from pipeline.vocab import refresh_vocab
+from pipeline.domain.read_model import Filters
+from pipeline.ingest.batch import IngestOptions, RawRecord, apply_batch
+from pipeline.ops.vocab import refresh_vocab
+from pipeline.stores.postgres.events import PgEventStore
 
 OPTIONS = IngestOptions(chunk_max_tokens=20, chunk_overlap_tokens=0)
 

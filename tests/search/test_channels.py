@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.errors import InvalidFilter
-from pipeline.retrieval.model import Filters, Scalar
-from pipeline.stores.postgres_search import PgPartSearcher
+from pipeline.domain.errors import InvalidFilter
+from pipeline.domain.read_model import Filters, Scalar
+from pipeline.stores.postgres.search import PgPartSearcher
 from tests.search.corpus import BASE, K_ALL, KINDS, WORDS
 from tests.search.corpus import hit_ids as _ids
 from tests.search.corpus import run as _run

@@ -12,8 +12,8 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from pipeline.retrieval.model import Filters
-from pipeline.stores.postgres_search import PgPartSearcher
+from pipeline.domain.read_model import Filters
+from pipeline.stores.postgres.search import PgPartSearcher
 
 pytestmark = pytest.mark.stack
 

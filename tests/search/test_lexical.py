@@ -10,8 +10,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from pipeline.retrieval.model import Filters
-from pipeline.stores.postgres_search import PgPartSearcher
+from pipeline.domain.read_model import Filters
+from pipeline.stores.postgres.search import PgPartSearcher
 from tests.pipelineutil import envelope, put
 from tests.search.corpus import K_ALL
 from tests.search.corpus import run as _run

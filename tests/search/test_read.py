@@ -10,10 +10,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from pipeline.chunking import explicit_part_id
-from pipeline.retrieval.model import Filters
-from pipeline.stores.postgres_read import PgObjectReader
-from pipeline.stores.postgres_search import PgPartSearcher
+from pipeline.domain.chunking import explicit_part_id
+from pipeline.domain.read_model import Filters
+from pipeline.stores.postgres.read import PgObjectReader
+from pipeline.stores.postgres.search import PgPartSearcher
 from tests.pipelineutil import envelope, put
 from tests.search.searchref import apply_events
 

@@ -10,8 +10,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from pipeline.retrieval.model import Filters, Hit
-from pipeline.stores.postgres_search import PgPartSearcher
+from pipeline.domain.read_model import Filters, Hit
+from pipeline.stores.postgres.search import PgPartSearcher
 from tests.pipelineutil import put
 from tests.search.corpus import K_ALL
 from tests.search.corpus import hit_ids as _ids

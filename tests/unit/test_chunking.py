@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.chunking import Chunk, chunk_text, count_tokens, part_id
+from pipeline.domain.chunking import Chunk, chunk_text, count_tokens, part_id
 
 words = st.sampled_from(
     ["the", "Acme", "pilot", "42", "3.5", "e.g.", "naïve", "日本語", "--", "x" * 40, "ok", "é"]

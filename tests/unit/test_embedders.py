@@ -11,20 +11,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.embedders import (
+from pipeline.domain.errors import (
+    BrainstreamError,
+    ConfigError,
+    EmbedderError,
+    EmbedderUnavailable,
+    Unavailable,
+)
+from pipeline.embedding.embedders import (
     Embedder,
     HttpEmbedder,
     MiniLMEmbedder,
     StaticEmbedder,
     build_embedder,
     normalize_rows,
-)
-from pipeline.errors import (
-    BrainstreamError,
-    ConfigError,
-    EmbedderError,
-    EmbedderUnavailable,
-    Unavailable,
 )
 from tests.stackutil import make_settings
 

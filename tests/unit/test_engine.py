@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from pipeline.errors import Unavailable
-from pipeline.kinds import KindCatalog
+from pipeline.domain.errors import Unavailable
+from pipeline.domain.kinds import KindCatalog
+from pipeline.domain.read_model import Filters, Hit, RichObject, RowMeta, SearchQuery
 from pipeline.retrieval.engine import EngineConfig, RetrievalEngine
-from pipeline.retrieval.model import Filters, Hit, RichObject, RowMeta, SearchQuery
 
 DOC = uuid.UUID(int=7)
 

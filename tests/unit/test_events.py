@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.chunking import explicit_part_id, part_id
-from pipeline.errors import (
+from pipeline.domain.chunking import explicit_part_id, part_id
+from pipeline.domain.errors import (
     InvalidEnvelope,
     InvalidInput,
     InvalidPayload,

@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pipeline.domain.read_model import Hit, RowMeta
 from pipeline.retrieval.fusion import decay_factor, fuse_and_promote, promote, rrf
-from pipeline.retrieval.model import Hit, RowMeta
 from pipeline.retrieval.snippets import snippet
 
 IDS = [uuid.UUID(int=i) for i in range(1, 40)]

@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.index_text import entity_index_text, part_index_text, text_hash
+from pipeline.domain.index_text import entity_index_text, part_index_text, text_hash
 
 
 def test_entity_index_text_layout() -> None:

@@ -9,14 +9,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.errors import (
+from pipeline.domain.errors import (
     InvalidFilter,
     InvalidKindSpec,
     MissingRequiredField,
     UnknownKind,
     WrongFieldType,
 )
-from pipeline.kinds import (
+from pipeline.domain.kinds import (
     FieldSpec,
     FieldType,
     KindCatalog,

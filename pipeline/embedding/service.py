@@ -1,0 +1,238 @@
+"""Embedding pending objects: claim, embed in batches with retries, write back, hand to the graph.
+
+Rows are claimed with a lease (not a lock), so a slow model never blocks the consumers; the write
+back is a compare-and-set on the index text hash, so a put that changed the text meanwhile wins
+and its row stays pending for the next round. Any number of worker processes can run this at
+once: claims skip rows another worker holds.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from pipeline.domain.errors import BrainstreamError, EmbeddingFailed, Unavailable
+from pipeline.domain.index_text import entity_index_text, part_index_text
+from pipeline.domain.retry import retry_transient
+from pipeline.domain.settings import Settings
+from pipeline.ingest.batch import NODE_SYNC
+from pipeline.kafka.io import DeadLetterWriter, dead_letter_headers
+from pipeline.metrics import instruments as metrics
+from pipeline.ports import Embedder
+
+log = logging.getLogger(__name__)
+
+_CLAIM = """
+UPDATE objects SET embed_lease_until = now() + make_interval(secs => %(lease)s)
+WHERE id IN (
+    SELECT id FROM objects
+    WHERE embed_status = 'pending' AND deleted_at IS NULL
+      AND (embed_lease_until IS NULL OR embed_lease_until < now())
+      AND (%(roots)s::uuid[] IS NULL OR coalesce(parent_id, id) = ANY(%(roots)s::uuid[]))
+    ORDER BY updated_at, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED)
+RETURNING id
+"""
+
+_LOAD = """
+SELECT o.id, o.namespace_id, o.parent_id, o.title, o.summary, o.properties, o.content,
+       p.title, o.index_text_hash, o.event_id
+FROM objects o LEFT JOIN objects p ON p.id = o.parent_id
+WHERE o.id = ANY(%s)
+ORDER BY o.id
+"""
+
+
+@dataclass(frozen=True)
+class _Row:
+    id: uuid.UUID
+    namespace_id: uuid.UUID
+    parent_id: uuid.UUID | None
+    text: str
+    index_text_hash: str
+    event_id: str | None
+
+    @property
+    def root(self) -> uuid.UUID:
+        return self.parent_id or self.id
+
+
+@dataclass
+class EmbedStats:
+    claimed: int = 0
+    embedded: int = 0
+    failed: int = 0
+    roots_completed: int = 0
+
+
+class EmbeddingService:
+    """Embeds what the write path left pending."""
+
+    def __init__(self, settings: Settings, pool: ConnectionPool, embedder: Embedder,
+                 dead_letters: DeadLetterWriter | None = None) -> None:
+        self.settings = settings
+        self.pool = pool
+        self.embedder = embedder
+        self.dead_letters = dead_letters
+
+    def run(self, roots: Sequence[uuid.UUID] | None = None, *, max_batches: int = 1000
+            ) -> EmbedStats:
+        """Embed pending rows (of `roots`, or all) until none is left or `max_batches` ran."""
+        stats = EmbedStats()
+        for _ in range(max_batches):
+            ids = self._claim(roots)
+            if not ids:
+                break
+            stats.claimed += len(ids)
+            self._embed_batch(ids, stats)
+        return stats
+
+    def _claim(self, roots: Sequence[uuid.UUID] | None) -> list[uuid.UUID]:
+        with self.pool.connection() as conn:
+            rows = conn.execute(_CLAIM, {
+                "lease": self.settings.embed_lease_seconds,
+                "roots": list(roots) if roots is not None else None,
+                "limit": self.settings.embed_batch_size,
+            }).fetchall()
+        return [row[0] for row in rows]
+
+    def _load(self, ids: Sequence[uuid.UUID]) -> list[_Row]:
+        cap = self.settings.content_cap_chars
+        with self.pool.connection() as conn:
+            rows = conn.execute(_LOAD, (list(ids),)).fetchall()
+        out = []
+        for oid, ns, parent, title, summary, props, content, parent_title, hsh, event in rows:
+            if parent is None:
+                text = entity_index_text(title, summary, props or {}, content,
+                                         content_cap_chars=cap)
+            else:
+                text = part_index_text(parent_title, content or "")
+            out.append(_Row(oid, ns, parent, text, hsh, event))
+        return out
+
+    def _embed_batch(self, ids: Sequence[uuid.UUID], stats: EmbedStats) -> None:
+        rows = self._load(ids)
+        def call() -> np.ndarray[Any, Any]:
+            with metrics.EMBED_SECONDS.time():
+                return self.embedder.embed([row.text for row in rows])
+
+        metrics.EMBED_BATCH.observe(len(rows))
+        try:
+            vectors = retry_transient(
+                call,
+                attempts=self.settings.embed_retry_attempts,
+                max_wait=self.settings.embed_retry_max_wait,
+                on_retry=lambda n, exc: log.warning("embedding attempt %d failed: %s", n, exc),
+            )
+        except BrainstreamError as exc:
+            self._fail(rows, exc)
+            metrics.EMBED_FAILURES.inc(len(rows))
+            stats.failed += len(rows)
+            return
+        self._store(rows, vectors, stats)
+
+    def _store(self, rows: Sequence[_Row], vectors: np.ndarray[Any, Any],
+               stats: EmbedStats) -> None:
+        # The write-back locks many rows that a consumer batch (or the sweep applying deferred
+        # links) may lock in another order: Postgres then aborts one side as a deadlock. The
+        # consumer retries its batch; here the vectors are in hand, so the transaction is
+        # retried too (before, the task failed and the rows waited out their lease, 120 s by
+        # default, to be embedded again; seen in the fault suite's Postgres restart catch-up).
+        retry_transient(lambda: self._store_once(rows, vectors, stats), attempts=5,
+                        max_wait=2.0, transient=(psycopg.errors.TransactionRollback,),
+                        on_retry=lambda n, exc: log.warning("embedding write-back attempt %d "
+                                                            "rolled back: %s", n, exc))
+
+    def _store_once(self, rows: Sequence[_Row], vectors: np.ndarray[Any, Any],
+                    stats: EmbedStats) -> None:
+        params = sorted(((vector, row.index_text_hash, row.id, row.index_text_hash)
+                         for row, vector in zip(rows, vectors, strict=True)),
+                        key=lambda p: p[2])  # one row order for every writer
+        roots = sorted({row.root for row in rows})
+        with self.pool.connection() as conn, conn.transaction():
+            # Workers finishing rows of the same root serialize here; otherwise each could see
+            # the other's rows as still pending and neither would hand the root to the graph.
+            # `roots` is sorted, and unnest keeps array order: locks are taken in one global
+            # order, so two workers cannot deadlock.
+            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(r::text, 0))"
+                         " FROM unnest(%s::uuid[]) AS r", (roots,))
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "UPDATE objects SET embedding = %s, embedded_hash = %s, embed_status = 'done',"
+                    " embed_lease_until = NULL, embed_error = NULL"
+                    " WHERE id = %s AND index_text_hash = %s",
+                    params,
+                )
+            # A root is ready for the graph once it and all its parts are embedded.
+            done = conn.execute(
+                "SELECT r.id, r.namespace_id FROM objects r WHERE r.id = ANY(%s)"
+                " AND r.parent_id IS NULL AND r.deleted_at IS NULL"
+                " AND NOT EXISTS (SELECT 1 FROM objects x WHERE coalesce(x.parent_id, x.id) = r.id"
+                "   AND x.deleted_at IS NULL AND x.embed_status = 'pending')",
+                (roots,),
+            ).fetchall()
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO outbox (namespace_id, aggregate_id, op) VALUES (%s, %s, %s)",
+                    [(ns, root, NODE_SYNC) for root, ns in done],
+                )
+        stats.embedded += len(rows)
+        stats.roots_completed += len(done)
+
+    def _fail(self, rows: Sequence[_Row], exc: BrainstreamError) -> None:
+        """Retries are exhausted: mark the rows failed and dead-letter the reason."""
+        error = exc if isinstance(exc, EmbeddingFailed) else EmbeddingFailed(
+            f"embedding failed after {self.settings.embed_retry_attempts} attempts: "
+            f"{exc.code}: {exc.message}")
+        log.error("%s (%d rows)", error.message, len(rows))
+        if self.dead_letters is not None:
+            letters = []
+            for row in rows:
+                value = json.dumps({"id": str(row.id), "namespace": str(row.namespace_id),
+                                    "parent_id": str(row.parent_id) if row.parent_id else None,
+                                    "event_id": row.event_id}).encode()
+                headers = dead_letter_headers(error, topic="embedding", partition=-1, offset=-1,
+                                              event_id=row.event_id)
+                letters.append((str(row.root).encode(), value, headers))
+            try:
+                self.dead_letters.send(letters)
+            except Unavailable:
+                # Not marked failed: the lease expires and the rows are tried again later.
+                log.error("dead-letter topic unavailable; leaving rows pending")
+                return
+        with self.pool.connection() as conn, conn.transaction():
+            conn.execute(
+                "UPDATE objects SET embed_status = 'failed', embed_error = %s,"
+                " embed_attempts = embed_attempts + 1, embed_lease_until = NULL"
+                " WHERE id = ANY(%s) AND embed_status = 'pending'",
+                (error.message[:2000], [row.id for row in rows]),
+            )
+            # The graph still gets the node (without a vector) so links and text search work.
+            roots = sorted({(row.root, row.namespace_id) for row in rows})
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO outbox (namespace_id, aggregate_id, op) VALUES (%s, %s, %s)",
+                    [(ns, root, NODE_SYNC) for root, ns in roots],
+                )
+
+
+def pending_count(pool: ConnectionPool, *, older_than: float = 0.0) -> int:
+    """Rows waiting for an embedding; with `older_than`, only those nobody is working on that
+    have waited that many seconds (what the sweep must re-trigger: a live task will get the
+    others, and claiming them in a big sweep batch would delay the documents they belong to)."""
+    with pool.connection() as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM objects WHERE embed_status = 'pending' AND deleted_at IS NULL"
+            " AND (%(age)s = 0 OR (updated_at < now() - make_interval(secs => %(age)s)"
+            " AND (embed_lease_until IS NULL OR embed_lease_until < now())))",
+            {"age": older_than}).fetchone()
+    return int(row[0]) if row else 0

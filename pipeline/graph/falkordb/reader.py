@@ -1,0 +1,509 @@
+"""FalkorDB adapter of the `GraphReader` port: the read side of the graph projection.
+
+Entity find (full-text and vector), edge find (full-text on `note`, per relation type) and
+neighbor walks, always scoped to one namespace. Every id returned must still be hydrated from
+Postgres by the caller. Only read-only queries (`GRAPH.RO_QUERY`) are issued.
+
+Errors: a graph that cannot be reached (refused or dropped connection, timeout, server loading,
+query timeout, query queue full) raises `pipeline.domain.errors.Unavailable`, whose message always
+contains "graph", so that the API can degrade; bad credentials raise `ConfigError`; bad arguments
+(relation type, direction, max_hops, vector) raise `InvalidInput` with the offending field.
+A graph key that does not exist yet (nothing projected) reads as an empty graph.
+
+FalkorDB 4.16.3 quirks absorbed here (see shared/STACK.md):
+- `db.idx.vector.queryNodes(k)` cannot pre-filter and returns fewer than k rows when the index
+  holds orphan entries: ask for more (`k * 4 + 20`), filter namespace and kinds in Cypher, and
+  retry once with a larger k (estimated from the surviving fraction, capped) when too few survive.
+  Its `score` is the cosine *distance* (0 = same direction, 2 = opposite): similarity = 1 - score.
+- Full-text queries use RediSearch syntax (`|`, `-`, `@`, `(`, `"`, `%`, `*`, `~`, `:` ... are
+  operators, and a stray one is a syntax error; so is a bare `_`): user text is reduced to its
+  word tokens, OR-ed (fuzzed with 20k random Unicode strings: no syntax error left; one would
+  be logged and find nothing).
+  `queryNodes` yields every match (no k) in no particular order: ORDER BY score in Cypher.
+  Scores are TF-IDF with the term frequency divided by the document's most frequent term, so
+  ties are common (and every score is 0 when every indexed node matches): ties go by id.
+- Case folding in the full-text index is ASCII-only ("NAÏVE" does not find "naïve"): a token
+  with non-ASCII letters is also searched in lower, upper and capitalized form.
+- `queryRelationships` on a type without a full-text index quietly returns nothing; the reader
+  still checks its cached capabilities first and refreshes them (at most every
+  `capability_ttl` seconds) when a type is not known to be indexed, because the writer creates
+  edge indexes when a type first appears.
+- A relation type cannot be a parameter in a pattern: types are checked against
+  `RELATION_TYPE_PATTERN` and back-quoted (`[e:`A`|`B`]`).
+- Walks: written as one pattern, `MATCH (a {id: f})-[e]-(b:Entity) WHERE b.namespace = ...` is
+  planned from `b` (a scan of the whole namespace, 40 ms on 10k nodes instead of 0.3 ms);
+  indexing a list parameter per row (`$frontier[pos]`) and sorting every candidate edge are
+  slow too. `_walk_query` explains the shape that avoids all three.
+- The asyncio client's constructor probes the server *synchronously* (cluster detection): build
+  readers at start-up (`from_settings`), not inside request handling.
+- Without `hiredis`, redis-py parses replies in pure Python: a 200-row walk round costs ~10-20 ms
+  on the client against ~3 ms on the server; with hiredis the client share drops 3-5x.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import re
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import falkordb.asyncio
+import redis.exceptions as redis_errors
+
+from pipeline.domain.errors import ConfigError, InvalidInput, Unavailable
+from pipeline.domain.read_model import Direction, EdgeHit, Hit, Neighbor, Relation
+from pipeline.domain.relations import check_relation_type
+from pipeline.domain.settings import Settings
+from pipeline.graph.falkordb.schema import NODE_LABEL
+
+log = logging.getLogger(__name__)
+
+MAX_HOPS = 4
+# Bounds on what one user query may ask of the full-text index.
+MAX_QUERY_TOKENS = 32
+MAX_TOKEN_CHARS = 64
+DEFAULT_VECTOR_CAP = 4096
+
+_TRANSIENT_REPLIES = ("Max pending queries exceeded", "Query timed out", "LOADING")
+_EMPTY_KEY = "empty key"
+_SYNTAX_ERROR = "RediSearch: Syntax error"
+_WORD = re.compile(r"\w+")
+
+# A node that is only an edge endpoint (its own projection has not arrived) has kind "" or none;
+# `null <> ''` is null, so a missing kind is excluded too.
+_VISIBLE = "{v}.namespace = $ns AND {v}.kind <> ''"
+_KINDS = "(size($kinds) = 0 OR {v}.kind IN $kinds)"
+
+_TEXT_QUERY = f"""
+CALL db.idx.fulltext.queryNodes('{NODE_LABEL}', $q) YIELD node, score
+WHERE {_VISIBLE.format(v="node")} AND {_KINDS.format(v="node")}
+RETURN node.id, score
+ORDER BY score DESC, node.id
+LIMIT $k
+"""
+
+# One row whatever happens: how many entries the index returned (orphans are dropped by the
+# server), and those of the namespace and kinds.
+_VECTOR_QUERY = f"""
+CALL db.idx.vector.queryNodes('{NODE_LABEL}', 'embedding', $k2, vecf32($v)) YIELD node, score
+WITH count(node) AS raw,
+     collect(CASE WHEN {_VISIBLE.format(v="node")} AND {_KINDS.format(v="node")}
+                  THEN [node.id, score] END) AS hits
+RETURN raw, hits
+"""
+
+_EDGE_QUERY = """
+CALL db.idx.fulltext.queryRelationships($t, $q) YIELD relationship, score
+WITH relationship AS e, score
+WHERE e.namespace = $ns
+WITH e, score, startNode(e) AS a, endNode(e) AS b
+WHERE a.namespace = $ns AND b.namespace = $ns
+RETURN a.id, b.id, score, e.note, e.status, e.role, e.confidence, e.evidence_id
+ORDER BY score DESC, a.id, b.id
+LIMIT $k
+"""
+
+_INDEXES = ("CALL db.indexes() YIELD label, types, options, entitytype, status "
+            "RETURN label, types, options, entitytype, status")
+
+
+# Packs (frontier position, internal id of the source) into one integer, so that a plain min()
+# picks both the earliest source and a handle to seek it by (ids < 2**40, positions < 2**22).
+_POS_SHIFT = 1 << 40
+MAX_WALK_LIMIT = 1 << 20
+
+
+def _walk_query(relation_types: Sequence[str], direction: Direction) -> str:
+    """One BFS round: the unseen visible nodes one edge away from the frontier, one row each.
+
+    `$frontier` holds `[position, id]` in walk order (seed rank first). Each new node is claimed
+    by its earliest frontier node; among their edges, the first by (relation type, 'out' before
+    'in') is reported. Rows come out ordered by (frontier position, id), cut at `$remaining`.
+
+    Shape, for speed (measured on FalkorDB 4.16.3): the WITH before the second MATCH makes the
+    planner start from the frontier (as one pattern it scanned every node for `b` and walked
+    back); the claim is a min() over one integer instead of a sort of every candidate edge; the
+    source is then found again by internal id (indexing `$frontier[pos]` per row is slow) and
+    only the surviving (source, node) pairs are sorted; already-seen nodes are excluded by
+    internal id (`$seen_int`, cheaper than comparing strings) and, for the seeds, by id.
+    """
+    types = ":" + "|".join(f"`{t}`" for t in relation_types) if relation_types else ""
+    if direction == "out":
+        first, again, dir_expr = (f"(a)-[e{types}]->(b:{NODE_LABEL})", f"(a)-[e{types}]->(b)",
+                                  "'out'")
+    elif direction == "in":
+        first, again, dir_expr = (f"(a)<-[e{types}]-(b:{NODE_LABEL})", f"(a)<-[e{types}]-(b)",
+                                  "'in'")
+    else:
+        first, again = f"(a)-[e{types}]-(b:{NODE_LABEL})", f"(a)-[e{types}]-(b)"
+        dir_expr = "CASE WHEN id(startNode(e)) = id(a) THEN 'out' ELSE 'in' END"
+    return f"""
+UNWIND $frontier AS f
+MATCH (a:{NODE_LABEL} {{id: f[1]}})
+WHERE a.namespace = $ns
+WITH a, f[0] AS pos
+MATCH {first}
+WHERE {_VISIBLE.format(v="b")} AND NOT id(b) IN $seen_int AND NOT b.id IN $seeds
+WITH b, min(pos * {_POS_SHIFT} + id(a)) AS key
+WITH b, key / {_POS_SHIFT} AS pos, key % {_POS_SHIFT} AS aid
+ORDER BY pos, b.id
+LIMIT $remaining
+MATCH (a) WHERE id(a) = aid
+WITH a, b, pos
+MATCH {again}
+WITH a, b, pos, type(e) AS t, {dir_expr} AS dir, e
+ORDER BY pos, b.id, t, dir DESC
+WITH a, b, pos, collect([t, dir, e.note, e.status, e.role, e.confidence, e.evidence_id])[0]
+     AS best
+RETURN id(b), b.id, pos, a.id, best
+ORDER BY pos, b.id
+"""
+
+
+def fulltext_query(text: str) -> str:
+    """RediSearch query matching any word of `text`, or "" when it holds no word.
+
+    Everything but word characters is dropped (RediSearch treats most punctuation as operators
+    and splits indexed text on it anyway), tokens are de-duplicated and OR-ed. Tokens with
+    non-ASCII letters also go in lower, upper and capitalized form (ASCII-only case folding).
+    """
+    tokens: dict[str, None] = {}
+    for match in _WORD.finditer(text):
+        token = match.group()[:MAX_TOKEN_CHARS]
+        if not token.strip("_"):  # a bare "_" is a RediSearch syntax error
+            continue
+        variants = [token]
+        if not token.isascii():
+            variants += [token.lower(), token.upper(), token.capitalize()]
+        for variant in variants:
+            tokens.setdefault(variant, None)
+        if len(tokens) >= MAX_QUERY_TOKENS:
+            break
+    return "|".join(list(tokens)[:MAX_QUERY_TOKENS])
+
+
+@contextmanager
+def _read_errors(what: str) -> Iterator[None]:
+    """Translate client errors: outages become Unavailable (the API degrades), the rest stays."""
+    try:
+        yield
+    except (redis_errors.AuthenticationError, redis_errors.AuthorizationError,
+            redis_errors.NoPermissionError) as exc:
+        raise ConfigError(f"graph refused the credentials during {what}: {exc}",
+                          field="falkordb_url") from exc
+    except (redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.BusyLoadingError,
+            redis_errors.TryAgainError, redis_errors.ClusterDownError, OSError,
+            TimeoutError) as exc:
+        raise Unavailable(f"graph unavailable during {what}: {exc}") from exc
+    except redis_errors.ResponseError as exc:
+        if any(reply in str(exc) for reply in _TRANSIENT_REPLIES):
+            raise Unavailable(f"graph busy during {what}: {exc}") from exc
+        raise
+
+
+def _uuid(value: Any) -> uuid.UUID | None:
+    """A stored id as a UUID, or None when it is not one (never raises)."""
+    if value is None:
+        return None
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        return None
+
+
+def _opt_str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class GraphCapabilities:
+    """What the graph's indexes allow, read from `CALL db.indexes()`."""
+
+    node_fulltext: bool
+    vector_dim: int | None
+    edge_fulltext_types: frozenset[str]
+    resolved_at: float
+
+
+class FalkorGraphReader:
+    """`GraphReader` on a FalkorDB graph written by `FalkorGraphWriter`.
+
+    Capabilities (node full-text index, vector dimension, relation types with an edge full-text
+    index) are resolved on the first call that needs them and cached; they are refreshed at most
+    every `capability_ttl` seconds when a call finds one missing.
+
+    Counters, for the API's metrics and caps: `round_trips` counts every query sent;
+    `last_walk_round_trips` the queries of the most recent `neighbors` call (at most `max_hops`;
+    with concurrent calls on one reader, it belongs to whichever call finished last).
+    """
+
+    def __init__(self, db: falkordb.asyncio.FalkorDB, graph_name: str, *,
+                 capability_ttl: float = 30.0, vector_cap: int = DEFAULT_VECTOR_CAP,
+                 timeout_ms: int | None = 10_000) -> None:
+        if vector_cap < 1:
+            raise ValueError("vector_cap must be positive")
+        self.graph_name = graph_name
+        self.capability_ttl = capability_ttl
+        self.vector_cap = vector_cap
+        self.timeout_ms = timeout_ms
+        self.round_trips = 0
+        self.last_walk_round_trips = 0
+        self._db = db
+        self._graph: Any = db.select_graph(graph_name)
+        self._caps: GraphCapabilities | None = None
+        self._caps_lock = asyncio.Lock()
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **options: Any) -> FalkorGraphReader:
+        """A reader on the configured graph; raises Unavailable if FalkorDB cannot be reached.
+
+        Blocking: the client's constructor probes the server synchronously.
+        """
+        with _read_errors("connect"):
+            db = falkordb.asyncio.FalkorDB.from_url(settings.effective_falkordb_url,
+                                                    socket_connect_timeout=5,
+                                                    socket_timeout=30)
+        return cls(db, settings.graph_name, **options)
+
+    async def aclose(self) -> None:
+        """Close the client's connections."""
+        await self._db.connection.aclose()
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    async def _query(self, query: str, params: dict[str, Any], what: str) -> list[list[Any]]:
+        """Run a read-only query; a graph key that does not exist yet reads as no rows."""
+        self.round_trips += 1
+        with _read_errors(what):
+            try:
+                result = await self._graph.ro_query(query, params, timeout=self.timeout_ms)
+            except redis_errors.ResponseError as exc:
+                if _EMPTY_KEY in str(exc):
+                    return []
+                raise
+        return list(result.result_set)
+
+    async def _search(self, query: str, params: dict[str, Any], what: str) -> list[list[Any]]:
+        """A full-text query; one that RediSearch still cannot parse finds nothing (logged)."""
+        try:
+            return await self._query(query, params, what)
+        except redis_errors.ResponseError as exc:
+            if _SYNTAX_ERROR not in str(exc):
+                raise
+            log.warning("graph %s: full-text query %r refused: %s", what, params.get("q"), exc)
+            return []
+
+    async def capabilities(self, *, refresh: bool = False) -> GraphCapabilities:
+        """The cached capabilities; with `refresh`, re-read them if older than the TTL."""
+        caps = self._caps
+        if caps is not None and not (
+                refresh and time.monotonic() - caps.resolved_at >= self.capability_ttl):
+            return caps
+        async with self._caps_lock:
+            if self._caps is not caps:  # another task resolved them meanwhile
+                assert self._caps is not None
+                return self._caps
+            rows = await self._query(_INDEXES, {}, "capabilities")
+            self._caps = self._parse_capabilities(rows)
+            return self._caps
+
+    @staticmethod
+    def _parse_capabilities(rows: list[list[Any]]) -> GraphCapabilities:
+        node_fulltext = False
+        vector_dim: int | None = None
+        edge_types: set[str] = set()
+        for label, types_, options, entitytype, _status in rows:
+            types = dict(types_ or {})
+            if entitytype == "NODE" and label == NODE_LABEL:
+                if "FULLTEXT" in types.get("title", []) or "FULLTEXT" in types.get(
+                        "index_text", []):
+                    node_fulltext = True
+                if "VECTOR" in types.get("embedding", []):
+                    dim = dict(dict(options or {}).get("embedding", {})).get("dimension")
+                    vector_dim = None if dim is None else int(dim)
+            elif entitytype == "RELATIONSHIP" and "FULLTEXT" in types.get("note", []):
+                edge_types.add(str(label))
+        return GraphCapabilities(node_fulltext, vector_dim, frozenset(edge_types),
+                                 time.monotonic())
+
+    # -- entities ---------------------------------------------------------------------------
+
+    async def find_entities_text(self, namespace: uuid.UUID, query: str,
+                                 kinds: Sequence[str], k: int) -> list[Hit]:
+        """Top k visible entities of the namespace (and kinds) by full-text score on title and
+        index text; any word matches. Empty when the query holds no word."""
+        q = fulltext_query(query)
+        if not q or k <= 0:
+            return []
+        caps = await self.capabilities()
+        if not caps.node_fulltext:
+            caps = await self.capabilities(refresh=True)
+            if not caps.node_fulltext:
+                return []
+        # A few spare rows, in case a stored id is not a UUID (those are skipped).
+        rows = await self._search(
+            _TEXT_QUERY, {"q": q, "ns": str(namespace), "kinds": list(kinds), "k": k + 8},
+            "find entities (text)")
+        hits = []
+        for node_id, score in rows:
+            parsed = _uuid(node_id)
+            if parsed is not None:
+                hits.append(Hit(parsed, float(score or 0.0)))
+        return hits[:k]
+
+    async def find_entities_vector(self, namespace: uuid.UUID, vector: Sequence[float],
+                                   kinds: Sequence[str], k: int) -> list[Hit]:
+        """Top k visible entities of the namespace (and kinds) by cosine similarity (1 - cosine
+        distance, in [-1, 1]). Over-fetches from the unfiltered index; retries once, larger."""
+        if k <= 0:
+            return []
+        values = [float(x) for x in vector]
+        if not values or not all(math.isfinite(x) for x in values):
+            raise InvalidInput("the query vector is empty or holds NaN or infinity",
+                               field="vector")
+        caps = await self.capabilities()
+        if caps.vector_dim is None:
+            caps = await self.capabilities(refresh=True)
+            if caps.vector_dim is None:
+                return []
+        if len(values) != caps.vector_dim:
+            raise InvalidInput(f"the query vector has {len(values)} dimensions, the graph's "
+                               f"vector index {caps.vector_dim}", field="vector")
+        params: dict[str, Any] = {"v": values, "ns": str(namespace), "kinds": list(kinds)}
+        k2 = min(self.vector_cap, k * 4 + 20)
+        raw, found = await self._vector_round(params, k2)
+        # The index gave (nearly) all we asked for, so it may hold more: ask again, larger.
+        # Far fewer means the index is exhausted (orphan entries only shave a few off).
+        if len(found) < k and k2 < self.vector_cap and raw * 2 >= k2:
+            fraction = len(found) / raw if raw and found else 0.0
+            wanted = math.ceil(k / fraction * 1.5) + 20 if fraction else self.vector_cap
+            k2 = min(self.vector_cap, max(wanted, k2 * 4))
+            _, found = await self._vector_round(params, k2)
+        found.sort(key=lambda hit: (-hit.score, str(hit.id)))
+        return found[:k]
+
+    async def _vector_round(self, params: dict[str, Any], k2: int) -> tuple[int, list[Hit]]:
+        rows = await self._query(_VECTOR_QUERY, {**params, "k2": k2}, "find entities (vector)")
+        if not rows:
+            return 0, []
+        raw, pairs = rows[0]
+        hits = []
+        for node_id, distance in pairs or []:
+            parsed = _uuid(node_id)
+            if parsed is not None:
+                hits.append(Hit(parsed, 1.0 - float(distance)))
+        return int(raw or 0), hits
+
+    # -- edges ------------------------------------------------------------------------------
+
+    async def find_edges(self, namespace: uuid.UUID, relation_type: str, query: str,
+                         k: int) -> list[EdgeHit]:
+        """Top k edges of one relation type in the namespace by full-text score on their note.
+        Empty for a type without an edge full-text index (e.g. never written)."""
+        check_relation_type(relation_type)
+        q = fulltext_query(query)
+        if not q or k <= 0:
+            return []
+        caps = await self.capabilities()
+        if relation_type not in caps.edge_fulltext_types:
+            caps = await self.capabilities(refresh=True)
+            if relation_type not in caps.edge_fulltext_types:
+                return []
+        rows = await self._search(
+            _EDGE_QUERY, {"t": relation_type, "q": q, "ns": str(namespace), "k": k + 8},
+            "find edges")
+        hits = []
+        for from_id, to_id, score, note, status, role, confidence, evidence_id in rows:
+            source, target = _uuid(from_id), _uuid(to_id)
+            if source is None or target is None:
+                continue
+            hits.append(EdgeHit(
+                from_id=source, to_id=target, relation_type=relation_type,
+                score=float(score or 0.0), note=_opt_str(note), status=_opt_str(status),
+                role=_opt_str(role), confidence=float(confidence or 0.0),
+                evidence_id=_uuid(evidence_id)))
+        return hits[:k]
+
+    # -- neighbors --------------------------------------------------------------------------
+
+    async def neighbors(self, namespace: uuid.UUID, seeds: Sequence[uuid.UUID],
+                        relation_types: Sequence[str], direction: Direction, max_hops: int,
+                        limit: int) -> list[Neighbor]:
+        """Visible nodes within `max_hops` of the seeds (seeds excluded), nearest first.
+
+        Breadth-first over all seeds at once, one query per depth (`last_walk_round_trips`).
+        A node is reported once, at the depth it is first reached, claimed by the earliest
+        node of the previous depth that reaches it, in walk order: seeds in `seeds` order at
+        depth 1, then each depth in the order it was reported. So a nearer seed beats an
+        earlier one, and at equal depth the earliest seed wins. Between one source and the
+        node, the edge reported is the first by relation type, then 'out' before 'in'.
+        Within a depth, results are ordered by seed, then source, then id; the walk stops at
+        the depth where `limit` nodes are reached. Placeholder nodes and nodes of other
+        namespaces are neither returned nor walked through; unknown relation types match
+        nothing.
+        """
+        if isinstance(max_hops, bool) or not isinstance(max_hops, int) or not (
+                1 <= max_hops <= MAX_HOPS):
+            raise InvalidInput(f"max_hops must be 1..{MAX_HOPS}", field="max_hops")
+        if direction not in ("out", "in", "both"):
+            raise InvalidInput("direction must be out, in or both", field="direction")
+        if limit > MAX_WALK_LIMIT:
+            raise InvalidInput(f"limit must be at most {MAX_WALK_LIMIT}", field="limit")
+        types = sorted({check_relation_type(t) for t in relation_types})
+        self.last_walk_round_trips = 0
+        ordered = list(dict.fromkeys(seeds))
+        if not ordered or limit <= 0:
+            return []
+        query = _walk_query(types, direction)
+        # The frontier in walk order, and the seed rank of each of its nodes.
+        frontier = [[i, str(s)] for i, s in enumerate(ordered)]
+        ranks = list(range(len(ordered)))
+        seen_int: list[int] = []
+        out: list[Neighbor] = []
+        trips = 0
+        try:
+            for depth in range(1, max_hops + 1):
+                trips += 1
+                rows = await self._query(
+                    query, {"frontier": frontier, "ns": str(namespace), "seen_int": seen_int,
+                            "seeds": [str(s) for s in ordered], "remaining": limit - len(out)},
+                    "neighbors")
+                next_frontier: list[list[Any]] = []
+                next_ranks: list[int] = []
+                for internal_id, node_id, pos, source, best in rows:
+                    seen_int.append(int(internal_id))
+                    rank = ranks[int(pos)]
+                    neighbor = _neighbor(node_id, source, best, depth, ordered[rank])
+                    if neighbor is None:  # not a UUID: skipped, and not walked through
+                        continue
+                    next_frontier.append([len(next_frontier), str(node_id)])
+                    next_ranks.append(rank)
+                    out.append(neighbor)
+                frontier, ranks = next_frontier, next_ranks
+                if not frontier or len(out) >= limit:
+                    break
+        finally:
+            self.last_walk_round_trips = trips
+        return out[:limit]
+
+
+def _neighbor(node_id: Any, source: Any, best: list[Any], depth: int,
+              seed: uuid.UUID) -> Neighbor | None:
+    """A walk row as a Neighbor (confidence 0, i.e. unset, reads as None), or None."""
+    rel_type, rel_dir, note, status, role, confidence, evidence_id = best
+    parsed, source_id = _uuid(node_id), _uuid(source)
+    if parsed is None or source_id is None:
+        return None
+    direction: Literal["out", "in"] = "out" if rel_dir == "out" else "in"
+    return Neighbor(
+        id=parsed, depth=depth, seed_id=seed,
+        relation=Relation(
+            type=str(rel_type), direction=direction, depth=depth, source_id=source_id,
+            note=_opt_str(note), status=_opt_str(status), role=_opt_str(role),
+            confidence=float(confidence or 0.0) or None, evidence_id=_uuid(evidence_id)))

@@ -1,0 +1,116 @@
+"""The consumer's batch loop body: apply a batch durably, dead-letter the bad, trigger the workers.
+
+Nothing acknowledged is lost: the caller acknowledges the batch only after `process` returns,
+which happens only once the Postgres transaction committed and every dead letter was acknowledged
+by the broker. Transient failures are retried here, with backoff, for as long as it takes up to
+`give_up_after`; past that `process` raises `ConsumerStuck` and the caller must end the process
+without acknowledging (the batch is then redelivered to whoever takes over the partition).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from pipeline.domain.errors import Unavailable
+from pipeline.domain.retry import backoff_seconds
+from pipeline.domain.settings import Settings
+from pipeline.ingest.batch import BatchOutcome, IngestOptions, RawRecord, apply_batch
+from pipeline.kafka.io import dead_letter_headers
+from pipeline.metrics import instruments as metrics
+from pipeline.ports import DeadLetterSink, WorkTrigger
+from pipeline.stores.postgres.events import PgEventStore
+
+log = logging.getLogger(__name__)
+
+
+class ConsumerStuck(Exception):
+    """A batch could not be made durable in time; the process must exit without acking."""
+
+
+def ingest_options(settings: Settings) -> IngestOptions:
+    return IngestOptions(
+        max_event_bytes=settings.max_event_bytes,
+        chunk_max_tokens=settings.chunk_max_tokens,
+        chunk_overlap_tokens=settings.chunk_overlap_tokens,
+        content_cap_chars=settings.content_cap_chars,
+        defer_seconds=settings.defer_seconds,
+    )
+
+
+class BatchProcessor:
+    """Applies consumed batches to Postgres exactly once in effect."""
+
+    def __init__(self, settings: Settings, pool: ConnectionPool, dead_letters: DeadLetterSink,
+                 trigger: WorkTrigger, *, give_up_after: float = 600.0) -> None:
+        self.options = ingest_options(settings)
+        self.pool = pool
+        self.dead_letters = dead_letters
+        self.trigger = trigger
+        self.give_up_after = give_up_after
+
+    def process(self, records: Sequence[RawRecord]) -> BatchOutcome:
+        """Make the batch durable (retrying transient failures), then trigger the workers."""
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                outcome = self._attempt(records)
+                break
+            except (psycopg.OperationalError, Unavailable) as exc:
+                if time.monotonic() - started > self.give_up_after:
+                    raise ConsumerStuck(f"batch not durable after {attempt} attempts: {exc}") \
+                        from exc
+                delay = backoff_seconds(attempt, cap=10.0)
+                log.warning("batch attempt %d failed (%s); retrying in %.1fs", attempt, exc,
+                            delay)
+                time.sleep(delay)
+        metrics.BATCH_SECONDS.observe(time.monotonic() - started)
+        _count(outcome)
+        self._trigger(outcome)
+        return outcome
+
+    def _attempt(self, records: Sequence[RawRecord]) -> BatchOutcome:
+        with self.pool.connection() as conn, conn.transaction():
+            outcome = apply_batch(PgEventStore(conn), records, self.options)
+            # Dead letters are acknowledged before the commit: a crash in between re-applies the
+            # batch (a duplicate dead letter at worst), never loses one.
+            self.dead_letters.send([
+                (d.record.key, d.record.value, dead_letter_headers(
+                    d.error, topic=d.record.topic, partition=d.record.partition,
+                    offset=d.record.offset, event_id=d.event_id, original=d.record.headers))
+                for d in outcome.dead
+            ])
+        return outcome
+
+    def _trigger(self, outcome: BatchOutcome) -> None:
+        try:
+            if outcome.embed_roots:
+                self.trigger.embed(sorted(outcome.embed_roots))
+            if outcome.outbox_rows:
+                self.trigger.relay()
+        except Exception as exc:  # the sweep will find the work; ingestion must not stop
+            log.warning("could not trigger workers (%s); the sweep will pick the work up", exc)
+
+
+def _count(outcome: BatchOutcome) -> None:
+    for name, value in (("applied", outcome.applied), ("duplicate", outcome.duplicates),
+                        ("stale", outcome.stale), ("deferred", outcome.deferred),
+                        ("dead_lettered", len(outcome.dead)), ("marker", outcome.markers)):
+        if value:
+            metrics.EVENTS.labels(name).inc(value)
+    for letter in outcome.dead:
+        metrics.DEAD_LETTERS.labels(letter.error.code).inc()
+
+
+def deferred_due(pool: ConnectionPool) -> bool:
+    """Whether a deferred event is due for another try."""
+    with pool.connection() as conn:
+        row = conn.execute("SELECT EXISTS (SELECT 1 FROM deferred_events"
+                           " WHERE next_attempt_at <= now())").fetchone()
+    return bool(row and row[0])

@@ -1,0 +1,139 @@
+"""Kafka producers of the pipeline (kafka-python): events in, dead letters, change events.
+
+Dead letters keep the original key, value and headers byte for byte and add headers with the
+stable error code, message, field and the record's source topic/partition/offset, so an operator
+can inspect them by code and re-drive them unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from kafka import KafkaProducer
+from kafka.errors import KafkaError
+
+from pipeline.domain.errors import BrainstreamError, Unavailable
+from pipeline.domain.settings import Settings
+
+H_CODE = "brainstream.error.code"
+H_MESSAGE = "brainstream.error.message"
+H_FIELD = "brainstream.error.field"
+H_TOPIC = "brainstream.source.topic"
+H_PARTITION = "brainstream.source.partition"
+H_OFFSET = "brainstream.source.offset"
+H_EVENT_ID = "brainstream.event.id"
+H_FAILED_AT = "brainstream.failed_at"
+OWN_HEADERS = frozenset({H_CODE, H_MESSAGE, H_FIELD, H_TOPIC, H_PARTITION, H_OFFSET, H_EVENT_ID,
+                         H_FAILED_AT})
+
+
+def make_producer(settings: Settings, **overrides: Any) -> KafkaProducer:
+    """A durable producer: acks from all replicas, retries, ordered per partition."""
+    config: dict[str, Any] = {
+        "bootstrap_servers": settings.effective_kafka_bootstrap,
+        "acks": "all",
+        # kafka-python 3 enables idempotence by default; on the embedded broker a new idempotent
+        # producer can fail InitProducerId for good after another was killed. Effects are
+        # idempotent downstream, so at-least-once delivery is what we rely on anyway.
+        "enable_idempotence": False,
+        "retries": 10,
+        "max_in_flight_requests_per_connection": 1,
+        "linger_ms": 5,
+        "max_request_size": max(2 * settings.max_event_bytes, 1_048_576),
+        "request_timeout_ms": 30_000,
+        "client_id": "brainstream",
+    }
+    config.update(overrides)
+    return KafkaProducer(**config)
+
+
+def dead_letter_headers(
+    error: BrainstreamError, *, topic: str, partition: int, offset: int,
+    event_id: str | None, original: Iterable[tuple[str, bytes]] = (),
+) -> list[tuple[str, bytes]]:
+    """The original headers (minus ours from an earlier failure) plus the failure's."""
+    headers = [(k, v) for k, v in original if k not in OWN_HEADERS]
+    headers += [
+        (H_CODE, error.code.encode()),
+        (H_MESSAGE, error.message.encode("utf-8", "replace")[:4000]),
+        (H_TOPIC, topic.encode()),
+        (H_PARTITION, str(partition).encode()),
+        (H_OFFSET, str(offset).encode()),
+        (H_FAILED_AT, datetime.now(UTC).isoformat().encode()),
+    ]
+    if error.field is not None:
+        headers.append((H_FIELD, error.field.encode("utf-8", "replace")))
+    if event_id is not None:
+        headers.append((H_EVENT_ID, event_id.encode("utf-8", "replace")))
+    return headers
+
+
+def header_map(headers: Sequence[tuple[str, bytes]] | None) -> dict[str, str]:
+    """Headers as text, for reading dead letters."""
+    return {k: v.decode("utf-8", "replace") for k, v in headers or []}
+
+
+class DeadLetterWriter:
+    """Sends rejected records to the dead-letter topic and waits until the broker has them."""
+
+    def __init__(self, producer: KafkaProducer, topic: str) -> None:
+        self.producer = producer
+        self.topic = topic
+
+    def send(self, letters: Sequence[tuple[bytes | None, bytes, list[tuple[str, bytes]]]],
+             timeout: float = 30.0) -> None:
+        """(key, value, headers) each; raises Unavailable unless every one is acknowledged."""
+        if not letters:
+            return
+        try:
+            futures = [self.producer.send(self.topic, key=key, value=value, headers=headers)
+                       for key, value, headers in letters]
+            self.producer.flush(timeout=timeout)
+            for future in futures:
+                future.get(timeout=timeout)
+        except KafkaError as exc:
+            raise Unavailable(f"dead-letter topic {self.topic}: {exc}") from exc
+
+
+def change_event(kind: str, namespace: uuid.UUID | str, data: dict[str, Any],
+                 *, event_id: str) -> bytes:
+    """A CloudEvent for the changes topic (`brainstream.object.indexed`, ...)."""
+    envelope = {
+        "specversion": "1.0",
+        "id": event_id,
+        "source": "brainstream",
+        "type": f"brainstream.{kind}",
+        "time": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "datacontenttype": "application/json",
+        "namespace": str(namespace),
+        "data": data,
+    }
+    return json.dumps(envelope, separators=(",", ":"), sort_keys=True).encode()
+
+
+class KafkaChangeSink:
+    """Publishes change events to the changes topic, keyed by aggregate, acknowledged."""
+
+    def __init__(self, producer: KafkaProducer, topic: str) -> None:
+        self.producer = producer
+        self.topic = topic
+
+    def publish(self, changes: Sequence[Any], timeout: float = 30.0) -> None:
+        """Each `pipeline.outbox.Change`; raises Unavailable unless all are acknowledged."""
+        if not changes:
+            return
+        try:
+            futures = [
+                self.producer.send(self.topic, key=c.key.encode(),
+                                   value=change_event(c.type, c.namespace, c.data, event_id=c.id))
+                for c in changes
+            ]
+            self.producer.flush(timeout=timeout)
+            for future in futures:
+                future.get(timeout=timeout)
+        except KafkaError as exc:
+            raise Unavailable(f"changes topic {self.topic}: {exc}") from exc

@@ -1,0 +1,106 @@
+"""Publishing events: the small producer API and `brainstream publish FILE.jsonl`.
+
+Records are keyed by aggregate id (schemas.events.record_key) so one object's events stay in order.
+Lines that are not valid events are still published, unchanged and unkeyed: the consumer
+dead-letters them with their reason, which is where a publisher looks for what went wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kafka import KafkaProducer
+from kafka.errors import KafkaError
+
+from pipeline.domain.errors import InvalidInput, Unavailable
+from schemas.events import looks_like_envelope, parse_event, record_key, wrap_bare_object
+
+
+@dataclass
+class PublishReport:
+    sent: int = 0
+    wrapped: int = 0
+    unparsed: int = 0  # sent as is; the consumer will dead-letter them
+
+
+def prepare_line(line: str, *, namespace: uuid.UUID | None, source: str,
+                 line_no: int = 0) -> tuple[bytes | None, bytes, bool, bool]:
+    """(key, value, wrapped, valid) for one JSONL line."""
+    try:
+        obj: Any = json.loads(line)
+    except ValueError:
+        return None, line.encode("utf-8", "surrogatepass"), False, False
+    wrapped = False
+    if isinstance(obj, dict) and not looks_like_envelope(obj):
+        if namespace is None:
+            raise InvalidInput(f"line {line_no}: a bare object needs --namespace to be wrapped "
+                               "in a put event", field="namespace")
+        obj = wrap_bare_object(obj, namespace, source)
+        wrapped = True
+        line = json.dumps(obj, ensure_ascii=False)
+    value = line.encode("utf-8", "surrogatepass")
+    try:
+        event = parse_event(value)
+    except InvalidInput:
+        return None, value, wrapped, False
+    return record_key(event), value, wrapped, True
+
+
+class EventPublisher:
+    """Sends events to the input topic; `flush` waits until the broker acknowledged them all."""
+
+    def __init__(self, producer: KafkaProducer, topic: str) -> None:
+        self.producer = producer
+        self.topic = topic
+        self._pending: list[Any] = []
+
+    def send(self, value: bytes, key: bytes | None = None) -> None:
+        try:
+            self._pending.append(self.producer.send(self.topic, key=key, value=value))
+        except KafkaError as exc:
+            raise Unavailable(f"cannot publish to {self.topic}: {exc}") from exc
+
+    def send_event(self, envelope: dict[str, Any]) -> None:
+        """Validate and send one envelope (raises InvalidInput for a bad one)."""
+        value = json.dumps(envelope, ensure_ascii=False).encode()
+        self.send(value, record_key(parse_event(value)))
+
+    def flush(self, timeout: float = 60.0) -> None:
+        try:
+            self.producer.flush(timeout=timeout)
+            for future in self._pending:
+                future.get(timeout=timeout)
+        except KafkaError as exc:
+            raise Unavailable(f"publishing to {self.topic} failed: {exc}") from exc
+        finally:
+            self._pending.clear()
+
+    def publish_lines(self, lines: Iterable[str], *, namespace: uuid.UUID | None,
+                      source: str) -> PublishReport:
+        """Publish JSONL lines (blank lines skipped); bare objects are wrapped as puts."""
+        report = PublishReport()
+        prepared = list(_prepare_all(lines, namespace=namespace, source=source))
+        for key, value, wrapped, valid in prepared:
+            self.send(value, key)
+            report.sent += 1
+            report.wrapped += int(wrapped)
+            report.unparsed += int(not valid)
+        self.flush()
+        return report
+
+
+def _prepare_all(lines: Iterable[str], *, namespace: uuid.UUID | None, source: str
+                 ) -> list[tuple[bytes | None, bytes, bool, bool]]:
+    # Prepared up front so a file with an unwrappable bare object sends nothing at all.
+    return [prepare_line(raw.rstrip("\r\n"), namespace=namespace, source=source, line_no=number)
+            for number, raw in enumerate(lines, start=1) if raw.strip()]
+
+
+def read_lines(path: Path) -> list[str]:
+    with path.open(encoding="utf-8", errors="surrogateescape") as handle:
+        return handle.readlines()

@@ -1,0 +1,68 @@
+"""Kafka topic administration (kafka-python): the input, dead-letter and changes topics.
+
+Source topics are created up front with the configured partition count because the consumers'
+partition assignment (and faust's tables) expect it; an existing topic with fewer partitions is
+reported rather than silently used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+
+from kafka import KafkaAdminClient, KafkaConsumer
+from kafka.admin import NewTopic
+from kafka.errors import TopicAlreadyExistsError
+
+from pipeline.domain.settings import Settings
+
+Report = Callable[[str], None]
+
+
+def _noop(_: str) -> None:
+    pass
+
+
+def topic_names(settings: Settings) -> list[str]:
+    """The topics the pipeline owns."""
+    return [settings.topic_events, settings.topic_dlq, settings.topic_changes]
+
+
+def ensure_topics(settings: Settings, *, report: Report = _noop) -> dict[str, int]:
+    """Create missing topics; return each topic's partition count."""
+    admin = KafkaAdminClient(bootstrap_servers=settings.effective_kafka_bootstrap,
+                             client_id="brainstream-admin", request_timeout_ms=15000)
+    try:
+        existing = set(admin.list_topics())
+        missing = [name for name in topic_names(settings) if name not in existing]
+        for name in missing:
+            # a concurrent migrate may have created it first
+            with contextlib.suppress(TopicAlreadyExistsError):
+                admin.create_topics([NewTopic(name=name,
+                                              num_partitions=settings.topic_partitions,
+                                              replication_factor=1)])
+    finally:
+        admin.close()
+    counts = partition_counts(settings, topic_names(settings))
+    for name in topic_names(settings):
+        verb = "created" if name in missing else "exists"
+        note = ""
+        if counts.get(name, 0) < settings.topic_partitions:
+            note = (f" -- has {counts.get(name, 0)} partitions, fewer than "
+                    f"BRAINSTREAM_TOPIC_PARTITIONS={settings.topic_partitions}")
+        report(f"kafka: topic {name} {verb} ({counts.get(name, 0)} partitions){note}")
+    return counts
+
+
+def partition_counts(settings: Settings, names: list[str]) -> dict[str, int]:
+    """How many partitions each named topic has (0 when it does not exist)."""
+    consumer = KafkaConsumer(bootstrap_servers=settings.effective_kafka_bootstrap,
+                             client_id="brainstream-admin", request_timeout_ms=15000)
+    try:
+        out: dict[str, int] = {}
+        for name in names:
+            parts = consumer.partitions_for_topic(name)
+            out[name] = len(parts) if parts else 0
+        return out
+    finally:
+        consumer.close()

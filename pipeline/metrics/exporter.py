@@ -1,0 +1,103 @@
+"""Prometheus export of the pipeline processes (consumer, embedding worker, relay).
+
+Counters and histograms (`pipeline.metrics.instruments`) are updated where the work happens;
+gauges that describe shared state (lag, outbox backlog and age, embedding backlog) are computed
+when Prometheus scrapes, by a collector that asks Postgres and the broker, so every process
+reports the same truth.
+Celery runs tasks in forked pool processes: the worker exports through prometheus_client's
+multiprocess mode (`PROMETHEUS_MULTIPROC_DIR`, set by `brainstream worker` before forking).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from pipeline.domain.settings import Settings
+
+log = logging.getLogger(__name__)
+
+class StateCollector(Collector):
+    """Gauges read at scrape time: outbox backlog and age, embedding backlog, consumer lag."""
+
+    def __init__(self, settings: Settings, *, lag: bool) -> None:
+        self.settings = settings
+        self.lag = lag
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        import psycopg
+
+        settings = self._active()
+
+        backlog = GaugeMetricFamily("brainstream_outbox_backlog", "Outbox rows not applied yet",
+                                    labels=["op"])
+        age = GaugeMetricFamily("brainstream_outbox_oldest_seconds",
+                                "Age of the oldest pending outbox row", labels=["op"])
+        embed = GaugeMetricFamily("brainstream_embedding_rows", "Rows by embedding status",
+                                  labels=["status"])
+        try:
+            with psycopg.connect(settings.effective_postgres_dsn, connect_timeout=3) as c:
+                for op, count, oldest in c.execute(
+                        "SELECT op, count(*), extract(epoch FROM now() - min(created_at))"
+                        " FROM outbox WHERE done_at IS NULL GROUP BY op").fetchall():
+                    backlog.add_metric([op], float(count))
+                    age.add_metric([op], float(oldest))
+                for status, count in c.execute(
+                        "SELECT embed_status, count(*) FROM objects WHERE deleted_at IS NULL"
+                        " GROUP BY embed_status").fetchall():
+                    embed.add_metric([status], float(count))
+        except Exception as exc:  # a scrape must not fail because Postgres blinked
+            log.warning("metrics: cannot read Postgres: %s", exc)
+        yield backlog
+        yield age
+        yield embed
+        if self.lag:
+            yield from self._lag(settings)
+
+    def _active(self) -> Settings:
+        """The active index generation's settings (a replay may have switched since start)."""
+        from pipeline.ops.generations import resolve
+
+        try:
+            return resolve(self.settings)
+        except Exception as exc:  # a scrape must not fail because Postgres blinked
+            log.warning("metrics: cannot read the active generation: %s", exc)
+            return self.settings
+
+    def _lag(self, settings: Settings) -> Iterator[GaugeMetricFamily]:
+        from pipeline.kafka.offsets import committed_offsets, read_tails
+
+        gauge = GaugeMetricFamily("brainstream_consumer_lag", "Records not yet consumed",
+                                  labels=["partition"])
+        try:
+            topic = settings.topic_events
+            committed = committed_offsets(settings, topic, settings.consumer_group)
+            for tail in read_tails(settings, topic, committed, max_seconds=2.0):
+                gauge.add_metric([str(tail.partition)], float(tail.count))
+        except Exception as exc:
+            log.warning("metrics: cannot compute lag: %s", exc)
+        yield gauge
+
+
+def serve(settings: Settings, port: int, *, lag: bool) -> None:
+    """Expose /metrics on `port` (127.0.0.1 unless API_HOST says otherwise)."""
+    registry = CollectorRegistry()
+    multiproc = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if multiproc:
+        from prometheus_client import multiprocess
+
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+    else:
+        from prometheus_client import REGISTRY
+
+        registry = REGISTRY
+    registry.register(StateCollector(settings, lag=lag))
+    try:
+        start_http_server(port, addr=settings.api_host, registry=registry)
+    except OSError as exc:
+        log.error("metrics: cannot listen on port %d: %s", port, exc)

@@ -1,0 +1,385 @@
+"""Index generations: which database, graph and consumer group the pipeline and the API use.
+
+A generation is a Postgres database on the configured server, a FalkorDB graph and a Kafka
+consumer group. `brainstream replay` builds a new one from the input topic while the current one
+keeps serving; the switch is one UPDATE of the control table `index_generations` (in the base
+database), and every process re-reads the active row (`ActivePointer`, a short TTL) and follows.
+
+Generation 1 is the base database and graph (`PG_DATABASE` / `POSTGRES_DSN`, `GRAPH_NAME`) and the
+consumer group `brainstream-consumer`, so a deployment that never replayed works exactly as
+before: until the first replay records it, generation 1 is implicit (no row is needed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.types.json import Jsonb
+
+from pipeline.domain.errors import InvalidInput, NotFound
+from pipeline.domain.settings import Settings
+
+log = logging.getLogger(__name__)
+
+FIRST_GROUP = "brainstream-consumer"
+_LOCK_KEY = 0x6272_6169_6E67  # serializes generation creation, switch and drop
+# Data tables of a generation (what `drop` empties when the generation is the base database).
+DATA_TABLES = ("outbox", "deferred_events", "links", "objects", "processed_events")
+Report = Callable[[str], None]
+
+
+def _noop(_: str) -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One row of `index_generations`."""
+
+    id: int
+    dbname: str
+    graph_name: str
+    consumer_group: str
+    embedder: str
+    embedding_dim: int
+    state: str
+    marker: dict[str, Any] = field(default_factory=dict)
+    since: datetime | None = None
+    handoff_at: datetime | None = None
+    note: str | None = None
+    created_at: datetime | None = None
+    activated_at: datetime | None = None
+    implicit: bool = False  # generation 1 before any replay recorded it
+
+    def settings(self, base: Settings) -> Settings:
+        """`base` addressing this generation (generation 1 is the base database itself)."""
+        return base.for_generation(
+            self.id, dbname=None if self.id == 1 else self.dbname, graph_name=self.graph_name,
+            consumer_group=self.consumer_group, embedder=self.embedder,
+            embedding_dim=self.embedding_dim)
+
+
+_COLUMNS = ("id, dbname, graph_name, consumer_group, embedder, embedding_dim, state, marker,"
+            " since, handoff_at, note, created_at, activated_at")
+
+
+def _row(row: tuple[Any, ...]) -> Generation:
+    return Generation(id=int(row[0]), dbname=row[1], graph_name=row[2], consumer_group=row[3],
+                      embedder=row[4], embedding_dim=int(row[5]), state=row[6],
+                      marker=dict(row[7] or {}), since=row[8], handoff_at=row[9], note=row[10],
+                      created_at=row[11], activated_at=row[12])
+
+
+def base_dbname(base: Settings) -> str:
+    """The name of the base database (generation 1)."""
+    return str(conninfo_to_dict(base.base_postgres_dsn).get("dbname") or base.pg_database)
+
+
+def implicit_first(base: Settings) -> Generation:
+    """Generation 1 as the settings describe it (before the control table has a row)."""
+    return Generation(id=1, dbname=base_dbname(base), graph_name=base.graph_name,
+                      consumer_group=FIRST_GROUP, embedder=base.embedder,
+                      embedding_dim=base.vector_dim, state="active", implicit=True)
+
+
+@contextlib.contextmanager
+def _control(base: Settings) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
+    """An autocommit connection to the control table, holding the generations' lock (one
+    create, activate or drop at a time)."""
+    with _connect(base, autocommit=True) as conn:
+        _require_table(conn)
+        conn.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
+        try:
+            yield conn
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
+
+
+def _connect(base: Settings, **kwargs: Any) -> psycopg.Connection[tuple[Any, ...]]:
+    return psycopg.connect(base.base_postgres_dsn, **kwargs)
+
+
+def _has_table(conn: psycopg.Connection[tuple[Any, ...]]) -> bool:
+    row = conn.execute("SELECT to_regclass('index_generations')").fetchone()
+    return row is not None and row[0] is not None
+
+
+def list_generations(base: Settings) -> list[Generation]:
+    """Every generation, oldest first (generation 1 implicit when no replay ever ran)."""
+    with _connect(base, connect_timeout=5) as conn:
+        if not _has_table(conn):
+            return [implicit_first(base)]
+        rows = conn.execute(f"SELECT {_COLUMNS} FROM index_generations ORDER BY id").fetchall()
+    found = [_row(r) for r in rows]
+    if not any(g.id == 1 for g in found):
+        first = implicit_first(base)
+        if any(g.state == "active" for g in found):
+            first = Generation(**{**first.__dict__, "state": "retired"})
+        found.insert(0, first)
+    return found
+
+
+def get_generation(base: Settings, generation_id: int) -> Generation:
+    """One generation; NotFound when there is no such id."""
+    for gen in list_generations(base):
+        if gen.id == generation_id:
+            return gen
+    raise NotFound(f"no index generation {generation_id}", field="generation")
+
+
+def active_generation(base: Settings) -> Generation:
+    """The generation readers and writers use now."""
+    gens = list_generations(base)
+    for gen in gens:
+        if gen.state == "active":
+            return gen
+    return gens[0]  # unreachable while the one-active invariant holds; be safe anyway
+
+
+def resolve(base: Settings, generation_id: int | None = None) -> Settings:
+    """`base` addressing the active generation, or the named one."""
+    gen = active_generation(base) if generation_id is None else get_generation(base,
+                                                                             generation_id)
+    return gen.settings(base)
+
+
+class ActivePointer:
+    """The active generation, re-read at most every `ttl` seconds (thread-safe).
+
+    A process that follows switches (worker, consumer) calls `current()` before its work; the
+    cost is one small query per TTL. If the base database cannot be reached, the last known
+    generation is kept: a switch is noticed once it answers again.
+    """
+
+    def __init__(self, base: Settings, ttl: float = 1.0) -> None:
+        self.base = base
+        self.ttl = ttl
+        self._value: Generation | None = None
+        self._at = 0.0
+        self._lock = threading.Lock()
+
+    def current(self) -> Generation:
+        with self._lock:
+            if self._value is None or time.monotonic() - self._at > self.ttl:
+                try:
+                    self._value = active_generation(self.base)
+                except psycopg.OperationalError as exc:
+                    if self._value is None:
+                        raise
+                    log.warning("cannot read the active generation (%s); keeping %d", exc,
+                                self._value.id)
+                self._at = time.monotonic()
+            return self._value
+
+
+# -- changes ----------------------------------------------------------------------------------
+
+
+def _seed_first(conn: psycopg.Connection[tuple[Any, ...]], base: Settings) -> None:
+    """Record the implicit generation 1 (the base database) as a row."""
+    meta = conn.execute("SELECT value FROM brainstream_meta WHERE key = 'embedding_dim'"
+                        ).fetchone()
+    first = implicit_first(base)
+    dim = int(str(meta[0])) if meta else first.embedding_dim
+    conn.execute(
+        "INSERT INTO index_generations (id, dbname, graph_name, consumer_group, embedder,"
+        " embedding_dim, state, handoff_at, activated_at)"
+        " VALUES (1, %s, %s, %s, %s, %s, 'active', now(), now()) ON CONFLICT (id) DO NOTHING",
+        (first.dbname, first.graph_name, first.consumer_group, first.embedder, dim))
+
+
+def _require_table(conn: psycopg.Connection[tuple[Any, ...]]) -> None:
+    if not _has_table(conn):
+        raise InvalidInput("the database has no index_generations table: run "
+                           "`brainstream migrate` first", field="generation")
+
+
+def create_generation(base: Settings, *, embedder: str, embedding_dim: int,
+                      since: datetime | None = None, report: Report = _noop) -> Generation:
+    """Record a new `building` generation, create and migrate its database, copy the kind
+    catalog and expand recipes from the active generation, and prepare its graph."""
+    from pipeline.graph.falkordb.schema import connect as graph_connect
+    from pipeline.graph.falkordb.schema import prepare_graph
+    from pipeline.ops.migrations import apply_migrations
+
+    with _control(base) as conn:
+        with conn.transaction():
+            _seed_first(conn, base)
+            row = conn.execute("SELECT coalesce(max(id), 1) + 1 FROM index_generations"
+                               ).fetchone()
+            gen_id = int(row[0]) if row else 2
+            first = implicit_first(base)
+            gen = Generation(
+                id=gen_id, dbname=f"{first.dbname}_g{gen_id}",
+                graph_name=f"{base.graph_name}_g{gen_id}",
+                consumer_group=f"{FIRST_GROUP}-g{gen_id}", embedder=embedder,
+                embedding_dim=embedding_dim, state="building", since=since)
+            conn.execute(
+                "INSERT INTO index_generations (id, dbname, graph_name, consumer_group,"
+                " embedder, embedding_dim, state, since) VALUES (%s, %s, %s, %s, %s, %s,"
+                " 'building', %s)",
+                (gen.id, gen.dbname, gen.graph_name, gen.consumer_group, gen.embedder,
+                 gen.embedding_dim, since))
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
+                              (gen.dbname,)).fetchone()
+        if exists:  # a leftover of a replay that failed before recording its row
+            conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(
+                sql.Identifier(gen.dbname)))
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(gen.dbname)))
+    report(f"generation {gen.id}: database {gen.dbname}, graph {gen.graph_name}, "
+           f"consumer group {gen.consumer_group}, embedder {embedder} ({embedding_dim} dims)")
+    settings = gen.settings(base)
+    try:
+        apply_migrations(settings)
+        _copy_configuration(active_generation(base).settings(base), settings)
+        db = graph_connect(settings)
+        if gen.graph_name in db.list_graphs():
+            db.select_graph(gen.graph_name).delete()  # a leftover graph of the same name
+        prepare_graph(settings, report=report)
+    except BaseException as exc:
+        mark_failed(base, gen.id, f"creating the generation: {type(exc).__name__}: {exc}")
+        raise
+    return gen
+
+
+def _copy_configuration(source: Settings, target: Settings) -> None:
+    """What is not in the topic but shapes how events apply: the kind catalog (validation and
+    chunking) and the expand recipes registered through the API."""
+    with psycopg.connect(source.effective_postgres_dsn) as src:
+        kinds = src.execute("SELECT kind, spec, created_at, updated_at FROM object_kinds"
+                            ).fetchall()
+        recipes = src.execute("SELECT name, spec, created_at, updated_at FROM expand_recipes"
+                              ).fetchall()
+    with psycopg.connect(target.effective_postgres_dsn) as dst, dst.transaction(), \
+            dst.cursor() as cur:
+        cur.executemany("INSERT INTO object_kinds (kind, spec, created_at, updated_at)"
+                        " VALUES (%s, %s, %s, %s) ON CONFLICT (kind) DO NOTHING",
+                        [(k, Jsonb(s), c, u) for k, s, c, u in kinds])
+        cur.executemany("INSERT INTO expand_recipes (name, spec, created_at, updated_at)"
+                        " VALUES (%s, %s, %s, %s) ON CONFLICT (name) DO NOTHING",
+                        [(n, Jsonb(s), c, u) for n, s, c, u in recipes])
+
+
+def record_marker(base: Settings, generation_id: int, marker: dict[str, Any]) -> None:
+    """Remember where the replay's marker records went (for `generations list` and recovery)."""
+    with _connect(base) as conn:
+        conn.execute("UPDATE index_generations SET marker = %s WHERE id = %s",
+                     (Jsonb(marker), generation_id))
+
+
+def mark_handoff(base: Settings, generation_id: int) -> None:
+    """The generation's consumer-group offsets are committed: a live consumer may join it."""
+    with _connect(base) as conn:
+        conn.execute("UPDATE index_generations SET handoff_at = now() WHERE id = %s",
+                     (generation_id,))
+
+
+def mark_failed(base: Settings, generation_id: int, note: str) -> None:
+    """A replay gave up: the generation can only be dropped."""
+    with _connect(base) as conn:
+        conn.execute("UPDATE index_generations SET state = 'failed', note = %s"
+                     " WHERE id = %s AND state = 'building'", (note[:2000], generation_id))
+
+
+def activate(base: Settings, generation_id: int, *, caught_up: bool = False) -> Generation:
+    """Switch reads and writes to a generation: one transaction retires the active row and
+    activates this one (atomic for every reader of the pointer). A generation whose replay has
+    not handed off is refused unless the replay itself says it `caught_up`."""
+    with _control(base) as conn, conn.transaction():
+        _seed_first(conn, base)
+        row = conn.execute(f"SELECT {_COLUMNS} FROM index_generations WHERE id = %s"
+                           " FOR UPDATE", (generation_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no index generation {generation_id}", field="generation")
+        gen = _row(row)
+        if gen.state == "active":
+            return gen
+        if gen.state not in ("building", "retired"):
+            raise InvalidInput(f"generation {gen.id} is {gen.state}; only a built or "
+                               "retired generation can be activated",
+                               field="generation")
+        if gen.handoff_at is None and not caught_up:
+            raise InvalidInput(f"generation {gen.id} has not caught up yet (its replay "
+                               "did not finish)", field="generation")
+        conn.execute("UPDATE index_generations SET state = 'retired',"
+                     " retired_at = now() WHERE state = 'active'")
+        conn.execute("UPDATE index_generations SET state = 'active',"
+                     " activated_at = now() WHERE id = %s", (gen.id,))
+    return get_generation(base, generation_id)
+
+
+def drop_generation(base: Settings, generation_id: int, *, report: Report = _noop) -> None:
+    """Drop a generation that is not active: its database (generation 1, the base database
+    that holds the control table, is emptied instead) and its graph."""
+    from pipeline.graph.falkordb.schema import connect as graph_connect
+
+    gen = get_generation(base, generation_id)
+    if gen.state == "active":
+        raise InvalidInput(f"generation {gen.id} is active; activate another one first",
+                           field="generation")
+    if gen.state == "building" and gen.handoff_at is None:
+        report(f"warning: generation {gen.id} was still building; a replay still running "
+               "into it will fail")
+    with _control(base) as conn:
+        if gen.id == 1:
+            with conn.transaction():
+                conn.execute(sql.SQL("TRUNCATE {} CASCADE").format(
+                    sql.SQL(", ").join(sql.Identifier(t) for t in DATA_TABLES)))
+            report(f"generation 1: emptied {', '.join(DATA_TABLES)} in {gen.dbname} "
+                   "(the base database holds the control table and stays)")
+        else:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                sql.Identifier(gen.dbname)))
+            report(f"generation {gen.id}: dropped database {gen.dbname}")
+        conn.execute("UPDATE index_generations SET state = 'dropped', dropped_at = now()"
+                     " WHERE id = %s", (gen.id,))
+    db = graph_connect(base)
+    if gen.graph_name in db.list_graphs():
+        db.select_graph(gen.graph_name).delete()
+        report(f"generation {gen.id}: deleted graph {gen.graph_name}")
+
+
+def apply_to_live(base: Settings, action: Callable[[Settings], None]) -> list[int]:
+    """Run `action` on the active generation and on any that is building (configuration such
+    as the kind catalog must reach a generation a replay is filling)."""
+    done = []
+    for gen in list_generations(base):
+        if gen.state == "active" or (gen.state == "building" and not gen.implicit):
+            action(gen.settings(base))
+            done.append(gen.id)
+    return done
+
+
+def migrate_generations(base: Settings, *, postgres: bool = True, graph: bool = True,
+                        report: Report = _noop) -> list[int]:
+    """`brainstream migrate` for every generation that still has a database: new migration
+    files and graph indexes must reach a retired or building generation too, or activating it
+    later would serve an old schema. Each is migrated with its own embedder's dimension.
+    Returns the versions applied to the base database."""
+    from pipeline.graph.falkordb.schema import prepare_graph
+    from pipeline.ops.migrations import apply_migrations
+
+    first = get_generation(base, 1)
+    applied: list[int] = []
+    if postgres:
+        applied = apply_migrations(first.settings(base), report=report)
+    for gen in list_generations(base):
+        if gen.state in ("dropped", "failed"):
+            continue
+        settings = gen.settings(base)
+        if postgres and gen.id != 1:
+            for version in apply_migrations(settings):
+                report(f"postgres: generation {gen.id}: applied migration {version:04d}")
+        if graph:
+            prepare_graph(settings, report=report)
+    return applied

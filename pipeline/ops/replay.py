@@ -1,0 +1,377 @@
+"""`brainstream replay`: rebuild the index into a fresh generation from the input topic.
+
+The replay runs in one process and uses the write path's own code: `BatchProcessor` (hence
+`apply_batch`, one transaction per batch, the exactly-once ledger) into the new generation's
+database, `EmbeddingService` with the generation's embedder, and `OutboxRelay` into the
+generation's graph. The workers keep serving the active generation meanwhile, so the replay
+embeds and relays itself.
+
+Order of events (see docs/operations.md, "Replay"):
+
+1. create the generation (database, migrations, kind catalog and recipes copied, graph);
+2. publish a marker record to every partition of the input topic;
+3. consume every partition from the beginning (or `--since`) with the generation's consumer
+   group, by assignment (no group membership, so no rebalance waits);
+4. caught up = past its own marker on every partition, at or past the live consumer group's
+   committed offsets, no embedding or outbox backlog (`pipeline.kafka.markers.catch_up`);
+5. switch the active generation (one UPDATE, atomic), keep consuming until the topic is idle,
+   then commit the group's offsets and record the hand-off: only then does the live consumer
+   join the new group, so every event acknowledged to the old group is in the new generation,
+   and nothing published since is skipped.
+
+During a replay, rejected events are counted, not dead-lettered again (they were when first
+consumed), and change events are not re-published (subscribers saw them the first time).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, TextIO
+
+from kafka import KafkaConsumer, TopicPartition
+from kafka.structs import OffsetAndMetadata
+
+from pipeline.domain.errors import ConfigError, InvalidInput
+from pipeline.domain.projection import Change
+from pipeline.domain.settings import KNOWN_EMBEDDING_DIMS, Settings
+from pipeline.embedding.embedders import build_embedder
+from pipeline.embedding.service import EmbeddingService, pending_count
+from pipeline.graph.falkordb.writer import FalkorGraphWriter
+from pipeline.ingest.batch import RawRecord
+from pipeline.ingest.processor import BatchProcessor
+from pipeline.kafka.io import H_CODE, make_producer
+from pipeline.kafka.markers import catch_up, marker_generation, marker_record
+from pipeline.kafka.offsets import committed_offsets
+from pipeline.ops.generations import (
+    Generation,
+    activate,
+    active_generation,
+    create_generation,
+    mark_failed,
+    mark_handoff,
+    record_marker,
+)
+from pipeline.ops.progress import Progress
+from pipeline.ops.vocab import refresh_vocab
+from pipeline.outbox.relay import OutboxRelay, backlog
+from pipeline.stores.postgres.pool import make_pool
+
+log = logging.getLogger(__name__)
+Report = Callable[[str], None]
+
+
+def _noop(_: str) -> None:
+    pass
+
+
+@dataclass
+class ReplayReport:
+    """What a replay did."""
+
+    generation: int
+    records: int = 0
+    applied: int = 0
+    duplicates: int = 0
+    stale: int = 0
+    deferred: int = 0
+    markers: int = 0
+    skipped: int = 0  # older than --since
+    rejected: Counter[str] = field(default_factory=Counter)  # by error code, not re-published
+    embedded: int = 0
+    embed_failed: int = 0
+    changes_suppressed: int = 0
+    switched: bool = False
+    seconds: float = 0.0
+
+
+class _CountedLetters:
+    """The replay's dead-letter sink: counts by code instead of re-publishing (each of these
+    events was dead-lettered when it was first consumed)."""
+
+    def __init__(self, report: ReplayReport) -> None:
+        self.report = report
+
+    def send(self, letters: Sequence[tuple[bytes | None, bytes, list[tuple[str, bytes]]]],
+             timeout: float = 30.0) -> None:
+        for _, _, headers in letters:
+            code = dict(headers).get(H_CODE, b"internal").decode("utf-8", "replace")
+            self.report.rejected[code] += 1
+
+
+class _NoTrigger:
+    """The replay embeds and relays in-process: nothing to tell the workers."""
+
+    def embed(self, roots: Sequence[Any]) -> None:
+        pass
+
+    def relay(self) -> None:
+        pass
+
+
+class _SuppressedChanges:
+    """Change events are not re-published during a replay: subscribers saw them the first
+    time; a replay would only repeat them (with new ids)."""
+
+    def __init__(self, report: ReplayReport) -> None:
+        self.report = report
+
+    def publish(self, changes: Sequence[Change]) -> None:
+        self.report.changes_suppressed += len(changes)
+
+
+def embedder_dimension(settings: Settings, embedder: str) -> int:
+    """The vector dimension of `embedder` (an `http` embedder's comes from EMBEDDING_DIM)."""
+    if embedder == settings.embedder:
+        return settings.vector_dim
+    if embedder in KNOWN_EMBEDDING_DIMS:
+        return KNOWN_EMBEDDING_DIMS[embedder]
+    if embedder == "http" and settings.embedding_dim is not None:
+        return settings.embedding_dim
+    raise ConfigError(f"unknown embedder {embedder!r} (or BRAINSTREAM_EMBEDDING_DIM unset for "
+                      "http)", field="embedder")
+
+
+class Replay:
+    """One replay into one new generation (`run()` does it all)."""
+
+    def __init__(self, base: Settings, *, since: datetime | None = None,
+                 embedder: str | None = None, switch: bool = True, batch: int | None = None,
+                 idle_seconds: float = 1.0, stream: TextIO | None = None,
+                 report: Report = _noop) -> None:
+        self.base = base
+        self.since = since
+        self.embedder = embedder or base.embedder
+        self.switch = switch
+        self.batch = batch or base.consumer_batch_size
+        self.idle_seconds = idle_seconds
+        self.stream = stream
+        self.say = report
+        self.topic = base.topic_events
+        self.positions: dict[int, int] = {}
+        self.markers_seen: dict[int, int] = {}
+        self.marked_at: float | None = None
+        self.since_ms = None if since is None else int(since.timestamp() * 1000)
+
+    def run(self) -> ReplayReport:
+        """Build the generation, catch up, switch (unless told not to), hand off."""
+        started = time.monotonic()
+        dim = embedder_dimension(self.base, self.embedder)
+        live = active_generation(self.base)
+        gen = create_generation(self.base, embedder=self.embedder, embedding_dim=dim,
+                                since=self.since, report=self.say)
+        result = ReplayReport(generation=gen.id)
+        try:
+            self._run(gen, live, result)
+        except BaseException as exc:
+            mark_failed(self.base, gen.id, f"{type(exc).__name__}: {exc}")
+            self.say(f"replay into generation {gen.id} failed: {exc}; generation "
+                     f"{live.id} stays active (drop {gen.id} with `brainstream generations "
+                     f"drop {gen.id}`)")
+            raise
+        result.seconds = time.monotonic() - started
+        return result
+
+    # -- the phases --------------------------------------------------------------------------
+
+    def _run(self, gen: Generation, live: Generation, result: ReplayReport) -> None:
+        settings = gen.settings(self.base)
+        consumer = KafkaConsumer(
+            bootstrap_servers=settings.effective_kafka_bootstrap,
+            group_id=gen.consumer_group, enable_auto_commit=False,
+            client_id=f"brainstream-replay-g{gen.id}", fetch_max_wait_ms=100,
+            max_partition_fetch_bytes=max(4 * settings.max_event_bytes, 1_048_576),
+            fetch_max_bytes=max(8 * settings.max_event_bytes, 52_428_800),
+            request_timeout_ms=30_000)
+        pool = make_pool(settings, max_size=3, name=f"brainstream-replay-g{gen.id}")
+        try:
+            partitions = sorted(consumer.partitions_for_topic(self.topic) or [])
+            if not partitions:
+                raise InvalidInput(f"topic {self.topic} does not exist: run `brainstream "
+                                   "migrate`", field="topic_events")
+            marks = self._publish_markers(gen, partitions)
+            starts = self._assign(consumer, partitions)
+            total = sum(max(0, marks[p] + 1 - starts[p]) for p in partitions)
+            self.say(f"replaying {self.topic} ({len(partitions)} partitions, about {total:,} "
+                     f"records up to the markers) into generation {gen.id}")
+            processor = BatchProcessor(settings, pool, _CountedLetters(result), _NoTrigger())
+            # A link waiting for an endpoint on another partition waits without a time limit
+            # here: partitions are read one after the other, so minutes of topic may pass
+            # before the endpoint's partition is read. What still waits at the end is decided
+            # by `_expire_deferred`.
+            processor.options = replace(processor.options, defer_seconds=float("inf"))
+            embedding = EmbeddingService(settings, pool, build_embedder(settings))
+            relay = OutboxRelay(settings, pool, FalkorGraphWriter.from_settings(settings),
+                                _SuppressedChanges(result))
+            step = _Step(consumer, processor, embedding, relay, pool, self, result, gen.id)
+            progress = Progress(f"replay g{gen.id} (records)", total or None,
+                                stream=self.stream)
+            while True:
+                got = step.consume(self.batch)
+                progress.update(result.records + result.skipped)
+                step.work(final=False)
+                if got and len(self.markers_seen) < len(partitions):
+                    continue
+                if len(self.markers_seen) == len(partitions) and (not got or got < self.batch):
+                    step.settle()
+                    state = catch_up(
+                        partitions, self.markers_seen, self.positions,
+                        committed_offsets(self.base, self.topic, live.consumer_group),
+                        embed_pending=pending_count(pool), outbox_pending=backlog(pool))
+                    if state.ready:
+                        break
+                    log.info("replay: not yet: %s", state.reason)
+            progress.finish()
+            if self.switch:
+                # readers switch now; the live consumer waits for the hand-off below
+                activate(self.base, gen.id, caught_up=True)
+                result.switched = True
+                self.say(f"generation {gen.id} is active (was {live.id})")
+            # Keep consuming what arrived meanwhile until the topic is idle (bounded: under
+            # steady traffic it never is), then commit: the live consumer joins the new group
+            # only after this hand-off and continues from there, so the bound loses nothing.
+            idle_since = time.monotonic()
+            drain_until = idle_since + max(10.0, 5 * self.idle_seconds)
+            while time.monotonic() - idle_since < self.idle_seconds \
+                    and time.monotonic() < drain_until:
+                if step.consume(self.batch):
+                    idle_since = time.monotonic()
+                step.work(final=False)
+            step.settle()
+            self._expire_deferred(pool, settings, marks, result)
+            consumer.commit({TopicPartition(self.topic, p): OffsetAndMetadata(o, "", -1)
+                             for p, o in self.positions.items()})
+            mark_handoff(self.base, gen.id)
+            self.say(f"committed the offsets of consumer group {gen.consumer_group}: "
+                     + ", ".join(f"{p}:{o}" for p, o in sorted(self.positions.items())))
+        finally:
+            consumer.close()
+            pool.close()
+
+    def _expire_deferred(self, pool: Any, settings: Settings, marks: dict[int, int],
+                         result: ReplayReport) -> None:
+        """Events still waiting for an endpoint at the hand-off: one from before the marker
+        whose wait would have ended by now (marker time + DEFER_SECONDS) was dead-lettered when
+        first consumed, so it is counted and dropped, not dead-lettered again; any other keeps
+        waiting in the new generation, from the marker's time, for the live pipeline."""
+        expired_before = self.marked_at is not None and \
+            time.time() - self.marked_at > settings.defer_seconds
+        with pool.connection() as conn, conn.transaction():
+            rows = conn.execute("SELECT id, partition, \"offset\", reason_code"
+                                " FROM deferred_events WHERE topic = %s FOR UPDATE",
+                                (self.topic,)).fetchall()
+            gone = [(r[0], r[3]) for r in rows if r[2] < marks.get(r[1], -1) and expired_before]
+            kept = [r[0] for r in rows if r[2] < marks.get(r[1], -1) and not expired_before]
+            conn.execute("DELETE FROM deferred_events WHERE id = ANY(%s)",
+                         ([g[0] for g in gone],))
+            conn.execute("UPDATE deferred_events SET first_seen = to_timestamp(%s)"
+                         " WHERE id = ANY(%s)", (self.marked_at, kept))
+        for _, code in gone:
+            result.rejected[code] += 1
+
+    def _publish_markers(self, gen: Generation, partitions: Sequence[int]) -> dict[int, int]:
+        self.marked_at = time.time()
+        producer = make_producer(self.base)
+        try:
+            futures = {}
+            for partition in partitions:
+                key, value, headers = marker_record(gen.id, partition)
+                futures[partition] = producer.send(self.topic, key=key, value=value,
+                                                   headers=headers, partition=partition)
+            producer.flush(timeout=30)
+            offsets = {p: int(f.get(timeout=30).offset) for p, f in futures.items()}
+        finally:
+            producer.close()
+        record_marker(self.base, gen.id, {"generation": gen.id, "topic": self.topic,
+                                          "offsets": {str(p): o for p, o in offsets.items()}})
+        return offsets
+
+    def _assign(self, consumer: KafkaConsumer, partitions: Sequence[int]) -> dict[int, int]:
+        tps = [TopicPartition(self.topic, p) for p in partitions]
+        consumer.assign(tps)
+        # From the beginning even with --since: the embedded broker answers offset-for-time
+        # lookups wrongly (offsets past the time, timestamps rounded to the second), so records
+        # older than `since` are read and skipped by their own timestamp instead.
+        consumer.seek_to_beginning(*tps)
+        beginnings = consumer.beginning_offsets(tps)
+        starts = {tp.partition: int(beginnings[tp]) for tp in tps}
+        self.positions = dict(starts)
+        return starts
+
+
+class _Step:
+    """Consuming and applying batches, and the in-process embedding and relay."""
+
+    def __init__(self, consumer: KafkaConsumer, processor: BatchProcessor,
+                 embedding: EmbeddingService, relay: OutboxRelay, pool: Any, replay: Replay,
+                 result: ReplayReport, gen_id: int) -> None:
+        self.gen_id = gen_id
+        self.consumer = consumer
+        self.processor = processor
+        self.embedding = embedding
+        self.relay = relay
+        self.pool = pool
+        self.replay = replay
+        self.result = result
+
+    def consume(self, limit: int) -> int:
+        """Poll one batch and apply it durably; the number of records."""
+        polled = self.consumer.poll(timeout_ms=200, max_records=limit)
+        records: list[RawRecord] = []
+        gen_id = self.gen_id
+        since_ms = self.replay.since_ms
+        for tp, messages in sorted(polled.items(), key=lambda kv: kv[0].partition):
+            for m in messages:
+                headers = tuple((str(k), bytes(v or b"")) for k, v in m.headers or [])
+                self.replay.positions[tp.partition] = m.offset + 1
+                if marker_generation(m.value, headers) == gen_id:
+                    self.replay.markers_seen.setdefault(tp.partition, m.offset)
+                elif since_ms is not None and 0 <= (m.timestamp or 0) < since_ms:
+                    self.result.skipped += 1  # older than --since
+                    continue
+                records.append(RawRecord(tp.topic, tp.partition, m.offset, m.key,
+                                         bytes(m.value or b""), headers,
+                                         m.timestamp if m.timestamp and m.timestamp > 0
+                                         else None))
+        if not records:
+            return 0
+        outcome = self.processor.process(records)
+        r = self.result
+        r.records += len(records)
+        r.applied += outcome.applied
+        r.duplicates += outcome.duplicates
+        r.stale += outcome.stale
+        r.deferred += outcome.deferred
+        r.markers += outcome.markers
+        return len(records)
+
+    def work(self, *, final: bool) -> None:
+        """Embed and relay some of the backlog (all of it when `final`)."""
+        rounds = 1000 if final else 2
+        stats = self.embedding.run(max_batches=rounds)
+        self.result.embedded += stats.embedded
+        self.result.embed_failed += stats.failed
+        self.relay.run(max_rounds=rounds)
+        with self.pool.connection() as conn:
+            refresh_vocab(conn)  # the sweep's job in a live generation
+
+    def settle(self) -> None:
+        """Before deciding "caught up": retry every deferred event now (its endpoint may have
+        arrived in the last batch), then drain the embedding and outbox backlogs and the search
+        vocabulary queue."""
+        with self.pool.connection() as conn:
+            conn.execute("UPDATE deferred_events SET next_attempt_at = now()")
+        outcome = self.processor.process([])
+        self.result.applied += outcome.applied
+        while pending_count(self.pool) or backlog(self.pool):
+            before = (pending_count(self.pool), backlog(self.pool))
+            self.work(final=True)
+            if (pending_count(self.pool), backlog(self.pool)) == before:
+                time.sleep(0.5)  # the graph is down or rows are leased: wait, then retry
+        with self.pool.connection() as conn:
+            while refresh_vocab(conn) is None:  # a worker's sweep holds it: wait for it
+                time.sleep(0.1)

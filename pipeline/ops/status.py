@@ -1,0 +1,127 @@
+"""`brainstream status`: what is stuck, and where. Each part is collected independently, so a
+down service shows up as an error in its own line instead of hiding the others."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import psycopg
+
+from pipeline.domain.settings import Settings
+from pipeline.kafka.offsets import committed_offsets, read_tails
+from pipeline.services.stack import Stack
+
+CONSUMER_GROUP = "brainstream-consumer"
+
+
+@dataclass
+class StatusReport:
+    services: list[dict[str, Any]] = field(default_factory=list)
+    lag: dict[str, Any] = field(default_factory=dict)
+    outbox: dict[str, Any] = field(default_factory=dict)
+    embedding: dict[str, Any] = field(default_factory=dict)
+    deferred: dict[str, Any] = field(default_factory=dict)
+    dead_letters: dict[str, Any] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def healthy(self) -> bool:
+        return not self.errors and all(s["state"] == "healthy" for s in self.services)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "healthy": self.healthy}
+
+
+def collect(settings: Settings, *, group: str = CONSUMER_GROUP) -> StatusReport:
+    report = StatusReport()
+    report.services = [asdict(s) for s in Stack(settings).status()]
+    for name, part in (("lag", lambda: _lag(settings, group)),
+                       ("dead_letters", lambda: _dead_letters(settings)),
+                       ("database", lambda: _database(settings, report))):
+        try:
+            value = part()
+            if name != "database":
+                setattr(report, name, value)
+        except Exception as exc:  # a down dependency is reported, not raised
+            report.errors[name] = f"{type(exc).__name__}: {exc}"
+    return report
+
+
+def _lag(settings: Settings, group: str) -> dict[str, Any]:
+    committed = committed_offsets(settings, settings.topic_events, group)
+    tails = read_tails(settings, settings.topic_events, committed)
+    partitions = [{"partition": t.partition, "committed": committed.get(t.partition),
+                   "end": t.end, "lag": t.count, "exact": t.exact} for t in tails]
+    return {"group": group, "topic": settings.topic_events,
+            "total": sum(p["lag"] for p in partitions),
+            "exact": all(p["exact"] for p in partitions), "partitions": partitions}
+
+
+def _dead_letters(settings: Settings) -> dict[str, Any]:
+    tails = read_tails(settings, settings.topic_dlq)
+    return {"topic": settings.topic_dlq, "count": sum(t.count for t in tails),
+            "exact": all(t.exact for t in tails)}
+
+
+def _database(settings: Settings, report: StatusReport) -> None:
+    with psycopg.connect(settings.effective_postgres_dsn, connect_timeout=5) as conn:
+        rows = conn.execute(
+            "SELECT op, count(*), extract(epoch FROM now() - min(created_at)),"
+            " max(attempts), max(last_error) FILTER (WHERE attempts > 0)"
+            " FROM outbox WHERE done_at IS NULL GROUP BY op ORDER BY op").fetchall()
+        report.outbox = {
+            "backlog": sum(int(r[1]) for r in rows),
+            "by_op": {str(r[0]): {"count": int(r[1]), "oldest_seconds": round(float(r[2]), 1),
+                                  "max_attempts": int(r[3]), "last_error": r[4]}
+                      for r in rows}}
+        embed: dict[str, int] = dict(conn.execute(
+            "SELECT embed_status, count(*) FROM objects WHERE deleted_at IS NULL"
+            " GROUP BY embed_status").fetchall())
+        oldest = conn.execute(
+            "SELECT extract(epoch FROM now() - min(updated_at)) FROM objects"
+            " WHERE embed_status = 'pending' AND deleted_at IS NULL").fetchone()
+        report.embedding = {"pending": int(embed.get("pending", 0)),
+                            "failed": int(embed.get("failed", 0)),
+                            "done": int(embed.get("done", 0)),
+                            "oldest_pending_seconds": round(float(oldest[0]), 1)
+                            if oldest and oldest[0] is not None else None}
+        waiting = conn.execute(
+            "SELECT count(*), extract(epoch FROM now() - min(first_seen)) FROM deferred_events"
+        ).fetchone()
+        report.deferred = {"count": int(waiting[0]) if waiting else 0,
+                           "oldest_seconds": round(float(waiting[1]), 1)
+                           if waiting and waiting[1] is not None else None}
+
+
+def render(report: StatusReport) -> str:
+    """The human-readable status."""
+    lines = ["services:"]
+    for s in report.services:
+        lines.append(f"  {s['name']:9} {s['mode']:9} {s['state']:10} {s['address']}"
+                     + (f"  ({s['detail']})" if s.get("detail") else ""))
+    if report.lag:
+        approx = "" if report.lag["exact"] else " (at least)"
+        lines.append(f"consumer lag ({report.lag['group']}): {report.lag['total']}{approx}")
+        for p in report.lag["partitions"]:
+            lines.append(f"  partition {p['partition']}: committed {p['committed']}, "
+                         f"end {p['end']}, lag {p['lag']}")
+    if report.outbox:
+        lines.append(f"outbox backlog: {report.outbox['backlog']}")
+        for op, info in report.outbox["by_op"].items():
+            lines.append(f"  {op}: {info['count']} (oldest {info['oldest_seconds']} s, "
+                         f"max attempts {info['max_attempts']})"
+                         + (f" last error: {info['last_error']}" if info["last_error"] else ""))
+    if report.embedding:
+        e = report.embedding
+        lines.append(f"embedding: {e['pending']} pending (oldest {e['oldest_pending_seconds']}"
+                     f" s), {e['failed']} failed, {e['done']} done")
+    if report.deferred:
+        lines.append(f"deferred events: {report.deferred['count']} (oldest "
+                     f"{report.deferred['oldest_seconds']} s)")
+    if report.dead_letters:
+        lines.append(f"dead letters: {report.dead_letters['count']}"
+                     + ("" if report.dead_letters["exact"] else " (at least)"))
+    for name, error in report.errors.items():
+        lines.append(f"error collecting {name}: {error}")
+    return "\n".join(lines)

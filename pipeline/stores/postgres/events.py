@@ -1,0 +1,263 @@
+"""Postgres adapter of the write path: the SQL behind applying events (one connection, one
+transaction per batch, a savepoint per event).
+
+Every method runs inside the caller's transaction; nothing here commits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg.rows import tuple_row
+from psycopg.types.json import Jsonb
+
+from pipeline.domain.kinds import KindCatalog, catalog_from_dict
+from pipeline.domain.write_model import DeferredRow, LinkHead, ObjectHead, ObjectWrite
+
+Conn = psycopg.Connection[Any]
+
+
+_OBJECT_HEAD = ("SELECT id, namespace_id, kind, title, parent_id, source_version, deleted_at "
+                "FROM objects")
+
+# The time an event's writes are stamped with: the Kafka record's timestamp when the consumer
+# knows it (`PgEventStore.set_event_time`), else the transaction's. Stamping with the record's
+# time makes a replay write the same created_at / updated_at / deleted_at as the original run,
+# so temporal decay, time filters and the order of tied hits come out the same.
+EVENT_TIME = ("coalesce(nullif(current_setting('brainstream.event_time', true), '')"
+              "::timestamptz, now())")
+
+_UPSERT_OBJECT = f"""
+INSERT INTO objects (id, namespace_id, kind, title, summary, properties, content, content_type,
+                     parent_id, position, chunked, context_title, index_text_hash, embed_status,
+                     source_version, event_id, created_at, updated_at)
+VALUES (%(id)s, %(namespace_id)s, %(kind)s, %(title)s, %(summary)s, %(properties)s, %(content)s,
+        %(content_type)s, %(parent_id)s, %(position)s, %(chunked)s, %(context_title)s,
+        %(index_text_hash)s,
+        'pending', %(source_version)s, %(event_id)s, {EVENT_TIME}, {EVENT_TIME})
+ON CONFLICT (id) DO UPDATE SET
+    kind = EXCLUDED.kind, title = EXCLUDED.title, summary = EXCLUDED.summary,
+    properties = EXCLUDED.properties, content = EXCLUDED.content,
+    content_type = EXCLUDED.content_type, parent_id = EXCLUDED.parent_id,
+    position = EXCLUDED.position, chunked = EXCLUDED.chunked,
+    context_title = EXCLUDED.context_title,
+    -- unchanged index text keeps its embedding: no re-embed
+    embed_status = CASE WHEN objects.embedding IS NOT NULL
+                         AND objects.embedded_hash = EXCLUDED.index_text_hash
+                        THEN 'done' ELSE 'pending' END,
+    embed_attempts = CASE WHEN objects.index_text_hash IS DISTINCT FROM EXCLUDED.index_text_hash
+                          THEN 0 ELSE objects.embed_attempts END,
+    embed_error = CASE WHEN objects.index_text_hash IS DISTINCT FROM EXCLUDED.index_text_hash
+                       THEN NULL ELSE objects.embed_error END,
+    index_text_hash = EXCLUDED.index_text_hash,
+    source_version = coalesce(EXCLUDED.source_version, objects.source_version),
+    event_id = EXCLUDED.event_id,
+    updated_at = {EVENT_TIME},
+    deleted_at = NULL
+"""
+
+
+class PgEventStore:
+    """The write path's view of Postgres, bound to one connection in a transaction."""
+
+    def __init__(self, conn: Conn) -> None:
+        self.conn = conn
+        self._event_time: datetime | None = None
+
+    @contextlib.contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """Undo one event's writes on error without losing the rest of the batch."""
+        with self.conn.transaction():
+            yield
+
+    # -- events ledger --------------------------------------------------------------------
+
+    def claim_event(self, namespace: uuid.UUID, source: str, event_id: str,
+                    event_type: str) -> bool:
+        """Record the event as processed; False when it already was (a duplicate)."""
+        cur = self.conn.execute(
+            "INSERT INTO processed_events (namespace_id, source, event_id, event_type, outcome)"
+            " VALUES (%s, %s, %s, %s, 'applied') ON CONFLICT DO NOTHING RETURNING 1",
+            (namespace, source, event_id, event_type),
+        )
+        return cur.fetchone() is not None
+
+    def set_outcome(self, namespace: uuid.UUID, source: str, event_id: str,
+                    outcome: str) -> None:
+        self.conn.execute(
+            "UPDATE processed_events SET outcome = %s"
+            " WHERE namespace_id = %s AND source = %s AND event_id = %s",
+            (outcome, namespace, source, event_id),
+        )
+
+    # -- kinds ----------------------------------------------------------------------------
+
+    def load_catalog(self) -> KindCatalog:
+        rows = self.conn.execute("SELECT spec FROM object_kinds ORDER BY kind").fetchall()
+        return KindCatalog(catalog_from_dict({"kinds": [row[0] for row in rows]}))
+
+    # -- objects --------------------------------------------------------------------------
+
+    def lock_object(self, object_id: uuid.UUID) -> ObjectHead | None:
+        """The row of `object_id`, locked until commit (events on one object serialize)."""
+        row = self.conn.cursor(row_factory=tuple_row).execute(
+            _OBJECT_HEAD + " WHERE id = %s FOR UPDATE", (object_id,)).fetchone()
+        return ObjectHead(*row) if row else None
+
+    def share_objects(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, ObjectHead]:
+        """Rows of `ids`, share-locked (link endpoints, parents) so they cannot vanish."""
+        rows = self.conn.cursor(row_factory=tuple_row).execute(
+            _OBJECT_HEAD + " WHERE id = ANY(%s) FOR SHARE", (list(ids),)).fetchall()
+        return {row[0]: ObjectHead(*row) for row in rows}
+
+    def upsert_objects(self, rows: Sequence[ObjectWrite]) -> None:
+        """Insert or replace rows (reviving soft-deleted ones)."""
+        params = [{**row.__dict__, "properties": Jsonb(row.properties)} for row in rows]
+        with self.conn.cursor() as cur:
+            cur.executemany(_UPSERT_OBJECT, params)
+
+    def chunked_parts_of(self, parent_id: uuid.UUID) -> list[tuple[uuid.UUID, int]]:
+        """(id, position) of the parts the pipeline cut from a parent's content."""
+        rows = self.conn.execute(
+            "SELECT id, position FROM objects WHERE parent_id = %s AND chunked",
+            (parent_id,)).fetchall()
+        return [(row[0], row[1]) for row in rows]
+
+    def set_event_time(self, at: datetime | None) -> None:
+        """Stamp the following writes of this transaction with `at` (None: the transaction's
+        own time)."""
+        if at == self._event_time:
+            return  # one round trip saved (records without a timestamp never pay it)
+        self.conn.execute("SELECT set_config('brainstream.event_time', %s, true)",
+                          ("" if at is None else at.isoformat(),))
+        self._event_time = at
+
+    def delete_rows(self, ids: Sequence[uuid.UUID]) -> None:
+        """Hard-delete derived rows (stale chunks)."""
+        if ids:
+            self.conn.execute("DELETE FROM objects WHERE id = ANY(%s)", (list(ids),))
+
+    def soft_delete_object(self, object_id: uuid.UUID, version: int | None,
+                           event_id: str) -> None:
+        """Hide an object and its visible parts (with the same timestamp, so a re-put of the
+        parent revives exactly the parts this delete hid)."""
+        self.conn.execute(
+            f"WITH t AS (SELECT {EVENT_TIME} AS at)"
+            " UPDATE objects SET deleted_at = (SELECT at FROM t), updated_at = (SELECT at FROM t),"
+            " source_version = coalesce(%s, source_version), event_id = %s"
+            " WHERE id = %s AND deleted_at IS NULL",
+            (version, event_id, object_id),
+        )
+        self.conn.execute(
+            "UPDATE objects p SET deleted_at = o.deleted_at, updated_at = o.deleted_at"
+            " FROM objects o WHERE o.id = %s AND p.parent_id = o.id AND p.deleted_at IS NULL",
+            (object_id,),
+        )
+
+    def deleted_at(self, object_id: uuid.UUID) -> datetime | None:
+        row = self.conn.execute("SELECT deleted_at FROM objects WHERE id = %s",
+                                (object_id,)).fetchone()
+        return row[0] if row else None
+
+    def revive_parts(self, parent_id: uuid.UUID, deleted_at: datetime) -> None:
+        """Bring back the parts hidden together with their parent."""
+        self.conn.execute(
+            f"UPDATE objects SET deleted_at = NULL, updated_at = {EVENT_TIME}"
+            " WHERE parent_id = %s AND deleted_at = %s",
+            (parent_id, deleted_at),
+        )
+
+    # -- links ----------------------------------------------------------------------------
+
+    def lock_link(self, from_id: uuid.UUID, relation_type: str,
+                  to_id: uuid.UUID) -> LinkHead | None:
+        row = self.conn.execute(
+            "SELECT namespace_id, source_version, deleted_at FROM links"
+            " WHERE from_id = %s AND relation_type = %s AND to_id = %s FOR UPDATE",
+            (from_id, relation_type, to_id),
+        ).fetchone()
+        return LinkHead(*row) if row else None
+
+    def upsert_link(self, namespace: uuid.UUID, from_id: uuid.UUID, relation_type: str,
+                    to_id: uuid.UUID, meta: dict[str, Any], version: int | None,
+                    event_id: str) -> None:
+        self.conn.execute(
+            "INSERT INTO links (namespace_id, from_id, to_id, relation_type, meta,"
+            " source_version, event_id, created_at, updated_at)"
+            f" VALUES (%s, %s, %s, %s, %s, %s, %s, {EVENT_TIME}, {EVENT_TIME})"
+            " ON CONFLICT (from_id, relation_type, to_id) DO UPDATE SET meta = EXCLUDED.meta,"
+            " source_version = coalesce(EXCLUDED.source_version, links.source_version),"
+            f" event_id = EXCLUDED.event_id, updated_at = {EVENT_TIME}, deleted_at = NULL",
+            (namespace, from_id, to_id, relation_type, Jsonb(meta), version, event_id),
+        )
+
+    def soft_delete_link(self, from_id: uuid.UUID, relation_type: str, to_id: uuid.UUID,
+                         version: int | None, event_id: str) -> None:
+        self.conn.execute(
+            f"UPDATE links SET deleted_at = coalesce(deleted_at, {EVENT_TIME}),"
+            f" updated_at = {EVENT_TIME},"
+            " source_version = coalesce(%s, source_version), event_id = %s"
+            " WHERE from_id = %s AND relation_type = %s AND to_id = %s",
+            (version, event_id, from_id, relation_type, to_id),
+        )
+
+    # -- deferred events --------------------------------------------------------------------
+
+    def is_waiting(self, wait_key: str, *, before: int | None = None) -> bool:
+        """Whether an (earlier) event about the same thing is deferred: later ones queue."""
+        row = self.conn.execute(
+            "SELECT 1 FROM deferred_events WHERE wait_key = %s AND (%s::bigint IS NULL OR id < %s)"
+            " LIMIT 1", (wait_key, before, before)).fetchone()
+        return row is not None
+
+    def defer(self, *, namespace: uuid.UUID, source: str, event_id: str, wait_key: str,
+              topic: str, partition: int, offset: int, key: bytes | None, value: bytes,
+              headers: Sequence[tuple[str, bytes]], code: str, reason: str,
+              field: str | None) -> None:
+        """Park an event until what it waits for arrives (a redelivery is parked once)."""
+        encoded = [[k, v.hex()] for k, v in headers]
+        self.conn.execute(
+            "INSERT INTO deferred_events (namespace_id, source, event_id, wait_key, topic,"
+            " partition, \"offset\", record_key, record_value, record_headers, reason_code,"
+            " reason, reason_field) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+            " ON CONFLICT (namespace_id, source, event_id) DO NOTHING",
+            (namespace, source, event_id, wait_key, topic, partition, offset, key, value,
+             Jsonb(encoded), code, reason, field),
+        )
+
+    def due_deferred(self, limit: int) -> list[DeferredRow]:
+        """Deferred events whose next try is due, oldest first, locked for this transaction."""
+        rows = self.conn.execute(
+            "SELECT id, wait_key, topic, partition, \"offset\", record_key, record_value,"
+            " record_headers, reason_code, reason, reason_field,"
+            " extract(epoch FROM now() - first_seen)::float8, attempts"
+            " FROM deferred_events WHERE next_attempt_at <= now() ORDER BY id LIMIT %s"
+            " FOR UPDATE SKIP LOCKED", (limit,)).fetchall()
+        return [DeferredRow(r[0], r[1], r[2], r[3], r[4], r[5], bytes(r[6]),
+                            tuple((k, bytes.fromhex(v)) for k, v in r[7]), r[8], r[9], r[10],
+                            r[11], r[12]) for r in rows]
+
+    def drop_deferred(self, row_id: int) -> None:
+        self.conn.execute("DELETE FROM deferred_events WHERE id = %s", (row_id,))
+
+    def postpone_deferred(self, row_id: int, delay: float) -> None:
+        self.conn.execute(
+            "UPDATE deferred_events SET attempts = attempts + 1,"
+            " next_attempt_at = now() + make_interval(secs => %s) WHERE id = %s",
+            (delay, row_id))
+
+    # -- outbox ---------------------------------------------------------------------------
+
+    def enqueue(self, namespace: uuid.UUID, aggregate_id: uuid.UUID, op: str,
+                payload: dict[str, Any] | None = None) -> None:
+        """Record what the graph must do, in this transaction (the transactional outbox)."""
+        self.conn.execute(
+            "INSERT INTO outbox (namespace_id, aggregate_id, op, payload)"
+            " VALUES (%s, %s, %s, %s)",
+            (namespace, aggregate_id, op, Jsonb(payload or {})),
+        )

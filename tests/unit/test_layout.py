@@ -1,0 +1,156 @@
+"""The layout's rules, checked on the source: every first-party import resolves, no module imports
+itself back through others, the core never imports a shell, and no module outgrows 400 lines.
+
+Imports inside functions count: a lazy import is still a dependency, and a cycle through one is a
+cycle a newcomer has to untangle.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+FIRST_PARTY = ("pipeline", "api", "consumers", "workers", "schemas")
+SHELLS = ("api", "consumers", "workers")
+MAX_LINES = 400
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _sources(*packages: str) -> list[Path]:
+    return sorted(p for pkg in packages for p in (REPO / pkg).rglob("*.py"))
+
+
+def _imports(path: Path) -> Iterator[tuple[str, str | None, int]]:
+    """(module, imported name or None, line) for every import of a first-party module."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] in FIRST_PARTY:
+                    yield alias.name, None, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            if base.split(".")[0] not in FIRST_PARTY:
+                continue
+            for alias in node.names:
+                yield base, alias.name, node.lineno
+
+
+def _target(module: str, name: str | None) -> str:
+    """The module an import depends on (`from pkg import mod` depends on `pkg.mod`)."""
+    if name is not None and importlib.util.find_spec(module) is not None:
+        spec = importlib.util.find_spec(f"{module}.{name}") if _is_package(module) else None
+        if spec is not None:
+            return f"{module}.{name}"
+    return module
+
+
+def _is_package(module: str) -> bool:
+    spec = importlib.util.find_spec(module)
+    return spec is not None and spec.submodule_search_locations is not None
+
+
+def _graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for path in _sources(*FIRST_PARTY):
+        source = _module_name(path)
+        deps = graph.setdefault(source, set())
+        for module, name, _ in _imports(path):
+            target = _target(module, name)
+            if target != source:
+                deps.add(target)
+    return graph
+
+
+def test_every_first_party_import_resolves() -> None:
+    missing = []
+    for path in _sources(*FIRST_PARTY, "tests"):
+        for module, name, line in _imports(path):
+            where = f"{path.relative_to(REPO)}:{line}"
+            if importlib.util.find_spec(module) is None:
+                missing.append(f"{where}: no module {module}")
+            elif name is not None and name != "*" and not hasattr(
+                    importlib.import_module(module), name) and importlib.util.find_spec(
+                    f"{module}.{name}") is None:
+                missing.append(f"{where}: {module} has no {name}")
+    assert not missing, "\n".join(missing)
+
+
+def test_no_import_cycles() -> None:
+    graph = _graph()
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the stack, 2: done
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for dep in sorted(graph.get(node, ())):
+            if state.get(dep) == 1:
+                cycles.append([*stack[stack.index(dep):], dep])
+            elif dep not in state:
+                visit(dep)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+    assert not cycles, "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_the_core_never_imports_a_shell() -> None:
+    offenders = []
+    for path in _sources("pipeline"):
+        if _module_name(path).startswith("pipeline.cli"):
+            continue  # the `brainstream` command starts the shells
+        for module, _, line in _imports(path):
+            if module.split(".")[0] in SHELLS:
+                offenders.append(f"{path.relative_to(REPO)}:{line} imports {module}")
+    assert not offenders, "\n".join(offenders)
+
+
+@pytest.mark.parametrize("package", [*FIRST_PARTY, "bench"])
+def test_no_module_over_400_lines(package: str) -> None:
+    long = [f"{p.relative_to(REPO)}: {n} lines" for p in _sources(package)
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES]
+    assert not long, "split by responsibility:\n" + "\n".join(long)
+
+
+def _wing(module: str) -> str:
+    """The folder a module lives in: `pipeline.ingest.batch` -> `ingest`, `pipeline.stores.postgres
+    .events` -> `stores.postgres`, a shell -> its package."""
+    parts = module.split(".")
+    if parts[0] != "pipeline" or len(parts) == 1:
+        return parts[0]
+    if parts[1] in ("stores", "graph") and len(parts) > 2:
+        return ".".join(parts[1:3])
+    return parts[1]
+
+
+def test_wings_depend_on_each_other_one_way() -> None:
+    wings: dict[str, set[str]] = {}
+    for source, deps in _graph().items():
+        for dep in deps:
+            if _wing(source) != _wing(dep):
+                wings.setdefault(_wing(source), set()).add(_wing(dep))
+    both = sorted({tuple(sorted((a, b))) for a, deps in wings.items() for b in deps
+                   if a in wings.get(b, set())})
+    assert not both, f"wings importing each other: {both}"
