@@ -14,7 +14,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from pipeline.domain.errors import InvalidInput, NotFound, Unavailable
+from pipeline.domain.errors import GraphUnavailable, InvalidInput, NotFound, Unavailable
 from pipeline.domain.kinds import KindCatalog, catalog_from_dict
 from pipeline.domain.read_model import Direction, EdgeHit, Hit, Neighbor
 from pipeline.domain.settings import Settings
@@ -120,7 +120,7 @@ class ReconnectingGraphReader:
         if self._reader is not None:
             return self._reader
         if self._connecting or time.monotonic() < self._down_until:
-            raise Unavailable(f"graph unreachable: {self._last_error or 'connecting'}")
+            raise GraphUnavailable(f"graph unreachable: {self._last_error or 'connecting'}")
         self._connecting = True  # one event loop: no await between the check and the flag
         try:
             reader = await asyncio.to_thread(FalkorGraphReader.from_settings, self.settings)

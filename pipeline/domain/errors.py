@@ -49,6 +49,11 @@ class Unavailable(BrainstreamError):
     code = "unavailable"
 
 
+class GraphUnavailable(Unavailable):
+    """The graph database cannot be reached right now: reads degrade (`graph_unavailable`), the
+    relay retries later. Same code as `Unavailable`: to a caller it is a dependency outage."""
+
+
 class ServiceError(BrainstreamError):
     """An embedded service could not be started, stopped or reached."""
 

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-from pipeline.domain.errors import InvalidInput, NotFound, Unavailable
+from pipeline.domain.errors import GraphUnavailable, InvalidInput, NotFound, Unavailable
 from pipeline.domain.read_model import (
     ExpandQuery,
     Filters,
@@ -117,7 +117,7 @@ class GraphQueries:
                     channels["vector"] = await self.graph.find_entities_vector(
                         namespace, vector, merged.kinds, k)
                 except (TimeoutError, Unavailable) as exc:
-                    if isinstance(exc, Unavailable) and "graph" in exc.message:
+                    if isinstance(exc, GraphUnavailable):
                         raise
                     degrade = "text_only"
         except Unavailable as exc:
@@ -144,7 +144,7 @@ class GraphQueries:
         text = self.engine._query_text(query)
         check_limit(limit)
         if self.graph is None:
-            raise Unavailable("the graph is not configured")
+            raise GraphUnavailable("the graph is not configured")
         edges = await self.graph.find_edges(namespace, relation_type, text,
                                             self.engine.config.max_results)
         ends = {e.from_id for e in edges} | {e.to_id for e in edges}

@@ -56,7 +56,7 @@ from typing import Any, Literal
 import falkordb.asyncio
 import redis.exceptions as redis_errors
 
-from pipeline.domain.errors import ConfigError, InvalidInput, Unavailable
+from pipeline.domain.errors import ConfigError, GraphUnavailable, InvalidInput
 from pipeline.domain.read_model import Direction, EdgeHit, Hit, Neighbor, Relation
 from pipeline.domain.relations import check_relation_type
 from pipeline.domain.settings import Settings
@@ -200,10 +200,10 @@ def _read_errors(what: str) -> Iterator[None]:
     except (redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.BusyLoadingError,
             redis_errors.TryAgainError, redis_errors.ClusterDownError, OSError,
             TimeoutError) as exc:
-        raise Unavailable(f"graph unavailable during {what}: {exc}") from exc
+        raise GraphUnavailable(f"graph unavailable during {what}: {exc}") from exc
     except redis_errors.ResponseError as exc:
         if any(reply in str(exc) for reply in _TRANSIENT_REPLIES):
-            raise Unavailable(f"graph busy during {what}: {exc}") from exc
+            raise GraphUnavailable(f"graph busy during {what}: {exc}") from exc
         raise
 
 

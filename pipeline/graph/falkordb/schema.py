@@ -13,7 +13,7 @@ from typing import Any
 
 import falkordb
 
-from pipeline.domain.errors import MigrationError, Unavailable
+from pipeline.domain.errors import GraphUnavailable, MigrationError
 from pipeline.domain.settings import Settings
 
 NODE_LABEL = "Entity"
@@ -101,5 +101,5 @@ def wait_operational(graph: Any, *, timeout: float) -> None:
         if not pending:
             return
         if time.monotonic() > deadline:
-            raise Unavailable(f"graph indexes still building after {timeout:.0f}s: {pending}")
+            raise GraphUnavailable(f"graph indexes still building after {timeout:.0f}s: {pending}")
         time.sleep(0.2)

@@ -32,7 +32,7 @@ from typing import Any
 import falkordb
 import redis.exceptions as redis_errors
 
-from pipeline.domain.errors import ConfigError, InvalidInput, Unavailable
+from pipeline.domain.errors import ConfigError, GraphUnavailable, InvalidInput
 from pipeline.domain.projection import EdgeKey, EdgeState, NodeState
 from pipeline.domain.relations import check_relation_type
 from pipeline.domain.settings import Settings
@@ -110,10 +110,10 @@ def _graph_errors(what: str) -> Iterator[None]:
                           field="falkordb_url") from exc
     except (redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.ReadOnlyError,
             redis_errors.TryAgainError, redis_errors.ClusterDownError, OSError) as exc:
-        raise Unavailable(f"graph unavailable during {what}: {exc}") from exc
+        raise GraphUnavailable(f"graph unavailable during {what}: {exc}") from exc
     except redis_errors.ResponseError as exc:
         if any(reply in str(exc) for reply in _TRANSIENT_REPLIES):
-            raise Unavailable(f"graph busy during {what}: {exc}") from exc
+            raise GraphUnavailable(f"graph busy during {what}: {exc}") from exc
         raise
 
 
