@@ -1,6 +1,6 @@
 """`brainstream replay` and `brainstream generations`: rebuilding the index into a new
-generation, and managing generations (registered on the main group by pipeline/cli.py; errors
-become one line and exit status 2 there)."""
+generation, and managing generations (registered on the main group by pipeline/cli/__init__.py;
+errors become one line and exit status 2 there)."""
 
 from __future__ import annotations
 
@@ -9,20 +9,7 @@ from typing import Any
 
 import click
 
-from pipeline.domain.settings import Settings, load_settings
-
-
-def context_settings(ctx: click.Context) -> Settings:
-    """The settings, read once per command line (every command of pipeline/cli.py too)."""
-    obj = ctx.ensure_object(dict)
-    if "settings" not in obj:
-        obj["settings"] = load_settings()
-    settings: Settings = obj["settings"]
-    return settings
-
-
-def _echo(line: str) -> None:
-    click.echo(line)
+from pipeline.cli.common import context_settings, echo
 
 
 @click.command()
@@ -57,7 +44,7 @@ def replay(ctx: click.Context, since: Any, embedder: str | None, switch: bool,
     if since is not None and since.tzinfo is None:
         since = since.replace(tzinfo=UTC)
     result = Replay(context_settings(ctx), since=since, embedder=embedder, switch=switch,
-                    batch=batch, report=_echo).run()
+                    batch=batch, report=echo).run()
     rejected = sum(result.rejected.values())
     click.echo(f"generation {result.generation}: {result.records:,} records in "
                f"{result.seconds:,.1f}s: {result.applied:,} applied, {result.duplicates:,} "
@@ -128,5 +115,5 @@ def generations_drop(ctx: click.Context, generation: int, yes: bool) -> None:
     if not yes:
         click.confirm(f"drop index generation {generation} (its data cannot be recovered)?",
                       abort=True)
-    drop_generation(context_settings(ctx), generation, report=_echo)
+    drop_generation(context_settings(ctx), generation, report=echo)
     click.echo(f"generation {generation} dropped")

@@ -1,0 +1,99 @@
+"""`brainstream publish` and `brainstream dlq`: events into the input topic, and the dead letters
+that came back out of it (listed by code, shown, re-driven)."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import click
+
+from pipeline.cli.common import CliGroup, active_settings, context_settings
+
+
+@click.command()
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--namespace", type=click.UUID, default=None,
+              help="Namespace for bare objects (lines without a CloudEvents envelope).")
+@click.option("--source", default="brainstream-cli", show_default=True,
+              help="CloudEvents source for wrapped bare objects.")
+@click.pass_context
+def publish(ctx: click.Context, path: Path, namespace: uuid.UUID | None, source: str) -> None:
+    """Publish a JSONL file of events to the input topic, keyed per aggregate.
+
+    A line that is a bare object becomes a put. Lines that are not valid events are sent as they
+    are; the consumer dead-letters them with the reason.
+    """
+    from pipeline.kafka.io import make_producer
+    from pipeline.kafka.publisher import EventPublisher, read_lines
+
+    settings = context_settings(ctx)
+    producer = make_producer(settings)
+    try:
+        report = EventPublisher(producer, settings.topic_events).publish_lines(
+            read_lines(path), namespace=namespace, source=source)
+    finally:
+        producer.close()
+    click.echo(f"published {report.sent} record(s) to {settings.topic_events} "
+               f"({report.wrapped} wrapped, {report.unparsed} not valid events: they will be "
+               "dead-lettered)")
+
+
+@click.group(cls=CliGroup)
+def dlq() -> None:
+    """Dead letters: list by code, show one, re-drive after a fix."""
+
+
+@dlq.command("list")
+@click.option("--code", default=None, help="Only letters with this error code.")
+@click.option("--limit", type=int, default=20, show_default=True, help="Letters to list.")
+@click.pass_context
+def dlq_list(ctx: click.Context, code: str | None, limit: int) -> None:
+    """Counts by error code, then the most recent letters (ref = partition:offset)."""
+    from pipeline.kafka.io import H_MESSAGE
+    from pipeline.ops import dlq as dead
+
+    letters = dead.read_all(context_settings(ctx))  # the topic: the same for every generation
+    click.echo(f"{len(letters)} dead letter(s)")
+    for name, count in dead.summarize(letters):
+        click.echo(f"  {name:28} {count}")
+    shown = [d for d in letters if code is None or d.code == code][-limit:]
+    for letter in shown:
+        click.echo(f"{letter.ref:>10}  {letter.code:26} {(letter.header(H_MESSAGE) or '')[:90]}")
+
+
+@dlq.command("show")
+@click.argument("ref")
+@click.pass_context
+def dlq_show(ctx: click.Context, ref: str) -> None:
+    """One dead letter with its headers and original value (REF is partition:offset)."""
+    from pipeline.ops import dlq as dead
+
+    click.echo(dead.describe(dead.find(dead.read_all(context_settings(ctx)), ref)))
+
+
+@dlq.command("retry")
+@click.argument("refs", nargs=-1)
+@click.option("--code", default=None, help="Re-drive every letter with this code.")
+@click.option("--all", "everything", is_flag=True, help="Re-drive every letter.")
+@click.pass_context
+def dlq_retry(ctx: click.Context, refs: tuple[str, ...], code: str | None,
+              everything: bool) -> None:
+    """Send dead letters back to the input topic (embedding failures: back to pending).
+
+    Each letter is re-driven once; an event that then applies is applied once."""
+    from pipeline.domain.errors import InvalidInput
+    from pipeline.ops import dlq as dead
+
+    if not (refs or code or everything):
+        raise InvalidInput("name letters (partition:offset), --code CODE or --all",
+                           field="refs")
+    settings = active_settings(ctx)
+    letters = dead.read_all(settings)
+    chosen = [d for d in letters if everything or d.ref in refs or (code and d.code == code)]
+    missing = set(refs) - {d.ref for d in chosen}
+    if missing:
+        raise InvalidInput(f"no dead letter {sorted(missing)[0]}", field="refs")
+    counts = dead.retry(settings, chosen)
+    click.echo(f"re-drove {counts['republished']} to the input topic, {counts['reembed']} back "
+               f"to embedding; {counts['skipped']} were re-driven before")

@@ -1,0 +1,115 @@
+"""Commands on one index generation (the active one unless `--generation` names another):
+`status`, `verify`, `purge`, `graph rebuild` and `reembed`."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from pipeline.cli.common import CliGroup, active_settings, generation_option
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@generation_option
+@click.pass_context
+def status(ctx: click.Context, as_json: bool, generation: int | None) -> None:
+    """Services, consumer lag per partition, outbox and embedding backlog, waiting events and
+    dead letters of the active index generation; exit status 1 when something is unhealthy."""
+    from pipeline.ops.status import collect, render
+
+    settings = active_settings(ctx, generation)
+    report = collect(settings, group=settings.consumer_group)
+    where = {"generation": settings.generation, "graph": settings.graph_name,
+             "consumer_group": settings.consumer_group}
+    if as_json:
+        click.echo(json.dumps({**report.to_dict(), "index": where}, indent=2, default=str))
+    else:
+        click.echo(f"index generation {settings.generation} (graph {settings.graph_name}, "
+                   f"consumer group {settings.consumer_group})")
+        click.echo(render(report))
+    if not report.healthy:
+        sys.exit(1)
+
+
+@click.command()
+@click.option("--older-than", "older_than", required=True,
+              help="Retention, e.g. 30d, 12h: what was soft-deleted before that goes.")
+@generation_option
+@click.pass_context
+def purge(ctx: click.Context, older_than: str, generation: int | None) -> None:
+    """Hard-delete soft-deleted objects (with parts and links) past a retention."""
+    from pipeline.ops.purge import parse_age
+    from pipeline.ops.purge import purge as run_purge
+
+    age = parse_age(older_than)
+
+    def show(result: object) -> None:
+        click.echo(f"  ... {getattr(result, 'objects', 0)} objects so far", err=True)
+
+    result = run_purge(active_settings(ctx, generation), age, progress=show)
+    click.echo(f"purged {result.objects} objects, {result.parts} parts, {result.links} links, "
+               f"{result.outbox_rows} finished outbox rows (soft-deleted before {older_than} ago)")
+
+
+@click.command()
+@click.option("--repair", is_flag=True, help="Queue every drifted aggregate for the relay and "
+              "rebuild a vector index that no longer answers.")
+@click.option("--sample", type=int, default=200, show_default=True,
+              help="Vectors to look up in the vector index (0 skips the check).")
+@generation_option
+@click.pass_context
+def verify(ctx: click.Context, repair: bool, sample: int, generation: int | None) -> None:
+    """Report every disagreement between Postgres and the graph; exit 1 on drift."""
+    from pipeline.ops.verify import repair as run_repair
+    from pipeline.ops.verify import verify as run_verify
+
+    settings = active_settings(ctx, generation)
+    drift = run_verify(settings, vector_sample=sample)
+    click.echo(f"checked {drift.nodes_checked} objects and {drift.edges_checked} links")
+    for name, count in drift.summary():
+        click.echo(f"  {name:42} {count}")
+    if drift.clean:
+        click.echo("Postgres and the graph agree")
+        return
+    if repair:
+        done = run_repair(settings, drift)
+        click.echo(f"queued {done['nodes']} node and {done['edges']} edge re-syncs for the relay"
+                   + ("; rebuilt the vector index" if done["vector_index_rebuilt"] else ""))
+    sys.exit(1)
+
+
+@click.group(cls=CliGroup)
+def graph() -> None:
+    """The graph projection."""
+
+
+@graph.command("rebuild")
+@generation_option
+@click.pass_context
+def graph_rebuild(ctx: click.Context, generation: int | None) -> None:
+    """Drop the graph and re-project it from Postgres (nodes, edges, indexes), with progress."""
+    from pipeline.ops.rebuild import rebuild_graph
+
+    queued = rebuild_graph(active_settings(ctx, generation))
+    click.echo(f"graph rebuilt from {queued} objects and links")
+
+
+@click.command()
+@generation_option
+@click.pass_context
+def reembed(ctx: click.Context, generation: int | None) -> None:
+    """Re-embed every object with the generation's model (same dimension), then re-sync the
+    graph.
+
+    A model of another dimension needs a new generation: `brainstream replay --embedder`.
+    """
+    from pipeline.ops.rebuild import reembed as run_reembed
+
+    count = run_reembed(active_settings(ctx, generation))
+    click.echo(f"re-embedded {count} rows")
+
+
+# -- pipeline processes -------------------------------------------------------------------

@@ -1,0 +1,89 @@
+"""The pipeline processes in the foreground: `consumer`, `worker`, `api`, and `up` (all of them
+with the embedded services). The only core module that imports the shells (consumers/,
+workers/, api/): it is what starts them."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from pipeline.cli.common import context_settings, echo
+
+
+@click.command()
+def consumer() -> None:
+    """Run the event consumer (faust worker) in the foreground."""
+    from consumers.app import main as run_consumer
+
+    run_consumer()
+
+
+@click.command()
+@click.option("--concurrency", type=int, default=None,
+              help="Worker processes (default: BRAINSTREAM_WORKER_CONCURRENCY).")
+@click.option("--queues", default="celery,relay", show_default=True,
+              help="Queues to consume: `celery` (embedding, sweep) and `relay` (graph outbox).")
+@click.option("--beat/--no-beat", default=True, show_default=True,
+              help="Also run the periodic sweep scheduler (run it in one worker only).")
+@click.option("--metrics-port", type=int, default=None,
+              help="Port of /metrics (default: BRAINSTREAM_WORKER_METRICS_PORT; 0: none).")
+@click.pass_context
+def worker(ctx: click.Context, concurrency: int | None, queues: str, beat: bool,
+           metrics_port: int | None) -> None:
+    """Run a Celery worker (embedding, outbox relay, sweeps) in the foreground."""
+    settings = context_settings(ctx)
+    settings.resolved_data_dir.mkdir(parents=True, exist_ok=True)
+    # the pool processes size their embedder threads from this
+    os.environ["BRAINSTREAM_WORKER_CONCURRENCY"] = str(concurrency or
+                                                       settings.worker_concurrency)
+    port = settings.worker_metrics_port if metrics_port is None else metrics_port
+    if port:
+        from pipeline.metrics.multiproc import prepare_multiprocess_dir
+
+        # before anything imports prometheus_client (its value classes) or Celery forks
+        prepare_multiprocess_dir(settings, f"worker-{port}")
+        from pipeline.metrics.exporter import serve
+
+        serve(settings, port, lag=False)
+    from workers.app import app as celery_app
+
+    argv = ["worker", "--loglevel=INFO", f"--queues={queues}",
+            f"--concurrency={concurrency or settings.worker_concurrency}",
+            f"--hostname=brainstream-{queues.replace(',', '-')}@%h"]
+    if beat:
+        argv += ["--beat", f"--schedule={settings.resolved_data_dir / 'celerybeat-schedule'}"]
+    celery_app.worker_main(argv=argv)
+
+
+@click.command()
+@click.option("--host", default=None, help="Bind address (default: BRAINSTREAM_API_HOST).")
+@click.option("--port", type=int, default=None, help="Port (default: BRAINSTREAM_API_PORT).")
+@click.pass_context
+def api(ctx: click.Context, host: str | None, port: int | None) -> None:
+    """Run the read API (JSON over HTTP, OpenAPI at /docs) in the foreground."""
+    import uvicorn
+
+    settings = context_settings(ctx)
+    if not settings.api_keys:
+        click.echo("warning: BRAINSTREAM_API_KEYS is empty: every request will get 401",
+                   err=True)
+    uvicorn.run("api.main:app", host=host or settings.api_host, port=port or settings.api_port,
+                workers=settings.api_workers, log_level="info", proxy_headers=False)
+
+
+# -- everything ---------------------------------------------------------------------------
+
+
+@click.command()
+@click.option("--stop-services/--keep-services", default=True,
+              help="On Ctrl-C also stop the embedded services (default) or leave them running.")
+@click.pass_context
+def up(ctx: click.Context, stop_services: bool) -> None:
+    """Start the services, migrate, and run every pipeline process in the foreground.
+
+    Ctrl-C stops the processes and (by default) the embedded services.
+    """
+    from pipeline.ops.runner import run_up
+
+    run_up(context_settings(ctx), stop_services=stop_services, report=echo)

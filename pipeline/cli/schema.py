@@ -1,0 +1,76 @@
+"""`brainstream migrate` and `brainstream kinds`: the schema of the data (SQL migrations, graph
+indexes, Kafka topics) and the kind catalog events are validated against."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import psycopg
+
+from pipeline.cli.common import CliGroup, active_settings, context_settings, echo
+from pipeline.domain.settings import Settings
+
+
+@click.command()
+@click.option("--postgres/--no-postgres", default=True, help="Apply SQL migrations.")
+@click.option("--graph/--no-graph", default=True, help="Prepare graph constraints and indexes.")
+@click.option("--topics/--no-topics", default=True, help="Create the Kafka topics.")
+@click.pass_context
+def migrate(ctx: click.Context, postgres: bool, graph: bool, topics: bool) -> None:
+    """Bring Postgres, the graph and the Kafka topics to the current schema (idempotent)."""
+    from pipeline.ops.generations import migrate_generations
+
+    settings = context_settings(ctx)
+    # every index generation (the base database first; it holds the generations' table)
+    applied = migrate_generations(settings, postgres=postgres, graph=graph, report=echo)
+    if postgres:
+        click.echo(f"postgres: {len(applied)} migration(s) applied")
+    if topics:
+        from pipeline.kafka.topics import ensure_topics
+
+        ensure_topics(settings, report=echo)
+
+
+# -- kinds and events ---------------------------------------------------------------------
+
+
+@click.group(cls=CliGroup)
+def kinds() -> None:
+    """The kind catalog (empty = open mode: every kind accepted)."""
+
+
+@kinds.command("apply")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.pass_context
+def kinds_apply(ctx: click.Context, path: Path) -> None:
+    """Apply a kinds.yaml additively: new kinds and fields are added, nothing is removed."""
+    from pipeline.domain.kinds import load_catalog
+    from pipeline.ops.generations import apply_to_live
+    from pipeline.stores.postgres.kinds import apply_catalog
+
+    incoming = load_catalog(path.read_text(encoding="utf-8"))
+    merged: list[object] = []
+
+    def apply(settings: Settings) -> None:
+        nonlocal merged
+        with psycopg.connect(settings.effective_postgres_dsn) as conn:
+            merged = list(apply_catalog(conn, incoming))
+
+    # the active generation and one a replay is building: both must validate alike
+    apply_to_live(context_settings(ctx), apply)
+    click.echo(f"applied {len(incoming)} kind(s) from {path}; the catalog has {len(merged)}")
+
+
+@kinds.command("list")
+@click.pass_context
+def kinds_list(ctx: click.Context) -> None:
+    """Print the catalog as YAML."""
+    import yaml
+
+    from pipeline.domain.kinds import catalog_to_dict
+    from pipeline.stores.postgres.kinds import read_catalog
+
+    with psycopg.connect(active_settings(ctx).effective_postgres_dsn) as conn:
+        specs = read_catalog(conn)
+    click.echo(yaml.safe_dump(catalog_to_dict(specs), sort_keys=False), nl=False)
