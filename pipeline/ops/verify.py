@@ -10,7 +10,6 @@ vector index that no longer answers.
 from __future__ import annotations
 
 import random
-import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -20,10 +19,9 @@ import psycopg
 from psycopg.types.json import Jsonb
 from redis.exceptions import ResponseError
 
-from pipeline.domain.errors import Unavailable
 from pipeline.domain.index_text import entity_index_text
 from pipeline.domain.settings import Settings
-from pipeline.graph.falkordb.schema import NODE_LABEL, connect
+from pipeline.graph.falkordb.schema import NODE_LABEL, connect, rebuild_vector_index
 from pipeline.ingest.batch import EDGE_SYNC, NODE_SYNC
 
 EdgeKey = tuple[str, str, str]
@@ -201,25 +199,4 @@ def _namespaces(settings: Settings, graph: Any, drift: Drift) -> dict[str, uuid.
         if str(row[0]) not in out and row[1]:
             out[str(row[0])] = uuid.UUID(str(row[1]))
     return out
-
-
-def rebuild_vector_index(settings: Settings, timeout: float = 120.0) -> None:
-    """Drop and re-create the node vector index (clears orphan entries)."""
-    from pipeline.graph.falkordb.schema import _has_index, index_rows, prepare_graph
-
-    graph = connect(settings).select_graph(settings.graph_name)
-    try:
-        graph.query(f"DROP VECTOR INDEX FOR (n:{NODE_LABEL}) ON (n.embedding)")
-    except ResponseError as exc:
-        if "no such index" not in str(exc):
-            raise  # a missing index is what a rebuild repairs; anything else is not
-    # The drop completes in the background: db.indexes() still lists the index right after it,
-    # and prepare_graph, seeing it, would create nothing, leaving the graph without a vector
-    # index (every vector query then fails; found by the fault suite). Wait until it is gone.
-    deadline = time.monotonic() + timeout
-    while _has_index(index_rows(graph), NODE_LABEL, "embedding", "VECTOR") is not None:
-        if time.monotonic() > deadline:
-            raise Unavailable(f"the vector index was still being dropped after {timeout:.0f}s")
-        time.sleep(0.1)
-    prepare_graph(settings)
 

@@ -4,36 +4,26 @@ Entity find (full-text and vector), edge find (full-text on `note`, per relation
 neighbor walks, always scoped to one namespace. Every id returned must still be hydrated from
 Postgres by the caller. Only read-only queries (`GRAPH.RO_QUERY`) are issued.
 
-Errors: a graph that cannot be reached (refused or dropped connection, timeout, server loading,
-query timeout, query queue full) raises `pipeline.domain.errors.Unavailable`, whose message always
-contains "graph", so that the API can degrade; bad credentials raise `ConfigError`; bad arguments
-(relation type, direction, max_hops, vector) raise `InvalidInput` with the offending field.
-A graph key that does not exist yet (nothing projected) reads as an empty graph.
+Errors (translated by `errors.graph_errors`): a graph that cannot be reached (refused or dropped
+connection, timeout, server loading, query timeout, query queue full) raises `GraphUnavailable`,
+whose message always contains "graph", so that the API can degrade; bad credentials raise
+`ConfigError`; bad arguments (relation type, direction, max_hops, vector) raise `InvalidInput`
+with the offending field. Two server replies are not errors here: a graph key that does not
+exist yet (nothing projected) reads as an empty graph, and a full-text query RediSearch still
+cannot parse finds nothing (logged).
+
+The Cypher it sends is in `cypher.py`, with the quirks that shape it (RediSearch query syntax,
+ASCII-only case folding, ordering of full-text matches, the walk's query plan).
 
 FalkorDB 4.16.3 quirks absorbed here (see shared/STACK.md):
 - `db.idx.vector.queryNodes(k)` cannot pre-filter and returns fewer than k rows when the index
   holds orphan entries: ask for more (`k * 4 + 20`), filter namespace and kinds in Cypher, and
   retry once with a larger k (estimated from the surviving fraction, capped) when too few survive.
   Its `score` is the cosine *distance* (0 = same direction, 2 = opposite): similarity = 1 - score.
-- Full-text queries use RediSearch syntax (`|`, `-`, `@`, `(`, `"`, `%`, `*`, `~`, `:` ... are
-  operators, and a stray one is a syntax error; so is a bare `_`): user text is reduced to its
-  word tokens, OR-ed (fuzzed with 20k random Unicode strings: no syntax error left; one would
-  be logged and find nothing).
-  `queryNodes` yields every match (no k) in no particular order: ORDER BY score in Cypher.
-  Scores are TF-IDF with the term frequency divided by the document's most frequent term, so
-  ties are common (and every score is 0 when every indexed node matches): ties go by id.
-- Case folding in the full-text index is ASCII-only ("NAÏVE" does not find "naïve"): a token
-  with non-ASCII letters is also searched in lower, upper and capitalized form.
 - `queryRelationships` on a type without a full-text index quietly returns nothing; the reader
   still checks its cached capabilities first and refreshes them (at most every
   `capability_ttl` seconds) when a type is not known to be indexed, because the writer creates
   edge indexes when a type first appears.
-- A relation type cannot be a parameter in a pattern: types are checked against
-  `RELATION_TYPE_PATTERN` and back-quoted (`[e:`A`|`B`]`).
-- Walks: written as one pattern, `MATCH (a {id: f})-[e]-(b:Entity) WHERE b.namespace = ...` is
-  planned from `b` (a scan of the whole namespace, 40 ms on 10k nodes instead of 0.3 ms);
-  indexing a list parameter per row (`$frontier[pos]`) and sorting every candidate edge are
-  slow too. `_walk_query` explains the shape that avoids all three.
 - The asyncio client's constructor probes the server *synchronously* (cluster detection): build
   readers at start-up (`from_settings`), not inside request handling.
 - Without `hiredis`, redis-py parses replies in pure Python: a 200-row walk round costs ~10-20 ms
@@ -45,166 +35,35 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import re
 import time
 import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import falkordb.asyncio
 import redis.exceptions as redis_errors
 
-from pipeline.domain.errors import ConfigError, GraphUnavailable, InvalidInput
+from pipeline.domain.errors import InvalidInput
 from pipeline.domain.read_model import Direction, EdgeHit, Hit, Neighbor, Relation
 from pipeline.domain.relations import check_relation_type
 from pipeline.domain.settings import Settings
-from pipeline.graph.falkordb.schema import NODE_LABEL
+from pipeline.graph.falkordb import cypher
+from pipeline.graph.falkordb.cypher import MAX_WALK_LIMIT, fulltext_query
+from pipeline.graph.falkordb.errors import graph_errors
+from pipeline.graph.falkordb.schema import (
+    INDEXES,
+    GraphCapabilities,
+    index_row,
+    parse_capabilities,
+)
 
 log = logging.getLogger(__name__)
 
 MAX_HOPS = 4
-# Bounds on what one user query may ask of the full-text index.
-MAX_QUERY_TOKENS = 32
-MAX_TOKEN_CHARS = 64
 DEFAULT_VECTOR_CAP = 4096
 
-_TRANSIENT_REPLIES = ("Max pending queries exceeded", "Query timed out", "LOADING")
 _EMPTY_KEY = "empty key"
 _SYNTAX_ERROR = "RediSearch: Syntax error"
-_WORD = re.compile(r"\w+")
-
-# A node that is only an edge endpoint (its own projection has not arrived) has kind "" or none;
-# `null <> ''` is null, so a missing kind is excluded too.
-_VISIBLE = "{v}.namespace = $ns AND {v}.kind <> ''"
-_KINDS = "(size($kinds) = 0 OR {v}.kind IN $kinds)"
-
-_TEXT_QUERY = f"""
-CALL db.idx.fulltext.queryNodes('{NODE_LABEL}', $q) YIELD node, score
-WHERE {_VISIBLE.format(v="node")} AND {_KINDS.format(v="node")}
-RETURN node.id, score
-ORDER BY score DESC, node.id
-LIMIT $k
-"""
-
-# One row whatever happens: how many entries the index returned (orphans are dropped by the
-# server), and those of the namespace and kinds.
-_VECTOR_QUERY = f"""
-CALL db.idx.vector.queryNodes('{NODE_LABEL}', 'embedding', $k2, vecf32($v)) YIELD node, score
-WITH count(node) AS raw,
-     collect(CASE WHEN {_VISIBLE.format(v="node")} AND {_KINDS.format(v="node")}
-                  THEN [node.id, score] END) AS hits
-RETURN raw, hits
-"""
-
-_EDGE_QUERY = """
-CALL db.idx.fulltext.queryRelationships($t, $q) YIELD relationship, score
-WITH relationship AS e, score
-WHERE e.namespace = $ns
-WITH e, score, startNode(e) AS a, endNode(e) AS b
-WHERE a.namespace = $ns AND b.namespace = $ns
-RETURN a.id, b.id, score, e.note, e.status, e.role, e.confidence, e.evidence_id
-ORDER BY score DESC, a.id, b.id
-LIMIT $k
-"""
-
-_INDEXES = ("CALL db.indexes() YIELD label, types, options, entitytype, status "
-            "RETURN label, types, options, entitytype, status")
-
-
-# Packs (frontier position, internal id of the source) into one integer, so that a plain min()
-# picks both the earliest source and a handle to seek it by (ids < 2**40, positions < 2**22).
-_POS_SHIFT = 1 << 40
-MAX_WALK_LIMIT = 1 << 20
-
-
-def _walk_query(relation_types: Sequence[str], direction: Direction) -> str:
-    """One BFS round: the unseen visible nodes one edge away from the frontier, one row each.
-
-    `$frontier` holds `[position, id]` in walk order (seed rank first). Each new node is claimed
-    by its earliest frontier node; among their edges, the first by (relation type, 'out' before
-    'in') is reported. Rows come out ordered by (frontier position, id), cut at `$remaining`.
-
-    Shape, for speed (measured on FalkorDB 4.16.3): the WITH before the second MATCH makes the
-    planner start from the frontier (as one pattern it scanned every node for `b` and walked
-    back); the claim is a min() over one integer instead of a sort of every candidate edge; the
-    source is then found again by internal id (indexing `$frontier[pos]` per row is slow) and
-    only the surviving (source, node) pairs are sorted; already-seen nodes are excluded by
-    internal id (`$seen_int`, cheaper than comparing strings) and, for the seeds, by id.
-    """
-    types = ":" + "|".join(f"`{t}`" for t in relation_types) if relation_types else ""
-    if direction == "out":
-        first, again, dir_expr = (f"(a)-[e{types}]->(b:{NODE_LABEL})", f"(a)-[e{types}]->(b)",
-                                  "'out'")
-    elif direction == "in":
-        first, again, dir_expr = (f"(a)<-[e{types}]-(b:{NODE_LABEL})", f"(a)<-[e{types}]-(b)",
-                                  "'in'")
-    else:
-        first, again = f"(a)-[e{types}]-(b:{NODE_LABEL})", f"(a)-[e{types}]-(b)"
-        dir_expr = "CASE WHEN id(startNode(e)) = id(a) THEN 'out' ELSE 'in' END"
-    return f"""
-UNWIND $frontier AS f
-MATCH (a:{NODE_LABEL} {{id: f[1]}})
-WHERE a.namespace = $ns
-WITH a, f[0] AS pos
-MATCH {first}
-WHERE {_VISIBLE.format(v="b")} AND NOT id(b) IN $seen_int AND NOT b.id IN $seeds
-WITH b, min(pos * {_POS_SHIFT} + id(a)) AS key
-WITH b, key / {_POS_SHIFT} AS pos, key % {_POS_SHIFT} AS aid
-ORDER BY pos, b.id
-LIMIT $remaining
-MATCH (a) WHERE id(a) = aid
-WITH a, b, pos
-MATCH {again}
-WITH a, b, pos, type(e) AS t, {dir_expr} AS dir, e
-ORDER BY pos, b.id, t, dir DESC
-WITH a, b, pos, collect([t, dir, e.note, e.status, e.role, e.confidence, e.evidence_id])[0]
-     AS best
-RETURN id(b), b.id, pos, a.id, best
-ORDER BY pos, b.id
-"""
-
-
-def fulltext_query(text: str) -> str:
-    """RediSearch query matching any word of `text`, or "" when it holds no word.
-
-    Everything but word characters is dropped (RediSearch treats most punctuation as operators
-    and splits indexed text on it anyway), tokens are de-duplicated and OR-ed. Tokens with
-    non-ASCII letters also go in lower, upper and capitalized form (ASCII-only case folding).
-    """
-    tokens: dict[str, None] = {}
-    for match in _WORD.finditer(text):
-        token = match.group()[:MAX_TOKEN_CHARS]
-        if not token.strip("_"):  # a bare "_" is a RediSearch syntax error
-            continue
-        variants = [token]
-        if not token.isascii():
-            variants += [token.lower(), token.upper(), token.capitalize()]
-        for variant in variants:
-            tokens.setdefault(variant, None)
-        if len(tokens) >= MAX_QUERY_TOKENS:
-            break
-    return "|".join(list(tokens)[:MAX_QUERY_TOKENS])
-
-
-@contextmanager
-def _read_errors(what: str) -> Iterator[None]:
-    """Translate client errors: outages become Unavailable (the API degrades), the rest stays."""
-    try:
-        yield
-    except (redis_errors.AuthenticationError, redis_errors.AuthorizationError,
-            redis_errors.NoPermissionError) as exc:
-        raise ConfigError(f"graph refused the credentials during {what}: {exc}",
-                          field="falkordb_url") from exc
-    except (redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.BusyLoadingError,
-            redis_errors.TryAgainError, redis_errors.ClusterDownError, OSError,
-            TimeoutError) as exc:
-        raise GraphUnavailable(f"graph unavailable during {what}: {exc}") from exc
-    except redis_errors.ResponseError as exc:
-        if any(reply in str(exc) for reply in _TRANSIENT_REPLIES):
-            raise GraphUnavailable(f"graph busy during {what}: {exc}") from exc
-        raise
 
 
 def _uuid(value: Any) -> uuid.UUID | None:
@@ -219,16 +78,6 @@ def _uuid(value: Any) -> uuid.UUID | None:
 
 def _opt_str(value: Any) -> str | None:
     return None if value is None else str(value)
-
-
-@dataclass(frozen=True, slots=True)
-class GraphCapabilities:
-    """What the graph's indexes allow, read from `CALL db.indexes()`."""
-
-    node_fulltext: bool
-    vector_dim: int | None
-    edge_fulltext_types: frozenset[str]
-    resolved_at: float
 
 
 class FalkorGraphReader:
@@ -265,7 +114,7 @@ class FalkorGraphReader:
 
         Blocking: the client's constructor probes the server synchronously.
         """
-        with _read_errors("connect"):
+        with graph_errors("connect"):
             db = falkordb.asyncio.FalkorDB.from_url(settings.effective_falkordb_url,
                                                     socket_connect_timeout=5,
                                                     socket_timeout=30)
@@ -280,7 +129,7 @@ class FalkorGraphReader:
     async def _query(self, query: str, params: dict[str, Any], what: str) -> list[list[Any]]:
         """Run a read-only query; a graph key that does not exist yet reads as no rows."""
         self.round_trips += 1
-        with _read_errors(what):
+        with graph_errors(what):
             try:
                 result = await self._graph.ro_query(query, params, timeout=self.timeout_ms)
             except redis_errors.ResponseError as exc:
@@ -309,28 +158,9 @@ class FalkorGraphReader:
             if self._caps is not caps:  # another task resolved them meanwhile
                 assert self._caps is not None
                 return self._caps
-            rows = await self._query(_INDEXES, {}, "capabilities")
-            self._caps = self._parse_capabilities(rows)
+            rows = await self._query(INDEXES, {}, "capabilities")
+            self._caps = parse_capabilities([index_row(row) for row in rows])
             return self._caps
-
-    @staticmethod
-    def _parse_capabilities(rows: list[list[Any]]) -> GraphCapabilities:
-        node_fulltext = False
-        vector_dim: int | None = None
-        edge_types: set[str] = set()
-        for label, types_, options, entitytype, _status in rows:
-            types = dict(types_ or {})
-            if entitytype == "NODE" and label == NODE_LABEL:
-                if "FULLTEXT" in types.get("title", []) or "FULLTEXT" in types.get(
-                        "index_text", []):
-                    node_fulltext = True
-                if "VECTOR" in types.get("embedding", []):
-                    dim = dict(dict(options or {}).get("embedding", {})).get("dimension")
-                    vector_dim = None if dim is None else int(dim)
-            elif entitytype == "RELATIONSHIP" and "FULLTEXT" in types.get("note", []):
-                edge_types.add(str(label))
-        return GraphCapabilities(node_fulltext, vector_dim, frozenset(edge_types),
-                                 time.monotonic())
 
     # -- entities ---------------------------------------------------------------------------
 
@@ -348,7 +178,7 @@ class FalkorGraphReader:
                 return []
         # A few spare rows, in case a stored id is not a UUID (those are skipped).
         rows = await self._search(
-            _TEXT_QUERY, {"q": q, "ns": str(namespace), "kinds": list(kinds), "k": k + 8},
+            cypher.TEXT_QUERY, {"q": q, "ns": str(namespace), "kinds": list(kinds), "k": k + 8},
             "find entities (text)")
         hits = []
         for node_id, score in rows:
@@ -389,7 +219,8 @@ class FalkorGraphReader:
         return found[:k]
 
     async def _vector_round(self, params: dict[str, Any], k2: int) -> tuple[int, list[Hit]]:
-        rows = await self._query(_VECTOR_QUERY, {**params, "k2": k2}, "find entities (vector)")
+        rows = await self._query(cypher.VECTOR_QUERY, {**params, "k2": k2},
+                                 "find entities (vector)")
         if not rows:
             return 0, []
         raw, pairs = rows[0]
@@ -416,7 +247,7 @@ class FalkorGraphReader:
             if relation_type not in caps.edge_fulltext_types:
                 return []
         rows = await self._search(
-            _EDGE_QUERY, {"t": relation_type, "q": q, "ns": str(namespace), "k": k + 8},
+            cypher.EDGE_QUERY, {"t": relation_type, "q": q, "ns": str(namespace), "k": k + 8},
             "find edges")
         hits = []
         for from_id, to_id, score, note, status, role, confidence, evidence_id in rows:
@@ -460,7 +291,7 @@ class FalkorGraphReader:
         ordered = list(dict.fromkeys(seeds))
         if not ordered or limit <= 0:
             return []
-        query = _walk_query(types, direction)
+        query = cypher.walk_query(types, direction)
         # The frontier in walk order, and the seed rank of each of its nodes.
         frontier = [[i, str(s)] for i, s in enumerate(ordered)]
         ranks = list(range(len(ordered)))

@@ -1,23 +1,38 @@
-"""Graph preparation: the constraints and indexes of the FalkorDB projection, created idempotently.
+"""The FalkorDB projection's schema: its label, constraints and indexes, created idempotently, and
+what they allow (the capabilities that writer and reader resolve from them).
 
 Nodes are first-class objects under the label `Entity` (id, namespace, kind, title, index_text,
 embedding). Edge full-text indexes are per relation type and are created by the writer when a
-type first appears, because FalkorDB cannot take a relation type as a parameter.
+type first appears (`ensure_edge_fulltext_index`), because FalkorDB cannot take a relation type
+as a parameter.
+
+FalkorDB 4.16.3 quirks absorbed here (see shared/STACK.md):
+- Edge full-text indexes exist only as the DDL `CREATE FULLTEXT INDEX FOR ()-[e:T]->() ON
+  (e.note)`; there is no `db.idx.fulltext.createRelationshipIndex` procedure in 4.16.
+- Indexes and constraints build in the background, and a dropped index stays listed for a while:
+  `wait_operational` and `rebuild_vector_index` wait for `db.indexes()` to catch up.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import falkordb
+from redis.exceptions import ResponseError
 
 from pipeline.domain.errors import GraphUnavailable, MigrationError
 from pipeline.domain.settings import Settings
+from pipeline.graph.falkordb.errors import graph_errors
 
 NODE_LABEL = "Entity"
 Report = Callable[[str], None]
+
+INDEXES = ("CALL db.indexes() YIELD label, types, options, entitytype, status "
+           "RETURN label, types, options, entitytype, status")
+_ALREADY_INDEXED = "already indexed"
 
 
 def _noop(_: str) -> None:
@@ -29,15 +44,16 @@ def connect(settings: Settings) -> falkordb.FalkorDB:
     return falkordb.FalkorDB.from_url(settings.effective_falkordb_url)
 
 
+def index_row(row: list[Any]) -> dict[str, Any]:
+    """One row of `INDEXES` as a dict: label, types per property, options, entity type, status."""
+    label, types, options, entitytype, status = row
+    return {"label": label, "types": dict(types or {}), "options": dict(options or {}),
+            "entitytype": entitytype, "status": status}
+
+
 def index_rows(graph: Any) -> list[dict[str, Any]]:
-    """`CALL db.indexes()` as dicts: label, types per property, options, entity type, status."""
-    result = graph.query("CALL db.indexes() YIELD label, types, options, entitytype, status "
-                         "RETURN label, types, options, entitytype, status")
-    return [
-        {"label": row[0], "types": dict(row[1]), "options": dict(row[2]),
-         "entitytype": row[3], "status": row[4]}
-        for row in result.result_set
-    ]
+    """`CALL db.indexes()` as dicts (see `index_row`)."""
+    return [index_row(row) for row in graph.query(INDEXES).result_set]
 
 
 def _has_index(rows: list[dict[str, Any]], label: str, prop: str, kind: str,
@@ -47,6 +63,59 @@ def _has_index(rows: list[dict[str, Any]], label: str, prop: str, kind: str,
                 and kind in row["types"].get(prop, [])):
             return row
     return None
+
+
+# -- capabilities ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GraphCapabilities:
+    """What the graph's indexes allow, read from `CALL db.indexes()`."""
+
+    node_fulltext: bool
+    vector_dim: int | None
+    edge_fulltext_types: frozenset[str]
+    resolved_at: float
+
+
+def parse_capabilities(rows: list[dict[str, Any]]) -> GraphCapabilities:
+    """The capabilities that `index_rows` show, stamped with the time (`time.monotonic`)."""
+    node_fulltext = False
+    vector_dim: int | None = None
+    edge_types: set[str] = set()
+    for row in rows:
+        types = row["types"]
+        if row["entitytype"] == "NODE" and row["label"] == NODE_LABEL:
+            if "FULLTEXT" in types.get("title", []) or "FULLTEXT" in types.get(
+                    "index_text", []):
+                node_fulltext = True
+            if "VECTOR" in types.get("embedding", []):
+                dim = dict(row["options"].get("embedding", {})).get("dimension")
+                vector_dim = None if dim is None else int(dim)
+        elif row["entitytype"] == "RELATIONSHIP" and "FULLTEXT" in types.get("note", []):
+            edge_types.add(str(row["label"]))
+    return GraphCapabilities(node_fulltext, vector_dim, frozenset(edge_types), time.monotonic())
+
+
+def read_capabilities(graph: Any, what: str) -> GraphCapabilities:
+    """The graph's capabilities now; an outage raises GraphUnavailable (naming `what`)."""
+    with graph_errors(what):
+        return parse_capabilities(index_rows(graph))
+
+
+def ensure_edge_fulltext_index(graph: Any, relation_type: str) -> None:
+    """Create the full-text index on `note` of an (already checked) relation type, unless some
+    writer already has; an outage raises GraphUnavailable."""
+    with graph_errors("edge index"):
+        try:
+            graph.query(f"CREATE FULLTEXT INDEX FOR ()-[e:`{relation_type}`]->() ON (e.note)")
+        except ResponseError as exc:
+            # A concurrent writer won the race: the index exists, which is all we need.
+            if _ALREADY_INDEXED not in str(exc):
+                raise
+
+
+# -- preparation ----------------------------------------------------------------------------
 
 
 def prepare_graph(settings: Settings, *, report: Report = _noop, timeout: float = 120.0) -> None:
@@ -103,3 +172,23 @@ def wait_operational(graph: Any, *, timeout: float) -> None:
         if time.monotonic() > deadline:
             raise GraphUnavailable(f"graph indexes still building after {timeout:.0f}s: {pending}")
         time.sleep(0.2)
+
+
+def rebuild_vector_index(settings: Settings, timeout: float = 120.0) -> None:
+    """Drop and re-create the node vector index (clears orphan entries)."""
+    graph = connect(settings).select_graph(settings.graph_name)
+    try:
+        graph.query(f"DROP VECTOR INDEX FOR (n:{NODE_LABEL}) ON (n.embedding)")
+    except ResponseError as exc:
+        if "no such index" not in str(exc):
+            raise  # a missing index is what a rebuild repairs; anything else is not
+    # The drop completes in the background: db.indexes() still lists the index right after it,
+    # and prepare_graph, seeing it, would create nothing, leaving the graph without a vector
+    # index (every vector query then fails; found by the fault suite). Wait until it is gone.
+    deadline = time.monotonic() + timeout
+    while _has_index(index_rows(graph), NODE_LABEL, "embedding", "VECTOR") is not None:
+        if time.monotonic() > deadline:
+            raise GraphUnavailable(
+                f"the vector index was still being dropped after {timeout:.0f}s")
+        time.sleep(0.1)
+    prepare_graph(settings)
