@@ -22,7 +22,7 @@ from pipeline.embedding.embedders import build_embedder
 from pipeline.graph.falkordb.reader import FalkorGraphReader
 from pipeline.ports import Embedder
 from pipeline.retrieval.engine import EngineConfig, RetrievalEngine
-from pipeline.retrieval.graph_queries import GraphQueries
+from pipeline.retrieval.graph_queries import GraphConfig, GraphQueries
 from pipeline.stores.postgres.read import PgObjectReader, make_async_pool
 from pipeline.stores.postgres.search import PgPartSearcher
 from pipeline.stores.redis.resultsets import RedisResultSets
@@ -268,7 +268,10 @@ async def build_services(settings: Settings) -> Services:
                              embed_query, config)
     graph_reader = ReconnectingGraphReader(settings)
     return Services(settings=settings, pool=pool, engine=engine,
-                    graph=GraphQueries(engine, graph_reader),
+                    graph=GraphQueries(
+                        graph_reader, reader=engine.reader, pager=engine.pager, catalog=catalog,
+                        embed_query=embed_query, fallback=engine.search,
+                        config=GraphConfig(candidate_k=config.candidate_k, rrf_k=config.rrf_k)),
                     recipes=RecipeStore(pool, dict(settings.expand_recipes)),
                     result_sets=result_sets, catalog=catalog, graph_reader=graph_reader,
                     embedder=embedder)
