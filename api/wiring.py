@@ -4,32 +4,28 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
-import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from pipeline.domain.errors import GraphUnavailable, InvalidInput, NotFound, Unavailable
-from pipeline.domain.kinds import KindCatalog, catalog_from_dict
-from pipeline.domain.read_model import Direction, EdgeHit, Hit, Neighbor
+from pipeline.domain.errors import NotFound, Unavailable
 from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders import build_embedder
-from pipeline.graph.falkordb.reader import FalkorGraphReader
+from pipeline.graph.falkordb.reconnecting import ReconnectingGraphReader
 from pipeline.ports import Embedder
 from pipeline.retrieval.engine import EngineConfig, RetrievalEngine
 from pipeline.retrieval.graph_queries import GraphConfig, GraphQueries
-from pipeline.stores.postgres.read import PgObjectReader, make_async_pool
+from pipeline.stores.postgres.kinds import CachedCatalog
+from pipeline.stores.postgres.pool import make_async_pool
+from pipeline.stores.postgres.read import PgObjectReader
+from pipeline.stores.postgres.recipes import RecipeStore
 from pipeline.stores.postgres.search import PgPartSearcher
 from pipeline.stores.redis.resultsets import RedisResultSets
 
 log = logging.getLogger(__name__)
 
-RECIPE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,62}$")
 FILTER_NOTE = (
     "Filters apply to search, find_exact and find_objects as {\"filters\": {...}}: "
     "kind (a kind or a list), title (case-insensitive substring), created_after, created_before, "
@@ -40,139 +36,6 @@ FILTER_NOTE = (
 )
 
 
-class CatalogCache:
-    """The kind catalog, re-read at most every `ttl` seconds (kinds change rarely)."""
-
-    def __init__(self, pool: AsyncConnectionPool, ttl: float = 5.0) -> None:
-        self.pool = pool
-        self.ttl = ttl
-        self._value: KindCatalog | None = None
-        self._at = 0.0
-        self._lock = asyncio.Lock()
-
-    async def __call__(self) -> KindCatalog:
-        async with self._lock:
-            if self._value is None or time.monotonic() - self._at > self.ttl:
-                async with self.pool.connection() as conn:
-                    cur = await conn.execute("SELECT spec FROM object_kinds ORDER BY kind")
-                    rows = await cur.fetchall()
-                self._value = KindCatalog(catalog_from_dict({"kinds": [r[0] for r in rows]}))
-                self._at = time.monotonic()
-            return self._value
-
-
-class RecipeStore:
-    """Named expand templates: registered ones (Postgres) over those from settings."""
-
-    def __init__(self, pool: AsyncConnectionPool, configured: dict[str, dict[str, Any]]) -> None:
-        self.pool = pool
-        self.configured = configured
-
-    @staticmethod
-    def _check(name: str) -> str:
-        if not RECIPE_NAME.fullmatch(name):
-            raise InvalidInput("recipe names are letters, digits, '_' and '-'", field="name")
-        return name
-
-    async def put(self, name: str, spec: dict[str, Any]) -> None:
-        async with self.pool.connection() as conn:
-            await conn.execute(
-                "INSERT INTO expand_recipes (name, spec) VALUES (%s, %s) ON CONFLICT (name)"
-                " DO UPDATE SET spec = EXCLUDED.spec, updated_at = now()",
-                (self._check(name), Jsonb(spec)))
-
-    async def get(self, name: str) -> dict[str, Any]:
-        async with self.pool.connection() as conn:
-            cur = await conn.execute("SELECT spec FROM expand_recipes WHERE name = %s",
-                                     (self._check(name),))
-            row = await cur.fetchone()
-        if row is not None:
-            return dict(row[0])
-        if name in self.configured:
-            return dict(self.configured[name])
-        raise NotFound(f"no expand recipe named {name!r}", field="name")
-
-
-class ReconnectingGraphReader:
-    """A GraphReader that connects on first use and again after the graph was unreachable, so
-    an API started while FalkorDB is down recovers by itself.
-
-    While FalkorDB is down, connecting takes seconds (the client's synchronous probe retries
-    with back-off: about 4 s to a refused port). So one caller at a time probes, at most every
-    `retry_after` seconds, and every other caller gets `Unavailable` at once: the answers
-    degrade (`graph_unavailable`) without waiting, and readiness answers at once.
-    """
-
-    def __init__(self, settings: Settings, retry_after: float = 2.0) -> None:
-        self.settings = settings
-        self.retry_after = retry_after
-        self._reader: FalkorGraphReader | None = None
-        self._connecting = False
-        self._down_until = 0.0
-        self._last_error = ""
-
-    def _mark_down(self, exc: Unavailable) -> None:
-        self._reader = None
-        self._down_until = time.monotonic() + self.retry_after
-        self._last_error = exc.message
-
-    async def reader(self) -> FalkorGraphReader:
-        if self._reader is not None:
-            return self._reader
-        if self._connecting or time.monotonic() < self._down_until:
-            raise GraphUnavailable(f"graph unreachable: {self._last_error or 'connecting'}")
-        self._connecting = True  # one event loop: no await between the check and the flag
-        try:
-            reader = await asyncio.to_thread(FalkorGraphReader.from_settings, self.settings)
-        except Unavailable as exc:
-            self._mark_down(exc)
-            raise
-        finally:
-            self._connecting = False
-        self._reader = reader
-        return reader
-
-    async def _call(self, name: str, *args: Any) -> Any:
-        reader = await self.reader()
-        try:
-            return await getattr(reader, name)(*args)
-        except Unavailable as exc:
-            self._mark_down(exc)  # reconnect on a later call
-            raise
-
-    async def find_entities_text(self, namespace: uuid.UUID, query: str,
-                                 kinds: Sequence[str], k: int) -> list[Hit]:
-        result: list[Hit] = await self._call("find_entities_text", namespace, query, kinds, k)
-        return result
-
-    async def find_entities_vector(self, namespace: uuid.UUID, vector: Sequence[float],
-                                   kinds: Sequence[str], k: int) -> list[Hit]:
-        result: list[Hit] = await self._call("find_entities_vector", namespace, vector, kinds,
-                                             k)
-        return result
-
-    async def find_edges(self, namespace: uuid.UUID, relation_type: str, query: str,
-                         k: int) -> list[EdgeHit]:
-        result: list[EdgeHit] = await self._call("find_edges", namespace, relation_type,
-                                                 query, k)
-        return result
-
-    async def neighbors(self, namespace: uuid.UUID, seeds: Sequence[uuid.UUID],
-                        relation_types: Sequence[str], direction: Direction, max_hops: int,
-                        limit: int) -> list[Neighbor]:
-        result: list[Neighbor] = await self._call("neighbors", namespace, seeds,
-                                                  relation_types, direction, max_hops, limit)
-        return result
-
-    async def ping(self) -> None:
-        reader = await self.reader()
-        try:
-            await reader.capabilities(refresh=True)
-        except Unavailable as exc:
-            self._mark_down(exc)
-            raise
-
-
 @dataclass
 class Services:
     settings: Settings
@@ -181,7 +44,7 @@ class Services:
     graph: GraphQueries
     recipes: RecipeStore
     result_sets: RedisResultSets
-    catalog: CatalogCache
+    catalog: CachedCatalog
     graph_reader: ReconnectingGraphReader
     embedder: Embedder | None = None
     closers: list[Any] = field(default_factory=list)
@@ -231,14 +94,13 @@ class Services:
     async def close(self) -> None:
         await self.result_sets.close()
         await self.pool.close()
-        if self.graph_reader._reader is not None:
-            await self.graph_reader._reader.aclose()
+        await self.graph_reader.aclose()
 
 
 async def build_services(settings: Settings) -> Services:
     """Connect the adapters; the graph and the embedder may be down (answers degrade)."""
     pool = await make_async_pool(settings)
-    catalog = CatalogCache(pool)
+    catalog = CachedCatalog(pool)
     embedder: Embedder | None
     try:
         embedder = await asyncio.to_thread(build_embedder, settings)
