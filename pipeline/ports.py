@@ -230,8 +230,6 @@ class Channel(Protocol):
         ...
 
 
-
-
 class PartSearcher(Protocol):
     """Candidate channels over the searchable rows of one namespace (parts, and first-class
     objects without parts); filters and scope apply to the promoted object (a part's parent)."""

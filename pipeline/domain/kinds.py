@@ -2,8 +2,9 @@
 
 An empty catalog is *open mode*: every kind and property is accepted. A non-empty catalog
 validates every put (unknown kind, missing required field, wrong type) and every property filter.
-Catalog documents (YAML/JSON, the shape of `kinds.yaml`) are parsed through pydantic models at the
-boundary; inside, specs are frozen dataclasses. Applies are additive (`merge_catalog`).
+Catalog documents are checked at the boundary by `pipeline.domain.kind_documents` (the file
+format and the identifier patterns); here they become frozen specs. Applies are additive
+(`merge_catalog`).
 """
 
 from __future__ import annotations
@@ -13,17 +14,9 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 import yaml
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    ValidationInfo,
-    field_validator,
-)
 
 from pipeline.domain.errors import (
     InvalidFilter,
@@ -32,15 +25,13 @@ from pipeline.domain.errors import (
     UnknownKind,
     WrongFieldType,
 )
+from pipeline.domain.kind_documents import KIND_PATTERN as KIND_PATTERN
+from pipeline.domain.kind_documents import PROPERTY_KEY_PATTERN as PROPERTY_KEY_PATTERN
+from pipeline.domain.kind_documents import FieldType as FieldType
+from pipeline.domain.kind_documents import KindDoc, parse_catalog_document
+from pipeline.domain.kind_documents import Operator as Operator
+from pipeline.domain.kind_documents import Scalar as Scalar
 
-FieldType = Literal["string", "number", "boolean", "datetime"]
-Operator = Literal["eq", "in"]
-Scalar = str | int | float | bool
-
-# Kinds and relation types may become graph labels / relationship types, and property keys are
-# used as jsonb keys in SQL: both are held to strict identifier patterns, never quoted around.
-KIND_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,62}$"
-PROPERTY_KEY_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"
 _KIND_RE = re.compile(KIND_PATTERN)
 _PROPERTY_KEY_RE = re.compile(PROPERTY_KEY_PATTERN)
 
@@ -70,83 +61,6 @@ class KindSpec:
     def field(self, name: str) -> FieldSpec | None:
         """The declared field called `name`, if any."""
         return next((f for f in self.fields if f.name == name), None)
-
-
-# --- the file boundary -------------------------------------------------------------------------
-
-
-class _FieldDoc(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    name: str = Field(pattern=PROPERTY_KEY_PATTERN)
-    type: FieldType
-    description: str = ""
-    required: bool = False
-    operators: list[Operator] = Field(default_factory=list)
-    examples: list[Scalar] = Field(default_factory=list)
-
-    @field_validator("description", "operators", mode="before")
-    @classmethod
-    def _empty_as_default(cls, value: Any, info: ValidationInfo) -> Any:
-        # `description:` with nothing after it is YAML null; it means "none", not an error.
-        if value is None:
-            return "" if info.field_name == "description" else []
-        return value
-
-    @field_validator("examples", mode="before")
-    @classmethod
-    def _dates_as_iso(cls, value: Any) -> Any:
-        # YAML turns unquoted timestamps into date objects; datetime fields hold ISO strings.
-        if value is None:
-            return []
-        if isinstance(value, list):
-            return [v.isoformat() if isinstance(v, dt.date) else v for v in value]
-        return value
-
-
-class _KindDoc(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    kind: str = Field(pattern=KIND_PATTERN)
-    description: str = ""
-    is_parent: bool = False
-    is_part: bool = False
-    fields: list[_FieldDoc] = Field(default_factory=list)
-
-    @field_validator("description", "fields", mode="before")
-    @classmethod
-    def _empty_as_default(cls, value: Any, info: ValidationInfo) -> Any:
-        # `description:` with nothing after it is YAML null; it means "none", not an error.
-        if value is None:
-            return "" if info.field_name == "description" else []
-        return value
-
-
-class _CatalogDoc(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    kinds: list[_KindDoc]
-
-
-def _error_path(raw: Any, loc: tuple[int | str, ...]) -> str:
-    """Turn a pydantic loc like ('kinds', 0, 'fields', 2, 'type') into 'deal.fields.stage.type'."""
-    parts: list[str] = []
-    rest = list(loc)
-    if rest[:1] == ["kinds"] and len(rest) >= 2 and isinstance(rest[1], int):
-        kinds = raw.get("kinds") if isinstance(raw, dict) else None
-        kind_doc = kinds[rest[1]] if isinstance(kinds, list) and rest[1] < len(kinds) else None
-        name = kind_doc.get("kind") if isinstance(kind_doc, dict) else None
-        parts.append(name if isinstance(name, str) and name else f"kinds[{rest[1]}]")
-        rest = rest[2:]
-        if rest[:1] == ["fields"] and len(rest) >= 2 and isinstance(rest[1], int):
-            fields = kind_doc.get("fields") if isinstance(kind_doc, dict) else None
-            fdoc = fields[rest[1]] if isinstance(fields, list) and rest[1] < len(fields) else None
-            fname = fdoc.get("name") if isinstance(fdoc, dict) else None
-            label = fname if isinstance(fname, str) and fname else f"[{rest[1]}]"
-            parts += ["fields", label]
-            rest = rest[2:]
-    parts += [f"[{p}]" if isinstance(p, int) else p for p in rest]
-    return ".".join(parts).replace(".[", "[")
 
 
 def _normalize_operators(ops: Iterable[str]) -> tuple[Operator, ...]:
@@ -179,7 +93,7 @@ def matches_type(field_type: FieldType, value: object) -> bool:
     return False
 
 
-def _spec_from_doc(doc: _KindDoc) -> KindSpec:
+def _spec_from_doc(doc: KindDoc) -> KindSpec:
     seen: set[str] = set()
     fields: list[FieldSpec] = []
     for fdoc in doc.fields:
@@ -214,14 +128,7 @@ def _spec_from_doc(doc: _KindDoc) -> KindSpec:
 
 def catalog_from_dict(raw: Any) -> list[KindSpec]:
     """Parse an already-decoded catalog document `{kinds: [...]}` into specs."""
-    if not isinstance(raw, dict):
-        raise InvalidKindSpec("a kind catalog is a mapping with a 'kinds' list")
-    try:
-        doc = _CatalogDoc.model_validate(raw)
-    except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        path = _error_path(raw, tuple(err["loc"]))
-        raise InvalidKindSpec(f"{path}: {err['msg']}", field=path or None) from None
+    doc = parse_catalog_document(raw)
     specs: list[KindSpec] = []
     seen: set[str] = set()
     for kdoc in doc.kinds:

@@ -1,60 +1,37 @@
 """The retrieval engine: hybrid search, exact find, paging and reads, framework-free.
 
-Flow of a search: three candidate channels run concurrently (lexical BM25, trigram, dense),
-fuse by reciprocal rank, promote part hits to their parent with evidence, hydrate from Postgres
-under the caller's namespace, apply a mild temporal decay, and store the ranked list as a result
-set so `continue` pages through the same snapshot. A down embedder degrades the answer to
-lexical-only (labelled), never to an error.
+Flow of a search: the candidate channels it is given (`pipeline/retrieval/channels/`: lexical
+BM25, trigram, dense by default) run concurrently, fuse by reciprocal rank by name, promote part
+hits to their parent with evidence, hydrate from Postgres under the caller's namespace, apply a
+mild temporal decay, and go to the pager (`pipeline.retrieval.paging`), which stores the ranked
+list as a result set so `continue` pages through the same snapshot. A channel that may be missing
+(dense: the embedder is down) degrades the answer with its label (`lexical_only`), never to an
+error; any other channel's failure fails the request.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
-import re
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
-from pipeline.domain.errors import (
-    InvalidFilter,
-    InvalidInput,
-    NotFound,
-    QueryRequired,
-    ResultSetExpired,
-    Unavailable,
+from pipeline.domain.errors import InvalidInput, NotFound, Unavailable
+from pipeline.domain.read_model import Filters, Hit, Page, RichObject, RowMeta, SearchQuery
+from pipeline.ports import (
+    CatalogSource,
+    Channel,
+    ObjectReader,
+    PartSearcher,
+    QueryEmbedder,
+    ResultSetStore,
 )
-from pipeline.domain.kinds import PROPERTY_KEY_PATTERN, KindCatalog
-from pipeline.domain.read_model import (
-    Evidence,
-    Filters,
-    Hit,
-    Page,
-    Relation,
-    RichObject,
-    RowMeta,
-    SearchQuery,
-)
-from pipeline.ports import ObjectReader, PartSearcher, ResultSetStore
-from pipeline.retrieval.fusion import (
-    Fused,
-    Promoted,
-    decay_factor,
-    fuse_and_promote,
-    promote,
-)
+from pipeline.retrieval.channels import standard_channels
+from pipeline.retrieval.fusion import Fused, Promoted, decay_factor, fuse_and_promote, promote
+from pipeline.retrieval.paging import Item, ResultPager
+from pipeline.retrieval.requests import check_filters, check_limit, query_text
 from pipeline.retrieval.snippets import snippet
-
-log = logging.getLogger(__name__)
-
-# Embeds one query text; raises Unavailable when the embedder cannot answer.
-QueryEmbedder = Callable[[str], Awaitable[Sequence[float]]]
-CatalogSource = Callable[[], Awaitable[KindCatalog]]
-
-LEXICAL_ONLY = "lexical_only"
-MAX_LIMIT = 100
 
 
 @dataclass(frozen=True)
@@ -66,120 +43,94 @@ class EngineConfig:
     max_results: int = 100
     embed_timeout: float = 5.0
     snippet_chars: int = 240
-
-
-def check_limit(limit: int) -> int:
-    if not 1 <= limit <= MAX_LIMIT:
-        raise InvalidInput(f"limit must be between 1 and {MAX_LIMIT}", field="limit")
-    return limit
+    # the channels find_exact fuses under its equality matches (no dense: exact means words)
+    exact_channels: tuple[str, ...] = ("lexical", "trigram")
 
 
 class RetrievalEngine:
-    """Search, exact find, continue, read and children over one namespace at a time."""
+    """Search, exact find, continue, read and children over one namespace at a time.
+
+    `channels` are the candidate channels `search` fuses, by name (default: lexical, trigram
+    and dense over `searcher` and `embed_query`); `find_exact` fuses those named in
+    `config.exact_channels`.
+    """
 
     def __init__(self, searcher: PartSearcher, reader: ObjectReader,
                  result_sets: ResultSetStore, catalog: CatalogSource,
-                 embed_query: QueryEmbedder | None, config: EngineConfig | None = None) -> None:
+                 embed_query: QueryEmbedder | None, config: EngineConfig | None = None, *,
+                 channels: Sequence[Channel] | None = None) -> None:
         self.searcher = searcher
         self.reader = reader
         self.result_sets = result_sets
         self.catalog = catalog
         self.embed_query = embed_query
         self.config = config or EngineConfig()
-
-    # -- validation -------------------------------------------------------------------------
+        if channels is None:
+            channels = standard_channels(searcher, embed_query,
+                                         embed_timeout=self.config.embed_timeout)
+        self.channels: dict[str, Channel] = {c.name: c for c in channels}
+        if len(self.channels) != len(channels):
+            raise ValueError("two channels share a name")
+        missing = [n for n in self.config.exact_channels if n not in self.channels]
+        if missing:
+            raise ValueError(f"find_exact names channels the engine lacks: {missing}")
+        self.pager = ResultPager(result_sets, reader)
 
     async def validate_filters(self, filters: Filters) -> None:
         """Property filters must name filterable fields of the catalog (when it is not empty)."""
-        catalog = await self.catalog()
-        for name, values in filters.properties:
-            if not re.fullmatch(PROPERTY_KEY_PATTERN, name):
-                raise InvalidFilter(f"{name!r} is not a valid property name",
-                                    field=f"filters.{name}")
-            if not values:
-                raise InvalidFilter(f"filter {name!r} needs at least one value",
-                                    field=f"filters.{name}")
-            if not catalog.is_open:
-                catalog.validate_filter(list(filters.kinds) or None, name,
-                                        "in" if len(values) > 1 else "eq")
-        if not catalog.is_open:
-            unknown = [k for k in filters.kinds if catalog.get(k) is None]
-            if unknown:
-                raise InvalidFilter(f"unknown kind {unknown[0]!r}", field="kind")
-
-    @staticmethod
-    def _query_text(query: str) -> str:
-        text = query.strip()
-        if not text:
-            raise QueryRequired("query must not be empty", field="query")
-        if len(text) > 2000:
-            raise InvalidInput("query is longer than 2000 characters", field="query")
-        if "\x00" in text:
-            raise InvalidInput("query contains a NUL character", field="query")
-        return text
+        check_filters(await self.catalog(), filters)
 
     # -- search -----------------------------------------------------------------------------
 
     async def search(self, namespace: uuid.UUID, request: SearchQuery) -> Page:
         """Hybrid search over parts, promoted to their objects."""
-        query = self._query_text(request.query)
+        query = query_text(request.query)
         check_limit(request.limit)
         await self.validate_filters(request.filters)
-        k = self.config.candidate_k
-        args = (namespace, query, request.filters, request.scope_ids, k)
-        lexical, trigram, dense = await asyncio.gather(
-            self.searcher.search_lexical(*args), self._trigram(*args),
-            self._dense(namespace, query, request.filters, request.scope_ids, k),
-            return_exceptions=True)
-        channels: dict[str, list[Hit]] = {}
-        for name, result in (("lexical", lexical), ("trigram", trigram)):
-            if isinstance(result, BaseException):
-                raise result
-            channels[name] = result
-        degrade = None
-        if isinstance(dense, Unavailable):
-            degrade = LEXICAL_ONLY
-        elif isinstance(dense, BaseException):
-            raise dense
-        elif dense is not None:
-            channels["dense"] = dense
-        else:
-            degrade = LEXICAL_ONLY
-        return await self._rank_and_page(namespace, query, channels, request.limit, degrade)
-
-    async def _trigram(self, namespace: uuid.UUID, query: str, filters: Filters,
-                       scope: Sequence[uuid.UUID], k: int) -> list[Hit]:
-        return await self.searcher.search_trigram(namespace, query, filters, scope, k)
-
-    async def _dense(self, namespace: uuid.UUID, query: str, filters: Filters,
-                     scope: Sequence[uuid.UUID], k: int) -> list[Hit] | None:
-        if self.embed_query is None:
-            return None
-        try:
-            vector = await asyncio.wait_for(self.embed_query(query), self.config.embed_timeout)
-        except (TimeoutError, Unavailable) as exc:
-            log.warning("embedder unavailable, answering lexical-only: %s", exc)
-            raise Unavailable(f"embedder: {exc}") from exc
-        return await self.searcher.search_dense(namespace, vector, filters, scope, k)
+        hits, degrade = await self.candidates(namespace, query, request, list(self.channels))
+        return await self.rank_and_page(namespace, query, hits, request.limit, degrade)
 
     async def find_exact(self, namespace: uuid.UUID, request: SearchQuery) -> Page:
-        """Equality matches first (id, title, property value, quoted phrase), then lexical and
-        trigram fusion; no dense channel."""
-        query = self._query_text(request.query)
+        """Equality matches first (id, title, property value, quoted phrase), then the fusion of
+        `config.exact_channels` (lexical and trigram; no dense)."""
+        query = query_text(request.query)
         check_limit(request.limit)
         await self.validate_filters(request.filters)
-        k = self.config.candidate_k
-        args = (namespace, query, request.filters, request.scope_ids, k)
-        exact, lexical, trigram = await asyncio.gather(
-            self.searcher.exact_matches(*args), self.searcher.search_lexical(*args),
-            self._trigram(*args))
-        return await self._rank_and_page(namespace, query, {"lexical": lexical,
-                                                            "trigram": trigram},
-                                         request.limit, None, first=exact)
+        exact, (hits, degrade) = await asyncio.gather(
+            self.searcher.exact_matches(namespace, query, request.filters, request.scope_ids,
+                                        self.config.candidate_k),
+            self.candidates(namespace, query, request, self.config.exact_channels))
+        return await self.rank_and_page(namespace, query, hits, request.limit, degrade,
+                                        first=exact)
 
-    async def _rank_and_page(self, namespace: uuid.UUID, query: str,
-                             channels: dict[str, list[Hit]], limit: int, degrade: str | None,
-                             *, first: Sequence[Hit] = ()) -> Page:
+    async def candidates(self, namespace: uuid.UUID, query: str, request: SearchQuery,
+                         names: Sequence[str]) -> tuple[dict[str, list[Hit]], str | None]:
+        """The named channels' hits, run concurrently, and the degrade label of the answer.
+
+        A channel with a degrade label that is unavailable is left out and labels the answer
+        (the first such label, in `names` order); any other failure is raised.
+        """
+        chosen = [self.channels[name] for name in names]
+        results = await asyncio.gather(
+            *(c.candidates(namespace, query, request.filters, request.scope_ids,
+                           self.config.candidate_k) for c in chosen),
+            return_exceptions=True)
+        hits: dict[str, list[Hit]] = {}
+        degrade = None
+        for channel, result in zip(chosen, results, strict=True):
+            if isinstance(result, Unavailable) and channel.degrade is not None:
+                degrade = degrade or channel.degrade
+            elif isinstance(result, BaseException):
+                raise result
+            else:
+                hits[channel.name] = result
+        return hits, degrade
+
+    async def rank_and_page(self, namespace: uuid.UUID, query: str,
+                            channels: dict[str, list[Hit]], limit: int, degrade: str | None,
+                            *, first: Sequence[Hit] = ()) -> Page:
+        """Fuse the channels' hits, promote them to objects with evidence, decay by age and
+        return the first page; `first` (exact matches) leads, in its own order."""
         ids = list(dict.fromkeys([h.id for h in first]
                                  + [h.id for hits in channels.values() for h in hits]))
         meta = await self.searcher.row_meta(namespace, ids)
@@ -195,7 +146,7 @@ class RetrievalEngine:
         promoted = promoted[: self.config.max_results]
         objects = await self.reader.hydrate(namespace, [p.id for p in promoted])
         now = datetime.now(UTC)
-        items: list[dict[str, Any]] = []
+        items: list[Item] = []
         for p in promoted:
             obj = objects.get(p.id)
             if obj is None:
@@ -203,11 +154,11 @@ class RetrievalEngine:
             score = p.score * decay_factor(obj.updated_at, now, self.config.decay_lambda)
             items.append(self._item(p, score, meta, query))
         items.sort(key=lambda item: (-float(item["score"]), str(item["id"])))
-        return await self._first_page(namespace, items, objects, limit,
-                                      {"degrade": degrade, "kind": "search"})
+        return await self.pager.first_page(namespace, items, limit, kind="search",
+                                           degrade=degrade, hydrated=objects)
 
     def _item(self, promoted: Promoted, score: float, meta: dict[uuid.UUID, RowMeta],
-              query: str) -> dict[str, Any]:
+              query: str) -> Item:
         evidence = []
         for part_id, part_score in promoted.evidence:
             row = meta[part_id]
@@ -218,55 +169,15 @@ class RetrievalEngine:
                              "properties": row.properties})
         return {"id": str(promoted.id), "score": score, "evidence": evidence}
 
-    # -- paging -----------------------------------------------------------------------------
-
-    async def _first_page(self, namespace: uuid.UUID, items: list[dict[str, Any]],
-                          hydrated: dict[uuid.UUID, RichObject] | None, limit: int,
-                          meta: dict[str, object], *, mode: str | None = None) -> Page:
-        result_set_id = None
-        if len(items) > limit:
-            saved = await self.result_sets.save(namespace, items, {**meta, "mode": mode})
-            result_set_id = f"{saved}.{limit}"  # the id names the next page's offset
-        objects = await self._materialize(namespace, items[:limit], hydrated)
-        degrade = meta.get("degrade")
-        return Page(tuple(objects), result_set_id, len(items) > limit,
-                    degrade=str(degrade) if degrade else None, mode=mode)
+    # -- paging and reads ---------------------------------------------------------------------
 
     async def continue_page(self, namespace: uuid.UUID, result_set_id: str,
                             limit: int = 10) -> Page:
         """The next page of a result set: the same snapshot from any API process."""
-        check_limit(limit)
-        stored = await self.result_sets.load(namespace, result_set_id.split(".")[0])
-        if stored is None:
-            raise ResultSetExpired("result set unknown or expired", field="result_set_id")
-        items, meta = stored
-        offset = _offset(result_set_id)
-        page_items = items[offset: offset + limit]
-        objects = await self._materialize(namespace, page_items, None)
-        has_more = offset + limit < len(items)
-        next_id = f"{result_set_id.split('.')[0]}.{offset + limit}" if has_more else None
-        degrade = meta.get("degrade")
-        mode = meta.get("mode")
-        return Page(tuple(objects), next_id, has_more,
-                    degrade=str(degrade) if degrade else None,
-                    mode=str(mode) if mode else None)
-
-    async def _materialize(self, namespace: uuid.UUID, items: Sequence[dict[str, Any]],
-                           hydrated: dict[uuid.UUID, RichObject] | None) -> list[RichObject]:
-        ids = [uuid.UUID(str(item["id"])) for item in items]
-        if hydrated is None or any(i not in hydrated for i in ids):
-            hydrated = await self.reader.hydrate(namespace, ids)
-        out = []
-        for item, oid in zip(items, ids, strict=True):
-            obj = hydrated.get(oid)
-            if obj is None:
-                continue  # deleted since the result set was made
-            out.append(_with(obj, item))
-        return out
-
-    # -- reads --------------------------------------------------------------------------------
+        return await self.pager.continue_page(namespace, result_set_id, limit)
 
     async def read(self, namespace: uuid.UUID, object_id: uuid.UUID) -> RichObject:
+        """One visible object with its content; NotFound otherwise."""
         found = await self.reader.hydrate(namespace, [object_id], with_content=True)
         if object_id not in found:
             raise NotFound(f"object {object_id} not found", field="id")
@@ -274,6 +185,7 @@ class RetrievalEngine:
 
     async def children(self, namespace: uuid.UUID, object_id: uuid.UUID, *, offset: int = 0,
                        limit: int = 100) -> list[RichObject]:
+        """The visible parts of a visible object, in order, with their content."""
         if not 1 <= limit <= 1000 or offset < 0:
             raise InvalidInput("limit must be 1..1000 and offset >= 0", field="limit")
         await self.read(namespace, object_id)  # 404 for what is missing or out of scope
@@ -282,32 +194,3 @@ class RetrievalEngine:
 
 def _as_fused(hit: Hit, score: float) -> Fused:
     return Fused(hit.id, score, {"exact": 1})
-
-
-def _offset(result_set_id: str) -> int:
-    parts = result_set_id.split(".")
-    if len(parts) == 1:
-        return 0
-    if len(parts) != 2 or not parts[1].isdigit():
-        raise ResultSetExpired("malformed result set id", field="result_set_id")
-    return int(parts[1])
-
-
-def _with(obj: RichObject, item: dict[str, Any]) -> RichObject:
-    evidence = tuple(Evidence(part_id=uuid.UUID(str(e["part_id"])), title=e.get("title"),
-                              snippet=str(e.get("snippet") or ""), score=float(e["score"]),
-                              position=e.get("position"), properties=dict(e.get("properties")
-                                                                          or {}))
-                     for e in item.get("evidence") or [])
-    relation = None
-    if item.get("relation"):
-        rel = dict(item["relation"])
-        relation = Relation(
-            type=str(rel["type"]), direction=rel.get("direction"), depth=int(rel["depth"]),
-            source_id=uuid.UUID(rel["source_id"]) if rel.get("source_id") else None,
-            note=rel.get("note"), status=rel.get("status"), role=rel.get("role"),
-            confidence=rel.get("confidence"),
-            evidence_id=uuid.UUID(rel["evidence_id"]) if rel.get("evidence_id") else None)
-    return replace(obj, score=float(item.get("score", 0.0)), evidence=evidence,
-                   relation=relation)
-

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
@@ -28,9 +28,13 @@ from pipeline.domain.read_model import (
     SearchQuery,
 )
 from pipeline.domain.relations import check_relation_type
-from pipeline.ports import GraphReader
-from pipeline.retrieval.engine import RetrievalEngine, check_limit
+from pipeline.ports import CatalogSource, GraphReader, ObjectReader, QueryEmbedder
 from pipeline.retrieval.fusion import rrf
+from pipeline.retrieval.paging import Item, ResultPager
+from pipeline.retrieval.requests import check_filters, check_limit, query_text
+
+# The hybrid search entity find falls back to when the graph cannot answer.
+FallbackSearch = Callable[[uuid.UUID, SearchQuery], Awaitable[Page]]
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +48,10 @@ class GraphConfig:
     sibling_radius: int = 2
     max_children: int = 500
     max_neighbors: int = 500
+    candidate_k: int = 50  # entity candidates per channel (text, vector)
+    rrf_k: int = 60
+    max_results: int = 100  # edge hits of find_links
+    embed_timeout: float = 5.0
 
 
 def matches(obj: RichObject, filters: Filters) -> bool:
@@ -86,12 +94,22 @@ def _relation_dict(relation: Relation) -> dict[str, Any]:
 
 
 class GraphQueries:
-    """find_objects, find_links, expand and expand_many."""
+    """find_objects, find_links, expand and expand_many.
 
-    def __init__(self, engine: RetrievalEngine, graph: GraphReader | None,
-                 config: GraphConfig | None = None) -> None:
-        self.engine = engine
+    `graph` proposes ids (None: no graph, every answer degrades); `reader` hydrates them under
+    the namespace and `pager` pages the answers; `catalog` checks filters; `embed_query` (None:
+    text only) embeds entity queries; `fallback` answers entity find when the graph cannot.
+    """
+
+    def __init__(self, graph: GraphReader | None, *, reader: ObjectReader, pager: ResultPager,
+                 catalog: CatalogSource, embed_query: QueryEmbedder | None,
+                 fallback: FallbackSearch, config: GraphConfig | None = None) -> None:
         self.graph = graph
+        self.reader = reader
+        self.pager = pager
+        self.catalog = catalog
+        self.embed_query = embed_query
+        self.fallback = fallback
         self.config = config or GraphConfig()
 
     # -- entity and link find ---------------------------------------------------------------
@@ -99,21 +117,21 @@ class GraphQueries:
     async def find_objects(self, namespace: uuid.UUID, query: str, kinds: Sequence[str],
                            filters: Filters, limit: int) -> Page:
         """Graph full-text + vector entity search, fused by RRF, hydrated and filtered."""
-        text = self.engine._query_text(query)
+        text = query_text(query)
         check_limit(limit)
         merged = Filters(**{**asdict(filters), "kinds": tuple(kinds) or filters.kinds})
-        await self.engine.validate_filters(merged)
+        check_filters(await self.catalog(), merged)
         if self.graph is None:
             return await self._fallback_objects(namespace, text, merged, limit)
-        k = self.engine.config.candidate_k
+        k = self.config.candidate_k
         try:
             channels: dict[str, list[Hit]] = {
                 "text": await self.graph.find_entities_text(namespace, text, merged.kinds, k)}
             degrade = None
-            if self.engine.embed_query is not None:
+            if self.embed_query is not None:
                 try:
-                    vector = await asyncio.wait_for(self.engine.embed_query(text),
-                                                    self.engine.config.embed_timeout)
+                    vector = await asyncio.wait_for(self.embed_query(text),
+                                                    self.config.embed_timeout)
                     channels["vector"] = await self.graph.find_entities_vector(
                         namespace, vector, merged.kinds, k)
                 except (TimeoutError, Unavailable) as exc:
@@ -123,17 +141,17 @@ class GraphQueries:
         except Unavailable as exc:
             log.warning("graph unavailable for find_objects: %s", exc)
             return await self._fallback_objects(namespace, text, merged, limit)
-        fused = rrf(channels, k=self.engine.config.rrf_k)
-        hydrated = await self.engine.reader.hydrate(namespace, [f.id for f in fused])
-        items = [{"id": str(f.id), "score": f.score, "evidence": []} for f in fused
-                 if f.id in hydrated and hydrated[f.id].parent_id is None
-                 and matches(hydrated[f.id], merged)]
-        return await self.engine._first_page(namespace, items, hydrated, limit,
-                                             {"degrade": degrade, "kind": "find_objects"})
+        fused = rrf(channels, k=self.config.rrf_k)
+        hydrated = await self.reader.hydrate(namespace, [f.id for f in fused])
+        items: list[Item] = [{"id": str(f.id), "score": f.score, "evidence": []} for f in fused
+                             if f.id in hydrated and hydrated[f.id].parent_id is None
+                             and matches(hydrated[f.id], merged)]
+        return await self.pager.first_page(namespace, items, limit, kind="find_objects",
+                                           degrade=degrade, hydrated=hydrated)
 
     async def _fallback_objects(self, namespace: uuid.UUID, text: str, filters: Filters,
                                 limit: int) -> Page:
-        page = await self.engine.search(namespace, SearchQuery(text, filters, limit))
+        page = await self.fallback(namespace, SearchQuery(text, filters, limit))
         return Page(page.objects, page.result_set_id, page.has_more, degrade=GRAPH_UNAVAILABLE)
 
     async def find_links(self, namespace: uuid.UUID, relation_type: str, query: str,
@@ -141,15 +159,15 @@ class GraphQueries:
         """Edge-note text search on one relation type; each hit is the target object with its
         relation (the source is `relation.source_id`); hits with a hidden endpoint are dropped."""
         check_relation_type(relation_type)
-        text = self.engine._query_text(query)
+        text = query_text(query)
         check_limit(limit)
         if self.graph is None:
             raise GraphUnavailable("the graph is not configured")
         edges = await self.graph.find_edges(namespace, relation_type, text,
-                                            self.engine.config.max_results)
+                                            self.config.max_results)
         ends = {e.from_id for e in edges} | {e.to_id for e in edges}
-        hydrated = await self.engine.reader.hydrate(namespace, sorted(ends))
-        items = []
+        hydrated = await self.reader.hydrate(namespace, sorted(ends))
+        items: list[Item] = []
         for edge in edges:
             if edge.from_id not in hydrated or edge.to_id not in hydrated:
                 continue
@@ -159,8 +177,8 @@ class GraphQueries:
                                 evidence_id=edge.evidence_id)
             items.append({"id": str(edge.to_id), "score": edge.score, "evidence": [],
                           "relation": _relation_dict(relation)})
-        return await self.engine._first_page(namespace, items, hydrated, limit,
-                                             {"kind": "find_links"})
+        return await self.pager.first_page(namespace, items, limit, kind="find_links",
+                                           hydrated=hydrated)
 
     # -- expansion ----------------------------------------------------------------------------
 
@@ -188,11 +206,11 @@ class GraphQueries:
             raise InvalidInput(f"max_hops must be 1..{MAX_HOPS}", field="max_hops")
         for relation_type in request.relation_types:
             check_relation_type(relation_type)
-        seeds = await self.engine.reader.hydrate(namespace, list(request.object_ids))
+        seeds = await self.reader.hydrate(namespace, list(request.object_ids))
         missing = [i for i in request.object_ids if i not in seeds]
         if missing:
             raise NotFound(f"object {missing[0]} not found", field="object_id")
-        items: list[dict[str, Any]] = []
+        items: list[Item] = []
         seen: set[uuid.UUID] = set(request.object_ids)
         containment_kinds: set[str] = set()
         if request.want_containment:
@@ -205,7 +223,7 @@ class GraphQueries:
                         items.append({"id": str(obj.id), "score": 1.0, "evidence": [],
                                       "relation": _relation_dict(relation)})
         degrade = None
-        graph_items: list[dict[str, Any]] = []
+        graph_items: list[Item] = []
         if self.graph is not None:
             graph_seeds = list(dict.fromkeys(seeds[i].parent_id or i
                                              for i in request.object_ids))
@@ -221,12 +239,12 @@ class GraphQueries:
             degrade = GRAPH_UNAVAILABLE
         items += graph_items[:budget]
         mode = _mode(containment_kinds, bool(graph_items))
-        return await self.engine._first_page(namespace, items, None, request.limit,
-                                             {"degrade": degrade, "kind": "expand"}, mode=mode)
+        return await self.pager.first_page(namespace, items, request.limit, kind="expand",
+                                           degrade=degrade, mode=mode)
 
     async def _containment(self, namespace: uuid.UUID, obj: RichObject
                            ) -> list[tuple[RichObject, Relation]]:
-        reader = self.engine.reader
+        reader = self.reader
         if obj.parent_id is None:
             children = await reader.children(namespace, obj.id, limit=self.config.max_children)
             return [(c, Relation(type="contains", direction="out", depth=1, source_id=obj.id))
@@ -242,8 +260,8 @@ class GraphQueries:
         return out
 
     async def _neighbor_items(self, namespace: uuid.UUID, neighbors: Sequence[Neighbor],
-                              seen: set[uuid.UUID]) -> list[dict[str, Any]]:
-        hydrated = await self.engine.reader.hydrate(namespace, [n.id for n in neighbors])
+                              seen: set[uuid.UUID]) -> list[Item]:
+        hydrated = await self.reader.hydrate(namespace, [n.id for n in neighbors])
         items = []
         for n in neighbors:
             if n.id in seen or n.id not in hydrated:

@@ -16,7 +16,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from pipeline.domain.settings import Settings
 from pipeline.ops.migrations import apply_migrations
-from pipeline.stores.postgres.read import PgObjectReader, make_async_pool
+from pipeline.stores.postgres.pool import make_async_pool
+from pipeline.stores.postgres.read import PgObjectReader
 from pipeline.stores.postgres.search import PgPartSearcher
 from tests.search.corpus import build_corpus
 from tests.stackutil import make_settings

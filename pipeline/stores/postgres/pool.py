@@ -1,13 +1,18 @@
-"""Connection pools for Postgres with the pgvector type registered on every connection."""
+"""Connection pools for Postgres with the pgvector type registered on every connection: the
+synchronous pool of the write path and the operator commands, and the async pool of the read
+side (with `read_connection`, which turns an unreachable database into `Unavailable`)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import psycopg
-from pgvector.psycopg import register_vector
-from psycopg_pool import ConnectionPool
+from pgvector.psycopg import register_vector, register_vector_async
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
+from pipeline.domain.errors import Unavailable
 from pipeline.domain.settings import Settings
 
 
@@ -24,3 +29,55 @@ def make_pool(settings: Settings, *, min_size: int = 1, max_size: int = 4,
                           kwargs={"application_name": name})
     pool.open(wait=True, timeout=30)
     return pool
+
+
+# -- the read side (async) ----------------------------------------------------------------
+
+AsyncConn = psycopg.AsyncConnection[Any]
+
+# Searches are planned for their actual parameters: psycopg prepares a statement after 5
+# executions and Postgres may then switch to a generic plan that ignores how selective a
+# namespace or filter is.
+SESSION_OPTIONS = "-c plan_cache_mode=force_custom_plan"
+
+
+async def _configure_async(conn: AsyncConn) -> None:
+    await register_vector_async(conn)
+    await conn.set_autocommit(True)  # explicit transactions only
+
+
+async def make_async_pool(settings: Settings, *, min_size: int = 1, max_size: int = 8,
+                          name: str = "brainstream-read", wait_seconds: float = 5.0,
+                          ) -> AsyncConnectionPool[AsyncConn]:
+    """An opened async pool for the read side: pgvector registered, autocommit, and
+    `plan_cache_mode = force_custom_plan` on every session.
+
+    Built to ride out a Postgres restart without restarting the API: every connection is
+    checked as it leaves the pool (a connection the restart broke is replaced, not handed to a
+    request), and a request waits at most `wait_seconds` for one, so while Postgres is down
+    requests fail fast with `Unavailable` (503) instead of hanging for psycopg's default 30 s.
+    """
+    pool: AsyncConnectionPool[AsyncConn] = AsyncConnectionPool(
+        settings.effective_postgres_dsn, min_size=min_size, max_size=max_size,
+        configure=_configure_async, name=name, open=False, timeout=wait_seconds,
+        check=AsyncConnectionPool.check_connection,
+        kwargs={"application_name": name, "options": SESSION_OPTIONS, "connect_timeout": 5})
+    await pool.open(wait=True, timeout=30)
+    return pool
+
+
+@asynccontextmanager
+async def read_connection(pool: AsyncConnectionPool[AsyncConn]) -> AsyncIterator[AsyncConn]:
+    """A pooled connection; an unreachable database becomes `Unavailable`."""
+    try:
+        async with pool.connection() as conn:
+            yield conn
+    except (psycopg.OperationalError, PoolTimeout) as exc:
+        raise Unavailable(f"postgres: {exc}") from exc
+
+
+async def ping_pool(pool: AsyncConnectionPool[AsyncConn], *, timeout: float = 2.0) -> None:
+    """One round trip on a pooled connection, waiting at most `timeout` seconds for it (so a
+    readiness probe never hangs); raises whatever the pool or the database raised."""
+    async with pool.connection(timeout=timeout) as conn:
+        await conn.execute("SELECT 1")

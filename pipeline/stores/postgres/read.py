@@ -1,4 +1,5 @@
-"""Reads of visible objects for the API (hydration, children, siblings), and the async pool.
+"""`ObjectReader` on Postgres: reads of visible objects for the API (hydration, children,
+siblings).
 
 An object is visible when it is in the namespace, not soft-deleted, and (for a part) its parent is
 visible too. Anything else is simply absent from the answer: another tenant's id and a deleted id
@@ -8,62 +9,15 @@ look the same as an unknown one.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from typing import Any
 
-import psycopg
-from pgvector.psycopg import register_vector_async
 from psycopg import sql
 from psycopg.rows import dict_row
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool import AsyncConnectionPool
 
-from pipeline.domain.errors import Unavailable
 from pipeline.domain.read_model import RichObject
-from pipeline.domain.settings import Settings
-
-AsyncConn = psycopg.AsyncConnection[Any]
-
-# Searches are planned for their actual parameters: psycopg prepares a statement after 5
-# executions and Postgres may then switch to a generic plan that ignores how selective a
-# namespace or filter is.
-SESSION_OPTIONS = "-c plan_cache_mode=force_custom_plan"
-
-
-async def _configure(conn: AsyncConn) -> None:
-    await register_vector_async(conn)
-    await conn.set_autocommit(True)  # explicit transactions only
-
-
-async def make_async_pool(settings: Settings, *, min_size: int = 1, max_size: int = 8,
-                          name: str = "brainstream-read", wait_seconds: float = 5.0,
-                          ) -> AsyncConnectionPool[AsyncConn]:
-    """An opened async pool for the read side: pgvector registered, autocommit, and
-    `plan_cache_mode = force_custom_plan` on every session.
-
-    Built to ride out a Postgres restart without restarting the API: every connection is
-    checked as it leaves the pool (a connection the restart broke is replaced, not handed to a
-    request), and a request waits at most `wait_seconds` for one, so while Postgres is down
-    requests fail fast with `Unavailable` (503) instead of hanging for psycopg's default 30 s.
-    """
-    pool: AsyncConnectionPool[AsyncConn] = AsyncConnectionPool(
-        settings.effective_postgres_dsn, min_size=min_size, max_size=max_size,
-        configure=_configure, name=name, open=False, timeout=wait_seconds,
-        check=AsyncConnectionPool.check_connection,
-        kwargs={"application_name": name, "options": SESSION_OPTIONS, "connect_timeout": 5})
-    await pool.open(wait=True, timeout=30)
-    return pool
-
-
-@asynccontextmanager
-async def read_connection(pool: AsyncConnectionPool[AsyncConn]) -> AsyncIterator[AsyncConn]:
-    """A pooled connection; an unreachable database becomes `Unavailable`."""
-    try:
-        async with pool.connection() as conn:
-            yield conn
-    except (psycopg.OperationalError, PoolTimeout) as exc:
-        raise Unavailable(f"postgres: {exc}") from exc
-
+from pipeline.stores.postgres.pool import AsyncConn, read_connection
 
 _COLUMNS = sql.SQL(
     "o.id, o.kind, o.title, o.summary, o.properties, o.content_type, o.parent_id, o.position,"

@@ -3,88 +3,28 @@
 A searchable row is a visible part, or a visible first-class object without visible parts; filters
 and scope judge its promoted object (see `pipeline.stores.postgres.filters`). Every query names the
 namespace, so no channel can return another tenant's row, and every statement runs unprepared
-(`prepare=False`) so Postgres plans it for its actual namespace and filter.
+(`prepare=False`) so Postgres plans it for its actual namespace and filter. The statements are in
+`search_sql.py`, beside this module.
 """
 
 from __future__ import annotations
 
 import math
-import re
 import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
 from pipeline.domain.read_model import Filters, Hit, RowMeta
 from pipeline.retrieval import bm25
-from pipeline.stores.postgres.filters import SEARCHABLE_FROM, Query, like_escape, searchable
-from pipeline.stores.postgres.read import AsyncConn, read_connection
+from pipeline.stores.postgres import search_sql
+from pipeline.stores.postgres.filters import Query, searchable
+from pipeline.stores.postgres.pool import AsyncConn, read_connection
 
-_PHRASE_RE = re.compile(r'"([^"]+)"')
 _HNSW_MAX_EF = 1000  # pgvector's upper bound for hnsw.ef_search
-
-_QUERY_LEXEMES = sql.SQL(
-    "SELECT coalesce(array_agg(DISTINCT l ORDER BY l), '{}')"
-    " FROM unnest(tsvector_to_array(to_tsvector('english'::regconfig, %(q)s))) AS l")
-
-# BM25 over the postings (`search_postings`, migration 0008): one term's contribution to a row.
-_TERM = ("q.idf * sp.tf * (%(k1)s::float8 + 1) / (sp.tf + %(k1)s::float8"
-         " * (1 - %(b)s::float8 + %(b)s::float8 * sp.doc_len / %(avgdl)s::float8))")
-
-# MaxScore over postings: rows holding an `essential` term get their partial score from those
-# terms' postings (index-only scans); rows whose partial score cannot reach the top k even with
-# every other term at its upper bound are dropped (`floor`, from an earlier pass; and, without
-# filters or scope, `kth`: a row's final score is at least its partial one, so the k-th best
-# partial score is a score k rows reach); the rest add the other terms' contributions by
-# primary-key probes; the best `inner` go on to the namespace, filters and
-# scope (NULL: all of them). Scores are rounded to 1e-9: the sums' terms come in whatever order
-# the join yields them, and equal rows must tie exactly (then order by id) in any database, or
-# a replayed generation, whose rows sit in another physical order, would rank ties differently.
-_BM25 = sql.SQL(
-    "WITH q(term, idf, essential) AS (SELECT * FROM unnest(%(terms)s::text[],"
-    " %(idfs)s::float8[], %(essential)s::bool[])),"
-    " cand AS (SELECT sp.row_id, sum(" + _TERM + ") AS partial"
-    " FROM search_postings sp JOIN q ON q.term = sp.lexeme AND q.essential"
-    " WHERE sp.namespace_id = %(ns)s AND sp.lexeme = ANY(%(ess)s::text[])"
-    " GROUP BY sp.row_id HAVING sum(" + _TERM + ") > %(floor)s::float8),"
-    " kth AS (SELECT CASE WHEN %(tighten)s AND count(*) >= %(k)s THEN min(partial) END AS v"
-    " FROM (SELECT partial FROM cand ORDER BY partial DESC LIMIT %(k)s) AS t),"
-    " kept AS (SELECT c.row_id, c.partial FROM cand c, kth WHERE kth.v IS NULL"
-    " OR c.partial > kth.v - %(slack)s::float8 - 1e-9 * greatest(1, abs(kth.v))),"
-    " scored AS (SELECT c.row_id, round((c.partial + coalesce((SELECT sum(" + _TERM + ")"
-    " FROM search_postings sp JOIN q ON q.term = sp.lexeme AND NOT q.essential"
-    " WHERE sp.namespace_id = %(ns)s AND sp.lexeme = ANY(%(rest)s::text[])"
-    " AND sp.row_id = c.row_id), 0))::numeric, 9)::float8 AS score FROM kept c"
-    " ORDER BY score DESC, c.row_id LIMIT %(inner)s)"
-    " SELECT o.id, s.score FROM {from_} JOIN scored s ON s.row_id = o.id WHERE {where}"
-    " ORDER BY s.score DESC, o.id LIMIT %(k)s")
-
-# Per query word: whether the namespace's vocabulary holds it, and its most similar words
-# (the `%` operator: trigram GIN index, pg_trgm.similarity_threshold set by the caller).
-_NEAR_WORDS = sql.SQL(
-    "SELECT q.w, n.lexeme, n.sim, EXISTS (SELECT 1 FROM search_vocab v"
-    " WHERE v.namespace_id = %(ns)s AND v.lexeme = q.w) AS known"
-    " FROM unnest(%(words)s::text[]) AS q(w) LEFT JOIN LATERAL ("
-    "SELECT v.lexeme, similarity(q.w, v.lexeme)::float8 AS sim FROM search_vocab v"
-    " WHERE v.namespace_id = %(ns)s AND v.lexeme %% q.w"
-    " ORDER BY similarity(q.w, v.lexeme) DESC, v.lexeme LIMIT %(m)s) AS n ON true")
-
-# Rows holding near words: per (query word, row) the best similarity, per row their sum over
-# the unknown query words divided by their number.
-_TRIGRAM_ROWS = sql.SQL(
-    "WITH e(qw, word, sim) AS (SELECT * FROM unnest(%(qw)s::text[], %(word)s::text[],"
-    " %(sim)s::float8[])),"
-    " r AS (SELECT h.id, e.qw, max(e.sim) AS sim FROM e CROSS JOIN LATERAL ("
-    "SELECT o.id FROM search_postings sp JOIN {from_} ON o.id = sp.row_id"
-    " WHERE sp.namespace_id = %(ns)s AND sp.lexeme = e.word AND {where}"
-    " ORDER BY sp.row_id LIMIT %(cap)s)"
-    " AS h GROUP BY h.id, e.qw)"
-    " SELECT id, sum(sim) / %(n)s::float8 AS score FROM r GROUP BY id"
-    " ORDER BY score DESC, id LIMIT %(k)s")
 
 
 class PgPartSearcher:
@@ -139,7 +79,7 @@ class PgPartSearcher:
             self._lexeme_cache.move_to_end(query)
             return cached
         async with read_connection(self.pool) as conn:
-            rows = await self._fetch(conn, _QUERY_LEXEMES, {"q": query})
+            rows = await self._fetch(conn, search_sql.QUERY_LEXEMES, {"q": query})
         lexemes = list(rows[0][0])
         self._lexeme_cache[query] = lexemes
         while len(self._lexeme_cache) > self._lexeme_cache_size:
@@ -152,9 +92,8 @@ class PgPartSearcher:
         if cached is not None:
             return cached
         base = searchable(namespace)
-        rows = await self._fetch(conn, sql.SQL(
-            "SELECT count(*), coalesce(avg(o.doc_len), 0)::float8 FROM {} WHERE {}").format(
-            SEARCHABLE_FROM, base.where), base.params)
+        rows = await self._fetch(conn, search_sql.over_searchable(search_sql.CORPUS, base.where),
+                                 base.params)
         corpus = bm25.CorpusStats(int(rows[0][0]), float(rows[0][1]))
         self.stats.put(namespace, corpus, {})
         return corpus
@@ -167,10 +106,8 @@ class PgPartSearcher:
         missing = [lex for lex in lexemes if lex not in dfs]
         if not missing:
             return dfs
-        rows = await self._fetch(conn, sql.SQL(
-            "SELECT lexeme, count(*) FROM search_postings WHERE namespace_id = %(ns)s"
-            " AND lexeme = ANY(%(terms)s::text[]) GROUP BY lexeme"),
-            {"ns": namespace, "terms": missing})
+        rows = await self._fetch(conn, search_sql.DOCUMENT_FREQUENCIES,
+                                 {"ns": namespace, "terms": missing})
         fresh = {lex: 0 for lex in missing} | {str(r[0]): int(r[1]) for r in rows}
         self.stats.put(namespace, None, fresh)
         return dfs | fresh
@@ -191,7 +128,7 @@ class PgPartSearcher:
             if not terms:
                 return []
             idfs = {t: bm25.idf(corpus.n_docs, dfs[t]) for t in terms}
-            query_sql = _BM25.format(from_=SEARCHABLE_FROM, where=frag.where)
+            query_sql = search_sql.over_searchable(search_sql.BM25, frag.where)
             # Postings exist only for searchable rows: without filters or scope, the k best
             # candidates all pass unless rows changed meanwhile (then the query runs unbounded).
             bounded = 4 * k if filters.empty and not scope_ids else None
@@ -250,17 +187,17 @@ class PgPartSearcher:
         if not words:
             return []
         async with read_connection(self.pool) as conn, conn.transaction():
-            await conn.execute("SELECT set_config('pg_trgm.similarity_threshold', %s, true)",
-                               (str(self.trigram_threshold),), prepare=False)
-            near = await self._fetch(conn, _NEAR_WORDS, {
+            await conn.execute(search_sql.TRIGRAM_THRESHOLD, (str(self.trigram_threshold),),
+                               prepare=False)
+            near = await self._fetch(conn, search_sql.NEAR_WORDS, {
                 "ns": namespace, "words": words, "m": self.trigram_expand})
             unknown = {str(r[0]) for r in near if not r[3]}
             pairs = [(str(r[0]), str(r[1]), float(r[2])) for r in near
                      if str(r[0]) in unknown and r[1] is not None]
             if not pairs:
                 return []
-            rows = await self._fetch(conn, _TRIGRAM_ROWS.format(
-                from_=SEARCHABLE_FROM, where=frag.where), {
+            statement = search_sql.over_searchable(search_sql.TRIGRAM_ROWS, frag.where)
+            rows = await self._fetch(conn, statement, {
                 **frag.params, "qw": [p[0] for p in pairs],
                 "word": [p[1] for p in pairs],
                 "sim": [p[2] for p in pairs], "n": len(unknown), "cap": self.trigram_row_cap,
@@ -283,32 +220,22 @@ class PgPartSearcher:
             return []
         frag = searchable(namespace, filters, scope_ids)
         params = {**frag.params, "v": vec, "k": k}
-        embedded = sql.SQL("{} AND o.embedding IS NOT NULL").format(frag.where)
-        exact = sql.SQL(
-            "SELECT o.id, 1 - (o.embedding <=> %(v)s) AS score FROM {} WHERE {}"
-            " ORDER BY (o.embedding <=> %(v)s) + 0, o.id LIMIT %(k)s").format(
-            SEARCHABLE_FROM, embedded)
+        embedded = search_sql.with_embedding(frag.where)
+        exact = search_sql.over_searchable(search_sql.DENSE_EXACT, embedded)
         async with read_connection(self.pool) as conn, conn.transaction():
             if filters.empty and not scope_ids:
                 # the namespace's searchable rows (cached with the BM25 statistics) bound it
                 passing = (await self.corpus(conn, namespace)).n_docs
             else:
-                rows = await self._fetch(conn, sql.SQL(
-                    "SELECT count(*) FROM (SELECT 1 FROM {} WHERE {} LIMIT %(bound)s) AS s"
-                ).format(SEARCHABLE_FROM, embedded),
+                rows = await self._fetch(
+                    conn, search_sql.over_searchable(search_sql.DENSE_PASSING, embedded),
                     {**frag.params, "bound": self.exact_dense_threshold + 1})
                 passing = int(rows[0][0])
             if passing <= self.exact_dense_threshold:
                 return self._hits(await self._fetch(conn, exact, params))
             fetch = min(max(2 * k, 40), _HNSW_MAX_EF)
-            await conn.execute(
-                "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),"
-                " set_config('hnsw.ef_search', %s, true)", (str(fetch),), prepare=False)
-            approx = sql.SQL(
-                "WITH c AS MATERIALIZED (SELECT o.id, o.embedding <=> %(v)s AS d FROM {} WHERE {}"
-                " ORDER BY o.embedding <=> %(v)s LIMIT %(fetch)s)"
-                " SELECT id, 1 - d AS score FROM c ORDER BY d + 0, id LIMIT %(k)s").format(
-                SEARCHABLE_FROM, embedded)
+            await conn.execute(search_sql.HNSW_SETTINGS, (str(fetch),), prepare=False)
+            approx = search_sql.over_searchable(search_sql.DENSE_APPROX, embedded)
             hits = self._hits(await self._fetch(conn, approx, {**params, "fetch": fetch}))
             if len(hits) < min(k, passing):
                 # HNSW gave up early (hnsw.max_scan_tuples): never starve, score exactly.
@@ -327,52 +254,8 @@ class PgPartSearcher:
         text = query.strip()
         if k <= 0 or not text:
             return []
-        needles = list(dict.fromkeys(
-            [text] + ([text[1:-1].strip()] if len(text) > 2 and text[0] == text[-1] == '"'
-                      and '"' not in text[1:-1] else [])))
         frag = searchable(namespace, filters, scope_ids)
-        params: dict[str, Any] = {**frag.params, "needles": needles, "k": k,
-                                  "title_like": [like_escape(n) for n in needles]}
-        promoted = [sql.SQL(
-            "SELECT t.id, 3 FROM objects t WHERE t.namespace_id = %(ns)s AND t.parent_id IS NULL"
-            " AND t.title ILIKE ANY(%(title_like)s::text[])"
-            " AND lower(t.title) = ANY(SELECT lower(n) FROM unnest(%(needles)s::text[]) AS n)"),
-            sql.SQL(
-            "SELECT t.id, 2 FROM objects t WHERE t.namespace_id = %(ns)s AND t.parent_id IS NULL"
-            " AND t.deleted_at IS NULL AND EXISTS (SELECT 1 FROM jsonb_each(t.properties) AS e"
-            " WHERE CASE jsonb_typeof(e.value)"
-            " WHEN 'array' THEN EXISTS (SELECT 1 FROM jsonb_array_elements(e.value) AS x"
-            " WHERE jsonb_typeof(x) IN ('string', 'number', 'boolean')"
-            " AND x #>> '{}' = ANY(%(needles)s::text[]))"
-            " WHEN 'object' THEN false WHEN 'null' THEN false"
-            " ELSE e.value #>> '{}' = ANY(%(needles)s::text[]) END)")]
-        rows_sql: list[Query] = []
-        ids = [_as_uuid(n) for n in needles]
-        if any(ids):
-            params["qids"] = [i for i in ids if i is not None]
-            # the promoted arm covers the row itself and, for a parent, its parts
-            promoted.append(sql.SQL("SELECT unnest(%(qids)s::uuid[]), 4"))
-        phrases = [p.strip() for p in _PHRASE_RE.findall(text) if p.strip()]
-        if phrases:
-            holders = [sql.Placeholder(f"phrase_{i}") for i in range(len(phrases))]
-            params |= {f"phrase_{i}": p for i, p in enumerate(phrases)}
-            rows_sql.append(sql.SQL(
-                "SELECT o.id, 1 FROM objects o WHERE o.namespace_id = %(ns)s"
-                " AND o.lexical @@ ({})").format(sql.SQL(" && ").join(
-                    sql.SQL("phraseto_tsquery('english'::regconfig, {})").format(h)
-                    for h in holders)))
-        hits = sql.SQL(" UNION ALL ").join([
-            # ANY(ARRAY(...)) makes the parts an index lookup whatever pm's size estimate
-            sql.SQL("SELECT o.id, pm.score FROM pm JOIN objects o ON o.parent_id = pm.id"
-                    " WHERE o.parent_id = ANY(ARRAY(SELECT id FROM pm))"),
-            sql.SQL("SELECT pm.id, pm.score FROM pm"), *rows_sql])
-        query_sql = sql.SQL(
-            "WITH pm(id, score) AS ({promoted}), h(id, score) AS ({hits}),"
-            " best AS (SELECT id, max(score) AS score FROM h GROUP BY id)"
-            " SELECT o.id, best.score FROM {from_} JOIN best ON best.id = o.id WHERE {where}"
-            " ORDER BY best.score DESC, o.id LIMIT %(k)s").format(
-            promoted=sql.SQL(" UNION ALL ").join(promoted), hits=hits, from_=SEARCHABLE_FROM,
-            where=frag.where)
+        query_sql, params = search_sql.exact_query(text, frag, k)
         async with read_connection(self.pool) as conn:
             return self._hits(await self._fetch(conn, query_sql, params))
 
@@ -385,18 +268,9 @@ class PgPartSearcher:
         if not ids:
             return {}
         frag = searchable(namespace)
-        query_sql = sql.SQL(
-            "SELECT o.id, o.parent_id, o.position, o.content, p.title, p.properties"
-            " FROM {} WHERE {} AND o.id = ANY(%(ids)s::uuid[])").format(
-            SEARCHABLE_FROM, frag.where)
+        query_sql = search_sql.over_searchable(search_sql.ROW_META, frag.where)
         async with read_connection(self.pool) as conn:
             rows = await self._fetch(conn, query_sql, {**frag.params, "ids": list(ids)})
         return {r[0]: RowMeta(id=r[0], parent_id=r[1], position=r[2], content=r[3], title=r[4],
                               properties=dict(r[5] or {})) for r in rows}
 
-
-def _as_uuid(text: str) -> uuid.UUID | None:
-    try:
-        return uuid.UUID(text)
-    except ValueError:
-        return None

@@ -1,0 +1,47 @@
+"""What every route depends on: the caller's namespace (from its API key) and the services of
+the active index generation."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+from fastapi import Depends, Header, Request
+
+from pipeline.domain.errors import InvalidInput, NamespaceForbidden, Unauthorized
+from pipeline.domain.settings import Settings
+from pipeline.wiring import Services
+
+
+def get_services(request: Request) -> Services:
+    """The services the app publishes (`app.state.services`, swapped on a generation switch)."""
+    svc: Services = request.app.state.services
+    return svc
+
+
+def namespace(request: Request, authorization: Annotated[str | None, Header()] = None,
+              x_namespace: Annotated[str | None, Header()] = None) -> uuid.UUID:
+    """The caller's namespace, from its API key (and X-Namespace when it has several)."""
+    settings: Settings = request.app.state.settings
+    if not authorization or not authorization.lower().startswith("bearer "):
+        raise Unauthorized("missing bearer API key", field="Authorization")
+    namespaces = settings.api_keys.get(authorization[7:].strip())
+    if not namespaces:
+        raise Unauthorized("unknown API key", field="Authorization")
+    if x_namespace is None:
+        if len(namespaces) != 1:
+            raise InvalidInput("this key has several namespaces: name one with X-Namespace",
+                               field="X-Namespace")
+        chosen = namespaces[0]
+    elif x_namespace in namespaces:
+        chosen = x_namespace
+    else:
+        raise NamespaceForbidden("the key is not bound to that namespace", field="X-Namespace")
+    try:
+        return uuid.UUID(chosen)
+    except ValueError as exc:
+        raise Unauthorized("the key's namespace is not a UUID") from exc
+
+
+Ns = Annotated[uuid.UUID, Depends(namespace)]
+Svc = Annotated[Services, Depends(get_services)]

@@ -1,0 +1,88 @@
+"""How errors leave the API: a status per error type, and one JSON body shape for all of them
+(`{"error": {"code", "message", "field"}}`), from the core's errors, a database outage, an unknown
+route or a request that fails validation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from api.schemas import ErrorOut
+from pipeline.domain.errors import (
+    BrainstreamError,
+    InvalidInput,
+    NamespaceForbidden,
+    NotFound,
+    Unauthorized,
+    Unavailable,
+)
+
+STATUS = {
+    NotFound: 404,
+    Unauthorized: 401,
+    NamespaceForbidden: 403,
+    Unavailable: 503,
+    InvalidInput: 422,
+}
+
+# The error answers every authenticated route documents.
+ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorOut, "description": "the body is not valid JSON"},
+    401: {"model": ErrorOut, "description": "missing or unknown API key"},
+    403: {"model": ErrorOut, "description": "the key is not bound to that namespace"},
+    404: {"model": ErrorOut, "description": "not found in this namespace"},
+    422: {"model": ErrorOut, "description": "invalid request (the error names the field)"},
+    503: {"model": ErrorOut, "description": "a dependency is unavailable"},
+}
+
+
+def status_of(exc: BrainstreamError) -> int:
+    """The HTTP status of a core error (500 for a type with none)."""
+    for cls, status in STATUS.items():
+        if isinstance(exc, cls):
+            return status
+    return 500
+
+
+def error_response(exc: BrainstreamError) -> JSONResponse:
+    """The JSON answer for a core error."""
+    return JSONResponse(status_code=status_of(exc), content={"error": exc.to_dict()})
+
+
+async def brainstream_error(request: Request, exc: BrainstreamError) -> JSONResponse:
+    """A core error, with its code, message and field."""
+    return error_response(exc)
+
+
+async def database_down(request: Request, exc: Exception) -> JSONResponse:
+    """Postgres restarting or unreachable wherever the query ran: a 503 the client may retry,
+    never a 500 (most reads map this already: stores.postgres.pool.read_connection)."""
+    return error_response(Unavailable(f"postgres: {type(exc).__name__}: {exc}"))
+
+
+async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    """Starlette's own errors (unknown route, wrong method, unparsable body) in our shape."""
+    codes = {400: "bad_request", 404: "not_found", 405: "method_not_allowed"}
+    return JSONResponse(status_code=exc.status_code, headers=exc.headers,
+                        content={"error": {"code": codes.get(exc.status_code, "http_error"),
+                                           "message": str(exc.detail), "field": None}})
+
+
+async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+    """A request the schemas refuse: 422 naming the first field at fault."""
+    first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
+    loc = [str(p) for p in first.get("loc", ())]
+    if loc and loc[0] in ("body", "query", "path", "header"):
+        loc = loc[1:]  # where it came from, not which field
+    field = ".".join(loc) or None
+    empty = first.get("type") in ("missing", "string_too_short", "string_pattern_mismatch")
+    code = "query_required" if field == "query" and empty else "invalid_request"
+    message = f"{field or 'request'}: {first.get('msg')}"
+    if field is None and first.get("type") == "model_attributes_type":
+        message = "the body must be a JSON object (send Content-Type: application/json)"
+    return JSONResponse(status_code=422, content={"error": {
+        "code": code, "message": message, "field": field or "body"}})

@@ -1,0 +1,36 @@
+"""Object routes: read one object, list its parts, and describe the kinds (the schema callers
+filter by)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from fastapi import APIRouter
+
+from api.dependencies import Ns, Svc
+from api.errors import ERRORS
+from api.schemas import ChildrenOut, RichObjectOut
+from pipeline.retrieval.requests import describe_schema
+
+router = APIRouter(tags=["objects"], responses=ERRORS)
+
+
+@router.get("/v1/objects/{object_id}", response_model=RichObjectOut)
+async def read(object_id: uuid.UUID, ns: Ns, svc: Svc) -> RichObjectOut:
+    """One object with its content."""
+    return RichObjectOut.of(await svc.engine.read(ns, object_id), with_content=True)
+
+
+@router.get("/v1/objects/{object_id}/children", response_model=ChildrenOut)
+async def children(object_id: uuid.UUID, ns: Ns, svc: Svc, offset: int = 0,
+                   limit: int = 100) -> ChildrenOut:
+    """The parts of an object, in order, with their content."""
+    parts = await svc.engine.children(ns, object_id, offset=offset, limit=limit)
+    return ChildrenOut(objects=[RichObjectOut.of(p, with_content=True) for p in parts])
+
+
+@router.get("/v1/schema")
+async def schema(ns: Ns, svc: Svc, kind: str | None = None) -> dict[str, Any]:
+    """Kinds with their filterable fields, and how to filter."""
+    return describe_schema(await svc.catalog(), kind)

@@ -1,0 +1,89 @@
+"""What a read request may ask: its query text and page size, its filters checked against the
+kind catalog, and the catalog described to callers (which fields they may filter on).
+
+Every read (search, exact find, entity and link find, expansion, continue) checks its input here
+before any store is asked, so a bad request fails the same way whichever endpoint it came to.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pipeline.domain.errors import InvalidFilter, InvalidInput, NotFound, QueryRequired
+from pipeline.domain.kinds import PROPERTY_KEY_PATTERN, KindCatalog
+from pipeline.domain.read_model import Filters
+
+MAX_LIMIT = 100
+MAX_QUERY_CHARS = 2000
+
+FILTER_USAGE = (
+    "Filters apply to search, find_exact and find_objects as {\"filters\": {...}}: "
+    "kind (a kind or a list), title (case-insensitive substring), created_after, created_before, "
+    "updated_after, updated_before (ISO-8601), and any filterable field below as "
+    "\"<field>\": value (eq) or \"<field>\": [values] (in, where the field allows it). "
+    "A part is filtered by its parent. An empty catalog means open mode: any property "
+    "may be filtered with eq/in."
+)
+ENDPOINTS_WITH_FILTERS = ("search", "find_exact", "find_objects")
+
+
+def query_text(query: str) -> str:
+    """The query as the channels get it (stripped); refuses an empty, overlong or NUL query."""
+    text = query.strip()
+    if not text:
+        raise QueryRequired("query must not be empty", field="query")
+    if len(text) > MAX_QUERY_CHARS:
+        raise InvalidInput(f"query is longer than {MAX_QUERY_CHARS} characters", field="query")
+    if "\x00" in text:
+        raise InvalidInput("query contains a NUL character", field="query")
+    return text
+
+
+def check_limit(limit: int) -> int:
+    """`limit` if it is a valid page size (1..MAX_LIMIT); InvalidInput(field="limit") otherwise."""
+    if not 1 <= limit <= MAX_LIMIT:
+        raise InvalidInput(f"limit must be between 1 and {MAX_LIMIT}", field="limit")
+    return limit
+
+
+def check_filters(catalog: KindCatalog, filters: Filters) -> None:
+    """Property filters must name filterable fields of the catalog (when it is not empty), and
+    kinds must be declared ones; any property may be filtered in open mode."""
+    for name, values in filters.properties:
+        if not re.fullmatch(PROPERTY_KEY_PATTERN, name):
+            raise InvalidFilter(f"{name!r} is not a valid property name",
+                                field=f"filters.{name}")
+        if not values:
+            raise InvalidFilter(f"filter {name!r} needs at least one value",
+                                field=f"filters.{name}")
+        if not catalog.is_open:
+            catalog.validate_filter(list(filters.kinds) or None, name,
+                                    "in" if len(values) > 1 else "eq")
+    if not catalog.is_open:
+        unknown = [k for k in filters.kinds if catalog.get(k) is None]
+        if unknown:
+            raise InvalidFilter(f"unknown kind {unknown[0]!r}", field="kind")
+
+
+def describe_schema(catalog: KindCatalog, kind: str | None = None) -> dict[str, Any]:
+    """The kinds (all, or the one named) with their fields and filter operators, and how to
+    filter; NotFound for a kind the catalog does not declare."""
+    specs = catalog.specs
+    if kind is not None:
+        specs = [s for s in specs if s.kind == kind]
+        if not specs:
+            raise NotFound(f"unknown kind {kind!r}", field="kind")
+    return {
+        "open_mode": catalog.is_open,
+        "kinds": [{
+            "kind": s.kind, "description": s.description, "is_parent": s.is_parent,
+            "is_part": s.is_part,
+            "fields": [{"name": f.name, "type": f.type, "description": f.description,
+                        "required": f.required, "operators": list(f.operators),
+                        "filterable": bool(f.operators), "examples": list(f.examples)}
+                       for f in s.fields],
+        } for s in specs],
+        "filter_usage": FILTER_USAGE,
+        "endpoints_with_filters": list(ENDPOINTS_WITH_FILTERS),
+    }

@@ -1,0 +1,16 @@
+"""The service factory: how the read side's adapters are built and wired, in one place that
+both the API (`api/app.py`) and the benchmarks (`bench/`) use.
+
+- `build_services(settings) -> Services`: the engine, graph queries, recipes, catalog and the
+  adapters under them, for one index generation (`Services.check()`, `Services.close()`).
+- `ActiveServices(base, publish)`: follows the active index generation, publishing a new
+  `Services` on each switch (`start()`, `close()`).
+- `load_embedder(settings)` and `query_embedder(embedder)`: the query embedder the engine takes.
+"""
+
+from __future__ import annotations
+
+from pipeline.wiring.generations import ActiveServices
+from pipeline.wiring.services import Services, build_services, load_embedder, query_embedder
+
+__all__ = ["ActiveServices", "Services", "build_services", "load_embedder", "query_embedder"]
