@@ -202,7 +202,8 @@ def load_rows(settings: Settings, rows: Sequence[tuple[Any, ...]],
         for name, _ in indexes:
             conn.execute(f'DROP INDEX "{name}"')
         # The postings trigger would insert each row's postings one by one; they are rebuilt
-        # in bulk below, exactly as the trigger defines them (brainstream_searchable).
+        # in bulk below by the function the trigger uses (migration 0009), without the primary
+        # key meanwhile (one index build after the insert is faster than keeping it up to date).
         conn.execute("ALTER TABLE objects DISABLE TRIGGER objects_postings_insert")
         with conn.cursor() as cur, cur.copy(
                 f"COPY objects ({', '.join(_COLUMNS)}) FROM STDIN (FORMAT BINARY)") as copy:
@@ -219,13 +220,7 @@ def load_rows(settings: Settings, rows: Sequence[tuple[Any, ...]],
         started = time.perf_counter()
         conn.execute("ALTER TABLE objects ENABLE TRIGGER objects_postings_insert")
         conn.execute("ALTER TABLE search_postings DROP CONSTRAINT search_postings_pkey")
-        conn.execute("DELETE FROM search_postings WHERE namespace_id = %s", (NAMESPACE,))
-        conn.execute(
-            "INSERT INTO search_postings (namespace_id, lexeme, row_id, tf, doc_len)"
-            " SELECT o.namespace_id, u.lexeme, o.id,"
-            " least(coalesce(array_length(u.positions, 1), 1), 32767), o.doc_len"
-            " FROM objects o, unnest(o.lexical) AS u"
-            " WHERE o.namespace_id = %s AND brainstream_searchable(o)", (NAMESPACE,))
+        conn.execute("SELECT brainstream_rebuild_postings(%s)", (NAMESPACE,))
         conn.execute("ALTER TABLE search_postings ADD PRIMARY KEY (namespace_id, lexeme, row_id)"
                      " INCLUDE (tf, doc_len)")
         conn.execute("VACUUM (ANALYZE) search_postings")
