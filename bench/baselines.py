@@ -13,12 +13,13 @@ from __future__ import annotations
 import multiprocessing
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from harness import KIND, CpuMeter, Doc, batches
+from harness import CpuMeter
+from ingestcorpus import KIND, Doc
 from pgvector.psycopg import register_vector
 from psycopg.types.json import Jsonb
 
@@ -80,6 +81,12 @@ class EmbedRate:
     def label(self) -> str:
         threads = "" if self.threads is None else f" x {self.threads} thread"
         return f"{self.processes} proc{threads}"
+
+
+def batches(items: Sequence[str], size: int) -> Iterator[Sequence[str]]:
+    """Consecutive slices of at most `size` items."""
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
 
 
 def _embed_share(settings: Settings, threads: int | None, texts: Sequence[str], barrier: Any,

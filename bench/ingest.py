@@ -16,40 +16,30 @@ MiniLM), migrates it, and measures, in this order:
 A document whose change event never comes (nothing indexed for `IDLE_TIMEOUT` seconds) is
 reported as lost rather than waited for. Progress goes to stderr, the Markdown report to stdout.
 
+Modules: `ingestcorpus.py` (documents and their events), `harness.py` (stack, pipeline
+processes, CPU meter), `ingestflow.py` (timed publisher, changes watcher, stages), `baselines.py`,
+`ingestreport.py` (results and tables).
+
 Usage: python bench/ingest.py --embedder static|minilm|both [--docs N] [--workers W]
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import math
 import os
 import sys
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import psycopg
-from baselines import EmbedRate, NaiveRate, embedder_alone, index_texts, naive_loop
-from harness import (
-    CORPUS,
-    ChangeWatcher,
-    CpuMeter,
-    Doc,
-    PipelineProcesses,
-    TimedPublisher,
-    bench_settings,
-    code_version,
-    cycle_docs,
-    fresh_stack,
-    load_average,
-    load_corpus,
-    machine,
-    percentile,
-    stage_breakdown,
-)
+from baselines import embedder_alone, index_texts, naive_loop
+from harness import CpuMeter, PipelineProcesses, bench_settings, fresh_stack
+from ingestcorpus import CORPUS, Doc, cycle_docs, load_corpus
+from ingestflow import IDLE_TIMEOUT, ChangeWatcher, TimedPublisher, stage_breakdown
+from ingestreport import Latency, Result, Throughput, report
+from runenv import bench_parser, code_version, load_average, machine, quiet_logging, say
 
 from pipeline.domain.settings import EmbedderName, Settings
 
@@ -59,106 +49,6 @@ DEFAULT_DOCS: dict[str, int | None] = {"static": None, "minilm": 600}  # None = 
 DEFAULT_BASELINE_DOCS: dict[str, int | None] = {"static": None, "minilm": 150}
 DEFAULT_NAIVE_DOCS: dict[str, int] = {"static": 300, "minilm": 60}
 WARMUP_DOCS = 48
-# A phase ends when every document is indexed or nothing was indexed for this long; documents
-# still missing then count as lost (the slowest normal gap, a MiniLM model load, is ~10 s).
-IDLE_TIMEOUT = 60.0
-
-TARGET_MINILM_VS_EMBEDDER = 0.85
-TARGET_STATIC_VS_NAIVE = 5.0
-TARGET_P99_SECONDS = 5.0
-
-
-@dataclass(frozen=True)
-class Throughput:
-    """N documents published at once: from the first publish to the last indexed.
-
-    Rates count only documents that were announced as indexed (and their parts).
-    """
-
-    published: int
-    docs: int
-    parts: int
-    all_parts: int
-    seconds: float
-    cpu_wall: float
-    cpu: dict[str, float]
-    load: tuple[str, str]
-
-    @property
-    def passages(self) -> int:
-        """Texts embedded for the indexed documents: each one's own plus its parts'."""
-        return self.docs + self.parts
-
-    @property
-    def lost(self) -> int:
-        return self.published - self.docs
-
-    @property
-    def pipeline_cpu(self) -> float:
-        """CPU seconds of the pipeline's processes and servers (not the benchmark's)."""
-        return sum(v for k, v in self.cpu.items() if k != "bench")
-
-    @property
-    def cpu_ms_per_doc(self) -> float:
-        """Pipeline CPU per published document (lost ones were processed too)."""
-        return 1000 * self.pipeline_cpu / self.published
-
-    @property
-    def cpu_ms_per_passage(self) -> float:
-        return 1000 * self.pipeline_cpu / (self.published + self.all_parts)
-
-
-@dataclass(frozen=True)
-class Latency:
-    """Documents published on a steady schedule: publish-to-indexed seconds of each; a
-    document never indexed counts as infinitely late."""
-
-    target_rate: float
-    publish_rate: float
-    seconds: list[float]
-    stages: dict[str, list[float]]
-    load: tuple[str, str]
-
-    @property
-    def lost(self) -> int:
-        return sum(1 for s in self.seconds if math.isinf(s))
-
-    def percentile(self, q: float) -> float:
-        return percentile(self.seconds, q)
-
-
-@dataclass(frozen=True)
-class Result:
-    """Everything measured for one embedder."""
-
-    embedder: str
-    workers: int
-    embed_rates: list[EmbedRate]
-    baseline_docs: int
-    naive: NaiveRate
-    throughput: Throughput
-    latency: Latency
-
-    @property
-    def docs_per_s(self) -> float:
-        return self.throughput.docs / self.throughput.seconds
-
-    @property
-    def parts_per_s(self) -> float:
-        return self.throughput.parts / self.throughput.seconds
-
-    @property
-    def passages_per_s(self) -> float:
-        return self.throughput.passages / self.throughput.seconds
-
-    @property
-    def embed_best(self) -> EmbedRate:
-        """The embedder-alone configuration that went fastest: the machine's limit."""
-        return max(self.embed_rates, key=lambda r: r.passages_per_s)
-
-    def embed_docs_per_s(self, rate: EmbedRate) -> float:
-        """An embedder-alone rate in documents/s of the throughput set's passage mix."""
-        return rate.passages_per_s * self.throughput.docs / self.throughput.passages
 
 
 def embed_configs(name: str, workers: int) -> list[tuple[int, int | None]]:
@@ -279,94 +169,9 @@ def latency(name: str, settings: Settings, rate: float, corpus: Sequence[Doc],
     return result
 
 
-# -- report ---------------------------------------------------------------------------------
-
-
-def verdict(ok: bool) -> str:
-    """PASS or FAIL."""
-    return "PASS" if ok else "FAIL"
-
-
-def seconds_text(value: float) -> str:
-    """A latency for the table; infinity means the document was never indexed."""
-    return "never (lost)" if math.isinf(value) else f"{value:.2f} s"
-
-
-def report(result: Result) -> str:
-    """The result tables of one embedder, as Markdown."""
-    r, t, lat = result, result.throughput, result.latency
-    best = r.embed_best
-    cheapest = min(r.embed_rates, key=lambda e: e.cpu_ms_per_passage)
-    vs_embedder = r.passages_per_s / best.passages_per_s
-    vs_naive = r.docs_per_s / r.naive.docs_per_s
-    p99 = lat.percentile(99)
-    minilm = r.embedder == "minilm"
-    embedder_target = (f">= {TARGET_MINILM_VS_EMBEDDER} | "
-                       f"{verdict(vs_embedder >= TARGET_MINILM_VS_EMBEDDER)}"
-                       if minilm else "- | -")
-    naive_target = (f">= {TARGET_STATIC_VS_NAIVE:.0f}x | "
-                    f"{verdict(vs_naive >= TARGET_STATIC_VS_NAIVE)}" if not minilm else "- | -")
-    lines = [
-        f"### {r.embedder}: {t.published} docs published, {r.workers} embedding workers",
-        "",
-        "| metric | value | baseline | ratio | target | result |",
-        "|---|---:|---|---:|---|---|",
-        f"| documents announced as indexed | {t.docs} of {t.published} | | | all | "
-        f"{verdict(t.lost == 0)} |",
-        f"| throughput, docs/s | {r.docs_per_s:.1f} | embedder alone ({best.label}) "
-        f"{r.embed_docs_per_s(best):.1f} | {vs_embedder:.2f} | {embedder_target} |",
-        f"| throughput, docs/s | {r.docs_per_s:.1f} | naive loop {r.naive.docs_per_s:.1f} | "
-        f"{vs_naive:.2f}x | {naive_target} |",
-        f"| throughput, parts/s | {r.parts_per_s:.1f} | | | | |",
-        f"| throughput, passages embedded/s | {r.passages_per_s:.1f} | embedder alone "
-        f"({best.label}) {best.passages_per_s:.1f} | {vs_embedder:.2f} | | |",
-        f"| wall time, first publish to last indexed | {t.seconds:.1f} s | | | | |",
-        f"| CPU per document, ms (all processes) | {t.cpu_ms_per_doc:.1f} | naive loop "
-        f"{r.naive.cpu_ms_per_doc:.1f} | {r.naive.cpu_ms_per_doc / t.cpu_ms_per_doc:.2f} | | |",
-        f"| CPU per passage, ms (all processes) | {t.cpu_ms_per_passage:.2f} | embedder alone "
-        f"({cheapest.label}) {cheapest.cpu_ms_per_passage:.2f} | "
-        f"{cheapest.cpu_ms_per_passage / t.cpu_ms_per_passage:.2f} | | |",
-        f"| latency p50 at {lat.publish_rate:.1f} docs/s ({len(lat.seconds)} docs, "
-        f"{lat.lost} lost) | {seconds_text(lat.percentile(50))} | | | | |",
-        f"| latency p95 | {seconds_text(lat.percentile(95))} | | | | |",
-        f"| latency p99 | {seconds_text(p99)} | | | < {TARGET_P99_SECONDS:.0f} s | "
-        f"{verdict(p99 < TARGET_P99_SECONDS)} |",
-        f"| latency max | {seconds_text(max(lat.seconds))} | | | | |",
-        "",
-        "| latency stage (half load) | p50 | p95 | p99 |",
-        "|---|---:|---:|---:|",
-        *(f"| {stage} | {percentile(v, 50):.2f} s | {percentile(v, 95):.2f} s | "
-          f"{percentile(v, 99):.2f} s |" for stage, v in lat.stages.items() if v),
-        "",
-        "| baseline | docs | passages | seconds | passages/s | docs/s | CPU ms/passage |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    lines += [f"| embedder alone, {rate.label} | {r.baseline_docs} | {rate.passages} | "
-              f"{rate.seconds:.1f} | {rate.passages_per_s:.1f} | {r.embed_docs_per_s(rate):.1f} "
-              f"| {rate.cpu_ms_per_passage:.2f} |" for rate in r.embed_rates]
-    naive_passages = r.naive.docs + r.naive.parts
-    lines.append(f"| naive loop | {r.naive.docs} | {naive_passages} | {r.naive.seconds:.1f} | "
-                 f"{naive_passages / r.naive.seconds:.1f} | {r.naive.docs_per_s:.1f} | "
-                 f"{1000 * r.naive.cpu_seconds / naive_passages:.2f} |")
-    busy = sorted(((v, k) for k, v in t.cpu.items() if v >= 0.05), reverse=True)
-    waited = f"; includes {IDLE_TIMEOUT:.0f} s waiting for the lost documents" if t.lost else ""
-    lines += ["", f"CPU seconds used during the throughput phase ({t.cpu_wall:.1f} s wall x "
-              f"{os.cpu_count()} cores = {t.cpu_wall * (os.cpu_count() or 1):.0f} available"
-              f"{waited}): "
-              + ", ".join(f"{name} {value:.1f}" for value, name in busy) + ". "
-              f"1-min load average: throughput {t.load[0]} -> {t.load[1]}, "
-              f"latency {lat.load[0]} -> {lat.load[1]}."]
-    return "\n".join(lines)
-
-
-def say(message: str) -> None:
-    """A progress line (stderr, so stdout stays the report)."""
-    print(message, file=sys.stderr, flush=True)
-
-
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser = bench_parser(__doc__)
     parser.add_argument("--embedder", choices=["static", "minilm", "both"], default="both")
     parser.add_argument("--docs", type=int, default=None,
                         help="documents in the throughput phase (default: static all 5,183, "
@@ -389,10 +194,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the benchmark for the chosen embedders and print the report."""
     args = parse_args(argv)
-    # Before any import of wordllama, which calls logging.basicConfig(level=INFO).
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    # kafka-python logs every refused connection while the broker boots; failures still raise.
-    logging.getLogger("kafka").setLevel(logging.CRITICAL)
+    quiet_logging()  # before anything imports wordllama
     names: list[EmbedderName] = (["static", "minilm"] if args.embedder == "both"
                                  else [args.embedder])
     info = machine()

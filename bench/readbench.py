@@ -9,20 +9,19 @@ workers and the relay do, minus the broker hop on the input side), reads through
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
-import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg
-from harness import code_version, load_average, machine, percentile
+from runenv import BENCH_DIR, log
 
+# The one place the benchmarks take the API's service factory from (both read benchmarks build
+# their engine with it).
+from api.wiring import Services, build_services
 from pipeline.domain.settings import EmbedderName, Settings
 from pipeline.embedding.service import EmbeddingService, pending_count
 from pipeline.graph.falkordb.schema import prepare_graph
@@ -38,23 +37,11 @@ from pipeline.services.stack import Stack
 from pipeline.stores.postgres.events import PgEventStore
 from pipeline.stores.postgres.pool import make_pool
 
-__all__ = ["code_version", "load_average", "machine", "percentile"]
-
-REPO = Path(__file__).resolve().parents[1]
-DATASETS = REPO.parent / "shared" / "datasets"
-BENCH_DIR = REPO / ".brainstream-bench"
+__all__ = ["Services", "build_services"]
 
 # The project's default ports (pipeline/domain/settings.py); a benchmark moves them by its offset.
 DEFAULT_PORTS = {"pg_port": 15432, "kafka_port": 19092, "s3_port": 19000,
                  "falkordb_port": 16379, "redis_port": 16380}
-
-T = TypeVar("T")
-R = TypeVar("R")
-
-
-def log(message: str) -> None:
-    """Progress on stderr (the report goes to stdout)."""
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def bench_settings(name: str, offset: int, embedder: EmbedderName,
@@ -113,7 +100,6 @@ def embed_and_relay(settings: Settings, embedder: Embedder, *, progress_every: f
     """Embed every pending row (EmbeddingService) and project the outbox into the graph
     (OutboxRelay, change events to Kafka). Returns (rows embedded, embed s, relay s)."""
     pool = make_pool(settings, max_size=2)
-    producer = make_producer(settings, enable_idempotence=False)
     try:
         service = EmbeddingService(settings, pool, embedder)
         embedded = 0
@@ -130,86 +116,33 @@ def embed_and_relay(settings: Settings, embedder: Embedder, *, progress_every: f
                 rate = embedded / (last - started)
                 log(f"embedded {embedded} rows ({rate:.0f}/s), {pending_count(pool)} pending")
         embed_s = time.perf_counter() - started
+    finally:
+        pool.close()
+    return embedded, embed_s, drain_outbox(settings)
+
+
+def drain_outbox(settings: Settings, *, rounds: int = 1000, progress: bool = False) -> float:
+    """Project the outbox into FalkorDB with the real relay (change events to Kafka), `rounds`
+    batches per pass, until nothing is left; seconds taken. `progress` logs the rows left after
+    each pass."""
+    pool = make_pool(settings, max_size=2)
+    producer = make_producer(settings, enable_idempotence=False)
+    try:
         relay = OutboxRelay(settings, pool, FalkorGraphWriter.from_settings(settings),
                             KafkaChangeSink(producer, settings.topic_changes))
         started = time.perf_counter()
         while True:
-            stats_r = relay.run()
-            if stats_r.failed_rounds:
-                raise RuntimeError(f"relay failed: {stats_r.errors[:1]}")
-            if backlog(pool) == 0:
-                break
-        relay_s = time.perf_counter() - started
-        return embedded, embed_s, relay_s
+            stats = relay.run(max_rounds=rounds)
+            if stats.failed_rounds:
+                raise RuntimeError(f"relay failed: {stats.errors[:1]}")
+            left = backlog(pool)
+            if progress:
+                log(f"relay: {left} outbox rows left")
+            if left == 0:
+                return time.perf_counter() - started
     finally:
         producer.close()
         pool.close()
-
-
-# -- timing ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Timing:
-    """Latencies (seconds) of `count` calls made by `concurrency` workers in `wall` seconds."""
-
-    name: str
-    concurrency: int
-    latencies: tuple[float, ...]
-    wall: float
-    errors: int = 0
-
-    @property
-    def count(self) -> int:
-        return len(self.latencies)
-
-    def ms(self, q: float) -> float:
-        """The q-th percentile latency in milliseconds."""
-        return percentile(self.latencies, q) * 1000.0
-
-    @property
-    def throughput(self) -> float:
-        """Calls per second over the run's wall time."""
-        return self.count / self.wall if self.wall > 0 else 0.0
-
-
-async def run_concurrent(name: str, call: Callable[[T], Awaitable[object]],
-                         inputs: Sequence[T], concurrency: int,
-                         budget: float | None = None) -> Timing:
-    """Call `call` on every input with `concurrency` workers pulling from one queue; each call's
-    latency is measured around its await, the wall time from the first start to the last end.
-    With a `budget` (seconds), no call starts after it ran out (so a very slow operation is
-    measured on fewer calls instead of stalling the benchmark)."""
-    queue: asyncio.Queue[T] = asyncio.Queue()
-    for item in inputs:
-        queue.put_nowait(item)
-    latencies: list[float] = []
-    errors = 0
-
-    async def worker() -> None:
-        nonlocal errors
-        while True:
-            if deadline is not None and time.perf_counter() > deadline:
-                return
-            try:
-                item = queue.get_nowait()
-            except asyncio.QueueEmpty:
-                return
-            start = time.perf_counter()
-            try:
-                await call(item)
-            except Exception as exc:  # counted and shown once; a benchmark must not hide them
-                errors += 1
-                if errors == 1:
-                    log(f"{name}: first error: {exc!r}")
-                continue
-            latencies.append(time.perf_counter() - start)
-
-    started = time.perf_counter()
-    deadline = None if budget is None else started + budget
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-    wall = time.perf_counter() - started
-    return Timing(name, concurrency, tuple(latencies), wall, errors)
 
 
 # -- reporting -------------------------------------------------------------------------------
@@ -226,16 +159,3 @@ def md_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
              "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
     return "\n".join(lines)
-
-
-def machine_lines() -> list[str]:
-    """What and when the figures were measured on, as Markdown bullet lines."""
-    info = machine()
-    return [f"- {key}: {value}" for key, value in info.items()] + [
-        f"- code: {code_version()}", f"- load average (1 min) at start: {load_average()}"]
-
-
-def batched(items: Sequence[R], size: int) -> Iterator[Sequence[R]]:
-    """Consecutive slices of at most `size` items."""
-    for start in range(0, len(items), size):
-        yield items[start:start + size]

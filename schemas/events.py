@@ -1,18 +1,18 @@
-"""CloudEvents 1.0 (structured JSON mode) envelope and payload models, and the event parser.
+"""CloudEvents 1.0 (structured JSON mode) envelope and the event parser.
 
 `parse_event` is the only way raw Kafka record values become events: it refuses anything that is
-not a well-formed envelope around a valid payload, with an `InvalidInput` subclass whose stable
-`code` and `field` the dead-letter topic records.
+not a well-formed envelope around a valid payload (the payload models are in `schemas.payloads`
+and are importable from here too), with an `InvalidInput` subclass whose stable `code` and
+`field` the dead-letter topic records.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any, Final, Literal, TypeAlias
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -21,12 +21,9 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    StrictFloat,
     StrictInt,
     StrictStr,
     ValidationError,
-    ValidationInfo,
-    field_validator,
 )
 
 from pipeline.domain.chunking import explicit_part_id
@@ -37,17 +34,31 @@ from pipeline.domain.errors import (
     PayloadTooLarge,
     UnknownEventType,
 )
-from pipeline.domain.kinds import KIND_PATTERN, PROPERTY_KEY_PATTERN
-from pipeline.domain.relations import RELATION_TYPE_PATTERN
+from schemas.payloads import (
+    LINK_DELETE,
+    LINK_PUT,
+    OBJECT_PUT,
+    OBJECT_SOFT_DELETE,
+    PAYLOAD_MODELS,
+    EventType,
+    LinkDelete,
+    LinkMeta,
+    LinkPut,
+    ObjectPut,
+    ObjectSoftDelete,
+    Payload,
+    PropertyKey,
+    PropertyValue,
+)
 
-OBJECT_PUT: Final = "brainstream.object.put"
-OBJECT_SOFT_DELETE: Final = "brainstream.object.soft_delete"
-LINK_PUT: Final = "brainstream.link.put"
-LINK_DELETE: Final = "brainstream.link.delete"
-EventType: TypeAlias = Literal[
-    "brainstream.object.put", "brainstream.object.soft_delete",
-    "brainstream.link.put", "brainstream.link.delete",
+# The payload names are re-exported: callers import every event name from one module.
+__all__ = [
+    "DEFAULT_MAX_BYTES", "LINK_DELETE", "LINK_PUT", "OBJECT_PUT", "OBJECT_SOFT_DELETE",
+    "PAYLOAD_MODELS", "Envelope", "EventType", "LinkDelete", "LinkMeta", "LinkPut", "ObjectPut",
+    "ObjectSoftDelete", "ParsedEvent", "Payload", "PropertyKey", "PropertyValue",
+    "derive_object_id", "looks_like_envelope", "parse_event", "record_key", "wrap_bare_object",
 ]
+
 DEFAULT_MAX_BYTES = 1_000_000
 
 NonEmptyStr = Annotated[StrictStr, Field(min_length=1, pattern=r"\S")]
@@ -67,144 +78,6 @@ def _json_media_type(value: str) -> str:
     ):
         raise ValueError("only JSON data is accepted (application/json or application/*+json)")
     return value
-
-
-# --- payloads ------------------------------------------------------------------------------------
-
-
-def _check_property_value(value: Any) -> Any:
-    def scalar(v: Any) -> bool:
-        if isinstance(v, float):
-            return math.isfinite(v)
-        return isinstance(v, str | int | bool)
-
-    if value is None or scalar(value):
-        return value
-    if isinstance(value, list) and all(scalar(v) for v in value):
-        return value
-    raise ValueError(
-        "a property value is a string, number, boolean, null, or a list of "
-        "strings/numbers/booleans; nested objects are not allowed"
-    )
-
-
-_SCALAR_SCHEMA: dict[str, Any] = {"type": ["string", "number", "boolean"]}
-PropertyValue = Annotated[
-    Any,
-    AfterValidator(_check_property_value),
-    Field(json_schema_extra={"anyOf": [_SCALAR_SCHEMA, {"type": "null"},
-                                       {"type": "array", "items": _SCALAR_SCHEMA}]}),
-]
-PropertyKey = Annotated[str, Field(pattern=PROPERTY_KEY_PATTERN)]
-
-
-class ObjectPut(BaseModel):
-    """`data` of `brainstream.object.put`: a first-class object, or a part when `parent_id` is set.
-
-    Without `id`, a part gets `explicit_part_id(parent_id, position)` and any other object an id
-    derived from its event (`derive_object_id`), so a replay yields the same id.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True, title="ObjectPut")
-
-    id: uuid.UUID | None = None
-    kind: Annotated[StrictStr, Field(pattern=KIND_PATTERN)]
-    title: StrictStr | None = None
-    summary: StrictStr | None = None
-    properties: dict[PropertyKey, PropertyValue] = Field(
-        default_factory=dict, json_schema_extra={"additionalProperties": False}
-    )
-    content: StrictStr | None = None
-    content_type: StrictStr | None = None
-    parent_id: uuid.UUID | None = None
-    position: Annotated[StrictInt, Field(ge=0)] | None = Field(default=None, validate_default=True)
-
-    @field_validator("parent_id")
-    @classmethod
-    def _not_own_parent(cls, value: uuid.UUID | None, info: ValidationInfo) -> uuid.UUID | None:
-        if value is not None and value == info.data.get("id"):
-            raise ValueError("an object cannot be its own parent")
-        return value
-
-    @field_validator("position")
-    @classmethod
-    def _position_iff_part(cls, value: int | None, info: ValidationInfo) -> int | None:
-        # A part without a position could not be ordered; a position without a parent means
-        # nothing. Only checked when parent_id itself was valid.
-        if "parent_id" not in info.data:
-            return value
-        is_part = info.data["parent_id"] is not None
-        if is_part and value is None:
-            raise ValueError("a part (parent_id set) needs a position")
-        if not is_part and value is not None:
-            raise ValueError("position is only allowed on a part (with parent_id)")
-        return value
-
-
-class ObjectSoftDelete(BaseModel):
-    """`data` of `brainstream.object.soft_delete`."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, title="ObjectSoftDelete")
-
-    id: uuid.UUID
-
-
-def _none_is_unset(value: Any) -> Any:
-    return 0.0 if value is None else value
-
-
-class LinkMeta(BaseModel):
-    """Edge metadata. `confidence` 0 means "unset"; otherwise it is in (0, 1]."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, title="LinkMeta")
-
-    note: StrictStr | None = None
-    status: StrictStr | None = None
-    role: StrictStr | None = None
-    confidence: Annotated[StrictFloat, Field(ge=0.0, le=1.0), BeforeValidator(_none_is_unset)] = 0.0
-    evidence_id: uuid.UUID | None = None
-
-
-class _LinkEnds(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    from_id: uuid.UUID = Field(alias="from")
-    to: uuid.UUID
-    relation_type: Annotated[StrictStr, Field(pattern=RELATION_TYPE_PATTERN)]
-
-    @field_validator("to")
-    @classmethod
-    def _not_self(cls, value: uuid.UUID, info: ValidationInfo) -> uuid.UUID:
-        # A self-loop is never a meaningful relation here and would make graph walks revisit.
-        if value == info.data.get("from_id"):
-            raise ValueError("a link cannot point from an object to itself")
-        return value
-
-    @property
-    def to_id(self) -> uuid.UUID:
-        """The `to` endpoint (named like `from_id`)."""
-        return self.to
-
-
-class LinkPut(_LinkEnds):
-    """`data` of `brainstream.link.put`: a typed, directed edge with metadata."""
-
-    model_config = ConfigDict(title="LinkPut")
-
-    meta: LinkMeta = Field(default_factory=LinkMeta)
-
-
-class LinkDelete(_LinkEnds):
-    """`data` of `brainstream.link.delete`."""
-
-    model_config = ConfigDict(title="LinkDelete")
-
-
-Payload: TypeAlias = ObjectPut | ObjectSoftDelete | LinkPut | LinkDelete
-PAYLOAD_MODELS: Final[dict[str, type[Payload]]] = {
-    OBJECT_PUT: ObjectPut, OBJECT_SOFT_DELETE: ObjectSoftDelete,
-    LINK_PUT: LinkPut, LINK_DELETE: LinkDelete,
-}
 
 
 # --- envelope ------------------------------------------------------------------------------------
