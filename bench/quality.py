@@ -4,11 +4,11 @@ For each embedder (default: MiniLM, the quality target, then static) the benchma
 embedded stack (`.brainstream-bench/quality-<embedder>`, ports = defaults + 900), ingests the
 SciFact corpus and the HotpotQA passages through the real write path in-process (`apply_batch`
 in consumer-sized batches, then `EmbeddingService`, then `OutboxRelay`; see `readbench.py`),
-builds the engine exactly as `api.wiring.build_services` does, and evaluates every query through
-the engine in several modes:
+builds the engine exactly as `pipeline.wiring.build_services` does (the API's factory), and
+evaluates every query through the engine in several modes:
 
 - `lexical`: only the lexical (BM25) channel, ranked and promoted by the engine
-  (`RetrievalEngine._rank_and_page` with that one channel);
+  (`RetrievalEngine.rank_and_page` with that one channel);
 - `dense`: only the dense (pgvector) channel, the same way;
 - `trigram` and `lexical+dense` (diagnostics): the trigram channel alone, and the hybrid without
   the trigram channel;
@@ -58,12 +58,13 @@ from qualitymodes import (
 )
 from qualityref import Reference, evaluate, formula_check, lexical_agreement, reference_bm25
 from qualityreport import EmbedderResult, report
-from readbench import bench_settings, bench_stack, build_services
+from readbench import bench_settings, bench_stack
 from runenv import BENCH_DIR, add_reuse_and_out, bench_parser, emit_report, log, quiet_logging
 
 from pipeline.domain.settings import EmbedderName
 from pipeline.ops.vocab import refresh_vocab
 from pipeline.retrieval.engine import EngineConfig, RetrievalEngine
+from pipeline.wiring import build_services
 
 PORT_OFFSET = 900
 

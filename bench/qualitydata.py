@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from readbench import Services, apply_events, embed_and_relay
+from readbench import apply_events, embed_and_relay
 from runenv import DATASETS, log, read_jsonl
 
 from pipeline.domain.settings import Settings
+from pipeline.wiring import Services
 from schemas.events import wrap_bare_object
 
 SOURCE = "bench.quality"

@@ -18,6 +18,7 @@ from runenv import log
 
 from pipeline.domain.read_model import Filters, Hit, SearchQuery
 from pipeline.retrieval.engine import RetrievalEngine
+from pipeline.retrieval.requests import query_text
 
 MODES = ("lexical", "dense", "trigram", "lexical+dense", "hybrid")
 # Not the engine: the same channel lists, each promoted to documents by its best part, then
@@ -90,7 +91,7 @@ async def fill_trigram(engine: RetrievalEngine, dataset: Dataset, cache: Trigram
         async with sem:
             started = time.perf_counter()
             hits = await engine.searcher.search_trigram(
-                dataset.namespace, engine._query_text(text), Filters(), (), cache.k)
+                dataset.namespace, query_text(text), Filters(), (), cache.k)
             cache.seconds.append(time.perf_counter() - started)
         cache.put(dataset.name, qid, hits)
         done += 1
@@ -119,7 +120,7 @@ async def run_modes(engine: RetrievalEngine, dataset: Dataset, key_of: dict[uuid
                     cache: TrigramCache, concurrency: int, verify: int) -> ModeRuns:
     """Every query through the engine in every mode (a few queries at a time).
 
-    Each mode is the engine's own ranking (`_rank_and_page`: RRF, promotion, hydration, decay,
+    Each mode is the engine's own ranking (`rank_and_page`: RRF, promotion, hydration, decay,
     first page of 100) over the channels of that mode; `hybrid` takes all three channels, which
     is what `RetrievalEngine.search` does after gathering them. For the first `verify` queries
     `engine.search` itself is also called and must return the same documents in the same order.
@@ -132,7 +133,7 @@ async def run_modes(engine: RetrievalEngine, dataset: Dataset, key_of: dict[uuid
     assert embed is not None
 
     async def one(number: int, qid: str, raw: str) -> None:
-        text = engine._query_text(raw)  # stripped, as search() does before every channel
+        text = query_text(raw)  # stripped, as search() does before every channel
         lexical = await engine.searcher.search_lexical(ns, text, no_filters, (), k)
         trigram = cache.get(dataset.name, qid)
         assert trigram is not None
@@ -143,7 +144,7 @@ async def run_modes(engine: RetrievalEngine, dataset: Dataset, key_of: dict[uuid
                     "lexical+dense": {"lexical": lexical, "dense": dense},
                     "hybrid": {"lexical": lexical, "trigram": trigram, "dense": dense}}
         for mode, chans in channels.items():
-            page = await engine._rank_and_page(ns, text, chans, PAGE, None)
+            page = await engine.rank_and_page(ns, text, chans, PAGE, None)
             out.runs[mode][qid] = [key_of[o.id] for o in page.objects]
         rrf_k = engine.config.rrf_k
         for mode, chans in zip(WHAT_IF, (channels["lexical"], channels["dense"],

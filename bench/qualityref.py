@@ -22,6 +22,7 @@ from pipeline.domain.read_model import Hit, RowMeta
 from pipeline.domain.settings import Settings
 from pipeline.retrieval.engine import RetrievalEngine
 from pipeline.retrieval.fusion import promote, rrf
+from pipeline.retrieval.requests import query_text
 from pipeline.stores.postgres.search import PgPartSearcher
 
 _WORD = re.compile(r"\w+")
@@ -164,7 +165,7 @@ async def formula_check(settings: Settings, engine: RetrievalEngine, ds: Dataset
     assert isinstance(searcher, PgPartSearcher)
     k1, b = searcher.params.k1, searcher.params.b
     for qid, text in ds.queries.items():
-        lexemes = await searcher.query_lexemes(engine._query_text(text))
+        lexemes = await searcher.query_lexemes(query_text(text))
         scores: dict[int, float] = {}
         for lex in lexemes:
             plist = postings.get(lex, [])

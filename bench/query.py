@@ -11,7 +11,7 @@ scale, cumulatively in one namespace:
    after from their own definitions, then VACUUM ANALYZE, as autovacuum would), adds `links`
    (each document cites 3 others) and projects everything into FalkorDB through the real
    `OutboxRelay` (node_sync / edge_sync outbox rows);
-3. measures, with the engine built by `api.wiring.build_services` (in-process, asyncio,
+3. measures, with the engine built by `pipeline.wiring.build_services` (in-process, asyncio,
    N workers on one queue): `search` (claims of SciFact), `find_exact` (document titles),
    `find_objects` (claims), and `expand` with `max_hops=2` (random documents), each at
    concurrency 1 and 8; and the floors on the same data and queries: one bare pgvector

@@ -15,7 +15,7 @@ import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
@@ -24,7 +24,6 @@ import psycopg
 from harness import child_env
 from pgvector.psycopg import register_vector_async
 from querydata import NAMESPACE, SEED, SourceText, existing_parents
-from readbench import Services, build_services
 from runenv import log
 from timing import Timing, run_concurrent
 
@@ -34,6 +33,7 @@ from pipeline.embedding.embedders.static import StaticEmbedder
 from pipeline.retrieval import bm25
 from pipeline.retrieval.engine import RetrievalEngine
 from pipeline.stores.postgres.search import PgPartSearcher
+from pipeline.wiring import Services, build_services
 
 
 @dataclass
@@ -117,28 +117,17 @@ async def floors(settings: Settings, inputs: Inputs, k: int, ef: int, span: tupl
             await conn.close()
 
 
-class NoTrigram:
-    """A what-if searcher: the wired `PgPartSearcher` with the trigram channel answering
-    nothing (what gating it off for natural-language queries would give)."""
-
-    def __init__(self, inner: PgPartSearcher) -> None:
-        self.inner = inner
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    async def search_trigram(self, *args: Any) -> list[Any]:
-        return []
-
-
 def engine_calls(services: Services) -> dict[str, tuple[Callable[[Any], Awaitable[object]],
                                                         str]]:
     """The measured operations and the input list each one takes."""
     ns = NAMESPACE
     wired = services.engine
-    assert isinstance(wired.searcher, PgPartSearcher)
-    what_if = RetrievalEngine(NoTrigram(wired.searcher), wired.reader,  # type: ignore[arg-type]
-                              wired.result_sets, wired.catalog, wired.embed_query, wired.config)
+    # what-if: the wired engine without the trigram channel (what gating it off for
+    # natural-language queries would give)
+    what_if = RetrievalEngine(
+        wired.searcher, wired.reader, wired.result_sets, wired.catalog, wired.embed_query,
+        replace(wired.config, exact_channels=("lexical",)),
+        channels=[c for name, c in wired.channels.items() if name != "trigram"])
 
     async def search(q: str) -> object:
         return await services.engine.search(ns, SearchQuery(q, limit=10))
@@ -221,7 +210,7 @@ async def channel_breakdown(settings: Settings, inputs: Inputs, n: int, budget: 
             lex = await searcher.search_lexical(ns, q, no_filters, (), k)
             den = await searcher.search_dense(ns, await embed(q), no_filters, (), k)
             started = time.perf_counter()
-            await engine._rank_and_page(ns, q, {"lexical": lex, "dense": den}, 10, None)
+            await engine.rank_and_page(ns, q, {"lexical": lex, "dense": den}, 10, None)
             fused.append(time.perf_counter() - started)
         out.append(Timing("search step: rank, promote, hydrate, save page", 1, tuple(fused),
                           sum(fused)))

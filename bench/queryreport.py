@@ -41,7 +41,7 @@ def report(results: list[ScaleResult], args: argparse.Namespace, total_s: float,
              f"- floors: bare `ORDER BY embedding <=> v LIMIT {k}` (hnsw.ef_search={ef}, as the "
              f"engine sets it for candidate_k={k}) and bare `lexical @@ q ORDER BY "
              f"ts_rank(lexical, q) DESC LIMIT {k}` (q = OR of the claim's lexemes)",
-             "- in-process: the engine as `api.wiring.build_services` wires it (pool of 8), "
+             "- in-process: the engine as `pipeline.wiring.build_services` wires it (pool of 8), "
              "asyncio workers on one queue; latency per call, throughput = calls / wall time",
              f"- total wall time: {total_s / 60:.1f} min", ""]
     verdicts: list[str] = []

@@ -4,7 +4,7 @@ Each benchmark runs its own embedded stack (data dir `.brainstream-bench/<name>`
 port moved by a fixed offset, all below 32768), writes through the real write path in-process
 (`apply_batch`, then `EmbeddingService`, then `OutboxRelay`: what the consumer, the embedding
 workers and the relay do, minus the broker hop on the input side), reads through the engine as
-`api.wiring.build_services` wires it, and stops the stack in a `finally`.
+`pipeline.wiring.build_services` wires it, and stops the stack in a `finally`.
 """
 
 from __future__ import annotations
@@ -19,9 +19,6 @@ from typing import Any
 import psycopg
 from runenv import BENCH_DIR, log
 
-# The one place the benchmarks take the API's service factory from (both read benchmarks build
-# their engine with it).
-from api.wiring import Services, build_services
 from pipeline.domain.settings import EmbedderName, Settings
 from pipeline.embedding.service import EmbeddingService, pending_count
 from pipeline.graph.falkordb.schema import prepare_graph
@@ -36,8 +33,6 @@ from pipeline.ports import Embedder
 from pipeline.services.stack import Stack
 from pipeline.stores.postgres.events import PgEventStore
 from pipeline.stores.postgres.pool import make_pool
-
-__all__ = ["Services", "build_services"]
 
 # The project's default ports (pipeline/domain/settings.py); a benchmark moves them by its offset.
 DEFAULT_PORTS = {"pg_port": 15432, "kafka_port": 19092, "s3_port": 19000,
