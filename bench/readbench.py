@@ -17,11 +17,12 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
-from runenv import BENCH_DIR, log
 
 # The one place the benchmarks take the API's service factory from (both read benchmarks build
 # their engine with it).
 from api.wiring import Services, build_services
+from runenv import BENCH_DIR, log
+
 from pipeline.domain.settings import EmbedderName, Settings
 from pipeline.embedding.service import EmbeddingService, pending_count
 from pipeline.graph.falkordb.schema import prepare_graph
@@ -31,7 +32,8 @@ from pipeline.ingest.processor import ingest_options
 from pipeline.kafka.io import KafkaChangeSink, make_producer
 from pipeline.kafka.topics import ensure_topics
 from pipeline.ops.migrations import apply_migrations
-from pipeline.outbox.relay import OutboxRelay, backlog
+from pipeline.outbox.relay import OutboxRelay
+from pipeline.outbox.store import backlog
 from pipeline.ports import Embedder
 from pipeline.services.stack import Stack
 from pipeline.stores.postgres.events import PgEventStore

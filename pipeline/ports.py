@@ -138,7 +138,9 @@ class WorkTrigger(Protocol):
 class DeadLetterSink(Protocol):
     """Where rejected records go (the dead-letter topic; a replay only counts them)."""
 
-    def send(self, letters: Sequence[Letter], timeout: float = 30.0) -> None: ...
+    def send(self, letters: Sequence[Letter], timeout: float = 30.0) -> None:
+        """Send and wait for every acknowledgement; raises `Unavailable` otherwise."""
+        ...
 
 
 # -- the projection -------------------------------------------------------------------------

@@ -11,7 +11,8 @@ from pipeline.domain.errors import Unavailable
 from pipeline.embedding.service import EmbeddingService, pending_count
 from pipeline.ingest.processor import deferred_due
 from pipeline.ops.vocab import refresh_vocab
-from pipeline.outbox.relay import OutboxRelay, backlog
+from pipeline.outbox.relay import OutboxRelay
+from pipeline.outbox.store import backlog
 from workers.app import EMBED_TASK, RELAY_TASK, SWEEP_TASK, app
 from workers.runtime import runtime
 

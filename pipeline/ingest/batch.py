@@ -13,7 +13,6 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 import psycopg
 
@@ -36,6 +35,7 @@ from pipeline.domain.kinds import KindCatalog
 from pipeline.domain.retry import backoff_seconds
 from pipeline.domain.write_model import ObjectHead, ObjectWrite
 from pipeline.kafka.markers import is_marker
+from pipeline.outbox.ops import EDGE_SYNC, NODE_SYNC, edge_payload
 from pipeline.stores.postgres.events import PgEventStore
 from schemas.events import (
     LinkDelete,
@@ -47,10 +47,6 @@ from schemas.events import (
 )
 
 log = logging.getLogger(__name__)
-
-NODE_SYNC = "node_sync"
-EDGE_SYNC = "edge_sync"
-
 
 @dataclass(frozen=True)
 class RawRecord:
@@ -349,10 +345,6 @@ def _endpoints_ok(store: PgEventStore, namespace: uuid.UUID, ids: Sequence[uuid.
                                      field=name)
 
 
-def _edge_payload(from_id: uuid.UUID, relation_type: str, to_id: uuid.UUID) -> dict[str, Any]:
-    return {"from": str(from_id), "relation_type": relation_type, "to": str(to_id)}
-
-
 def _link_put(store: PgEventStore, event: ParsedEvent, link: LinkPut,
               outcome: BatchOutcome, wait_key: str) -> None:
     _endpoints_ok(store, event.namespace, [link.from_id, link.to_id], wait_key)
@@ -363,7 +355,7 @@ def _link_put(store: PgEventStore, event: ParsedEvent, link: LinkPut,
     store.upsert_link(event.namespace, link.from_id, link.relation_type, link.to_id, meta,
                       event.version, event.event_id)
     store.enqueue(event.namespace, link.from_id, EDGE_SYNC,
-                  _edge_payload(link.from_id, link.relation_type, link.to_id))
+                  edge_payload(link.from_id, link.relation_type, link.to_id))
     outcome.outbox_rows += 1
 
 
@@ -376,5 +368,5 @@ def _link_delete(store: PgEventStore, event: ParsedEvent, link: LinkDelete,
     store.soft_delete_link(link.from_id, link.relation_type, link.to_id, event.version,
                            event.event_id)
     store.enqueue(event.namespace, link.from_id, EDGE_SYNC,
-                  _edge_payload(link.from_id, link.relation_type, link.to_id))
+                  edge_payload(link.from_id, link.relation_type, link.to_id))
     outcome.outbox_rows += 1

@@ -58,7 +58,8 @@ from pipeline.ops.generations import (
 )
 from pipeline.ops.progress import Progress
 from pipeline.ops.vocab import refresh_vocab
-from pipeline.outbox.relay import OutboxRelay, backlog
+from pipeline.outbox.relay import OutboxRelay
+from pipeline.outbox.store import backlog
 from pipeline.stores.postgres.pool import make_pool
 
 log = logging.getLogger(__name__)

@@ -18,6 +18,7 @@ from psycopg.types.json import Jsonb
 
 from pipeline.domain.kinds import KindCatalog, catalog_from_dict
 from pipeline.domain.write_model import DeferredRow, LinkHead, ObjectHead, ObjectWrite
+from pipeline.outbox import store as outbox
 
 Conn = psycopg.Connection[Any]
 
@@ -256,8 +257,4 @@ class PgEventStore:
     def enqueue(self, namespace: uuid.UUID, aggregate_id: uuid.UUID, op: str,
                 payload: dict[str, Any] | None = None) -> None:
         """Record what the graph must do, in this transaction (the transactional outbox)."""
-        self.conn.execute(
-            "INSERT INTO outbox (namespace_id, aggregate_id, op, payload)"
-            " VALUES (%s, %s, %s, %s)",
-            (namespace, aggregate_id, op, Jsonb(payload or {})),
-        )
+        outbox.enqueue(self.conn, namespace, aggregate_id, op, payload)
