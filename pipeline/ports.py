@@ -122,9 +122,16 @@ class EventStore(Protocol):
 
 
 class EventStores(Protocol):
-    """Opens one `EventStore` per batch: one transaction, committed when the block ends."""
+    """Opens one `EventStore` per batch: one transaction, committed when the block ends.
+
+    Errors as `EventStore`'s: an unreachable store raises `Unavailable` (the batch is retried).
+    """
 
     def transaction(self) -> AbstractContextManager[EventStore]: ...
+
+    def deferred_due(self) -> bool:
+        """Whether a deferred event is due for another try (checked between batches)."""
+        ...
 
 
 class WorkTrigger(Protocol):
