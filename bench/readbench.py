@@ -23,12 +23,13 @@ from pipeline.domain.settings import EmbedderName, Settings
 from pipeline.embedding.service import EmbeddingService, pending_count
 from pipeline.graph.falkordb.schema import prepare_graph
 from pipeline.graph.falkordb.writer import FalkorGraphWriter
-from pipeline.ingest.batch import RawRecord, apply_batch
-from pipeline.ingest.processor import ingest_options
+from pipeline.ingest.batch import apply_batch
+from pipeline.ingest.records import RawRecord, ingest_options
 from pipeline.kafka.io import KafkaChangeSink, make_producer
 from pipeline.kafka.topics import ensure_topics
 from pipeline.ops.migrations import apply_migrations
-from pipeline.outbox.relay import OutboxRelay, backlog
+from pipeline.outbox.relay import OutboxRelay
+from pipeline.outbox.store import backlog
 from pipeline.ports import Embedder
 from pipeline.services.stack import Stack
 from pipeline.stores.postgres.events import PgEventStore

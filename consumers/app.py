@@ -30,10 +30,11 @@ from typing import Any
 import faust
 
 from pipeline.domain.settings import Settings, load_settings
-from pipeline.ingest.batch import RawRecord
 from pipeline.ingest.processor import BatchProcessor
+from pipeline.ingest.records import RawRecord
 from pipeline.kafka.io import DeadLetterWriter, make_producer
 from pipeline.ops.generations import ActivePointer, Generation
+from pipeline.stores.postgres.events import PgEventStores
 from pipeline.stores.postgres.pool import make_pool
 
 log = logging.getLogger("brainstream.consumer")
@@ -142,7 +143,8 @@ class _LazyProcessor:
                 producer = make_producer(self.settings)
                 self._processor = BatchProcessor(
                     self.settings,
-                    make_pool(self.settings, min_size=1, max_size=2, name="brainstream-consumer"),
+                    PgEventStores(make_pool(self.settings, min_size=1, max_size=2,
+                                            name="brainstream-consumer")),
                     DeadLetterWriter(producer, self.settings.topic_dlq),
                     CeleryTrigger(celery_app),
                 )

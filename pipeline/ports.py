@@ -122,9 +122,16 @@ class EventStore(Protocol):
 
 
 class EventStores(Protocol):
-    """Opens one `EventStore` per batch: one transaction, committed when the block ends."""
+    """Opens one `EventStore` per batch: one transaction, committed when the block ends.
+
+    Errors as `EventStore`'s: an unreachable store raises `Unavailable` (the batch is retried).
+    """
 
     def transaction(self) -> AbstractContextManager[EventStore]: ...
+
+    def deferred_due(self) -> bool:
+        """Whether a deferred event is due for another try (checked between batches)."""
+        ...
 
 
 class WorkTrigger(Protocol):
@@ -138,7 +145,9 @@ class WorkTrigger(Protocol):
 class DeadLetterSink(Protocol):
     """Where rejected records go (the dead-letter topic; a replay only counts them)."""
 
-    def send(self, letters: Sequence[Letter], timeout: float = 30.0) -> None: ...
+    def send(self, letters: Sequence[Letter], timeout: float = 30.0) -> None:
+        """Send and wait for every acknowledgement; raises `Unavailable` otherwise."""
+        ...
 
 
 # -- the projection -------------------------------------------------------------------------

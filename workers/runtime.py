@@ -19,6 +19,7 @@ from pipeline.ingest.processor import BatchProcessor
 from pipeline.kafka.io import DeadLetterWriter, KafkaChangeSink, make_producer
 from pipeline.ops.generations import ActivePointer
 from pipeline.ports import Embedder
+from pipeline.stores.postgres.events import PgEventStores
 from pipeline.stores.postgres.pool import make_pool
 
 
@@ -90,6 +91,6 @@ def _build(settings: Settings, previous: Runtime | None) -> Runtime:
         embedder=embedder,
         dead_letters=dead_letters,
         changes=KafkaChangeSink(producer, settings.topic_changes),
-        processor=BatchProcessor(settings, pool, dead_letters, CeleryTrigger(app),
-                                 give_up_after=30.0),
+        processor=BatchProcessor(settings, PgEventStores(pool), dead_letters,
+                                 CeleryTrigger(app), give_up_after=30.0),
     )

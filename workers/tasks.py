@@ -9,9 +9,9 @@ from typing import Any
 
 from pipeline.domain.errors import Unavailable
 from pipeline.embedding.service import EmbeddingService, pending_count
-from pipeline.ingest.processor import deferred_due
 from pipeline.ops.vocab import refresh_vocab
-from pipeline.outbox.relay import OutboxRelay, backlog
+from pipeline.outbox.relay import OutboxRelay
+from pipeline.outbox.store import backlog
 from workers.app import EMBED_TASK, RELAY_TASK, SWEEP_TASK, app
 from workers.runtime import runtime
 
@@ -50,7 +50,7 @@ def sweep() -> dict[str, int]:
     apply deferred events that are due even when no new events arrive; add new words to the
     search vocabulary (the trigram channel's)."""
     rt = runtime()
-    deferred = rt.processor.process([]).applied if deferred_due(rt.pool) else 0
+    deferred = rt.processor.retry_due_deferred()
     pending = pending_count(rt.pool, older_than=2 * rt.settings.sweep_interval)
     outbox = backlog(rt.pool)
     if pending:

@@ -23,10 +23,11 @@ from pipeline.domain.errors import BrainstreamError, EmbeddingFailed, Unavailabl
 from pipeline.domain.index_text import entity_index_text, part_index_text
 from pipeline.domain.retry import retry_transient
 from pipeline.domain.settings import Settings
-from pipeline.ingest.batch import NODE_SYNC
-from pipeline.kafka.io import DeadLetterWriter, dead_letter_headers
+from pipeline.kafka.io import dead_letter_headers
 from pipeline.metrics import instruments as metrics
-from pipeline.ports import Embedder
+from pipeline.outbox import store as outbox
+from pipeline.outbox.ops import NODE_SYNC
+from pipeline.ports import DeadLetterSink, Embedder
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ class EmbeddingService:
     """Embeds what the write path left pending."""
 
     def __init__(self, settings: Settings, pool: ConnectionPool, embedder: Embedder,
-                 dead_letters: DeadLetterWriter | None = None) -> None:
+                 dead_letters: DeadLetterSink | None = None) -> None:
         self.settings = settings
         self.pool = pool
         self.embedder = embedder
@@ -180,11 +181,7 @@ class EmbeddingService:
                 "   AND x.deleted_at IS NULL AND x.embed_status = 'pending')",
                 (roots,),
             ).fetchall()
-            with conn.cursor() as cur:
-                cur.executemany(
-                    "INSERT INTO outbox (namespace_id, aggregate_id, op) VALUES (%s, %s, %s)",
-                    [(ns, root, NODE_SYNC) for root, ns in done],
-                )
+            outbox.enqueue_many(conn, [outbox.Entry(ns, root, NODE_SYNC) for root, ns in done])
         stats.embedded += len(rows)
         stats.roots_completed += len(done)
 
@@ -218,11 +215,7 @@ class EmbeddingService:
             )
             # The graph still gets the node (without a vector) so links and text search work.
             roots = sorted({(row.root, row.namespace_id) for row in rows})
-            with conn.cursor() as cur:
-                cur.executemany(
-                    "INSERT INTO outbox (namespace_id, aggregate_id, op) VALUES (%s, %s, %s)",
-                    [(ns, root, NODE_SYNC) for root, ns in roots],
-                )
+            outbox.enqueue_many(conn, [outbox.Entry(ns, root, NODE_SYNC) for root, ns in roots])
 
 
 def pending_count(pool: ConnectionPool, *, older_than: float = 0.0) -> int:
@@ -236,3 +229,11 @@ def pending_count(pool: ConnectionPool, *, older_than: float = 0.0) -> int:
             " AND (embed_lease_until IS NULL OR embed_lease_until < now())))",
             {"age": older_than}).fetchone()
     return int(row[0]) if row else 0
+
+
+def counts_by_status(conn: psycopg.Connection[Any]) -> dict[str, int]:
+    """Visible rows per embedding status (`pending`, `done`, `failed`; absent ones have none),
+    for `brainstream status` and the metrics exporter."""
+    rows = conn.execute("SELECT embed_status, count(*) FROM objects WHERE deleted_at IS NULL"
+                        " GROUP BY embed_status").fetchall()
+    return {str(status): int(count) for status, count in rows}

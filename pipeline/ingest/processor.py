@@ -13,17 +13,14 @@ import logging
 import time
 from collections.abc import Sequence
 
-import psycopg
-from psycopg_pool import ConnectionPool
-
 from pipeline.domain.errors import Unavailable
 from pipeline.domain.retry import backoff_seconds
 from pipeline.domain.settings import Settings
-from pipeline.ingest.batch import BatchOutcome, IngestOptions, RawRecord, apply_batch
+from pipeline.ingest.batch import apply_batch
+from pipeline.ingest.records import BatchOutcome, RawRecord, ingest_options
 from pipeline.kafka.io import dead_letter_headers
 from pipeline.metrics import instruments as metrics
-from pipeline.ports import DeadLetterSink, WorkTrigger
-from pipeline.stores.postgres.events import PgEventStore
+from pipeline.ports import DeadLetterSink, EventStores, WorkTrigger
 
 log = logging.getLogger(__name__)
 
@@ -32,23 +29,13 @@ class ConsumerStuck(Exception):
     """A batch could not be made durable in time; the process must exit without acking."""
 
 
-def ingest_options(settings: Settings) -> IngestOptions:
-    return IngestOptions(
-        max_event_bytes=settings.max_event_bytes,
-        chunk_max_tokens=settings.chunk_max_tokens,
-        chunk_overlap_tokens=settings.chunk_overlap_tokens,
-        content_cap_chars=settings.content_cap_chars,
-        defer_seconds=settings.defer_seconds,
-    )
-
-
 class BatchProcessor:
     """Applies consumed batches to Postgres exactly once in effect."""
 
-    def __init__(self, settings: Settings, pool: ConnectionPool, dead_letters: DeadLetterSink,
+    def __init__(self, settings: Settings, stores: EventStores, dead_letters: DeadLetterSink,
                  trigger: WorkTrigger, *, give_up_after: float = 600.0) -> None:
         self.options = ingest_options(settings)
-        self.pool = pool
+        self.stores = stores
         self.dead_letters = dead_letters
         self.trigger = trigger
         self.give_up_after = give_up_after
@@ -62,7 +49,7 @@ class BatchProcessor:
             try:
                 outcome = self._attempt(records)
                 break
-            except (psycopg.OperationalError, Unavailable) as exc:
+            except Unavailable as exc:  # the store or the dead-letter topic cannot be reached
                 if time.monotonic() - started > self.give_up_after:
                     raise ConsumerStuck(f"batch not durable after {attempt} attempts: {exc}") \
                         from exc
@@ -76,8 +63,8 @@ class BatchProcessor:
         return outcome
 
     def _attempt(self, records: Sequence[RawRecord]) -> BatchOutcome:
-        with self.pool.connection() as conn, conn.transaction():
-            outcome = apply_batch(PgEventStore(conn), records, self.options)
+        with self.stores.transaction() as store:
+            outcome = apply_batch(store, records, self.options)
             # Dead letters are acknowledged before the commit: a crash in between re-applies the
             # batch (a duplicate dead letter at worst), never loses one.
             self.dead_letters.send([
@@ -87,6 +74,11 @@ class BatchProcessor:
                 for d in outcome.dead
             ])
         return outcome
+
+    def retry_due_deferred(self) -> int:
+        """Apply the deferred events that are due, if any (between batches: the sweep); how many
+        were applied."""
+        return self.process([]).applied if self.stores.deferred_due() else 0
 
     def _trigger(self, outcome: BatchOutcome) -> None:
         try:
@@ -107,10 +99,3 @@ def _count(outcome: BatchOutcome) -> None:
     for letter in outcome.dead:
         metrics.DEAD_LETTERS.labels(letter.error.code).inc()
 
-
-def deferred_due(pool: ConnectionPool) -> bool:
-    """Whether a deferred event is due for another try."""
-    with pool.connection() as conn:
-        row = conn.execute("SELECT EXISTS (SELECT 1 FROM deferred_events"
-                           " WHERE next_attempt_at <= now())").fetchone()
-    return bool(row and row[0])

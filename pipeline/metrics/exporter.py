@@ -32,6 +32,8 @@ class StateCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         import psycopg
 
+        from pipeline.ops.status import read_backlogs
+
         settings = self._active()
 
         backlog = GaugeMetricFamily("brainstream_outbox_backlog", "Outbox rows not applied yet",
@@ -42,15 +44,12 @@ class StateCollector(Collector):
                                   labels=["status"])
         try:
             with psycopg.connect(settings.effective_postgres_dsn, connect_timeout=3) as c:
-                for op, count, oldest in c.execute(
-                        "SELECT op, count(*), extract(epoch FROM now() - min(created_at))"
-                        " FROM outbox WHERE done_at IS NULL GROUP BY op").fetchall():
-                    backlog.add_metric([op], float(count))
-                    age.add_metric([op], float(oldest))
-                for status, count in c.execute(
-                        "SELECT embed_status, count(*) FROM objects WHERE deleted_at IS NULL"
-                        " GROUP BY embed_status").fetchall():
-                    embed.add_metric([status], float(count))
+                backlogs = read_backlogs(c)
+            for op in backlogs.outbox:
+                backlog.add_metric([op.op], float(op.count))
+                age.add_metric([op.op], op.oldest_seconds)
+            for status, count in backlogs.embedding.items():
+                embed.add_metric([status], float(count))
         except Exception as exc:  # a scrape must not fail because Postgres blinked
             log.warning("metrics: cannot read Postgres: %s", exc)
         yield backlog

@@ -17,7 +17,8 @@ import psycopg
 
 from pipeline.domain.errors import InvalidInput
 from pipeline.domain.settings import Settings
-from pipeline.ingest.batch import NODE_SYNC
+from pipeline.outbox import store as outbox
+from pipeline.outbox.ops import NODE_SYNC
 
 _AGE = re.compile(r"^(\d+)\s*([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -60,9 +61,7 @@ def purge(settings: Settings, older_than: timedelta, *, batch: int = 1000,
                     "SELECT count(*) FROM links WHERE from_id = ANY(%s) OR to_id = ANY(%s)",
                     (ids, ids)).fetchone()
                 conn.execute("DELETE FROM objects WHERE id = ANY(%s)", (ids,))
-                with conn.cursor() as cur:
-                    cur.executemany("INSERT INTO outbox (namespace_id, aggregate_id, op)"
-                                    " VALUES (%s, %s, %s)", [(ns, i, NODE_SYNC) for i, ns in roots])
+                outbox.enqueue_many(conn, [outbox.Entry(ns, i, NODE_SYNC) for i, ns in roots])
             result.objects += len(ids)
             result.parts += int(parts[0]) if parts else 0
             result.links += int(links[0]) if links else 0
@@ -76,7 +75,5 @@ def purge(settings: Settings, older_than: timedelta, *, batch: int = 1000,
         cur = conn.execute("DELETE FROM links WHERE deleted_at < now() - make_interval(secs => %s)",
                            (cutoff_seconds,))
         result.links += cur.rowcount
-        cur = conn.execute("DELETE FROM outbox WHERE done_at < now() - make_interval(secs => %s)",
-                           (cutoff_seconds,))
-        result.outbox_rows += cur.rowcount
+        result.outbox_rows += outbox.delete_done(conn, cutoff_seconds)
     return result

@@ -15,17 +15,20 @@ from pipeline.embedding.embedders import build_embedder
 from pipeline.embedding.service import EmbeddingService, pending_count
 from pipeline.graph.falkordb.schema import connect, prepare_graph
 from pipeline.graph.falkordb.writer import FalkorGraphWriter
-from pipeline.ingest.batch import EDGE_SYNC, NODE_SYNC
 from pipeline.kafka.io import DeadLetterWriter, KafkaChangeSink, make_producer
 from pipeline.ops.progress import Progress
-from pipeline.outbox.relay import OutboxRelay, backlog
+from pipeline.outbox.relay import OutboxRelay
+from pipeline.outbox.store import backlog, enqueue_visible
 from pipeline.stores.postgres.pool import make_pool
 
 
-def _drain_outbox(settings: Settings, progress: Progress, total: int) -> None:
+def _drain_outbox(settings: Settings, label: str) -> None:
+    """Relay the whole outbox backlog to the graph, showing progress."""
     pool = make_pool(settings, max_size=2, name="brainstream-rebuild")
     producer = make_producer(settings)
     try:
+        total = backlog(pool)
+        progress = Progress(label, total)
         relay = OutboxRelay(settings, pool, FalkorGraphWriter.from_settings(settings),
                             KafkaChangeSink(producer, settings.topic_changes))
         while True:
@@ -36,10 +39,10 @@ def _drain_outbox(settings: Settings, progress: Progress, total: int) -> None:
                 break
             if stats.skipped or stats.failed_rounds:
                 time.sleep(0.5)  # another relay holds the lock, or the graph is down: wait
+        progress.finish()
     finally:
         producer.close()
         pool.close()
-    progress.finish()
 
 
 def rebuild_graph(settings: Settings) -> int:
@@ -49,24 +52,9 @@ def rebuild_graph(settings: Settings) -> int:
         db.select_graph(settings.graph_name).delete()
     prepare_graph(settings)
     with psycopg.connect(settings.effective_postgres_dsn) as conn, conn.transaction():
-        nodes = conn.execute(
-            "INSERT INTO outbox (namespace_id, aggregate_id, op)"
-            " SELECT namespace_id, id, %s FROM objects"
-            " WHERE parent_id IS NULL AND deleted_at IS NULL", (NODE_SYNC,)).rowcount
-        edges = conn.execute(
-            "INSERT INTO outbox (namespace_id, aggregate_id, op, payload)"
-            " SELECT namespace_id, from_id, %s, jsonb_build_object('from', from_id::text,"
-            " 'relation_type', relation_type, 'to', to_id::text) FROM links"
-            " WHERE deleted_at IS NULL", (EDGE_SYNC,)).rowcount
-    pending = _outbox_total(settings)
-    _drain_outbox(settings, Progress("graph rebuild (outbox rows)", pending), pending)
+        nodes, edges = enqueue_visible(conn)
+    _drain_outbox(settings, "graph rebuild (outbox rows)")
     return nodes + edges
-
-
-def _outbox_total(settings: Settings) -> int:
-    with psycopg.connect(settings.effective_postgres_dsn) as conn:
-        row = conn.execute("SELECT count(*) FROM outbox WHERE done_at IS NULL").fetchone()
-    return int(row[0]) if row else 0
 
 
 def reembed(settings: Settings) -> int:
@@ -91,6 +79,5 @@ def reembed(settings: Settings) -> int:
         producer.close()
         pool.close()
     progress.finish()
-    total = _outbox_total(settings)
-    _drain_outbox(settings, Progress("graph sync (outbox rows)", total), total)
+    _drain_outbox(settings, "graph sync (outbox rows)")
     return marked

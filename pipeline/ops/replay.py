@@ -42,8 +42,8 @@ from pipeline.domain.settings import KNOWN_EMBEDDING_DIMS, Settings
 from pipeline.embedding.embedders import build_embedder
 from pipeline.embedding.service import EmbeddingService, pending_count
 from pipeline.graph.falkordb.writer import FalkorGraphWriter
-from pipeline.ingest.batch import RawRecord
 from pipeline.ingest.processor import BatchProcessor
+from pipeline.ingest.records import RawRecord
 from pipeline.kafka.io import H_CODE, make_producer
 from pipeline.kafka.markers import catch_up, marker_generation, marker_record
 from pipeline.kafka.offsets import committed_offsets
@@ -58,7 +58,9 @@ from pipeline.ops.generations import (
 )
 from pipeline.ops.progress import Progress
 from pipeline.ops.vocab import refresh_vocab
-from pipeline.outbox.relay import OutboxRelay, backlog
+from pipeline.outbox.relay import OutboxRelay
+from pipeline.outbox.store import backlog
+from pipeline.stores.postgres.events import PgEventStores
 from pipeline.stores.postgres.pool import make_pool
 
 log = logging.getLogger(__name__)
@@ -198,7 +200,8 @@ class Replay:
             total = sum(max(0, marks[p] + 1 - starts[p]) for p in partitions)
             self.say(f"replaying {self.topic} ({len(partitions)} partitions, about {total:,} "
                      f"records up to the markers) into generation {gen.id}")
-            processor = BatchProcessor(settings, pool, _CountedLetters(result), _NoTrigger())
+            processor = BatchProcessor(settings, PgEventStores(pool), _CountedLetters(result),
+                                       _NoTrigger())
             # A link waiting for an endpoint on another partition waits without a time limit
             # here: partitions are read one after the other, so minutes of topic may pass
             # before the endpoint's partition is read. What still waits at the end is decided

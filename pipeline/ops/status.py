@@ -1,5 +1,7 @@
 """`brainstream status`: what is stuck, and where. Each part is collected independently, so a
-down service shows up as an error in its own line instead of hiding the others."""
+down service shows up as an error in its own line instead of hiding the others.
+
+The backlogs (`read_backlogs`) are read the same way for the metrics exporter's gauges."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ from typing import Any
 import psycopg
 
 from pipeline.domain.settings import Settings
+from pipeline.embedding.service import counts_by_status
 from pipeline.kafka.offsets import committed_offsets, read_tails
+from pipeline.outbox.store import OpBacklog, backlog_by_op
 from pipeline.services.stack import Stack
 
 CONSUMER_GROUP = "brainstream-consumer"
@@ -31,6 +35,19 @@ class StatusReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "healthy": self.healthy}
+
+
+@dataclass(frozen=True)
+class Backlogs:
+    """The outbox rows not applied yet, per op, and the visible rows per embedding status."""
+
+    outbox: list[OpBacklog]
+    embedding: dict[str, int]
+
+
+def read_backlogs(conn: psycopg.Connection[Any]) -> Backlogs:
+    """What `status` shows of the outbox and embedding backlogs, and the exporter exports."""
+    return Backlogs(backlog_by_op(conn), counts_by_status(conn))
 
 
 def collect(settings: Settings, *, group: str = CONSUMER_GROUP) -> StatusReport:
@@ -66,18 +83,13 @@ def _dead_letters(settings: Settings) -> dict[str, Any]:
 
 def _database(settings: Settings, report: StatusReport) -> None:
     with psycopg.connect(settings.effective_postgres_dsn, connect_timeout=5) as conn:
-        rows = conn.execute(
-            "SELECT op, count(*), extract(epoch FROM now() - min(created_at)),"
-            " max(attempts), max(last_error) FILTER (WHERE attempts > 0)"
-            " FROM outbox WHERE done_at IS NULL GROUP BY op ORDER BY op").fetchall()
+        backlogs = read_backlogs(conn)
         report.outbox = {
-            "backlog": sum(int(r[1]) for r in rows),
-            "by_op": {str(r[0]): {"count": int(r[1]), "oldest_seconds": round(float(r[2]), 1),
-                                  "max_attempts": int(r[3]), "last_error": r[4]}
-                      for r in rows}}
-        embed: dict[str, int] = dict(conn.execute(
-            "SELECT embed_status, count(*) FROM objects WHERE deleted_at IS NULL"
-            " GROUP BY embed_status").fetchall())
+            "backlog": sum(b.count for b in backlogs.outbox),
+            "by_op": {b.op: {"count": b.count, "oldest_seconds": round(b.oldest_seconds, 1),
+                             "max_attempts": b.max_attempts, "last_error": b.last_error}
+                      for b in backlogs.outbox}}
+        embed = backlogs.embedding
         oldest = conn.execute(
             "SELECT extract(epoch FROM now() - min(updated_at)) FROM objects"
             " WHERE embed_status = 'pending' AND deleted_at IS NULL").fetchone()

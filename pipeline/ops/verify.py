@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
-from psycopg.types.json import Jsonb
 from redis.exceptions import ResponseError
 
 from pipeline.domain.index_text import entity_index_text
 from pipeline.domain.settings import Settings
 from pipeline.graph.falkordb.schema import NODE_LABEL, connect, rebuild_vector_index
-from pipeline.ingest.batch import EDGE_SYNC, NODE_SYNC
+from pipeline.outbox import store as outbox
+from pipeline.outbox.ops import EDGE_SYNC, NODE_SYNC, edge_payload
 
 EdgeKey = tuple[str, str, str]
 
@@ -171,15 +171,13 @@ def repair(settings: Settings, drift: Drift) -> dict[str, int]:
     if drift.vector_misses:
         rebuild_vector_index(settings)
         rebuilt = 1
-    with psycopg.connect(settings.effective_postgres_dsn) as conn, conn.transaction(), \
-            conn.cursor() as cur:
-        cur.executemany(
-            "INSERT INTO outbox (namespace_id, aggregate_id, op, payload)"
-            " VALUES (%s, %s, %s, %s)",
-            [(namespaces.get(i, uuid.UUID(int=0)), uuid.UUID(i), NODE_SYNC, Jsonb({}))
+    with psycopg.connect(settings.effective_postgres_dsn) as conn, conn.transaction():
+        outbox.enqueue_many(
+            conn,
+            [outbox.Entry(namespaces.get(i, uuid.UUID(int=0)), uuid.UUID(i), NODE_SYNC)
              for i in sorted(node_ids)]
-            + [(namespaces.get(f, uuid.UUID(int=0)), uuid.UUID(f), EDGE_SYNC,
-                Jsonb({"from": f, "relation_type": t, "to": to}))
+            + [outbox.Entry(namespaces.get(f, uuid.UUID(int=0)), uuid.UUID(f), EDGE_SYNC,
+                            edge_payload(f, t, to))
                for f, t, to in sorted(edges)])
     return {"nodes": len(node_ids), "edges": len(edges), "vector_index_rebuilt": rebuilt}
 

@@ -30,8 +30,8 @@ from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders.static import StaticEmbedder
 from pipeline.embedding.service import EmbeddingService
 from pipeline.graph.falkordb.writer import FalkorGraphWriter
-from pipeline.ingest.batch import RawRecord, apply_batch
-from pipeline.ingest.processor import ingest_options
+from pipeline.ingest.batch import apply_batch
+from pipeline.ingest.records import RawRecord, ingest_options
 from pipeline.outbox.relay import OutboxRelay
 from pipeline.stores.postgres.events import PgEventStore
 from pipeline.stores.postgres.pool import make_pool

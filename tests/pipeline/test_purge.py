@@ -11,8 +11,8 @@ import psycopg
 import pytest
 
 from pipeline.domain.errors import InvalidInput
-from pipeline.ingest.batch import RawRecord, apply_batch
-from pipeline.ingest.processor import ingest_options
+from pipeline.ingest.batch import apply_batch
+from pipeline.ingest.records import RawRecord, ingest_options
 from pipeline.ops.purge import parse_age, purge
 from pipeline.stores.postgres.events import PgEventStore
 from tests.pipelineutil import envelope, put

@@ -31,8 +31,8 @@ from psycopg import sql
 
 from api.app import create_app
 from pipeline.domain.settings import Settings
-from pipeline.ingest.batch import RawRecord, apply_batch
-from pipeline.ingest.processor import ingest_options
+from pipeline.ingest.batch import apply_batch
+from pipeline.ingest.records import RawRecord, ingest_options
 from pipeline.kafka.io import make_producer
 from pipeline.kafka.markers import marker_record
 from pipeline.kafka.offsets import committed_offsets

@@ -18,7 +18,8 @@ from typing import Any
 import psycopg
 
 from pipeline.domain.read_model import Filters
-from pipeline.ingest.batch import IngestOptions, RawRecord, apply_batch
+from pipeline.ingest.batch import apply_batch
+from pipeline.ingest.records import IngestOptions, RawRecord
 from pipeline.ops.vocab import refresh_vocab
 from pipeline.stores.postgres.events import PgEventStore
 

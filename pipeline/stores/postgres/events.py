@@ -1,7 +1,10 @@
-"""Postgres adapter of the write path: the SQL behind applying events (one connection, one
-transaction per batch, a savepoint per event).
+"""Postgres adapter of the write path (`EventStore`, `EventStores` in `pipeline/ports.py`): the SQL
+behind applying events (one connection, one transaction per batch, a savepoint per event).
 
-Every method runs inside the caller's transaction; nothing here commits.
+Every `PgEventStore` method runs inside the caller's transaction; nothing there commits. Driver
+errors become the port's: an unreachable database (`psycopg.OperationalError`, pool timeouts
+included) `Unavailable`, so the batch is retried; a value Postgres refuses (`psycopg.DataError`)
+`RejectedByDatabase`, so that one event is dead-lettered.
 """
 
 from __future__ import annotations
@@ -15,9 +18,13 @@ from typing import Any
 import psycopg
 from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
 
-from pipeline.domain.kinds import KindCatalog, catalog_from_dict
+from pipeline.domain.errors import RejectedByDatabase, Unavailable
+from pipeline.domain.kinds import KindCatalog
 from pipeline.domain.write_model import DeferredRow, LinkHead, ObjectHead, ObjectWrite
+from pipeline.outbox import store as outbox
+from pipeline.stores.postgres.kinds import read_catalog
 
 Conn = psycopg.Connection[Any]
 
@@ -62,6 +69,37 @@ ON CONFLICT (id) DO UPDATE SET
 """
 
 
+@contextlib.contextmanager
+def _driver_errors() -> Iterator[None]:
+    """Raise the port's errors for the driver's (see the module docstring)."""
+    try:
+        yield
+    except psycopg.OperationalError as exc:  # psycopg_pool.PoolTimeout is one
+        raise Unavailable(f"{type(exc).__name__}: {exc}") from exc
+    except psycopg.DataError as exc:
+        raise RejectedByDatabase(f"{type(exc).__name__}: {exc}") from exc
+
+
+class PgEventStores:
+    """Opens one `PgEventStore` per batch, on a pooled connection."""
+
+    def __init__(self, pool: ConnectionPool) -> None:
+        self.pool = pool
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[PgEventStore]:
+        """One connection and transaction, committed when the block ends without error."""
+        with _driver_errors(), self.pool.connection() as conn, conn.transaction():
+            yield PgEventStore(conn)
+
+    def deferred_due(self) -> bool:
+        """Whether a deferred event is due for another try."""
+        with _driver_errors(), self.pool.connection() as conn:
+            row = conn.execute("SELECT EXISTS (SELECT 1 FROM deferred_events"
+                               " WHERE next_attempt_at <= now())").fetchone()
+        return bool(row and row[0])
+
+
 class PgEventStore:
     """The write path's view of Postgres, bound to one connection in a transaction."""
 
@@ -72,7 +110,7 @@ class PgEventStore:
     @contextlib.contextmanager
     def savepoint(self) -> Iterator[None]:
         """Undo one event's writes on error without losing the rest of the batch."""
-        with self.conn.transaction():
+        with _driver_errors(), self.conn.transaction():
             yield
 
     # -- events ledger --------------------------------------------------------------------
@@ -98,8 +136,7 @@ class PgEventStore:
     # -- kinds ----------------------------------------------------------------------------
 
     def load_catalog(self) -> KindCatalog:
-        rows = self.conn.execute("SELECT spec FROM object_kinds ORDER BY kind").fetchall()
-        return KindCatalog(catalog_from_dict({"kinds": [row[0] for row in rows]}))
+        return KindCatalog(read_catalog(self.conn))
 
     # -- objects --------------------------------------------------------------------------
 
@@ -158,11 +195,6 @@ class PgEventStore:
             " FROM objects o WHERE o.id = %s AND p.parent_id = o.id AND p.deleted_at IS NULL",
             (object_id,),
         )
-
-    def deleted_at(self, object_id: uuid.UUID) -> datetime | None:
-        row = self.conn.execute("SELECT deleted_at FROM objects WHERE id = %s",
-                                (object_id,)).fetchone()
-        return row[0] if row else None
 
     def revive_parts(self, parent_id: uuid.UUID, deleted_at: datetime) -> None:
         """Bring back the parts hidden together with their parent."""
@@ -256,8 +288,4 @@ class PgEventStore:
     def enqueue(self, namespace: uuid.UUID, aggregate_id: uuid.UUID, op: str,
                 payload: dict[str, Any] | None = None) -> None:
         """Record what the graph must do, in this transaction (the transactional outbox)."""
-        self.conn.execute(
-            "INSERT INTO outbox (namespace_id, aggregate_id, op, payload)"
-            " VALUES (%s, %s, %s, %s)",
-            (namespace, aggregate_id, op, Jsonb(payload or {})),
-        )
+        outbox.enqueue(self.conn, namespace, aggregate_id, op, payload)

@@ -1,0 +1,121 @@
+"""Applying object events: a put (a first-class object, cut into parts, or an explicit part)
+and a soft delete.
+
+The embed worker hands a put object to the graph once it is embedded; the outbox row written
+here syncs it at once too, since fields other than its index text may have changed.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from pipeline.domain.chunking import chunk_text, part_id
+from pipeline.domain.errors import (
+    IdConflict,
+    InvalidInput,
+    ObjectNotFound,
+    ParentIsPart,
+    ParentNotFound,
+)
+from pipeline.domain.index_text import entity_index_text, part_index_text, text_hash
+from pipeline.domain.write_model import ObjectHead, ObjectWrite
+from pipeline.ingest.records import Applying, check_version
+from pipeline.outbox.ops import NODE_SYNC
+from schemas.events import ObjectPut, ObjectSoftDelete, ParsedEvent
+
+
+def _owned(head: ObjectHead | None, namespace: uuid.UUID) -> ObjectHead | None:
+    """The row if it belongs to `namespace`; a row of another namespace is a conflict."""
+    if head is not None and head.namespace_id != namespace:
+        raise IdConflict("this object id is already used by another namespace", field="data.id")
+    return head
+
+
+def put(ctx: Applying, event: ParsedEvent, payload: ObjectPut) -> None:
+    """Write an object (and the parts cut from its content) or, with `parent_id`, a part."""
+    assert event.object_id is not None
+    store, options, outcome = ctx.store, ctx.options, ctx.outcome
+    object_id = event.object_id
+    ctx.catalog.validate_put(payload.kind, payload.properties)
+    if payload.parent_id is not None:
+        _put_part(ctx, event, payload, object_id)
+        return
+    head = _owned(store.lock_object(object_id), event.namespace)
+    if head is not None:
+        check_version(head.source_version, event.version)
+        if head.parent_id is not None:
+            raise InvalidInput("this id belongs to a part; a part is put with its parent_id",
+                               field="data.parent_id")
+    index_text = entity_index_text(payload.title, payload.summary, payload.properties,
+                                   payload.content, content_cap_chars=options.content_cap_chars)
+    rows = [ObjectWrite(
+        id=object_id, namespace_id=event.namespace, kind=payload.kind, title=payload.title,
+        summary=payload.summary, properties=dict(payload.properties), content=payload.content,
+        content_type=payload.content_type, parent_id=None, position=None,
+        index_text_hash=text_hash(index_text), source_version=event.version,
+        event_id=event.event_id,
+    )]
+    spec = ctx.catalog.get(payload.kind)
+    chunked = bool(payload.content and payload.content.strip()) and (
+        ctx.catalog.is_open or (spec is not None and spec.is_parent))
+    chunks = chunk_text(payload.content or "", max_tokens=options.chunk_max_tokens,
+                        overlap_tokens=options.chunk_overlap_tokens) if chunked else []
+    for chunk in chunks:
+        rows.append(ObjectWrite(
+            id=part_id(object_id, chunk.position), namespace_id=event.namespace, kind=payload.kind,
+            title=None, summary=None, properties={}, content=chunk.text,
+            content_type=payload.content_type, parent_id=object_id, position=chunk.position,
+            index_text_hash=text_hash(part_index_text(payload.title, chunk.text)),
+            source_version=None, event_id=event.event_id, chunked=True,
+            context_title=payload.title,
+        ))
+    # Chunked parts past the new end are stale; explicit parts stay as sent.
+    stale = [pid for pid, pos in store.chunked_parts_of(object_id) if pos >= len(chunks)]
+    store.delete_rows(stale)
+    store.upsert_objects(rows)
+    if head is not None and head.deleted_at is not None:
+        store.revive_parts(object_id, head.deleted_at)
+    # The embed worker writes the node once the object is embedded; an object whose index text
+    # did not change is synced now (its other fields may have).
+    outcome.embed_roots.add(object_id)
+    store.enqueue(event.namespace, object_id, NODE_SYNC)
+    outcome.outbox_rows += 1
+
+
+def _put_part(ctx: Applying, event: ParsedEvent, payload: ObjectPut, object_id: uuid.UUID) -> None:
+    """An explicit part: under a live first-class parent of the same namespace."""
+    assert payload.parent_id is not None
+    store = ctx.store
+    parents = store.share_objects([payload.parent_id])
+    parent = parents.get(payload.parent_id)
+    if parent is None or parent.namespace_id != event.namespace or parent.deleted_at is not None:
+        raise ParentNotFound("the parent is missing, deleted or in another namespace",
+                             field="data.parent_id")
+    if parent.parent_id is not None:
+        raise ParentIsPart("the parent is itself a part", field="data.parent_id")
+    head = _owned(store.lock_object(object_id), event.namespace)
+    if head is not None:
+        check_version(head.source_version, event.version)
+    store.upsert_objects([ObjectWrite(
+        id=object_id, namespace_id=event.namespace, kind=payload.kind, title=payload.title,
+        summary=payload.summary, properties=dict(payload.properties), content=payload.content,
+        content_type=payload.content_type, parent_id=payload.parent_id, position=payload.position,
+        index_text_hash=text_hash(part_index_text(parent.title, payload.content or "")),
+        source_version=event.version, event_id=event.event_id, context_title=parent.title,
+    )])
+    ctx.outcome.embed_roots.add(payload.parent_id)
+    store.enqueue(event.namespace, payload.parent_id, NODE_SYNC)
+    ctx.outcome.outbox_rows += 1
+
+
+def soft_delete(ctx: Applying, event: ParsedEvent, delete: ObjectSoftDelete) -> None:
+    """Hide an object (with its parts); its root's node is re-synced (removed)."""
+    store = ctx.store
+    head = store.lock_object(delete.id)
+    if head is None or head.namespace_id != event.namespace:
+        raise ObjectNotFound("no such object in this namespace", field="data.id")
+    check_version(head.source_version, event.version)
+    store.soft_delete_object(delete.id, event.version, event.event_id)
+    root = head.parent_id or delete.id
+    store.enqueue(event.namespace, root, NODE_SYNC)
+    ctx.outcome.outbox_rows += 1

@@ -1,0 +1,102 @@
+"""The write path's values: a consumed record, a dead letter, a batch's outcome, the options,
+and what every handler of an event is given.
+
+Plain data shared by the modules of `pipeline/ingest/` (and by the callers that build records
+and read outcomes: the consumer, the replay).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from pipeline.domain.errors import BrainstreamError
+from pipeline.domain.kinds import KindCatalog
+from pipeline.domain.settings import Settings
+from pipeline.ports import EventStore
+
+
+@dataclass(frozen=True)
+class RawRecord:
+    """A Kafka record as consumed: enough to dead-letter it faithfully."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes
+    headers: tuple[tuple[str, bytes], ...] = ()
+    # the record's Kafka timestamp (ms since the epoch): what its writes are stamped with, so a
+    # replay reproduces created_at / updated_at / deleted_at; None: the transaction's time
+    timestamp_ms: int | None = None
+
+    @property
+    def time(self) -> datetime | None:
+        if self.timestamp_ms is None or self.timestamp_ms < 0:
+            return None
+        return datetime.fromtimestamp(self.timestamp_ms / 1000.0, tz=UTC)
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    record: RawRecord
+    error: BrainstreamError
+    event_id: str | None = None
+
+
+@dataclass
+class BatchOutcome:
+    applied: int = 0
+    duplicates: int = 0
+    stale: int = 0
+    deferred: int = 0
+    dead: list[DeadLetter] = field(default_factory=list)
+    embed_roots: set[uuid.UUID] = field(default_factory=set)
+    outbox_rows: int = 0
+    markers: int = 0  # replay markers: skipped, never dead-lettered
+
+
+@dataclass(frozen=True)
+class IngestOptions:
+    max_event_bytes: int = 1_000_000
+    chunk_max_tokens: int = 200
+    chunk_overlap_tokens: int = 30
+    content_cap_chars: int = 2000
+    defer_seconds: float = 300.0
+    deferred_per_batch: int = 200
+
+
+def ingest_options(settings: Settings) -> IngestOptions:
+    """The options of the write path, from the settings."""
+    return IngestOptions(
+        max_event_bytes=settings.max_event_bytes,
+        chunk_max_tokens=settings.chunk_max_tokens,
+        chunk_overlap_tokens=settings.chunk_overlap_tokens,
+        content_cap_chars=settings.content_cap_chars,
+        defer_seconds=settings.defer_seconds,
+    )
+
+
+@dataclass(frozen=True)
+class Applying:
+    """What a handler applies an event with: the batch's store (in its transaction), the kind
+    catalog, the options and the outcome it counts into."""
+
+    store: EventStore
+    catalog: KindCatalog
+    options: IngestOptions
+    outcome: BatchOutcome
+    # a deferred event being retried: the wait key it was parked under (it must not wait
+    # behind itself)
+    waiting_ok: str | None = None
+
+
+class Stale(Exception):
+    """An older event (by `version`) about an object or link that moved on: a no-op."""
+
+
+def check_version(existing_version: int | None, version: int | None) -> None:
+    """Raise `Stale` when the event's version is older than the row's."""
+    if version is not None and existing_version is not None and version < existing_version:
+        raise Stale()
