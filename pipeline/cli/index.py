@@ -41,8 +41,7 @@ def status(ctx: click.Context, as_json: bool, generation: int | None) -> None:
 @click.pass_context
 def purge(ctx: click.Context, older_than: str, generation: int | None) -> None:
     """Hard-delete soft-deleted objects (with parts and links) past a retention."""
-    from pipeline.ops.purge import parse_age
-    from pipeline.ops.purge import purge as run_purge
+    from pipeline.ops.purge import parse_age, purge as run_purge
 
     age = parse_age(older_than)
 
@@ -63,8 +62,7 @@ def purge(ctx: click.Context, older_than: str, generation: int | None) -> None:
 @click.pass_context
 def verify(ctx: click.Context, repair: bool, sample: int, generation: int | None) -> None:
     """Report every disagreement between Postgres and the graph; exit 1 on drift."""
-    from pipeline.ops.verify import repair as run_repair
-    from pipeline.ops.verify import verify as run_verify
+    from pipeline.ops.verify import repair as run_repair, verify as run_verify
 
     settings = active_settings(ctx, generation)
     drift = run_verify(settings, vector_sample=sample)

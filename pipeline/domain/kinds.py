@@ -25,12 +25,15 @@ from pipeline.domain.errors import (
     UnknownKind,
     WrongFieldType,
 )
-from pipeline.domain.kind_documents import KIND_PATTERN as KIND_PATTERN
-from pipeline.domain.kind_documents import PROPERTY_KEY_PATTERN as PROPERTY_KEY_PATTERN
-from pipeline.domain.kind_documents import FieldType as FieldType
-from pipeline.domain.kind_documents import KindDoc, parse_catalog_document
-from pipeline.domain.kind_documents import Operator as Operator
-from pipeline.domain.kind_documents import Scalar as Scalar
+from pipeline.domain.kind_documents import (
+    KIND_PATTERN as KIND_PATTERN,
+    PROPERTY_KEY_PATTERN as PROPERTY_KEY_PATTERN,
+    FieldType as FieldType,
+    KindDoc,
+    Operator as Operator,
+    Scalar as Scalar,
+    parse_catalog_document,
+)
 
 _KIND_RE = re.compile(KIND_PATTERN)
 _PROPERTY_KEY_RE = re.compile(PROPERTY_KEY_PATTERN)

@@ -208,8 +208,7 @@ def create_generation(base: Settings, *, embedder: str, embedding_dim: int,
                       since: datetime | None = None, report: Report = _noop) -> Generation:
     """Record a new `building` generation, create and migrate its database, copy the kind
     catalog and expand recipes from the active generation, and prepare its graph."""
-    from pipeline.graph.falkordb.schema import connect as graph_connect
-    from pipeline.graph.falkordb.schema import prepare_graph
+    from pipeline.graph.falkordb.schema import connect as graph_connect, prepare_graph
     from pipeline.ops.migrations import apply_migrations
 
     with _control(base) as conn:

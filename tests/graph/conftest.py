@@ -24,7 +24,7 @@ def anyio_backend() -> str:
 @pytest.fixture()
 def graph_settings(stack_settings: Settings) -> Iterator[Settings]:
     """Settings naming a fresh, prepared graph on the test stack (deleted afterwards)."""
-    settings = make_settings(graph_name=f"r_{uuid.uuid4().hex[:8]}")
+    settings = make_settings(graph_name=f"g_{uuid.uuid4().hex[:8]}")
     prepare_graph(settings)
     yield settings
     connect(settings).select_graph(settings.graph_name).delete()

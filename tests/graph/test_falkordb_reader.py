@@ -27,12 +27,10 @@ from tests.graph.graphutil import (
     blend,
     edge,
     free_port,
+    named_nodes as _nodes,
     node,
     private_falkordb,
     unit_vector,
-)
-from tests.graph.graphutil import (
-    named_nodes as _nodes,
 )
 from tests.stackutil import make_settings
 

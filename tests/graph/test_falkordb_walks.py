@@ -16,8 +16,6 @@ from tests.graph.graphutil import (
     NS_B,
     Ids,
     edge,
-)
-from tests.graph.graphutil import (
     named_nodes as _nodes,
 )
 

@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
-from uuid import uuid4
 
 import falkordb
 import pytest
@@ -16,10 +15,9 @@ import pytest
 from pipeline.domain.errors import InvalidInput, Unavailable
 from pipeline.domain.projection import EdgeKey, EdgeState, NodeState
 from pipeline.domain.settings import Settings
-from pipeline.graph.falkordb.schema import connect, index_rows, prepare_graph
+from pipeline.graph.falkordb.schema import connect, index_rows
 from pipeline.graph.falkordb.writer import FalkorGraphWriter
-from tests.graph.graphutil import free_port as _free_port
-from tests.graph.graphutil import private_falkordb as own_falkordb
+from tests.graph.graphutil import free_port as _free_port, private_falkordb as own_falkordb
 from tests.stackutil import make_settings
 
 pytestmark = pytest.mark.stack
@@ -77,15 +75,6 @@ def _assert_close(a: tuple[float, ...] | None, b: tuple[float, ...] | None) -> N
 
 
 @pytest.fixture()
-def graph_settings(stack_settings: Settings) -> Iterator[Settings]:
-    """Settings naming a fresh, prepared graph on the test stack (deleted afterwards)."""
-    settings = make_settings(graph_name=f"t_{uuid4().hex[:8]}")
-    prepare_graph(settings)
-    yield settings
-    connect(settings).select_graph(settings.graph_name).delete()
-
-
-@pytest.fixture()
 def db(graph_settings: Settings) -> falkordb.FalkorDB:
     return connect(graph_settings)
 
@@ -98,11 +87,6 @@ def graph(db: falkordb.FalkorDB, graph_settings: Settings) -> Any:
 @pytest.fixture()
 def writer(db: falkordb.FalkorDB, graph_settings: Settings) -> FalkorGraphWriter:
     return FalkorGraphWriter(db, graph_settings.graph_name)
-
-
-@pytest.fixture()
-def dim(graph_settings: Settings) -> int:
-    return graph_settings.vector_dim
 
 
 # -- capabilities -------------------------------------------------------------------------------

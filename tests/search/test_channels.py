@@ -14,15 +14,12 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from pipeline.domain.errors import InvalidFilter
 from pipeline.domain.read_model import Filters, Scalar
 from pipeline.stores.postgres.search import PgPartSearcher
-from tests.search.corpus import BASE, K_ALL, KINDS, WORDS
-from tests.search.corpus import hit_ids as _ids
-from tests.search.corpus import run as _run
+from tests.search.corpus import BASE, K_ALL, KINDS, WORDS, hit_ids as _ids, run as _run
 from tests.search.searchref import Row, bm25_reference, passes, searchable
 
 pytestmark = pytest.mark.stack

@@ -13,9 +13,7 @@ import pytest
 from pipeline.domain.read_model import Filters, Hit
 from pipeline.stores.postgres.search import PgPartSearcher
 from tests.pipelineutil import put
-from tests.search.corpus import K_ALL
-from tests.search.corpus import hit_ids as _ids
-from tests.search.corpus import run as _run
+from tests.search.corpus import K_ALL, hit_ids as _ids, run as _run
 from tests.search.searchref import Row, apply_events, searchable
 
 pytestmark = pytest.mark.stack

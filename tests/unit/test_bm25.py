@@ -6,8 +6,7 @@ import math
 import uuid
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from pipeline.retrieval import bm25
 from pipeline.retrieval.bm25 import BM25Params, CorpusStats, StatsCache

@@ -7,8 +7,7 @@ import uuid
 from itertools import pairwise
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from pipeline.domain.chunking import Chunk, chunk_text, count_tokens, part_id
 

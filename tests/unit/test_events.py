@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from pipeline.domain.chunking import explicit_part_id, part_id
 from pipeline.domain.errors import (

@@ -6,8 +6,7 @@ import itertools
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from pipeline.domain.read_model import Hit, RowMeta
 from pipeline.retrieval.fusion import decay_factor, fuse_and_promote, promote, rrf

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from pipeline.domain.index_text import entity_index_text, part_index_text, text_hash
 

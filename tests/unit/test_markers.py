@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import json
 
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from pipeline.kafka.markers import H_MARKER, catch_up, is_marker, marker_generation, marker_record
 
