@@ -279,7 +279,7 @@ class KindCatalog:
         """Refuse a property filter unless `name` is declared filterable with `operator` by at
         least one of `kinds` (all kinds when None). Returns the matching spec (None if open)."""
         where = f"filters.{name}"
-        if not _PROPERTY_KEY_RE.fullmatch(name):
+        if not is_valid_property_key(name):
             raise InvalidFilter(f"{name!r} is not a valid property name", field=where)
         if operator not in ("eq", "in"):
             raise InvalidFilter(f"unknown filter operator {operator!r}", field=where)
@@ -305,6 +305,11 @@ class KindCatalog:
         """The fields of `kind` that accept filters (empty for unknown kinds)."""
         spec = self._specs.get(kind)
         return [f for f in spec.fields if f.operators] if spec else []
+
+
+def is_valid_property_key(name: str) -> bool:
+    """Whether `name` matches the property key pattern (keys become jsonb keys in SQL)."""
+    return bool(_PROPERTY_KEY_RE.fullmatch(name))
 
 
 def is_valid_kind_name(kind: str) -> bool:

@@ -12,6 +12,8 @@ from typing import Literal
 
 Scalar = str | int | float | bool
 Direction = Literal["out", "in", "both"]
+# How far an expansion may walk the graph (one round trip per hop).
+MAX_HOPS = 4
 
 
 @dataclass(frozen=True)

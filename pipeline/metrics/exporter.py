@@ -22,6 +22,7 @@ from pipeline.domain.settings import Settings
 
 log = logging.getLogger(__name__)
 
+
 class StateCollector(Collector):
     """Gauges read at scrape time: outbox backlog and age, embedding backlog, consumer lag."""
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from pipeline.domain.errors import GraphUnavailable, InvalidInput, NotFound, Unavailable
 from pipeline.domain.read_model import (
+    MAX_HOPS,
     ExpandQuery,
     Filters,
     Hit,
@@ -39,7 +40,6 @@ FallbackSearch = Callable[[uuid.UUID, SearchQuery], Awaitable[Page]]
 log = logging.getLogger(__name__)
 
 GRAPH_UNAVAILABLE = "graph_unavailable"
-MAX_HOPS = 4
 MAX_SEEDS = 100
 
 

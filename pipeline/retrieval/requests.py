@@ -7,11 +7,10 @@ before any store is asked, so a bad request fails the same way whichever endpoin
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from pipeline.domain.errors import InvalidFilter, InvalidInput, NotFound, QueryRequired
-from pipeline.domain.kinds import PROPERTY_KEY_PATTERN, KindCatalog
+from pipeline.domain.kinds import KindCatalog, is_valid_property_key
 from pipeline.domain.read_model import Filters
 
 MAX_LIMIT = 100
@@ -51,7 +50,7 @@ def check_filters(catalog: KindCatalog, filters: Filters) -> None:
     """Property filters must name filterable fields of the catalog (when it is not empty), and
     kinds must be declared ones; any property may be filtered in open mode."""
     for name, values in filters.properties:
-        if not re.fullmatch(PROPERTY_KEY_PATTERN, name):
+        if not is_valid_property_key(name):
             raise InvalidFilter(f"{name!r} is not a valid property name",
                                 field=f"filters.{name}")
         if not values:

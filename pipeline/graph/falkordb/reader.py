@@ -44,7 +44,7 @@ import falkordb.asyncio
 import redis.exceptions as redis_errors
 
 from pipeline.domain.errors import InvalidInput
-from pipeline.domain.read_model import Direction, EdgeHit, Hit, Neighbor, Relation
+from pipeline.domain.read_model import MAX_HOPS, Direction, EdgeHit, Hit, Neighbor, Relation
 from pipeline.domain.relations import check_relation_type
 from pipeline.domain.settings import Settings
 from pipeline.graph.falkordb import cypher
@@ -59,7 +59,6 @@ from pipeline.graph.falkordb.schema import (
 
 log = logging.getLogger(__name__)
 
-MAX_HOPS = 4
 DEFAULT_VECTOR_CAP = 4096
 
 _EMPTY_KEY = "empty key"

@@ -9,7 +9,6 @@ into SQL are our own aliases and parameter names, and property keys are checked 
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,10 +18,9 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from pipeline.domain.errors import InvalidFilter
-from pipeline.domain.kinds import PROPERTY_KEY_PATTERN
+from pipeline.domain.kinds import is_valid_property_key
 from pipeline.domain.read_model import Filters, Scalar
 
-_PROPERTY_KEY_RE = re.compile(PROPERTY_KEY_PATTERN)
 NO_FILTERS = Filters()
 
 Query = sql.SQL | sql.Composed
@@ -51,7 +49,7 @@ class Fragment:
 
 def check_property_key(name: str) -> str:
     """`name` if it is a valid property key; InvalidFilter(field=name) otherwise."""
-    if not _PROPERTY_KEY_RE.fullmatch(name):
+    if not is_valid_property_key(name):
         raise InvalidFilter(f"invalid property name {name!r}", field=name)
     return name
 
