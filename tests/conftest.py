@@ -7,11 +7,13 @@ ports distinct from the development defaults, so `make test` can run beside `mak
 from __future__ import annotations
 
 import shutil
+import uuid
 from collections.abc import Iterator
 
 import pytest
 
 from pipeline.domain.settings import Settings
+from tests.pipelineutil import Proc, Publisher, indexed, pipeline_env, put, wait_for
 from tests.stackutil import EXAMPLES, TEST_DATA_DIR, make_settings
 
 
@@ -49,3 +51,30 @@ def catalog(stack_settings: Settings) -> Settings:
     with psycopg.connect(stack_settings.effective_postgres_dsn) as conn:
         apply_catalog(conn, load_catalog((EXAMPLES / "kinds.yaml").read_text()))
     return stack_settings
+
+
+@pytest.fixture(scope="session")
+def procs(catalog: Settings) -> Iterator[dict[str, Proc]]:
+    """consumer + worker + relay, ready (a probe put went all the way into the graph)."""
+    settings = catalog
+    env = pipeline_env(settings)
+    log_dir = settings.resolved_data_dir / "proc-logs"
+    running = {name: Proc(name, env, log_dir).start() for name in ("consumer", "worker", "relay")}
+    try:
+        probe = put(uuid.uuid4(), title="readiness probe")
+        pub = Publisher(settings)
+        pub.send(probe, probe["data"]["id"])
+        pub.close()
+        wait_for(lambda: indexed(settings, probe["data"]["id"]), timeout=120,
+                 what="the pipeline to index a probe object")
+        yield running
+    finally:
+        for proc in running.values():
+            proc.stop()
+
+
+@pytest.fixture()
+def publisher(stack_settings: Settings) -> Iterator[Publisher]:
+    pub = Publisher(stack_settings)
+    yield pub
+    pub.close()

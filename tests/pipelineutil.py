@@ -186,3 +186,21 @@ def ingest(settings: Settings, events: list[dict[str, Any]]) -> None:
     finally:
         producer.close()
         pool.close()
+
+
+def indexed(settings: Settings, object_id: str) -> bool:
+    """True once the object is embedded (with its parts) and its node is in the graph."""
+    import falkordb
+
+    with psycopg.connect(settings.effective_postgres_dsn) as conn:
+        row = conn.execute(
+            "SELECT bool_and(embed_status = 'done') FROM objects"
+            " WHERE (id = %s OR parent_id = %s) AND deleted_at IS NULL",
+            (object_id, object_id)).fetchone()
+    if not row or not row[0]:
+        return False
+    graph = falkordb.FalkorDB.from_url(settings.effective_falkordb_url).select_graph(
+        settings.graph_name)
+    found = graph.query("MATCH (n:Entity {id: $id}) WHERE n.embedding IS NOT NULL RETURN count(n)",
+                        {"id": object_id}).result_set
+    return bool(found and found[0][0] == 1)

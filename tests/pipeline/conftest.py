@@ -1,4 +1,5 @@
-"""The pipeline's processes (consumer, embedding worker, relay) running against the test stack."""
+"""Fixtures of the write-path tests: a fresh migrated database per test (the pipeline's processes
+are in the root conftest, shared with tests/hostile)."""
 
 from __future__ import annotations
 
@@ -12,55 +13,10 @@ from psycopg import sql
 
 from pipeline.domain.settings import Settings
 from pipeline.ops.migrations import apply_migrations
-from tests.pipelineutil import Proc, Publisher, pipeline_env, put, wait_for
+from tests.pipelineutil import indexed
 from tests.stackutil import EXAMPLES, make_settings
 
-__all__ = ["EXAMPLES", "indexed"]
-
-
-@pytest.fixture(scope="session")
-def procs(catalog: Settings) -> Iterator[dict[str, Proc]]:
-    """consumer + worker + relay, ready (a probe put went all the way into the graph)."""
-    settings = catalog
-    env = pipeline_env(settings)
-    log_dir = settings.resolved_data_dir / "proc-logs"
-    running = {name: Proc(name, env, log_dir).start() for name in ("consumer", "worker", "relay")}
-    try:
-        probe = put(uuid.uuid4(), title="readiness probe")
-        pub = Publisher(settings)
-        pub.send(probe, probe["data"]["id"])
-        pub.close()
-        wait_for(lambda: indexed(settings, probe["data"]["id"]), timeout=120,
-                 what="the pipeline to index a probe object")
-        yield running
-    finally:
-        for proc in running.values():
-            proc.stop()
-
-
-@pytest.fixture()
-def publisher(stack_settings: Settings) -> Iterator[Publisher]:
-    pub = Publisher(stack_settings)
-    yield pub
-    pub.close()
-
-
-def indexed(settings: Settings, object_id: str) -> bool:
-    """True once the object is embedded (with its parts) and its node is in the graph."""
-    import falkordb
-
-    with psycopg.connect(settings.effective_postgres_dsn) as conn:
-        row = conn.execute(
-            "SELECT bool_and(embed_status = 'done') FROM objects"
-            " WHERE (id = %s OR parent_id = %s) AND deleted_at IS NULL",
-            (object_id, object_id)).fetchone()
-    if not row or not row[0]:
-        return False
-    graph = falkordb.FalkorDB.from_url(settings.effective_falkordb_url).select_graph(
-        settings.graph_name)
-    found = graph.query("MATCH (n:Entity {id: $id}) WHERE n.embedding IS NOT NULL RETURN count(n)",
-                        {"id": object_id}).result_set
-    return bool(found and found[0][0] == 1)
+__all__ = ["EXAMPLES", "indexed"]  # re-exported for the tests that import them here
 
 
 @pytest.fixture()
