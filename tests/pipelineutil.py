@@ -51,6 +51,7 @@ def pipeline_env(settings: Settings, **extra: str) -> dict[str, str]:
         "BRAINSTREAM_SWEEP_INTERVAL": "1",
         "BRAINSTREAM_EMBED_LEASE_SECONDS": "5",
         "BRAINSTREAM_RELAY_MAX_BACKOFF": "2",
+        "BRAINSTREAM_RELAY_MAX_ATTEMPTS": "3",
         "BRAINSTREAM_CONSUMER_BATCH_SECONDS": "0.3",
         "BRAINSTREAM_DEFER_SECONDS": "4",
         "BRAINSTREAM_CONSUMER_METRICS_PORT": str(metrics_ports(settings)[0]),

@@ -40,7 +40,7 @@ def relay() -> dict[str, Any]:
     except Unavailable as exc:  # rows stay pending; the sweep triggers the relay again
         log.warning("relay: %s", exc)
         return {"skipped": True, "error": str(exc)}
-    stats = OutboxRelay(rt.settings, rt.pool, graph, rt.changes).run()
+    stats = OutboxRelay(rt.settings, rt.pool, graph, rt.changes, rt.dead_letters).run()
     return {k: v for k, v in stats.__dict__.items() if k != "errors"}
 
 

@@ -79,7 +79,8 @@ def dlq_show(ctx: click.Context, ref: str) -> None:
 @click.pass_context
 def dlq_retry(ctx: click.Context, refs: tuple[str, ...], code: str | None,
               everything: bool) -> None:
-    """Send dead letters back to the input topic (embedding failures: back to pending).
+    """Send dead letters back to the input topic (embedding failures: back to pending; graph
+    sync failures: the outbox row back to the relay).
 
     Each letter is re-driven once; an event that then applies is applied once."""
     from pipeline.domain.errors import InvalidInput
@@ -96,4 +97,5 @@ def dlq_retry(ctx: click.Context, refs: tuple[str, ...], code: str | None,
         raise InvalidInput(f"no dead letter {sorted(missing)[0]}", field="refs")
     counts = dead.retry(settings, chosen)
     click.echo(f"re-drove {counts['republished']} to the input topic, {counts['reembed']} back "
-               f"to embedding; {counts['skipped']} were re-driven before")
+               f"to embedding, {counts['requeued']} back to the graph outbox; "
+               f"{counts['skipped']} were re-driven before")

@@ -201,6 +201,13 @@ class EmbeddingFailed(BrainstreamError):
     code = "embedding_failed"
 
 
+class GraphSyncFailed(BrainstreamError):
+    """The graph kept refusing an outbox row (not an outage) after every try; the row is marked
+    failed and dead-lettered, and the rows behind it go on."""
+
+    code = "graph_sync_failed"
+
+
 # --- embedders (pipeline/embedding/embedders/): callers retry the first, dead-letter the second ---
 
 

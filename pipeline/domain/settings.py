@@ -81,6 +81,7 @@ class Settings(BaseSettings):
     embed_lease_seconds: float = Field(default=120.0, gt=0)
     relay_batch_size: int = Field(default=500, ge=1, le=100_000)
     relay_max_backoff: float = Field(default=30.0, gt=0)
+    relay_max_attempts: int = Field(default=8, ge=1, le=100)
     sweep_interval: float = Field(default=5.0, gt=0)
     worker_concurrency: int = Field(default=2, ge=1, le=256)
     consumer_metrics_port: int = Field(default=9101, ge=0, le=65535)  # 0 = no metrics server

@@ -41,6 +41,9 @@ class StateCollector(Collector):
                                     labels=["op"])
         age = GaugeMetricFamily("brainstream_outbox_oldest_seconds",
                                 "Age of the oldest pending outbox row", labels=["op"])
+        failed = GaugeMetricFamily("brainstream_outbox_failed",
+                                   "Outbox rows the graph kept refusing (dead-lettered)",
+                                   labels=["op"])
         embed = GaugeMetricFamily("brainstream_embedding_rows", "Rows by embedding status",
                                   labels=["status"])
         try:
@@ -49,12 +52,14 @@ class StateCollector(Collector):
             for op in backlogs.outbox:
                 backlog.add_metric([op.op], float(op.count))
                 age.add_metric([op.op], op.oldest_seconds)
+                failed.add_metric([op.op], float(op.failed))
             for status, count in backlogs.embedding.items():
                 embed.add_metric([status], float(count))
         except Exception as exc:  # a scrape must not fail because Postgres blinked
             log.warning("metrics: cannot read Postgres: %s", exc)
         yield backlog
         yield age
+        yield failed
         yield embed
         if self.lag:
             yield from self._lag(settings)

@@ -3,8 +3,11 @@
 A dead letter keeps the original record (key, value, headers) plus `brainstream.*` headers
 naming the failure. Re-driving sends the original record back to the input topic; the consumer's
 processed-event ledger makes a re-driven event apply at most once. Letters about embedding (their
-value describes an object, not an event) are re-driven by setting the object back to pending.
-Re-driven letters are recorded, so a second `retry` does not send them again.
+value describes an object, not an event) are re-driven by setting the object back to pending;
+letters about the outbox (a row the graph kept refusing) by re-queueing the row. Re-driven letters
+are recorded, so a second `retry` does not send them again; the record commits only once the
+broker acknowledged the send (or the row was re-queued), so a failed send leaves the letter
+re-drivable.
 """
 
 from __future__ import annotations
@@ -16,13 +19,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import psycopg
-from kafka import KafkaConsumer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.errors import KafkaError
 
-from pipeline.domain.errors import InvalidInput
+from pipeline.domain.errors import GraphSyncFailed, InvalidInput, Unavailable
 from pipeline.domain.settings import Settings
 from pipeline.kafka.io import H_CODE, H_EVENT_ID, H_MESSAGE, H_TOPIC, OWN_HEADERS, make_producer
+from pipeline.outbox.letters import LETTER_SOURCE, letter_row
+from pipeline.outbox.store import requeue_failed
 
 EMBEDDING_FAILED = "embedding_failed"
+
+Conn = psycopg.Connection[tuple[object, ...]]
 
 
 @dataclass(frozen=True)
@@ -98,39 +106,66 @@ def describe(letter: DeadLetter) -> str:
     return "\n".join(lines)
 
 
-def _ensure_ledger(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+def _ensure_ledger(conn: Conn) -> None:
     conn.execute("CREATE TABLE IF NOT EXISTS dlq_redrives (dlq_partition integer NOT NULL,"
                  " dlq_offset bigint NOT NULL, redriven_at timestamptz NOT NULL DEFAULT now(),"
                  " PRIMARY KEY (dlq_partition, dlq_offset))")
 
 
-def retry(settings: Settings, letters: Sequence[DeadLetter]) -> dict[str, int]:
-    """Re-drive letters not re-driven before; returns counts by how they were re-driven."""
-    counts = {"republished": 0, "reembed": 0, "skipped": 0}
-    producer = make_producer(settings)
+def retry(settings: Settings, letters: Sequence[DeadLetter], *,
+          producer: KafkaProducer | None = None) -> dict[str, int]:
+    """Re-drive letters not re-driven before; returns counts by how they were re-driven.
+
+    Each letter is one transaction: its `dlq_redrives` row, then the re-drive; the row commits
+    only after the broker acknowledged the send, so a send that fails rolls it back and the letter
+    stays re-drivable, and a concurrent `retry` waits on the uncommitted row instead of sending
+    the letter twice. Raises `Unavailable` at the first send not acknowledged (the letters before
+    it are re-driven). `producer`: the one to send with (default: a new one on the settings).
+    """
+    counts = {"republished": 0, "reembed": 0, "requeued": 0, "skipped": 0}
+    sender = producer or make_producer(settings)
     try:
         with psycopg.connect(settings.effective_postgres_dsn, autocommit=True) as conn:
             _ensure_ledger(conn)
             for letter in letters:
-                claimed = conn.execute(
-                    "INSERT INTO dlq_redrives (dlq_partition, dlq_offset) VALUES (%s, %s)"
-                    " ON CONFLICT DO NOTHING RETURNING 1", (letter.partition, letter.offset)
-                ).fetchone()
-                if claimed is None:
-                    counts["skipped"] += 1
-                    continue
-                if letter.code == EMBEDDING_FAILED and letter.header(H_TOPIC) == "embedding":
-                    object_id = uuid.UUID(json.loads(letter.value)["id"])
-                    conn.execute("UPDATE objects SET embed_status = 'pending', embed_attempts = 0,"
-                                 " embed_error = NULL, embed_lease_until = NULL"
-                                 " WHERE id = %s AND embed_status = 'failed'", (object_id,))
-                    counts["reembed"] += 1
-                    continue
-                headers = [(k, v) for k, v in letter.headers if k not in OWN_HEADERS]
-                producer.send(settings.topic_events, key=letter.key, value=letter.value,
-                              headers=headers).get(timeout=30)
-                counts["republished"] += 1
-        producer.flush(timeout=30)
+                with conn.transaction():
+                    claimed = conn.execute(
+                        "INSERT INTO dlq_redrives (dlq_partition, dlq_offset) VALUES (%s, %s)"
+                        " ON CONFLICT DO NOTHING RETURNING 1", (letter.partition, letter.offset)
+                    ).fetchone()
+                    if claimed is None:
+                        counts["skipped"] += 1
+                        continue
+                    counts[_redrive(conn, sender, settings, letter)] += 1
     finally:
-        producer.close()
+        if producer is None:
+            sender.close()
     return counts
+
+
+def _redrive(conn: Conn, producer: KafkaProducer, settings: Settings,
+             letter: DeadLetter) -> str:
+    """Re-drive one letter inside the caller's transaction; which way (a key of `retry`'s
+    counts)."""
+    source = letter.header(H_TOPIC)
+    if letter.code == EMBEDDING_FAILED and source == "embedding":
+        object_id = uuid.UUID(json.loads(letter.value)["id"])
+        conn.execute("UPDATE objects SET embed_status = 'pending', embed_attempts = 0,"
+                     " embed_error = NULL, embed_lease_until = NULL"
+                     " WHERE id = %s AND embed_status = 'failed'", (object_id,))
+        return "reembed"
+    if letter.code == GraphSyncFailed.code and source == LETTER_SOURCE:
+        # Due again at once; the sweep starts the relay (it finds a backlog).
+        requeue_failed(conn, *letter_row(letter.value))
+        return "requeued"
+    headers = [(k, v) for k, v in letter.headers if k not in OWN_HEADERS]
+    try:
+        future = producer.send(settings.topic_events, key=letter.key, value=letter.value,
+                               headers=headers)
+        producer.flush(timeout=30)
+        future.get(timeout=30)
+    except KafkaError as exc:
+        raise Unavailable(f"re-drive of dead letter {letter.ref} to {settings.topic_events} "
+                          f"was not acknowledged ({type(exc).__name__}: {exc}); it stays "
+                          "re-drivable") from exc
+    return "republished"

@@ -30,15 +30,18 @@ def _drain_outbox(settings: Settings, label: str) -> None:
         total = backlog(pool)
         progress = Progress(label, total)
         relay = OutboxRelay(settings, pool, FalkorGraphWriter.from_settings(settings),
-                            KafkaChangeSink(producer, settings.topic_changes))
+                            KafkaChangeSink(producer, settings.topic_changes),
+                            DeadLetterWriter(producer, settings.topic_dlq))
         while True:
             stats = relay.run(max_rounds=1)
             left = backlog(pool)
             progress.update(max(0, total - left))
             if left == 0:
                 break
-            if stats.skipped or stats.failed_rounds:
-                time.sleep(0.5)  # another relay holds the lock, or the graph is down: wait
+            if stats.skipped or stats.failed_rounds or not stats.rows:
+                # another relay holds the lock, the graph is down, or the rows left wait out
+                # their back-off (refused by the graph): wait
+                time.sleep(0.5)
         progress.finish()
     finally:
         producer.close()

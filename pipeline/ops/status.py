@@ -86,8 +86,10 @@ def _database(settings: Settings, report: StatusReport) -> None:
         backlogs = read_backlogs(conn)
         report.outbox = {
             "backlog": sum(b.count for b in backlogs.outbox),
+            "failed": sum(b.failed for b in backlogs.outbox),
             "by_op": {b.op: {"count": b.count, "oldest_seconds": round(b.oldest_seconds, 1),
-                             "max_attempts": b.max_attempts, "last_error": b.last_error}
+                             "max_attempts": b.max_attempts, "last_error": b.last_error,
+                             "failed": b.failed}
                       for b in backlogs.outbox}}
         embed = backlogs.embedding
         oldest = conn.execute(
@@ -119,10 +121,12 @@ def render(report: StatusReport) -> str:
             lines.append(f"  partition {p['partition']}: committed {p['committed']}, "
                          f"end {p['end']}, lag {p['lag']}")
     if report.outbox:
-        lines.append(f"outbox backlog: {report.outbox['backlog']}")
+        lines.append(f"outbox backlog: {report.outbox['backlog']}, failed: "
+                     f"{report.outbox['failed']} (dead-lettered: `dlq retry --code "
+                     "graph_sync_failed` after a fix)")
         for op, info in report.outbox["by_op"].items():
             lines.append(f"  {op}: {info['count']} (oldest {info['oldest_seconds']} s, "
-                         f"max attempts {info['max_attempts']})"
+                         f"max attempts {info['max_attempts']}), {info['failed']} failed"
                          + (f" last error: {info['last_error']}" if info["last_error"] else ""))
     if report.embedding:
         e = report.embedding

@@ -6,6 +6,13 @@ out of order therefore changes nothing twice. A single relay runs at a time (a P
 lock), which keeps the graph's writes in commit order without per-row locking; other invocations
 return at once. A graph outage leaves rows pending with a growing back-off; Postgres writes never
 wait for the graph.
+
+A row the graph refuses (anything but an outage: a malformed payload, a value the graph will not
+store) must not hold up the others: the batch is halved until the refused rows are alone, every
+other row is applied, and each refused row is tried again with back-off, then, after
+`RELAY_MAX_ATTEMPTS`, marked failed and dead-lettered (`graph_sync_failed`). Later rows of the
+same aggregate are not held back either: a row re-syncs the aggregate's current state, so their
+order does not matter, and a later row applies whatever state the graph accepts.
 """
 
 from __future__ import annotations
@@ -16,23 +23,29 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import psycopg
 from psycopg_pool import ConnectionPool
 
-from pipeline.domain.errors import Unavailable
+from pipeline.domain.errors import ConfigError, GraphSyncFailed, InvalidInput, Unavailable
 from pipeline.domain.index_text import entity_index_text
 from pipeline.domain.projection import Change, EdgeKey, EdgeState, NodeState
+from pipeline.domain.retry import backoff_seconds
 from pipeline.domain.settings import Settings
 from pipeline.metrics import instruments as metrics
 from pipeline.outbox import store
 from pipeline.outbox.aggregates import incident_links, load_edges, load_nodes
+from pipeline.outbox.letters import outbox_letter
 from pipeline.outbox.ops import EDGE_SYNC, NODE_SYNC, LinkKey, edge_key, edge_payload
 from pipeline.outbox.store import OutboxRow
-from pipeline.ports import ChangeSink, GraphWriter
+from pipeline.ports import ChangeSink, DeadLetterSink, GraphWriter
 
 log = logging.getLogger(__name__)
 
 _RELAY_LOCK = 0x6272_6169_6E72  # one relay at a time, cluster-wide
 _CHANGE_NS = uuid.UUID("6b1f4a52-6f27-4f0b-9d53-3c1d5a0e8c11")
+# Failures that are no row's fault: the batch waits (or the task fails) instead of blaming rows.
+# A Postgres OperationalError is its connection or server; the relay's SQL only reads by id.
+_NOT_THE_ROWS = (Unavailable, ConfigError, psycopg.OperationalError)
 
 
 @dataclass
@@ -44,6 +57,8 @@ class RelayStats:
     edges_deleted: int = 0
     changes: int = 0
     failed_rounds: int = 0
+    rows_retrying: int = 0  # refused by the graph, tried again after a back-off
+    rows_failed: int = 0  # refused on every try: marked failed and dead-lettered
     skipped: bool = False
     errors: list[str] = field(default_factory=list)
 
@@ -52,11 +67,12 @@ class OutboxRelay:
     """Applies pending outbox rows to the graph."""
 
     def __init__(self, settings: Settings, pool: ConnectionPool, graph: GraphWriter,
-                 changes: ChangeSink) -> None:
+                 changes: ChangeSink, dead_letters: DeadLetterSink | None = None) -> None:
         self.settings = settings
         self.pool = pool
         self.graph = graph
         self.changes = changes
+        self.dead_letters = dead_letters  # None: failed rows are only marked (replays)
 
     def run(self, *, max_rounds: int = 1000) -> RelayStats:
         """Drain the outbox (up to `max_rounds` batches) unless another relay is at it."""
@@ -80,27 +96,77 @@ class OutboxRelay:
             rows = store.claim_due(conn, self.settings.relay_batch_size)
         if not rows:
             return False
-        ids = [row.id for row in rows]
         try:
             with metrics.GRAPH_SECONDS.time():
-                changes = self._apply(rows, stats)
-            self.changes.publish(changes)
+                self._apply_isolating(rows, stats)
         except Unavailable as exc:
             metrics.GRAPH_FAILURES.inc()
             stats.failed_rounds += 1
             stats.errors.append(str(exc))
-            log.warning("graph sync failed for %d outbox rows: %s", len(ids), exc)
-            with self.pool.connection() as conn:
-                store.postpone(conn, ids, str(exc),
+            log.warning("graph sync failed for %d outbox rows: %s", len(rows), exc)
+            with self.pool.connection() as conn:  # the rows not applied before the outage
+                store.postpone(conn, [row.id for row in rows], str(exc),
                                max_backoff=self.settings.relay_max_backoff)
             return False
-        with self.pool.connection() as conn:
-            store.mark_done(conn, ids)
-        stats.rows += len(rows)
-        stats.changes += len(changes)
         return True
 
+    def _apply_isolating(self, rows: Sequence[OutboxRow], stats: RelayStats) -> None:
+        """Apply `rows` and mark them done. When the graph refuses the batch (not an outage,
+        which raises), halve it until each refused row is alone: it is retried or failed, every
+        other row applies. Re-applying the good half is harmless (state-based sync)."""
+        try:
+            changes = self._apply(rows, stats)
+            self.changes.publish(changes)
+        except _NOT_THE_ROWS:
+            raise
+        except Exception as exc:
+            if len(rows) == 1:
+                self._refused(rows[0], exc, stats)
+                return
+            log.warning("graph refused a batch of %d outbox rows (%s: %s); isolating the row",
+                        len(rows), type(exc).__name__, exc)
+            half = len(rows) // 2
+            self._apply_isolating(rows[:half], stats)
+            self._apply_isolating(rows[half:], stats)
+            return
+        with self.pool.connection() as conn:
+            store.mark_done(conn, [row.id for row in rows])
+        stats.rows += len(rows)
+        stats.changes += len(changes)
+
+    def _refused(self, row: OutboxRow, exc: Exception, stats: RelayStats) -> None:
+        """The graph refused this row alone: try again after a back-off, or, out of tries,
+        dead-letter it and mark it failed (not before the letter is acknowledged)."""
+        failures = row.failures + 1
+        reason = f"{type(exc).__name__}: {exc}"
+        delay = backoff_seconds(failures, cap=self.settings.relay_max_backoff)
+        if failures < self.settings.relay_max_attempts:
+            log.warning("outbox row %d (%s %s) refused by the graph, try %d of %d: %s",
+                        row.id, row.op, row.aggregate_id, failures,
+                        self.settings.relay_max_attempts, reason)
+            with self.pool.connection() as conn:
+                store.record_failure(conn, row.id, reason, retry_in=delay)
+            stats.rows_retrying += 1
+            return
+        error = GraphSyncFailed(f"outbox row {row.id} ({row.op} {row.aggregate_id}) was refused "
+                                f"by the graph {failures} times: {reason}")
+        log.error("%s", error.message)
+        if self.dead_letters is not None:
+            try:
+                self.dead_letters.send([outbox_letter(row, error)])
+            except Unavailable:
+                log.error("dead-letter topic unavailable; outbox row %d stays pending", row.id)
+                with self.pool.connection() as conn:
+                    store.record_failure(conn, row.id, reason, retry_in=delay)
+                return
+        with self.pool.connection() as conn:
+            store.record_failure(conn, row.id, error.message, retry_in=None)
+        stats.rows_failed += 1
+
     def _apply(self, rows: Sequence[OutboxRow], stats: RelayStats) -> list[Change]:
+        unknown = sorted({row.op for row in rows} - {NODE_SYNC, EDGE_SYNC})
+        if unknown:  # skipping it would mark it done: lost
+            raise InvalidInput(f"unknown outbox op {unknown[0]!r}", field="op")
         node_ids = sorted({row.aggregate_id for row in rows if row.op == NODE_SYNC})
         edge_keys = sorted({edge_key(row.payload) for row in rows if row.op == EDGE_SYNC})
         marker = f"{rows[0].id}-{rows[-1].id}"

@@ -2,8 +2,9 @@
 
 Writers enqueue inside their own transaction (that is what makes the outbox transactional: the
 row commits with the change it describes, or not at all); the relay claims due rows, marks them
-done or postpones them with a growing back-off; operators read the backlog and purge finished
-rows. Ops and payloads are `pipeline.outbox.ops`'.
+done or postpones them with a growing back-off, and fails a row the graph keeps refusing
+(`failed_at`, dead-lettered by the relay; `dlq retry` re-queues it); operators read the backlog
+and purge finished rows. Ops and payloads are `pipeline.outbox.ops`'.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ class OutboxRow(NamedTuple):
     op: str
     aggregate_id: uuid.UUID
     payload: dict[str, Any]
+    namespace_id: uuid.UUID
+    failures: int  # earlier tries that failed because of this row (not an outage)
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,7 @@ class OpBacklog:
     oldest_seconds: float
     max_attempts: int
     last_error: str | None  # of a row that failed at least once
+    failed: int  # rows the graph kept refusing: dead-lettered, waiting for `dlq retry`
 
 
 # -- writing --------------------------------------------------------------------------------
@@ -91,11 +95,12 @@ def enqueue_visible(conn: Conn) -> tuple[int, int]:
 
 
 def claim_due(conn: Conn, limit: int) -> list[OutboxRow]:
-    """The oldest rows not done whose back-off has passed. Not locked: a single relay runs at a
-    time (it holds an advisory lock)."""
+    """The oldest rows neither done nor failed whose back-off has passed. Not locked: a single
+    relay runs at a time (it holds an advisory lock)."""
     rows = conn.execute(
-        "SELECT id, op, aggregate_id, payload FROM outbox"
-        " WHERE done_at IS NULL AND available_at <= now() ORDER BY id LIMIT %s",
+        "SELECT id, op, aggregate_id, payload, namespace_id, failures FROM outbox"
+        " WHERE done_at IS NULL AND failed_at IS NULL AND available_at <= now()"
+        " ORDER BY id LIMIT %s",
         (limit,),
     ).fetchall()
     return [OutboxRow(*row) for row in rows]
@@ -114,28 +119,58 @@ def postpone(conn: Conn, ids: Sequence[int], error: str, *, max_backoff: float) 
     delay = backoff_seconds((int(row[0]) if row else 0) + 1, cap=max_backoff)
     conn.execute(
         "UPDATE outbox SET attempts = attempts + 1, last_error = %s,"
-        " available_at = now() + make_interval(secs => %s) WHERE id = ANY(%s)",
+        " available_at = now() + make_interval(secs => %s) WHERE id = ANY(%s)"
+        " AND done_at IS NULL",
         (error[:2000], delay, list(ids)),
     )
+
+
+def record_failure(conn: Conn, row_id: int, error: str, *, retry_in: float | None) -> None:
+    """The row failed because of itself (the graph refused it): count the failure and keep the
+    error; make it due again in `retry_in` seconds, or, with None, mark it failed for good."""
+    conn.execute(
+        "UPDATE outbox SET attempts = attempts + 1, failures = failures + 1,"
+        " last_error = %(error)s, available_at = now() + make_interval(secs => %(delay)s),"
+        " failed_at = CASE WHEN %(fail)s THEN now() END"
+        " WHERE id = %(id)s AND done_at IS NULL",
+        {"error": error[:2000], "delay": retry_in or 0.0, "fail": retry_in is None,
+         "id": row_id},
+    )
+
+
+def requeue_failed(conn: Conn, row_id: int, aggregate_id: uuid.UUID) -> bool:
+    """Make a failed row due again with a fresh count (`dlq retry`); False when no such failed row
+    exists (re-queued already, or the letter came from another index generation's outbox)."""
+    cur = conn.execute(
+        "UPDATE outbox SET failed_at = NULL, failures = 0, attempts = 0, available_at = now()"
+        " WHERE id = %s AND aggregate_id = %s AND failed_at IS NOT NULL",
+        (row_id, aggregate_id))
+    return cur.rowcount == 1
 
 
 # -- reading and purging --------------------------------------------------------------------
 
 
 def backlog(pool: ConnectionPool) -> int:
-    """Rows not yet applied (the sweep, rebuilds and replays wait for it to reach 0)."""
+    """Rows not yet applied and not failed (the sweep, rebuilds and replays wait for it to reach
+    0; a failed row waits for an operator, in `backlog_by_op`)."""
     with pool.connection() as conn:
-        row = conn.execute("SELECT count(*) FROM outbox WHERE done_at IS NULL").fetchone()
+        row = conn.execute("SELECT count(*) FROM outbox"
+                           " WHERE done_at IS NULL AND failed_at IS NULL").fetchone()
     return int(row[0]) if row else 0
 
 
 def backlog_by_op(conn: Conn) -> list[OpBacklog]:
-    """The rows not yet applied, per op (for `brainstream status` and the metrics exporter)."""
+    """The rows not yet applied, and the failed ones, per op (for `brainstream status` and the
+    metrics exporter)."""
     rows = conn.execute(
-        "SELECT op, count(*), extract(epoch FROM now() - min(created_at)),"
-        " max(attempts), max(last_error) FILTER (WHERE attempts > 0)"
+        "SELECT op, count(*) FILTER (WHERE failed_at IS NULL),"
+        " extract(epoch FROM now() - min(created_at) FILTER (WHERE failed_at IS NULL)),"
+        " max(attempts), max(last_error) FILTER (WHERE attempts > 0),"
+        " count(*) FILTER (WHERE failed_at IS NOT NULL)"
         " FROM outbox WHERE done_at IS NULL GROUP BY op ORDER BY op").fetchall()
-    return [OpBacklog(str(r[0]), int(r[1]), float(r[2]), int(r[3]), r[4]) for r in rows]
+    return [OpBacklog(str(r[0]), int(r[1]), float(r[2] or 0.0), int(r[3]), r[4], int(r[5]))
+            for r in rows]
 
 
 def delete_done(conn: Conn, older_than_seconds: float) -> int:
