@@ -72,6 +72,15 @@ def part_index_text(parent_title: str | None, part_text: str) -> str:
     return f"{title}\n{body}" if title and body else title or body
 
 
+def embedder_text(index_text: str, *, cap_chars: int) -> str:
+    """The part of an index text that reaches the embedder: at most `cap_chars` characters (cut
+    at a word boundary when that loses little). Content is capped in the index text already, but
+    title, summary and properties are not: without this an object with a huge title or many
+    properties sends a text the embedder refuses or silently truncates. The hash stays on the
+    whole index text, so an edit past the cap re-embeds (to the same vector): harmless."""
+    return _cap(index_text, cap_chars)
+
+
 def text_hash(text: str) -> str:
     """SHA-256 hex digest of the UTF-8 index text; equal hashes mean "no need to re-embed"."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -76,6 +76,7 @@ class Settings(BaseSettings):
     chunk_overlap_tokens: int = Field(default=30, ge=0, le=4096)
     content_cap_chars: int = Field(default=2000, ge=0)
     embed_batch_size: int = Field(default=64, ge=1, le=4096)
+    embed_text_cap_chars: int = Field(default=8000, ge=100, le=1_000_000)
     embed_retry_attempts: int = Field(default=5, ge=1, le=100)
     embed_retry_max_wait: float = Field(default=10.0, gt=0)
     embed_lease_seconds: float = Field(default=120.0, gt=0)

@@ -4,6 +4,12 @@ Rows are claimed with a lease (not a lock), so a slow model never blocks the con
 back is a compare-and-set on the index text hash, so a put that changed the text meanwhile wins
 and its row stays pending for the next round. Any number of worker processes can run this at
 once: claims skip rows another worker holds.
+
+A claimed batch mixes rows of every tenant, so one text the embedder refuses (a permanent error)
+must not fail the others: the batch is halved until each refused text is alone, and only its row
+fails. Retries exhausted on an outage (a transient error) fail the batch as a whole: the embedder
+is down for every row alike, and halving would only multiply the calls to it. What reaches the
+embedder is capped at `EMBED_TEXT_CAP_CHARS`.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from pipeline.domain.errors import BrainstreamError, EmbeddingFailed, Unavailable
-from pipeline.domain.index_text import entity_index_text, part_index_text
+from pipeline.domain.index_text import embedder_text, entity_index_text, part_index_text
 from pipeline.domain.retry import retry_transient
 from pipeline.domain.settings import Settings
 from pipeline.kafka.io import dead_letter_headers
@@ -117,16 +123,22 @@ class EmbeddingService:
                                          content_cap_chars=cap)
             else:
                 text = part_index_text(parent_title, content or "")
+            text = embedder_text(text, cap_chars=self.settings.embed_text_cap_chars)
             out.append(_Row(oid, ns, parent, text, hsh, event))
         return out
 
     def _embed_batch(self, ids: Sequence[uuid.UUID], stats: EmbedStats) -> None:
         rows = self._load(ids)
+        metrics.EMBED_BATCH.observe(len(rows))
+        self._embed_rows(rows, stats)
+
+    def _embed_rows(self, rows: Sequence[_Row], stats: EmbedStats) -> None:
+        """Embed and store `rows`; a batch the embedder refuses is halved until each refused
+        text is alone (see the module docstring)."""
         def call() -> np.ndarray[Any, Any]:
             with metrics.EMBED_SECONDS.time():
                 return self.embedder.embed([row.text for row in rows])
 
-        metrics.EMBED_BATCH.observe(len(rows))
         try:
             vectors = retry_transient(
                 call,
@@ -134,10 +146,21 @@ class EmbeddingService:
                 max_wait=self.settings.embed_retry_max_wait,
                 on_retry=lambda n, exc: log.warning("embedding attempt %d failed: %s", n, exc),
             )
+        except Unavailable as exc:
+            self._fail(rows, EmbeddingFailed(
+                f"embedding failed after {self.settings.embed_retry_attempts} attempts: "
+                f"{exc.code}: {exc.message}"), stats)
+            return
         except BrainstreamError as exc:
-            self._fail(rows, exc)
-            metrics.EMBED_FAILURES.inc(len(rows))
-            stats.failed += len(rows)
+            if len(rows) > 1:
+                log.warning("the embedder refused a batch of %d texts (%s: %s); isolating the "
+                            "text", len(rows), exc.code, exc.message)
+                half = len(rows) // 2
+                self._embed_rows(rows[:half], stats)
+                self._embed_rows(rows[half:], stats)
+                return
+            self._fail(rows, exc if isinstance(exc, EmbeddingFailed) else EmbeddingFailed(
+                f"the embedder refused this text: {exc.code}: {exc.message}"), stats)
             return
         self._store(rows, vectors, stats)
 
@@ -185,11 +208,8 @@ class EmbeddingService:
         stats.embedded += len(rows)
         stats.roots_completed += len(done)
 
-    def _fail(self, rows: Sequence[_Row], exc: BrainstreamError) -> None:
-        """Retries are exhausted: mark the rows failed and dead-letter the reason."""
-        error = exc if isinstance(exc, EmbeddingFailed) else EmbeddingFailed(
-            f"embedding failed after {self.settings.embed_retry_attempts} attempts: "
-            f"{exc.code}: {exc.message}")
+    def _fail(self, rows: Sequence[_Row], error: EmbeddingFailed, stats: EmbedStats) -> None:
+        """The rows cannot be embedded: mark them failed and dead-letter the reason."""
         log.error("%s (%d rows)", error.message, len(rows))
         if self.dead_letters is not None:
             letters = []
@@ -206,6 +226,8 @@ class EmbeddingService:
                 # Not marked failed: the lease expires and the rows are tried again later.
                 log.error("dead-letter topic unavailable; leaving rows pending")
                 return
+        metrics.EMBED_FAILURES.inc(len(rows))
+        stats.failed += len(rows)
         with self.pool.connection() as conn, conn.transaction():
             conn.execute(
                 "UPDATE objects SET embed_status = 'failed', embed_error = %s,"

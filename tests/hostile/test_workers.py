@@ -8,20 +8,33 @@ import json
 import socket
 import subprocess
 import sys
+import threading
 import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from pipeline.domain.errors import Unavailable
 from pipeline.domain.settings import Settings
-from pipeline.kafka.io import H_CODE, H_MESSAGE, H_TOPIC, make_producer
+from pipeline.embedding.embedders import HttpEmbedder
+from pipeline.embedding.embedders.static import STATIC_DIM, StaticEmbedder
+from pipeline.embedding.service import EmbeddingService, EmbedStats
+from pipeline.ingest.batch import apply_batch
+from pipeline.ingest.records import RawRecord, ingest_options
+from pipeline.kafka.io import H_CODE, H_MESSAGE, H_TOPIC, DeadLetterWriter, make_producer
 from pipeline.ops.dlq import DeadLetter, read_all, retry
+from pipeline.ops.migrations import apply_migrations
 from pipeline.outbox.ops import EDGE_SYNC
 from pipeline.outbox.store import backlog_by_op
+from pipeline.stores.postgres.events import PgEventStore
+from pipeline.stores.postgres.pool import make_pool
 from tests.pipelineutil import Proc, Publisher, indexed, put, wait_for
-from tests.stackutil import settings_env
+from tests.stackutil import make_settings, settings_env
 
 pytestmark = pytest.mark.stack
 
@@ -149,3 +162,148 @@ def test_a_redrive_that_is_not_acknowledged_stays_redrivable(
     assert retry(settings, [letter]) == {"republished": 0, "reembed": 0, "requeued": 0,
                                          "skipped": 1}
     assert len(letters()) == 2
+
+
+# -- item 3: one text the embedder refuses --------------------------------------------------
+
+MAX_INPUT_CHARS = 9000  # the fake server's limit on one input, as real servers have one
+
+
+@dataclass
+class RefusingEmbeddings:
+    """An OpenAI-compatible embeddings server (static vectors) that refuses, with 400 as real
+    servers do, any request holding a text that names `refuse` or is over MAX_INPUT_CHARS."""
+
+    refuse: str = field(default_factory=lambda: f"refuse{uuid.uuid4().hex}")
+    requests: list[tuple[int, list[str]]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    embedder: StaticEmbedder = field(default_factory=StaticEmbedder)
+
+    def answer(self, inputs: list[str]) -> tuple[int, dict[str, Any]]:
+        bad = [t for t in inputs if self.refuse in t or len(t) > MAX_INPUT_CHARS]
+        with self.lock:
+            self.requests.append((400 if bad else 200, inputs))
+        if bad:
+            return 400, {"error": {"message": "input refused", "type": "invalid_request_error"}}
+        vectors = self.embedder.embed(inputs)
+        return 200, {"object": "list", "data": [
+            {"object": "embedding", "index": i, "embedding": [float(x) for x in v]}
+            for i, v in enumerate(vectors)]}
+
+
+@pytest.fixture()
+def refusing_server() -> Iterator[tuple[RefusingEmbeddings, str]]:
+    state = RefusingEmbeddings()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+            status, answer = state.answer([str(t) for t in body.get("input", [])])
+            raw = json.dumps(answer).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield state, f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.fixture()
+def own_database(stack_settings: Settings) -> Settings:
+    """Settings on a fresh migrated database of the stack, so the running workers (which embed
+    with the static model) do not claim the rows this test embeds through its own server."""
+    name = f"workers_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(stack_settings.effective_postgres_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    dsn = stack_settings.effective_postgres_dsn.rsplit("/", 1)[0] + f"/{name}"
+    settings = make_settings(postgres_dsn=dsn, embed_retry_attempts=2,
+                             embed_retry_max_wait=0.1)
+    apply_migrations(settings)
+    return settings
+
+
+def _apply(settings: Settings, events: list[dict[str, Any]]) -> None:
+    records = [RawRecord("t", 0, i, None, json.dumps(e).encode()) for i, e in enumerate(events)]
+    with psycopg.connect(settings.effective_postgres_dsn) as conn, conn.transaction():
+        outcome = apply_batch(PgEventStore(conn), records, ingest_options(settings))
+    assert not outcome.dead, [d.error.to_dict() for d in outcome.dead]
+
+
+def _embed(settings: Settings, url: str) -> EmbedStats:
+    pool = make_pool(settings, max_size=2)
+    producer = make_producer(settings)
+    try:
+        with HttpEmbedder(url, dim=STATIC_DIM) as embedder:
+            return EmbeddingService(settings, pool, embedder,
+                                    DeadLetterWriter(producer, settings.topic_dlq)).run()
+    finally:
+        producer.close()
+        pool.close()
+
+
+def _statuses(settings: Settings) -> dict[str, tuple[str, str | None]]:
+    with psycopg.connect(settings.effective_postgres_dsn) as conn:
+        rows = conn.execute("SELECT id, embed_status, embed_error FROM objects").fetchall()
+    return {str(oid): (status, error) for oid, status, error in rows}
+
+
+def test_a_text_the_embedder_refuses_fails_only_its_row(
+        own_database: Settings, refusing_server: tuple[RefusingEmbeddings, str]) -> None:
+    settings = own_database
+    server, url = refusing_server
+    tenant_a, tenant_b = uuid.uuid4(), uuid.uuid4()
+    bad = put(tenant_a, kind="company", title=f"Acme {server.refuse}")
+    events = [put(tenant_a, kind="company", title=f"Tenant A object {i}") for i in range(3)]
+    events += [bad] + [put(tenant_b, kind="company", title=f"Tenant B object {i}")
+                       for i in range(4)]
+    _apply(settings, events)
+
+    stats = _embed(settings, url)
+    assert stats.claimed == len(events)  # one claimed batch, both tenants (embed_batch_size 64)
+    statuses = _statuses(settings)
+    bad_id = bad["data"]["id"]
+    assert {oid: s for oid, (s, _) in statuses.items() if oid != bad_id} == dict.fromkeys(
+        (e["data"]["id"] for e in events if e is not bad), "done")  # before: all failed
+    status, error = statuses[bad_id]
+    assert status == "failed" and error is not None
+    assert "refused this text" in error and "400" in error
+    # The refused text was isolated: the last request that held it held nothing else.
+    with server.lock:
+        holding = [inputs for _, inputs in server.requests if any(server.refuse in t
+                                                                 for t in inputs)]
+    assert holding[0] == server.requests[0][1] and len(holding[0]) == len(events)
+    assert len(holding[-1]) == 1
+    letter = wait_for(lambda: _letter(settings, lambda d: bad_id.encode() in d.value
+                                      and d.header(H_TOPIC) == "embedding"),
+                      timeout=30, what="the refused row's dead letter")
+    assert letter.code == "embedding_failed" and json.loads(letter.value)["id"] == bad_id
+    assert "400" in (letter.header(H_MESSAGE) or "")
+
+
+def test_index_text_reaching_the_embedder_is_capped(
+        own_database: Settings, refusing_server: tuple[RefusingEmbeddings, str]) -> None:
+    settings = own_database
+    server, url = refusing_server
+    cap = settings.embed_text_cap_chars
+    assert cap < MAX_INPUT_CHARS
+    huge = put(uuid.uuid4(), kind="company", title="word " * 4000,  # 20,000 characters
+               summary="summary " * 2000,
+               properties={f"p{i:03d}": "value " * 20 for i in range(200)})
+    _apply(settings, [huge])
+
+    assert _embed(settings, url).embedded == 1  # before: refused (over the server's limit)
+    assert _statuses(settings)[huge["data"]["id"]][0] == "done"
+    with server.lock:
+        sent = [t for _, inputs in server.requests for t in inputs]
+    assert sent and max(len(t) for t in sent) <= cap
