@@ -85,6 +85,16 @@ class EventStore(Protocol):
 
     def chunked_parts_of(self, parent_id: uuid.UUID) -> list[tuple[uuid.UUID, int]]: ...
 
+    def explicit_parts_of(self, parent_id: uuid.UUID) -> list[tuple[uuid.UUID, str | None]]:
+        """(id, content) of the parts sent with this `parent_id` (not cut by the pipeline)."""
+        ...
+
+    def retitle_parts(self, parent_id: uuid.UUID, title: str | None,
+                      hashes: Sequence[tuple[uuid.UUID, str]]) -> None:
+        """Give parts their parent's new title and the hash of their new index text, (id,
+        hash) each; a part whose hash changed is embedded again."""
+        ...
+
     def delete_rows(self, ids: Sequence[uuid.UUID]) -> None: ...
 
     def soft_delete_object(self, object_id: uuid.UUID, version: int | None,

@@ -73,6 +73,11 @@ def put(ctx: Applying, event: ParsedEvent, payload: ObjectPut) -> None:
     stale = [pid for pid, pos in store.chunked_parts_of(object_id) if pos >= len(chunks)]
     store.delete_rows(stale)
     store.upsert_objects(rows)
+    if head is not None and head.title != payload.title:
+        # Explicit parts are not re-sent with their parent, but their index text holds its title.
+        store.retitle_parts(object_id, payload.title, [
+            (pid, text_hash(part_index_text(payload.title, content or "")))
+            for pid, content in store.explicit_parts_of(object_id)])
     if head is not None and head.deleted_at is not None:
         store.revive_parts(object_id, head.deleted_at)
     # The embed worker writes the node once the object is embedded; an object whose index text

@@ -20,6 +20,7 @@ import pytest
 from psycopg import sql
 
 from pipeline.domain.errors import Unavailable
+from pipeline.domain.index_text import part_index_text, text_hash
 from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders import HttpEmbedder
 from pipeline.embedding.embedders.static import STATIC_DIM, StaticEmbedder
@@ -307,3 +308,35 @@ def test_index_text_reaching_the_embedder_is_capped(
     with server.lock:
         sent = [t for _, inputs in server.requests for t in inputs]
     assert sent and max(len(t) for t in sent) <= cap
+
+
+# -- also noticed: explicit parts follow their parent's title -------------------------------
+
+
+def test_explicit_parts_are_reembedded_when_their_parent_is_retitled(
+        procs: dict[str, Proc], catalog: Settings, publisher: Publisher) -> None:
+    settings = catalog
+    tenant = uuid.uuid4()
+    parent = put(tenant, kind="note", title="Kickoff with Acme")
+    pid = parent["data"]["id"]
+    content = "The customer asked for a pilot in March."
+    part = put(tenant, kind="note", title=None, parent_id=pid, position=0, content=content)
+    part_id = part["data"]["id"]
+    publisher.send(parent, pid)
+    publisher.send(part, pid)  # keyed by the parent: after it on one partition
+    wait_for(lambda: indexed(settings, pid), timeout=30, what="the parent and its part")
+
+    def part_row() -> tuple[Any, ...]:
+        return _one(settings, "SELECT context_title, index_text_hash, embedded_hash,"
+                    " embed_status, embedding::text FROM objects WHERE id = %s", part_id)
+
+    before = part_row()
+    assert before[1] == before[2] == text_hash(part_index_text("Kickoff with Acme", content))
+    retitled = put(tenant, id=pid, kind="note", title="Renewal with Globex")
+    publisher.send(retitled, pid)
+    want = text_hash(part_index_text("Renewal with Globex", content))
+    after = wait_for(lambda: (r := part_row())[2] == want and r[3] == "done" and r,
+                     timeout=30, what="the part embedded with its parent's new title")
+    assert after[0] == "Renewal with Globex" and after[1] == want
+    assert after[4] != before[4]  # a new vector, of the new text
+    wait_for(lambda: indexed(settings, pid), timeout=30, what="the parent back in the graph")

@@ -165,6 +165,34 @@ class PgEventStore:
             (parent_id,)).fetchall()
         return [(row[0], row[1]) for row in rows]
 
+    def explicit_parts_of(self, parent_id: uuid.UUID) -> list[tuple[uuid.UUID, str | None]]:
+        """(id, content) of the parts sent with this `parent_id` (not cut by the pipeline)."""
+        rows = self.conn.execute(
+            "SELECT id, content FROM objects WHERE parent_id = %s AND NOT chunked",
+            (parent_id,)).fetchall()
+        return [(row[0], row[1]) for row in rows]
+
+    def retitle_parts(self, parent_id: uuid.UUID, title: str | None,
+                      hashes: Sequence[tuple[uuid.UUID, str]]) -> None:
+        """Give parts their parent's new title and index text hash; a part whose hash changed is
+        pending again (unless its embedding already is of that text), as in the upsert."""
+        if not hashes:
+            return
+        self.conn.execute(
+            "UPDATE objects o SET context_title = %(title)s, index_text_hash = v.hash,"
+            " embed_status = CASE WHEN o.index_text_hash IS NOT DISTINCT FROM v.hash"
+            "   THEN o.embed_status"
+            "   WHEN o.embedding IS NOT NULL AND o.embedded_hash = v.hash THEN 'done'"
+            "   ELSE 'pending' END,"
+            " embed_attempts = CASE WHEN o.index_text_hash IS DISTINCT FROM v.hash THEN 0"
+            "   ELSE o.embed_attempts END,"
+            " embed_error = CASE WHEN o.index_text_hash IS DISTINCT FROM v.hash THEN NULL"
+            "   ELSE o.embed_error END"
+            " FROM unnest(%(ids)s::uuid[], %(hashes)s::text[]) AS v(id, hash)"
+            " WHERE o.id = v.id AND o.parent_id = %(parent)s",
+            {"title": title, "ids": [h[0] for h in hashes], "hashes": [h[1] for h in hashes],
+             "parent": parent_id})
+
     def set_event_time(self, at: datetime | None) -> None:
         """Stamp the following writes of this transaction with `at` (None: the transaction's
         own time)."""
