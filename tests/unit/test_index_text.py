@@ -6,7 +6,12 @@ from typing import Any
 
 from hypothesis import given, strategies as st
 
-from pipeline.domain.index_text import entity_index_text, part_index_text, text_hash
+from pipeline.domain.index_text import (
+    embedder_text,
+    entity_index_text,
+    part_index_text,
+    text_hash,
+)
 
 
 def test_entity_index_text_layout() -> None:
@@ -65,3 +70,11 @@ def test_text_hash() -> None:
     assert text_hash("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
     assert text_hash("a") != text_hash("a ")
     assert len(text_hash("naïve 日本")) == 64
+
+
+@given(st.text(max_size=400), st.integers(min_value=1, max_value=300))
+def test_embedder_text_is_a_capped_prefix(text: str, cap: int) -> None:
+    sent = embedder_text(text, cap_chars=cap)
+    assert len(sent) <= cap and text.startswith(sent)
+    if len(text) <= cap:
+        assert sent == text
