@@ -107,10 +107,11 @@ class ResultPager:
                 if wanted and self.evidence is not None else {})
         out = []
         for item in items:
-            evidence = [{**rows[pid], "score": float(score)}
-                        for pid, score in ((uuid.UUID(str(p)), s)
-                                           for p, s in item.get("evidence") or [])
-                        if pid in rows]
+            evidence = []
+            for part_id, score in item.get("evidence") or []:
+                row = rows.get(uuid.UUID(str(part_id)))
+                if row is not None:  # a part no longer visible gives no evidence
+                    evidence.append({**row, "score": float(score)})
             out.append({**item, "evidence": evidence})
         return out
 
