@@ -1,9 +1,14 @@
 """How errors leave the API: a status per error type, and one JSON body shape for all of them
 (`{"error": {"code", "message", "field"}}`), from the core's errors, a database outage, an unknown
-route or a request that fails validation."""
+route or a request that fails validation.
+
+A dependency outage (503) tells the client its code and to retry, nothing more: the driver's
+text names hosts, ports and users, so it goes to the log only.
+"""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import Request
@@ -20,6 +25,10 @@ from pipeline.domain.errors import (
     Unauthorized,
     Unavailable,
 )
+
+log = logging.getLogger(__name__)
+
+UNAVAILABLE_MESSAGE = "a dependency is unavailable; retry later"
 
 STATUS = {
     NotFound: 404,
@@ -49,8 +58,14 @@ def status_of(exc: BrainstreamError) -> int:
 
 
 def error_response(exc: BrainstreamError) -> JSONResponse:
-    """The JSON answer for a core error."""
-    return JSONResponse(status_code=status_of(exc), content={"error": exc.to_dict()})
+    """The JSON answer for a core error (an outage's details are logged, not answered)."""
+    status = status_of(exc)
+    body: dict[str, str | None] = dict(exc.to_dict())
+    if status >= 500:
+        log.warning("answered %d %s: %s", status, exc.code, exc.message)
+        body = {"code": exc.code, "message": UNAVAILABLE_MESSAGE if isinstance(exc, Unavailable)
+                else "internal error", "field": None}
+    return JSONResponse(status_code=status, content={"error": body})
 
 
 async def brainstream_error(request: Request, exc: BrainstreamError) -> JSONResponse:

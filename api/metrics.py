@@ -6,7 +6,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from fastapi import Request, Response
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 REGISTRY = CollectorRegistry()
 
@@ -17,6 +17,10 @@ REQUEST_SECONDS = Histogram(
 DEGRADED = Counter(
     "brainstream_api_degraded_total", "Answers given in a degraded mode, by endpoint and mode",
     ["endpoint", "mode"], registry=REGISTRY)
+
+DEPENDENCY_UP = Gauge(
+    "brainstream_api_dependency_up", "Whether a dependency answered the last readiness check "
+    "(1) or not (0); the reason is in the API's log", ["dependency"], registry=REGISTRY)
 
 
 async def observe(request: Request,

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from pipeline.domain.read_model import Filters, Page, RichObject
 from pipeline.domain.relations import RELATION_TYPE_PATTERN
+from pipeline.retrieval.paging import RESULT_SET_ID_PATTERN
 
 # Postgres text cannot hold NUL: refused at the boundary (422), never a 500 further in.
 Text = Annotated[str, StringConstraints(max_length=2000, pattern=r"^[^\x00]*$")]
@@ -107,7 +108,8 @@ class RecipeRunBody(_Strict):
 
 
 class ContinueBody(_Strict):
-    result_set_id: Annotated[str, StringConstraints(min_length=1, max_length=80)]
+    result_set_id: Annotated[str, StringConstraints(max_length=80,
+                                                    pattern=RESULT_SET_ID_PATTERN)]
     limit: Limit = 10
 
 
@@ -172,12 +174,15 @@ class PageOut(BaseModel):
     has_more: bool
     degrade: str | None = None
     mode: str | None = None
+    truncated: bool = Field(default=False, description=(
+        "a bound cut the answer (RESULT_SET_MAX_ITEMS, or expansion's neighbour bound): more "
+        "matches exist than these pages hold; narrow the request to reach them"))
 
     @classmethod
     def of(cls, page: Page) -> PageOut:
         return cls(objects=[RichObjectOut.of(o) for o in page.objects],
                    result_set_id=page.result_set_id, has_more=page.has_more,
-                   degrade=page.degrade, mode=page.mode)
+                   degrade=page.degrade, mode=page.mode, truncated=page.truncated)
 
 
 class ChildrenOut(BaseModel):

@@ -3,12 +3,16 @@ Prometheus metrics of the process."""
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api import metrics
 from api.dependencies import Svc
+
+log = logging.getLogger(__name__)
 
 router = APIRouter(tags=["ops"])
 
@@ -21,13 +25,22 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz", responses={503: {"description": "a dependency is down"}})
 async def readyz(svc: Svc) -> JSONResponse:
-    """Readiness: each dependency answers (503 with details otherwise)."""
+    """Readiness: each dependency "ok" or "down" (503 with code `dependency_unavailable` when one
+    is down). Why it is down goes to the log and `brainstream_api_dependency_up`, never to this
+    unauthenticated answer."""
     checks = await svc.check()
-    ready = all(v == "ok" for v in checks.values())
-    return JSONResponse(status_code=200 if ready else 503,
-                        content={"status": "ready" if ready else "degraded",
-                                 "checks": checks,
-                                 "generation": svc.settings.generation})
+    for name, why in checks.items():
+        metrics.DEPENDENCY_UP.labels(name).set(0 if why else 1)
+        if why:
+            log.warning("readiness: %s is down: %s", name, why)
+    ready = not any(checks.values())
+    body: dict[str, object] = {
+        "status": "ready" if ready else "unavailable",
+        "dependencies": {name: "down" if why else "ok" for name, why in checks.items()},
+        "generation": svc.settings.generation}
+    if not ready:
+        body["code"] = "dependency_unavailable"
+    return JSONResponse(status_code=200 if ready else 503, content=body)
 
 
 @router.get("/metrics", include_in_schema=False)

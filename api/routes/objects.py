@@ -4,14 +4,18 @@ filter by)."""
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 
 from api.dependencies import Ns, Svc
 from api.errors import ERRORS
 from api.schemas import ChildrenOut, RichObjectOut
-from pipeline.retrieval.requests import describe_schema
+from pipeline.retrieval.requests import (
+    MAX_CHILDREN_LIMIT,
+    MAX_CHILDREN_OFFSET,
+    describe_schema,
+)
 
 router = APIRouter(tags=["objects"], responses=ERRORS)
 
@@ -23,14 +27,17 @@ async def read(object_id: uuid.UUID, ns: Ns, svc: Svc) -> RichObjectOut:
 
 
 @router.get("/v1/objects/{object_id}/children", response_model=ChildrenOut)
-async def children(object_id: uuid.UUID, ns: Ns, svc: Svc, offset: int = 0,
-                   limit: int = 100) -> ChildrenOut:
+async def children(object_id: uuid.UUID, ns: Ns, svc: Svc,
+                   offset: Annotated[int, Query(ge=0, le=MAX_CHILDREN_OFFSET)] = 0,
+                   limit: Annotated[int, Query(ge=1, le=MAX_CHILDREN_LIMIT)] = 100
+                   ) -> ChildrenOut:
     """The parts of an object, in order, with their content."""
     parts = await svc.engine.children(ns, object_id, offset=offset, limit=limit)
     return ChildrenOut(objects=[RichObjectOut.of(p, with_content=True) for p in parts])
 
 
 @router.get("/v1/schema")
-async def schema(ns: Ns, svc: Svc, kind: str | None = None) -> dict[str, Any]:
+async def schema(ns: Ns, svc: Svc,
+                 kind: Annotated[str | None, Query(max_length=200)] = None) -> dict[str, Any]:
     """Kinds with their filterable fields, and how to filter."""
     return describe_schema(await svc.catalog(), kind)

@@ -95,6 +95,8 @@ class Page:
     has_more: bool
     degrade: str | None = None
     mode: str | None = None  # expand: children | neighborhood | graph | mixed
+    # a bound (a result set's size, expansion's neighbour bound) cut the answer: more exist
+    truncated: bool = False
 
 
 @dataclass(frozen=True)

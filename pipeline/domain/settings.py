@@ -94,6 +94,13 @@ class Settings(BaseSettings):
     api_keys: dict[str, list[str]] = Field(default_factory=dict)
     api_workers: int = Field(default=1, ge=1, le=64)
     result_set_ttl: int = Field(default=900, ge=10, le=86400)
+    # Result sets live in their own Redis database, never the Celery broker's (the URL's, 0 by
+    # default): an eviction or a FLUSHDB for result sets must not touch queued tasks.
+    result_set_redis_db: int = Field(default=1, ge=0, le=15)
+    # The most ranked items one result set holds; a longer answer is cut and says `truncated`.
+    result_set_max_items: int = Field(default=1000, ge=1, le=100_000)
+    # Back-off cap (seconds) of the API's background retries to load the query embedder.
+    embedder_retry_max_wait: float = Field(default=30.0, gt=0, le=3600)
     search_candidate_k: int = Field(default=50, ge=1, le=1000)
     rrf_k: int = Field(default=60, ge=0, le=10_000)
     decay_lambda: float = Field(default=0.002, ge=0)
@@ -205,6 +212,21 @@ class Settings(BaseSettings):
     def effective_redis_url(self) -> str:
         """The URL of the configured Redis (Celery broker, caches), or of the embedded one."""
         return self.redis_url or f"redis://127.0.0.1:{self.redis_port}/0"
+
+    @property
+    def result_set_redis_url(self) -> str:
+        """The Redis URL of the result sets: the configured Redis, database
+        `result_set_redis_db`, which must not be the Celery broker's."""
+        from urllib.parse import urlsplit, urlunsplit
+
+        parts = urlsplit(self.effective_redis_url)
+        db = parts.path.strip("/")
+        broker_db = int(db) if db.isascii() and db.isdigit() else 0
+        if broker_db == self.result_set_redis_db:
+            raise ConfigError(
+                f"BRAINSTREAM_RESULT_SET_REDIS_DB must differ from the Celery broker's database "
+                f"({broker_db})", field="result_set_redis_db")
+        return urlunsplit(parts._replace(path=f"/{self.result_set_redis_db}"))
 
 
 def load_settings() -> Settings:

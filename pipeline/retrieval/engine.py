@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from pipeline.domain.errors import InvalidInput, NotFound, Unavailable
+from pipeline.domain.errors import NotFound, Unavailable
 from pipeline.domain.read_model import Filters, Hit, Page, RichObject, RowMeta, SearchQuery
 from pipeline.ports import (
     CatalogSource,
@@ -30,7 +30,12 @@ from pipeline.ports import (
 from pipeline.retrieval.channels import standard_channels
 from pipeline.retrieval.fusion import Fused, Promoted, decay_factor, fuse_and_promote, promote
 from pipeline.retrieval.paging import Item, ResultPager
-from pipeline.retrieval.requests import check_filters, check_limit, query_text
+from pipeline.retrieval.requests import (
+    check_children_page,
+    check_filters,
+    check_limit,
+    query_text,
+)
 from pipeline.retrieval.snippets import snippet
 
 
@@ -43,6 +48,7 @@ class EngineConfig:
     max_results: int = 100
     embed_timeout: float = 5.0
     snippet_chars: int = 240
+    result_set_max_items: int = 1000  # the most items one stored result set holds
     # the channels find_exact fuses under its equality matches (no dense: exact means words)
     exact_channels: tuple[str, ...] = ("lexical", "trigram")
 
@@ -74,7 +80,8 @@ class RetrievalEngine:
         missing = [n for n in self.config.exact_channels if n not in self.channels]
         if missing:
             raise ValueError(f"find_exact names channels the engine lacks: {missing}")
-        self.pager = ResultPager(result_sets, reader)
+        self.pager = ResultPager(result_sets, reader, evidence=self.evidence_entries,
+                                 max_items=self.config.result_set_max_items)
 
     async def validate_filters(self, filters: Filters) -> None:
         """Property filters must name filterable fields of the catalog (when it is not empty)."""
@@ -155,19 +162,25 @@ class RetrievalEngine:
             items.append(self._item(p, score, meta, query))
         items.sort(key=lambda item: (-float(item["score"]), str(item["id"])))
         return await self.pager.first_page(namespace, items, limit, kind="search",
-                                           degrade=degrade, hydrated=objects)
+                                           degrade=degrade, hydrated=objects, query=query)
 
     def _item(self, promoted: Promoted, score: float, meta: dict[uuid.UUID, RowMeta],
               query: str) -> Item:
-        evidence = []
-        for part_id, part_score in promoted.evidence:
-            row = meta[part_id]
-            evidence.append({"part_id": str(part_id), "title": row.title,
-                             "snippet": snippet(row.content, query,
-                                                width=self.config.snippet_chars),
-                             "score": part_score, "position": row.position,
-                             "properties": row.properties})
+        evidence = [{**self._evidence(meta[part_id], query), "score": part_score}
+                    for part_id, part_score in promoted.evidence]
         return {"id": str(promoted.id), "score": score, "evidence": evidence}
+
+    def _evidence(self, row: RowMeta, query: str) -> dict[str, object]:
+        return {"part_id": str(row.id), "title": row.title,
+                "snippet": snippet(row.content, query, width=self.config.snippet_chars),
+                "position": row.position, "properties": row.properties}
+
+    async def evidence_entries(self, namespace: uuid.UUID, query: str,
+                               part_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, dict[str, object]]:
+        """Evidence entries (without scores) of searchable rows still visible in the namespace,
+        rebuilt for `query`: what a stored result set's page is served with."""
+        meta = await self.searcher.row_meta(namespace, list(dict.fromkeys(part_ids)))
+        return {row_id: self._evidence(row, query) for row_id, row in meta.items()}
 
     # -- paging and reads ---------------------------------------------------------------------
 
@@ -186,8 +199,7 @@ class RetrievalEngine:
     async def children(self, namespace: uuid.UUID, object_id: uuid.UUID, *, offset: int = 0,
                        limit: int = 100) -> list[RichObject]:
         """The visible parts of a visible object, in order, with their content."""
-        if not 1 <= limit <= 1000 or offset < 0:
-            raise InvalidInput("limit must be 1..1000 and offset >= 0", field="limit")
+        check_children_page(offset, limit)
         await self.read(namespace, object_id)  # 404 for what is missing or out of scope
         return await self.reader.children(namespace, object_id, offset=offset, limit=limit)
 

@@ -183,10 +183,11 @@ class GraphQueries:
     # -- expansion ----------------------------------------------------------------------------
 
     async def expand(self, namespace: uuid.UUID, request: ExpandQuery) -> Page:
-        """Containment and/or graph neighbors of one object, paged."""
+        """Containment and/or graph neighbors of one object (up to `max_neighbors`), paged by
+        `limit` like every ranked read: more than a page gives a result set to continue."""
         if len(request.object_ids) != 1:
             raise InvalidInput("expand takes exactly one object_id", field="object_id")
-        return await self._expand(namespace, request, budget=request.limit)
+        return await self._expand(namespace, request, budget=self.config.max_neighbors)
 
     async def expand_many(self, namespace: uuid.UUID, request: ExpandQuery) -> Page:
         """Neighbors of several landing objects within a neighbor budget; the first seed to
@@ -201,6 +202,8 @@ class GraphQueries:
 
     async def _expand(self, namespace: uuid.UUID, request: ExpandQuery, *, budget: int
                       ) -> Page:
+        """The expansion's items; `truncated` when the containment or the neighbour bound
+        (`budget`) left some out (each is asked for one more than it may give, to know)."""
         check_limit(request.limit)
         if not 1 <= request.max_hops <= MAX_HOPS:
             raise InvalidInput(f"max_hops must be 1..{MAX_HOPS}", field="max_hops")
@@ -213,9 +216,12 @@ class GraphQueries:
         items: list[Item] = []
         seen: set[uuid.UUID] = set(request.object_ids)
         containment_kinds: set[str] = set()
+        truncated = False
         if request.want_containment:
             for seed_id in request.object_ids:
-                for obj, relation in await self._containment(namespace, seeds[seed_id]):
+                contained, cut = await self._containment(namespace, seeds[seed_id])
+                truncated = truncated or cut
+                for obj, relation in contained:
                     if obj.id not in seen:
                         seen.add(obj.id)
                         containment_kinds.add("children" if relation.type == "contains"
@@ -230,25 +236,29 @@ class GraphQueries:
             try:
                 neighbors = await self.graph.neighbors(
                     namespace, graph_seeds, list(request.relation_types), request.direction,
-                    request.max_hops, budget)
-                graph_items = await self._neighbor_items(namespace, neighbors, seen)
+                    request.max_hops, budget + 1)
+                truncated = truncated or len(neighbors) > budget
+                graph_items = await self._neighbor_items(namespace, neighbors[:budget], seen)
             except Unavailable as exc:
                 log.warning("graph unavailable for expand: %s", exc)
                 degrade = GRAPH_UNAVAILABLE
         else:
             degrade = GRAPH_UNAVAILABLE
-        items += graph_items[:budget]
+        items += graph_items
         mode = _mode(containment_kinds, bool(graph_items))
         return await self.pager.first_page(namespace, items, request.limit, kind="expand",
-                                           degrade=degrade, mode=mode)
+                                           degrade=degrade, mode=mode, truncated=truncated)
 
     async def _containment(self, namespace: uuid.UUID, obj: RichObject
-                           ) -> list[tuple[RichObject, Relation]]:
+                           ) -> tuple[list[tuple[RichObject, Relation]], bool]:
+        """The object's children (a parent) or its parent and nearby siblings (a part), and
+        whether `max_children` cut the children."""
         reader = self.reader
         if obj.parent_id is None:
-            children = await reader.children(namespace, obj.id, limit=self.config.max_children)
+            bound = self.config.max_children
+            children = await reader.children(namespace, obj.id, limit=bound + 1)
             return [(c, Relation(type="contains", direction="out", depth=1, source_id=obj.id))
-                    for c in children]
+                    for c in children[:bound]], len(children) > bound
         parent = (await reader.hydrate(namespace, [obj.parent_id])).get(obj.parent_id)
         out: list[tuple[RichObject, Relation]] = []
         if parent is not None:
@@ -257,7 +267,7 @@ class GraphQueries:
         siblings = await reader.siblings(namespace, obj.id, radius=self.config.sibling_radius)
         out += [(s, Relation(type="sibling", direction=None, depth=1, source_id=obj.id))
                 for s in siblings]
-        return out
+        return out, False
 
     async def _neighbor_items(self, namespace: uuid.UUID, neighbors: Sequence[Neighbor],
                               seen: set[uuid.UUID]) -> list[Item]:

@@ -3,69 +3,117 @@
 Every ranked read (search, exact find, entity and link find, expansion) ends here with its
 ranked items. A list longer than the page is stored once as a result set (`ResultSetStore`,
 shared by every API process), so `continue` pages through the same snapshot until it expires;
-the result-set id a page returns names the offset of the next page (`<set>.<offset>`). Objects
-are hydrated under the caller's namespace when a page is made, so an object deleted since the
-snapshot is simply left out.
+the result-set id a page returns names the offset of the next page (`<set>.<offset>`).
+
+A stored set holds ids and scores only (each item's id, score, evidence part ids with their
+scores, and its graph relation), never titles, properties, content or snippets: objects and
+evidence are hydrated under the caller's namespace when a page is served, so an object deleted
+since the snapshot is simply left out, and a set's size depends on its length alone. That length
+is capped (`max_items`): a longer answer is cut and every page of it says `truncated`.
 """
 
 from __future__ import annotations
 
+import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from pipeline.domain.errors import ResultSetExpired
+from pipeline.domain.errors import InvalidInput, ResultSetExpired
 from pipeline.domain.read_model import Evidence, Page, Relation, RichObject
 from pipeline.ports import ObjectReader, ResultSetStore
 from pipeline.retrieval.requests import check_limit
 
-# One ranked answer: {"id", "score", "evidence": [...], "relation"?: {...}} (JSON-ready, as stored).
+# One ranked answer: {"id", "score", "evidence": [...], "relation"?: {...}} (JSON-ready). Each
+# evidence entry is {"part_id", "title", "snippet", "score", "position", "properties"}; stored,
+# it shrinks to [part_id, score].
 Item = dict[str, Any]
+
+# Rebuilds evidence entries (without their score) for part ids under a namespace, for a query
+# text: what `continue` needs to serve a stored set's evidence. Parts no longer visible are absent.
+EvidenceSource = Callable[[uuid.UUID, str, Sequence[uuid.UUID]],
+                          Awaitable[dict[uuid.UUID, dict[str, Any]]]]
+
+# What a result-set id looks like (`<set>.<offset>`) and the largest offset it may name (a set
+# holds at most 100,000 items: Settings.result_set_max_items).
+RESULT_SET_ID_PATTERN = r"^[0-9a-f]{1,64}(\.[0-9]{1,7})?$"
+RESULT_SET_ID = re.compile(RESULT_SET_ID_PATTERN, re.ASCII)
+MAX_OFFSET = 1_000_000
 
 
 class ResultPager:
-    """Makes pages of ranked items and continues stored result sets."""
+    """Makes pages of ranked items and continues stored result sets.
 
-    def __init__(self, result_sets: ResultSetStore, reader: ObjectReader) -> None:
+    `evidence` rebuilds the evidence of stored items when `continue` serves them (None: stored
+    sets carry no evidence back); `max_items` caps how many items one result set holds.
+    """
+
+    def __init__(self, result_sets: ResultSetStore, reader: ObjectReader, *,
+                 evidence: EvidenceSource | None = None, max_items: int = 1000) -> None:
         self.result_sets = result_sets
         self.reader = reader
+        self.evidence = evidence
+        self.max_items = max_items
 
     async def first_page(self, namespace: uuid.UUID, items: list[Item], limit: int, *,
                          kind: str, degrade: str | None = None, mode: str | None = None,
-                         hydrated: dict[uuid.UUID, RichObject] | None = None) -> Page:
-        """The first `limit` items as objects; the whole list is stored when there is more.
+                         hydrated: dict[uuid.UUID, RichObject] | None = None,
+                         query: str | None = None, truncated: bool = False) -> Page:
+        """The first `limit` items as objects; the list is stored when there is more.
 
         `kind` names the read that ranked them, `degrade` and `mode` label every page of the
-        answer; `hydrated` may hold objects the caller already read (the rest are read here).
+        answer; `hydrated` may hold objects the caller already read (the rest are read here);
+        `query` is the text the evidence snippets were cut for (kept to rebuild them);
+        `truncated` says the caller already cut the list at a bound of its own.
         """
+        if len(items) > self.max_items:
+            items, truncated = items[: self.max_items], True
         result_set_id = None
         if len(items) > limit:
-            meta: dict[str, object] = {"degrade": degrade, "kind": kind, "mode": mode}
-            saved = await self.result_sets.save(namespace, items, meta)
+            meta: dict[str, object] = {"degrade": degrade, "kind": kind, "mode": mode,
+                                       "query": query, "truncated": truncated}
+            saved = await self.result_sets.save(namespace, [_stored(i) for i in items], meta)
             result_set_id = f"{saved}.{limit}"  # the id names the next page's offset
         objects = await self.materialize(namespace, items[:limit], hydrated)
         return Page(tuple(objects), result_set_id, len(items) > limit, degrade=degrade or None,
-                    mode=mode)
+                    mode=mode, truncated=truncated)
 
     async def continue_page(self, namespace: uuid.UUID, result_set_id: str,
                             limit: int = 10) -> Page:
         """The next page of a result set: the same snapshot from any API process."""
         check_limit(limit)
-        stored = await self.result_sets.load(namespace, result_set_id.split(".")[0])
+        set_id, offset = parse_result_set_id(result_set_id)
+        stored = await self.result_sets.load(namespace, set_id)
         if stored is None:
             raise ResultSetExpired("result set unknown or expired", field="result_set_id")
         items, meta = stored
-        offset = _offset(result_set_id)
-        page_items = items[offset: offset + limit]
+        page_items = await self._with_evidence(namespace, items[offset: offset + limit],
+                                               str(meta.get("query") or ""))
         objects = await self.materialize(namespace, page_items, None)
         has_more = offset + limit < len(items)
-        next_id = f"{result_set_id.split('.')[0]}.{offset + limit}" if has_more else None
+        next_id = f"{set_id}.{offset + limit}" if has_more else None
         degrade = meta.get("degrade")
         mode = meta.get("mode")
         return Page(tuple(objects), next_id, has_more,
                     degrade=str(degrade) if degrade else None,
-                    mode=str(mode) if mode else None)
+                    mode=str(mode) if mode else None, truncated=bool(meta.get("truncated")))
+
+    async def _with_evidence(self, namespace: uuid.UUID, items: Sequence[Item], query: str
+                             ) -> list[Item]:
+        """Stored items with their evidence rebuilt ([part_id, score] -> full entries)."""
+        wanted = [uuid.UUID(str(pid)) for item in items for pid, _ in item.get("evidence") or []]
+        rows = (await self.evidence(namespace, query, wanted)
+                if wanted and self.evidence is not None else {})
+        out = []
+        for item in items:
+            evidence = []
+            for part_id, score in item.get("evidence") or []:
+                row = rows.get(uuid.UUID(str(part_id)))
+                if row is not None:  # a part no longer visible gives no evidence
+                    evidence.append({**row, "score": float(score)})
+            out.append({**item, "evidence": evidence})
+        return out
 
     async def materialize(self, namespace: uuid.UUID, items: Sequence[Item],
                           hydrated: dict[uuid.UUID, RichObject] | None) -> list[RichObject]:
@@ -83,13 +131,23 @@ class ResultPager:
         return out
 
 
-def _offset(result_set_id: str) -> int:
-    parts = result_set_id.split(".")
-    if len(parts) == 1:
-        return 0
-    if len(parts) != 2 or not parts[1].isdigit():
-        raise ResultSetExpired("malformed result set id", field="result_set_id")
-    return int(parts[1])
+def parse_result_set_id(result_set_id: str) -> tuple[str, int]:
+    """A result-set id's set and offset (`<set>` or `<set>.<offset>`, ASCII hex and digits);
+    anything else is InvalidInput (422) naming `result_set_id`, never a 500."""
+    set_id, dot, offset = result_set_id.partition(".")
+    if not RESULT_SET_ID.fullmatch(result_set_id) or (dot and int(offset) > MAX_OFFSET):
+        raise InvalidInput("result_set_id must be <set>.<offset> as a page returned it",
+                           field="result_set_id")
+    return set_id, int(offset) if dot else 0
+
+
+def _stored(item: Item) -> Item:
+    """An item as a result set stores it: ids and scores (and the relation), nothing else."""
+    out: Item = {"id": item["id"], "score": item["score"],
+                 "evidence": [[e["part_id"], e["score"]] for e in item.get("evidence") or []]}
+    if item.get("relation"):
+        out["relation"] = item["relation"]
+    return out
 
 
 def _with(obj: RichObject, item: Item) -> RichObject:

@@ -15,6 +15,10 @@ from pipeline.domain.read_model import Filters
 
 MAX_LIMIT = 100
 MAX_QUERY_CHARS = 2000
+# Reading an object's parts (`children`): the page size and the furthest offset (far beyond any
+# object's part count; it keeps the offset a number Postgres takes).
+MAX_CHILDREN_LIMIT = 1000
+MAX_CHILDREN_OFFSET = 1_000_000
 
 FILTER_USAGE = (
     "Filters apply to search, find_exact and find_objects as {\"filters\": {...}}: "
@@ -44,6 +48,16 @@ def check_limit(limit: int) -> int:
     if not 1 <= limit <= MAX_LIMIT:
         raise InvalidInput(f"limit must be between 1 and {MAX_LIMIT}", field="limit")
     return limit
+
+
+def check_children_page(offset: int, limit: int) -> None:
+    """A page of an object's parts: limit 1..MAX_CHILDREN_LIMIT, offset 0..MAX_CHILDREN_OFFSET;
+    InvalidInput naming the field otherwise."""
+    if not 1 <= limit <= MAX_CHILDREN_LIMIT:
+        raise InvalidInput(f"limit must be between 1 and {MAX_CHILDREN_LIMIT}", field="limit")
+    if not 0 <= offset <= MAX_CHILDREN_OFFSET:
+        raise InvalidInput(f"offset must be between 0 and {MAX_CHILDREN_OFFSET}",
+                           field="offset")
 
 
 def check_filters(catalog: KindCatalog, filters: Filters) -> None:

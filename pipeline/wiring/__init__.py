@@ -5,12 +5,15 @@ both the API (`api/app.py`) and the benchmarks (`bench/`) use.
   adapters under them, for one index generation (`Services.check()`, `Services.close()`).
 - `ActiveServices(base, publish)`: follows the active index generation, publishing a new
   `Services` on each switch (`start()`, `close()`).
-- `load_embedder(settings)` and `query_embedder(embedder)`: the query embedder the engine takes.
+- `QueryEmbedderLoader(settings)` and `query_embedder(current)`: the query embedder the engine
+  takes, loaded again in the background while it fails.
 """
 
 from __future__ import annotations
 
+from pipeline.wiring.embedder import QueryEmbedderLoader
 from pipeline.wiring.generations import ActiveServices
-from pipeline.wiring.services import Services, build_services, load_embedder, query_embedder
+from pipeline.wiring.services import Services, build_services, query_embedder
 
-__all__ = ["ActiveServices", "Services", "build_services", "load_embedder", "query_embedder"]
+__all__ = ["ActiveServices", "QueryEmbedderLoader", "Services", "build_services",
+           "query_embedder"]

@@ -1,23 +1,23 @@
 """The read side's services, built once per process (and per index generation): the adapters
 the API routes and the benchmarks call, wired to one another.
 
-`build_services(settings)` connects Postgres (one async pool), Redis (result sets), FalkorDB
-(a reconnecting reader) and the query embedder, and builds the retrieval engine and the graph
-queries over them. The graph and the embedder may be down: the answers degrade, labelled.
+`build_services(settings)` connects Postgres (one async pool), Redis (result sets, in their own
+database), FalkorDB (a reconnecting reader) and the query embedder (loaded again in the
+background while it fails: `pipeline/wiring/embedder.py`), and builds the retrieval engine and
+the graph queries over them. The graph and the embedder may be down: the answers degrade,
+labelled.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from psycopg_pool import AsyncConnectionPool
 
 from pipeline.domain.errors import Unavailable
 from pipeline.domain.settings import Settings
-from pipeline.embedding.embedders import build_embedder
 from pipeline.graph.falkordb.reconnecting import ReconnectingGraphReader
 from pipeline.ports import Embedder, QueryEmbedder
 from pipeline.retrieval.channels import standard_channels
@@ -29,8 +29,7 @@ from pipeline.stores.postgres.read import PgObjectReader
 from pipeline.stores.postgres.recipes import RecipeStore
 from pipeline.stores.postgres.search import PgPartSearcher
 from pipeline.stores.redis.resultsets import RedisResultSets
-
-log = logging.getLogger(__name__)
+from pipeline.wiring.embedder import QueryEmbedderLoader
 
 
 @dataclass
@@ -46,56 +45,46 @@ class Services:
     result_sets: RedisResultSets
     catalog: CachedCatalog
     graph_reader: ReconnectingGraphReader
-    embedder: Embedder | None = None
+    embedder_loader: QueryEmbedderLoader
 
-    async def check(self) -> dict[str, str]:
-        """Each dependency's state: "ok" or "error: <why>" (the readiness probe's answer)."""
-        checks: dict[str, str] = {}
-        try:
-            await ping_pool(self.pool, timeout=2.0)  # readiness must not hang
-            checks["postgres"] = "ok"
-        except Exception as exc:
-            checks["postgres"] = f"error: {exc}"
-        try:
-            await self.result_sets.ping()
-            checks["redis"] = "ok"
-        except Exception as exc:
-            checks["redis"] = f"error: {exc}"
-        try:
-            await self.graph_reader.ping()
-            checks["falkordb"] = "ok"
-        except Exception as exc:
-            checks["falkordb"] = f"error: {exc}"
-        checks["embedder"] = "ok" if self.embedder is not None else "error: not loaded"
+    @property
+    def embedder(self) -> Embedder | None:
+        """The query embedder, None until it has loaded (it may load after start-up)."""
+        return self.embedder_loader.current
+
+    async def check(self) -> dict[str, str | None]:
+        """Each dependency's state: None when it answers, else why not (for the logs: the text
+        may name hosts and ports, so the readiness probe answers only "ok" or "down")."""
+        probes = {"postgres": lambda: ping_pool(self.pool, timeout=2.0),  # must not hang
+                  "redis": self.result_sets.ping, "falkordb": self.graph_reader.ping}
+        checks: dict[str, str | None] = {}
+        for name, probe in probes.items():
+            try:
+                await probe()
+                checks[name] = None
+            except Exception as exc:
+                checks[name] = f"{type(exc).__name__}: {exc}"
+        checks["embedder"] = None if self.embedder is not None else "not loaded"
         return checks
 
     async def close(self) -> None:
-        """Close the connections (Redis, Postgres, the graph)."""
+        """Stop loading the embedder and close the connections (Redis, Postgres, the graph)."""
+        await self.embedder_loader.close()
         await self.result_sets.close()
         await self.pool.close()
         await self.graph_reader.aclose()
 
 
-async def load_embedder(settings: Settings) -> Embedder | None:
-    """The configured embedder, warmed up; None (logged) when it cannot load: the API still
-    serves lexical-only answers."""
-    try:
-        embedder = await asyncio.to_thread(build_embedder, settings)
-        await asyncio.to_thread(embedder.embed, ["warm-up"])
-    except Exception as exc:
-        log.error("embedder unavailable at start-up: %s", exc)
-        return None
-    return embedder
-
-
-def query_embedder(embedder: Embedder | None) -> QueryEmbedder:
-    """Embeds one query text off the event loop; any failure (or no embedder) is Unavailable."""
+def query_embedder(embedder: Callable[[], Embedder | None]) -> QueryEmbedder:
+    """Embeds one query text off the event loop with the embedder `embedder()` gives now; any
+    failure (or no embedder yet) is Unavailable."""
 
     async def embed_query(text: str) -> Sequence[float]:
-        if embedder is None:
+        current = embedder()
+        if current is None:
             raise Unavailable("embedder not loaded")
         try:
-            vectors = await asyncio.to_thread(embedder.embed, [text])
+            vectors = await asyncio.to_thread(current.embed, [text])
         except Unavailable:
             raise
         except Exception as exc:
@@ -110,12 +99,14 @@ async def build_services(settings: Settings) -> Services:
     down (answers degrade)."""
     pool = await make_async_pool(settings)
     catalog = CachedCatalog(pool)
-    embedder = await load_embedder(settings)
-    embed_query = query_embedder(embedder)
-    result_sets = RedisResultSets.from_url(settings.effective_redis_url,
+    embedder = QueryEmbedderLoader(settings)
+    await embedder.start()
+    embed_query = query_embedder(lambda: embedder.current)
+    result_sets = RedisResultSets.from_url(settings.result_set_redis_url,
                                            ttl_seconds=settings.result_set_ttl)
     config = EngineConfig(candidate_k=settings.search_candidate_k, rrf_k=settings.rrf_k,
-                          decay_lambda=settings.decay_lambda, evidence_n=settings.evidence_n)
+                          decay_lambda=settings.decay_lambda, evidence_n=settings.evidence_n,
+                          result_set_max_items=settings.result_set_max_items)
     searcher = PgPartSearcher(pool, stats_ttl=settings.search_stats_ttl,
                               trigram_threshold=settings.trigram_threshold)
     reader = PgObjectReader(pool)
@@ -132,4 +123,4 @@ async def build_services(settings: Settings) -> Services:
     return Services(settings=settings, pool=pool, engine=engine, graph=graph,
                     recipes=RecipeStore(pool, dict(settings.expand_recipes)),
                     result_sets=result_sets, catalog=catalog, graph_reader=graph_reader,
-                    embedder=embedder)
+                    embedder_loader=embedder)

@@ -1,5 +1,10 @@
 """Result sets in Redis: the ranked list of a search is stored once, so `continue` pages through
-the same snapshot from any API process until the TTL expires."""
+the same snapshot from any API process until the TTL expires.
+
+They live in a Redis database of their own (`Settings.result_set_redis_url`), never the Celery
+broker's, and every key carries the TTL: under `maxmemory` with `volatile-lru` Redis evicts
+result sets only. What an item holds (ids and scores) is decided by `pipeline/retrieval/paging.py`.
+"""
 
 from __future__ import annotations
 
