@@ -198,6 +198,66 @@ def test_infra_data_on_named_volumes(compose: dict[str, Any], services: dict[str
         assert named, f"{name} keeps its data on no named volume (mounts: {mounts})"
 
 
+# -- published ports: no unauthenticated listener beyond the host ----------------------------
+
+LOOPBACK = {"127.0.0.1", "::1", "[::1]", "localhost"}
+# Kafka security protocols that authenticate the client over an encrypted connection.
+AUTHENTICATED_KAFKA = {"SASL_SSL"}
+
+
+def _published(service: dict[str, Any]) -> list[tuple[str, str]]:
+    """(host ip, container port) of each published port; "" is every interface."""
+    example = _env_example()
+    out = []
+    for port in service.get("ports") or []:
+        if isinstance(port, dict):  # long syntax
+            out.append((str(port.get("host_ip", "")), str(port["target"])))
+            continue
+        spec = _interpolate(str(port), example).split("/")[0]
+        if spec.startswith("["):  # [ipv6]:host:container
+            host_ip, _, rest = spec[1:].partition("]:")
+            out.append((host_ip, rest.rsplit(":", 1)[-1]))
+            continue
+        parts = spec.split(":")
+        out.append((parts[0] if len(parts) == 3 else "", parts[-1]))
+    return out
+
+
+def _kafka_listener_protocols(service: dict[str, Any]) -> dict[str, str]:
+    """Container port -> security protocol of each Kafka listener."""
+    env = _environment(service)
+    protocols = dict(pair.split(":", 1) for pair in
+                     env.get("KAFKA_LISTENER_SECURITY_PROTOCOL_MAP", "").split(",") if pair)
+    out = {}
+    for listener in env.get("KAFKA_LISTENERS", "").split(","):
+        name, _, address = listener.partition("://")
+        out[address.rsplit(":", 1)[-1]] = protocols.get(name, name)
+    return out
+
+
+def test_kafka_publishes_no_unauthenticated_listener(services: dict[str, Any]) -> None:
+    """An event names its own namespace: a PLAINTEXT listener reachable from other machines
+    would let anyone write into any tenant."""
+    kafka = services["kafka"]
+    protocols = _kafka_listener_protocols(kafka)
+    for host_ip, target in _published(kafka):
+        protocol = protocols.get(target)
+        assert protocol is not None, f"kafka publishes port {target}, which is no listener"
+        assert protocol in AUTHENTICATED_KAFKA or host_ip in LOOPBACK, (
+            f"kafka publishes its {protocol} listener (port {target}) on "
+            f"{host_ip or 'every interface'}")
+
+
+@pytest.mark.parametrize("name", sorted(INFRA_IMAGES))
+def test_infra_ports_reach_no_other_machine(services: dict[str, Any], name: str) -> None:
+    """The infrastructure is for the app inside the compose network; what it publishes at all
+    is for the host alone (or, for Kafka, an authenticated listener)."""
+    protocols = _kafka_listener_protocols(services[name]) if name == "kafka" else {}
+    for host_ip, target in _published(services[name]):
+        assert host_ip in LOOPBACK or protocols.get(target) in AUTHENTICATED_KAFKA, (
+            f"{name} publishes port {target} on {host_ip or 'every interface'}")
+
+
 # -- application services ---------------------------------------------------------------------
 
 
