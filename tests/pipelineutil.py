@@ -40,6 +40,18 @@ PROCESS_ARGS: dict[str, list[str]] = {
 }
 
 
+# Publisher keys of every pipeline the tests start (tests/hostile/test_publisher_keys.py and the
+# replay's corpus): a process reads its settings once, at start, so the keys are there from the
+# session's first consumer on. Each binds namespaces no other test writes to.
+KEYED_NS = str(uuid.uuid4())  # tenant A: only events signed with "tests-a"
+OTHER_KEYED_NS = str(uuid.uuid4())  # tenant B's protected namespace ("tests-b")
+PUBLISHER_SECRETS = {key_id: f"{key_id}-{uuid.uuid4().hex}" for key_id in ("tests-a", "tests-b")}
+PUBLISHER_KEYS = {
+    "tests-a": {"secret": PUBLISHER_SECRETS["tests-a"], "namespaces": [KEYED_NS]},
+    "tests-b": {"secret": PUBLISHER_SECRETS["tests-b"], "namespaces": [OTHER_KEYED_NS]},
+}
+
+
 def metrics_ports(settings: Settings) -> tuple[int, int]:
     """Metrics ports of the test processes (next to the stack's ports, offset with them)."""
     return settings.pg_port - 4300, settings.pg_port - 4299
@@ -56,6 +68,7 @@ def pipeline_env(settings: Settings, **extra: str) -> dict[str, str]:
         "BRAINSTREAM_DEFER_SECONDS": "4",
         "BRAINSTREAM_CONSUMER_METRICS_PORT": str(metrics_ports(settings)[0]),
         "BRAINSTREAM_WORKER_METRICS_PORT": str(metrics_ports(settings)[1]),
+        "BRAINSTREAM_PUBLISHER_KEYS": json.dumps(PUBLISHER_KEYS),
         "PYTHONUNBUFFERED": "1",
     })
     env.update(extra)

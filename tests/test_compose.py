@@ -198,6 +198,57 @@ def test_infra_data_on_named_volumes(compose: dict[str, Any], services: dict[str
         assert named, f"{name} keeps its data on no named volume (mounts: {mounts})"
 
 
+# -- published ports: no unauthenticated listener beyond the host ----------------------------
+
+LOOPBACK = {"127.0.0.1", "::1", "[::1]", "localhost"}
+# Kafka security protocols that authenticate the client over an encrypted connection.
+AUTHENTICATED_KAFKA = {"SASL_SSL"}
+
+
+def _published(service: dict[str, Any]) -> list[tuple[str, str]]:
+    """(host ip, container port) of each published port; "" is every interface."""
+    example = _env_example()
+    out = []
+    for port in service.get("ports") or []:
+        if isinstance(port, dict):  # long syntax
+            out.append((str(port.get("host_ip", "")), str(port["target"])))
+            continue
+        spec = _interpolate(str(port), example).split("/")[0]
+        if spec.startswith("["):  # [ipv6]:host:container
+            host_ip, _, rest = spec[1:].partition("]:")
+            out.append((host_ip, rest.rsplit(":", 1)[-1]))
+            continue
+        parts = spec.split(":")
+        out.append((parts[0] if len(parts) == 3 else "", parts[-1]))
+    return out
+
+
+def _kafka_listener_protocols(service: dict[str, Any]) -> dict[str, str]:
+    """Container port -> security protocol of each Kafka listener."""
+    env = _environment(service)
+    protocols = dict(pair.split(":", 1) for pair in
+                     env.get("KAFKA_LISTENER_SECURITY_PROTOCOL_MAP", "").split(",") if pair)
+    out = {}
+    for listener in env.get("KAFKA_LISTENERS", "").split(","):
+        name, _, address = listener.partition("://")
+        out[address.rsplit(":", 1)[-1]] = protocols.get(name, name)
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(INFRA_IMAGES))
+def test_no_unauthenticated_listener_reaches_other_machines(
+    services: dict[str, Any], name: str
+) -> None:
+    """An event names its own namespace: a PLAINTEXT Kafka listener other machines reach lets
+    anyone write into any tenant (and Redis and FalkorDB ask for no password at all). What the
+    infrastructure publishes is for the host alone, or an authenticated Kafka listener."""
+    protocols = _kafka_listener_protocols(services[name]) if name == "kafka" else {}
+    for host_ip, target in _published(services[name]):
+        assert host_ip in LOOPBACK or protocols.get(target) in AUTHENTICATED_KAFKA, (
+            f"{name} publishes port {target} ({protocols.get(target, 'unauthenticated')}) on "
+            f"{host_ip or 'every interface'}")
+
+
 # -- application services ---------------------------------------------------------------------
 
 

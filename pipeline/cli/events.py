@@ -17,24 +17,34 @@ from pipeline.cli.common import CliGroup, active_settings, context_settings
               help="Namespace for bare objects (lines without a CloudEvents envelope).")
 @click.option("--source", default="brainstream-cli", show_default=True,
               help="CloudEvents source for wrapped bare objects.")
+@click.option("--key-id", default=None,
+              help="Sign every record with this publisher key (default: "
+                   "BRAINSTREAM_PUBLISH_KEY_ID). Its secret comes from "
+                   "BRAINSTREAM_PUBLISH_KEY_SECRET, else BRAINSTREAM_PUBLISHER_KEYS; never from "
+                   "the command line, where other users can read it.")
 @click.pass_context
-def publish(ctx: click.Context, path: Path, namespace: uuid.UUID | None, source: str) -> None:
+def publish(ctx: click.Context, path: Path, namespace: uuid.UUID | None, source: str,
+            key_id: str | None) -> None:
     """Publish a JSONL file of events to the input topic, keyed per aggregate.
 
     A line that is a bare object becomes a put. Lines that are not valid events are sent as they
-    are; the consumer dead-letters them with the reason.
+    are; the consumer dead-letters them with the reason. With a publisher key, every record is
+    signed (namespaces bound to keys accept only signed records).
     """
     from pipeline.kafka.io import make_producer
     from pipeline.kafka.publisher import EventPublisher, read_lines
+    from pipeline.kafka.signing import signer_for
 
     settings = context_settings(ctx)
+    signer = signer_for(settings, key_id)
     producer = make_producer(settings)
     try:
-        report = EventPublisher(producer, settings.topic_events).publish_lines(
+        report = EventPublisher(producer, settings.topic_events, signer).publish_lines(
             read_lines(path), namespace=namespace, source=source)
     finally:
         producer.close()
-    click.echo(f"published {report.sent} record(s) to {settings.topic_events} "
+    signed = f", signed with key {signer.key_id}" if signer is not None else ""
+    click.echo(f"published {report.sent} record(s) to {settings.topic_events}{signed} "
                f"({report.wrapped} wrapped, {report.unparsed} not valid events: they will be "
                "dead-lettered)")
 

@@ -105,6 +105,14 @@ class InvalidPayload(InvalidInput):
     code = "invalid_payload"
 
 
+class UnauthorizedNamespace(BrainstreamError):
+    """The event's namespace is bound to publisher keys and the record is not signed by one of
+    them: unsigned, a signature that does not match, an unknown key, or a key of other
+    namespaces (pipeline/kafka/signing.py)."""
+
+    code = "unauthorized_namespace"
+
+
 # --- kind catalog (pipeline/domain/kinds.py) ---
 
 

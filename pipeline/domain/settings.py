@@ -7,10 +7,19 @@ one without keeping the old name working through `validation_alias`.
 from __future__ import annotations
 
 import json
+import re
+import uuid
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, PrivateAttr, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pipeline.domain.errors import ConfigError
@@ -19,6 +28,18 @@ EmbedderName = Literal["minilm", "static", "http"]
 
 # Dimensions of the shipped embedders; an `http` embedder must state its own.
 KNOWN_EMBEDDING_DIMS: dict[str, int] = {"minilm": 384, "static": 256}
+
+# A publisher key id travels in a record header and in log lines: plain, short text.
+KEY_ID_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,64}")
+
+
+class PublisherKey(BaseModel):
+    """One publisher key (pipeline/kafka/signing.py): the HMAC secret its holder signs events
+    with, and the namespaces whose events it may sign."""
+
+    # 16 characters at least: a shorter HMAC secret could be guessed offline from one record.
+    secret: SecretStr = Field(min_length=16)
+    namespaces: list[uuid.UUID] = Field(min_length=1)
 
 
 class Settings(BaseSettings):
@@ -72,6 +93,13 @@ class Settings(BaseSettings):
     consumer_batch_size: int = Field(default=200, ge=1, le=10_000)
     consumer_batch_seconds: float = Field(default=0.25, gt=0)
     defer_seconds: float = Field(default=300.0, ge=0)
+    # Publisher keys: key id -> secret and namespaces. A namespace bound to any key accepts only
+    # events signed with one of its keys (the rest are dead-lettered `unauthorized_namespace`).
+    publisher_keys: dict[str, PublisherKey] = Field(default_factory=dict)
+    # The key `brainstream publish` signs with; without a secret, the key's own from
+    # PUBLISHER_KEYS.
+    publish_key_id: str | None = None
+    publish_key_secret: SecretStr | None = Field(default=None, min_length=16)
     chunk_max_tokens: int = Field(default=200, ge=16, le=8192)
     chunk_overlap_tokens: int = Field(default=30, ge=0, le=4096)
     content_cap_chars: int = Field(default=2000, ge=0)
@@ -116,7 +144,7 @@ class Settings(BaseSettings):
     _generation_dbname: str | None = PrivateAttr(default=None)
     _consumer_group: str = PrivateAttr(default="brainstream-consumer")
 
-    @field_validator("api_keys", "expand_recipes", mode="before")
+    @field_validator("api_keys", "expand_recipes", "publisher_keys", mode="before")
     @classmethod
     def _parse_json_object(cls, value: object) -> object:
         if isinstance(value, str):
@@ -124,6 +152,14 @@ class Settings(BaseSettings):
                 return json.loads(value) if value.strip() else {}
             except json.JSONDecodeError as exc:
                 raise ValueError(f"must be a JSON object: {exc.msg}") from exc
+        return value
+
+    @field_validator("publisher_keys")
+    @classmethod
+    def _plain_key_ids(cls, value: dict[str, PublisherKey]) -> dict[str, PublisherKey]:
+        bad = [key_id for key_id in value if not KEY_ID_PATTERN.fullmatch(key_id)]
+        if bad:
+            raise ValueError(f"key id {bad[0]!r} must be 1-64 letters, digits, '.', '_' or '-'")
         return value
 
     @field_validator("chunk_overlap_tokens")

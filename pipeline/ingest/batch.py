@@ -34,6 +34,11 @@ def apply_batch(store: EventStore, records: Sequence[RawRecord],
         except InvalidInput as exc:
             outcome.dead.append(DeadLetter(record, exc))
             continue
+        refused = options.publisher_keys.refusal(event.namespace, record.key, record.headers,
+                                                 record.value)
+        if refused is not None:  # before the ledger: a forged event id claims nothing
+            outcome.dead.append(DeadLetter(record, refused, event.event_id))
+            continue
         store.set_event_time(record.time)
         try:
             error = apply_one(ctx, event)

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pipeline.domain.errors import BrainstreamError
 from pipeline.domain.kinds import KindCatalog
 from pipeline.domain.settings import Settings
+from pipeline.kafka.signing import PublisherKeys
 from pipeline.ports import EventStore
 
 
@@ -65,6 +66,7 @@ class IngestOptions:
     content_cap_chars: int = 2000
     defer_seconds: float = 300.0
     deferred_per_batch: int = 200
+    publisher_keys: PublisherKeys = field(default_factory=PublisherKeys)
 
 
 def ingest_options(settings: Settings) -> IngestOptions:
@@ -75,6 +77,7 @@ def ingest_options(settings: Settings) -> IngestOptions:
         chunk_overlap_tokens=settings.chunk_overlap_tokens,
         content_cap_chars=settings.content_cap_chars,
         defer_seconds=settings.defer_seconds,
+        publisher_keys=PublisherKeys.from_settings(settings),
     )
 
 

@@ -3,6 +3,7 @@
 Records are keyed by aggregate id (schemas.events.record_key) so one object's events stay in order.
 Lines that are not valid events are still published, unchanged and unkeyed: the consumer
 dead-letters them with their reason, which is where a publisher looks for what went wrong.
+Given a publisher key (`pipeline.kafka.signing`), every record sent is signed with it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
 from pipeline.domain.errors import InvalidInput, Unavailable
+from pipeline.kafka.signing import Signer
 from schemas.events import looks_like_envelope, parse_event, record_key, wrap_bare_object
 
 
@@ -52,16 +54,21 @@ def prepare_line(line: str, *, namespace: uuid.UUID | None, source: str,
 
 
 class EventPublisher:
-    """Sends events to the input topic; `flush` waits until the broker acknowledged them all."""
+    """Sends events to the input topic, signed when given a `signer`; `flush` waits until the
+    broker acknowledged them all."""
 
-    def __init__(self, producer: KafkaProducer, topic: str) -> None:
+    def __init__(self, producer: KafkaProducer, topic: str, signer: Signer | None = None
+                 ) -> None:
         self.producer = producer
         self.topic = topic
+        self.signer = signer
         self._pending: list[Any] = []
 
     def send(self, value: bytes, key: bytes | None = None) -> None:
+        headers = self.signer.sign(key, value) if self.signer is not None else None
         try:
-            self._pending.append(self.producer.send(self.topic, key=key, value=value))
+            self._pending.append(self.producer.send(self.topic, key=key, value=value,
+                                                    headers=headers))
         except KafkaError as exc:
             raise Unavailable(f"cannot publish to {self.topic}: {exc}") from exc
 

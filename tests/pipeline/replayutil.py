@@ -21,6 +21,7 @@ from psycopg import sql
 from pipeline.domain.settings import Settings
 from pipeline.kafka.io import make_producer
 from tests.pipelineutil import (
+    KEYED_NS,
     Publisher,
     envelope,
     pipeline_env,
@@ -90,6 +91,16 @@ def publish_corpus(settings: Settings, pub: Publisher) -> Corpus:
     done = cli(settings, "publish", str(EXAMPLES / "events.jsonl"))
     assert done.returncode == 0, done.stderr
     examples_ns = json.loads((EXAMPLES / "events.jsonl").read_text().splitlines()[0])["namespace"]
+    # a namespace bound to a publisher key: the replay checks every signature again (deals far
+    # from every query's words: the graph's indexes are global, see api_answers)
+    signed = settings.resolved_data_dir / "signed.jsonl"
+    signed.parent.mkdir(parents=True, exist_ok=True)
+    signed.write_text("".join(json.dumps({"id": str(uuid.uuid4()), "kind": "deal",
+                                          "title": f"Keyed ledger deal {i}",
+                                          "properties": {"stage": "won"}}) + "\n"
+                              for i in range(5)))
+    done = cli(settings, "publish", str(signed), "--namespace", KEYED_NS, "--key-id", "tests-a")
+    assert done.returncode == 0, done.stderr
     ns = str(uuid.uuid4())
     companies = [str(uuid.uuid4()) for _ in range(120)]
     notes = [str(uuid.uuid4()) for _ in range(100)]
@@ -121,7 +132,9 @@ def publish_corpus(settings: Settings, pub: Publisher) -> Corpus:
     for value, key in events:
         pub.send(value, key)
     pub.send(b'{"this is": "a poison event"', "poison")  # dead-lettered, and again in replay
-    return Corpus([examples_ns, ns], companies, notes, valid_events=7 + len(events))
+    pub.send(put(KEYED_NS, kind="deal", title="Unsigned: refused", properties={"stage": "won"}),
+             "unsigned")  # refused live and in replay
+    return Corpus([examples_ns, ns, KEYED_NS], companies, notes, valid_events=12 + len(events))
 
 
 def quiet(settings: Settings, corpus: Corpus) -> bool:
