@@ -101,6 +101,20 @@ class RecipeBody(_Strict):
     neighbor_budget: Annotated[int, Field(ge=1, le=500)] | None = None
 
 
+class RecipeOut(BaseModel):
+    """A recipe as the caller's namespace sees it: its own (`namespace`), or an operator
+    default (`default`: read-only; a recipe of the same name registered by the namespace
+    shadows it for this namespace only)."""
+
+    name: str
+    source: Literal["namespace", "default"]
+    spec: RecipeBody
+
+
+class RecipeListOut(BaseModel):
+    recipes: list[RecipeOut]
+
+
 class RecipeRunBody(_Strict):
     object_ids: list[uuid.UUID] = Field(min_length=1, max_length=100)
     limit: Limit | None = None
@@ -172,12 +186,17 @@ class PageOut(BaseModel):
     has_more: bool
     degrade: str | None = None
     mode: str | None = None
+    truncated: bool = Field(default=False, description=(
+        "find_objects: filters left the page short and the search stopped at its candidate"
+        " bound (BRAINSTREAM_GRAPH_FIND_MAX_CANDIDATES per channel) before the graph ran out"
+        " of candidates, so matches may exist that the answer does not hold; false when the"
+        " page is full or every candidate was examined"))
 
     @classmethod
     def of(cls, page: Page) -> PageOut:
         return cls(objects=[RichObjectOut.of(o) for o in page.objects],
                    result_set_id=page.result_set_id, has_more=page.has_more,
-                   degrade=page.degrade, mode=page.mode)
+                   degrade=page.degrade, mode=page.mode, truncated=page.truncated)
 
 
 class ChildrenOut(BaseModel):

@@ -95,6 +95,8 @@ class Page:
     has_more: bool
     degrade: str | None = None
     mode: str | None = None  # expand: children | neighborhood | graph | mixed
+    # a bound stopped the search before the page was full: matches may exist beyond it
+    truncated: bool = False
 
 
 @dataclass(frozen=True)

@@ -33,20 +33,23 @@ class ResultPager:
 
     async def first_page(self, namespace: uuid.UUID, items: list[Item], limit: int, *,
                          kind: str, degrade: str | None = None, mode: str | None = None,
-                         hydrated: dict[uuid.UUID, RichObject] | None = None) -> Page:
+                         hydrated: dict[uuid.UUID, RichObject] | None = None,
+                         truncated: bool = False) -> Page:
         """The first `limit` items as objects; the whole list is stored when there is more.
 
-        `kind` names the read that ranked them, `degrade` and `mode` label every page of the
-        answer; `hydrated` may hold objects the caller already read (the rest are read here).
+        `kind` names the read that ranked them, `degrade`, `mode` and `truncated` label every
+        page of the answer; `hydrated` may hold objects the caller already read (the rest are
+        read here).
         """
         result_set_id = None
         if len(items) > limit:
-            meta: dict[str, object] = {"degrade": degrade, "kind": kind, "mode": mode}
+            meta: dict[str, object] = {"degrade": degrade, "kind": kind, "mode": mode,
+                                       "truncated": truncated}
             saved = await self.result_sets.save(namespace, items, meta)
             result_set_id = f"{saved}.{limit}"  # the id names the next page's offset
         objects = await self.materialize(namespace, items[:limit], hydrated)
         return Page(tuple(objects), result_set_id, len(items) > limit, degrade=degrade or None,
-                    mode=mode)
+                    mode=mode, truncated=truncated)
 
     async def continue_page(self, namespace: uuid.UUID, result_set_id: str,
                             limit: int = 10) -> Page:
@@ -65,7 +68,7 @@ class ResultPager:
         mode = meta.get("mode")
         return Page(tuple(objects), next_id, has_more,
                     degrade=str(degrade) if degrade else None,
-                    mode=str(mode) if mode else None)
+                    mode=str(mode) if mode else None, truncated=bool(meta.get("truncated")))
 
     async def materialize(self, namespace: uuid.UUID, items: Sequence[Item],
                           hydrated: dict[uuid.UUID, RichObject] | None) -> list[RichObject]:
