@@ -14,7 +14,8 @@ CREATE UNIQUE INDEX expand_recipes_tenant ON expand_recipes (namespace_id, name)
 -- Part rows taken over across namespaces. Before part ids were derived within the namespace, a
 -- tenant could put an object under the id a part of another tenant's object would get; the
 -- part's upsert then overwrote that row with the part's text and kept the squatter's namespace,
--- so the squatter could search the other tenant's text. A part always has its parent's
+-- so the squatter's vocabulary (what the trigram channel matches query words against) learnt
+-- the other tenant's words. A part always has its parent's
 -- namespace (the write path checks it), so a part of another namespace than its parent's is such
 -- a row: it goes back to its parent's namespace (its text is the parent's).
 CREATE TEMP TABLE brainstream_taken_over AS
@@ -22,7 +23,7 @@ SELECT c.id, c.parent_id, c.namespace_id AS squatter, p.namespace_id AS owner
 FROM objects c JOIN objects p ON p.id = c.parent_id
 WHERE c.namespace_id <> p.namespace_id;
 
--- The postings trigger moves the row's postings to the owner's namespace.
+-- The postings trigger gives the row its postings in the owner's namespace.
 UPDATE objects o SET namespace_id = t.owner
 FROM brainstream_taken_over t WHERE o.id = t.id;
 
