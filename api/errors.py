@@ -22,6 +22,7 @@ from pipeline.domain.errors import (
     InvalidInput,
     NamespaceForbidden,
     NotFound,
+    RecipeReadOnly,
     Unauthorized,
     Unavailable,
 )
@@ -34,6 +35,7 @@ STATUS = {
     NotFound: 404,
     Unauthorized: 401,
     NamespaceForbidden: 403,
+    RecipeReadOnly: 403,
     Unavailable: 503,
     InvalidInput: 422,
 }
@@ -42,7 +44,8 @@ STATUS = {
 ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorOut, "description": "the body is not valid JSON"},
     401: {"model": ErrorOut, "description": "missing or unknown API key"},
-    403: {"model": ErrorOut, "description": "the key is not bound to that namespace"},
+    403: {"model": ErrorOut, "description": "the key is not bound to that namespace, or the"
+                                             " recipe is a read-only operator default"},
     404: {"model": ErrorOut, "description": "not found in this namespace"},
     422: {"model": ErrorOut, "description": "invalid request (the error names the field)"},
     503: {"model": ErrorOut, "description": "a dependency is unavailable"},

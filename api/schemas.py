@@ -102,6 +102,20 @@ class RecipeBody(_Strict):
     neighbor_budget: Annotated[int, Field(ge=1, le=500)] | None = None
 
 
+class RecipeOut(BaseModel):
+    """A recipe as the caller's namespace sees it: its own (`namespace`), or an operator
+    default (`default`: read-only; a recipe of the same name registered by the namespace
+    shadows it for this namespace only)."""
+
+    name: str
+    source: Literal["namespace", "default"]
+    spec: RecipeBody
+
+
+class RecipeListOut(BaseModel):
+    recipes: list[RecipeOut]
+
+
 class RecipeRunBody(_Strict):
     object_ids: list[uuid.UUID] = Field(min_length=1, max_length=100)
     limit: Limit | None = None
@@ -175,8 +189,11 @@ class PageOut(BaseModel):
     degrade: str | None = None
     mode: str | None = None
     truncated: bool = Field(default=False, description=(
-        "a bound cut the answer (RESULT_SET_MAX_ITEMS, or expansion's neighbour bound): more "
-        "matches exist than these pages hold; narrow the request to reach them"))
+        "a bound cut the answer: more matches may exist than these pages hold. For a result"
+        " set: RESULT_SET_MAX_ITEMS or expansion's neighbour bound; for find_objects: filters"
+        " left the page short and the search stopped at its candidate bound"
+        " (BRAINSTREAM_GRAPH_FIND_MAX_CANDIDATES per channel) before the graph ran out of"
+        " candidates. Narrow the request to reach them; false when nothing was cut"))
 
     @classmethod
     def of(cls, page: Page) -> PageOut:

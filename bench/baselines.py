@@ -176,8 +176,8 @@ def naive_loop(settings: Settings, docs: Sequence[Doc], namespace: uuid.UUID,
             rows: list[tuple[Any, ...]] = [(oid, namespace, KIND, title, doc.text, None, None,
                                             vectors[0], parent_hash, parent_hash, Jsonb({}),
                                             "naive")]
-            rows += [(part_id(oid, pos), namespace, KIND, None, chunk, oid, pos, vector,
-                      text_hash(text), text_hash(text), Jsonb({}), "naive")
+            rows += [(part_id(namespace, oid, pos), namespace, KIND, None, chunk, oid, pos,
+                      vector, text_hash(text), text_hash(text), Jsonb({}), "naive")
                      for pos, (chunk, text, vector)
                      in enumerate(zip(texts.chunks, texts.parts, vectors[1:], strict=True))]
             with conn.transaction():

@@ -117,8 +117,8 @@ def object_rows(docs: Sequence[Doc], embedder: StaticEmbedder, settings: Setting
     for doc in docs:
         for position, chunk in enumerate(doc.chunks):
             h = text_hash(part_texts[i - len(docs)])
-            rows.append((part_id(doc.id, position), NAMESPACE, KIND, None, chunk, doc.id,
-                         position, True, vectors[i], h, h, "done", f"{SOURCE}:{doc.id}",
+            rows.append((part_id(NAMESPACE, doc.id, position), NAMESPACE, KIND, None, chunk,
+                         doc.id, position, True, vectors[i], h, h, "done", f"{SOURCE}:{doc.id}",
                          doc.title))
             i += 1
     return rows

@@ -229,7 +229,8 @@ def parse_event(raw: bytes | str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Pars
         if object_id is None:
             # An explicit part is addressed by its place in the parent, like chunked parts.
             if payload.parent_id is not None and payload.position is not None:
-                object_id = explicit_part_id(payload.parent_id, payload.position)
+                object_id = explicit_part_id(envelope.namespace, payload.parent_id,
+                                             payload.position)
             else:
                 object_id = derive_object_id(
                     envelope.namespace, source=envelope.source, event_id=envelope.id

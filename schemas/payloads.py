@@ -66,8 +66,9 @@ PropertyKey = Annotated[str, Field(pattern=PROPERTY_KEY_PATTERN)]
 class ObjectPut(BaseModel):
     """`data` of `brainstream.object.put`: a first-class object, or a part when `parent_id` is set.
 
-    Without `id`, a part gets `explicit_part_id(parent_id, position)` and any other object an id
-    derived from its event (`derive_object_id`), so a replay yields the same id.
+    Without `id`, a part gets `explicit_part_id(namespace, parent_id, position)` and any other
+    object an id derived from its event (`derive_object_id`), so a replay yields the same id.
+    An id another namespace already owns is refused (`id_owned_by_other_namespace`).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, title="ObjectPut")

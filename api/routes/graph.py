@@ -3,7 +3,7 @@ recipes."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 
 from api.dependencies import Ns, Svc
 from api.errors import ERRORS
@@ -15,9 +15,12 @@ from api.schemas import (
     FindObjectsBody,
     PageOut,
     RecipeBody,
+    RecipeListOut,
+    RecipeOut,
     RecipeRunBody,
 )
 from pipeline.domain.read_model import ExpandQuery, Filters
+from pipeline.stores.postgres.recipes import Recipe
 
 router = APIRouter(tags=["graph"], responses=ERRORS)
 
@@ -57,18 +60,45 @@ async def expand_many(body: ExpandManyBody, ns: Ns, svc: Svc) -> PageOut:
 
 @router.put("/v1/expand/recipes/{name}", response_model=RecipeBody)
 async def register_recipe(name: str, body: RecipeBody, ns: Ns, svc: Svc) -> RecipeBody:
-    """Register (or replace) a named expand template, shared by every API process."""
-    await svc.recipes.put(name, body.model_dump())
+    """Register (or replace) a named expand template of the caller's namespace; one of the
+    same name as an operator default shadows it for this namespace only."""
+    await svc.recipes.put(ns, name, body.model_dump())
     return body
+
+
+@router.get("/v1/expand/recipes", response_model=RecipeListOut)
+async def list_recipes(ns: Ns, svc: Svc) -> RecipeListOut:
+    """The expand templates the caller's namespace sees: its own and the operator defaults."""
+    return RecipeListOut(recipes=[_recipe_out(r) for r in await svc.recipes.list(ns)])
+
+
+@router.get("/v1/expand/recipes/{name}", response_model=RecipeOut)
+async def read_recipe(name: str, ns: Ns, svc: Svc) -> RecipeOut:
+    """One expand template as the caller's namespace sees it."""
+    return _recipe_out(await svc.recipes.get(ns, name))
+
+
+@router.delete("/v1/expand/recipes/{name}", status_code=204)
+async def delete_recipe(name: str, ns: Ns, svc: Svc) -> Response:
+    """Delete the caller's own template (an operator default it shadowed is seen again); an
+    operator default itself is read-only (403 `recipe_read_only`)."""
+    await svc.recipes.delete(ns, name)
+    return Response(status_code=204)
 
 
 @router.post("/v1/expand/recipe/{name}", response_model=PageOut)
 async def run_recipe(name: str, body: RecipeRunBody, ns: Ns, svc: Svc) -> PageOut:
-    """Run a registered expand template on one or more objects."""
-    spec = RecipeBody.model_validate(await svc.recipes.get(name))
+    """Run an expand template (the namespace's own, else the default) on one or more
+    objects."""
+    spec = RecipeBody.model_validate((await svc.recipes.get(ns, name)).spec)
     query = ExpandQuery(tuple(body.object_ids), tuple(spec.relation_types or ()),
                         spec.max_hops, spec.direction, body.limit or spec.limit,
                         spec.want_containment, spec.neighbor_budget)
     if len(body.object_ids) == 1 and spec.neighbor_budget is None:
         return page(await svc.graph.expand(ns, query), "expand_recipe")
     return page(await svc.graph.expand_many(ns, query), "expand_recipe")
+
+
+def _recipe_out(recipe: Recipe) -> RecipeOut:
+    return RecipeOut(name=recipe.name, source=recipe.source,
+                     spec=RecipeBody.model_validate(recipe.spec))

@@ -160,16 +160,19 @@ def chunk_text(text: str, *, max_tokens: int = 200, overlap_tokens: int = 30) ->
     return chunks
 
 
-def part_id(parent_id: uuid.UUID, position: int) -> uuid.UUID:
-    """The deterministic id of the part at `position` of `parent_id` (stable across replays)."""
+def part_id(namespace: uuid.UUID, parent_id: uuid.UUID, position: int) -> uuid.UUID:
+    """The deterministic id of the part at `position` of `parent_id` in `namespace` (stable
+    across replays). The namespace is part of the derivation: another tenant that knows the
+    parent's id cannot compute, and squat, the ids of its parts."""
     if position < 0:
         raise ValueError("position must be >= 0")
-    return uuid.uuid5(_PART_NAMESPACE, f"{parent_id}/{position}")
+    return uuid.uuid5(_PART_NAMESPACE, f"{namespace}/{parent_id}/{position}")
 
 
-def explicit_part_id(parent_id: uuid.UUID, position: int) -> uuid.UUID:
-    """The id of an explicit part sent without one: deterministic, and never equal to the id of
-    a part the pipeline cuts from the parent's content at the same position."""
+def explicit_part_id(namespace: uuid.UUID, parent_id: uuid.UUID, position: int) -> uuid.UUID:
+    """The id of an explicit part sent without one: deterministic, derived within `namespace`
+    like `part_id`, and never equal to the id of a part the pipeline cuts from the parent's
+    content at the same position."""
     if position < 0:
         raise ValueError("position must be >= 0")
-    return uuid.uuid5(_PART_NAMESPACE, f"{parent_id}/explicit/{position}")
+    return uuid.uuid5(_PART_NAMESPACE, f"{namespace}/{parent_id}/explicit/{position}")

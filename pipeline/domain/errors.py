@@ -150,9 +150,10 @@ class InvalidFilter(InvalidInput):
 
 
 class IdConflict(InvalidInput):
-    """The object id already belongs to another namespace."""
+    """The object id, or the id of one of the parts its put derives, already belongs to another
+    namespace: that namespace's row is left untouched and the event is refused."""
 
-    code = "id_conflict"
+    code = "id_owned_by_other_namespace"
 
 
 class ParentNotFound(InvalidInput):
@@ -257,6 +258,18 @@ class NamespaceForbidden(BrainstreamError):
     """The key is not bound to the namespace the request names."""
 
     code = "namespace_forbidden"
+
+
+class RecipeReadOnly(BrainstreamError):
+    """An expand recipe is an operator default: no API key may delete or change it."""
+
+    code = "recipe_read_only"
+
+
+class TooManyRecipes(InvalidInput):
+    """The namespace already holds as many expand recipes as its limit allows."""
+
+    code = "too_many_recipes"
 
 
 class ResultSetExpired(NotFound):

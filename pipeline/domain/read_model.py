@@ -95,7 +95,8 @@ class Page:
     has_more: bool
     degrade: str | None = None
     mode: str | None = None  # expand: children | neighborhood | graph | mixed
-    # a bound (a result set's size, expansion's neighbour bound) cut the answer: more exist
+    # a bound (a result set's size, expansion's neighbour bound, find_objects' candidate bound)
+    # cut the answer: more may exist
     truncated: bool = False
 
 

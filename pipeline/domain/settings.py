@@ -135,7 +135,19 @@ class Settings(BaseSettings):
     evidence_n: int = Field(default=3, ge=0, le=20)
     search_stats_ttl: float = Field(default=300.0, ge=0, le=86400)
     trigram_threshold: float = Field(default=0.3, gt=0, le=1)
+    # Graph reads. Entity find asks each channel for more candidates (x4 a round) until the page
+    # is full or the graph has no more, up to this many per channel (then `truncated`).
+    graph_find_max_candidates: int = Field(default=1000, ge=1, le=100_000)
+    # The most entries one vector-index query may ask for; past it, an exact scan of the
+    # namespace answers (other namespaces' nodes filled every slot).
+    graph_vector_cap: int = Field(default=4096, ge=1, le=100_000)
+    # Seconds between re-reads of the graph's indexes when a query finds one missing (e.g. the
+    # edge full-text index of a relation type first written since the last read).
+    graph_capability_refresh: float = Field(default=1.0, ge=0, le=3600)
+    # Operator-defined expand recipes: read-only defaults every namespace sees.
     expand_recipes: dict[str, dict[str, object]] = Field(default_factory=dict)
+    # How many expand recipes one namespace may register through the API.
+    max_recipes_per_namespace: int = Field(default=1000, ge=1, le=100_000)
 
     # Which index generation these settings address (pipeline/ops/generations.py). Not settings an
     # operator sets: `Settings.for_generation` fills them from the control table. Generation 1

@@ -21,6 +21,7 @@ from pipeline.domain.index_text import entity_index_text, part_index_text, text_
 from pipeline.domain.write_model import ObjectHead, ObjectWrite
 from pipeline.ingest.records import Applying, check_version
 from pipeline.outbox.ops import NODE_SYNC
+from pipeline.ports import EventStore
 from schemas.events import ObjectPut, ObjectSoftDelete, ParsedEvent
 
 
@@ -29,6 +30,16 @@ def _owned(head: ObjectHead | None, namespace: uuid.UUID) -> ObjectHead | None:
     if head is not None and head.namespace_id != namespace:
         raise IdConflict("this object id is already used by another namespace", field="data.id")
     return head
+
+
+def _upsert_owned(store: EventStore, rows: list[ObjectWrite]) -> None:
+    """Write `rows`; one whose id another namespace owns (a derived part id included) refuses
+    the whole event. The store checks in the same statement as the write, so no concurrent
+    batch can slip a foreign row in between."""
+    refused = store.upsert_objects(rows)
+    if refused:
+        raise IdConflict(f"id {refused[0]} (of this object or one of its parts) is already used"
+                         " by another namespace", field="data.id")
 
 
 def put(ctx: Applying, event: ParsedEvent, payload: ObjectPut) -> None:
@@ -62,17 +73,21 @@ def put(ctx: Applying, event: ParsedEvent, payload: ObjectPut) -> None:
                         overlap_tokens=options.chunk_overlap_tokens) if chunked else []
     for chunk in chunks:
         rows.append(ObjectWrite(
-            id=part_id(object_id, chunk.position), namespace_id=event.namespace, kind=payload.kind,
+            id=part_id(event.namespace, object_id, chunk.position),
+            namespace_id=event.namespace, kind=payload.kind,
             title=None, summary=None, properties={}, content=chunk.text,
             content_type=payload.content_type, parent_id=object_id, position=chunk.position,
             index_text_hash=text_hash(part_index_text(payload.title, chunk.text)),
             source_version=None, event_id=event.event_id, chunked=True,
             context_title=payload.title,
         ))
-    # Chunked parts past the new end are stale; explicit parts stay as sent.
-    stale = [pid for pid, pos in store.chunked_parts_of(object_id) if pos >= len(chunks)]
+    # Chunked parts not cut again are stale: those past the new end, and those stored under an
+    # id of the scheme before part ids were derived within the namespace (replaced by their
+    # namespaced twin; docs/operations.md). Explicit parts stay as sent.
+    fresh = {row.id for row in rows}
+    stale = [pid for pid, _ in store.chunked_parts_of(object_id) if pid not in fresh]
     store.delete_rows(stale)
-    store.upsert_objects(rows)
+    _upsert_owned(store, rows)
     if head is not None and head.title != payload.title:
         # Explicit parts are not re-sent with their parent, but their index text holds its title.
         store.retitle_parts(object_id, payload.title, [
@@ -101,7 +116,7 @@ def _put_part(ctx: Applying, event: ParsedEvent, payload: ObjectPut, object_id: 
     head = _owned(store.lock_object(object_id), event.namespace)
     if head is not None:
         check_version(head.source_version, event.version)
-    store.upsert_objects([ObjectWrite(
+    _upsert_owned(store, [ObjectWrite(
         id=object_id, namespace_id=event.namespace, kind=payload.kind, title=payload.title,
         summary=payload.summary, properties=dict(payload.properties), content=payload.content,
         content_type=payload.content_type, parent_id=payload.parent_id, position=payload.position,

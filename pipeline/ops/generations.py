@@ -253,20 +253,20 @@ def create_generation(base: Settings, *, embedder: str, embedding_dim: int,
 
 def _copy_configuration(source: Settings, target: Settings) -> None:
     """What is not in the topic but shapes how events apply: the kind catalog (validation and
-    chunking) and the expand recipes registered through the API."""
+    chunking) and the expand recipes (every namespace's and the stored defaults)."""
     with psycopg.connect(source.effective_postgres_dsn) as src:
         kinds = src.execute("SELECT kind, spec, created_at, updated_at FROM object_kinds"
                             ).fetchall()
-        recipes = src.execute("SELECT name, spec, created_at, updated_at FROM expand_recipes"
-                              ).fetchall()
+        recipes = src.execute("SELECT namespace_id, name, spec, created_at, updated_at"
+                              " FROM expand_recipes").fetchall()
     with psycopg.connect(target.effective_postgres_dsn) as dst, dst.transaction(), \
             dst.cursor() as cur:
         cur.executemany("INSERT INTO object_kinds (kind, spec, created_at, updated_at)"
                         " VALUES (%s, %s, %s, %s) ON CONFLICT (kind) DO NOTHING",
                         [(k, Jsonb(s), c, u) for k, s, c, u in kinds])
-        cur.executemany("INSERT INTO expand_recipes (name, spec, created_at, updated_at)"
-                        " VALUES (%s, %s, %s, %s) ON CONFLICT (name) DO NOTHING",
-                        [(n, Jsonb(s), c, u) for n, s, c, u in recipes])
+        cur.executemany("INSERT INTO expand_recipes (namespace_id, name, spec, created_at,"
+                        " updated_at) VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                        [(ns, n, Jsonb(s), c, u) for ns, n, s, c, u in recipes])
 
 
 def record_marker(base: Settings, generation_id: int, marker: dict[str, Any]) -> None:

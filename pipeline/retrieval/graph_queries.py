@@ -48,7 +48,8 @@ class GraphConfig:
     sibling_radius: int = 2
     max_children: int = 500
     max_neighbors: int = 500
-    candidate_k: int = 50  # entity candidates per channel (text, vector)
+    candidate_k: int = 50  # entity candidates per channel (text, vector), first round
+    max_candidates: int = 1000  # per channel, when filters leave the page short
     rrf_k: int = 60
     max_results: int = 100  # edge hits of find_links
     embed_timeout: float = 5.0
@@ -116,38 +117,53 @@ class GraphQueries:
 
     async def find_objects(self, namespace: uuid.UUID, query: str, kinds: Sequence[str],
                            filters: Filters, limit: int) -> Page:
-        """Graph full-text + vector entity search, fused by RRF, hydrated and filtered."""
+        """Graph full-text + vector entity search, fused by RRF, hydrated and filtered.
+
+        Filters other than kinds apply after hydration, so a round whose candidates they mostly
+        refuse leaves the page short: the channels are asked again for four times as many until
+        the page is full (one more than `limit`, so `has_more` is known), every channel is
+        exhausted, or `max_candidates` per channel were examined; in the last case the page
+        says `truncated` (matches may exist beyond the candidates examined).
+        """
         text = query_text(query)
         check_limit(limit)
         merged = Filters(**{**asdict(filters), "kinds": tuple(kinds) or filters.kinds})
         check_filters(await self.catalog(), merged)
         if self.graph is None:
             return await self._fallback_objects(namespace, text, merged, limit)
-        k = self.config.candidate_k
+        k = min(self.config.candidate_k, self.config.max_candidates)
+        vector, degrade = await self._query_vector(text)
         try:
-            channels: dict[str, list[Hit]] = {
-                "text": await self.graph.find_entities_text(namespace, text, merged.kinds, k)}
-            degrade = None
-            if self.embed_query is not None:
-                try:
-                    vector = await asyncio.wait_for(self.embed_query(text),
-                                                    self.config.embed_timeout)
-                    channels["vector"] = await self.graph.find_entities_vector(
-                        namespace, vector, merged.kinds, k)
-                except (TimeoutError, Unavailable) as exc:
-                    if isinstance(exc, GraphUnavailable):
-                        raise
-                    degrade = "text_only"
+            while True:
+                channels = await _entity_channels(self.graph, namespace, text, vector,
+                                                  merged.kinds, k)
+                fused = rrf(channels, k=self.config.rrf_k)
+                hydrated = await self.reader.hydrate(namespace, [f.id for f in fused])
+                items: list[Item] = [
+                    {"id": str(f.id), "score": f.score, "evidence": []} for f in fused
+                    if f.id in hydrated and hydrated[f.id].parent_id is None
+                    and matches(hydrated[f.id], merged)]
+                # A channel that gave fewer than k holds no more (the reader guarantees it).
+                exhausted = all(len(hits) < k for hits in channels.values())
+                truncated = k >= self.config.max_candidates and not exhausted
+                if len(items) > limit or exhausted or truncated:
+                    break
+                k = min(k * 4, self.config.max_candidates)
         except Unavailable as exc:
             log.warning("graph unavailable for find_objects: %s", exc)
             return await self._fallback_objects(namespace, text, merged, limit)
-        fused = rrf(channels, k=self.config.rrf_k)
-        hydrated = await self.reader.hydrate(namespace, [f.id for f in fused])
-        items: list[Item] = [{"id": str(f.id), "score": f.score, "evidence": []} for f in fused
-                             if f.id in hydrated and hydrated[f.id].parent_id is None
-                             and matches(hydrated[f.id], merged)]
         return await self.pager.first_page(namespace, items, limit, kind="find_objects",
-                                           degrade=degrade, hydrated=hydrated)
+                                           degrade=degrade, hydrated=hydrated,
+                                           truncated=truncated and len(items) <= limit)
+
+    async def _query_vector(self, text: str) -> tuple[Sequence[float] | None, str | None]:
+        """The query's embedding, or None and why not (`text_only`; none without embedder)."""
+        if self.embed_query is None:
+            return None, None
+        try:
+            return await asyncio.wait_for(self.embed_query(text), self.config.embed_timeout), None
+        except (TimeoutError, Unavailable):
+            return None, "text_only"
 
     async def _fallback_objects(self, namespace: uuid.UUID, text: str, filters: Filters,
                                 limit: int) -> Page:
@@ -280,6 +296,16 @@ class GraphQueries:
             items.append({"id": str(n.id), "score": 1.0 / n.depth, "evidence": [],
                           "relation": _relation_dict(n.relation)})
         return items
+
+
+async def _entity_channels(graph: GraphReader, namespace: uuid.UUID, text: str,
+                           vector: Sequence[float] | None, kinds: Sequence[str], k: int
+                           ) -> dict[str, list[Hit]]:
+    """The top k candidates of each entity channel (text, and vector when embedded)."""
+    channels = {"text": await graph.find_entities_text(namespace, text, kinds, k)}
+    if vector is not None:
+        channels["vector"] = await graph.find_entities_vector(namespace, vector, kinds, k)
+    return channels
 
 
 def _mode(containment: set[str], graph: bool) -> str:

@@ -117,10 +117,13 @@ async def build_services(settings: Settings) -> Services:
     graph_reader = ReconnectingGraphReader(settings)
     graph = GraphQueries(graph_reader, reader=reader, pager=engine.pager, catalog=catalog,
                          embed_query=embed_query, fallback=engine.search,
-                         config=GraphConfig(candidate_k=config.candidate_k, rrf_k=config.rrf_k,
+                         config=GraphConfig(candidate_k=config.candidate_k,
+                                            max_candidates=settings.graph_find_max_candidates,
+                                            rrf_k=config.rrf_k,
                                             max_results=config.max_results,
                                             embed_timeout=config.embed_timeout))
     return Services(settings=settings, pool=pool, engine=engine, graph=graph,
-                    recipes=RecipeStore(pool, dict(settings.expand_recipes)),
+                    recipes=RecipeStore(pool, dict(settings.expand_recipes),
+                                        max_per_namespace=settings.max_recipes_per_namespace),
                     result_sets=result_sets, catalog=catalog, graph_reader=graph_reader,
                     embedder_loader=embedder)

@@ -191,10 +191,16 @@ async def test_vector_overfetch_when_nearest_belong_elsewhere(
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     # Capabilities, the first round (all of B), one larger retry.
     assert reader.round_trips - trips == 3
-    # With a cap below what is needed, the retry cannot reach A: fewer hits, no error.
+    # With a cap below what is needed, B's nodes fill every entry the index may give: an exact
+    # scan of A answers instead (B can never crowd A out).
     capped = FalkorGraphReader.from_settings(graph_settings, vector_cap=100)
     try:
-        assert await capped.find_entities_vector(NS_A, query, [], 5) == []
+        trips = capped.round_trips
+        scanned = await capped.find_entities_vector(NS_A, query, [], 5)
+        assert [(h.id, round(h.score, 5)) for h in scanned] == [
+            (h.id, round(h.score, 5)) for h in hits]
+        # capabilities, the first round, the retry up to the cap, the scan
+        assert capped.round_trips - trips == 4
     finally:
         await capped.aclose()
 

@@ -92,7 +92,7 @@ def test_explicit_parts_are_kept_as_sent(db: psycopg.Connection[Any]) -> None:
     assert outcome.applied == 2
     row = db.execute("SELECT id, position, content FROM objects WHERE parent_id = %s",
                      (pid,)).fetchone()
-    assert row == (explicit_part_id(uuid.UUID(pid), 7), 7, "An explicit part, exactly as sent.")
+    assert row == (explicit_part_id(ns, uuid.UUID(pid), 7), 7, "An explicit part, exactly as sent.")
     _apply(db, put(ns, id=pid, title="Parent without content"))  # re-put keeps the part
     assert _parts(db, pid) == [(7, "An explicit part, exactly as sent.", "pending")]
 
@@ -112,7 +112,7 @@ def test_database_dependent_rejections(db: psycopg.Connection[Any]) -> None:
         put(ns, title="still applied"),
     )
     assert [d.error.code for d in outcome.dead] == [
-        "id_conflict", "parent_not_found", "object_not_found", "link_not_found"]
+        "id_owned_by_other_namespace", "parent_not_found", "object_not_found", "link_not_found"]
     assert outcome.applied == 1
     assert db.execute("SELECT title FROM objects WHERE id = %s",
                       (taken["data"]["id"],)).fetchone() == ("Mine",)

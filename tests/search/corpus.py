@@ -57,7 +57,7 @@ def _events(ns: uuid.UUID, seed: int) -> tuple[list[dict[str, Any]], list[str]]:
                                               "content": "explicit part about customs tariff"}))
     # a parent (with or without parts), and an explicit part of a visible parent
     deleted = [events[1]["data"]["id"], events[2]["data"]["id"],
-               str(explicit_part_id(uuid.UUID(parent), 50))]
+               str(explicit_part_id(ns, uuid.UUID(parent), 50))]
     return events, deleted
 
 

@@ -65,7 +65,7 @@ def test_rebuild_agrees_with_the_trigger_row_for_row(db: psycopg.Connection[Any]
              content=_long("duty", 45))],
         [put(ns, id=bare["data"]["id"], title="Crane inventory", content=_long("crane", 50))],
         [envelope("object.soft_delete", ns,
-                  {"id": str(explicit_part_id(uuid.UUID(holder_id), 3))})],
+                  {"id": str(explicit_part_id(ns, uuid.UUID(holder_id), 3))})],
     ]
     for number, events in enumerate(steps):
         apply_events(db, events)

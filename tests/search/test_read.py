@@ -42,7 +42,7 @@ def tenants(db: psycopg.Connection[Any]) -> dict[str, Any]:
         pid = manual["data"]["id"]
         parts = [_part(ns, pid, p, f"manual page {p}") for p in (0, 1, 2, 3, 5, 6)]
         apply_events(db, [doc, bare, manual, gone, *parts])
-        dead_part = str(explicit_part_id(uuid.UUID(pid), 2))
+        dead_part = str(explicit_part_id(ns, uuid.UUID(pid), 2))
         apply_events(db, [envelope("object.soft_delete", ns, {"id": gone["data"]["id"]}),
                           envelope("object.soft_delete", ns, {"id": dead_part})])
         out[name] = {"ns": ns, "doc": uuid.UUID(doc["data"]["id"]),
@@ -71,7 +71,7 @@ def test_hydrate_parts_and_hidden_parts_of_deleted_parents(
         tenants: dict[str, Any], db: psycopg.Connection[Any], aio: asyncio.Runner,
         reader: PgObjectReader, searcher: PgPartSearcher) -> None:
     a = tenants["a"]
-    part = explicit_part_id(a["manual"], 1)
+    part = explicit_part_id(a["ns"], a["manual"], 1)
     got = aio.run(reader.hydrate(a["ns"], [part], with_content=True))
     assert got[part].parent_id == a["manual"] and got[part].position == 1
     assert got[part].content == "manual page 1"
@@ -80,7 +80,7 @@ def test_hydrate_parts_and_hidden_parts_of_deleted_parents(
     parent = put(ns, kind="manual", title="Orphaned")
     apply_events(db, [parent, _part(ns, parent["data"]["id"], 0, "orphan text")])
     apply_events(db, [envelope("object.soft_delete", ns, {"id": parent["data"]["id"]})])
-    orphan = explicit_part_id(uuid.UUID(parent["data"]["id"]), 0)
+    orphan = explicit_part_id(ns, uuid.UUID(parent["data"]["id"]), 0)
     db.execute("UPDATE objects SET deleted_at = NULL WHERE id = %s", (orphan,))
     assert aio.run(reader.hydrate(ns, [orphan])) == {}
     assert aio.run(reader.siblings(ns, orphan, radius=3)) == []
@@ -115,7 +115,7 @@ def test_siblings_within_radius(tenants: dict[str, Any], aio: asyncio.Runner,
     ns, manual = a["ns"], a["manual"]
 
     def around(position: int, radius: int, namespace: uuid.UUID = ns) -> list[int | None]:
-        found = aio.run(reader.siblings(namespace, explicit_part_id(manual, position),
+        found = aio.run(reader.siblings(namespace, explicit_part_id(ns, manual, position),
                                         radius=radius))
         return [s.position for s in found]
 

@@ -9,7 +9,7 @@ from itertools import pairwise
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from pipeline.domain.chunking import Chunk, chunk_text, count_tokens, part_id
+from pipeline.domain.chunking import Chunk, chunk_text, count_tokens, explicit_part_id, part_id
 
 words = st.sampled_from(
     ["the", "Acme", "pilot", "42", "3.5", "e.g.", "naïve", "日本語", "--", "x" * 40, "ok", "é"]
@@ -118,9 +118,15 @@ def test_invalid_parameters(max_tokens: int, overlap: int) -> None:
 
 def test_part_ids_are_deterministic_and_distinct() -> None:
     parent = uuid.UUID("0b9d7c7e-1111-4a2b-8c3d-000000000003")
-    assert part_id(parent, 0) == part_id(parent, 0)
-    assert part_id(parent, 0) != part_id(parent, 1)
-    assert part_id(parent, 0) != part_id(uuid.uuid4(), 0)
-    assert part_id(parent, 0).version == 5
+    ns = uuid.UUID("8f1d2c3b-4a5e-4f60-8a7b-9c0d1e2f3a4b")
+    assert part_id(ns, parent, 0) == part_id(ns, parent, 0)
+    assert part_id(ns, parent, 0) != part_id(ns, parent, 1)
+    assert part_id(ns, parent, 0) != part_id(ns, uuid.uuid4(), 0)
+    # another namespace cannot compute (and squat) this namespace's part ids
+    assert part_id(ns, parent, 0) != part_id(uuid.uuid4(), parent, 0)
+    assert part_id(ns, parent, 0) != explicit_part_id(ns, parent, 0)
+    assert part_id(ns, parent, 0).version == 5
     with pytest.raises(ValueError):
-        part_id(parent, -1)
+        part_id(ns, parent, -1)
+    with pytest.raises(ValueError):
+        explicit_part_id(ns, parent, -1)

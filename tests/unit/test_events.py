@@ -102,8 +102,10 @@ def test_put_without_id_gets_a_replay_stable_derived_id() -> None:
 
 def test_explicit_part_without_id_is_addressed_by_parent_and_position() -> None:
     event = parse_event(raw(envelope({"kind": "note", "parent_id": str(A), "position": 2})))
-    assert event.object_id == explicit_part_id(A, 2)
-    assert event.object_id != part_id(A, 2)  # never a chunk's id
+    assert event.object_id == explicit_part_id(NS, A, 2)
+    assert event.object_id != part_id(NS, A, 2)  # never a chunk's id
+    # derived within the namespace: another tenant's part at the same place has another id
+    assert event.object_id != explicit_part_id(uuid.uuid4(), A, 2)
     assert record_key(event) == str(A).encode()
 
 

@@ -59,9 +59,10 @@ class _Store(PgEventStore):
     def delete_rows(self, ids: Any) -> None:
         pass
 
-    def upsert_objects(self, rows: Any) -> None:
+    def upsert_objects(self, rows: Any) -> list[uuid.UUID]:
         if self.fail is not None:
             raise self.fail
+        return []
 
     def enqueue(self, *args: Any) -> None:
         self.enqueued.append(args)

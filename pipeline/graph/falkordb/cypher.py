@@ -137,6 +137,18 @@ WITH count(node) AS raw,
 RETURN raw, hits
 """
 
+# Exact nearest neighbours within one namespace (through its range index): the answer when the
+# vector index, which cannot pre-filter, gave every entry it may and other namespaces' nodes
+# filled them. `score` is the cosine distance, as `queryNodes` gives it.
+VECTOR_SCAN_QUERY = f"""
+MATCH (node:{NODE_LABEL})
+WHERE {_VISIBLE.format(v="node")} AND {_KINDS.format(v="node")} AND node.embedding IS NOT NULL
+WITH node.id AS id, vec.cosineDistance(node.embedding, vecf32($v)) AS score
+RETURN id, score
+ORDER BY score, id
+LIMIT $k
+"""
+
 EDGE_QUERY = """
 CALL db.idx.fulltext.queryRelationships($t, $q) YIELD relationship, score
 WITH relationship AS e, score

@@ -18,12 +18,16 @@ ASCII-only case folding, ordering of full-text matches, the walk's query plan).
 FalkorDB 4.16.3 quirks absorbed here (see shared/STACK.md):
 - `db.idx.vector.queryNodes(k)` cannot pre-filter and returns fewer than k rows when the index
   holds orphan entries: ask for more (`k * 4 + 20`), filter namespace and kinds in Cypher, and
-  retry once with a larger k (estimated from the surviving fraction, capped) when too few survive.
+  retry once with a larger k (estimated from the surviving fraction, capped at `vector_cap`)
+  when too few survive. When the capped query is still short, other namespaces' nodes hold the
+  slots (a tenant with many near-duplicates would crowd every other out): an exact scan of the
+  namespace (`VECTOR_SCAN_QUERY`) answers instead. So fewer than k hits always means the
+  namespace has no more.
   Its `score` is the cosine *distance* (0 = same direction, 2 = opposite): similarity = 1 - score.
 - `queryRelationships` on a type without a full-text index quietly returns nothing; the reader
-  still checks its cached capabilities first and refreshes them (at most every
-  `capability_ttl` seconds) when a type is not known to be indexed, because the writer creates
-  edge indexes when a type first appears.
+  still checks its cached capabilities first and re-reads them when a type is not known to be
+  indexed (at most every `capability_ttl` seconds, default 1: the writer creates an edge index
+  when a type first appears, and its first edge must be findable at once).
 - The asyncio client's constructor probes the server *synchronously* (cluster detection): build
   readers at start-up (`from_settings`), not inside request handling.
 - Without `hiredis`, redis-py parses replies in pure Python: a 200-row walk round costs ~10-20 ms
@@ -83,8 +87,9 @@ class FalkorGraphReader:
     """`GraphReader` on a FalkorDB graph written by `FalkorGraphWriter`.
 
     Capabilities (node full-text index, vector dimension, relation types with an edge full-text
-    index) are resolved on the first call that needs them and cached; they are refreshed at most
-    every `capability_ttl` seconds when a call finds one missing.
+    index) are resolved on the first call that needs them and cached; a call that finds one
+    missing re-reads them, at most every `capability_ttl` seconds (a burst of misses, e.g. on a
+    relation type that never exists, costs one read per interval).
 
     Counters, for the API's metrics and caps: `round_trips` counts every query sent;
     `last_walk_round_trips` the queries of the most recent `neighbors` call (at most `max_hops`;
@@ -92,7 +97,7 @@ class FalkorGraphReader:
     """
 
     def __init__(self, db: falkordb.asyncio.FalkorDB, graph_name: str, *,
-                 capability_ttl: float = 30.0, vector_cap: int = DEFAULT_VECTOR_CAP,
+                 capability_ttl: float = 1.0, vector_cap: int = DEFAULT_VECTOR_CAP,
                  timeout_ms: int | None = 10_000) -> None:
         if vector_cap < 1:
             raise ValueError("vector_cap must be positive")
@@ -117,6 +122,8 @@ class FalkorGraphReader:
             db = falkordb.asyncio.FalkorDB.from_url(settings.effective_falkordb_url,
                                                     socket_connect_timeout=5,
                                                     socket_timeout=30)
+        options = {"capability_ttl": settings.graph_capability_refresh,
+                   "vector_cap": settings.graph_vector_cap, **options}
         return cls(db, settings.graph_name, **options)
 
     async def aclose(self) -> None:
@@ -213,9 +220,22 @@ class FalkorGraphReader:
             fraction = len(found) / raw if raw and found else 0.0
             wanted = math.ceil(k / fraction * 1.5) + 20 if fraction else self.vector_cap
             k2 = min(self.vector_cap, max(wanted, k2 * 4))
-            _, found = await self._vector_round(params, k2)
+            raw, found = await self._vector_round(params, k2)
+        if len(found) < k and k2 >= self.vector_cap and raw * 2 >= k2:
+            # Capped and still short: other namespaces hold the slots. Scan this one exactly.
+            found = await self._vector_scan(params, k)
         found.sort(key=lambda hit: (-hit.score, str(hit.id)))
         return found[:k]
+
+    async def _vector_scan(self, params: dict[str, Any], k: int) -> list[Hit]:
+        rows = await self._query(cypher.VECTOR_SCAN_QUERY, {**params, "k": k + 8},
+                                 "find entities (vector scan)")
+        hits = []
+        for node_id, distance in rows:
+            parsed = _uuid(node_id)
+            if parsed is not None:
+                hits.append(Hit(parsed, 1.0 - float(distance)))
+        return hits
 
     async def _vector_round(self, params: dict[str, Any], k2: int) -> tuple[int, list[Hit]]:
         rows = await self._query(cypher.VECTOR_QUERY, {**params, "k2": k2},

@@ -66,6 +66,9 @@ ON CONFLICT (id) DO UPDATE SET
     event_id = EXCLUDED.event_id,
     updated_at = {EVENT_TIME},
     deleted_at = NULL
+-- a row of another namespace is never taken over: it is left as it is and its id not returned
+WHERE objects.namespace_id = EXCLUDED.namespace_id
+RETURNING id
 """
 
 
@@ -152,11 +155,18 @@ class PgEventStore:
             _OBJECT_HEAD + " WHERE id = ANY(%s) FOR SHARE", (list(ids),)).fetchall()
         return {row[0]: ObjectHead(*row) for row in rows}
 
-    def upsert_objects(self, rows: Sequence[ObjectWrite]) -> None:
-        """Insert or replace rows (reviving soft-deleted ones)."""
+    def upsert_objects(self, rows: Sequence[ObjectWrite]) -> list[uuid.UUID]:
+        """Insert or replace rows (reviving soft-deleted ones); the ids refused because a row
+        of another namespace holds them (that row is left untouched)."""
         params = [{**row.__dict__, "properties": Jsonb(row.properties)} for row in rows]
+        written: set[uuid.UUID] = set()
         with self.conn.cursor() as cur:
-            cur.executemany(_UPSERT_OBJECT, params)
+            cur.executemany(_UPSERT_OBJECT, params, returning=True)
+            while True:
+                written.update(r[0] for r in cur.fetchall())
+                if not cur.nextset():
+                    break
+        return [row.id for row in rows if row.id not in written]
 
     def chunked_parts_of(self, parent_id: uuid.UUID) -> list[tuple[uuid.UUID, int]]:
         """(id, position) of the parts the pipeline cut from a parent's content."""
