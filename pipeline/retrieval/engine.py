@@ -30,8 +30,14 @@ from pipeline.ports import (
 from pipeline.retrieval.channels import standard_channels
 from pipeline.retrieval.fusion import Fused, Promoted, decay_factor, fuse_and_promote, promote
 from pipeline.retrieval.paging import Item, ResultPager
-from pipeline.retrieval.requests import check_filters, check_limit, query_text
-from pipeline.retrieval.snippets import snippet
+from pipeline.retrieval.requests import (
+    MAX_FILTERS,
+    MAX_QUERY_TERMS,
+    check_filters,
+    check_limit,
+    query_text,
+)
+from pipeline.retrieval.snippets import MAX_SNIPPET_TERMS
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,9 @@ class EngineConfig:
     max_results: int = 100
     embed_timeout: float = 5.0
     snippet_chars: int = 240
+    snippet_max_terms: int = MAX_SNIPPET_TERMS
+    max_query_terms: int = MAX_QUERY_TERMS
+    max_filters: int = MAX_FILTERS
     # the channels find_exact fuses under its equality matches (no dense: exact means words)
     exact_channels: tuple[str, ...] = ("lexical", "trigram")
 
@@ -74,17 +83,18 @@ class RetrievalEngine:
         missing = [n for n in self.config.exact_channels if n not in self.channels]
         if missing:
             raise ValueError(f"find_exact names channels the engine lacks: {missing}")
-        self.pager = ResultPager(result_sets, reader)
+        self.pager = ResultPager(result_sets, reader, snippet_width=self.config.snippet_chars,
+                                 snippet_max_terms=self.config.snippet_max_terms)
 
     async def validate_filters(self, filters: Filters) -> None:
         """Property filters must name filterable fields of the catalog (when it is not empty)."""
-        check_filters(await self.catalog(), filters)
+        check_filters(await self.catalog(), filters, max_filters=self.config.max_filters)
 
     # -- search -----------------------------------------------------------------------------
 
     async def search(self, namespace: uuid.UUID, request: SearchQuery) -> Page:
         """Hybrid search over parts, promoted to their objects."""
-        query = query_text(request.query)
+        query = query_text(request.query, max_terms=self.config.max_query_terms)
         check_limit(request.limit)
         await self.validate_filters(request.filters)
         hits, degrade = await self.candidates(namespace, query, request, list(self.channels))
@@ -93,7 +103,7 @@ class RetrievalEngine:
     async def find_exact(self, namespace: uuid.UUID, request: SearchQuery) -> Page:
         """Equality matches first (id, title, property value, quoted phrase), then the fusion of
         `config.exact_channels` (lexical and trigram; no dense)."""
-        query = query_text(request.query)
+        query = query_text(request.query, max_terms=self.config.max_query_terms)
         check_limit(request.limit)
         await self.validate_filters(request.filters)
         exact, (hits, degrade) = await asyncio.gather(
@@ -152,19 +162,20 @@ class RetrievalEngine:
             if obj is None:
                 continue
             score = p.score * decay_factor(obj.updated_at, now, self.config.decay_lambda)
-            items.append(self._item(p, score, meta, query))
+            items.append(self._item(p, score, meta))
         items.sort(key=lambda item: (-float(item["score"]), str(item["id"])))
+        # snippets are made by the pager, for the returned page only, from these texts
+        texts = {str(row.id): row.content for row in meta.values()}
         return await self.pager.first_page(namespace, items, limit, kind="search",
-                                           degrade=degrade, hydrated=objects)
+                                           degrade=degrade, hydrated=objects, query=query,
+                                           texts=texts)
 
-    def _item(self, promoted: Promoted, score: float, meta: dict[uuid.UUID, RowMeta],
-              query: str) -> Item:
+    @staticmethod
+    def _item(promoted: Promoted, score: float, meta: dict[uuid.UUID, RowMeta]) -> Item:
         evidence = []
         for part_id, part_score in promoted.evidence:
             row = meta[part_id]
             evidence.append({"part_id": str(part_id), "title": row.title,
-                             "snippet": snippet(row.content, query,
-                                                width=self.config.snippet_chars),
                              "score": part_score, "position": row.position,
                              "properties": row.properties})
         return {"id": str(promoted.id), "score": score, "evidence": evidence}
