@@ -101,8 +101,8 @@ class Settings(BaseSettings):
     expand_recipes: dict[str, dict[str, object]] = Field(default_factory=dict)
     # What one request may cost (docs/operations.md, "Limits: API requests"); per API process.
     api_max_body_bytes: int = Field(default=1_048_576, ge=1024)
-    api_request_timeout: float = Field(default=10.0, gt=0)
-    api_statement_timeout: float = Field(default=5.0, gt=0)
+    api_request_timeout: float = Field(default=30.0, gt=0)
+    api_statement_timeout: float = Field(default=15.0, gt=0)
     api_max_query_terms: int = Field(default=128, ge=1, le=2000)
     api_max_filters: int = Field(default=16, ge=1, le=1000)
     api_max_concurrent_per_key: int = Field(default=8, ge=1, le=10_000)
