@@ -2,8 +2,8 @@
 
 It parses and authenticates requests, calls the engine under the caller's namespace, and maps
 results and errors to JSON. No SQL, ranking or validation logic lives here. This module only
-assembles the application: the services' lifespan, the error handlers and the routers
-(`api/routes/`: search, graph, objects, admin).
+assembles the application: the services' lifespan, the error handlers, the request limits
+(`api/limits.py`) and the routers (`api/routes/`: search, graph, objects, admin).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from psycopg_pool import PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from api import errors, metrics
+from api import errors, limits, metrics
 from api.routes import admin, graph, objects, search
 from pipeline.domain.errors import BrainstreamError
 from pipeline.domain.settings import Settings, load_settings
@@ -54,6 +54,7 @@ def create_app(settings: Settings | None = None,
     app.exception_handler(PoolTimeout)(errors.database_down)
     app.exception_handler(StarletteHTTPException)(errors.http_error)
     app.exception_handler(RequestValidationError)(errors.validation_error)
+    limits.install(app, settings)  # before the metrics: their refusals are timed too
     app.middleware("http")(metrics.observe)
 
     for area in (search, graph, objects, admin):

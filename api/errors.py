@@ -47,8 +47,12 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     403: {"model": ErrorOut, "description": "the key is not bound to that namespace, or the"
                                              " recipe is a read-only operator default"},
     404: {"model": ErrorOut, "description": "not found in this namespace"},
+    408: {"model": ErrorOut, "description": "the body did not arrive in time (api/limits.py)"},
+    413: {"model": ErrorOut, "description": "the body is too large (api/limits.py)"},
     422: {"model": ErrorOut, "description": "invalid request (the error names the field)"},
-    503: {"model": ErrorOut, "description": "a dependency is unavailable"},
+    429: {"model": ErrorOut, "description": "this key has too many requests in flight"},
+    503: {"model": ErrorOut, "description": "a dependency is unavailable, or the request ran "
+                                            "out of time"},
 }
 
 

@@ -34,7 +34,7 @@ class FiltersBody(BaseModel):
     __pydantic_extra__: dict[str, ScalarValue | Annotated[list[ScalarValue],
                                                           Field(min_length=1, max_length=100)]]
 
-    kind: Text | list[Text] | None = None
+    kind: Text | Annotated[list[Text], Field(max_length=100)] | None = None
     title: Text | None = None
     created_after: datetime | None = None
     created_before: datetime | None = None

@@ -276,3 +276,24 @@ class ResultSetExpired(NotFound):
     """The result set is unknown to this namespace, or its TTL ran out."""
 
     code = "result_set_not_found"
+
+
+# -- read API: limits on what one request may cost (docs/operations.md, "Limits: API requests") --
+
+
+class TooManyTerms(InvalidInput):
+    """A query holds more distinct words than `api_max_query_terms`."""
+
+    code = "too_many_terms"
+
+
+class TooManyFilters(InvalidFilter):
+    """A request filters on more properties than `api_max_filters`."""
+
+    code = "too_many_filters"
+
+
+class QueryTimeout(Unavailable):
+    """A read statement ran past the read pool's statement timeout (`api_statement_timeout`)."""
+
+    code = "query_timeout"

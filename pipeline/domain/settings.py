@@ -148,6 +148,15 @@ class Settings(BaseSettings):
     expand_recipes: dict[str, dict[str, object]] = Field(default_factory=dict)
     # How many expand recipes one namespace may register through the API.
     max_recipes_per_namespace: int = Field(default=1000, ge=1, le=100_000)
+    # What one request may cost (docs/operations.md, "Limits: API requests"); per API process.
+    api_max_body_bytes: int = Field(default=1_048_576, ge=1024)
+    api_request_timeout: float = Field(default=30.0, gt=0)
+    api_statement_timeout: float = Field(default=15.0, gt=0)
+    api_max_query_terms: int = Field(default=128, ge=1, le=2000)
+    api_max_filters: int = Field(default=16, ge=1, le=1000)
+    api_max_concurrent_per_key: int = Field(default=8, ge=1, le=10_000)
+    api_snippet_max_terms: int = Field(default=32, ge=1, le=2000)
+    trigram_max_words: int = Field(default=16, ge=1, le=2000)
 
     # Which index generation these settings address (pipeline/ops/generations.py). Not settings an
     # operator sets: `Settings.for_generation` fills them from the control table. Generation 1

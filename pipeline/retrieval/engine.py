@@ -31,12 +31,14 @@ from pipeline.retrieval.channels import standard_channels
 from pipeline.retrieval.fusion import Fused, Promoted, decay_factor, fuse_and_promote, promote
 from pipeline.retrieval.paging import Item, ResultPager
 from pipeline.retrieval.requests import (
+    MAX_FILTERS,
+    MAX_QUERY_TERMS,
     check_children_page,
     check_filters,
     check_limit,
     query_text,
 )
-from pipeline.retrieval.snippets import snippet
+from pipeline.retrieval.snippets import MAX_SNIPPET_TERMS
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,9 @@ class EngineConfig:
     embed_timeout: float = 5.0
     snippet_chars: int = 240
     result_set_max_items: int = 1000  # the most items one stored result set holds
+    snippet_max_terms: int = MAX_SNIPPET_TERMS
+    max_query_terms: int = MAX_QUERY_TERMS
+    max_filters: int = MAX_FILTERS
     # the channels find_exact fuses under its equality matches (no dense: exact means words)
     exact_channels: tuple[str, ...] = ("lexical", "trigram")
 
@@ -82,16 +87,18 @@ class RetrievalEngine:
             raise ValueError(f"find_exact names channels the engine lacks: {missing}")
         self.pager = ResultPager(result_sets, reader, evidence=self.evidence_entries,
                                  max_items=self.config.result_set_max_items)
+        self.pager = ResultPager(result_sets, reader, snippet_width=self.config.snippet_chars,
+                                 snippet_max_terms=self.config.snippet_max_terms)
 
     async def validate_filters(self, filters: Filters) -> None:
         """Property filters must name filterable fields of the catalog (when it is not empty)."""
-        check_filters(await self.catalog(), filters)
+        check_filters(await self.catalog(), filters, max_filters=self.config.max_filters)
 
     # -- search -----------------------------------------------------------------------------
 
     async def search(self, namespace: uuid.UUID, request: SearchQuery) -> Page:
         """Hybrid search over parts, promoted to their objects."""
-        query = query_text(request.query)
+        query = query_text(request.query, max_terms=self.config.max_query_terms)
         check_limit(request.limit)
         await self.validate_filters(request.filters)
         hits, degrade = await self.candidates(namespace, query, request, list(self.channels))
@@ -100,7 +107,7 @@ class RetrievalEngine:
     async def find_exact(self, namespace: uuid.UUID, request: SearchQuery) -> Page:
         """Equality matches first (id, title, property value, quoted phrase), then the fusion of
         `config.exact_channels` (lexical and trigram; no dense)."""
-        query = query_text(request.query)
+        query = query_text(request.query, max_terms=self.config.max_query_terms)
         check_limit(request.limit)
         await self.validate_filters(request.filters)
         exact, (hits, degrade) = await asyncio.gather(
@@ -159,28 +166,31 @@ class RetrievalEngine:
             if obj is None:
                 continue
             score = p.score * decay_factor(obj.updated_at, now, self.config.decay_lambda)
-            items.append(self._item(p, score, meta, query))
+            items.append(self._item(p, score, meta))
         items.sort(key=lambda item: (-float(item["score"]), str(item["id"])))
+        # snippets are made by the pager, for the returned page only, from these texts
+        texts = {str(row.id): row.content for row in meta.values()}
         return await self.pager.first_page(namespace, items, limit, kind="search",
-                                           degrade=degrade, hydrated=objects, query=query)
+                                           degrade=degrade, hydrated=objects, query=query,
+                                           texts=texts)
 
-    def _item(self, promoted: Promoted, score: float, meta: dict[uuid.UUID, RowMeta],
-              query: str) -> Item:
-        evidence = [{**self._evidence(meta[part_id], query), "score": part_score}
+    def _item(self, promoted: Promoted, score: float, meta: dict[uuid.UUID, RowMeta]) -> Item:
+        evidence = [{**self._evidence(meta[part_id]), "score": part_score}
                     for part_id, part_score in promoted.evidence]
         return {"id": str(promoted.id), "score": score, "evidence": evidence}
 
-    def _evidence(self, row: RowMeta, query: str) -> dict[str, object]:
-        return {"part_id": str(row.id), "title": row.title,
-                "snippet": snippet(row.content, query, width=self.config.snippet_chars),
-                "position": row.position, "properties": row.properties}
+    @staticmethod
+    def _evidence(row: RowMeta) -> dict[str, object]:
+        # no snippet: the pager cuts snippets for the returned page only (off the event loop)
+        return {"part_id": str(row.id), "title": row.title, "position": row.position,
+                "properties": row.properties}
 
-    async def evidence_entries(self, namespace: uuid.UUID, query: str,
-                               part_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, dict[str, object]]:
-        """Evidence entries (without scores) of searchable rows still visible in the namespace,
-        rebuilt for `query`: what a stored result set's page is served with."""
+    async def evidence_entries(self, namespace: uuid.UUID, part_ids: Sequence[uuid.UUID]
+                               ) -> dict[uuid.UUID, dict[str, object]]:
+        """Evidence entries (without scores or snippets) of searchable rows still visible in
+        the namespace: what a stored result set's page is served with."""
         meta = await self.searcher.row_meta(namespace, list(dict.fromkeys(part_ids)))
-        return {row_id: self._evidence(row, query) for row_id, row in meta.items()}
+        return {row_id: self._evidence(row) for row_id, row in meta.items()}
 
     # -- paging and reads ---------------------------------------------------------------------
 

@@ -32,7 +32,13 @@ from pipeline.domain.relations import check_relation_type
 from pipeline.ports import CatalogSource, GraphReader, ObjectReader, QueryEmbedder
 from pipeline.retrieval.fusion import rrf
 from pipeline.retrieval.paging import Item, ResultPager
-from pipeline.retrieval.requests import check_filters, check_limit, query_text
+from pipeline.retrieval.requests import (
+    MAX_FILTERS,
+    MAX_QUERY_TERMS,
+    check_filters,
+    check_limit,
+    query_text,
+)
 
 # The hybrid search entity find falls back to when the graph cannot answer.
 FallbackSearch = Callable[[uuid.UUID, SearchQuery], Awaitable[Page]]
@@ -53,6 +59,8 @@ class GraphConfig:
     rrf_k: int = 60
     max_results: int = 100  # edge hits of find_links
     embed_timeout: float = 5.0
+    max_query_terms: int = MAX_QUERY_TERMS
+    max_filters: int = MAX_FILTERS
 
 
 def matches(obj: RichObject, filters: Filters) -> bool:
@@ -125,10 +133,10 @@ class GraphQueries:
         exhausted, or `max_candidates` per channel were examined; in the last case the page
         says `truncated` (matches may exist beyond the candidates examined).
         """
-        text = query_text(query)
+        text = query_text(query, max_terms=self.config.max_query_terms)
         check_limit(limit)
         merged = Filters(**{**asdict(filters), "kinds": tuple(kinds) or filters.kinds})
-        check_filters(await self.catalog(), merged)
+        check_filters(await self.catalog(), merged, max_filters=self.config.max_filters)
         if self.graph is None:
             return await self._fallback_objects(namespace, text, merged, limit)
         k = min(self.config.candidate_k, self.config.max_candidates)
@@ -175,7 +183,7 @@ class GraphQueries:
         """Edge-note text search on one relation type; each hit is the target object with its
         relation (the source is `relation.source_id`); hits with a hidden endpoint are dropped."""
         check_relation_type(relation_type)
-        text = query_text(query)
+        text = query_text(query, max_terms=self.config.max_query_terms)
         check_limit(limit)
         if self.graph is None:
             raise GraphUnavailable("the graph is not configured")

@@ -10,13 +10,17 @@ scores, and its graph relation), never titles, properties, content or snippets: 
 evidence are hydrated under the caller's namespace when a page is served, so an object deleted
 since the snapshot is simply left out, and a set's size depends on its length alone. That length
 is capped (`max_items`): a longer answer is cut and every page of it says `truncated`.
+
+Evidence snippets are cut here, for the page's items only (from the query the result set keeps),
+in a thread: a request never spends CPU on items it does not return, nor blocks the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -24,15 +28,16 @@ from pipeline.domain.errors import InvalidInput, ResultSetExpired
 from pipeline.domain.read_model import Evidence, Page, Relation, RichObject
 from pipeline.ports import ObjectReader, ResultSetStore
 from pipeline.retrieval.requests import check_limit
+from pipeline.retrieval.snippets import MAX_SNIPPET_TERMS, Snippets, fill_snippets, missing_snippets
 
 # One ranked answer: {"id", "score", "evidence": [...], "relation"?: {...}} (JSON-ready). Each
-# evidence entry is {"part_id", "title", "snippet", "score", "position", "properties"}; stored,
-# it shrinks to [part_id, score].
+# evidence entry is {"part_id", "title", "snippet"?, "score", "position", "properties"} (the
+# snippet is cut for the page); stored, it shrinks to [part_id, score].
 Item = dict[str, Any]
 
-# Rebuilds evidence entries (without their score) for part ids under a namespace, for a query
-# text: what `continue` needs to serve a stored set's evidence. Parts no longer visible are absent.
-EvidenceSource = Callable[[uuid.UUID, str, Sequence[uuid.UUID]],
+# Rebuilds evidence entries (without score or snippet) for part ids under a namespace: what
+# `continue` needs to serve a stored set's evidence. Parts no longer visible are absent.
+EvidenceSource = Callable[[uuid.UUID, Sequence[uuid.UUID]],
                           Awaitable[dict[uuid.UUID, dict[str, Any]]]]
 
 # What a result-set id looks like (`<set>.<offset>`) and the largest offset it may name (a set
@@ -46,26 +51,32 @@ class ResultPager:
     """Makes pages of ranked items and continues stored result sets.
 
     `evidence` rebuilds the evidence of stored items when `continue` serves them (None: stored
-    sets carry no evidence back); `max_items` caps how many items one result set holds.
+    sets carry no evidence back); `max_items` caps how many items one result set holds;
+    `snippet_width` and `snippet_max_terms` bound each evidence snippet's text and its work.
     """
 
     def __init__(self, result_sets: ResultSetStore, reader: ObjectReader, *,
-                 evidence: EvidenceSource | None = None, max_items: int = 1000) -> None:
+                 evidence: EvidenceSource | None = None, max_items: int = 1000,
+                 snippet_width: int = 240, snippet_max_terms: int = MAX_SNIPPET_TERMS) -> None:
         self.result_sets = result_sets
         self.reader = reader
         self.evidence = evidence
         self.max_items = max_items
+        self.snippet_width = snippet_width
+        self.snippet_max_terms = snippet_max_terms
 
     async def first_page(self, namespace: uuid.UUID, items: list[Item], limit: int, *,
                          kind: str, degrade: str | None = None, mode: str | None = None,
                          hydrated: dict[uuid.UUID, RichObject] | None = None,
-                         query: str | None = None, truncated: bool = False) -> Page:
+                         query: str | None = None, truncated: bool = False,
+                         texts: Mapping[str, str | None] | None = None) -> Page:
         """The first `limit` items as objects; the list is stored when there is more.
 
         `kind` names the read that ranked them, `degrade` and `mode` label every page of the
         answer; `hydrated` may hold objects the caller already read (the rest are read here);
-        `query` is the text the evidence snippets were cut for (kept to rebuild them);
-        `truncated` says the caller already cut the list at a bound of its own.
+        evidence without a snippet gets one for `query` (kept with the result set for the later
+        pages), from `texts` (part id -> content) or the parts read here; `truncated` says the
+        caller already cut the list at a bound of its own.
         """
         if len(items) > self.max_items:
             items, truncated = items[: self.max_items], True
@@ -75,7 +86,8 @@ class ResultPager:
                                        "query": query, "truncated": truncated}
             saved = await self.result_sets.save(namespace, [_stored(i) for i in items], meta)
             result_set_id = f"{saved}.{limit}"  # the id names the next page's offset
-        objects = await self.materialize(namespace, items[:limit], hydrated)
+        objects = await self.materialize(namespace, items[:limit], hydrated, query=query,
+                                         texts=texts)
         return Page(tuple(objects), result_set_id, len(items) > limit, degrade=degrade or None,
                     mode=mode, truncated=truncated)
 
@@ -88,9 +100,10 @@ class ResultPager:
         if stored is None:
             raise ResultSetExpired("result set unknown or expired", field="result_set_id")
         items, meta = stored
-        page_items = await self._with_evidence(namespace, items[offset: offset + limit],
-                                               str(meta.get("query") or ""))
-        objects = await self.materialize(namespace, page_items, None)
+        page_items = await self._with_evidence(namespace, items[offset: offset + limit])
+        query = meta.get("query")
+        objects = await self.materialize(namespace, page_items, None,
+                                         query=str(query) if query else None)
         has_more = offset + limit < len(items)
         next_id = f"{set_id}.{offset + limit}" if has_more else None
         degrade = meta.get("degrade")
@@ -99,11 +112,10 @@ class ResultPager:
                     degrade=str(degrade) if degrade else None,
                     mode=str(mode) if mode else None, truncated=bool(meta.get("truncated")))
 
-    async def _with_evidence(self, namespace: uuid.UUID, items: Sequence[Item], query: str
-                             ) -> list[Item]:
+    async def _with_evidence(self, namespace: uuid.UUID, items: Sequence[Item]) -> list[Item]:
         """Stored items with their evidence rebuilt ([part_id, score] -> full entries)."""
         wanted = [uuid.UUID(str(pid)) for item in items for pid, _ in item.get("evidence") or []]
-        rows = (await self.evidence(namespace, query, wanted)
+        rows = (await self.evidence(namespace, wanted)
                 if wanted and self.evidence is not None else {})
         out = []
         for item in items:
@@ -116,9 +128,19 @@ class ResultPager:
         return out
 
     async def materialize(self, namespace: uuid.UUID, items: Sequence[Item],
-                          hydrated: dict[uuid.UUID, RichObject] | None) -> list[RichObject]:
+                          hydrated: dict[uuid.UUID, RichObject] | None, *,
+                          query: str | None = None,
+                          texts: Mapping[str, str | None] | None = None) -> list[RichObject]:
         """The items' objects with their score, evidence and relation, in item order; items
-        whose object is no longer visible are left out."""
+        whose object is no longer visible are left out. Evidence without a snippet gets one
+        for `query` (see `first_page`)."""
+        missing = missing_snippets(items) if query else []
+        if query and missing:
+            if texts is None or any(part not in texts for part in missing):
+                parts = await self.reader.hydrate(namespace, [uuid.UUID(p) for p in missing],
+                                                  with_content=True)
+                texts = {str(pid): obj.content for pid, obj in parts.items()}
+            items = await asyncio.to_thread(self._snippets, items, texts, query)
         ids = [uuid.UUID(str(item["id"])) for item in items]
         if hydrated is None or any(i not in hydrated for i in ids):
             hydrated = await self.reader.hydrate(namespace, ids)
@@ -129,6 +151,12 @@ class ResultPager:
                 continue  # deleted since the result set was made
             out.append(_with(obj, item))
         return out
+
+    def _snippets(self, items: Sequence[Item], texts: Mapping[str, str | None],
+                  query: str) -> list[Item]:
+        # CPU work, run in a thread: one pattern for the query, one scan per part
+        return fill_snippets(items, texts, Snippets(query, width=self.snippet_width,
+                                                    max_terms=self.snippet_max_terms))
 
 
 def parse_result_set_id(result_set_id: str) -> tuple[str, int]:

@@ -7,9 +7,17 @@ before any store is asked, so a bad request fails the same way whichever endpoin
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from pipeline.domain.errors import InvalidFilter, InvalidInput, NotFound, QueryRequired
+from pipeline.domain.errors import (
+    InvalidFilter,
+    InvalidInput,
+    NotFound,
+    QueryRequired,
+    TooManyFilters,
+    TooManyTerms,
+)
 from pipeline.domain.kinds import KindCatalog, is_valid_property_key
 from pipeline.domain.read_model import Filters
 
@@ -19,6 +27,14 @@ MAX_QUERY_CHARS = 2000
 # object's part count; it keeps the offset a number Postgres takes).
 MAX_CHILDREN_LIMIT = 1000
 MAX_CHILDREN_OFFSET = 1_000_000
+
+# Defaults of the per-request caps (settings `api_max_query_terms`, `api_max_filters`): every
+# distinct word costs a posting scan, a trigram lookup and a snippet match, every property
+# filter a condition on each candidate row.
+MAX_QUERY_TERMS = 128
+MAX_FILTERS = 16
+
+_WORD = re.compile(r"\w+", re.UNICODE)
 
 FILTER_USAGE = (
     "Filters apply to search, find_exact and find_objects as {\"filters\": {...}}: "
@@ -31,8 +47,9 @@ FILTER_USAGE = (
 ENDPOINTS_WITH_FILTERS = ("search", "find_exact", "find_objects")
 
 
-def query_text(query: str) -> str:
-    """The query as the channels get it (stripped); refuses an empty, overlong or NUL query."""
+def query_text(query: str, *, max_terms: int = MAX_QUERY_TERMS) -> str:
+    """The query as the channels get it (stripped); refuses an empty, overlong or NUL query,
+    and one with more than `max_terms` distinct words (TooManyTerms)."""
     text = query.strip()
     if not text:
         raise QueryRequired("query must not be empty", field="query")
@@ -40,6 +57,10 @@ def query_text(query: str) -> str:
         raise InvalidInput(f"query is longer than {MAX_QUERY_CHARS} characters", field="query")
     if "\x00" in text:
         raise InvalidInput("query contains a NUL character", field="query")
+    terms = len({w.lower() for w in _WORD.findall(text)})
+    if terms > max_terms:
+        raise TooManyTerms(f"query has {terms} distinct words; at most {max_terms} are allowed",
+                           field="query")
     return text
 
 
@@ -60,9 +81,14 @@ def check_children_page(offset: int, limit: int) -> None:
                            field="offset")
 
 
-def check_filters(catalog: KindCatalog, filters: Filters) -> None:
+def check_filters(catalog: KindCatalog, filters: Filters, *,
+                  max_filters: int = MAX_FILTERS) -> None:
     """Property filters must name filterable fields of the catalog (when it is not empty), and
-    kinds must be declared ones; any property may be filtered in open mode."""
+    kinds must be declared ones; any property may be filtered in open mode. At most
+    `max_filters` property filters (TooManyFilters)."""
+    if len(filters.properties) > max_filters:
+        raise TooManyFilters(f"{len(filters.properties)} property filters; at most "
+                             f"{max_filters} are allowed", field="filters")
     for name, values in filters.properties:
         if not is_valid_property_key(name):
             raise InvalidFilter(f"{name!r} is not a valid property name",

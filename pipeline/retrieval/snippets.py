@@ -1,10 +1,20 @@
-"""Evidence snippets: an excerpt of a part around the words that matched the query."""
+"""Evidence snippets: an excerpt of a part around the words that matched the query.
+
+The cost is bounded whatever the query: at most `max_terms` query words (the longest) make one
+compiled alternation per request, and each part is scanned once with it. Callers build snippets
+for the page they return only (`fill_snippets`), off the event loop.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+
+# Default of the setting `api_snippet_max_terms`.
+MAX_SNIPPET_TERMS = 32
 
 
 def query_terms(query: str) -> list[str]:
@@ -18,26 +28,56 @@ def _stem_prefix(word: str) -> str:
     return word[: max(4, len(word) - 3)] if len(word) > 5 else word
 
 
+class Snippets:
+    """Snippets for one query: its `max_terms` longest words, as one compiled pattern."""
+
+    def __init__(self, query: str, *, width: int = 240,
+                 max_terms: int = MAX_SNIPPET_TERMS) -> None:
+        self.width = width
+        stems = dict.fromkeys(_stem_prefix(t) for t in query_terms(query)[:max(0, max_terms)])
+        # Longest first: at one position the alternation takes the most specific word.
+        ordered = sorted(stems, key=lambda s: (-len(s), s))
+        self.terms = tuple(ordered)
+        self.pattern = (re.compile(r"\b(?:" + "|".join(map(re.escape, ordered)) + ")")
+                        if ordered else None)
+
+    def __call__(self, text: str | None) -> str:
+        """About `width` characters of `text` centred on the first query word in it, cut at
+        word boundaries, with an ellipsis where text was cut; the start of the text if none
+        matches."""
+        if not text:
+            return ""
+        flat = " ".join(text.split())
+        if len(flat) <= self.width:
+            return flat
+        match = self.pattern.search(flat.lower()) if self.pattern is not None else None
+        if match is None:
+            return _cut(flat, 0, self.width)
+        return _cut(flat, max(0, match.start() - self.width // 3), self.width)
+
+
 def snippet(text: str | None, query: str, *, width: int = 240) -> str:
-    """About `width` characters of `text` centred on the first query word found in it, cut at
-    word boundaries, with an ellipsis where text was cut; the start of the text if none matches.
-    """
-    if not text:
-        return ""
-    flat = " ".join(text.split())
-    if len(flat) <= width:
-        return flat
-    lowered = flat.lower()
-    start = None
-    for term in query_terms(query):
-        match = re.search(r"\b" + re.escape(_stem_prefix(term)), lowered)
-        if match is not None:
-            start = match.start()
-            break
-    if start is None:
-        return _cut(flat, 0, width)
-    begin = max(0, start - width // 3)
-    return _cut(flat, begin, width)
+    """One snippet of `text` for `query` (see `Snippets`)."""
+    return Snippets(query, width=width)(text)
+
+
+def fill_snippets(items: Sequence[dict[str, Any]], texts: Mapping[str, str | None],
+                  snippets: Snippets) -> list[dict[str, Any]]:
+    """Copies of ranked items whose evidence without a snippet gets one from its part's text
+    (`texts` by part id; a part not in it gets an empty snippet). CPU work: run it in a
+    thread."""
+    out = []
+    for item in items:
+        evidence = [e if "snippet" in e else {**e, "snippet": snippets(texts.get(e["part_id"]))}
+                    for e in item.get("evidence") or []]
+        out.append({**item, "evidence": evidence})
+    return out
+
+
+def missing_snippets(items: Sequence[dict[str, Any]]) -> list[str]:
+    """The part ids of the items' evidence that has no snippet yet."""
+    return [str(e["part_id"]) for item in items for e in item.get("evidence") or []
+            if "snippet" not in e]
 
 
 def _cut(text: str, begin: int, width: int) -> str:

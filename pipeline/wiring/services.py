@@ -97,7 +97,7 @@ def query_embedder(embedder: Callable[[], Embedder | None]) -> QueryEmbedder:
 async def build_services(settings: Settings) -> Services:
     """Connect the adapters and build the read side on them; the graph and the embedder may be
     down (answers degrade)."""
-    pool = await make_async_pool(settings)
+    pool = await make_async_pool(settings, statement_timeout=settings.api_statement_timeout)
     catalog = CachedCatalog(pool)
     embedder = QueryEmbedderLoader(settings)
     await embedder.start()
@@ -106,9 +106,13 @@ async def build_services(settings: Settings) -> Services:
                                            ttl_seconds=settings.result_set_ttl)
     config = EngineConfig(candidate_k=settings.search_candidate_k, rrf_k=settings.rrf_k,
                           decay_lambda=settings.decay_lambda, evidence_n=settings.evidence_n,
-                          result_set_max_items=settings.result_set_max_items)
+                          result_set_max_items=settings.result_set_max_items,
+                          snippet_max_terms=settings.api_snippet_max_terms,
+                          max_query_terms=settings.api_max_query_terms,
+                          max_filters=settings.api_max_filters)
     searcher = PgPartSearcher(pool, stats_ttl=settings.search_stats_ttl,
-                              trigram_threshold=settings.trigram_threshold)
+                              trigram_threshold=settings.trigram_threshold,
+                              trigram_max_words=settings.trigram_max_words)
     reader = PgObjectReader(pool)
     # the channels search fuses: a new channel is one more entry here
     channels = [*standard_channels(searcher, embed_query, embed_timeout=config.embed_timeout)]
@@ -121,7 +125,9 @@ async def build_services(settings: Settings) -> Services:
                                             max_candidates=settings.graph_find_max_candidates,
                                             rrf_k=config.rrf_k,
                                             max_results=config.max_results,
-                                            embed_timeout=config.embed_timeout))
+                                            embed_timeout=config.embed_timeout,
+                                            max_query_terms=config.max_query_terms,
+                                            max_filters=config.max_filters))
     return Services(settings=settings, pool=pool, engine=engine, graph=graph,
                     recipes=RecipeStore(pool, dict(settings.expand_recipes),
                                         max_per_namespace=settings.max_recipes_per_namespace),

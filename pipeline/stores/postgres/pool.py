@@ -1,6 +1,7 @@
 """Connection pools for Postgres with the pgvector type registered on every connection: the
 synchronous pool of the write path and the operator commands, and the async pool of the read
-side (with `read_connection`, which turns an unreachable database into `Unavailable`)."""
+side (with `read_connection`, which turns an unreachable database into `Unavailable` and a
+statement that ran out of time into `QueryTimeout`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import psycopg
 from pgvector.psycopg import register_vector, register_vector_async
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
-from pipeline.domain.errors import Unavailable
+from pipeline.domain.errors import QueryTimeout, Unavailable
 from pipeline.domain.settings import Settings
 
 
@@ -48,30 +49,39 @@ async def _configure_async(conn: AsyncConn) -> None:
 
 async def make_async_pool(settings: Settings, *, min_size: int = 1, max_size: int = 8,
                           name: str = "brainstream-read", wait_seconds: float = 5.0,
+                          statement_timeout: float | None = None,
                           ) -> AsyncConnectionPool[AsyncConn]:
     """An opened async pool for the read side: pgvector registered, autocommit, and
-    `plan_cache_mode = force_custom_plan` on every session.
+    `plan_cache_mode = force_custom_plan` on every session; with `statement_timeout` (seconds)
+    Postgres cancels any statement of these sessions that runs longer (one hostile or unlucky
+    query cannot hold a connection, and the request waiting on it, for minutes).
 
     Built to ride out a Postgres restart without restarting the API: every connection is
     checked as it leaves the pool (a connection the restart broke is replaced, not handed to a
     request), and a request waits at most `wait_seconds` for one, so while Postgres is down
     requests fail fast with `Unavailable` (503) instead of hanging for psycopg's default 30 s.
     """
+    options = SESSION_OPTIONS
+    if statement_timeout is not None:
+        options += f" -c statement_timeout={max(1, round(statement_timeout * 1000))}"
     pool: AsyncConnectionPool[AsyncConn] = AsyncConnectionPool(
         settings.effective_postgres_dsn, min_size=min_size, max_size=max_size,
         configure=_configure_async, name=name, open=False, timeout=wait_seconds,
         check=AsyncConnectionPool.check_connection,
-        kwargs={"application_name": name, "options": SESSION_OPTIONS, "connect_timeout": 5})
+        kwargs={"application_name": name, "options": options, "connect_timeout": 5})
     await pool.open(wait=True, timeout=30)
     return pool
 
 
 @asynccontextmanager
 async def read_connection(pool: AsyncConnectionPool[AsyncConn]) -> AsyncIterator[AsyncConn]:
-    """A pooled connection; an unreachable database becomes `Unavailable`."""
+    """A pooled connection; an unreachable database becomes `Unavailable`, a statement
+    cancelled by the statement timeout `QueryTimeout`."""
     try:
         async with pool.connection() as conn:
             yield conn
+    except psycopg.errors.QueryCanceled as exc:
+        raise QueryTimeout("the query ran past the read statement timeout") from exc
     except (psycopg.OperationalError, PoolTimeout) as exc:
         raise Unavailable(f"postgres: {exc}") from exc
 

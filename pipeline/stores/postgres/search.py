@@ -35,7 +35,8 @@ class PgPartSearcher:
       `maxscore_budget` matching rows); N, mean length and df come from
       `bm25.StatsCache` (`stats_ttl` seconds).
     - trigram: query words unknown to the namespace's vocabulary, matched to its near words
-      (`pg_trgm` similarity >= `trigram_threshold`), and the rows holding those.
+      (`pg_trgm` similarity >= `trigram_threshold`), and the rows holding those; at most
+      `trigram_max_words` query words (the longest) are near-matched.
     - dense: cosine; HNSW with iterative scan, or an exact scan when at most
       `exact_dense_threshold` rows pass the namespace, filters and scope.
     """
@@ -43,7 +44,8 @@ class PgPartSearcher:
     def __init__(self, pool: AsyncConnectionPool[AsyncConn], *, k1: float = bm25.DEFAULT_K1,
                  b: float = bm25.DEFAULT_B, stats_ttl: float = 30.0,
                  trigram_threshold: float = 0.3, trigram_expand: int = 8,
-                 trigram_row_cap: int = 1000, exact_dense_threshold: int = 2000,
+                 trigram_row_cap: int = 1000, trigram_max_words: int = 16,
+                 exact_dense_threshold: int = 2000,
                  lexeme_cache_size: int = 1024, maxscore_budget: int = 2000) -> None:
         self.pool = pool
         self.params = bm25.BM25Params(k1=k1, b=b)
@@ -51,6 +53,7 @@ class PgPartSearcher:
         self.trigram_threshold = trigram_threshold
         self.trigram_expand = trigram_expand
         self.trigram_row_cap = trigram_row_cap
+        self.trigram_max_words = trigram_max_words
         self.exact_dense_threshold = exact_dense_threshold
         self._lexeme_cache: OrderedDict[str, list[str]] = OrderedDict()
         self._lexeme_cache_size = lexeme_cache_size
@@ -176,14 +179,18 @@ class PgPartSearcher:
         most similar vocabulary words; a row scores the mean over the unknown words of the best
         similarity among the near words it holds (so in (0, 1]); ties by id. Each near word
         contributes at most `trigram_row_cap` rows (the lowest ids), which bounds the cost
-        when a misspelling is near a very common word. The vocabulary is refreshed by
-        the worker's sweep (`pipeline.ops.vocab`), so a word first written seconds ago may not be
-        near-matched yet.
+        when a misspelling is near a very common word; only the `trigram_max_words` longest
+        query words are near-matched (the fan-out of one request is bounded). The vocabulary
+        is refreshed by the worker's sweep (`pipeline.ops.vocab`), so a word first written
+        seconds ago may not be near-matched yet.
         """
         frag = searchable(namespace, filters, scope_ids)  # invalid filters fail, even on no words
         if k <= 0 or not query.strip():
             return []
         words = [w for w in await self.query_lexemes(query) if len(w) >= 3]
+        # Each word is a trigram scan of the vocabulary and up to `trigram_expand` x
+        # `trigram_row_cap` rows: the longest (the most specific) bound the fan-out.
+        words = sorted(words, key=lambda w: (-len(w), w))[: self.trigram_max_words]
         if not words:
             return []
         async with read_connection(self.pool) as conn, conn.transaction():
