@@ -1,5 +1,5 @@
-"""Whose fault a Postgres error is (`pipeline.stores.postgres.errors`): decided from the connection's
-state and the SQLSTATE class, never from psycopg's exception class alone."""
+"""Whose fault a Postgres error is (`pipeline.stores.postgres.errors`): decided from the
+connection's state and the SQLSTATE class, never from psycopg's exception class alone."""
 
 from __future__ import annotations
 
