@@ -184,3 +184,14 @@ def test_a_record_that_only_claims_to_be_a_replay_marker_is_dead_lettered(
     publisher.send(good, key)
     wait_for(lambda: _applied(catalog, good["data"]["id"]), timeout=30, what="the next event")
     assert _dead_letter(catalog, "replay-marker-g9876543210") is None
+
+
+def test_a_record_too_big_to_dead_letter_whole_is_dead_lettered_cut(
+        procs: dict[str, Proc], catalog: Settings, publisher: Publisher) -> None:
+    """From a producer with larger limits than ours: the broker refused its letter whole (over
+    the producer's `max_request_size`), and the batch was retried forever."""
+    ns, tag = uuid.uuid4(), f"oversize-{uuid.uuid4().hex}"
+    value = tag.encode() + b"x" * (3 * catalog.max_event_bytes)
+    letter = _then_the_next_event_applies(catalog, publisher, Poison(value, tag), tag, ns)
+    assert letter["brainstream.error.code"] == "payload_too_large"
+    assert letter["brainstream.value.truncated"] == str(len(value))
