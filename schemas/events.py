@@ -34,6 +34,7 @@ from pipeline.domain.errors import (
     PayloadTooLarge,
     UnknownEventType,
 )
+from schemas.limits import EVENT_ID_MAX, EVENT_SOURCE_MAX, EVENT_SUBJECT_MAX, MEDIA_TYPE_MAX
 from schemas.payloads import (
     LINK_DELETE,
     LINK_PUT,
@@ -61,7 +62,9 @@ __all__ = [
 
 DEFAULT_MAX_BYTES = 1_000_000
 
-NonEmptyStr = Annotated[StrictStr, Field(min_length=1, pattern=r"\S")]
+# Non-blank, and bounded (schemas/limits.py).
+EventId = Annotated[StrictStr, Field(min_length=1, max_length=EVENT_ID_MAX, pattern=r"\S")]
+EventSource = Annotated[StrictStr, Field(min_length=1, max_length=EVENT_SOURCE_MAX, pattern=r"\S")]
 
 
 def _require_str(value: Any) -> Any:
@@ -89,13 +92,14 @@ class Envelope(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True, title="Envelope")
 
     specversion: Literal["1.0"]
-    id: NonEmptyStr
-    source: NonEmptyStr
+    id: EventId
+    source: EventSource
     type: EventType
+    subject: Annotated[StrictStr, Field(max_length=EVENT_SUBJECT_MAX)] | None = None
     time: Annotated[AwareDatetime, BeforeValidator(_require_str)] | None = None
-    datacontenttype: Annotated[StrictStr, AfterValidator(_json_media_type)] = Field(
-        default="application/json", description="application/json or application/*+json"
-    )
+    datacontenttype: Annotated[
+        StrictStr, Field(max_length=MEDIA_TYPE_MAX), AfterValidator(_json_media_type)
+    ] = Field(default="application/json", description="application/json or application/*+json")
     namespace: uuid.UUID
     version: Annotated[StrictInt, Field(ge=0)] | None = Field(
         default=None, description="Source version; events older than the stored one are ignored."
@@ -212,7 +216,8 @@ def parse_event(raw: bytes | str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Pars
     except ValidationError as exc:
         errors = exc.errors(include_url=False)
         if isinstance(obj.get("type"), str) and any(e["loc"] == ("type",) for e in errors):
-            raise UnknownEventType(f"unknown event type {obj['type']!r}", field="type") from None
+            shown = obj["type"][:100]  # the message names it, without echoing a huge one
+            raise UnknownEventType(f"unknown event type {shown!r}", field="type") from None
         path = _path("", tuple(errors[0]["loc"]))
         raise InvalidEnvelope(f"{path}: {errors[0]['msg']}", field=path or None) from None
 

@@ -26,6 +26,17 @@ from pydantic import (
 
 from pipeline.domain.kinds import KIND_PATTERN, PROPERTY_KEY_PATTERN
 from pipeline.domain.relations import RELATION_TYPE_PATTERN
+from schemas.limits import (
+    CONTENT_MAX,
+    LINK_LABEL_MAX,
+    MEDIA_TYPE_MAX,
+    NOTE_MAX,
+    PROPERTIES_MAX,
+    PROPERTY_LIST_MAX,
+    PROPERTY_STRING_MAX,
+    SUMMARY_MAX,
+    TITLE_MAX,
+)
 
 OBJECT_PUT: Final = "brainstream.object.put"
 OBJECT_SOFT_DELETE: Final = "brainstream.object.soft_delete"
@@ -43,6 +54,11 @@ def _check_property_value(value: Any) -> Any:
             return math.isfinite(v)
         return isinstance(v, str | int | bool)
 
+    if isinstance(value, list) and len(value) > PROPERTY_LIST_MAX:
+        raise ValueError(f"a list property value has at most {PROPERTY_LIST_MAX} items")
+    items = value if isinstance(value, list) else [value]
+    if any(isinstance(v, str) and len(v) > PROPERTY_STRING_MAX for v in items):
+        raise ValueError(f"a string property value has at most {PROPERTY_STRING_MAX} characters")
     if value is None or scalar(value):
         return value
     if isinstance(value, list) and all(scalar(v) for v in value):
@@ -53,14 +69,17 @@ def _check_property_value(value: Any) -> Any:
     )
 
 
-_SCALAR_SCHEMA: dict[str, Any] = {"type": ["string", "number", "boolean"]}
+_SCALAR_SCHEMA: dict[str, Any] = {"type": ["string", "number", "boolean"],
+                                  "maxLength": PROPERTY_STRING_MAX}
 PropertyValue = Annotated[
     Any,
     AfterValidator(_check_property_value),
-    Field(json_schema_extra={"anyOf": [_SCALAR_SCHEMA, {"type": "null"},
-                                       {"type": "array", "items": _SCALAR_SCHEMA}]}),
+    Field(json_schema_extra={"anyOf": [
+        _SCALAR_SCHEMA, {"type": "null"},
+        {"type": "array", "items": _SCALAR_SCHEMA, "maxItems": PROPERTY_LIST_MAX}]}),
 ]
 PropertyKey = Annotated[str, Field(pattern=PROPERTY_KEY_PATTERN)]
+MediaType = Annotated[StrictStr, Field(max_length=MEDIA_TYPE_MAX)]
 
 
 class ObjectPut(BaseModel):
@@ -75,13 +94,14 @@ class ObjectPut(BaseModel):
 
     id: uuid.UUID | None = None
     kind: Annotated[StrictStr, Field(pattern=KIND_PATTERN)]
-    title: StrictStr | None = None
-    summary: StrictStr | None = None
+    title: Annotated[StrictStr, Field(max_length=TITLE_MAX)] | None = None
+    summary: Annotated[StrictStr, Field(max_length=SUMMARY_MAX)] | None = None
     properties: dict[PropertyKey, PropertyValue] = Field(
-        default_factory=dict, json_schema_extra={"additionalProperties": False}
+        default_factory=dict, max_length=PROPERTIES_MAX,
+        json_schema_extra={"additionalProperties": False},
     )
-    content: StrictStr | None = None
-    content_type: StrictStr | None = None
+    content: Annotated[StrictStr, Field(max_length=CONTENT_MAX)] | None = None
+    content_type: MediaType | None = None
     parent_id: uuid.UUID | None = None
     position: Annotated[StrictInt, Field(ge=0)] | None = Field(default=None, validate_default=True)
 
@@ -124,9 +144,9 @@ class LinkMeta(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, title="LinkMeta")
 
-    note: StrictStr | None = None
-    status: StrictStr | None = None
-    role: StrictStr | None = None
+    note: Annotated[StrictStr, Field(max_length=NOTE_MAX)] | None = None
+    status: Annotated[StrictStr, Field(max_length=LINK_LABEL_MAX)] | None = None
+    role: Annotated[StrictStr, Field(max_length=LINK_LABEL_MAX)] | None = None
     confidence: Annotated[StrictFloat, Field(ge=0.0, le=1.0), BeforeValidator(_none_is_unset)] = 0.0
     evidence_id: uuid.UUID | None = None
 

@@ -113,6 +113,22 @@ class UnauthorizedNamespace(BrainstreamError):
     code = "unauthorized_namespace"
 
 
+# --- Kafka records (pipeline/ingest/records.py, pipeline/kafka/markers.py) ---
+
+
+class InvalidRecordTime(InvalidInput):
+    """The Kafka record's timestamp is not a time its writes can be stamped with (past 9999)."""
+
+    code = "invalid_record_time"
+
+
+class ForgedReplayMarker(InvalidInput):
+    """The record claims to be a replay marker (its header or its type) but is not one in the
+    replay's own format."""
+
+    code = "forged_replay_marker"
+
+
 # --- kind catalog (pipeline/domain/kinds.py) ---
 
 

@@ -14,7 +14,7 @@ from pipeline.domain.errors import InvalidInput
 from pipeline.ingest.apply import apply_one
 from pipeline.ingest.deferred import Defer, park, retry_deferred
 from pipeline.ingest.records import Applying, BatchOutcome, DeadLetter, IngestOptions, RawRecord
-from pipeline.kafka.markers import is_marker
+from pipeline.kafka.markers import read_marker
 from pipeline.ports import EventStore
 from schemas.events import parse_event
 
@@ -26,12 +26,13 @@ def apply_batch(store: EventStore, records: Sequence[RawRecord],
     outcome = BatchOutcome()
     ctx = Applying(store, store.load_catalog(), options, outcome)
     for record in records:
-        if is_marker(record.value, record.headers):
-            outcome.markers += 1  # a replay's position mark, not an event
-            continue
         try:
+            if read_marker(record.value, record.headers) is not None:
+                outcome.markers += 1  # a replay's position mark, not an event
+                continue
             event = parse_event(record.value, max_bytes=options.max_event_bytes)
-        except InvalidInput as exc:
+            at = record.time
+        except InvalidInput as exc:  # a forged marker, a bad event or record timestamp
             outcome.dead.append(DeadLetter(record, exc))
             continue
         refused = options.publisher_keys.refusal(event.namespace, record.key, record.headers,
@@ -39,12 +40,11 @@ def apply_batch(store: EventStore, records: Sequence[RawRecord],
         if refused is not None:  # before the ledger: a forged event id claims nothing
             outcome.dead.append(DeadLetter(record, refused, event.event_id))
             continue
-        store.set_event_time(record.time)
+        store.set_event_time(at)
         try:
             error = apply_one(ctx, event)
         except Defer as wait:
-            park(ctx, event, record, wait)
-            continue
+            error = park(ctx, event, record, wait)
         if error is not None:
             outcome.dead.append(DeadLetter(record, error, event.event_id))
     store.set_event_time(None)  # a deferred event applies now, at the transaction's time

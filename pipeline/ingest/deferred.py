@@ -30,14 +30,22 @@ class Defer(Exception):
         self.wait_key = wait_key
 
 
-def park(ctx: Applying, event: ParsedEvent, record: RawRecord, wait: Defer) -> None:
-    """Keep the event until what it waits for arrives (a redelivery is parked once)."""
-    ctx.store.defer(namespace=event.namespace, source=event.source, event_id=event.event_id,
-                    wait_key=wait.wait_key, topic=record.topic, partition=record.partition,
-                    offset=record.offset, key=record.key, value=record.value,
-                    headers=record.headers, code=wait.error.code, reason=wait.error.message,
-                    field=wait.error.field)
+def park(ctx: Applying, event: ParsedEvent, record: RawRecord,
+         wait: Defer) -> InvalidInput | None:
+    """Keep the event until what it waits for arrives (a redelivery is parked once). None:
+    parked; an error: the store refused to keep it (e.g. a NUL in a header key), so it is
+    rejected for good (dead-letter it) and the rest of the batch goes on."""
+    try:
+        with ctx.store.savepoint():
+            ctx.store.defer(namespace=event.namespace, source=event.source,
+                            event_id=event.event_id, wait_key=wait.wait_key, topic=record.topic,
+                            partition=record.partition, offset=record.offset, key=record.key,
+                            value=record.value, headers=record.headers, code=wait.error.code,
+                            reason=wait.error.message, field=wait.error.field)
+    except InvalidInput as exc:
+        return exc
     ctx.outcome.deferred += 1
+    return None
 
 
 def retry_deferred(ctx: Applying, apply: ApplyOne) -> None:

@@ -11,7 +11,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from pipeline.domain.errors import BrainstreamError
+from pipeline.domain.errors import BrainstreamError, InvalidRecordTime
 from pipeline.domain.kinds import KindCatalog
 from pipeline.domain.settings import Settings
 from pipeline.kafka.signing import PublisherKeys
@@ -34,9 +34,15 @@ class RawRecord:
 
     @property
     def time(self) -> datetime | None:
+        """The record's timestamp as a time (None: it has none). Raises `InvalidRecordTime` for
+        one past what a datetime holds (year 10000 and later): the producer chose it."""
         if self.timestamp_ms is None or self.timestamp_ms < 0:
             return None
-        return datetime.fromtimestamp(self.timestamp_ms / 1000.0, tz=UTC)
+        try:
+            return datetime.fromtimestamp(self.timestamp_ms / 1000.0, tz=UTC)
+        except (ValueError, OverflowError, OSError):
+            raise InvalidRecordTime(
+                f"the record's timestamp {self.timestamp_ms} ms is past the year 9999") from None
 
 
 @dataclass(frozen=True)

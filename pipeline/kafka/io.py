@@ -27,8 +27,9 @@ H_PARTITION = "brainstream.source.partition"
 H_OFFSET = "brainstream.source.offset"
 H_EVENT_ID = "brainstream.event.id"
 H_FAILED_AT = "brainstream.failed_at"
+H_TRUNCATED = "brainstream.value.truncated"  # the original value's size, when the letter cut it
 OWN_HEADERS = frozenset({H_CODE, H_MESSAGE, H_FIELD, H_TOPIC, H_PARTITION, H_OFFSET, H_EVENT_ID,
-                         H_FAILED_AT})
+                         H_FAILED_AT, H_TRUNCATED})
 
 
 def make_producer(settings: Settings, **overrides: Any) -> KafkaProducer:
@@ -70,6 +71,16 @@ def dead_letter_headers(
     if event_id is not None:
         headers.append((H_EVENT_ID, event_id.encode("utf-8", "replace")))
     return headers
+
+
+def dead_letter_value(value: bytes, max_bytes: int) -> tuple[bytes, list[tuple[str, bytes]]]:
+    """The value a dead letter can carry, and the header saying it was cut. A record bigger than
+    the producer may send (it came from a producer with larger limits) would be refused by the
+    broker as a dead letter, and its batch retried forever: its letter keeps the first
+    `max_bytes` of the value; the whole record stays at its source topic, partition and offset."""
+    if len(value) <= max_bytes:
+        return value, []
+    return value[:max_bytes], [(H_TRUNCATED, str(len(value)).encode())]
 
 
 def header_map(headers: Sequence[tuple[str, bytes]] | None) -> dict[str, str]:

@@ -3,7 +3,8 @@
 `brainstream replay` publishes one marker record to every partition of the input topic when it
 starts. A replay has caught up once it consumed past its own marker on every partition: the
 embedded broker's end offsets are wrong for multi-record batches, so "caught up" is never decided
-from end offsets. The live consumer skips markers (acknowledged and counted, never dead-lettered).
+from end offsets. The live consumer skips markers (acknowledged and counted, never dead-lettered);
+a record that only claims to be one is dead-lettered (`read_marker`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any, TypeGuard
+
+from pipeline.domain.errors import ForgedReplayMarker
 
 MARKER_TYPE = "brainstream.replay.marker"
 H_MARKER = "brainstream.replay.marker"  # header: the generation id, as text
@@ -37,32 +41,67 @@ def marker_record(generation: int, partition: int, *, now: datetime | None = Non
     return f"replay-marker-g{generation}".encode(), value, [(H_MARKER, str(generation).encode())]
 
 
-def marker_generation(value: bytes | None,
-                      headers: Iterable[tuple[str, bytes | None]] = ()) -> int | None:
-    """The generation a record is the replay marker of, or None for any other record."""
-    for key, raw in headers:
-        if key == H_MARKER and raw:
-            try:
-                return int(raw.decode())
-            except ValueError:
-                return None
-    # a marker whose headers were lost (a copy made by a tool that drops headers)
-    if not value or _TYPE_BYTES not in value:
+def read_marker(value: bytes | None,
+                headers: Iterable[tuple[str, bytes | None]] = ()) -> int | None:
+    """The generation of a replay marker; None for a record that does not claim to be one.
+
+    A record claims to be a marker by the marker header or by the marker type in its value (a
+    copy whose headers a tool dropped). It is one only when its value is byte for byte what
+    `marker_record` writes for the generation and partition it names, and the header, if any,
+    names the same generation: markers are skipped unseen, so nothing else may pass for one.
+    Raises `ForgedReplayMarker` for a claim that is not in that format.
+    """
+    claims = [raw for key, raw in headers if key == H_MARKER]
+    obj = _json_object(value) if value and _TYPE_BYTES in value else None
+    if not claims and (obj is None or obj.get("type") != MARKER_TYPE):
         return None
+    generation = _genuine(value or b"", obj)
+    if generation is None:
+        raise ForgedReplayMarker("the record claims to be a replay marker (its header or type)"
+                                 " but is not one in the replay's own format", field=H_MARKER)
+    if any(raw != str(generation).encode() for raw in claims) or len(claims) > 1:
+        raise ForgedReplayMarker("the replay-marker header does not name the marker's "
+                                 "generation", field=H_MARKER)
+    return generation
+
+
+def _json_object(value: bytes) -> dict[str, Any] | None:
     try:
         obj = json.loads(value)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
         return None
-    if not isinstance(obj, dict) or obj.get("type") != MARKER_TYPE:
-        return None
-    data = obj.get("data")
-    gen = data.get("generation") if isinstance(data, dict) else None
-    return gen if isinstance(gen, int) and not isinstance(gen, bool) else None
+    return obj if isinstance(obj, dict) else None
 
 
-def is_marker(value: bytes | None, headers: Iterable[tuple[str, bytes | None]] = ()) -> bool:
-    """Whether the record is a replay marker (of any generation)."""
-    return marker_generation(value, headers) is not None
+def _genuine(value: bytes, obj: dict[str, Any] | None) -> int | None:
+    """The generation when `value` is exactly a marker `marker_record` writes, else None."""
+    if obj is None or not isinstance(data := obj.get("data"), dict):
+        return None
+    generation, partition, at = data.get("generation"), data.get("partition"), obj.get("time")
+    if not (_count(generation) and _count(partition) and isinstance(at, str)):
+        return None
+    try:
+        when = datetime.fromisoformat(at)
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        return None
+    _, canonical, _ = marker_record(generation, partition, now=when)
+    return generation if canonical == value else None
+
+
+def _count(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def marker_generation(value: bytes | None,
+                      headers: Iterable[tuple[str, bytes | None]] = ()) -> int | None:
+    """The generation a record is the genuine replay marker of, or None for any other record
+    (a forged one included)."""
+    try:
+        return read_marker(value, headers)
+    except ForgedReplayMarker:
+        return None
 
 
 @dataclass(frozen=True)

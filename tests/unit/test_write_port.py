@@ -25,7 +25,13 @@ from schemas.events import Payload
 
 
 class _Conn:
-    """Just enough of a psycopg connection for `PgEventStore.savepoint`."""
+    """Just enough of a psycopg connection for `PgEventStore.savepoint`; `broken` as psycopg
+    sets it once the server is gone."""
+
+    closed = False
+
+    def __init__(self, broken: bool = False) -> None:
+        self.broken = broken
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
@@ -36,8 +42,8 @@ class _Store(PgEventStore):
     """The adapter's savepoint and error translation; the SQL replaced by `fail`, raised where a
     put writes its rows."""
 
-    def __init__(self, fail: BaseException | None) -> None:
-        super().__init__(_Conn())  # type: ignore[arg-type]
+    def __init__(self, fail: BaseException | None, *, broken: bool = False) -> None:
+        super().__init__(_Conn(broken))  # type: ignore[arg-type]
         self.fail = fail
         self.enqueued: list[tuple[Any, ...]] = []
 
@@ -95,15 +101,34 @@ def test_a_value_postgres_refuses_dead_letters_that_event() -> None:
     assert outcome.applied == 0 and len(outcome.dead) == 1
     error = outcome.dead[0].error
     assert isinstance(error, RejectedByDatabase)
-    assert (error.code, error.message) == ("rejected_by_database",
-                                           "UntranslatableCharacter: bad \\u0000")
+    assert (error.code, error.message) == (
+        "rejected_by_database", "UntranslatableCharacter: bad \\u0000 (SQLSTATE 22P05)")
 
 
-@pytest.mark.parametrize("exc", [psycopg.OperationalError("server closed the connection"),
-                                 psycopg.errors.DeadlockDetected("deadlock detected")])
-def test_an_unreachable_database_fails_the_batch(exc: Exception) -> None:
+@pytest.mark.parametrize("exc", [
+    psycopg.errors.ProgramLimitExceeded("string is too long for tsvector"),  # 54000
+    psycopg.errors.IndexCorrupted("index row size 8032 exceeds btree maximum"),  # XX002
+    psycopg.errors.CheckViolation("violates check constraint"),  # 23514
+    psycopg.DataError("PostgreSQL text fields cannot contain NUL (0x00) bytes"),  # client-side
+])
+def test_an_error_of_the_statement_on_a_live_connection_dead_letters_that_event(
+        exc: psycopg.Error) -> None:
+    outcome = apply_batch(_Store(exc), [_put_record()], IngestOptions())
+    assert [d.error.code for d in outcome.dead] == ["rejected_by_database"]
+    assert outcome.dead[0].error.message.startswith(type(exc).__name__)
+
+
+@pytest.mark.parametrize(("exc", "broken"), [
+    (psycopg.OperationalError("server closed the connection"), True),
+    (psycopg.errors.DeadlockDetected("deadlock detected"), False),
+    (psycopg.errors.AdminShutdown("terminating connection"), False),  # 57P01
+    (psycopg.errors.DiskFull("could not extend file"), False),  # 53100
+    # whatever the class, a statement on a connection that broke under it is not its fault
+    (psycopg.errors.ProgramLimitExceeded("string is too long for tsvector"), True),
+])
+def test_an_unreachable_database_fails_the_batch(exc: Exception, broken: bool) -> None:
     with pytest.raises(Unavailable) as raised:
-        apply_batch(_Store(exc), [_put_record()], IngestOptions())
+        apply_batch(_Store(exc, broken=broken), [_put_record()], IngestOptions())
     assert raised.value.__cause__ is exc
 
 

@@ -2,9 +2,10 @@
 behind applying events (one connection, one transaction per batch, a savepoint per event).
 
 Every `PgEventStore` method runs inside the caller's transaction; nothing there commits. Driver
-errors become the port's: an unreachable database (`psycopg.OperationalError`, pool timeouts
-included) `Unavailable`, so the batch is retried; a value Postgres refuses (`psycopg.DataError`)
-`RejectedByDatabase`, so that one event is dead-lettered.
+errors become the port's (`pipeline.stores.postgres.errors` decides which): a database that
+cannot serve (a lost connection, a pool timeout, SQLSTATE classes 08, 40, 53, 57, 58)
+`Unavailable`, so the batch is retried; anything else Postgres refuses (a NUL in text, a tsvector
+or an index row over its limit) `RejectedByDatabase`, so that one event is dead-lettered.
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
-from pipeline.domain.errors import RejectedByDatabase, Unavailable
 from pipeline.domain.kinds import KindCatalog
 from pipeline.domain.write_model import DeferredRow, LinkHead, ObjectHead, ObjectWrite
 from pipeline.outbox import store as outbox
+from pipeline.stores.postgres.errors import port_error
 from pipeline.stores.postgres.kinds import read_catalog
 
 Conn = psycopg.Connection[Any]
@@ -73,14 +74,12 @@ RETURNING id
 
 
 @contextlib.contextmanager
-def _driver_errors() -> Iterator[None]:
-    """Raise the port's errors for the driver's (see the module docstring)."""
+def _driver_errors(conn: Conn | None) -> Iterator[None]:
+    """Raise the port's errors for the driver's raised on `conn` (None: while getting one)."""
     try:
         yield
-    except psycopg.OperationalError as exc:  # psycopg_pool.PoolTimeout is one
-        raise Unavailable(f"{type(exc).__name__}: {exc}") from exc
-    except psycopg.DataError as exc:
-        raise RejectedByDatabase(f"{type(exc).__name__}: {exc}") from exc
+    except psycopg.Error as exc:  # psycopg_pool.PoolTimeout is one
+        raise port_error(exc, conn) from exc
 
 
 class PgEventStores:
@@ -92,12 +91,13 @@ class PgEventStores:
     @contextlib.contextmanager
     def transaction(self) -> Iterator[PgEventStore]:
         """One connection and transaction, committed when the block ends without error."""
-        with _driver_errors(), self.pool.connection() as conn, conn.transaction():
+        with _driver_errors(None), self.pool.connection() as conn, \
+                _driver_errors(conn), conn.transaction():
             yield PgEventStore(conn)
 
     def deferred_due(self) -> bool:
         """Whether a deferred event is due for another try."""
-        with _driver_errors(), self.pool.connection() as conn:
+        with _driver_errors(None), self.pool.connection() as conn, _driver_errors(conn):
             row = conn.execute("SELECT EXISTS (SELECT 1 FROM deferred_events"
                                " WHERE next_attempt_at <= now())").fetchone()
         return bool(row and row[0])
@@ -113,7 +113,7 @@ class PgEventStore:
     @contextlib.contextmanager
     def savepoint(self) -> Iterator[None]:
         """Undo one event's writes on error without losing the rest of the batch."""
-        with _driver_errors(), self.conn.transaction():
+        with _driver_errors(self.conn), self.conn.transaction():
             yield
 
     # -- events ledger --------------------------------------------------------------------

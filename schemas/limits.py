@@ -1,0 +1,32 @@
+"""The size limits of an event's fields, enforced by the models (hence by `parse_event`) and
+published in the JSON Schemas (`maxLength`, `maxItems`, `maxProperties`).
+
+They are part of the event contract, not settings: a publisher validates against the committed
+JSON Schemas, so the consumer must not accept more than they say. Lengths count characters
+(code points), as JSON Schema does. Each is written down in docs/operations.md
+("Limits: events"); the whole record is bounded besides by the `max_event_bytes` setting.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# Envelope. `id` and `source` together key the processed-event ledger's btree index, whose rows
+# must stay under about 2,700 bytes: 256 characters each is at most 2,048 bytes of UTF-8.
+EVENT_ID_MAX: Final = 256
+EVENT_SOURCE_MAX: Final = 256
+EVENT_SUBJECT_MAX: Final = 1024
+MEDIA_TYPE_MAX: Final = 256  # datacontenttype, and a put's content_type
+
+# An object put. Generous beside the datasets (a SciFact title is at most 300 characters, a
+# LoCoMo session summary 1,423); content is bounded in practice by `max_event_bytes`.
+TITLE_MAX: Final = 2_000
+SUMMARY_MAX: Final = 20_000
+CONTENT_MAX: Final = 10_000_000
+PROPERTIES_MAX: Final = 256  # keys per object (each key is at most 63 characters, its pattern)
+PROPERTY_STRING_MAX: Final = 10_000  # a string value, alone or in a list
+PROPERTY_LIST_MAX: Final = 1_000  # items of a list value
+
+# A link put's metadata (relation types are at most 63 characters, their pattern).
+NOTE_MAX: Final = 10_000
+LINK_LABEL_MAX: Final = 256  # status, role
