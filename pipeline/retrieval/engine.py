@@ -86,8 +86,8 @@ class RetrievalEngine:
         if missing:
             raise ValueError(f"find_exact names channels the engine lacks: {missing}")
         self.pager = ResultPager(result_sets, reader, evidence=self.evidence_entries,
-                                 max_items=self.config.result_set_max_items)
-        self.pager = ResultPager(result_sets, reader, snippet_width=self.config.snippet_chars,
+                                 max_items=self.config.result_set_max_items,
+                                 snippet_width=self.config.snippet_chars,
                                  snippet_max_terms=self.config.snippet_max_terms)
 
     async def validate_filters(self, filters: Filters) -> None:

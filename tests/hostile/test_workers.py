@@ -298,7 +298,7 @@ def test_index_text_reaching_the_embedder_is_capped(
     server, url = refusing_server
     cap = settings.embed_text_cap_chars
     assert cap < MAX_INPUT_CHARS
-    huge = put(uuid.uuid4(), kind="company", title="word " * 4000,  # 20,000 characters
+    huge = put(uuid.uuid4(), kind="company", title="word " * 400,  # the 2,000-character limit
                summary="summary " * 2000,
                properties={f"p{i:03d}": "value " * 20 for i in range(200)})
     _apply(settings, [huge])
