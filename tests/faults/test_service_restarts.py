@@ -5,6 +5,9 @@ that chunk, re-puts, soft deletes, revivals, stale versions, links, link re-puts
 poison events). Afterwards the oracle (tests/faults/oracle.py) replays the log and demands that
 Postgres holds exactly the state it implies, every event is applied once or dead-lettered with
 its reason, nothing is duplicated, the graph matches and `brainstream verify` exits 0.
+
+Each stopped service is started again in a `finally`, and the faults conftest restores anything
+still down after each test, so a failure here does not cascade through the shared stack.
 """
 
 from __future__ import annotations
@@ -73,25 +76,31 @@ def test_broker_restart_mid_ingest_loses_nothing(pipeline_procs: ProcSet) -> Non
              what="the consumer under way")
     broker = BrokerService(settings)
     at_stop = _ledger(settings, ns)
-    assert broker.stop(), "the broker was not running"
-    time.sleep(2)
-    broker.start()
+    try:
+        assert broker.stop(), "the broker was not running"
+        time.sleep(2)
+    finally:
+        broker.start()
     log.info("broker restarted at %d applied events, publisher %d/%d acknowledged", at_stop,
              publisher.acked, len(events))
     # Twice: the second restart lands on state the first one left behind.
     wait_for(lambda: _ledger(settings, ns) >= at_stop + 300, timeout=90, interval=0.2,
              what="the consumer under way again after the broker restart")
     again = _ledger(settings, ns)
-    assert broker.stop()
-    broker.start()
+    try:
+        assert broker.stop()
+    finally:
+        broker.start()
     log.info("broker restarted again at %d applied events, publisher %d/%d acknowledged",
              again, publisher.acked, len(events))
     # The broker's storage (s3rver) restarted under the running broker: tansu's uploads fail
     # meanwhile, so produce requests fail and the publisher sends its chunk again.
     store = S3StoreService(settings)
-    assert store.stop(), "the S3 store was not running"
-    time.sleep(1)
-    store.start()
+    try:
+        assert store.stop(), "the S3 store was not running"
+        time.sleep(1)
+    finally:
+        store.start()
     publisher.wait(timeout=180)
     assert again < len(events), "the restarts came after the consumer had applied everything"
     expected = _check(procs, ns, events)
@@ -114,9 +123,11 @@ def test_postgres_restart_mid_batch_converges(pipeline_procs: ProcSet) -> None:
                   " WHERE application_name = 'brainstream-consumer'")
     at_stop = _ledger(settings, ns)
     postgres = PostgresService(settings)
-    assert postgres.stop(), "postgres was not running"
-    time.sleep(3)
-    postgres.start()
+    try:
+        assert postgres.stop(), "postgres was not running"
+        time.sleep(3)
+    finally:
+        postgres.start()
     log.info("postgres restarted at %d applied events (%d consumer backends terminated)",
              at_stop, len(killed))
     publisher.wait(timeout=180)

@@ -9,7 +9,8 @@ again never disturbs the shared stack. What is asserted:
 - `up` stops what an earlier supervisor left running (from its pid records) before it starts, and
   never signals a process that merely reuses a recorded pid;
 - with every service down the processes wait, they do not spin (CPU time over an interval);
-- `brainstream status` reports a down service as down and exits 1, without a traceback.
+- `brainstream status` reports a down service as down and exits 1, without a traceback;
+- the fault tests' finalizer (`restore_stack`) brings a stopped service back.
 """
 
 from __future__ import annotations
@@ -35,7 +36,13 @@ from pipeline.domain.settings import Settings
 from pipeline.ops.lifeline import PidRecords, stop_group
 from pipeline.services.stack import Stack
 from tests.pipelineutil import wait_for
-from tests.stackutil import TEST_DATA_DIR, TEST_PORTS, make_settings, settings_env
+from tests.stackutil import (
+    TEST_DATA_DIR,
+    TEST_PORTS,
+    make_settings,
+    restore_stack,
+    settings_env,
+)
 
 pytestmark = [pytest.mark.stack]
 
@@ -94,8 +101,9 @@ class Supervisor:
         return {name: proc for name, proc in running.items()
                 if name in PIPELINE and proc is not None and proc.ppid() == self.popen.pid}
 
-    def wait_ready(self) -> dict[str, psutil.Process]:
-        """Until every process runs and the API answers; the processes by name."""
+    def wait_ready(self, *, pool: bool = True) -> dict[str, psutil.Process]:
+        """Until every process runs and the API answers (and, with `pool`, the worker forked
+        its pool processes); the processes by name."""
         def all_recorded() -> dict[str, psutil.Process] | None:
             children = self.children()
             return children if len(children) == len(PIPELINE) else None
@@ -106,9 +114,9 @@ class Supervisor:
                             what=f"every pipeline process of `up` (log {self.log})")
         wait_for(lambda: _answers(API_PORT), timeout=60, interval=0.5,
                  what=f"`up` to serve its API (log {self.log})")
-        # Celery forks its pool processes after start-up: wait for them too.
-        wait_for(lambda: len(children["worker"].children()) >= 2, timeout=60,
-                 what="the worker's pool processes")
+        if pool:  # Celery forks them after start-up
+            wait_for(lambda: len(children["worker"].children()) >= 2, timeout=60,
+                     what="the worker's pool processes")
         return children
 
     def stop(self) -> int:
@@ -185,7 +193,7 @@ def test_up_stops_what_an_earlier_supervisor_left_and_starts(services_up: Settin
             "create_time": psutil.Process(bystander.pid).create_time() - 1000,
             "cmdline": [sys.executable, "-m", "pipeline.cli", "consumer"]}))
         up = Supervisor.start(settings)
-        up.wait_ready()
+        up.wait_ready(pool=False)
         assert stale.poll() is not None, "the stale API still runs"
         assert bystander.poll() is None, "a process that only reused a recorded pid was killed"
         assert "left running by an earlier `brainstream up`" in up.log.read_text()
@@ -198,6 +206,16 @@ def test_up_stops_what_an_earlier_supervisor_left_and_starts(services_up: Settin
                 proc.wait()
         if up is not None:
             up.kill()
+
+
+def test_restore_stack_brings_stopped_services_back(services_up: Settings) -> None:
+    # What the fault tests' finalizer relies on so that one failure does not cascade.
+    stack = Stack(services_up)
+    redis = next(s for s in stack.services if s.name == "redis")
+    assert redis.stop()
+    assert [r.split()[0] for r in restore_stack(services_up)] == ["redis"]
+    assert all(s.healthy for s in stack.status())
+    assert restore_stack(services_up) == []
 
 
 def test_processes_wait_without_spinning_while_services_are_down(services_up: Settings
