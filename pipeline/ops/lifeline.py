@@ -11,8 +11,9 @@ stops them in order). Two mechanisms keep them from outliving it:
   pipeline is idempotent, so nothing is lost (unacknowledged work is redelivered).
 - Pid records under `DATA_DIR/run/pipeline-*.json` (pid, create time, command line): `up` stops
   what an earlier supervisor left running before it starts its own processes, covering what the
-  signal cannot reach (no prctl: not Linux; processes started by `spawn`, e.g. uvicorn with
-  API_WORKERS > 1, whose process group is stopped here). A record is trusted only while the pid
+  signal cannot reach (no prctl: not Linux; processes started by `spawn`, e.g. uvicorn's
+  workers with API_WORKERS > 1: found by their process group and the supervisor their
+  environment names). A record is trusted only while the pid
   still has the recorded create time and command line, so a recycled pid is never signalled.
 
 The embedded services (Postgres, FalkorDB, Redis, the broker and its S3 store) are not children
@@ -157,15 +158,33 @@ class PidRecords:
                 if proc is not None:
                     stop_group(proc.pid)
                     stopped.append(f"{record.name} (pid {record.pid})")
+                elif owner is not None and (orphans := _orphans(record, owner)):
+                    _stop_all(orphans)
+                    stopped.append(f"{len(orphans)} process(es) of {record.name} "
+                                   f"(pid {record.pid}, gone)")
             self.remove(record.name)
         self.write("supervisor", supervisor_pid, psutil.Process(supervisor_pid).cmdline())
         return stopped
 
 
+def _orphans(record: PidRecord, owner: PidRecord) -> set[psutil.Process]:
+    """What a recorded process that is gone left behind, e.g. uvicorn's spawned workers (no
+    parent-death signal reaches them): members of its process group started after it under
+    the same supervisor (their environment names it); never anything else."""
+    found: set[psutil.Process] = set()
+    for proc in psutil.process_iter():
+        try:
+            if (os.getpgid(proc.pid) == record.pid and proc.create_time() >= record.create_time
+                    and proc.environ().get(SUPERVISOR_ENV) == str(owner.pid)):
+                found.update((proc, *proc.children(recursive=True)))
+        except (ProcessLookupError, PermissionError, psutil.Error):
+            continue
+    return found
+
+
 def stop_group(pid: int, timeout: float = 10.0) -> None:
     """Stop a process with its descendants and, when it leads its own process group (as `up`'s
-    children do), the rest of that group (descendants reparented away from it): SIGTERM, then
-    SIGKILL after `timeout`. psutil checks each process's identity before signalling it."""
+    children do), the rest of that group (descendants reparented away from it)."""
     try:
         leader = psutil.Process(pid)
         procs = {leader, *leader.children(recursive=True)}
@@ -174,6 +193,12 @@ def stop_group(pid: int, timeout: float = 10.0) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         if os.getpgid(pid) == pid:
             procs.update(p for p in psutil.process_iter() if _in_group(p, pid))
+    _stop_all(procs, timeout)
+
+
+def _stop_all(procs: set[psutil.Process], timeout: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL after `timeout`; psutil checks each process's identity (create
+    time) before signalling it, so a pid recycled meanwhile is left alone."""
     for proc in procs:
         with contextlib.suppress(psutil.NoSuchProcess):
             proc.send_signal(signal.SIGTERM)

@@ -33,7 +33,7 @@ import psutil
 import pytest
 
 from pipeline.domain.settings import Settings
-from pipeline.ops.lifeline import PidRecords, stop_group
+from pipeline.ops.lifeline import SUPERVISOR_ENV, PidRecords, stop_group
 from pipeline.services.stack import Stack
 from tests.pipelineutil import wait_for
 from tests.stackutil import (
@@ -206,6 +206,39 @@ def test_up_stops_what_an_earlier_supervisor_left_and_starts(services_up: Settin
                 proc.wait()
         if up is not None:
             up.kill()
+
+
+def test_up_finds_what_a_gone_process_left_in_its_group(tmp_path: Path) -> None:
+    # uvicorn's spawned workers (API_WORKERS > 1) get no parent-death signal: when the recorded
+    # API process is gone, its group's members started under the old supervisor are stopped.
+    records = PidRecords(tmp_path)
+    gone = 1 << 22  # the earlier supervisor: a pid at Linux's pid_max, so none runs
+    records.run_dir.mkdir()
+    (records.run_dir / "pipeline-supervisor.json").write_text(json.dumps({
+        "name": "supervisor", "pid": gone, "create_time": 0.0, "cmdline": ["up"]}))
+    env = {**os.environ, SUPERVISOR_ENV: str(gone)}
+    argv = [sys.executable, "-c", "import subprocess, sys; "
+            "print(subprocess.Popen(['sleep', '300']).pid, flush=True); sys.stdin.read()"]
+    leader = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              start_new_session=True)
+    # Same environment, another process group: not the gone process's, never touched.
+    bystander = subprocess.Popen(["sleep", "300"], env=env, start_new_session=True)
+    assert leader.stdout is not None
+    worker = psutil.Process(int(leader.stdout.readline()))
+    try:
+        records.write("api", leader.pid, argv)
+        leader.kill()
+        leader.wait()
+        assert worker.is_running(), "the worker died with its parent: nothing left to find"
+        stopped = records.claim(os.getpid())
+        assert stopped and "of api" in stopped[0], stopped
+        assert not worker.is_running() or worker.status() == psutil.STATUS_ZOMBIE
+        assert bystander.poll() is None
+    finally:
+        for proc in (worker, psutil.Process(bystander.pid)):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.kill()
+        bystander.wait()
 
 
 def test_restore_stack_brings_stopped_services_back(services_up: Settings) -> None:
