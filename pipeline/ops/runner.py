@@ -139,13 +139,21 @@ def _supervise(children: list[tuple[ProcessSpec, subprocess.Popen[bytes]]],
         while True:
             time.sleep(3600)
     selector = selectors.DefaultSelector()
+    pending: dict[str, bytes] = {}  # a child's last, unfinished line
     for spec, proc in children:
         assert proc.stdout is not None
-        selector.register(proc.stdout, selectors.EVENT_READ, spec)
+        selector.register(proc.stdout.fileno(), selectors.EVENT_READ, spec)
+        pending[spec.name] = b""
     while True:
         for key, _ in selector.select(timeout=1.0):
-            line = key.fileobj.readline()  # type: ignore[union-attr]
-            if line:
+            # What the pipe holds now, unbuffered: a buffered readline() would keep the lines
+            # after the first in its buffer, unseen by select(), until the child wrote again.
+            chunk = os.read(key.fd, 65536)
+            if not chunk:  # the child closed its output: its last line, if unfinished
+                selector.unregister(key.fd)
+                chunk = b"\n" if pending[key.data.name] else b""
+            *lines, pending[key.data.name] = (pending[key.data.name] + chunk).split(b"\n")
+            for line in lines:
                 report(f"[{key.data.name}] {line.decode(errors='replace').rstrip()}")
         for spec, proc in children:
             code = proc.poll()

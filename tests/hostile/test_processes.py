@@ -79,6 +79,7 @@ class Supervisor:
     settings: Settings
     popen: subprocess.Popen[bytes]
     log: Path
+    log_start: int  # where this run's output begins in the log
 
     @classmethod
     def start(cls, settings: Settings) -> Supervisor:
@@ -89,10 +90,16 @@ class Supervisor:
         log = settings.resolved_data_dir / "up.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as out:
+            start = out.tell()
             popen = subprocess.Popen(
                 [sys.executable, "-m", "pipeline.cli", "up", "--keep-services"], env=env,
                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        return cls(settings, popen, log)
+        return cls(settings, popen, log, start)
+
+    def output(self) -> str:
+        with open(self.log, "rb") as log:
+            log.seek(self.log_start)
+            return log.read().decode(errors="replace")
 
     def children(self) -> dict[str, psutil.Process]:
         """The pipeline processes it recorded (and that still run)."""
@@ -114,6 +121,8 @@ class Supervisor:
                             what=f"every pipeline process of `up` (log {self.log})")
         wait_for(lambda: _answers(API_PORT), timeout=60, interval=0.5,
                  what=f"`up` to serve its API (log {self.log})")
+        wait_for(lambda: "[consumer]" in self.output() and "[^Worker]: Ready" in self.output(),
+                 timeout=60, interval=0.5, what=f"the consumer to join its group ({self.log})")
         if pool:  # Celery forks them after start-up
             wait_for(lambda: len(children["worker"].children()) >= 2, timeout=60,
                      what="the worker's pool processes")
@@ -196,7 +205,7 @@ def test_up_stops_what_an_earlier_supervisor_left_and_starts(services_up: Settin
         up.wait_ready(pool=False)
         assert stale.poll() is not None, "the stale API still runs"
         assert bystander.poll() is None, "a process that only reused a recorded pid was killed"
-        assert "left running by an earlier `brainstream up`" in up.log.read_text()
+        assert "left running by an earlier `brainstream up`" in up.output()
         assert up.stop() == 0
         assert not [r for r in records.read() if r.name in (*PIPELINE, "supervisor")]
     finally:
@@ -275,8 +284,15 @@ def test_processes_wait_without_spinning_while_services_are_down(services_up: Se
 
 def _cpu(proc: psutil.Process) -> float:
     """CPU seconds of a process and its descendants (Celery's pool processes)."""
+    while True:
+        try:  # psutil raises when a descendant exits while it lists them: list again
+            members = (proc, *proc.children(recursive=True))
+            break
+        except psutil.NoSuchProcess:
+            if not proc.is_running():
+                return 0.0
     total = 0.0
-    for member in (proc, *proc.children(recursive=True)):
+    for member in members:
         with contextlib.suppress(psutil.NoSuchProcess):
             times = member.cpu_times()
             total += times.user + times.system
