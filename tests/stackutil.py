@@ -48,3 +48,23 @@ def settings_env(settings: Settings) -> dict[str, str]:
     return env
 
 
+def restore_stack(settings: Settings) -> list[str]:
+    """Bring every embedded service of `settings` back to healthy; what had to be restored.
+
+    A test that stops a service and fails before restarting it (or whose restart failed under
+    load) would otherwise make every later test of the session fail on the shared stack. A
+    service that runs but does not answer is restarted; `start` waits until each is ready
+    (FalkorDB: until its indexes are operational again).
+    """
+    from pipeline.services.stack import Stack
+
+    restored = []
+    for service in Stack(settings).services:  # in start order: the broker after its store
+        status = service.status()
+        if service.external or status.healthy:
+            continue
+        if status.state == "unhealthy":
+            service.stop()
+        service.start()
+        restored.append(f"{service.name} ({status.state}: {status.detail})")
+    return restored

@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from pipeline.cli.common import CliGroup, active_settings, generation_option
+from pipeline.cli.common import CliGroup, active_settings, context_settings, generation_option
 
 
 @click.command()
@@ -18,17 +18,30 @@ from pipeline.cli.common import CliGroup, active_settings, generation_option
 def status(ctx: click.Context, as_json: bool, generation: int | None) -> None:
     """Services, consumer lag per partition, outbox and embedding backlog, waiting events and
     dead letters of the active index generation; exit status 1 when something is unhealthy."""
+    import psycopg
+
     from pipeline.ops.status import collect, render
 
-    settings = active_settings(ctx, generation)
+    try:
+        settings = active_settings(ctx, generation)
+        where: dict[str, object] = {"generation": settings.generation,
+                                    "graph": settings.graph_name,
+                                    "consumer_group": settings.consumer_group}
+        heading = (f"index generation {settings.generation} (graph {settings.graph_name}, "
+                   f"consumer group {settings.consumer_group})")
+    except psycopg.OperationalError as exc:
+        # Postgres is down, so which generation is active is unknown: still report every
+        # service (Postgres among them, as down) against the base settings, and exit 1.
+        settings = context_settings(ctx)
+        where = {"generation": None, "error": f"{type(exc).__name__}: {exc}"}
+        heading = "index generation unknown (the base database cannot be reached)"
     report = collect(settings, group=settings.consumer_group)
-    where = {"generation": settings.generation, "graph": settings.graph_name,
-             "consumer_group": settings.consumer_group}
+    if where["generation"] is None:
+        report.errors["generation"] = str(where["error"])
     if as_json:
         click.echo(json.dumps({**report.to_dict(), "index": where}, indent=2, default=str))
     else:
-        click.echo(f"index generation {settings.generation} (graph {settings.graph_name}, "
-                   f"consumer group {settings.consumer_group})")
+        click.echo(heading)
         click.echo(render(report))
     if not report.healthy:
         sys.exit(1)

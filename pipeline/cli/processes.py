@@ -9,11 +9,13 @@ import os
 import click
 
 from pipeline.cli.common import context_settings, echo
+from pipeline.ops.lifeline import follow_supervisor
 
 
 @click.command()
 def consumer() -> None:
     """Run the event consumer (faust worker) in the foreground."""
+    follow_supervisor()
     from consumers.app import main as run_consumer
 
     run_consumer()
@@ -32,6 +34,7 @@ def consumer() -> None:
 def worker(ctx: click.Context, concurrency: int | None, queues: str, beat: bool,
            metrics_port: int | None) -> None:
     """Run a Celery worker (embedding, outbox relay, sweeps) in the foreground."""
+    follow_supervisor()
     settings = context_settings(ctx)
     settings.resolved_data_dir.mkdir(parents=True, exist_ok=True)
     # the pool processes size their embedder threads from this
@@ -62,6 +65,7 @@ def worker(ctx: click.Context, concurrency: int | None, queues: str, beat: bool,
 @click.pass_context
 def api(ctx: click.Context, host: str | None, port: int | None) -> None:
     """Run the read API (JSON over HTTP, OpenAPI at /docs) in the foreground."""
+    follow_supervisor()
     import uvicorn
 
     settings = context_settings(ctx)

@@ -4,6 +4,9 @@ Starts the embedded services (reusing running ones), migrates, then runs each pi
 (consumers, workers, API) as a child with its output prefixed by its name. Ctrl-C (or SIGTERM)
 stops the children, then the embedded services; a child that dies takes the others down with a
 non-zero exit so a broken process is never hidden.
+
+A supervisor killed outright takes its children with it, and the next `up` stops whatever an
+earlier one left running before it starts (`pipeline.ops.lifeline`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 
 from pipeline.domain.settings import Settings
+from pipeline.ops.lifeline import SUPERVISOR_ENV, PidRecords
 from pipeline.services.process import terminate_tree
 
 Report = Callable[[str], None]
@@ -78,6 +82,9 @@ def run_up(settings: Settings, *, stop_services: bool, report: Report) -> None:
 
     stack = Stack(settings)
     report(f"data directory: {settings.resolved_data_dir}")
+    records = PidRecords(settings.resolved_data_dir)
+    for stale in records.claim(os.getpid()):
+        report(f"stopped {stale}, left running by an earlier `brainstream up`")
     stack.start(report=report)
     children: list[tuple[ProcessSpec, subprocess.Popen[bytes]]] = []
 
@@ -89,7 +96,7 @@ def run_up(settings: Settings, *, stop_services: bool, report: Report) -> None:
     try:
         migrate_generations(settings, report=report)
         ensure_topics(settings, report=report)
-        env: dict[str, str] = {}
+        env = {SUPERVISOR_ENV: str(os.getpid())}
         if not settings.api_keys:
             key, namespace = development_key(settings)
             env["BRAINSTREAM_API_KEYS"] = json.dumps({key: [namespace]})
@@ -99,6 +106,7 @@ def run_up(settings: Settings, *, stop_services: bool, report: Report) -> None:
             proc = subprocess.Popen(spec.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     env={**os.environ, **spec.env}, start_new_session=True)
             children.append((spec, proc))
+            records.write(spec.name, proc.pid, spec.argv)
             report(f"{spec.name:9} started   pid {proc.pid}"
                    + (f", listening on {spec.listens}" if spec.listens else ""))
         _banner(settings, report)
@@ -110,6 +118,8 @@ def run_up(settings: Settings, *, stop_services: bool, report: Report) -> None:
             if proc.poll() is None:
                 terminate_tree(proc.pid, timeout=20)
                 report(f"{spec.name:9} stopped")
+            records.remove(spec.name)
+        records.remove("supervisor")
         if stop_services:
             stack.stop(report=report)
         else:
@@ -129,13 +139,21 @@ def _supervise(children: list[tuple[ProcessSpec, subprocess.Popen[bytes]]],
         while True:
             time.sleep(3600)
     selector = selectors.DefaultSelector()
+    pending: dict[str, bytes] = {}  # a child's last, unfinished line
     for spec, proc in children:
         assert proc.stdout is not None
-        selector.register(proc.stdout, selectors.EVENT_READ, spec)
+        selector.register(proc.stdout.fileno(), selectors.EVENT_READ, spec)
+        pending[spec.name] = b""
     while True:
         for key, _ in selector.select(timeout=1.0):
-            line = key.fileobj.readline()  # type: ignore[union-attr]
-            if line:
+            # What the pipe holds now, unbuffered: a buffered readline() would keep the lines
+            # after the first in its buffer, unseen by select(), until the child wrote again.
+            chunk = os.read(key.fd, 65536)
+            if not chunk:  # the child closed its output: its last line, if unfinished
+                selector.unregister(key.fd)
+                chunk = b"\n" if pending[key.data.name] else b""
+            *lines, pending[key.data.name] = (pending[key.data.name] + chunk).split(b"\n")
+            for line in lines:
                 report(f"[{key.data.name}] {line.decode(errors='replace').rstrip()}")
         for spec, proc in children:
             code = proc.poll()

@@ -50,12 +50,22 @@ def read_backlogs(conn: psycopg.Connection[Any]) -> Backlogs:
     return Backlogs(backlog_by_op(conn), counts_by_status(conn))
 
 
+# What each part of the report reads: a part whose service is down is skipped, not waited on
+# (the Kafka client alone spends half a minute failing to bootstrap from a closed port).
+_NEEDS = {"lag": "broker", "dead_letters": "broker", "database": "postgres"}
+
+
 def collect(settings: Settings, *, group: str = CONSUMER_GROUP) -> StatusReport:
     report = StatusReport()
     report.services = [asdict(s) for s in Stack(settings).status()]
+    state = {s["name"]: s["state"] for s in report.services}
     for name, part in (("lag", lambda: _lag(settings, group)),
                        ("dead_letters", lambda: _dead_letters(settings)),
                        ("database", lambda: _database(settings, report))):
+        needed = _NEEDS[name]
+        if state.get(needed, "healthy") != "healthy":
+            report.errors[name] = f"not collected: {needed} is {state[needed]}"
+            continue
         try:
             value = part()
             if name != "database":

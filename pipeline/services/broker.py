@@ -196,6 +196,7 @@ class BrokerService(Service):
         admin = KafkaAdminClient(
             bootstrap_servers=self.address,
             request_timeout_ms=5000,
+            bootstrap_timeout_ms=5000,  # a closed port would otherwise hold `status` for 30 s
             client_id="brainstream-probe",
         )
         try:

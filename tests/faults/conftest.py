@@ -6,6 +6,7 @@ namespaces, and every assertion is scoped to them, so earlier tests' data does n
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +17,9 @@ from pipeline.domain.kinds import load_catalog
 from pipeline.domain.settings import Settings
 from pipeline.stores.postgres.kinds import apply_catalog
 from tests.faults.faultutil import EXAMPLES, ProcSet, running_procs
+from tests.stackutil import restore_stack
+
+log = logging.getLogger("tests.faults")
 
 
 @pytest.fixture(scope="session")
@@ -24,6 +28,18 @@ def fault_catalog(stack_settings: Settings) -> Settings:
     with psycopg.connect(stack_settings.effective_postgres_dsn) as conn:
         apply_catalog(conn, load_catalog((EXAMPLES / "kinds.yaml").read_text()))
     return stack_settings
+
+
+@pytest.fixture(autouse=True)
+def healthy_stack_after(stack_settings: Settings, request: pytest.FixtureRequest
+                        ) -> Iterator[None]:
+    """After each fault test, every service of the shared stack is healthy again, whatever the
+    test did or where it failed: one failure must not cascade through the rest of the session."""
+    yield
+    restored = restore_stack(stack_settings)
+    if restored:
+        log.warning("%s left services down; restored %s", request.node.nodeid,
+                    ", ".join(restored))
 
 
 @pytest.fixture(scope="module")

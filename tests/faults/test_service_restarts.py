@@ -5,21 +5,28 @@ that chunk, re-puts, soft deletes, revivals, stale versions, links, link re-puts
 poison events). Afterwards the oracle (tests/faults/oracle.py) replays the log and demands that
 Postgres holds exactly the state it implies, every event is applied once or dead-lettered with
 its reason, nothing is duplicated, the graph matches and `brainstream verify` exits 0.
+
+The broker restarts happen on a broker of that test only (see `own_broker_procs`). Each stopped
+service is started again in a `finally`, and the faults conftest restores anything
+still down after each test, so a failure here does not cascade through the shared stack.
 """
 
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from pipeline.domain.settings import Settings
+from pipeline.kafka.topics import ensure_topics
 from pipeline.services.broker import BrokerService, S3StoreService
 from pipeline.services.postgres import PostgresService
-from tests.faults.faultutil import PIPELINE, ProcSet, elapsed, rows, scalar
+from tests.faults.faultutil import PIPELINE, ProcSet, elapsed, rows, running_procs, scalar
 from tests.faults.oracle import (
     Expected,
     check_against_postgres,
@@ -30,6 +37,7 @@ from tests.faults.oracle import (
 )
 from tests.faults.workload import BackgroundPublisher, mixed_events
 from tests.pipelineutil import wait_for
+from tests.stackutil import TEST_DATA_DIR, TEST_PORTS, make_settings
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 log = logging.getLogger(__name__)
@@ -62,36 +70,77 @@ def _check(procs: ProcSet, ns: uuid.UUID, events: list[tuple[dict[str, Any], str
     return expected
 
 
-def test_broker_restart_mid_ingest_loses_nothing(pipeline_procs: ProcSet) -> None:
-    procs = pipeline_procs
+def _own_broker() -> Settings:
+    """The embedded broker and S3 store of the broker restart test (own data dir and ports)."""
+    return make_settings(TEST_DATA_DIR / "own-broker", kafka_port=TEST_PORTS["kafka_port"] + 60,
+                         s3_port=TEST_PORTS["s3_port"] + 60)
+
+
+@pytest.fixture()
+def own_broker_procs(fault_catalog: Settings) -> Iterator[ProcSet]:
+    """The pipeline on a broker (and S3 store) of this test only, over the shared Postgres,
+    Redis and FalkorDB.
+
+    Restarting the embedded broker under load damages its partitions for good: after the
+    restarts of this test its log held records at reused offsets (553 of 1,193 records on one
+    partition shared an offset with another, offsets ran backwards 82 times) besides the
+    acknowledged records it loses (docs/operations.md, Recover). On the shared broker every
+    later test then published into that damage: records behind the consumer group's committed
+    offset were never consumed, and the Postgres restart test timed out waiting for them.
+    """
+    broker_settings = _own_broker()
+    services = [S3StoreService(broker_settings), BrokerService(broker_settings)]
+    for service in services:
+        service.start()
+    settings = fault_catalog.model_copy(
+        update={"kafka_bootstrap": broker_settings.effective_kafka_bootstrap})
+    try:
+        ensure_topics(settings)
+        with running_procs(settings, "test_service_restarts-broker", PROC_ENV) as procs:
+            yield procs
+    finally:
+        for service in reversed(services):
+            service.stop()
+        shutil.rmtree(broker_settings.resolved_data_dir, ignore_errors=True)
+
+
+def test_broker_restart_mid_ingest_loses_nothing(own_broker_procs: ProcSet) -> None:
+    procs = own_broker_procs
     settings = procs.settings
+    own = _own_broker()
     ns = uuid.uuid4()
     events = mixed_events(ns, OBJECTS, seed=1, label="brk")
     started = time.monotonic()
     publisher = BackgroundPublisher(settings, events).start()
     wait_for(lambda: _ledger(settings, ns) >= 300, timeout=60, interval=0.1,
              what="the consumer under way")
-    broker = BrokerService(settings)
+    broker = BrokerService(own)
     at_stop = _ledger(settings, ns)
-    assert broker.stop(), "the broker was not running"
-    time.sleep(2)
-    broker.start()
+    try:
+        assert broker.stop(), "the broker was not running"
+        time.sleep(2)
+    finally:
+        broker.start()
     log.info("broker restarted at %d applied events, publisher %d/%d acknowledged", at_stop,
              publisher.acked, len(events))
     # Twice: the second restart lands on state the first one left behind.
     wait_for(lambda: _ledger(settings, ns) >= at_stop + 300, timeout=90, interval=0.2,
              what="the consumer under way again after the broker restart")
     again = _ledger(settings, ns)
-    assert broker.stop()
-    broker.start()
+    try:
+        assert broker.stop()
+    finally:
+        broker.start()
     log.info("broker restarted again at %d applied events, publisher %d/%d acknowledged",
              again, publisher.acked, len(events))
     # The broker's storage (s3rver) restarted under the running broker: tansu's uploads fail
     # meanwhile, so produce requests fail and the publisher sends its chunk again.
-    store = S3StoreService(settings)
-    assert store.stop(), "the S3 store was not running"
-    time.sleep(1)
-    store.start()
+    store = S3StoreService(own)
+    try:
+        assert store.stop(), "the S3 store was not running"
+        time.sleep(1)
+    finally:
+        store.start()
     publisher.wait(timeout=180)
     assert again < len(events), "the restarts came after the consumer had applied everything"
     expected = _check(procs, ns, events)
@@ -114,9 +163,11 @@ def test_postgres_restart_mid_batch_converges(pipeline_procs: ProcSet) -> None:
                   " WHERE application_name = 'brainstream-consumer'")
     at_stop = _ledger(settings, ns)
     postgres = PostgresService(settings)
-    assert postgres.stop(), "postgres was not running"
-    time.sleep(3)
-    postgres.start()
+    try:
+        assert postgres.stop(), "postgres was not running"
+        time.sleep(3)
+    finally:
+        postgres.start()
     log.info("postgres restarted at %d applied events (%d consumer backends terminated)",
              at_stop, len(killed))
     publisher.wait(timeout=180)
