@@ -19,7 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api import errors, limits, metrics
 from api.routes import admin, graph, objects, search
-from pipeline.domain.errors import BrainstreamError
+from pipeline.domain.errors import BrainstreamError, ConfigError
 from pipeline.domain.settings import Settings, load_settings
 from pipeline.wiring import ActiveServices, Services
 
@@ -28,6 +28,7 @@ def create_app(settings: Settings | None = None,
                services: Services | None = None) -> FastAPI:
     """The API application; `services` may be injected (tests), else built at start-up."""
     settings = settings or load_settings()
+    _check_operator_recipes(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -60,3 +61,20 @@ def create_app(settings: Settings | None = None,
     for area in (search, graph, objects, admin):
         app.include_router(area.router)
     return app
+
+
+def _check_operator_recipes(settings: Settings) -> None:
+    """Operator-defined expand recipes (EXPAND_RECIPES) must be valid recipe specs: a bad one
+    stops the API at start with the recipe named, instead of answering 500 to every tenant
+    that lists or runs recipes."""
+    from pydantic import ValidationError
+
+    from api.schemas import RecipeBody
+    from pipeline.stores.postgres.recipes import check_recipe_name
+
+    for name, spec in settings.expand_recipes.items():
+        try:
+            check_recipe_name(name)
+            RecipeBody.model_validate(spec)
+        except (ValidationError, BrainstreamError) as exc:
+            raise ConfigError(f"BRAINSTREAM_EXPAND_RECIPES: recipe {name!r}: {exc}") from exc

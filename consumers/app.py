@@ -170,6 +170,28 @@ def _startup_generation(pointer: ActivePointer) -> Generation:
         time.sleep(1.0)
 
 
+def _wait_for_broker(settings: Settings, *, max_wait: float = 30.0) -> None:
+    """Block, backing off, until a bootstrap server accepts a connection: faust exits at once
+    when it cannot reach the broker at start, and `brainstream up` would stop every process
+    with it; a consumer started while the broker restarts should wait for it instead."""
+    import socket
+
+    delay = 0.5
+    while True:
+        for server in settings.effective_kafka_bootstrap.split(","):
+            host, _, port = server.strip().rpartition(":")
+            try:
+                socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)),
+                                         timeout=2.0).close()
+                return
+            except (OSError, ValueError):
+                continue
+        log.warning("broker %s unreachable; retrying in %.1fs",
+                    settings.effective_kafka_bootstrap, delay)
+        time.sleep(delay)
+        delay = min(delay * 2, max_wait)
+
+
 def main() -> None:
     """Run the consumer worker in the foreground (faust's own CLI, without its web server)."""
     import sys
@@ -177,6 +199,7 @@ def main() -> None:
     base = load_settings()
     pointer = ActivePointer(base, ttl=1.0)
     gen = _startup_generation(pointer)
+    _wait_for_broker(base)
     settings = gen.settings(base)
     log.info("consuming into index generation %d (consumer group %s)", gen.id,
              settings.consumer_group)

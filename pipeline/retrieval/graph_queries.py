@@ -12,7 +12,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -176,7 +176,7 @@ class GraphQueries:
     async def _fallback_objects(self, namespace: uuid.UUID, text: str, filters: Filters,
                                 limit: int) -> Page:
         page = await self.fallback(namespace, SearchQuery(text, filters, limit))
-        return Page(page.objects, page.result_set_id, page.has_more, degrade=GRAPH_UNAVAILABLE)
+        return replace(page, degrade=GRAPH_UNAVAILABLE)  # keeps `truncated` and the set id
 
     async def find_links(self, namespace: uuid.UUID, relation_type: str, query: str,
                          limit: int) -> Page:

@@ -132,3 +132,17 @@ def test_a_namespace_holds_a_bounded_number_of_recipes(client: TestClient,
                       ).status_code == 200
     _error(client.put("/v1/expand/recipes/bad%20name", json={}, headers=b), 422,
            "invalid_input")
+
+
+@pytest.mark.parametrize("recipes", [
+    {"team": {"relation_types": ["buyer"], "max_hops": 99}},  # past MAX_HOPS
+    {"team": {"no_such_field": 1}},
+    {"bad name!": TEAM},
+])
+def test_a_malformed_operator_recipe_stops_the_api_at_start(catalog: Settings,
+                                                            recipes: dict[str, Any]) -> None:
+    # Before: the API started, and every tenant's list, read or run of recipes answered 500.
+    from pipeline.domain.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="EXPAND_RECIPES"):
+        create_app(catalog.model_copy(update={"expand_recipes": recipes}))
