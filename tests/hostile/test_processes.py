@@ -305,6 +305,31 @@ def _closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def test_a_consumer_started_while_the_broker_is_down_waits_for_it(services_up: Settings,
+                                                                   tmp_path: Path) -> None:
+    # Before: faust exited at once when it could not reach the broker, and `up` then stopped
+    # every process with "consumer exited".
+    broker = next(s for s in Stack(services_up).services if s.name == "broker")
+    assert broker.stop()
+    log = tmp_path / "consumer.log"
+    with open(log, "wb") as out:
+        consumer = subprocess.Popen(
+            [sys.executable, "-m", "pipeline.cli", "consumer"],
+            env={**settings_env(services_up), "PYTHONUNBUFFERED": "1"},
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for(lambda: log.read_text(errors="replace").count("unreachable; retrying") >= 2,
+                 timeout=60, interval=0.5, what="the consumer to wait for the broker")
+        assert consumer.poll() is None, log.read_text(errors="replace")
+        Stack(services_up).start()
+        wait_for(lambda: "[^Worker]: Ready" in log.read_text(errors="replace"), timeout=120,
+                 interval=0.5, what="the consumer to start once the broker is back")
+        assert consumer.poll() is None, log.read_text(errors="replace")
+    finally:
+        stop_group(consumer.pid)
+        Stack(services_up).start()
+
+
 @pytest.mark.parametrize("service", ["postgres", "broker", "falkordb", "redis"])
 def test_status_reports_a_down_service_and_exits_1(stack_settings: Settings,
                                                    service: str) -> None:
