@@ -4,9 +4,25 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from api import metrics
 from api.schemas import PageOut
 from pipeline.domain.read_model import Page
+
+# OpenAPI links of every ranked answer: what a client (and a stateful test) does next with a
+# page: the next page through its result set, the first object read in full, its parts.
+PAGE_LINKS: dict[int | str, dict[str, Any]] = {200: {"links": {
+    "NextPage": {"operationId": "continue__v1_continue_post",
+                 "requestBody": {"result_set_id": "$response.body#/result_set_id"},
+                 "description": "the next page (when `has_more`)"},
+    "ReadFirst": {"operationId": "read_v1_objects__object_id__get",
+                  "parameters": {"object_id": "$response.body#/objects/0/id"},
+                  "description": "the first object with its content"},
+    "ChildrenOfFirst": {"operationId": "children_v1_objects__object_id__children_get",
+                        "parameters": {"object_id": "$response.body#/objects/0/id"},
+                        "description": "the first object's parts"},
+}}}
 
 
 def page(result: Page, endpoint: str) -> PageOut:

@@ -7,7 +7,7 @@ from fastapi import APIRouter, Response
 
 from api.dependencies import Ns, Svc
 from api.errors import ERRORS
-from api.routes import page
+from api.routes import PAGE_LINKS, page
 from api.schemas import (
     ExpandBody,
     ExpandManyBody,
@@ -25,7 +25,7 @@ from pipeline.stores.postgres.recipes import Recipe
 router = APIRouter(tags=["graph"], responses=ERRORS)
 
 
-@router.post("/v1/find_objects", response_model=PageOut)
+@router.post("/v1/find_objects", response_model=PageOut, responses=PAGE_LINKS)
 async def find_objects(body: FindObjectsBody, ns: Ns, svc: Svc) -> PageOut:
     """Entity search in the graph (text + vector, RRF), hydrated under the namespace."""
     filters = body.filters.to_filters() if body.filters else Filters()
@@ -33,7 +33,7 @@ async def find_objects(body: FindObjectsBody, ns: Ns, svc: Svc) -> PageOut:
                                              body.limit), "find_objects")
 
 
-@router.post("/v1/find_links", response_model=PageOut)
+@router.post("/v1/find_links", response_model=PageOut, responses=PAGE_LINKS)
 async def find_links(body: FindLinksBody, ns: Ns, svc: Svc) -> PageOut:
     """Edge-note text search on one relation type; each hit is the target object with its
     relation (`relation.source_id` is the source)."""
@@ -41,7 +41,7 @@ async def find_links(body: FindLinksBody, ns: Ns, svc: Svc) -> PageOut:
                                            body.limit), "find_links")
 
 
-@router.post("/v1/expand", response_model=PageOut)
+@router.post("/v1/expand", response_model=PageOut, responses=PAGE_LINKS)
 async def expand(body: ExpandBody, ns: Ns, svc: Svc) -> PageOut:
     """Containment and/or graph neighbors of one object (max_hops <= 4), paged."""
     query = ExpandQuery((body.object_id,), tuple(body.relation_types or ()), body.max_hops,
@@ -49,7 +49,7 @@ async def expand(body: ExpandBody, ns: Ns, svc: Svc) -> PageOut:
     return page(await svc.graph.expand(ns, query), "expand")
 
 
-@router.post("/v1/expand_many", response_model=PageOut)
+@router.post("/v1/expand_many", response_model=PageOut, responses=PAGE_LINKS)
 async def expand_many(body: ExpandManyBody, ns: Ns, svc: Svc) -> PageOut:
     """Neighbors of many objects within a budget; the first seed to reach one claims it."""
     query = ExpandQuery(tuple(body.object_ids), tuple(body.relation_types or ()),
@@ -86,7 +86,7 @@ async def delete_recipe(name: str, ns: Ns, svc: Svc) -> Response:
     return Response(status_code=204)
 
 
-@router.post("/v1/expand/recipe/{name}", response_model=PageOut)
+@router.post("/v1/expand/recipe/{name}", response_model=PageOut, responses=PAGE_LINKS)
 async def run_recipe(name: str, body: RecipeRunBody, ns: Ns, svc: Svc) -> PageOut:
     """Run an expand template (the namespace's own, else the default) on one or more
     objects."""

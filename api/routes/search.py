@@ -6,27 +6,27 @@ from fastapi import APIRouter
 
 from api.dependencies import Ns, Svc
 from api.errors import ERRORS
-from api.routes import page
+from api.routes import PAGE_LINKS, page
 from api.schemas import ContinueBody, PageOut, SearchBody
 from pipeline.domain.read_model import Filters, SearchQuery
 
 router = APIRouter(tags=["search"], responses=ERRORS)
 
 
-@router.post("/v1/search", response_model=PageOut)
+@router.post("/v1/search", response_model=PageOut, responses=PAGE_LINKS)
 async def search(body: SearchBody, ns: Ns, svc: Svc) -> PageOut:
     """Hybrid retrieval over parts (BM25 + trigram + dense, RRF, decay), promoted to their
     objects with evidence."""
     return page(await svc.engine.search(ns, _search_query(body)), "search")
 
 
-@router.post("/v1/find_exact", response_model=PageOut)
+@router.post("/v1/find_exact", response_model=PageOut, responses=PAGE_LINKS)
 async def find_exact(body: SearchBody, ns: Ns, svc: Svc) -> PageOut:
     """Equality first (id, title, property value, quoted phrase), then lexical + trigram."""
     return page(await svc.engine.find_exact(ns, _search_query(body)), "find_exact")
 
 
-@router.post("/v1/continue", response_model=PageOut)
+@router.post("/v1/continue", response_model=PageOut, responses=PAGE_LINKS)
 async def continue_(body: ContinueBody, ns: Ns, svc: Svc) -> PageOut:
     """The next page of a result set (a snapshot shared by every API process)."""
     return page(await svc.engine.continue_page(ns, body.result_set_id, body.limit),
