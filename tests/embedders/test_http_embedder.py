@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import numpy as np
@@ -21,6 +21,7 @@ import pytest
 
 from pipeline.domain.errors import ConfigError, EmbedderError, EmbedderUnavailable, Unavailable
 from pipeline.embedding.embedders import HttpEmbedder, StaticEmbedder
+from tests.httpserve import serve
 
 DIM = 256
 
@@ -96,16 +97,8 @@ class Server:
 def server() -> Iterator[Server]:
     state = ServerState()
     handler = type("Handler", (EmbeddingsHandler,), {"state": state, "embedder": StaticEmbedder()})
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield Server(f"http://127.0.0.1:{httpd.server_address[1]}/v1", state)
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=5)
+    with serve(handler) as url:
+        yield Server(url, state)
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ to fail, or for every request naming a marker, and records every request.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -15,7 +16,6 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import numpy as np
@@ -36,6 +36,7 @@ from tests.faults.faultutil import (
     running_procs,
     wait_converged,
 )
+from tests.httpserve import json_handler, serve
 from tests.pipelineutil import put, wait_for
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
@@ -78,39 +79,17 @@ class EmbeddingServer:
                     if any(marker in text for text in inputs)]
 
 
-def _handler(server: EmbeddingServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = json.loads(self.rfile.read(length) or b"{}")
-            if self.path.rstrip("/") != "/v1/embeddings":
-                status, answer = 404, {"error": {"message": f"no route {self.path}"}}
-            else:
-                status, answer = server.answer(body)
-            raw = json.dumps(answer).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    return Handler
+def _answer(server: EmbeddingServer, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+    if path.rstrip("/") != "/v1/embeddings":
+        return 404, {"error": {"message": f"no route {path}"}}
+    return server.answer(body)
 
 
 @pytest.fixture(scope="module")
 def embedding_server() -> Iterator[tuple[EmbeddingServer, str]]:
     state = EmbeddingServer()
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    thread = threading.Thread(target=httpd.serve_forever, name="fake-embeddings", daemon=True)
-    thread.start()
-    try:
-        yield state, f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serve(json_handler(functools.partial(_answer, state))) as url:
+        yield state, url
 
 
 @pytest.fixture(scope="module")

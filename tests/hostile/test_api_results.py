@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -27,6 +25,7 @@ from pipeline.domain.errors import ConfigError
 from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders import StaticEmbedder
 from tests.embedders.test_http_embedder import EmbeddingsHandler, ServerState
+from tests.httpserve import serve
 from tests.pipelineutil import envelope, ingest, put, wait_for
 
 pytestmark = pytest.mark.stack
@@ -272,16 +271,8 @@ def embedding_server() -> Iterator[tuple[str, ServerState]]:
     503 until the test sets `state.mode = "ok"`."""
     state = ServerState(mode="status:503")
     handler = type("Handler", (EmbeddingsHandler,), {"state": state, "embedder": StaticEmbedder()})
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", state
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=5)
+    with serve(handler) as url:
+        yield url, state
 
 
 def test_search_turns_hybrid_once_the_embedder_recovers(

@@ -12,7 +12,6 @@ import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import psycopg
@@ -34,6 +33,7 @@ from pipeline.outbox.ops import EDGE_SYNC
 from pipeline.outbox.store import backlog_by_op
 from pipeline.stores.postgres.events import PgEventStore
 from pipeline.stores.postgres.pool import make_pool
+from tests.httpserve import json_handler, serve
 from tests.pipelineutil import Proc, Publisher, indexed, put, wait_for
 from tests.stackutil import make_settings, settings_env
 
@@ -195,29 +195,9 @@ class RefusingEmbeddings:
 @pytest.fixture()
 def refusing_server() -> Iterator[tuple[RefusingEmbeddings, str]]:
     state = RefusingEmbeddings()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-            status, answer = state.answer([str(t) for t in body.get("input", [])])
-            raw = json.dumps(answer).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield state, f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    handler = json_handler(lambda _, body: state.answer([str(t) for t in body.get("input", [])]))
+    with serve(handler) as url:
+        yield state, url
 
 
 @pytest.fixture()
