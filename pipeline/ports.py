@@ -1,8 +1,8 @@
 """Every port of the core: the small interfaces through which the pipeline reaches the world.
 
 One file, like psycopg's `abc.py`: the write path (`EventStore`, `EventStores`, `WorkTrigger`,
-`DeadLetterSink`), the projection (`GraphWriter`, `ChangeSink`), embedding (`Embedder`) and the
-read side (`Channel`, `PartSearcher`, `ObjectReader`, `GraphReader`, `ResultSetStore`). Each has
+`DeadLetterSink`), the projection (`GraphWriter`, `ChangeSink`), embedding (`Embedder`),
+extraction (`Extractor`) and the read side (`Channel`, `PartSearcher`, `ObjectReader`, `GraphReader`, `ResultSetStore`). Each has
 one production adapter in a module of its own (`pipeline/stores/`, `pipeline/graph/falkordb/`,
 `pipeline/kafka/`, `pipeline/embedding/embedders/`, `pipeline/retrieval/channels/`). The values
 they trade are in `pipeline/domain/`.
@@ -23,6 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pipeline.domain.kinds import KindCatalog
+from pipeline.domain.mentions import Extraction, TextField
 from pipeline.domain.projection import Change, EdgeKey, EdgeState, NodeState
 from pipeline.domain.read_model import (
     Direction,
@@ -229,6 +230,23 @@ class Embedder(Protocol):
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         """Embed `texts`, one normalized row per text, in order."""
+        ...
+
+
+@runtime_checkable
+class Extractor(Protocol):
+    """Finds the entities a row names (`pipeline/entities/extractors/`).
+
+    `extract` answers one `Extraction` per input row, in input order; a row with no text gets an
+    empty one. Spans index the field they were found in. Transient failures (a model endpoint
+    down) raise `Unavailable`; a text the extractor refuses raises another `BrainstreamError`.
+    Callers retry and isolate refused rows, extractors do not.
+    """
+
+    name: str
+
+    def extract(self, rows: Sequence[Sequence[TextField]]) -> list[Extraction]:
+        """The mentions (and triples, if the extractor reads any) of each row, in order."""
         ...
 
 
