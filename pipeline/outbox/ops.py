@@ -2,6 +2,10 @@
 
 A row names an aggregate to re-sync, not a delta: `NODE_SYNC` re-syncs an object (its node, and
 the incident edges a revived node gets back), `EDGE_SYNC` one link, named by its payload.
+The entity layer adds two: `ENTITY_SYNC` re-syncs one extracted entity (aggregate = entity id:
+its `NamedEntity` node and its entity-to-entity edges, or their removal once it is merged away or
+no live row mentions it), `MENTIONS_SYNC` the `MENTIONS` edges of one object (aggregate = the
+root object id: from its node to the entities its live rows mention).
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ from typing import Any
 
 NODE_SYNC = "node_sync"
 EDGE_SYNC = "edge_sync"
+ENTITY_SYNC = "entity_sync"
+MENTIONS_SYNC = "mentions_sync"
 
 # (from_id, relation_type, to_id): a link's identity
 LinkKey = tuple[uuid.UUID, str, uuid.UUID]
