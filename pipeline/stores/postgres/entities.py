@@ -190,6 +190,12 @@ def add_aliases(conn: Conn, aliases: Iterable[tuple[uuid.UUID, str, str, uuid.UU
             " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING", sorted(set(aliases)))
 
 
+def namespaces_of(conn: Conn, entity_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, uuid.UUID]:
+    """entity -> its namespace, for the entities that exist."""
+    return dict(conn.execute("SELECT id, namespace_id FROM entities WHERE id = ANY(%s)",
+                             (sorted(set(entity_ids)),)).fetchall())
+
+
 def recount_entities(conn: Conn, entity_ids: Iterable[uuid.UUID]) -> None:
     """Set `part_count` of these entities to the live rows that mention them."""
     ids = sorted(set(entity_ids))
