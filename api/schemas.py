@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from pipeline.domain.mentions import ObjectEntity
 from pipeline.domain.read_model import Filters, Page, RichObject
 from pipeline.domain.relations import RELATION_TYPE_PATTERN
 from pipeline.retrieval.paging import RESULT_SET_ID_PATTERN
@@ -180,6 +181,46 @@ class RichObjectOut(BaseModel):
                 confidence=obj.relation.confidence, evidence_id=obj.relation.evidence_id),
             created_at=obj.created_at, updated_at=obj.updated_at,
             content=obj.content if with_content else None)
+
+
+class MentionOut(BaseModel):
+    """A span of one row of the object (the object itself or one of its parts) naming the
+    entity: `text` is `field[start:end]` of that row."""
+
+    row_id: uuid.UUID
+    field: Literal["title", "summary", "content"]
+    start: int
+    end: int
+    text: str
+
+
+class ObjectEntityOut(BaseModel):
+    """An entity the object names (extracted from its text), with its first mentions in
+    reading order; `mention_count` counts them all."""
+
+    entity_id: uuid.UUID
+    name: str
+    label: str
+    mention_count: int
+    mentions: list[MentionOut]
+
+    @classmethod
+    def of(cls, found: ObjectEntity) -> ObjectEntityOut:
+        return cls(entity_id=found.entity_id, name=found.name, label=found.label,
+                   mention_count=found.mention_count,
+                   mentions=[MentionOut(row_id=m.row_id, field=m.field,
+                                        start=m.start, end=m.end, text=m.text)
+                             for m in found.mentions])
+
+
+class ObjectOut(RichObjectOut):
+    """One object with its content and the entities it names (`GET /v1/objects/{id}`)."""
+
+    entities: list[ObjectEntityOut] = Field(default_factory=list, description=(
+        "The entities the object and its parts name, the most mentioned first; empty until "
+        "the extraction stage has run on the object (`brainstream status`)."))
+    entities_truncated: bool = Field(default=False, description=(
+        "More entities than OBJECT_ENTITIES_MAX: the least mentioned were left out."))
 
 
 class PageOut(BaseModel):

@@ -3,9 +3,10 @@
 One file, like psycopg's `abc.py`: the write path (`EventStore`, `EventStores`, `WorkTrigger`,
 `DeadLetterSink`), the projection (`GraphWriter`, `ChangeSink`), embedding (`Embedder`),
 extraction (`Extractor`) and the read side (`Channel`, `PartSearcher`, `ObjectReader`,
-`GraphReader`, `ResultSetStore`). Each has one production adapter in a module of its own
-(`pipeline/stores/`, `pipeline/graph/falkordb/`, `pipeline/kafka/`, `pipeline/embedding/embedders/`,
-`pipeline/retrieval/channels/`). The values they trade are in `pipeline/domain/`.
+`MentionReader`, `GraphReader`, `ResultSetStore`). Each has one production adapter in a module
+of its own (`pipeline/stores/`, `pipeline/graph/falkordb/`, `pipeline/kafka/`,
+`pipeline/embedding/embedders/`, `pipeline/retrieval/channels/`). The values they trade are in
+`pipeline/domain/`.
 
 Read ports are async (the API serves many requests per process) and scoped to one namespace: a
 port never returns a row of another namespace, nor a soft-deleted one.
@@ -23,7 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pipeline.domain.kinds import KindCatalog
-from pipeline.domain.mentions import Extraction, TextField
+from pipeline.domain.mentions import Extraction, ObjectEntity, TextField
 from pipeline.domain.projection import Change, EdgeKey, EdgeState, NodeState
 from pipeline.domain.read_model import (
     Direction,
@@ -318,6 +319,17 @@ class ObjectReader(Protocol):
     async def siblings(self, namespace: uuid.UUID, part_id: uuid.UUID, *, radius: int
                        ) -> list[RichObject]:
         """The parts within `radius` positions of a part (itself excluded), by position."""
+        ...
+
+
+class MentionReader(Protocol):
+    """The entity layer as the API reads it, scoped to one namespace."""
+
+    async def object_entities(self, namespace: uuid.UUID, object_id: uuid.UUID, *,
+                              max_entities: int, max_mentions: int
+                              ) -> tuple[list[ObjectEntity], bool]:
+        """The entities an object and its live parts name (the most mentioned first), each
+        with its first mentions, and whether more entities were left out."""
         ...
 
 

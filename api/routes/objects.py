@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query
 
 from api.dependencies import Ns, Svc
 from api.errors import ERRORS
-from api.schemas import ChildrenOut, RichObjectOut
+from api.schemas import ChildrenOut, ObjectEntityOut, ObjectOut, RichObjectOut
 from pipeline.retrieval.requests import (
     MAX_CHILDREN_LIMIT,
     MAX_CHILDREN_OFFSET,
@@ -20,10 +20,16 @@ from pipeline.retrieval.requests import (
 router = APIRouter(tags=["objects"], responses=ERRORS)
 
 
-@router.get("/v1/objects/{object_id}", response_model=RichObjectOut)
-async def read(object_id: uuid.UUID, ns: Ns, svc: Svc) -> RichObjectOut:
-    """One object with its content."""
-    return RichObjectOut.of(await svc.engine.read(ns, object_id), with_content=True)
+@router.get("/v1/objects/{object_id}", response_model=ObjectOut)
+async def read(object_id: uuid.UUID, ns: Ns, svc: Svc) -> ObjectOut:
+    """One object with its content and the entities it names, each with its mentions (capped:
+    OBJECT_ENTITIES_MAX entities, OBJECT_MENTIONS_MAX mentions each)."""
+    obj = RichObjectOut.of(await svc.engine.read(ns, object_id), with_content=True)
+    found, truncated = await svc.mentions.object_entities(
+        ns, object_id, max_entities=svc.settings.object_entities_max,
+        max_mentions=svc.settings.object_mentions_max)
+    return ObjectOut(**obj.model_dump(), entities=[ObjectEntityOut.of(e) for e in found],
+                     entities_truncated=truncated)
 
 
 @router.get("/v1/objects/{object_id}/children", response_model=ChildrenOut)

@@ -3,11 +3,13 @@
 An extractor gets, per row, the text fields the row carries (`TextField`: a part's content; a
 root's title, summary, and its content when it has no parts) and answers, per row, an
 `Extraction`: the mentions it found (spans of those fields, `text == field_text[start:end]`) and,
-when it can, relation triples between the names it found.
+when it can, relation triples between the names it found. The read side answers an object's
+entities with their mentions (`ObjectEntity`).
 """
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 
 FIELDS = ("title", "summary", "content")
@@ -55,3 +57,29 @@ class Extraction:
 
     mentions: list[Mention] = field(default_factory=list)
     triples: list[Triple] = field(default_factory=list)
+
+
+# -- the read side: an object's entities (GET /v1/objects/{id}) ---------------------------------
+
+
+@dataclass(frozen=True)
+class MentionSpan:
+    """Where one row of an object names an entity."""
+
+    row_id: uuid.UUID
+    field: str
+    start: int
+    end: int
+    text: str
+
+
+@dataclass(frozen=True)
+class ObjectEntity:
+    """An entity an object (its own fields or its parts) names, with the first of its mentions
+    there; `mention_count` counts them all."""
+
+    entity_id: uuid.UUID
+    name: str
+    label: str
+    mention_count: int
+    mentions: list[MentionSpan]

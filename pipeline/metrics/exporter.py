@@ -24,7 +24,8 @@ log = logging.getLogger(__name__)
 
 
 class StateCollector(Collector):
-    """Gauges read at scrape time: outbox backlog and age, embedding backlog, consumer lag."""
+    """Gauges read at scrape time: outbox backlog and age, embedding and extraction backlogs,
+    consumer lag."""
 
     def __init__(self, settings: Settings, *, lag: bool) -> None:
         self.settings = settings
@@ -46,6 +47,9 @@ class StateCollector(Collector):
                                    labels=["op"])
         embed = GaugeMetricFamily("brainstream_embedding_rows", "Rows by embedding status",
                                   labels=["status"])
+        extract = GaugeMetricFamily("brainstream_extraction_rows",
+                                    "Rows by entity extraction status (recount: waiting for a "
+                                    "recount after a delete or revival)", labels=["status"])
         try:
             with psycopg.connect(settings.effective_postgres_dsn, connect_timeout=3) as c:
                 backlogs = read_backlogs(c)
@@ -55,12 +59,15 @@ class StateCollector(Collector):
                 failed.add_metric([op.op], float(op.failed))
             for status, count in backlogs.embedding.items():
                 embed.add_metric([status], float(count))
+            for status, count in backlogs.extraction.items():
+                extract.add_metric([status], float(count))
         except Exception as exc:  # a scrape must not fail because Postgres blinked
             log.warning("metrics: cannot read Postgres: %s", exc)
         yield backlog
         yield age
         yield failed
         yield embed
+        yield extract
         if self.lag:
             yield from self._lag(settings)
 

@@ -15,6 +15,7 @@ from pipeline.embedding.service import counts_by_status
 from pipeline.kafka.offsets import committed_offsets, read_tails
 from pipeline.outbox.store import OpBacklog, backlog_by_op
 from pipeline.services.stack import Stack
+from pipeline.stores.postgres import extraction
 
 CONSUMER_GROUP = "brainstream-consumer"
 
@@ -25,6 +26,7 @@ class StatusReport:
     lag: dict[str, Any] = field(default_factory=dict)
     outbox: dict[str, Any] = field(default_factory=dict)
     embedding: dict[str, Any] = field(default_factory=dict)
+    extraction: dict[str, int] = field(default_factory=dict)
     deferred: dict[str, Any] = field(default_factory=dict)
     dead_letters: dict[str, Any] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
@@ -39,15 +41,20 @@ class StatusReport:
 
 @dataclass(frozen=True)
 class Backlogs:
-    """The outbox rows not applied yet, per op, and the visible rows per embedding status."""
+    """The outbox rows not applied yet, per op, the visible rows per embedding status, and the
+    rows per entity extraction status (plus `recount`: rows whose entities wait for a recount
+    after a delete or revival)."""
 
     outbox: list[OpBacklog]
     embedding: dict[str, int]
+    extraction: dict[str, int]
 
 
 def read_backlogs(conn: psycopg.Connection[Any]) -> Backlogs:
-    """What `status` shows of the outbox and embedding backlogs, and the exporter exports."""
-    return Backlogs(backlog_by_op(conn), counts_by_status(conn))
+    """What `status` shows of the outbox, embedding and extraction backlogs, and the exporter
+    exports."""
+    return Backlogs(backlog_by_op(conn), counts_by_status(conn),
+                    extraction.counts_by_status(conn))
 
 
 # What each part of the report reads: a part whose service is down is skipped, not waited on
@@ -110,6 +117,8 @@ def _database(settings: Settings, report: StatusReport) -> None:
                             "done": int(embed.get("done", 0)),
                             "oldest_pending_seconds": round(float(oldest[0]), 1)
                             if oldest and oldest[0] is not None else None}
+        report.extraction = {status: int(backlogs.extraction.get(status, 0))
+                             for status in ("pending", "failed", "done", "recount")}
         waiting = conn.execute(
             "SELECT count(*), extract(epoch FROM now() - min(first_seen)) FROM deferred_events"
         ).fetchone()
@@ -142,6 +151,11 @@ def render(report: StatusReport) -> str:
         e = report.embedding
         lines.append(f"embedding: {e['pending']} pending (oldest {e['oldest_pending_seconds']}"
                      f" s), {e['failed']} failed, {e['done']} done")
+    if report.extraction:
+        x = report.extraction
+        lines.append(f"entity extraction: {x['pending']} pending, {x['failed']} failed "
+                     f"(dead-lettered `extraction_failed`), {x['done']} done, {x['recount']} "
+                     "waiting for a recount")
     if report.deferred:
         lines.append(f"deferred events: {report.deferred['count']} (oldest "
                      f"{report.deferred['oldest_seconds']} s)")
