@@ -107,5 +107,6 @@ def dlq_retry(ctx: click.Context, refs: tuple[str, ...], code: str | None,
         raise InvalidInput(f"no dead letter {sorted(missing)[0]}", field="refs")
     counts = dead.retry(settings, chosen)
     click.echo(f"re-drove {counts['republished']} to the input topic, {counts['reembed']} back "
-               f"to embedding, {counts['requeued']} back to the graph outbox; "
+               f"to embedding, {counts['reextract']} back to entity extraction, "
+               f"{counts['requeued']} back to the graph outbox; "
                f"{counts['skipped']} were re-driven before")

@@ -145,8 +145,8 @@ class ExtractionStage:
                 value = json.dumps({"id": str(row.id), "namespace": str(row.namespace_id),
                                     "root_id": str(row.root_id),
                                     "event_id": row.event_id}).encode()
-                headers = dead_letter_headers(error, topic="extraction", partition=-1,
-                                              offset=-1, event_id=row.event_id)
+                headers = dead_letter_headers(error, topic=rows_sql.EXTRACTION_SOURCE,
+                                              partition=-1, offset=-1, event_id=row.event_id)
                 letters.append((str(row.root_id).encode(), value, headers))
             try:
                 self.dead_letters.send(letters)

@@ -3,7 +3,8 @@
 A dead letter keeps the original record (key, value, headers) plus `brainstream.*` headers
 naming the failure. Re-driving sends the original record back to the input topic; the consumer's
 processed-event ledger makes a re-driven event apply at most once. Letters about embedding (their
-value describes an object, not an event) are re-driven by setting the object back to pending;
+value describes an object, not an event) are re-driven by setting the object back to pending,
+and so are letters about entity extraction (its row back to pending);
 letters about the outbox (a row the graph kept refusing) by re-queueing the row. Re-driven letters
 are recorded, so a second `retry` does not send them again; the record commits only once the
 broker acknowledged the send (or the row was re-queued), so a failed send leaves the letter
@@ -22,11 +23,13 @@ import psycopg
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaError
 
-from pipeline.domain.errors import GraphSyncFailed, InvalidInput, Unavailable
+from pipeline.domain.errors import ExtractionFailed, GraphSyncFailed, InvalidInput, Unavailable
 from pipeline.domain.settings import Settings
 from pipeline.kafka.io import H_CODE, H_EVENT_ID, H_MESSAGE, H_TOPIC, OWN_HEADERS, make_producer
 from pipeline.outbox.letters import LETTER_SOURCE, letter_row
 from pipeline.outbox.store import requeue_failed
+from pipeline.stores.postgres import extraction
+from pipeline.stores.postgres.extraction import EXTRACTION_SOURCE
 
 EMBEDDING_FAILED = "embedding_failed"
 
@@ -122,7 +125,7 @@ def retry(settings: Settings, letters: Sequence[DeadLetter], *,
     the letter twice. Raises `Unavailable` at the first send not acknowledged (the letters before
     it are re-driven). `producer`: the one to send with (default: a new one on the settings).
     """
-    counts = {"republished": 0, "reembed": 0, "requeued": 0, "skipped": 0}
+    counts = {"republished": 0, "reembed": 0, "reextract": 0, "requeued": 0, "skipped": 0}
     sender = producer or make_producer(settings)
     try:
         with psycopg.connect(settings.effective_postgres_dsn, autocommit=True) as conn:
@@ -154,6 +157,9 @@ def _redrive(conn: Conn, producer: KafkaProducer, settings: Settings,
                      " embed_error = NULL, embed_lease_until = NULL"
                      " WHERE id = %s AND embed_status = 'failed'", (object_id,))
         return "reembed"
+    if letter.code == ExtractionFailed.code and source == EXTRACTION_SOURCE:
+        extraction.retry_failed(conn, uuid.UUID(json.loads(letter.value)["id"]))
+        return "reextract"
     if letter.code == GraphSyncFailed.code and source == LETTER_SOURCE:
         # Due again at once; the sweep starts the relay (it finds a backlog).
         requeue_failed(conn, *letter_row(letter.value))

@@ -14,6 +14,9 @@ import psycopg
 
 Conn = psycopg.Connection[Any]
 
+# The `topic` header of the stage's dead letters (they describe a row, not a record of a topic).
+EXTRACTION_SOURCE = "extraction"
+
 _CLAIM_PENDING = """
 UPDATE entity_extraction SET lease_until = now() + make_interval(secs => %(lease)s)
 WHERE row_id IN (
@@ -158,6 +161,28 @@ def take_gone(conn: Conn, limit: int) -> list[Gone]:
     for row_id, root, ns, entity, n in rows:
         out.setdefault(row_id, Gone(row_id, root, ns, {})).mentions[entity] = int(n)
     return list(out.values())
+
+
+def mark_backfill(conn: Conn, namespace: uuid.UUID | None) -> int:
+    """Every live row (of `namespace`, or all) without a done extraction of its current text is
+    pending; how many rows this changed (rows already pending are left to whoever holds them)."""
+    return conn.execute(
+        "INSERT INTO entity_extraction (row_id, namespace_id, root_id, text_hash, status)"
+        " SELECT id, namespace_id, coalesce(parent_id, id), index_text_hash, 'pending'"
+        " FROM objects WHERE deleted_at IS NULL"
+        "   AND (%(ns)s::uuid IS NULL OR namespace_id = %(ns)s::uuid)"
+        " ON CONFLICT (row_id) DO UPDATE SET status = 'pending', text_hash = EXCLUDED.text_hash,"
+        "   attempts = 0, error = NULL, updated_at = now()"
+        " WHERE entity_extraction.status = 'failed' OR (entity_extraction.status = 'done'"
+        "   AND entity_extraction.extracted_hash IS DISTINCT FROM EXCLUDED.text_hash)",
+        {"ns": namespace}).rowcount
+
+
+def retry_failed(conn: Conn, row_id: uuid.UUID) -> None:
+    """A failed row is pending again (`dlq retry` of its `extraction_failed` letter)."""
+    conn.execute("UPDATE entity_extraction SET status = 'pending', attempts = 0, error = NULL,"
+                 " lease_until = NULL, updated_at = now() WHERE row_id = %s AND status = 'failed'",
+                 (row_id,))
 
 
 # -- what operators read ---------------------------------------------------------------------
