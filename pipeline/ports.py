@@ -2,10 +2,11 @@
 
 One file, like psycopg's `abc.py`: the write path (`EventStore`, `EventStores`, `WorkTrigger`,
 `DeadLetterSink`), the projection (`GraphWriter`, `ChangeSink`), embedding (`Embedder`),
-extraction (`Extractor`) and the read side (`Channel`, `PartSearcher`, `ObjectReader`, `GraphReader`, `ResultSetStore`). Each has
-one production adapter in a module of its own (`pipeline/stores/`, `pipeline/graph/falkordb/`,
-`pipeline/kafka/`, `pipeline/embedding/embedders/`, `pipeline/retrieval/channels/`). The values
-they trade are in `pipeline/domain/`.
+extraction (`Extractor`) and the read side (`Channel`, `PartSearcher`, `ObjectReader`,
+`GraphReader`, `ResultSetStore`). Each has one production adapter in a module of its own
+(`pipeline/stores/`, `pipeline/graph/falkordb/`, `pipeline/kafka/`,
+`pipeline/embedding/embedders/`, `pipeline/retrieval/channels/`). The values they trade are in
+`pipeline/domain/`.
 
 Read ports are async (the API serves many requests per process) and scoped to one namespace: a
 port never returns a row of another namespace, nor a soft-deleted one.
