@@ -1,7 +1,8 @@
 """Per-process resources of a worker, created lazily after Celery forks its pool processes
 (connections and producers must not cross a fork), for the active index generation: every task
 asks `runtime()`, which re-reads the generation pointer (at most once a second) and rebuilds the
-resources when a replay switched generations, so embedding, the relay and the sweep follow."""
+resources when a replay switched generations, so embedding, extraction, the relay and the sweep
+follow."""
 
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ from psycopg_pool import ConnectionPool
 
 from pipeline.domain.settings import Settings, load_settings
 from pipeline.embedding.embedders import build_embedder
+from pipeline.entities.extractors import build_extractor
 from pipeline.graph.falkordb.writer import FalkorGraphWriter
 from pipeline.ingest.processor import BatchProcessor
 from pipeline.kafka.io import DeadLetterWriter, KafkaChangeSink, make_producer
 from pipeline.ops.generations import ActivePointer
-from pipeline.ports import Embedder
+from pipeline.ports import Embedder, Extractor
 from pipeline.stores.postgres.events import PgEventStores
 from pipeline.stores.postgres.pool import make_pool
 
@@ -33,6 +35,7 @@ class Runtime:
     changes: KafkaChangeSink
     processor: BatchProcessor  # for deferred events that come due between batches
     _graph: FalkorGraphWriter | None = None
+    _extractor: Extractor | None = None
 
     @property
     def graph(self) -> FalkorGraphWriter:
@@ -40,6 +43,14 @@ class Runtime:
         if self._graph is None:
             self._graph = FalkorGraphWriter.from_settings(self.settings)
         return self._graph
+
+    @property
+    def extractor(self) -> Extractor:
+        """Built on first use: a model-backed extractor loads in seconds, and embedding and the
+        relay must not wait for it (nor fail when its settings are wrong)."""
+        if self._extractor is None:
+            self._extractor = build_extractor(self.settings)
+        return self._extractor
 
 
 _lock = threading.Lock()

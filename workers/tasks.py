@@ -1,4 +1,4 @@
-"""Celery tasks: thin shells over pipeline/embedding and pipeline/outbox."""
+"""Celery tasks: thin shells over pipeline/embedding, pipeline/entities and pipeline/outbox."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ from typing import Any
 
 from pipeline.domain.errors import Unavailable
 from pipeline.embedding.service import EmbeddingService, pending_count
+from pipeline.entities.stage import ExtractionStage
 from pipeline.ops.vocab import refresh_vocab
 from pipeline.outbox.relay import OutboxRelay
 from pipeline.outbox.store import backlog
-from workers.app import EMBED_TASK, RELAY_TASK, SWEEP_TASK, app
+from pipeline.stores.postgres import extraction
+from workers.app import EMBED_TASK, EXTRACT_TASK, RELAY_TASK, SWEEP_TASK, app
 from workers.runtime import runtime
 
 log = logging.getLogger(__name__)
@@ -27,6 +29,20 @@ def embed(roots: list[str] | None = None) -> dict[str, Any]:
     ids = [uuid.UUID(r) for r in roots] if roots else None
     stats = service.run(ids)
     if stats.roots_completed or stats.failed:
+        relay.delay()
+    return stats.__dict__
+
+
+@app.task(name=EXTRACT_TASK)
+def extract(roots: list[str] | None = None) -> dict[str, Any]:
+    """Extract the entities of pending rows of these roots (or any) and recount what deletes
+    changed; idempotent: only `pending` (or flagged) rows are claimed, and the write-back is a
+    compare-and-set on the text hash."""
+    rt = runtime()
+    stage = ExtractionStage(rt.settings, rt.pool, rt.extractor, rt.embedder, rt.dead_letters)
+    ids = [uuid.UUID(r) for r in roots] if roots else None
+    stats = stage.run(ids)
+    if stats.extracted or stats.recounted or stats.failed:
         relay.delay()
     return stats.__dict__
 
@@ -46,18 +62,24 @@ def relay() -> dict[str, Any]:
 
 @app.task(name=SWEEP_TASK)
 def sweep() -> dict[str, int]:
-    """Find work whose trigger was lost (killed worker, flushed Redis) and trigger it again;
+    """Find work whose trigger was lost (killed worker, flushed Redis) and trigger it again
+    (extraction also: rows whose deleted state changed wait for it to recount them);
     apply deferred events that are due even when no new events arrive; add new words to the
     search vocabulary (the trigram channel's)."""
     rt = runtime()
     deferred = rt.processor.retry_due_deferred()
     pending = pending_count(rt.pool, older_than=2 * rt.settings.sweep_interval)
+    with rt.pool.connection() as conn:
+        extract_pending = extraction.pending_count(conn,
+                                                   older_than=2 * rt.settings.sweep_interval)
     outbox = backlog(rt.pool)
     if pending:
         embed.delay(None)
+    if extract_pending:
+        extract.delay(None)
     if outbox:
         relay.delay()
     with rt.pool.connection() as conn:
         vocab_rows = refresh_vocab(conn) or 0
-    return {"embed_pending": pending, "outbox_backlog": outbox, "deferred_applied": deferred,
-            "vocab_rows": vocab_rows}
+    return {"embed_pending": pending, "extract_pending": extract_pending,
+            "outbox_backlog": outbox, "deferred_applied": deferred, "vocab_rows": vocab_rows}

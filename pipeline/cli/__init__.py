@@ -1,6 +1,7 @@
 """The `brainstream` command: one entry point for operators.
 
-Each area has its module (`services`, `schema`, `events`, `index`, `generations`, `processes`);
+Each area has its module (`services`, `schema`, `events`, `index`, `generations`, `processes`,
+`entities`);
 this one only assembles them under `main`, the console script of pyproject.toml.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 import click
 
 from pipeline.cli.common import CliGroup
+from pipeline.cli.entities import entities
 from pipeline.cli.events import dlq, publish
 from pipeline.cli.generations import generations, replay
 from pipeline.cli.index import graph, purge, reembed, status, verify
@@ -27,5 +29,5 @@ def main() -> None:
 
 
 for _command in (services, migrate, kinds, publish, status, dlq, purge, verify, graph, reembed,
-                 consumer, worker, api, up, replay, generations):
+                 consumer, worker, api, up, replay, generations, entities):
     main.add_command(_command)
