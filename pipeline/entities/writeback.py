@@ -68,9 +68,12 @@ def write_batch(conn: Conn, settings: Settings, extractor: str,
     kept = {row.id for row, _ in keep}
     result.skipped = [row.id for row, _ in extracted if row.id not in kept]
     rows_sql.release(conn, result.skipped)
-    # A recount row whose text changed meanwhile is pending: its extraction recounts it.
+    # A recount row whose text changed meanwhile is pending: its extraction recounts it (the
+    # lease this claim took is dropped, or the extraction would wait for it to expire).
+    claimed_recount = recount
     recount = [rid for rid in recount if rid in state and state[rid][3]
                and state[rid][1] != 'pending']
+    rows_sql.release(conn, sorted(set(claimed_recount) - set(recount)))
     gone = rows_sql.take_gone(conn, settings.extract_batch_size)
 
     old = sql.mention_counts(conn, [row.id for row, _ in keep] + recount)

@@ -18,6 +18,7 @@ from pipeline.embedding.embedders.static import StaticEmbedder
 from pipeline.entities.ids import entity_id
 from pipeline.entities.stage import ExtractionStage
 from pipeline.kafka.io import DeadLetterWriter, make_producer
+from pipeline.ops import dlq
 from pipeline.outbox.ops import ENTITY_SYNC, MENTIONS_SYNC
 from tests.entities.stageutil import (
     CapsExtractor,
@@ -186,6 +187,15 @@ def test_refused_row_is_dead_lettered_and_the_rest_extracted(edb: Settings,
     letters = [(json.loads(v), h) for _, v, h in read_topic(edb, edb.topic_dlq)
                if h.get("brainstream.error.code") == "extraction_failed"]
     assert [v["id"] for v, _ in letters if v["namespace"] == str(ns)] == [str(bad_part)]
+
+    # After a fix, `dlq retry` sets the row back to pending (not a republish to the input
+    # topic, where a row description would only be dead-lettered again).
+    ours = [d for d in dlq.read_all(edb) if d.code == "extraction_failed"
+            and json.loads(d.value)["namespace"] == str(ns)]
+    assert dlq.retry(edb, ours)["reextract"] == 1
+    assert extraction_state(edb, bad)[bad_part][0] == "pending"
+    assert stage(edb, epool).run([bad]).extracted == 1
+    assert set(entities(edb, ns)) == {"shannon", "nyquist"}
 
 
 def test_outage_fails_the_batch_after_retries(edb: Settings, epool: ConnectionPool) -> None:

@@ -56,13 +56,21 @@ WHERE e.id = c.id AND e.part_count <> c.n
 
 # Weight of each touched pair: the live rows where both are among the row's counted entities
 # (pipeline/entities/ids.py: counted_entities, the same ranking); pairs left with none lose
-# their edge.
+# their edge. The rows naming both are found from the rarer entity's mentions (`x`, by its
+# part_count), probing the other's: a pair with a hub costs the rare side's rows, not the hub's.
 _COOCCURS = """
 WITH p(a, b) AS (SELECT * FROM unnest(%(a)s::uuid[], %(b)s::uuid[])),
-c AS (SELECT DISTINCT p.a, p.b, ma.row_id FROM p
-      JOIN mentions ma ON ma.entity_id = p.a
-      JOIN mentions mb ON mb.entity_id = p.b AND mb.row_id = ma.row_id
-      JOIN objects o ON o.id = ma.row_id AND o.deleted_at IS NULL),
+d AS (SELECT p.a, p.b,
+             CASE WHEN coalesce(ea.part_count, 0) <= coalesce(eb.part_count, 0)
+                  THEN p.a ELSE p.b END AS x,
+             CASE WHEN coalesce(ea.part_count, 0) <= coalesce(eb.part_count, 0)
+                  THEN p.b ELSE p.a END AS y
+      FROM p LEFT JOIN entities ea ON ea.id = p.a LEFT JOIN entities eb ON eb.id = p.b),
+c AS (SELECT DISTINCT d.a, d.b, mx.row_id FROM d
+      JOIN mentions mx ON mx.entity_id = d.x
+      JOIN LATERAL (SELECT 1 FROM mentions my WHERE my.entity_id = d.y
+                    AND my.row_id = mx.row_id LIMIT 1) my ON true
+      JOIN objects o ON o.id = mx.row_id AND o.deleted_at IS NULL),
 r AS (SELECT m.row_id, m.entity_id,
              row_number() OVER (PARTITION BY m.row_id ORDER BY count(*) DESC, m.entity_id) AS rank
       FROM mentions m WHERE m.row_id IN (SELECT row_id FROM c)
