@@ -66,15 +66,18 @@ d AS (SELECT p.a, p.b,
              CASE WHEN coalesce(ea.part_count, 0) <= coalesce(eb.part_count, 0)
                   THEN p.b ELSE p.a END AS y
       FROM p LEFT JOIN entities ea ON ea.id = p.a LEFT JOIN entities eb ON eb.id = p.b),
-c AS (SELECT DISTINCT d.a, d.b, mx.row_id FROM d
-      JOIN mentions mx ON mx.entity_id = d.x
-      JOIN LATERAL (SELECT 1 FROM mentions my WHERE my.entity_id = d.y
-                    AND my.row_id = mx.row_id LIMIT 1) my ON true
-      JOIN objects o ON o.id = mx.row_id AND o.deleted_at IS NULL),
-r AS (SELECT m.row_id, m.entity_id,
-             row_number() OVER (PARTITION BY m.row_id ORDER BY count(*) DESC, m.entity_id) AS rank
-      FROM mentions m WHERE m.row_id IN (SELECT row_id FROM c)
-      GROUP BY m.row_id, m.entity_id),
+c AS (SELECT DISTINCT d.a, d.b, both_.row_id FROM d CROSS JOIN LATERAL (
+          SELECT mx.row_id FROM mentions mx
+          WHERE mx.entity_id = d.x
+            AND EXISTS (SELECT 1 FROM mentions my WHERE my.entity_id = d.y
+                        AND my.row_id = mx.row_id)
+            AND EXISTS (SELECT 1 FROM objects o WHERE o.id = mx.row_id
+                        AND o.deleted_at IS NULL)) both_),
+r AS (SELECT cr.row_id, e.entity_id,
+             row_number() OVER (PARTITION BY cr.row_id ORDER BY e.n DESC, e.entity_id) AS rank
+      FROM (SELECT DISTINCT row_id FROM c) cr CROSS JOIN LATERAL (
+          SELECT m.entity_id, count(*) AS n FROM mentions m WHERE m.row_id = cr.row_id
+          GROUP BY m.entity_id) e),
 w AS (SELECT c.a, c.b, count(*) AS n, (array_agg(c.row_id ORDER BY c.row_id))[1:%(n)s] AS ev
       FROM c JOIN r ra ON ra.row_id = c.row_id AND ra.entity_id = c.a AND ra.rank <= %(cap)s
              JOIN r rb ON rb.row_id = c.row_id AND rb.entity_id = c.b AND rb.rank <= %(cap)s
