@@ -266,3 +266,23 @@ def test_new_entities_get_name_embeddings(edb: Settings, epool: ConnectionPool) 
     assert stats.extracted == 2 and stats.failed == 0
     assert q(edb, "SELECT embedding IS NULL FROM entities WHERE id = %s",
              entity_id(ns, "brahe")) == [(True,)]
+
+
+def test_status_and_exporter_count_extraction_rows(edb: Settings,
+                                                   epool: ConnectionPool) -> None:
+    from pipeline.ops.status import collect, read_backlogs, render
+
+    def counts() -> dict[str, int]:
+        with epool.connection() as conn:
+            return read_backlogs(conn).extraction
+
+    before = counts()
+    ns, a = uuid.uuid4(), uuid.uuid4()
+    apply(edb, [put(ns, a, title="t", content="Bohr")])
+    assert counts()["pending"] == before.get("pending", 0) + 2
+    stage(edb, epool).run()
+    assert counts().get("pending", 0) == 0
+    assert counts()["done"] == before.get("done", 0) + 2 + before.get("pending", 0)
+    report = collect(edb)
+    assert report.extraction["pending"] == 0
+    assert "entity extraction: 0 pending" in render(report)
