@@ -141,6 +141,7 @@ def test_worker_kill9_mid_extraction_loses_and_doubles_nothing(
     own_worker.kill9()
     at_kill = done()
     assert at_kill < 2 * count, "the worker had finished before the kill"
+    own_worker.env["BRAINSTREAM_EXTRACT_BATCH_SIZE"] = "32"  # small batches only to be caught
     own_worker.start()
     wait_for(lambda: done() == 2 * count, timeout=90, what="every row extracted after the kill")
     check_consistent(worker_settings, ns)
