@@ -18,7 +18,7 @@ from psycopg_pool import PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api import errors, limits, metrics
-from api.routes import admin, graph, objects, search
+from api.routes import admin, graph, objects, paths, search
 from pipeline.domain.errors import BrainstreamError, ConfigError
 from pipeline.domain.settings import Settings, load_settings
 from pipeline.wiring import ActiveServices, Services
@@ -58,7 +58,7 @@ def create_app(settings: Settings | None = None,
     limits.install(app, settings)  # before the metrics: their refusals are timed too
     app.middleware("http")(metrics.observe)
 
-    for area in (search, graph, objects, admin):
+    for area in (search, graph, paths, objects, admin):
         app.include_router(area.router)
     return app
 
