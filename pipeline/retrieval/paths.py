@@ -70,10 +70,17 @@ class _Side:
     dist: dict[NodeRef, int]
     frontier: list[NodeRef]
     depth: int = 0
+    skipped_hubs: bool = False
+
+    @property
+    def stuck(self) -> bool:
+        """Nothing left to expand on this side."""
+        return not self.frontier
 
     @property
     def exhausted(self) -> bool:
-        return not self.frontier
+        """This side has seen its whole component: nothing left, and no hub left unexpanded."""
+        return not self.frontier and not self.skipped_hubs
 
 
 @dataclass
@@ -113,13 +120,19 @@ class PathFinder:
         await search.run(query.max_hops, query.k)
         paths, capped = enumerate_paths(search.explored.adjacency, sources, targets,
                                         query.max_hops, query.k, self.config.max_paths)
+        beyond = None
+        if not paths and not search.cut and not search.exhausted:
+            met = await search.probe(query.max_hops + self.config.beyond_hops)
+            if met is not None and met <= query.max_hops:
+                # only when a hub held one side back: the probe reached the hub from the
+                # other side, and the path through it fits after all
+                paths, capped = enumerate_paths(search.explored.adjacency, sources, targets,
+                                                query.max_hops, query.k, self.config.max_paths)
+            else:
+                beyond = met
         if capped:
             search.cut.add(CUT_PATH_CAP)
-        chosen = paths[:query.k]
-        beyond = None
-        if not chosen and not search.cut and not search.exhausted:
-            beyond = await search.probe(query.max_hops + self.config.beyond_hops)
-        return await self._answer(namespace, search, chosen, beyond)
+        return await self._answer(namespace, search, paths[:query.k], beyond)
 
     def _check(self, query: PathQuery) -> None:
         config = self.config
@@ -163,11 +176,11 @@ class PathFinder:
             status = "search_incomplete"
         elif beyond is not None:
             status = "connected_beyond_max_length"
+        elif search.exhausted:
+            status = "not_connected"
         elif search.hubs:
             status = "search_incomplete"  # a path might run through a hub left unexpanded
             cut.add(CUT_HUBS)
-        elif search.exhausted:
-            status = "not_connected"
         else:
             status = "no_path_within_max_length"
         return PathAnswer(paths=paths, nodes=nodes, status=status,
@@ -205,7 +218,7 @@ class _Search:
     async def run(self, max_hops: int, k: int) -> None:
         """Expand until every path of at most `max_hops` is among the edges seen, k paths no
         longer than the covered length are known, or a bound cuts the search."""
-        while not self.cut and not self.exhausted:
+        while not self.cut and not self.exhausted and not self._stuck:
             covered = self.src.depth + self.dst.depth
             if covered >= max_hops:
                 return
@@ -225,12 +238,16 @@ class _Search:
                 met = self._met()
                 if met is not None:
                     return met
-                if (self.cut or self.exhausted
+                if (self.cut or self.exhausted or self._stuck
                         or self.src.depth + self.dst.depth >= max_length):
                     return None
                 await self._step()
         finally:
             self.cut = cut_before
+
+    @property
+    def _stuck(self) -> bool:
+        return self.src.stuck and self.dst.stuck
 
     def _met(self) -> int | None:
         small, large = sorted((self.src.dist, self.dst.dist), key=len)
@@ -242,8 +259,10 @@ class _Search:
         if self.clock() > self.deadline:
             self.cut.add(CUT_DEADLINE)
             return
-        side = min((self.src, self.dst), key=lambda s: (len(s.frontier), s is self.dst))
+        side = min((s for s in (self.src, self.dst) if not s.stuck),
+                   key=lambda s: (len(s.frontier), s is self.dst))
         frontier = await self._expandable(side.frontier)
+        side.skipped_hubs = side.skipped_hubs or len(frontier) < len(side.frontier)
         remaining = self.config.max_edges - len(self.explored.keys)
         edges = (await self.graph.edges(self.namespace, frontier, remaining + 1)
                  if frontier else [])
