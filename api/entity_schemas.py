@@ -156,7 +156,7 @@ class EntityHitOut(BaseModel):
 
     @classmethod
     def of(cls, match: EntityMatch) -> EntityHitOut:
-        return cls(id=match.id, name=match.name, label=match.label,
+        return cls(type="entity", id=match.id, name=match.name, label=match.label,
                    part_count=match.part_count, matched=match.matched,
                    via=match.via, score=match.score)
 
