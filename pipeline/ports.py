@@ -374,9 +374,7 @@ class PathGraph(Protocol):
         ...
 
     async def nodes(self, namespace: uuid.UUID, refs: Sequence[NodeRef]
-                    ) -> dict[NodeRef, NodeInfo]:
-        """What the answer shows of each node (absent when it is no longer visible)."""
-        ...
+                    ) -> dict[NodeRef, NodeInfo]: ...
 
     async def citations(self, namespace: uuid.UUID, edges: Sequence[GraphEdge], per_edge: int
                         ) -> dict[tuple[NodeRef, NodeRef, str, str], list[Citation]]:
@@ -385,13 +383,10 @@ class PathGraph(Protocol):
 
 
 class EntityReader(Protocol):
-    """Entities of one namespace by name, and their counts (not merged away; named by some
-    live row)."""
+    """Entities of one namespace (not merged away, named by some live row) by name; counts."""
 
     async def find_by_name(self, namespace: uuid.UUID, norm: str, limit: int
-                           ) -> list[EntityMatch]:
-        """Entities named `norm` (normalised), by alias, or trigram-near, best first."""
-        ...
+                           ) -> list[EntityMatch]: ...
 
     async def label_counts(self, namespace: uuid.UUID) -> list[tuple[str, int]]: ...
 
