@@ -43,6 +43,14 @@ class NodeRef:
 
     type: NodeType
     id: uuid.UUID
+    # The search hashes nodes millions of times on large graphs: once, here.
+    _hash: int = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.type, self.id.int)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
 
 @dataclass(frozen=True)

@@ -305,6 +305,24 @@ def enumerate_paths(adjacency: Adjacency, sources: Iterable[NodeRef],
     found: list[FoundPath] = []
     capped = False
     starts = sorted(sources)
+    strengths: dict[GraphEdge, float] = {}
+
+    def strength_of(edge: GraphEdge) -> float:
+        if edge not in strengths:
+            strengths[edge] = edge_strength(edge)
+        return strengths[edge]
+
+    ranked: dict[tuple[NodeRef, int], list[tuple[NodeRef, GraphEdge]]] = {}
+
+    def options(node: NodeRef, left: int) -> list[tuple[NodeRef, GraphEdge]]:
+        """The neighbours that can still reach a target in `left` hops, strongest first
+        (kept: a node is walked through by many partial paths)."""
+        if (node, left) not in ranked:
+            near = [(there, edge) for there, edge in adjacency.get(node, {}).items()
+                    if to_target.get(there, max_hops + 1) <= left]
+            near.sort(key=lambda item: (-strength_of(item[1]), item[0].id))
+            ranked[(node, left)] = near
+        return ranked[(node, left)]
 
     def walk(node: NodeRef, nodes: list[NodeRef], steps: list[PathStep], length: int,
              strength: float) -> None:
@@ -316,14 +334,12 @@ def enumerate_paths(adjacency: Adjacency, sources: Iterable[NodeRef],
             return
         if steps and node in targets:
             return
-        ranked = sorted(adjacency.get(node, {}).items(),
-                        key=lambda item: (-edge_strength(item[1]), item[0]))
-        for there, edge in ranked:
+        for there, edge in options(node, length - len(steps) - 1):
             if capped:
                 return
-            if there in nodes or len(steps) + 1 + to_target.get(there, max_hops + 1) > length:
+            if there in nodes:
                 continue
-            step = PathStep(edge, forward=edge.a == node, strength=edge_strength(edge))
+            step = PathStep(edge, forward=edge.a == node, strength=strength_of(edge))
             walk(there, [*nodes, there], [*steps, step], length, strength * step.strength)
 
     for length in range(1, max_hops + 1):
