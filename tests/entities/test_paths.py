@@ -19,7 +19,7 @@ from pipeline.domain.settings import Settings
 from pipeline.retrieval.paths import PathConfig, PathFinder
 from pipeline.stores.postgres.paths import PgPathGraph
 from pipeline.stores.postgres.pool import make_async_pool
-from tests.entities.pathsutil import World, build_world, mention
+from tests.entities.pathsutil import World, build_world, entity_edge, mention
 from tests.pipelineutil import envelope, ingest
 
 pytestmark = pytest.mark.stack
@@ -233,3 +233,38 @@ def test_hubs_are_reached_not_expanded_and_reported(catalog: Settings,
     cut = _find(catalog, c, PathConfig(hub_min_parts=20, beyond_hops=0), "H1", "H4")
     assert (cut.paths, cut.status, cut.cut_by) == ((), "search_incomplete", ("hubs",))
     assert [h.id for h in cut.hubs_skipped] == [uuid.UUID(c.entities["Hub"])]
+
+
+def test_possibly_same_is_walked_once_verified_and_merged_entities_resolve(
+        catalog: Settings) -> None:
+    d = build_world(catalog)
+    luna_text = "Luna is the Latin name."
+    d.objects["OL"] = str(uuid.uuid4())
+    ingest(catalog, [envelope("object.put", d.namespace, {"id": d.objects["OL"], "kind": "note",
+                                                          "title": "Latin",
+                                                          "content": luna_text})])
+    luna = d.entities["Y"] = str(uuid.uuid4())
+    with psycopg.connect(catalog.effective_postgres_dsn, autocommit=True) as conn:
+        conn.execute("INSERT INTO entities (id, namespace_id, name, norm, label, part_count)"
+                     " VALUES (%s, %s, 'Luna', 'luna', 'NAME', 1)", (luna, d.namespace))
+        mention(conn, d.namespace, d.objects["OL"], luna_text, luna, "Luna", "NAME")
+        entity_edge(conn, d.namespace, d.entities["X4"], luna, "POSSIBLY_SAME",
+                    evidence=[d.objects["O2p"]], status="held")
+    keys = {d.key: [str(d.namespace)]}
+    with TestClient(create_app(catalog.model_copy(update={"api_keys": keys}))) as own:
+        held = _ok(d.paths(own, ["O1"], ["OL"]))
+        assert (held["status"], held["paths"]) == ("not_connected", [])
+        with psycopg.connect(catalog.effective_postgres_dsn, autocommit=True) as conn:
+            conn.execute("UPDATE entity_edges SET status = 'verified' WHERE namespace_id = %s"
+                         " AND edge_type = 'POSSIBLY_SAME'", (d.namespace,))
+        verified = _ok(d.paths(own, ["O1"], ["OL"]))["paths"][0]
+        assert _types(verified) == ["LINK", "MENTIONS", "POSSIBLY_SAME", "MENTIONS"]
+        assert verified["nodes"][2]["name"] == "Moon"
+        # a merged entity is answered as the one it was merged into
+        with psycopg.connect(catalog.effective_postgres_dsn, autocommit=True) as conn:
+            conn.execute("UPDATE entities SET merged_into = %s WHERE id = %s",
+                         (d.entities["X2"], d.entities["X1"]))
+        merged = _ok(d.paths(own, ["O1"], ["X1"]))["paths"][0]
+        assert merged["nodes"][-1]["id"] == d.entities["X2"]
+        assert d.entities["X1"] not in [n["id"] for p in _ok(d.paths(
+            own, ["O1"], ["X3"], k=10))["paths"] for n in p["nodes"]]
