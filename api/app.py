@@ -3,7 +3,7 @@
 It parses and authenticates requests, calls the engine under the caller's namespace, and maps
 results and errors to JSON. No SQL, ranking or validation logic lives here. This module only
 assembles the application: the services' lifespan, the error handlers, the request limits
-(`api/limits.py`) and the routers (`api/routes/`: search, graph, objects, admin).
+(`api/limits.py`) and the routers (`api/routes/`: search, graph, paths, objects, admin).
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ def create_app(settings: Settings | None = None,
             await active.close()
 
     app = FastAPI(title="brainstream read API", version="1", lifespan=lifespan,
-                  description="Hybrid search, exact find, entity and link find, and graph "
-                              "expansion over a brainstream knowledge base. Every call is "
+                  description="Hybrid search, exact find, entity and link find, graph "
+                              "expansion and paths over a brainstream knowledge base. Every call is "
                               "scoped to the namespace of the caller's API key.")
     app.state.settings = settings
 

@@ -25,7 +25,7 @@ from pipeline.domain.read_model import EntityMatch
 class PathsBody(BaseModel):
     """From one or more objects or entities (`from`) to one or more others (`to`)."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid")
 
     sources: list[uuid.UUID] = Field(alias="from", min_length=1, max_length=1000, description=(
         "ids of first-class objects or entities (a merged entity counts as the one it was "

@@ -118,6 +118,14 @@ def test_bad_bounds_name_their_field(query: dict[str, int], field: str) -> None:
     assert err.value.field == field
 
 
+def test_too_many_endpoints_name_their_side() -> None:
+    finder = PathFinder(FakeGraph([(0, 1, 1.0)]), PathConfig(max_endpoints=2))
+    many = tuple(_obj(i).id for i in range(3))
+    with pytest.raises(InvalidInput) as err:
+        asyncio.run(finder.find(NS, PathQuery((_obj(0).id,), many)))
+    assert err.value.field == "to"
+
+
 def test_unknown_endpoint_names_its_position() -> None:
     finder = PathFinder(FakeGraph([(0, 1, 1.0)]))
     query = PathQuery((_obj(0).id,), (_obj(1).id, uuid.UUID(int=10**6)))
