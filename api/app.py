@@ -46,8 +46,8 @@ def create_app(settings: Settings | None = None,
 
     app = FastAPI(title="brainstream read API", version="1", lifespan=lifespan,
                   description="Hybrid search, exact find, entity and link find, graph "
-                              "expansion and paths over a brainstream knowledge base. Every call is "
-                              "scoped to the namespace of the caller's API key.")
+                              "expansion and paths over a brainstream knowledge base. Every "
+                              "call is scoped to the namespace of the caller's API key.")
     app.state.settings = settings
 
     app.exception_handler(BrainstreamError)(errors.brainstream_error)

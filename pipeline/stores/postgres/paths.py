@@ -96,13 +96,13 @@ SELECT * FROM (
 ) edges LIMIT %(limit)s
 """).format(live=sql.SQL(_LIVE_ROW), evidence=sql.SQL(_LIVE_EVIDENCE))
 
-_HUBS = sql.SQL("""
-WITH total AS (SELECT count(*) AS n FROM objects
-               WHERE namespace_id = %(ns)s AND deleted_at IS NULL)
-SELECT e.id, e.name, e.part_count FROM entities e, total
-WHERE e.id = ANY(%(ids)s::uuid[]) AND e.namespace_id = %(ns)s
-  AND e.part_count >= %(min_parts)s AND e.part_count > %(fraction)s * total.n
+# Hub candidates first: the namespace's rows are counted only when some entity is named often.
+_HUB_CANDIDATES = sql.SQL("""
+SELECT e.id, e.name, e.part_count FROM entities e
+WHERE e.id = ANY(%(ids)s::uuid[]) AND e.namespace_id = %(ns)s AND e.part_count >= %(min_parts)s
 """)
+_LIVE_ROWS = sql.SQL(
+    "SELECT count(*) AS n FROM objects WHERE namespace_id = %(ns)s AND deleted_at IS NULL")
 
 _NODES = sql.SQL("""
 SELECT 'object' AS type, o.id, o.kind, o.title, NULL AS name, NULL AS label, NULL::int AS part_count
@@ -196,9 +196,13 @@ class PgPathGraph:
                    fraction: float, min_parts: int) -> list[Hub]:
         """The entities among `entity_ids` named in more than `fraction` of the namespace's
         live rows (`entities.part_count`) and in at least `min_parts`."""
-        rows = await self._rows(_HUBS, {"ns": namespace, "ids": list(entity_ids),
-                                        "fraction": fraction, "min_parts": min_parts})
-        return [Hub(r["id"], r["name"], r["part_count"]) for r in rows]
+        rows = await self._rows(_HUB_CANDIDATES, {"ns": namespace, "ids": list(entity_ids),
+                                                  "min_parts": min_parts})
+        if not rows:
+            return []
+        total = (await self._rows(_LIVE_ROWS, {"ns": namespace}))[0]["n"]
+        return [Hub(r["id"], r["name"], r["part_count"]) for r in rows
+                if r["part_count"] > fraction * total]
 
     async def nodes(self, namespace: uuid.UUID, refs: Sequence[NodeRef]
                     ) -> dict[NodeRef, NodeInfo]:
