@@ -3,7 +3,7 @@
 It parses and authenticates requests, calls the engine under the caller's namespace, and maps
 results and errors to JSON. No SQL, ranking or validation logic lives here. This module only
 assembles the application: the services' lifespan, the error handlers, the request limits
-(`api/limits.py`) and the routers (`api/routes/`: search, graph, objects, admin).
+(`api/limits.py`) and the routers (`api/routes/`: search, graph, paths, objects, admin).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from psycopg_pool import PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api import errors, limits, metrics
-from api.routes import admin, graph, objects, search
+from api.routes import admin, graph, objects, paths, search
 from pipeline.domain.errors import BrainstreamError, ConfigError
 from pipeline.domain.settings import Settings, load_settings
 from pipeline.wiring import ActiveServices, Services
@@ -45,9 +45,9 @@ def create_app(settings: Settings | None = None,
             await active.close()
 
     app = FastAPI(title="brainstream read API", version="1", lifespan=lifespan,
-                  description="Hybrid search, exact find, entity and link find, and graph "
-                              "expansion over a brainstream knowledge base. Every call is "
-                              "scoped to the namespace of the caller's API key.")
+                  description="Hybrid search, exact find, entity and link find, graph "
+                              "expansion and paths over a brainstream knowledge base. Every "
+                              "call is scoped to the namespace of the caller's API key.")
     app.state.settings = settings
 
     app.exception_handler(BrainstreamError)(errors.brainstream_error)
@@ -58,7 +58,7 @@ def create_app(settings: Settings | None = None,
     limits.install(app, settings)  # before the metrics: their refusals are timed too
     app.middleware("http")(metrics.observe)
 
-    for area in (search, graph, objects, admin):
+    for area in (search, graph, paths, objects, admin):
         app.include_router(area.router)
     return app
 

@@ -65,6 +65,9 @@ class FindObjectsBody(_Strict):
     kinds: list[Text] | None = Field(default=None, max_length=50)
     filters: FiltersBody | None = None
     limit: Limit = 10
+    include_entities: bool = Field(default=False, description=(
+        "also answer the extracted entities named like the query (`entities`), at most "
+        "`limit`; kinds and filters do not apply to them"))
 
 
 class FindLinksBody(_Strict):

@@ -3,10 +3,10 @@
 One file, like psycopg's `abc.py`: the write path (`EventStore`, `EventStores`, `WorkTrigger`,
 `DeadLetterSink`), the projection (`GraphWriter`, `ChangeSink`), embedding (`Embedder`),
 extraction (`Extractor`) and the read side (`Channel`, `PartSearcher`, `ObjectReader`,
-`MentionReader`, `GraphReader`, `ResultSetStore`). Each has one production adapter in a module
-of its own (`pipeline/stores/`, `pipeline/graph/falkordb/`, `pipeline/kafka/`,
-`pipeline/embedding/embedders/`, `pipeline/retrieval/channels/`). The values they trade are in
-`pipeline/domain/`.
+`MentionReader`, `GraphReader`, `ResultSetStore`, `PathGraph`, `EntityReader`). Each has one
+production adapter in a module of its own (`pipeline/stores/`, `pipeline/graph/falkordb/`,
+`pipeline/kafka/`, `pipeline/embedding/embedders/`, `pipeline/retrieval/channels/`). The values
+they trade are in `pipeline/domain/`.
 
 Read ports are async (the API serves many requests per process) and scoped to one namespace: a
 port never returns a row of another namespace, nor a soft-deleted one.
@@ -25,10 +25,12 @@ from numpy.typing import NDArray
 
 from pipeline.domain.kinds import KindCatalog
 from pipeline.domain.mentions import Extraction, ObjectEntity, TextField
+from pipeline.domain.paths import Citation, GraphEdge, Hub, NodeInfo, NodeRef
 from pipeline.domain.projection import Change, EdgeKey, EdgeState, NodeState
 from pipeline.domain.read_model import (
     Direction,
     EdgeHit,
+    EntityMatch,
     Filters,
     Hit,
     Neighbor,
@@ -362,3 +364,48 @@ class ResultSetStore(Protocol):
 
     async def load(self, namespace: uuid.UUID, result_set_id: str
                    ) -> tuple[list[dict[str, object]], dict[str, object]] | None: ...
+
+
+class PathGraph(Protocol):
+    """The mixed graph of objects and entities of one namespace, as `POST /v1/paths` walks it
+    (pipeline/domain/paths.py): only live objects and rows, only entities not merged away."""
+
+    async def endpoints(self, namespace: uuid.UUID, ids: Sequence[uuid.UUID]
+                        ) -> dict[uuid.UUID, NodeRef | str]:
+        """Each id as a node: a visible first-class object, or an entity (a merged one as the
+        entity it was merged into); "part" for a visible part; absent when unknown."""
+        ...
+
+    async def edges(self, namespace: uuid.UUID, frontier: Sequence[NodeRef], limit: int
+                    ) -> list[GraphEdge]:
+        """The edges incident to the frontier's nodes, at most `limit` (which ones, when there
+        are more, is unspecified: the caller asks for one more than it may take, to know)."""
+        ...
+
+    async def hubs(self, namespace: uuid.UUID, entity_ids: Sequence[uuid.UUID], *,
+                   fraction: float, min_parts: int) -> list[Hub]:
+        """The entities among `entity_ids` named in more than `fraction` of the namespace's
+        live rows and in at least `min_parts` rows."""
+        ...
+
+    async def nodes(self, namespace: uuid.UUID, refs: Sequence[NodeRef]
+                    ) -> dict[NodeRef, NodeInfo]: ...
+
+    async def citations(self, namespace: uuid.UUID, edges: Sequence[GraphEdge], per_edge: int
+                        ) -> dict[tuple[NodeRef, NodeRef, str, str], list[Citation]]:
+        """Up to `per_edge` citations of each edge (by `GraphEdge.key`), from live rows only."""
+        ...
+
+
+class EntityReader(Protocol):
+    """Entities of one namespace (not merged away, named by some live row) by name; counts."""
+
+    async def find_by_name(self, namespace: uuid.UUID, norm: str, limit: int
+                           ) -> list[EntityMatch]: ...
+
+    async def label_counts(self, namespace: uuid.UUID) -> list[tuple[str, int]]: ...
+
+    async def edge_type_counts(self, namespace: uuid.UUID) -> list[tuple[str, str, int]]: ...
+
+    async def predicate_counts(self, namespace: uuid.UUID, limit: int
+                               ) -> list[tuple[str, int]]: ...

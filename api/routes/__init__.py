@@ -1,6 +1,7 @@
 """The API's routes, one `APIRouter` per area: search (search, find_exact, continue), graph
-(entity and link find, expansion, recipes), objects (read, children, schema) and admin
-(liveness, readiness, metrics). `api/app.py` includes them."""
+(entity and link find, expansion, recipes), paths (paths between objects and entities),
+objects (read, children, schema) and admin (liveness, readiness, metrics). `api/app.py`
+includes them."""
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from api.dependencies import Ns, Svc
+from api.entity_schemas import FindObjectsOut
 from api.errors import ERRORS
 from api.routes import PAGE_LINKS, page
 from api.schemas import (
@@ -25,12 +26,18 @@ from pipeline.stores.postgres.recipes import Recipe
 router = APIRouter(tags=["graph"], responses=ERRORS)
 
 
-@router.post("/v1/find_objects", response_model=PageOut, responses=PAGE_LINKS)
-async def find_objects(body: FindObjectsBody, ns: Ns, svc: Svc) -> PageOut:
-    """Entity search in the graph (text + vector, RRF), hydrated under the namespace."""
+@router.post("/v1/find_objects", response_model=FindObjectsOut, responses=PAGE_LINKS,
+             response_model_exclude_unset=True)
+async def find_objects(body: FindObjectsBody, ns: Ns, svc: Svc) -> FindObjectsOut:
+    """Entity search in the graph (text + vector, RRF), hydrated under the namespace; with
+    `include_entities`, also the extracted entities named like the query (`entities`: exact
+    normalised name, alias, or trigram-near)."""
     filters = body.filters.to_filters() if body.filters else Filters()
-    return page(await svc.graph.find_objects(ns, body.query, body.kinds or [], filters,
-                                             body.limit), "find_objects")
+    found = page(await svc.graph.find_objects(ns, body.query, body.kinds or [], filters,
+                                              body.limit), "find_objects")
+    entities = (await svc.entities.find(ns, body.query, body.limit)
+                if body.include_entities else None)
+    return FindObjectsOut.with_entities(found, entities)
 
 
 @router.post("/v1/find_links", response_model=PageOut, responses=PAGE_LINKS)

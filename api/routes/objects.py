@@ -45,5 +45,7 @@ async def children(object_id: uuid.UUID, ns: Ns, svc: Svc,
 @router.get("/v1/schema")
 async def schema(ns: Ns, svc: Svc,
                  kind: Annotated[str | None, Query(max_length=200)] = None) -> dict[str, Any]:
-    """Kinds with their filterable fields, and how to filter."""
-    return describe_schema(await svc.catalog(), kind)
+    """Kinds with their filterable fields, and how to filter; the namespace's entity labels
+    and entity edge types with their counts (`entities`)."""
+    return {**describe_schema(await svc.catalog(), kind),
+            "entities": await svc.entities.describe(ns)}

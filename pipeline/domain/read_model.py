@@ -154,3 +154,18 @@ class EdgeHit:
     role: str | None
     confidence: float
     evidence_id: uuid.UUID | None
+
+
+@dataclass(frozen=True)
+class EntityMatch:
+    """An entity found by name (`find_objects` with `include_entities`): how it matched
+    (`exact` normalised name, `alias`, `trigram`), the alias that matched (`via`), a score in
+    (0, 1] (exact 1, alias 0.95, trigram similarity scaled below those)."""
+
+    id: uuid.UUID
+    name: str
+    label: str
+    part_count: int
+    matched: str
+    score: float
+    via: str | None = None

@@ -190,6 +190,25 @@ class Settings(BaseSettings):
     # The most mentions one row keeps (the first ones by field and position); a row past it is cut.
     entity_max_mentions_per_row: int = Field(default=200, ge=1, le=100_000)
 
+    # Paths (issue 11 item 5, POST /v1/paths; docs/parts/paths.md). The search's bounds: the
+    # most hops a request may ask (at most 4), paths per answer, endpoints per side, nodes and
+    # edges explored, seconds before it stops; hubs (entities named in more than
+    # PATHS_HUB_FRACTION of the namespace's live rows, and in at least PATHS_HUB_MIN_PARTS) are
+    # not expanded; with no path within max_hops it goes on PATHS_BEYOND_HOPS more to tell
+    # connected_beyond_max_length from not_connected; PATHS_MAX_ENUMERATED caps the paths
+    # ranked; PATHS_EVIDENCE_PER_EDGE citations per edge.
+    paths_max_hops: int = Field(default=4, ge=1, le=4)
+    paths_max_k: int = Field(default=20, ge=1, le=100)
+    paths_max_endpoints: int = Field(default=50, ge=1, le=1000)
+    paths_max_nodes: int = Field(default=5000, ge=2, le=1_000_000)
+    paths_max_edges: int = Field(default=20000, ge=1, le=1_000_000)
+    paths_deadline: float = Field(default=5.0, gt=0, le=300)
+    paths_hub_fraction: float = Field(default=0.1, gt=0, le=1)
+    paths_hub_min_parts: int = Field(default=20, ge=1)
+    paths_beyond_hops: int = Field(default=4, ge=0, le=16)
+    paths_max_enumerated: int = Field(default=2000, ge=1, le=1_000_000)
+    paths_evidence_per_edge: int = Field(default=3, ge=1, le=20)
+
     # Which index generation these settings address (pipeline/ops/generations.py). Not settings an
     # operator sets: `Settings.for_generation` fills them from the control table. Generation 1
     # is the base database and graph, so unresolved settings address it.

@@ -22,9 +22,13 @@ from pipeline.graph.falkordb.reconnecting import ReconnectingGraphReader
 from pipeline.ports import Embedder, MentionReader, QueryEmbedder
 from pipeline.retrieval.channels import standard_channels
 from pipeline.retrieval.engine import EngineConfig, RetrievalEngine
+from pipeline.retrieval.entity_reads import EntityQueries
 from pipeline.retrieval.graph_queries import GraphConfig, GraphQueries
+from pipeline.retrieval.paths import PathConfig, PathFinder
+from pipeline.stores.postgres.entity_reads import PgEntityReader
 from pipeline.stores.postgres.kinds import CachedCatalog
 from pipeline.stores.postgres.mention_read import PgMentionReader
+from pipeline.stores.postgres.paths import PgPathGraph
 from pipeline.stores.postgres.pool import AsyncConn, make_async_pool, ping_pool
 from pipeline.stores.postgres.read import PgObjectReader
 from pipeline.stores.postgres.recipes import RecipeStore
@@ -35,8 +39,9 @@ from pipeline.wiring.embedder import QueryEmbedderLoader
 
 @dataclass
 class Services:
-    """What a read request needs: the engine, the graph queries, the recipes and the catalog,
-    and the adapters under them (for readiness checks and closing)."""
+    """What a read request needs: the engine, the graph queries, the recipes, the catalog,
+    the path finder and the entity reads, and the adapters under them (for readiness checks
+    and closing)."""
 
     settings: Settings
     pool: AsyncConnectionPool[AsyncConn]
@@ -48,6 +53,8 @@ class Services:
     graph_reader: ReconnectingGraphReader
     embedder_loader: QueryEmbedderLoader
     mentions: MentionReader
+    paths: PathFinder
+    entities: EntityQueries
 
     @property
     def embedder(self) -> Embedder | None:
@@ -134,4 +141,21 @@ async def build_services(settings: Settings) -> Services:
                     recipes=RecipeStore(pool, dict(settings.expand_recipes),
                                         max_per_namespace=settings.max_recipes_per_namespace),
                     result_sets=result_sets, catalog=catalog, graph_reader=graph_reader,
-                    embedder_loader=embedder, mentions=PgMentionReader(pool))
+                    embedder_loader=embedder, mentions=PgMentionReader(pool),
+                    paths=PathFinder(PgPathGraph(pool), path_config(settings)),
+                    entities=EntityQueries(
+                        PgEntityReader(pool, trigram_threshold=settings.trigram_threshold),
+                        max_query_terms=settings.api_max_query_terms))
+
+
+def path_config(settings: Settings) -> PathConfig:
+    """The path search's bounds from the `PATHS_*` settings."""
+    return PathConfig(max_hops=settings.paths_max_hops, max_k=settings.paths_max_k,
+                      max_endpoints=settings.paths_max_endpoints,
+                      max_nodes=settings.paths_max_nodes, max_edges=settings.paths_max_edges,
+                      deadline=settings.paths_deadline,
+                      hub_fraction=settings.paths_hub_fraction,
+                      hub_min_parts=settings.paths_hub_min_parts,
+                      beyond_hops=settings.paths_beyond_hops,
+                      max_paths=settings.paths_max_enumerated,
+                      evidence_per_edge=settings.paths_evidence_per_edge)
