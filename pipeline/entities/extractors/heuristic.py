@@ -106,6 +106,7 @@ _TOKEN = re.compile(r"\S+")
 _IDENT_TRAILING = ".,;:!?)]}\"'”\u2019»/"
 _OPENERS = " \t\"'“\u2018«([{*•·-\u2013—"
 _SENTENCE_ENDS = ".!?:;…"
+_WORD_EDGES = ".,;:!?()"
 
 
 class HeuristicExtractor:
@@ -269,11 +270,11 @@ def _classify_new(tok: str) -> tuple[str, int]:
         return "num", len(tok)
     if tok[0].islower() or tok == "&":
         return "conn", len(tok)
-    if tok.endswith(("'s", "\u2019s")):
-        return "word", len(tok) - 2
+    if tok.endswith(("'s", "\u2019s")) and len(tok) > 2:
+        return _classify_new(tok[:-2])[0], len(tok) - 2
     hyphen = _HYPHEN_LOWER.search(tok)
-    if hyphen and not _ACRONYM.fullmatch(tok):
-        return "word", hyphen.start()
+    if hyphen and hyphen.start() > 0 and not _ACRONYM.fullmatch(tok):
+        return _classify_new(tok[:hyphen.start()])[0], hyphen.start()
     if tok.endswith(".") and not _ACRONYM.fullmatch(tok):
         word = tok[:-1].lower()
         if word in lexicon.TITLES:
@@ -355,9 +356,10 @@ def _quoted(field: TextField) -> Iterator[Mention]:
         inner = match.group(match.lastgroup or "a")
         name = inner.strip(" \t,.;:")
         words = name.split()
-        if not words or len(words) > MAX_QUOTED_TOKENS or not any(ch.isalnum() for ch in name):
+        if len(name) < 2 or len(words) > MAX_QUOTED_TOKENS or not any(
+                ch.isalnum() for ch in name):
             continue
-        if all(w.lower() in lexicon.STOP_WORDS for w in words):
+        if all(w.strip(_WORD_EDGES).lower() in lexicon.STOP_WORDS for w in words):
             continue
         yield _mention(field, match.start(), match.end(), "QUOTED", name=name)
 
