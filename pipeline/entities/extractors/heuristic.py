@@ -129,9 +129,10 @@ class HeuristicExtractor:
         return longest_first(candidates, fields, self.max_mentions)
 
 
-def candidates_in(field: TextField) -> Iterator[Mention]:
+def candidates_in(field: TextField) -> list[Mention]:
     """Every rule's candidate mentions in one field, overlapping ones included."""
     text = field.text
+    out: list[Mention] = []
     last = 0
     for hit in _STARTS.finditer(text):
         pos = hit.start()
@@ -143,18 +144,27 @@ def candidates_in(field: TextField) -> Iterator[Mention]:
         last = match.end()
         kind = match.lastgroup
         if kind == "run":
-            yield from _run(field, pos, match.group())
+            run = match.group()
+            if " " in run or "\t" in run:
+                out.extend(_run(field, pos, run))
+            else:  # most runs are one word: no splitting to do
+                kind, cut, stop = _classify(run)
+                found = None if stop else _lone(field, _Token(pos, pos + cut, kind, stop), pos)
+                if found is not None:
+                    out.append(found)
         elif kind == "money" or match.group("unit"):
-            yield _mention(field, pos, last, "QUANTITY")
-    yield from identifier_and_quoted(field)
+            out.append(_mention(field, pos, last, "QUANTITY"))
+    out.extend(identifier_and_quoted(field))
+    return out
 
 
-def identifier_and_quoted(field: TextField) -> Iterator[Mention]:
+def identifier_and_quoted(field: TextField) -> list[Mention]:
     """The identifier and quoted-term candidates of one field (the spaCy extractor adds these
     to its model's entities)."""
-    yield from _identifiers(field)
+    out = list(_identifiers(field))
     if any(q in field.text for q in _QUOTES):
-        yield from _quoted(field)
+        out.extend(_quoted(field))
+    return out
 
 
 def _identifiers(field: TextField) -> Iterator[Mention]:
@@ -222,46 +232,44 @@ class _Token:
 def _run(field: TextField, offset: int, run: str) -> Iterator[Mention]:
     """The names in one capitalised run: split at "and" without an "of" before it, at a cut
     word ("Alzheimer-related", "England's"), and into pieces of at most 8 tokens."""
-    if " " not in run and "\t" not in run:  # most runs are one word: no splitting to do
-        kind, cut = _classify(run)
-        yield from _names(field, [_Token(offset, offset + cut, kind, _is_stop(run[:cut]))])
-        return
     tokens: list[_Token] = []
     for m in _TOKEN.finditer(run):
         tok, start = m.group(), offset + m.start()
-        kind, cut = _classify(tok)
+        kind, cut, stop = _classify(tok)
         if kind == "conn" and tok in lexicon.AND_CONNECTORS and not any(
                 field.text[t.start:t.end] in lexicon.AND_ENABLERS for t in tokens):
             yield from _names(field, tokens)
             tokens = []
             continue
-        if kind != "conn" and _is_stop(tok[:cut]):
+        if stop:
             # A capitalised function word inside a run separates two names
             # ("IMPORTANCE The 2008 Physical Activity Guidelines").
             yield from _names(field, tokens)
             tokens = []
             continue
         if cut < len(tok):
-            tokens.append(_Token(start, start + cut, kind, _is_stop(tok[:cut])))
+            tokens.append(_Token(start, start + cut, kind, stop))
             yield from _names(field, tokens)
             tokens = []
             continue
-        tokens.append(_Token(start, start + len(tok), kind, kind != "conn" and _is_stop(tok)))
+        tokens.append(_Token(start, start + len(tok), kind, stop))
     yield from _names(field, tokens)
 
 
-def _classify(tok: str) -> tuple[str, int]:
-    """(kind, how many characters of `tok` belong to the run); remembered, as a text repeats
-    its names ("GH", "IGF1" ten times in one abstract)."""
+def _classify(tok: str) -> tuple[str, int, bool]:
+    """(kind, how many characters of `tok` belong to the run, whether those are a stop word);
+    remembered, as a text repeats its names ("GH", "IGF1" ten times in one abstract)."""
     known = _CLASSIFIED.get(tok)
     if known is None:
         if len(_CLASSIFIED) >= _CLASSIFIED_MAX:
             _CLASSIFIED.clear()
-        known = _CLASSIFIED[tok] = _classify_new(tok)
+        kind, cut = _classify_new(tok)
+        stop = kind != "conn" and tok[:cut].lower() in lexicon.STOP_WORDS
+        known = _CLASSIFIED[tok] = (kind, cut, stop)
     return known
 
 
-_CLASSIFIED: dict[str, tuple[str, int]] = {}
+_CLASSIFIED: dict[str, tuple[str, int, bool]] = {}
 _CLASSIFIED_MAX = 100_000
 
 
@@ -287,10 +295,6 @@ def _classify_new(tok: str) -> tuple[str, int]:
     return "word", len(tok)
 
 
-def _is_stop(tok: str) -> bool:
-    return tok.lower() in lexicon.STOP_WORDS
-
-
 def _names(field: TextField, tokens: list[_Token]) -> Iterator[Mention]:
     """Trim what cannot open or close a name, then emit it in pieces of at most 8 tokens."""
     lo, hi = 0, len(tokens)
@@ -308,15 +312,27 @@ def _names(field: TextField, tokens: list[_Token]) -> Iterator[Mention]:
     if hi - lo > 1:
         yield _mention(field, first.start, tokens[hi - 1].end, "NAME")
         return
-    text = field.text[first.start:first.end]
-    if first.kind == "acronym":
-        if not lexicon.ROMAN.fullmatch(text):
-            yield _mention(field, first.start, first.end, "ACRONYM")
-    elif first.kind == "ident":
-        yield _mention(field, first.start, first.end, "IDENTIFIER")
-    elif first.kind in ("word", "abbrev") and len(text) > 1 and not (
-            _sentence_start(field.text, tokens[0].start) and _used_lower(field.text, text)):
-        yield _mention(field, first.start, first.end, "NAME")
+    found = _lone(field, first, tokens[0].start)
+    if found is not None:
+        yield found
+
+
+def _lone(field: TextField, token: _Token, run_start: int) -> Mention | None:
+    """The mention one token makes on its own, if any; `run_start` is where its run began
+    (for the sentence-start rule)."""
+    kind = token.kind
+    if kind in ("conn", "num", "title", "initial"):
+        return None
+    text = field.text[token.start:token.end]
+    if kind == "acronym":
+        return None if lexicon.ROMAN.fullmatch(text) else _mention(
+            field, token.start, token.end, "ACRONYM")
+    if kind == "ident":
+        return _mention(field, token.start, token.end, "IDENTIFIER")
+    if len(text) > 1 and not (_sentence_start(field.text, run_start)
+                              and _used_lower(field.text, text)):
+        return _mention(field, token.start, token.end, "NAME")
+    return None
 
 
 def _sentence_start(text: str, pos: int) -> bool:
