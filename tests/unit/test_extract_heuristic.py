@@ -12,6 +12,7 @@ from pipeline.domain.mentions import Mention, TextField
 from pipeline.domain.settings import Settings
 from pipeline.entities.extractors import HeuristicExtractor, build_extractor
 from pipeline.entities.extractors.spans import longest_first, occurrences
+from pipeline.ports import Extractor
 
 EXTRACTOR = HeuristicExtractor()
 
@@ -54,6 +55,17 @@ def test_lone_sentence_start_word_used_in_lower_case_is_not_a_name() -> None:
     assert spans("Paris is large. We love it.") == [("NAME", "Paris")]
     # Mid-sentence the same capitalised word is a name.
     assert spans("we met in Paris and saw paris hilton") == [("NAME", "Paris")]
+
+
+def test_long_fields_apply_the_sentence_start_rule_alike() -> None:
+    # Past 4,000 characters the lower-case check reads a word set built once per field.
+    words = [f"zq{chr(97 + i % 26)}{chr(97 + i // 26)}word" for i in range(600)]
+    text = " ".join(f"{w.capitalize()} is here." for w in words)
+    wide = HeuristicExtractor(max_mentions=1000)
+    def count(t: str) -> int:
+        return len(wide.extract_row([TextField("content", t)]))
+    assert len(text) > 4000 and count(text) == 600
+    assert count(text + " but " + " ".join(words[:10])) == 590
 
 
 def test_sentence_start_after_colon_newline_and_quote() -> None:
@@ -234,7 +246,8 @@ def test_occurrences_whole_words_then_any_case() -> None:
 
 
 def test_build_extractor_default_is_heuristic() -> None:
-    assert build_extractor(Settings()).name == "heuristic"
+    extractor = build_extractor(Settings())
+    assert extractor.name == "heuristic" and isinstance(extractor, Extractor)
 
 
 def test_build_http_without_url_is_a_config_error() -> None:

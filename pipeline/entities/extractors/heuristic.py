@@ -1,7 +1,8 @@
 """The default extractor: rules over the text, no model.
 
-One regular expression walks a field and stops only where a mention may start, so the plain
-lower-case prose between them costs no Python work:
+Three scans of a field (runs, numbers and money; identifiers; quotes), each a regular
+expression that begins with one character class, so `re` skips the plain lower-case prose in C
+and Python code runs only where a mention may start:
 
 - capitalised runs: capitalised words (any script), acronyms, initials and the numbers that
   follow a capitalised word ("Apollo 11", "Python 3.11"), joined by spaces and by lower-case
@@ -21,6 +22,7 @@ Overlapping candidates: the longest span wins (`spans.longest_first`).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator, Sequence
 
@@ -357,6 +359,8 @@ def _used_lower(text: str, word: str) -> bool:
     """Whether the field uses `word` in lower case as a word of its own: then a capitalised
     copy at a sentence's start is that common word, not a name."""
     lower = word.lower()
+    if len(text) > _SCAN_LIMIT:
+        return lower in _words_of(text)
     start = text.find(lower)
     while start >= 0:
         end = start + len(lower)
@@ -365,6 +369,17 @@ def _used_lower(text: str, word: str) -> bool:
             return True
         start = text.find(lower, end)
     return False
+
+
+# Past this length a field's words are collected once, into a set: a search per sentence-start
+# word would make a long field of many sentences quadratic.
+_SCAN_LIMIT = 4000
+_ALNUM_RUN = re.compile(r"[^\W_]+")
+
+
+@functools.lru_cache(maxsize=4)
+def _words_of(text: str) -> frozenset[str]:
+    return frozenset(_ALNUM_RUN.findall(text))
 
 
 def _quoted(field: TextField) -> Iterator[Mention]:
