@@ -68,6 +68,11 @@ def test_long_fields_apply_the_sentence_start_rule_alike() -> None:
     assert count(text + " but " + " ".join(words[:10])) == 590
 
 
+def test_sentence_opening_adverb_before_a_comma_is_not_a_name() -> None:
+    assert spans("Initially, we left. Italy, a country. Interestingly, no. Kimberly, hi.") == [
+        ("NAME", "Italy"), ("NAME", "Kimberly")]
+
+
 def test_sentence_start_after_colon_newline_and_quote() -> None:
     assert spans("Results: we found nothing") == []
     assert spans("line one\nThese are results") == []
@@ -129,6 +134,11 @@ def test_dotted_acronym_has_its_plain_alias() -> None:
 def test_lone_roman_numerals_and_single_capitals_are_not_names() -> None:
     assert spans("see part II where I said A is true") == []
     assert spans("after World War II ended") == [("NAME", "World War II")]
+    assert spans("the league (CMLL) and MIX") == [("ACRONYM", "CMLL")]
+
+
+def test_us_and_it_in_capitals_are_acronyms_but_the_is_not() -> None:
+    assert spans("THE US army and the IT team") == [("ACRONYM", "US"), ("ACRONYM", "IT")]
 
 
 # -- numbers with units --------------------------------------------------------------------

@@ -109,6 +109,7 @@ _IDENT_TRAILING = ".,;:!?)]}\"'”\u2019»/"
 _OPENERS = " \t\"'“\u2018«([{*•·-\u2013—"
 _SENTENCE_ENDS = ".!?:;…"
 _WORD_EDGES = ".,;:!?()"
+_ADVERB_SUFFIXES = ("ally", "ingly", "ently", "antly", "ively", "ously", "edly", "ately")
 
 
 class HeuristicExtractor:
@@ -266,7 +267,8 @@ def _classify(tok: str) -> tuple[str, int, bool]:
         if len(_CLASSIFIED) >= _CLASSIFIED_MAX:
             _CLASSIFIED.clear()
         kind, cut = _classify_new(tok)
-        stop = kind != "conn" and tok[:cut].lower() in lexicon.STOP_WORDS
+        stop = (kind != "conn" and tok[:cut].lower() in lexicon.STOP_WORDS
+                and tok[:cut] not in lexicon.ACRONYMS_NOT_STOP)
         known = _CLASSIFIED[tok] = (kind, cut, stop)
     return known
 
@@ -331,10 +333,17 @@ def _lone(field: TextField, token: _Token, run_start: int) -> Mention | None:
             field, token.start, token.end, "ACRONYM")
     if kind == "ident":
         return _mention(field, token.start, token.end, "IDENTIFIER")
-    if len(text) > 1 and not (_sentence_start(field.text, run_start)
-                              and _used_lower(field.text, text)):
-        return _mention(field, token.start, token.end, "NAME")
-    return None
+    if len(text) < 2 or (_sentence_start(field.text, run_start) and (
+            _used_lower(field.text, text) or _opening_adverb(field.text, token))):
+        return None
+    return _mention(field, token.start, token.end, "NAME")
+
+
+def _opening_adverb(text: str, token: _Token) -> bool:
+    """"Initially, ...", "Interestingly, ...": a sentence-opening adverb before a comma (by
+    the suffixes of adverbs, not any -ly: "Italy, ..." and "Kimberly, ..." are names)."""
+    return text.startswith(",", token.end) and text.endswith(_ADVERB_SUFFIXES, token.start,
+                                                             token.end)
 
 
 def _sentence_start(text: str, pos: int) -> bool:
