@@ -86,9 +86,12 @@ _AT_START = re.compile(
     """,
     re.VERBOSE,
 )
-# Where an identifier shows: an underscore, a slash, "::", a dot inside a word, a camel hump.
-# The token around the hit is then read whole (the same trick: the class comes first).
-_IDENT_HIT = re.compile(r"[_/\\:.A-Z](?:(?<=[_/\\])|(?<=\.)(?=\w)|(?<=:)(?=:)|(?<=[a-z0-9][A-Z]))")
+# Where an identifier shows: an underscore, a slash, "::", a dot next to a letter (not the
+# decimal point of "0.05", the most common dot inside a word), a camel hump. The token around
+# the hit is then read whole (the same trick: the class comes first).
+_IDENT_HIT = re.compile(
+    r"[_/\\:.A-Z](?:(?<=[_/\\])|(?<=\.)(?=[^\W\d_])|(?<=[^\W\d_]\.)(?=\w)|(?<=:)(?=:)"
+    r"|(?<=[a-z0-9][A-Z]))")
 _IDENT_BODY = re.compile(r"[\w$~./\\:-]*")
 _IDENT_CHARS = frozenset("_$~./\\:-")
 # The opening quote comes first, as a class, for the same reason as `_STARTS`; a straight single
