@@ -155,7 +155,7 @@ def candidates_in(field: TextField) -> list[Mention]:
                 out.extend(_run(field, pos, run))
             else:  # most runs are one word: no splitting to do
                 kind, cut, stop = _classify(run)
-                found = None if stop else _lone(field, _Token(pos, pos + cut, kind, stop), pos)
+                found = None if stop else _lone(field, pos, pos + cut, kind, pos)
                 if found is not None:
                     out.append(found)
         elif kind == "money" or match.group("unit"):
@@ -319,34 +319,32 @@ def _names(field: TextField, tokens: list[_Token]) -> Iterator[Mention]:
     if hi - lo > 1:
         yield _mention(field, first.start, tokens[hi - 1].end, "NAME")
         return
-    found = _lone(field, first, tokens[0].start)
+    found = _lone(field, first.start, first.end, first.kind, tokens[0].start)
     if found is not None:
         yield found
 
 
-def _lone(field: TextField, token: _Token, run_start: int) -> Mention | None:
-    """The mention one token makes on its own, if any; `run_start` is where its run began
-    (for the sentence-start rule)."""
-    kind = token.kind
+def _lone(field: TextField, start: int, end: int, kind: str, run_start: int) -> Mention | None:
+    """The mention one token (`field.text[start:end]`, of `kind`) makes on its own, if any;
+    `run_start` is where its run began (for the sentence-start rule)."""
     if kind in ("conn", "num", "title", "initial"):
         return None
-    text = field.text[token.start:token.end]
+    text = field.text[start:end]
     if kind == "acronym":
         return None if lexicon.ROMAN.fullmatch(text) else _mention(
-            field, token.start, token.end, "ACRONYM")
+            field, start, end, "ACRONYM")
     if kind == "ident":
-        return _mention(field, token.start, token.end, "IDENTIFIER")
+        return _mention(field, start, end, "IDENTIFIER")
     if len(text) < 2 or (_sentence_start(field.text, run_start) and (
-            _used_lower(field.text, text) or _opening_adverb(field.text, token))):
+            _used_lower(field.text, text) or _opening_adverb(field.text, start, end))):
         return None
-    return _mention(field, token.start, token.end, "NAME")
+    return _mention(field, start, end, "NAME")
 
 
-def _opening_adverb(text: str, token: _Token) -> bool:
+def _opening_adverb(text: str, start: int, end: int) -> bool:
     """"Initially, ...", "Interestingly, ...": a sentence-opening adverb before a comma (by
     the suffixes of adverbs, not any -ly: "Italy, ..." and "Kimberly, ..." are names)."""
-    return text.startswith(",", token.end) and text.endswith(_ADVERB_SUFFIXES, token.start,
-                                                             token.end)
+    return text.startswith(",", end) and text.endswith(_ADVERB_SUFFIXES, start, end)
 
 
 def _sentence_start(text: str, pos: int) -> bool:
