@@ -74,27 +74,40 @@ _CAP = rf"""(?:
 )"""
 # A number continues a run only when no unit follows it ("Apollo 11" yes, "Group 5 mg" no).
 _RUN_NUM = rf"\d+(?:\.\d+)*(?![\w%°])(?![ \t]?(?:{_UNIT})(?![^\W_]))"
-# Where a run, a number or a sum of money may start: a capital, a digit or a currency sign that
-# does not continue a word or a number. One leading character class lets `re` skip every other
-# character in C, which is what keeps the extractor fast: prose is mostly lower-case words.
-_STARTS = re.compile(rf"[{_UP[1:-1]}\d$€£¥](?<![\w'\u2019.].)")
-_AT_START = re.compile(
+# The tail of a run's first token, its first character (a capital) already read.
+_ABBREVIATION_TAILS = "|".join(
+    rf"(?<={re.escape(a[0])}){re.escape(a[1:])}" for a in _ABBREVIATIONS.split("|"))
+_CAP_TAIL = rf"""(?:
+    \.(?:{_UP}\.)+
+  | \.(?=[ \t]+{_UP})
+  | (?:{_ABBREVIATION_TAILS})\.(?=[ \t]+[^\W\d_])
+  | [\w'\u2019&]*(?:-[\w'\u2019]+)*(?:(?:\.|::)[^\W\d_]\w*)*
+)"""
+# A run, a number or a sum of money. The pattern opens with one character class (a capital, a
+# digit, a currency sign), so `re` skips every other character in C, which is what keeps the
+# extractor fast: prose is mostly lower-case words. The alternatives then read on from that
+# first character (a lookbehind says which it was), and the scan resumes after the match.
+_SCAN = re.compile(
     rf"""
-    (?P<run>{_CAP}(?:[ \t]+(?:{_CONNECTOR}[ \t]+){{0,3}}(?:{_CAP}|{_RUN_NUM}))*)
-  | (?P<money>[$€£¥]{_NUM}(?:[ \t]?(?:million|billion|trillion|thousand|[kKmMbB]n?)\b)?)
-  | (?P<num>{_NUM}(?:[ \t]?(?P<unit>{_UNIT})(?![^\W_]))?)
+    [{_UP[1:-1]}\d$€£¥](?<![\w'\u2019.].)
+    (?:
+      (?P<run>(?<={_UP}){_CAP_TAIL}(?:[ \t]+(?:{_CONNECTOR}[ \t]+){{0,3}}(?:{_CAP}|{_RUN_NUM}))*)
+    | (?P<money>(?<=[$€£¥]){_NUM}(?:[ \t]?(?:million|billion|trillion|thousand|[kKmMbB]n?)\b)?)
+    | (?P<num>(?<=\d)[\d,]*(?:\.\d+)?(?:[-\u2013]\d[\d,]*(?:\.\d+)?)?
+        (?:[ \t]?(?P<unit>{_UNIT})(?![^\W_]))?)
+    )
     """,
     re.VERBOSE,
 )
 # Where an identifier shows: an underscore, a slash, "::", a dot next to a letter (not the
 # decimal point of "0.05", the most common dot inside a word), a camel hump. The token around
-# the hit is then read whole (the same trick: the class comes first).
+# the hit is then read whole (the same trick as `_SCAN`: the class comes first).
 _IDENT_HIT = re.compile(
     r"[_/\\:.A-Z](?:(?<=[_/\\])|(?<=\.)(?=[^\W\d_])|(?<=[^\W\d_]\.)(?=\w)|(?<=:)(?=:)"
     r"|(?<=[a-z0-9][A-Z]))")
 _IDENT_BODY = re.compile(r"[\w$~./\\:-]*")
 _IDENT_CHARS = frozenset("_$~./\\:-")
-# The opening quote comes first, as a class, for the same reason as `_STARTS`; a straight single
+# The opening quote comes first, as a class, for the same reason as `_SCAN`; a straight single
 # quote counts only outside a word (not the apostrophe of "don't").
 _QUOTED = re.compile(
     r"""["“«\u2018'](?:(?<=")(?P<a>[^"\n]{1,200})"|(?<=“)(?P<b>[^”\n]{1,200})”"""
@@ -137,18 +150,9 @@ class HeuristicExtractor:
 
 def candidates_in(field: TextField) -> list[Mention]:
     """Every rule's candidate mentions in one field, overlapping ones included."""
-    text = field.text
     out: list[Mention] = []
-    last = 0
-    for hit in _STARTS.finditer(text):
-        pos = hit.start()
-        if pos < last:
-            continue  # a capital inside the run just read
-        match = _AT_START.match(text, pos)
-        if match is None:
-            continue
-        last = match.end()
-        kind = match.lastgroup
+    for match in _SCAN.finditer(field.text):
+        pos, kind = match.start(), match.lastgroup
         if kind == "run":
             run = match.group()
             if " " in run or "\t" in run:
@@ -159,7 +163,7 @@ def candidates_in(field: TextField) -> list[Mention]:
                 if found is not None:
                     out.append(found)
         elif kind == "money" or match.group("unit"):
-            out.append(_mention(field, pos, last, "QUANTITY"))
+            out.append(_mention(field, pos, match.end(), "QUANTITY"))
     out.extend(identifier_and_quoted(field))
     return out
 
