@@ -17,6 +17,8 @@ and Python code runs only where a mention may start:
 - quoted terms of up to 8 tokens in straight or curly quotes: the span keeps the quotes, the
   name does not (QUOTED).
 
+The identifier and quoted-term rules live in `terms.py` (the spaCy extractor uses them too).
+
 Overlapping candidates: the longest span wins (`spans.longest_first`).
 """
 
@@ -28,11 +30,10 @@ from collections.abc import Iterator, Sequence
 
 from pipeline.domain.mentions import Extraction, Mention, TextField
 from pipeline.entities.extractors import lexicon
-from pipeline.entities.extractors.spans import longest_first
-from pipeline.entities.names import normalise, segments
+from pipeline.entities.extractors.spans import longest_first, mention
+from pipeline.entities.extractors.terms import identifier_and_quoted
 
 MAX_NAME_TOKENS = 8
-MAX_QUOTED_TOKENS = 8
 
 
 def _class_of(predicate: str) -> str:
@@ -99,32 +100,10 @@ _SCAN = re.compile(
     """,
     re.VERBOSE,
 )
-# Where an identifier shows: an underscore, a slash, "::", a dot next to a letter (not the
-# decimal point of "0.05", the most common dot inside a word), a camel hump. The token around
-# the hit is then read whole (the same trick as `_SCAN`: the class comes first).
-_IDENT_HIT = re.compile(
-    r"[_/\\:.A-Z](?:(?<=[_/\\])|(?<=\.)(?=[^\W\d_])|(?<=[^\W\d_]\.)(?=\w)|(?<=:)(?=:)"
-    r"|(?<=[a-z0-9][A-Z]))")
-_IDENT_BODY = re.compile(r"[\w$~./\\:-]*")
-_IDENT_CHARS = frozenset("_$~./\\:-")
-# The opening quote comes first, as a class, for the same reason as `_SCAN`; a straight single
-# quote counts only outside a word (not the apostrophe of "don't").
-_QUOTED = re.compile(
-    r"""["“«\u2018'](?:(?<=")(?P<a>[^"\n]{1,200})"|(?<=“)(?P<b>[^”\n]{1,200})”"""
-    r"""|(?<=«)(?P<c>[^»\n]{1,200})»|(?<=\u2018)(?P<d>[^\u2019\n]{1,200})\u2019"""
-    r"""|(?<![\w]')(?<=')(?P<e>[^'\n]{1,200})'(?![\w]))"""
-)
-_QUOTES = ('"', "“", "«", "\u2018", "'")
-_ACRONYM = re.compile(r"(?:[^\W\d_]\.){2,}|[a-z]{0,3}[A-Z][A-Z0-9]*(?:[-&][A-Z0-9]+)*s?")
-_IDENT_SHAPE = re.compile(r"_|[a-z0-9][A-Z]|[A-Z]{2}[a-z]|(?:[./\\]|::)\w|://")
-_CAMEL = re.compile(r"[a-z0-9][A-Z]|[A-Z]{2}[a-z]")
-_LOWER_SUFFIX = re.compile(r"(?:-[a-z]+)+$")
 _HYPHEN_LOWER = re.compile(r"-(?=[a-z])")
 _TOKEN = re.compile(r"\S+")
-_IDENT_TRAILING = ".,;:!?)]}\"'”\u2019»/"
 _OPENERS = " \t\"'“\u2018«([{*•·-\u2013—"
 _SENTENCE_ENDS = ".!?:;…"
-_WORD_EDGES = ".,;:!?()"
 _ADVERB_SUFFIXES = ("ally", "ingly", "ently", "antly", "ively", "ously", "edly", "ately")
 
 
@@ -163,71 +142,9 @@ def candidates_in(field: TextField) -> list[Mention]:
                 if found is not None:
                     out.append(found)
         elif kind == "money" or match.group("unit"):
-            out.append(_mention(field, pos, match.end(), "QUANTITY"))
+            out.append(mention(field, pos, match.end(), "QUANTITY"))
     out.extend(identifier_and_quoted(field))
     return out
-
-
-def identifier_and_quoted(field: TextField) -> list[Mention]:
-    """The identifier and quoted-term candidates of one field (the spaCy extractor adds these
-    to its model's entities)."""
-    out = list(_identifiers(field))
-    if any(q in field.text for q in _QUOTES):
-        out.extend(_quoted(field))
-    return out
-
-
-def _identifiers(field: TextField) -> Iterator[Mention]:
-    text = field.text
-    last = 0
-    for hit in _IDENT_HIT.finditer(text):
-        if hit.start() < last:
-            continue  # another separator of the token just read
-        start = hit.start()
-        while start > 0 and (text[start - 1].isalnum() or text[start - 1] in _IDENT_CHARS):
-            start -= 1
-        last = _IDENT_BODY.match(text, hit.start()).end()  # type: ignore[union-attr]
-        token = text[start:last]
-        lead = len(token) - len(token.lstrip(":-"))
-        found = _identifier(field, start + lead, token[lead:])
-        if found is not None:
-            yield found
-
-
-def _mention(field: TextField, start: int, end: int, label: str,
-             name: str | None = None) -> Mention:
-    text = field.text[start:end]
-    aliases: tuple[str, ...] = ()
-    if label == "IDENTIFIER":
-        joined = " ".join(segments(text))
-        aliases = (joined,) if joined and joined != normalise(text) else ()
-    elif label == "ACRONYM" and "." in text:
-        aliases = (text.replace(".", ""),)  # "U.S." is also written "US"
-    return Mention(name=name or text, label=label, field=field.field, start=start, end=end,
-                   text=text, aliases=aliases)
-
-
-def _identifier(field: TextField, start: int, token: str) -> Mention | None:
-    token = _LOWER_SUFFIX.sub("", token.rstrip(_IDENT_TRAILING))  # "ConA-induced" -> "ConA"
-    if not token:
-        return None
-    if "/" in token and "://" not in token and not _is_path(token):
-        return None  # "and/or", "mg/kg", "TCP/IP": a slash between two words is not a path
-    if not any(ch.isalpha() for ch in token) or not _IDENT_SHAPE.search(token):
-        return None
-    if _ACRONYM.fullmatch(token) and sum(ch.isupper() for ch in token) >= 2:
-        return _mention(field, start, start + len(token), "ACRONYM")  # "mRNA", "siRNA"
-    if "." in token and "/" not in token and "_" not in token and not _CAMEL.search(token):
-        pieces = token.split(".")
-        if all(len(p) <= 1 for p in pieces) or all(p.isdigit() for p in pieces if p):
-            return None  # "e.g", "i.e", version-like digit runs
-    return _mention(field, start, start + len(token), "IDENTIFIER")
-
-
-def _is_path(token: str) -> bool:
-    core = token.rstrip("/")
-    return (core.count("/") >= 2 or token.startswith(("~/", "./", "../")) or "\\" in token
-            or "." in core.rsplit("/", 1)[-1])
 
 
 class _Token:
@@ -292,16 +209,16 @@ def _classify_new(tok: str) -> tuple[str, int]:
     if tok.endswith(("'s", "\u2019s")) and len(tok) > 2:
         return _classify_new(tok[:-2])[0], len(tok) - 2
     hyphen = _HYPHEN_LOWER.search(tok)
-    if hyphen and hyphen.start() > 0 and not _ACRONYM.fullmatch(tok):
+    if hyphen and hyphen.start() > 0 and not lexicon.ACRONYM.fullmatch(tok):
         return _classify_new(tok[:hyphen.start()])[0], hyphen.start()
-    if tok.endswith(".") and not _ACRONYM.fullmatch(tok):
+    if tok.endswith(".") and not lexicon.ACRONYM.fullmatch(tok):
         word = tok[:-1].lower()
         if word in lexicon.TITLES:
             return "title", len(tok)
         return ("initial" if len(word) == 1 else "abbrev"), len(tok)
-    if _ACRONYM.fullmatch(tok) and sum(ch.isupper() for ch in tok) >= 2:
+    if lexicon.ACRONYM.fullmatch(tok) and sum(ch.isupper() for ch in tok) >= 2:
         return "acronym", len(tok)
-    if "_" in tok or "." in tok or "::" in tok or _CAMEL.search(tok):
+    if "_" in tok or "." in tok or "::" in tok or lexicon.CAMEL.search(tok):
         return "ident", len(tok)
     return "word", len(tok)
 
@@ -321,7 +238,7 @@ def _names(field: TextField, tokens: list[_Token]) -> Iterator[Mention]:
         yield from _names(field, tokens[lo + MAX_NAME_TOKENS:hi])
         return
     if hi - lo > 1:
-        yield _mention(field, first.start, tokens[hi - 1].end, "NAME")
+        yield mention(field, first.start, tokens[hi - 1].end, "NAME")
         return
     found = _lone(field, first.start, first.end, first.kind, tokens[0].start)
     if found is not None:
@@ -335,14 +252,14 @@ def _lone(field: TextField, start: int, end: int, kind: str, run_start: int) -> 
         return None
     text = field.text[start:end]
     if kind == "acronym":
-        return None if lexicon.ROMAN.fullmatch(text) else _mention(
+        return None if lexicon.ROMAN.fullmatch(text) else mention(
             field, start, end, "ACRONYM")
     if kind == "ident":
-        return _mention(field, start, end, "IDENTIFIER")
+        return mention(field, start, end, "IDENTIFIER")
     if len(text) < 2 or (_sentence_start(field.text, run_start) and (
             _used_lower(field.text, text) or _opening_adverb(field.text, start, end))):
         return None
-    return _mention(field, start, end, "NAME")
+    return mention(field, start, end, "NAME")
 
 
 def _opening_adverb(text: str, start: int, end: int) -> bool:
@@ -394,17 +311,3 @@ _ALNUM_RUN = re.compile(r"[^\W_]+")
 @functools.lru_cache(maxsize=4)
 def _words_of(text: str) -> frozenset[str]:
     return frozenset(_ALNUM_RUN.findall(text))
-
-
-def _quoted(field: TextField) -> Iterator[Mention]:
-    for match in _QUOTED.finditer(field.text):
-        inner = match.group(match.lastgroup or "a")
-        name = inner.strip(" \t,.;:")
-        words = name.split()
-        if len(name) < 2 or len(words) > MAX_QUOTED_TOKENS or not any(
-                ch.isalnum() for ch in name):
-            continue
-        if all(w.strip(_WORD_EDGES).lower() in lexicon.STOP_WORDS for w in words):
-            continue
-        yield _mention(field, match.start(), match.end(), "QUOTED", name=name)
-

@@ -12,6 +12,22 @@ from collections.abc import Iterable, Sequence
 from itertools import pairwise
 
 from pipeline.domain.mentions import Mention, TextField
+from pipeline.entities.names import normalise, segments
+
+
+def mention(field: TextField, start: int, end: int, label: str,
+            name: str | None = None) -> Mention:
+    """The mention of `field.text[start:end]`; an IDENTIFIER gets its segments as an alias, a
+    dotted ACRONYM its undotted form."""
+    text = field.text[start:end]
+    aliases: tuple[str, ...] = ()
+    if label == "IDENTIFIER":
+        joined = " ".join(segments(text))
+        aliases = (joined,) if joined and joined != normalise(text) else ()
+    elif label == "ACRONYM" and "." in text:
+        aliases = (text.replace(".", ""),)  # "U.S." is also written "US"
+    return Mention(name=name or text, label=label, field=field.field, start=start, end=end,
+                   text=text, aliases=aliases)
 
 
 def longest_first(candidates: Iterable[Mention], fields: Sequence[TextField],
