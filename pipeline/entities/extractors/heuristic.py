@@ -1,7 +1,8 @@
 """The default extractor: rules over the text, no model.
 
-One regular expression walks a field and stops only where a mention may start, so the plain
-lower-case prose between them costs no Python work:
+Three scans of a field (runs, numbers and money; identifiers; quotes), each a regular
+expression that begins with one character class, so `re` skips the plain lower-case prose in C
+and Python code runs only where a mention may start:
 
 - capitalised runs: capitalised words (any script), acronyms, initials and the numbers that
   follow a capitalised word ("Apollo 11", "Python 3.11"), joined by spaces and by lower-case
@@ -16,21 +17,23 @@ lower-case prose between them costs no Python work:
 - quoted terms of up to 8 tokens in straight or curly quotes: the span keeps the quotes, the
   name does not (QUOTED).
 
+The identifier and quoted-term rules live in `terms.py` (the spaCy extractor uses them too).
+
 Overlapping candidates: the longest span wins (`spans.longest_first`).
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator, Sequence
 
 from pipeline.domain.mentions import Extraction, Mention, TextField
 from pipeline.entities.extractors import lexicon
-from pipeline.entities.extractors.spans import longest_first
-from pipeline.entities.names import normalise, segments
+from pipeline.entities.extractors.spans import longest_first, mention
+from pipeline.entities.extractors.terms import identifier_and_quoted
 
 MAX_NAME_TOKENS = 8
-MAX_QUOTED_TOKENS = 8
 
 
 def _class_of(predicate: str) -> str:
@@ -72,40 +75,36 @@ _CAP = rf"""(?:
 )"""
 # A number continues a run only when no unit follows it ("Apollo 11" yes, "Group 5 mg" no).
 _RUN_NUM = rf"\d+(?:\.\d+)*(?![\w%°])(?![ \t]?(?:{_UNIT})(?![^\W_]))"
-# Where a run, a number or a sum of money may start: a capital, a digit or a currency sign that
-# does not continue a word or a number. One leading character class lets `re` skip every other
-# character in C, which is what keeps the extractor fast: prose is mostly lower-case words.
-_STARTS = re.compile(rf"[{_UP[1:-1]}\d$€£¥](?<![\w'\u2019.].)")
-_AT_START = re.compile(
+# The tail of a run's first token, its first character (a capital) already read.
+_ABBREVIATION_TAILS = "|".join(
+    rf"(?<={re.escape(a[0])}){re.escape(a[1:])}" for a in _ABBREVIATIONS.split("|"))
+_CAP_TAIL = rf"""(?:
+    \.(?:{_UP}\.)+
+  | \.(?=[ \t]+{_UP})
+  | (?:{_ABBREVIATION_TAILS})\.(?=[ \t]+[^\W\d_])
+  | [\w'\u2019&]*(?:-[\w'\u2019]+)*(?:(?:\.|::)[^\W\d_]\w*)*
+)"""
+# A run, a number or a sum of money. The pattern opens with one character class (a capital, a
+# digit, a currency sign), so `re` skips every other character in C, which is what keeps the
+# extractor fast: prose is mostly lower-case words. The alternatives then read on from that
+# first character (a lookbehind says which it was), and the scan resumes after the match.
+_SCAN = re.compile(
     rf"""
-    (?P<run>{_CAP}(?:[ \t]+(?:{_CONNECTOR}[ \t]+){{0,3}}(?:{_CAP}|{_RUN_NUM}))*)
-  | (?P<money>[$€£¥]{_NUM}(?:[ \t]?(?:million|billion|trillion|thousand|[kKmMbB]n?)\b)?)
-  | (?P<num>{_NUM}(?:[ \t]?(?P<unit>{_UNIT})(?![^\W_]))?)
+    [{_UP[1:-1]}\d$€£¥](?<![\w'\u2019.].)
+    (?:
+      (?P<run>(?<={_UP}){_CAP_TAIL}(?:[ \t]+(?:{_CONNECTOR}[ \t]+){{0,3}}(?:{_CAP}|{_RUN_NUM}))*)
+    | (?P<money>(?<=[$€£¥]){_NUM}(?:[ \t]?(?:million|billion|trillion|thousand|[kKmMbB]n?)\b)?)
+    | (?P<num>(?<=\d)[\d,]*(?:\.\d+)?(?:[-\u2013]\d[\d,]*(?:\.\d+)?)?
+        (?:[ \t]?(?P<unit>{_UNIT})(?![^\W_]))?)
+    )
     """,
     re.VERBOSE,
 )
-# Where an identifier shows: an underscore, a slash, "::", a dot inside a word, a camel hump.
-# The token around the hit is then read whole (the same trick: the class comes first).
-_IDENT_HIT = re.compile(r"[_/\\:.A-Z](?:(?<=[_/\\])|(?<=\.)(?=\w)|(?<=:)(?=:)|(?<=[a-z0-9][A-Z]))")
-_IDENT_BODY = re.compile(r"[\w$~./\\:-]*")
-_IDENT_CHARS = frozenset("_$~./\\:-")
-# The opening quote comes first, as a class, for the same reason as `_STARTS`; a straight single
-# quote counts only outside a word (not the apostrophe of "don't").
-_QUOTED = re.compile(
-    r"""["“«\u2018'](?:(?<=")(?P<a>[^"\n]{1,200})"|(?<=“)(?P<b>[^”\n]{1,200})”"""
-    r"""|(?<=«)(?P<c>[^»\n]{1,200})»|(?<=\u2018)(?P<d>[^\u2019\n]{1,200})\u2019"""
-    r"""|(?<![\w]')(?<=')(?P<e>[^'\n]{1,200})'(?![\w]))"""
-)
-_QUOTES = ('"', "“", "«", "\u2018", "'")
-_ACRONYM = re.compile(r"(?:[^\W\d_]\.){2,}|[a-z]{0,3}[A-Z][A-Z0-9]*(?:[-&][A-Z0-9]+)*s?")
-_IDENT_SHAPE = re.compile(r"_|[a-z0-9][A-Z]|[A-Z]{2}[a-z]|(?:[./\\]|::)\w|://")
-_CAMEL = re.compile(r"[a-z0-9][A-Z]|[A-Z]{2}[a-z]")
-_LOWER_SUFFIX = re.compile(r"(?:-[a-z]+)+$")
 _HYPHEN_LOWER = re.compile(r"-(?=[a-z])")
 _TOKEN = re.compile(r"\S+")
-_IDENT_TRAILING = ".,;:!?)]}\"'”\u2019»/"
 _OPENERS = " \t\"'“\u2018«([{*•·-\u2013—"
 _SENTENCE_ENDS = ".!?:;…"
+_ADVERB_SUFFIXES = ("ally", "ingly", "ently", "antly", "ively", "ously", "edly", "ately")
 
 
 class HeuristicExtractor:
@@ -128,85 +127,24 @@ class HeuristicExtractor:
         return longest_first(candidates, fields, self.max_mentions)
 
 
-def candidates_in(field: TextField) -> Iterator[Mention]:
+def candidates_in(field: TextField) -> list[Mention]:
     """Every rule's candidate mentions in one field, overlapping ones included."""
-    text = field.text
-    last = 0
-    for hit in _STARTS.finditer(text):
-        pos = hit.start()
-        if pos < last:
-            continue  # a capital inside the run just read
-        match = _AT_START.match(text, pos)
-        if match is None:
-            continue
-        last = match.end()
-        kind = match.lastgroup
+    out: list[Mention] = []
+    for match in _SCAN.finditer(field.text):
+        pos, kind = match.start(), match.lastgroup
         if kind == "run":
-            yield from _run(field, pos, match.group())
+            run = match.group()
+            if " " in run or "\t" in run:
+                out.extend(_run(field, pos, run))
+            else:  # most runs are one word: no splitting to do
+                kind, cut, stop = _classify(run)
+                found = None if stop else _lone(field, pos, pos + cut, kind, pos)
+                if found is not None:
+                    out.append(found)
         elif kind == "money" or match.group("unit"):
-            yield _mention(field, pos, last, "QUANTITY")
-    yield from identifier_and_quoted(field)
-
-
-def identifier_and_quoted(field: TextField) -> Iterator[Mention]:
-    """The identifier and quoted-term candidates of one field (the spaCy extractor adds these
-    to its model's entities)."""
-    yield from _identifiers(field)
-    if any(q in field.text for q in _QUOTES):
-        yield from _quoted(field)
-
-
-def _identifiers(field: TextField) -> Iterator[Mention]:
-    text = field.text
-    last = 0
-    for hit in _IDENT_HIT.finditer(text):
-        if hit.start() < last:
-            continue  # another separator of the token just read
-        start = hit.start()
-        while start > 0 and (text[start - 1].isalnum() or text[start - 1] in _IDENT_CHARS):
-            start -= 1
-        last = _IDENT_BODY.match(text, hit.start()).end()  # type: ignore[union-attr]
-        token = text[start:last]
-        lead = len(token) - len(token.lstrip(":-"))
-        found = _identifier(field, start + lead, token[lead:])
-        if found is not None:
-            yield found
-
-
-def _mention(field: TextField, start: int, end: int, label: str,
-             name: str | None = None) -> Mention:
-    text = field.text[start:end]
-    aliases: tuple[str, ...] = ()
-    if label == "IDENTIFIER":
-        joined = " ".join(segments(text))
-        aliases = (joined,) if joined and joined != normalise(text) else ()
-    elif label == "ACRONYM" and "." in text:
-        aliases = (text.replace(".", ""),)  # "U.S." is also written "US"
-    return Mention(name=name or text, label=label, field=field.field, start=start, end=end,
-                   text=text, aliases=aliases)
-
-
-def _identifier(field: TextField, start: int, token: str) -> Mention | None:
-    token = _LOWER_SUFFIX.sub("", token.rstrip(_IDENT_TRAILING))  # "ConA-induced" -> "ConA"
-    if not token:
-        return None
-    if "/" in token and "://" not in token and not _is_path(token):
-        return None  # "and/or", "mg/kg", "TCP/IP": a slash between two words is not a path
-    if not any(ch.isalpha() for ch in token) or not _IDENT_SHAPE.search(token):
-        return None
-    if _ACRONYM.fullmatch(token) and sum(ch.isupper() for ch in token) >= 2:
-        return _mention(field, start, start + len(token), "ACRONYM")  # "mRNA", "siRNA"
-    if "." in token and "/" not in token and "_" not in token and not _CAMEL.search(token):
-        pieces = token.split(".")
-        if all(len(p) <= 1 for p in pieces) or all(p.isdigit() for p in pieces if p):
-            return None  # "e.g", "i.e", version-like digit runs
-    return _mention(field, start, start + len(token), "IDENTIFIER")
-
-
-def _is_path(token: str) -> bool:
-    core = token.rstrip("/")
-    return (core.count("/") >= 2 or token.startswith(("~/", "./", "../")) or "\\" in token
-            or "." in core.rsplit("/", 1)[-1])
+            out.append(mention(field, pos, match.end(), "QUANTITY"))
+    out.extend(identifier_and_quoted(field))
+    return out
 
 
 class _Token:
@@ -221,46 +159,45 @@ class _Token:
 def _run(field: TextField, offset: int, run: str) -> Iterator[Mention]:
     """The names in one capitalised run: split at "and" without an "of" before it, at a cut
     word ("Alzheimer-related", "England's"), and into pieces of at most 8 tokens."""
-    if " " not in run and "\t" not in run:  # most runs are one word: no splitting to do
-        kind, cut = _classify(run)
-        yield from _names(field, [_Token(offset, offset + cut, kind, _is_stop(run[:cut]))])
-        return
     tokens: list[_Token] = []
     for m in _TOKEN.finditer(run):
         tok, start = m.group(), offset + m.start()
-        kind, cut = _classify(tok)
+        kind, cut, stop = _classify(tok)
         if kind == "conn" and tok in lexicon.AND_CONNECTORS and not any(
                 field.text[t.start:t.end] in lexicon.AND_ENABLERS for t in tokens):
             yield from _names(field, tokens)
             tokens = []
             continue
-        if kind != "conn" and _is_stop(tok[:cut]):
+        if stop:
             # A capitalised function word inside a run separates two names
             # ("IMPORTANCE The 2008 Physical Activity Guidelines").
             yield from _names(field, tokens)
             tokens = []
             continue
         if cut < len(tok):
-            tokens.append(_Token(start, start + cut, kind, _is_stop(tok[:cut])))
+            tokens.append(_Token(start, start + cut, kind, stop))
             yield from _names(field, tokens)
             tokens = []
             continue
-        tokens.append(_Token(start, start + len(tok), kind, kind != "conn" and _is_stop(tok)))
+        tokens.append(_Token(start, start + len(tok), kind, stop))
     yield from _names(field, tokens)
 
 
-def _classify(tok: str) -> tuple[str, int]:
-    """(kind, how many characters of `tok` belong to the run); remembered, as a text repeats
-    its names ("GH", "IGF1" ten times in one abstract)."""
+def _classify(tok: str) -> tuple[str, int, bool]:
+    """(kind, how many characters of `tok` belong to the run, whether those are a stop word);
+    remembered, as a text repeats its names ("GH", "IGF1" ten times in one abstract)."""
     known = _CLASSIFIED.get(tok)
     if known is None:
         if len(_CLASSIFIED) >= _CLASSIFIED_MAX:
             _CLASSIFIED.clear()
-        known = _CLASSIFIED[tok] = _classify_new(tok)
+        kind, cut = _classify_new(tok)
+        stop = (kind != "conn" and tok[:cut].lower() in lexicon.STOP_WORDS
+                and tok[:cut] not in lexicon.ACRONYMS_NOT_STOP)
+        known = _CLASSIFIED[tok] = (kind, cut, stop)
     return known
 
 
-_CLASSIFIED: dict[str, tuple[str, int]] = {}
+_CLASSIFIED: dict[str, tuple[str, int, bool]] = {}
 _CLASSIFIED_MAX = 100_000
 
 
@@ -269,25 +206,21 @@ def _classify_new(tok: str) -> tuple[str, int]:
         return "num", len(tok)
     if tok[0].islower() or tok == "&":
         return "conn", len(tok)
-    if tok.endswith(("'s", "\u2019s")):
-        return "word", len(tok) - 2
+    if tok.endswith(("'s", "\u2019s")) and len(tok) > 2:
+        return _classify_new(tok[:-2])[0], len(tok) - 2
     hyphen = _HYPHEN_LOWER.search(tok)
-    if hyphen and not _ACRONYM.fullmatch(tok):
-        return "word", hyphen.start()
-    if tok.endswith(".") and not _ACRONYM.fullmatch(tok):
+    if hyphen and hyphen.start() > 0 and not lexicon.ACRONYM.fullmatch(tok):
+        return _classify_new(tok[:hyphen.start()])[0], hyphen.start()
+    if tok.endswith(".") and not lexicon.ACRONYM.fullmatch(tok):
         word = tok[:-1].lower()
         if word in lexicon.TITLES:
             return "title", len(tok)
         return ("initial" if len(word) == 1 else "abbrev"), len(tok)
-    if _ACRONYM.fullmatch(tok) and sum(ch.isupper() for ch in tok) >= 2:
+    if lexicon.ACRONYM.fullmatch(tok) and sum(ch.isupper() for ch in tok) >= 2:
         return "acronym", len(tok)
-    if "_" in tok or "." in tok or "::" in tok or _CAMEL.search(tok):
+    if "_" in tok or "." in tok or "::" in tok or lexicon.CAMEL.search(tok):
         return "ident", len(tok)
     return "word", len(tok)
-
-
-def _is_stop(tok: str) -> bool:
-    return tok.lower() in lexicon.STOP_WORDS
 
 
 def _names(field: TextField, tokens: list[_Token]) -> Iterator[Mention]:
@@ -305,17 +238,34 @@ def _names(field: TextField, tokens: list[_Token]) -> Iterator[Mention]:
         yield from _names(field, tokens[lo + MAX_NAME_TOKENS:hi])
         return
     if hi - lo > 1:
-        yield _mention(field, first.start, tokens[hi - 1].end, "NAME")
+        yield mention(field, first.start, tokens[hi - 1].end, "NAME")
         return
-    text = field.text[first.start:first.end]
-    if first.kind == "acronym":
-        if not lexicon.ROMAN.fullmatch(text):
-            yield _mention(field, first.start, first.end, "ACRONYM")
-    elif first.kind == "ident":
-        yield _mention(field, first.start, first.end, "IDENTIFIER")
-    elif first.kind in ("word", "abbrev") and len(text) > 1 and not (
-            _sentence_start(field.text, tokens[0].start) and _used_lower(field.text, text)):
-        yield _mention(field, first.start, first.end, "NAME")
+    found = _lone(field, first.start, first.end, first.kind, tokens[0].start)
+    if found is not None:
+        yield found
+
+
+def _lone(field: TextField, start: int, end: int, kind: str, run_start: int) -> Mention | None:
+    """The mention one token (`field.text[start:end]`, of `kind`) makes on its own, if any;
+    `run_start` is where its run began (for the sentence-start rule)."""
+    if kind in ("conn", "num", "title", "initial"):
+        return None
+    text = field.text[start:end]
+    if kind == "acronym":
+        return None if lexicon.ROMAN.fullmatch(text) else mention(
+            field, start, end, "ACRONYM")
+    if kind == "ident":
+        return mention(field, start, end, "IDENTIFIER")
+    if len(text) < 2 or (_sentence_start(field.text, run_start) and (
+            _used_lower(field.text, text) or _opening_adverb(field.text, start, end))):
+        return None
+    return mention(field, start, end, "NAME")
+
+
+def _opening_adverb(text: str, start: int, end: int) -> bool:
+    """"Initially, ...", "Interestingly, ...": a sentence-opening adverb before a comma (by
+    the suffixes of adverbs, not any -ly: "Italy, ..." and "Kimberly, ..." are names)."""
+    return text.startswith(",", end) and text.endswith(_ADVERB_SUFFIXES, start, end)
 
 
 def _sentence_start(text: str, pos: int) -> bool:
@@ -340,6 +290,8 @@ def _used_lower(text: str, word: str) -> bool:
     """Whether the field uses `word` in lower case as a word of its own: then a capitalised
     copy at a sentence's start is that common word, not a name."""
     lower = word.lower()
+    if len(text) > _SCAN_LIMIT:
+        return lower in _words_of(text)
     start = text.find(lower)
     while start >= 0:
         end = start + len(lower)
@@ -350,14 +302,12 @@ def _used_lower(text: str, word: str) -> bool:
     return False
 
 
-def _quoted(field: TextField) -> Iterator[Mention]:
-    for match in _QUOTED.finditer(field.text):
-        inner = match.group(match.lastgroup or "a")
-        name = inner.strip(" \t,.;:")
-        words = name.split()
-        if not words or len(words) > MAX_QUOTED_TOKENS or not any(ch.isalnum() for ch in name):
-            continue
-        if all(w.lower() in lexicon.STOP_WORDS for w in words):
-            continue
-        yield _mention(field, match.start(), match.end(), "QUOTED", name=name)
+# Past this length a field's words are collected once, into a set: a search per sentence-start
+# word would make a long field of many sentences quadratic.
+_SCAN_LIMIT = 4000
+_ALNUM_RUN = re.compile(r"[^\W_]+")
 
+
+@functools.lru_cache(maxsize=4)
+def _words_of(text: str) -> frozenset[str]:
+    return frozenset(_ALNUM_RUN.findall(text))

@@ -86,5 +86,13 @@ UNITS = (
 _UNIT = "|".join(re.escape(u) for u in sorted(UNITS, key=len, reverse=True))
 UNIT_PATTERN = rf"(?:{_UNIT})(?:/(?:{_UNIT}))?"
 
-# Roman numerals: part of a name ("World War II") but never one alone.
-ROMAN = re.compile(r"[IVXLCDM]+")
+# An acronym ("NASA", "U.S.", "HIV-1", "mRNA", "CEOs") and a camel hump ("parseHttp", "HTTPServer").
+ACRONYM = re.compile(r"(?:[^\W\d_]\.){2,}|[a-z]{0,3}[A-Z][A-Z0-9]*(?:[-&][A-Z0-9]+)*s?")
+CAMEL = re.compile(r"[a-z0-9][A-Z]|[A-Z]{2}[a-z]")
+
+# Roman numerals (well-formed ones: "CMLL" is an acronym): part of a name ("World War II") but
+# never one alone.
+ROMAN = re.compile(r"(?=[MDCLXVI])M{0,4}(?:CM|CD|D?C{0,3})(?:XC|XL|L?X{0,3})(?:IX|IV|V?I{0,3})")
+
+# Capitalised acronyms that spell a function word but are mostly names ("the US army").
+ACRONYMS_NOT_STOP = frozenset({"US", "IT"})

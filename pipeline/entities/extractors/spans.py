@@ -9,8 +9,25 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Iterable, Sequence
+from itertools import pairwise
 
 from pipeline.domain.mentions import Mention, TextField
+from pipeline.entities.names import normalise, segments
+
+
+def mention(field: TextField, start: int, end: int, label: str,
+            name: str | None = None) -> Mention:
+    """The mention of `field.text[start:end]`; an IDENTIFIER gets its segments as an alias, a
+    dotted ACRONYM its undotted form."""
+    text = field.text[start:end]
+    aliases: tuple[str, ...] = ()
+    if label == "IDENTIFIER":
+        joined = " ".join(segments(text))
+        aliases = (joined,) if joined and joined != normalise(text) else ()
+    elif label == "ACRONYM" and "." in text:
+        aliases = (text.replace(".", ""),)  # "U.S." is also written "US"
+    return Mention(name=name or text, label=label, field=field.field, start=start, end=end,
+                   text=text, aliases=aliases)
 
 
 def longest_first(candidates: Iterable[Mention], fields: Sequence[TextField],
@@ -19,9 +36,12 @@ def longest_first(candidates: Iterable[Mention], fields: Sequence[TextField],
     the shorter ones it overlaps (at equal length the earlier wins), so "Bank of England"
     hides "England". Answered in field order, then by position; the cap keeps the first."""
     order = {f.field: i for i, f in enumerate(fields)}
+    in_place = sorted(candidates, key=lambda m: (order.get(m.field, 0), m.start, m.start - m.end))
+    if all(a.field != b.field or a.end <= b.start for a, b in pairwise(in_place)):
+        return in_place[:limit]  # nothing overlaps (the usual case): the order is the answer
     taken: dict[str, tuple[list[int], list[int]]] = {}
     kept: list[Mention] = []
-    for m in sorted(candidates, key=lambda m: (m.start - m.end, order.get(m.field, 0), m.start)):
+    for m in sorted(in_place, key=lambda m: (m.start - m.end, order.get(m.field, 0), m.start)):
         starts, ends = taken.setdefault(m.field, ([], []))
         i = bisect.bisect_left(starts, m.start)
         # Accepted spans never overlap, so only the neighbours on either side can collide.
