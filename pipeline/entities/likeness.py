@@ -147,7 +147,7 @@ def _rule(a: str, b: str, trigram: float | None) -> Likeness | None:
     fa, fb = fold(a), fold(b)
     if not fa or not fb:
         return None
-    if fa == fb and _same_symbols(a, b, fa) or _spelled_out(fa, fb):
+    if (fa == fb and _same_symbols(a, b, fa)) or _spelled_out(fa, fb):
         return Likeness("fold", 0.95)
     # two identifiers that differ only in how their pieces are joined ("user_id" / "userId")
     # are the segments rule's; other names may differ in spacing ("Wi-Fi" / "WiFi")

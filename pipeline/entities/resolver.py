@@ -52,6 +52,7 @@ class Candidate:
     confidence: float
     method: str
     numbers_differ: bool = False
+    proposable: bool = True  # may be merged or held with the phrase's entity
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ def rank(phrase: str, rows: list[CandidateRow], *, label: str = "NAME",
         if seen is None or found.confidence > seen.confidence:
             best[row.entity_id] = Candidate(row.entity_id, row.name, row.label, row.part_count,
                                             found.confidence, found.method,
-                                            found.numbers_differ)
+                                            found.numbers_differ, found.proposable)
     return sorted(best.values(), key=lambda c: (-c.confidence, -c.part_count, c.name))
 
 
@@ -120,10 +121,10 @@ def decide(phrase: str, rows: list[CandidateRow], config: ResolverConfig, *,
     return Resolution(phrase, shown, entity=top, skipped=notes)
 
 
-def pair_decision(likeness: Likeness | None, config: ResolverConfig) -> str:
+def pair_decision(likeness: Likeness | Candidate | None, config: ResolverConfig) -> str:
     """What the proposal pass does with two entities: `merge` them (at the merge threshold),
-    hold them as `possibly_same`, or leave them `distinct`. Names whose numbers differ are
-    always distinct."""
+    hold them as `possibly_same`, or leave them `distinct`. Names whose numbers differ, and
+    homonyms, are always distinct."""
     if likeness is None or not likeness.proposable:
         return DISTINCT
     if likeness.confidence >= config.merge_threshold:
