@@ -29,7 +29,7 @@ class ResolveConfig:
 
     resolver: ResolverConfig = field(default_factory=ResolverConfig)
     pool: int = 50  # candidate rows examined per phrase
-    trigram_threshold: float = 0.3
+    trigram_threshold: float = 0.2  # low: accents cost trigrams ("Crème" / "Creme")
     evidence: int = 3  # mentions shown for the resolved entity
 
     @classmethod
@@ -51,13 +51,17 @@ def lookup(phrase: str) -> store.Lookup:
     phrase is acronym-shaped, a pattern for names whose initials spell it."""
     norm, folded = normalise(phrase), fold(phrase)
     pieces = segments(phrase)
-    keys = {norm, folded, " ".join(pieces), "_".join(pieces)}
+    # the same pieces as another writer would join them: "parse_http_request" and
+    # "parseHttpRequest" (the compact form, normalised), "Wi-Fi", "N.A.S.A" and "NASA"
+    keys = {norm, folded, folded.replace(" ", ""),
+            *(sep.join(pieces) for sep in (" ", "_", "-", ".", ""))}
     words = norm.split()
     keys.update(" ".join(words[:n]) for n in range(1, min(len(words), _MAX_PREFIX_WORDS)))
     if len(folded.split()) > 1:
         keys.update({initials(folded, keep_stop=False), initials(folded, keep_stop=True)})
     acronym = None
     if _LETTERS.fullmatch(folded):
+        keys.update({".".join(folded), " ".join(folded)})  # spelled out: "N.A.S.A."
         stops = f"(?:(?:{_ACRONYM_STOPS}) )*"
         acronym = "^" + stops + (" " + stops).join(f"{ch}[^ ]*" for ch in folded) + "$"
     return store.Lookup(norm, folded, sorted(k for k in keys if k),
