@@ -24,6 +24,9 @@ from pipeline.entities.names import normalise
 ALIAS_CONFIDENCE = {"merge": 0.98, "manual": 0.98, "extractor": 0.96, "surface": 0.96}
 # Names that merely mean something close ("car" / "automobile") are a lead, never a merge.
 EMBEDDING_CAP = 0.85
+# Below this cosine similarity a name's embedding says nothing: the nearest names of a
+# namespace are always some names, and they are not candidates for that alone.
+EMBEDDING_FLOOR = 0.5
 
 MERGE = "merge"
 POSSIBLY_SAME = "possibly_same"
@@ -75,11 +78,13 @@ class Resolution:
 def score(phrase: str, row: CandidateRow, *, label: str = "NAME") -> Likeness | None:
     """How a candidate row relates to `phrase` (a name of label `label`), by its best layer."""
     if row.via == "embedding":
-        semantic = Likeness("embedding", min(EMBEDDING_CAP, EMBEDDING_CAP * row.similarity))
         by_name = compare(phrase, row.name, label_a=label, label_b=row.label)
-        capped = cap(semantic, phrase, row.name, label, row.label)
+        capped = None
+        if row.similarity >= EMBEDDING_FLOOR:
+            semantic = Likeness("embedding", min(EMBEDDING_CAP, EMBEDDING_CAP * row.similarity))
+            capped = cap(semantic, phrase, row.name, label, row.label)
         return max((x for x in (by_name, capped) if x is not None),
-                   key=lambda x: x.confidence)
+                   key=lambda x: x.confidence, default=None)
     if row.via == "alias" and normalise(row.matched) == normalise(phrase):
         found = Likeness("alias", ALIAS_CONFIDENCE.get(row.alias_source or "", 0.96))
         return cap(found, phrase, row.matched, label, row.label)
