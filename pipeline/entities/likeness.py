@@ -6,7 +6,9 @@ so they mean the same everywhere (docs/parts/resolution.md lists them):
 
 - `exact` 1.0: the normalised names are equal;
 - `fold` 0.95: equal once case, accents and punctuation are ignored ("São Paulo" / "Sao Paulo"),
-  or one is the other spelled out letter by letter ("N.A.S.A." / "NASA");
+  also spacing and leading zeros ("Wi Fi" / "WiFi", "Apollo 011" / "Apollo 11") unless both are
+  identifiers, or one is the other spelled out letter by letter ("N.A.S.A." / "NASA"); in a name
+  shorter than 4 letters the symbols must agree too ("C++" / "C#");
 - `segments` 0.9: the same identifier pieces ("parseHttpRequest" / "parse_http_request"), 0.8
   when one identifier's pieces end the other's ("api/app.py" / "src/api/app.py");
 - `initials` 0.9: an acronym and the initials of a name ("NASA" / "National Aeronautics and
@@ -151,7 +153,8 @@ def _rule(a: str, b: str, trigram: float | None) -> Likeness | None:
         return Likeness("fold", 0.95)
     # two identifiers that differ only in how their pieces are joined ("user_id" / "userId")
     # are the segments rule's; other names may differ in spacing ("Wi-Fi" / "WiFi")
-    if not (_is_code(a) and _is_code(b)) and _canon(fa) == _canon(fb):
+    if not (_is_code(a) and _is_code(b)) and _canon(fa) == _canon(fb) \
+            and _same_symbols(a, b, fa):
         return Likeness("fold", 0.95)
     found = [r for r in (_segments(a, b), _initials(fa, fb), _nickname(fa, fb),
                          _prefix(fa, fb)) if r is not None]
