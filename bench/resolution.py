@@ -1,11 +1,11 @@
 """Resolution quality: the labelled name pairs as entities in a real Postgres, the proposal pass
 over them, and the precision and recall of its merges and possibly-same proposals.
 
-Usage: `python bench/resolution.py [--dsn DSN] [--out FILE]`. Without `--dsn` it starts its own
-embedded Postgres (under .brainstream-bench/resolution, port 56332 plus
-BRAINSTREAM_TEST_PORT_OFFSET) and migrates it; with one it
-uses that database, which must be migrated (e.g. the test stack's), and touches only the
-namespaces it derives from the pair numbers.
+Usage: `python bench/resolution.py [--dsn DSN] [--out FILE] [--scale N]`. Without `--dsn` it
+starts its own embedded Postgres (under .brainstream-bench/resolution, port 56332 plus
+BRAINSTREAM_TEST_PORT_OFFSET) and migrates it; with one it uses that database, which must be
+migrated (e.g. the test stack's), and touches only the namespaces it derives from the pair
+numbers. `--scale N` also times lookups with N entities in each of two namespaces.
 
 Each pair (`tests/data/resolution_pairs.jsonl`) gets its own namespace: `a` is an existing
 entity, `b` a new one, and `propose_for` runs over `b` as after the extraction stage. The pass's
@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import statistics
 import sys
+import time
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -33,9 +36,10 @@ from pipeline.entities.likeness import label_conflict
 from pipeline.entities.merging import propose_for
 from pipeline.entities.names import normalise
 from pipeline.entities.resolver import DISTINCT, MERGE, POSSIBLY_SAME
-from pipeline.entities.resolving import ResolveConfig
+from pipeline.entities.resolving import ResolveConfig, resolve
 from pipeline.ops.migrations import apply_migrations
 from pipeline.services.postgres import PostgresService
+from pipeline.stores.postgres.plans import run
 
 PAIRS = REPO / "tests" / "data" / "resolution_pairs.jsonl"
 # beside the other benchmarks' stacks; moved like the test stack's by its offset
@@ -111,10 +115,55 @@ def report(pairs: list[dict[str, Any]], got: list[tuple[str, bool]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+_SYLLABLES = ["ka", "lo", "mi", "ne", "ra", "to", "vu", "shi", "pen", "dor", "gal", "rex", "tor",
+              "ban", "qui", "sel", "mar", "tin", "zo", "ber"]
+
+
+def latency(conn: psycopg.Connection[Any], per_namespace: int) -> str:
+    """Lookup latency (the resolve plan without embeddings) with `per_namespace` entities in
+    each of two namespaces. The names are made of 20 syllables, so they share trigrams far more
+    than real names: a stress case for the trigram layer."""
+    rng = random.Random(11)
+
+    def word() -> str:
+        return "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(2, 4))).capitalize()
+
+    spaces = [uuid.uuid5(_NS, f"scale-{per_namespace}-{i}") for i in range(2)]
+    for namespace in spaces:
+        _clear(conn, namespace)
+        seen: set[str] = set()
+        with conn.cursor().copy("COPY entities (id, namespace_id, name, norm, label, part_count,"
+                                " proposed_at) FROM STDIN") as copy:
+            while len(seen) < per_namespace:
+                name = " ".join(word() for _ in range(rng.randint(1, 3)))
+                if normalise(name) not in seen:
+                    seen.add(normalise(name))
+                    copy.write_row((uuid.uuid4(), namespace, name, normalise(name), "NAME", 1,
+                                    "now"))
+    conn.execute("ANALYZE entities")
+    names = [r[0] for r in conn.execute("SELECT name FROM entities WHERE namespace_id = %s"
+                                        " ORDER BY md5(name) LIMIT 70", (spaces[0],))]
+    phrases = names[:40] + [n[:-1] for n in names[40:]] + ["KLM", "Rex Group", "no such name"] * 10
+    config = ResolveConfig()
+    took = []
+    for phrase in phrases:
+        start = time.perf_counter()
+        run(conn, resolve(spaces[0], phrase, config, vector=None))
+        took.append((time.perf_counter() - start) * 1000)
+    for namespace in spaces:
+        _clear(conn, namespace)
+    took.sort()
+    return (f"\nLookup latency, {per_namespace} entities in each of 2 namespaces, "
+            f"{len(phrases)} phrases (exact, a letter dropped, acronyms, unknown): "
+            f"p50 {statistics.median(took):.1f} ms, p95 {took[int(len(took) * 0.95)]:.1f} ms\n")
+
+
 def main() -> int:
     parser = bench_parser(__doc__)
     parser.add_argument("--dsn", default=None, help="a migrated Postgres to use")
     parser.add_argument("--out", type=Path, default=None, help="also write the report here")
+    parser.add_argument("--scale", type=int, default=0,
+                        help="also time lookups with this many entities per namespace")
     args = parser.parse_args()
     service = None
     if args.dsn is None:
@@ -133,7 +182,10 @@ def main() -> int:
         with psycopg.connect(dsn, autocommit=True) as conn:
             log(f"deciding {len(pairs)} pairs")
             got = [decide(conn, i, pair, config) for i, pair in enumerate(pairs)]
-        text = report(pairs, got)
+            text = report(pairs, got)
+            if args.scale:
+                log(f"timing lookups at {args.scale} entities per namespace")
+                text += latency(conn, args.scale)
         emit_report(text, args.out)
         return 0 if "): PASS" in text else 1
     finally:

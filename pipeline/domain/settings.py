@@ -169,7 +169,7 @@ class Settings(BaseSettings):
     entity_resolve_pool: int = Field(default=50, ge=1, le=1000)
     entity_resolve_max_queries: int = Field(default=20, ge=1, le=200)
     entity_resolve_evidence: int = Field(default=3, ge=0, le=20)
-    entity_trigram_threshold: float = Field(default=0.2, gt=0, le=1)
+    entity_trigram_threshold: float = Field(default=0.3, gt=0, le=1)
     # The proposal pass: entities per run (`pipeline/entities/merging.py: propose_pending`).
     entity_proposal_batch: int = Field(default=200, ge=1, le=10_000)
     # API keys that may merge entities and decide possibly-same pairs (in the namespaces their

@@ -17,8 +17,6 @@ from pipeline.entities.resolver import Resolution, ResolverConfig, decide
 from pipeline.stores.postgres import resolution as store
 from pipeline.stores.postgres.plans import Plan
 
-# Stop words an acronym may skip ("Department of Defense" is DoD or DD).
-_ACRONYM_STOPS = "of|and|the|for|in|on|at|to|de|du|des|la|le|von|van|der|y|et|und"
 _LETTERS = re.compile(r"[a-z0-9]{2,10}")
 _MAX_PREFIX_WORDS = 8
 
@@ -29,7 +27,7 @@ class ResolveConfig:
 
     resolver: ResolverConfig = field(default_factory=ResolverConfig)
     pool: int = 50  # candidate rows examined per phrase
-    trigram_threshold: float = 0.2  # low: accents cost trigrams ("Crème" / "Creme")
+    trigram_threshold: float = 0.3
     evidence: int = 3  # mentions shown for the resolved entity
 
     @classmethod
@@ -48,7 +46,7 @@ def lookup(phrase: str) -> store.Lookup:
     """What the store looks `phrase` up by: the phrase normalised and folded, its identifier
     pieces joined, its initials (an acronym entity), the names its first words form (an entity
     that is a prefix of the phrase), a LIKE pattern for names the phrase begins, and, when the
-    phrase is acronym-shaped, a pattern for names whose initials spell it."""
+    phrase is acronym-shaped, its letters (names whose initials spell it)."""
     norm, folded = normalise(phrase), fold(phrase)
     pieces = segments(phrase)
     # the same pieces as another writer would join them: "parse_http_request" and
@@ -62,8 +60,7 @@ def lookup(phrase: str) -> store.Lookup:
     acronym = None
     if _LETTERS.fullmatch(folded):
         keys.update({".".join(folded), " ".join(folded)})  # spelled out: "N.A.S.A."
-        stops = f"(?:(?:{_ACRONYM_STOPS}) )*"
-        acronym = "^" + stops + (" " + stops).join(f"{ch}[^ ]*" for ch in folded) + "$"
+        acronym = folded
     return store.Lookup(norm, folded, sorted(k for k in keys if k),
                         _like_escape(norm) + " %", acronym)
 

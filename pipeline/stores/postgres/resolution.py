@@ -1,7 +1,8 @@
 """The resolver's reads: candidate entities of a phrase (names, aliases, trigrams, a name
-prefix, an acronym's expansion), the nearest names by embedding, mentions as evidence, and one
-entity with its aliases and counts. Plans (`pipeline/stores/postgres/plans.py`): the API runs
-them on its async pool, the proposal pass on the worker's.
+prefix, an acronym's expansion: `brainstream_initials`, migration 0013), the nearest names by
+embedding, mentions as evidence, and one entity with its aliases and counts. Plans
+(`pipeline/stores/postgres/plans.py`): the API runs them on its async pool, the proposal pass on
+the worker's.
 
 Only live entities (`merged_into IS NULL`) are candidates. The phrase's lookup keys are computed
 by the caller (`pipeline/entities/resolving.py`), so this module knows SQL, not names.
@@ -14,32 +15,38 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from psycopg import sql
+
 from pipeline.domain.resolution import CandidateRow, Evidence
 from pipeline.stores.postgres.plans import Plan, Statement
 
 _TRIGRAM_THRESHOLD = "SELECT set_config('pg_trgm.similarity_threshold', %s, true)"
 
-# Names and aliases equal to a key, near the phrase by trigrams (GIN indexes on both norms),
-# beginning with the phrase's words, or (for an acronym) whose words' initials spell it.
-_CANDIDATES = """
-WITH hits AS (
-    SELECT e.id, e.name, e.label, e.part_count, e.name AS matched, 'name' AS via,
-           similarity(e.norm, %(q)s) AS sim, NULL::text AS source, e.norm = ANY(%(keys)s) AS key
-    FROM entities e
-    WHERE e.namespace_id = %(ns)s AND e.merged_into IS NULL
-      AND (e.norm = ANY(%(keys)s) OR e.norm %% %(q)s OR e.norm %% %(f)s
-           OR e.norm LIKE %(prefix)s OR (%(initials)s::text IS NOT NULL
-                                         AND e.norm ~ %(initials)s))
-    UNION ALL
-    SELECT e.id, e.name, e.label, e.part_count, a.alias, 'alias', similarity(a.norm, %(q)s),
-           a.source, a.norm = ANY(%(keys)s)
-    FROM entity_aliases a JOIN entities e ON e.id = a.entity_id
-    WHERE a.namespace_id = %(ns)s AND e.merged_into IS NULL
-      AND (a.norm = ANY(%(keys)s) OR a.norm %% %(q)s OR a.norm %% %(f)s)
-)
-SELECT id, name, label, part_count, matched, via, sim::float8, source FROM hits
-WHERE %(labels)s::text[] IS NULL OR label = ANY(%(labels)s)
-ORDER BY key DESC, sim DESC, part_count DESC, id LIMIT %(limit)s"""
+# Candidates, one branch per way a name can be found, each on an index of its own (a single
+# WHERE with ORs lets the planner use the namespace on one branch only): names and aliases
+# equal to a key, near the phrase by trigrams, beginning with the phrase's words, or (an
+# acronym) whose words' initials spell it. The same entity may come from several branches: the
+# resolver keeps its best.
+_NAME_COLUMNS = sql.SQL(
+    "SELECT e.id, e.name, e.label, e.part_count, e.name, 'name', similarity(e.norm, %(q)s),"
+    " NULL::text, {key} FROM entities e WHERE e.namespace_id = %(ns)s"
+    " AND e.merged_into IS NULL AND {labels} AND ")
+_ALIAS_COLUMNS = sql.SQL(
+    "SELECT e.id, e.name, e.label, e.part_count, a.alias, 'alias', similarity(a.norm, %(q)s),"
+    " a.source, {key} FROM entity_aliases a JOIN entities e ON e.id = a.entity_id"
+    " WHERE a.namespace_id = %(ns)s AND e.merged_into IS NULL AND {labels} AND ")
+_BY_KEY = sql.SQL("e.norm = ANY(%(keys)s)")
+_BY_TRIGRAM = sql.SQL("e.norm %% {}")
+_BY_PREFIX = sql.SQL("e.norm LIKE %(prefix)s")
+_BY_INITIALS = sql.SQL(
+    "e.norm LIKE '%% %%' AND (brainstream_initials(e.norm, true) = %(acronym)s"
+    " OR brainstream_initials(e.norm, false) = %(acronym)s)")
+_ALIAS_BY_KEY = sql.SQL("a.norm = ANY(%(keys)s)")
+_ALIAS_BY_TRIGRAM = sql.SQL("a.norm %% {}")
+_RANKED = sql.SQL(
+    "SELECT id, name, label, part_count, matched, via, sim::float8, source FROM ({}) AS"
+    " hits(id, name, label, part_count, matched, via, sim, source, key)"
+    " ORDER BY key DESC, sim DESC, part_count DESC, id LIMIT %(limit)s")
 
 _HNSW = ("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),"
          " set_config('hnsw.ef_search', %s, true)")
@@ -81,14 +88,14 @@ SELECT (SELECT count(*) FROM mentions WHERE namespace_id = %(ns)s AND entity_id 
 @dataclass(frozen=True)
 class Lookup:
     """What to look a phrase up by: its normalised and folded forms, exact keys (names and
-    aliases equal to one are candidates), a LIKE pattern for names that begin with it, and a
-    regular expression for names whose initials spell it (None: not acronym-shaped)."""
+    aliases equal to one are candidates), a LIKE pattern for names that begin with it, and the
+    letters an acronym-shaped phrase spells (None: not acronym-shaped)."""
 
     norm: str
     folded: str
     keys: list[str]
     prefix: str
-    initials: str | None
+    acronym: str | None
 
 
 @dataclass(frozen=True)
@@ -119,12 +126,33 @@ def candidates(namespace: uuid.UUID, lookup: Lookup, *, labels: Sequence[str] | 
                limit: int, trigram_threshold: float) -> Plan[list[CandidateRow]]:
     """Live entities a phrase may name, best keys and similarities first."""
     yield Statement(_TRIGRAM_THRESHOLD, (str(trigram_threshold),))
-    rows = yield Statement(_CANDIDATES, {
+    rows = yield Statement(_candidates_query(lookup, bool(labels)), {
         "ns": namespace, "q": lookup.norm, "f": lookup.folded, "keys": lookup.keys,
-        "prefix": lookup.prefix, "initials": lookup.initials,
-        "labels": list(labels) if labels else None, "limit": limit})
+        "prefix": lookup.prefix, "acronym": lookup.acronym, "labels": list(labels or []),
+        "limit": limit})
     return [CandidateRow(r[0], r[1], r[2], int(r[3]), r[4], r[5], float(r[6] or 0.0), r[7])
             for r in rows]
+
+
+def _candidates_query(lookup: Lookup, labelled: bool) -> sql.Composed:
+    labels = sql.SQL("e.label = ANY(%(labels)s)" if labelled else "true")
+    near = [sql.Placeholder("q")]
+    if lookup.folded and lookup.folded != lookup.norm:
+        near.append(sql.Placeholder("f"))
+    key = sql.SQL("e.norm = ANY(%(keys)s)")
+    alias_key = sql.SQL("a.norm = ANY(%(keys)s)")
+    branches = [_NAME_COLUMNS.format(key=key, labels=labels) + _BY_KEY,
+                _ALIAS_COLUMNS.format(key=alias_key, labels=labels) + _ALIAS_BY_KEY]
+    for term in near:
+        branches.append(_NAME_COLUMNS.format(key=key, labels=labels)
+                        + _BY_TRIGRAM.format(term))
+        branches.append(_ALIAS_COLUMNS.format(key=alias_key, labels=labels)
+                        + _ALIAS_BY_TRIGRAM.format(term))
+    branches.append(_NAME_COLUMNS.format(key=key, labels=labels) + _BY_PREFIX)
+    if lookup.acronym is not None:
+        branches.append(_NAME_COLUMNS.format(key=key, labels=labels) + _BY_INITIALS)
+    return _RANKED.format(sql.SQL(" UNION ALL ").join(sql.SQL("({})").format(b)
+                                                      for b in branches))
 
 
 def nearest(namespace: uuid.UUID, vector: Sequence[float], *, labels: Sequence[str] | None,
