@@ -10,8 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from pipeline.domain.resolution import CandidateRow
 from pipeline.entities.likeness import SPELLING_CAP, compare, edit_similarity, trigram_similarity
