@@ -102,9 +102,12 @@ def propose_plan(namespace: uuid.UUID, entity_id: uuid.UUID,
                                              k=config.resolver.candidates, exclude=[entity_id])
     proposals: list[Proposal] = []
     for candidate in rank(entity.name, rows, label=entity.label, exclude=entity_id):
+        if len(proposals) == config.resolver.candidates \
+                or candidate.confidence < config.resolver.possibly_same_threshold:
+            break  # ranked best first: the rest are below the thresholds too
         decision = pair_decision(candidate, config.resolver)
         if decision not in (MERGE, POSSIBLY_SAME):
-            break  # ranked best first: the rest are below the thresholds too
+            continue  # a homonym or a different number: shown by a resolve, never proposed
         other = candidate.entity_id
         if (yield from merges.pair_status(namespace, entity_id, other)) == "refused":
             continue  # a person said no: never proposed again, never merged

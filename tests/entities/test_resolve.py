@@ -221,3 +221,14 @@ def test_the_runner_examines_each_new_entity_once(db: psycopg.Connection[Any],
     left = db.execute("SELECT count(*) FROM entities WHERE proposed_at IS NULL"
                       " AND merged_into IS NULL").fetchone()
     assert left == (0,)
+
+
+def test_a_homonym_ranked_first_does_not_hide_the_next_candidate(
+        db: psycopg.Connection[Any], seeded: dict[str, Tenant]) -> None:
+    a = seeded["a"]
+    band = add_entity(db, a, "Bob-Marley", "ORG")  # folds like the person: a homonym, 0.9
+    person = add_entity(db, a, "Robert Marley", "PERSON")  # a nickname away: 0.85
+    new = add_entity(db, a, "Bob Marley", "PERSON")
+    proposals = propose_for(db, a.namespace, [new])
+    assert [(p.other_id, p.decision) for p in proposals] == [(person, "possibly_same")]
+    assert band not in {p.other_id for p in proposals}
