@@ -3,7 +3,8 @@
 It parses and authenticates requests, calls the engine under the caller's namespace, and maps
 results and errors to JSON. No SQL, ranking or validation logic lives here. This module only
 assembles the application: the services' lifespan, the error handlers, the request limits
-(`api/limits.py`) and the routers (`api/routes/`: search, graph, paths, objects, admin).
+(`api/limits.py`) and the routers (`api/routes/`: search, graph, paths, objects, entities,
+admin).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from psycopg_pool import PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api import errors, limits, metrics
-from api.routes import admin, graph, objects, paths, search
+from api.routes import admin, entities, graph, objects, paths, search
 from pipeline.domain.errors import BrainstreamError, ConfigError
 from pipeline.domain.settings import Settings, load_settings
 from pipeline.wiring import ActiveServices, Services
@@ -58,7 +59,7 @@ def create_app(settings: Settings | None = None,
     limits.install(app, settings)  # before the metrics: their refusals are timed too
     app.middleware("http")(metrics.observe)
 
-    for area in (search, graph, paths, objects, admin):
+    for area in (search, graph, paths, objects, entities, admin):
         app.include_router(area.router)
     return app
 

@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from api.schemas import ErrorOut
 from pipeline.domain.errors import (
     BrainstreamError,
+    CuratorRequired,
     InvalidInput,
     NamespaceForbidden,
     NotFound,
@@ -36,6 +37,7 @@ STATUS = {
     Unauthorized: 401,
     NamespaceForbidden: 403,
     RecipeReadOnly: 403,
+    CuratorRequired: 403,
     Unavailable: 503,
     InvalidInput: 422,
 }
@@ -44,8 +46,9 @@ STATUS = {
 ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorOut, "description": "the body is not valid JSON"},
     401: {"model": ErrorOut, "description": "missing or unknown API key"},
-    403: {"model": ErrorOut, "description": "the key is not bound to that namespace, or the"
-                                             " recipe is a read-only operator default"},
+    403: {"model": ErrorOut, "description": "the key is not bound to that namespace, the"
+                                             " recipe is a read-only operator default, or the"
+                                             " entity write needs a curator key"},
     404: {"model": ErrorOut, "description": "not found in this namespace"},
     408: {"model": ErrorOut, "description": "the body did not arrive in time (api/limits.py)"},
     413: {"model": ErrorOut, "description": "the body is too large (api/limits.py)"},

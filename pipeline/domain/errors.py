@@ -311,6 +311,20 @@ class TooManyRecipes(InvalidInput):
     code = "too_many_recipes"
 
 
+class EntityMerged(InvalidInput):
+    """A merge or a pair decision names an entity already merged into another: decide on the
+    survivor (`GET /v1/entities/{id}` names it)."""
+
+    code = "entity_merged"
+
+
+class CuratorRequired(BrainstreamError):
+    """Merging entities and deciding possibly-same pairs takes a curator key
+    (`BRAINSTREAM_ENTITY_CURATORS`), not only a key of the namespace."""
+
+    code = "curator_required"
+
+
 class ResultSetExpired(NotFound):
     """The result set is unknown to this namespace, or its TTL ran out."""
 

@@ -209,6 +209,24 @@ class Settings(BaseSettings):
     paths_max_enumerated: int = Field(default=2000, ge=1, le=1_000_000)
     paths_evidence_per_edge: int = Field(default=3, ge=1, le=20)
 
+    # Entity resolution (pipeline/entities/resolver.py, docs/parts/resolution.md): a pair merges
+    # automatically at MERGE_THRESHOLD, is held as possibly the same at POSSIBLY_SAME_THRESHOLD;
+    # /v1/resolve answers an entity at RESOLVE_MIN_CONFIDENCE, with RESOLVE_CANDIDATES
+    # candidates out of the RESOLVE_POOL rows the lookup examines.
+    entity_merge_threshold: float = Field(default=0.95, ge=0.5, le=1)
+    entity_possibly_same_threshold: float = Field(default=0.75, ge=0.1, le=1)
+    entity_resolve_min_confidence: float = Field(default=0.5, ge=0, le=1)
+    entity_resolve_candidates: int = Field(default=5, ge=1, le=50)
+    entity_resolve_pool: int = Field(default=50, ge=1, le=1000)
+    entity_resolve_max_queries: int = Field(default=20, ge=1, le=200)
+    entity_resolve_evidence: int = Field(default=3, ge=0, le=20)
+    entity_trigram_threshold: float = Field(default=0.3, gt=0, le=1)
+    # The proposal pass: entities per run (`pipeline/entities/merging.py: propose_pending`).
+    entity_proposal_batch: int = Field(default=200, ge=1, le=10_000)
+    # API keys that may merge entities and decide possibly-same pairs (in the namespaces their
+    # API_KEYS entry names), each with the name recorded as `decided_by`: key -> name.
+    entity_curators: dict[str, str] = Field(default_factory=dict)
+
     # Which index generation these settings address (pipeline/ops/generations.py). Not settings an
     # operator sets: `Settings.for_generation` fills them from the control table. Generation 1
     # is the base database and graph, so unresolved settings address it.
@@ -216,7 +234,8 @@ class Settings(BaseSettings):
     _generation_dbname: str | None = PrivateAttr(default=None)
     _consumer_group: str = PrivateAttr(default="brainstream-consumer")
 
-    @field_validator("api_keys", "expand_recipes", "publisher_keys", mode="before")
+    @field_validator("api_keys", "expand_recipes", "publisher_keys", "entity_curators",
+                     mode="before")
     @classmethod
     def _parse_json_object(cls, value: object) -> object:
         if isinstance(value, str):
@@ -240,6 +259,14 @@ class Settings(BaseSettings):
         limit = info.data.get("chunk_max_tokens")
         if isinstance(limit, int) and value >= limit:
             raise ValueError("must be smaller than CHUNK_MAX_TOKENS")
+        return value
+
+    @field_validator("entity_possibly_same_threshold")
+    @classmethod
+    def _held_below_merge(cls, value: float, info: ValidationInfo) -> float:
+        merge = info.data.get("entity_merge_threshold")
+        if isinstance(merge, float) and value >= merge:
+            raise ValueError("must be smaller than ENTITY_MERGE_THRESHOLD")
         return value
 
     @field_validator("graph_name", "pg_database")

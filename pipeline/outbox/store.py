@@ -26,6 +26,12 @@ Conn = psycopg.Connection[Any]
 _INSERT = ("INSERT INTO outbox (namespace_id, aggregate_id, op, payload)"
            " VALUES (%s, %s, %s, %s)")
 
+# One row per aggregate id (an array), all of one namespace and op, without payload: the
+# statement form of `enqueue_many` for code that runs its statements on a synchronous or an
+# asynchronous connection alike (pipeline/stores/postgres/plans.py). Params: namespace, op, ids.
+ENQUEUE_IDS = ("INSERT INTO outbox (namespace_id, aggregate_id, op, payload)"
+               " SELECT %s, id, %s, '{}'::jsonb FROM unnest(%s::uuid[]) AS id")
+
 
 class Entry(NamedTuple):
     """One row to enqueue."""

@@ -1,22 +1,33 @@
-"""Fixtures of the extraction stage tests: a database of their own (migrated, with the example
-kind catalog), so the session's pipeline processes, if running, never extract these rows with
-another extractor while a test runs the stage itself."""
+"""Fixtures of the entity tests.
+
+The extraction stage tests get a database of their own (migrated, with the example kind catalog),
+so the session's pipeline processes, if running, never extract these rows with another extractor
+while a test runs the stage itself. The resolution tests get two tenants with entities, aliases
+and mentions written straight into Postgres (the extraction stage is the pipeline's; these tests
+exercise what reads and rewrites its tables), and an API client whose keys include a curator of
+each tenant."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import psycopg
 import pytest
+from fastapi.testclient import TestClient
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
+from api.app import create_app
 from pipeline.domain.kinds import load_catalog
 from pipeline.domain.settings import Settings
+from pipeline.entities.names import normalise
 from pipeline.ops.migrations import apply_migrations
 from pipeline.stores.postgres.kinds import apply_catalog
 from pipeline.stores.postgres.pool import make_pool
+from tests.pipelineutil import ingest, put
 from tests.stackutil import EXAMPLES, make_settings
 
 
@@ -39,3 +50,83 @@ def epool(edb: Settings) -> Iterator[ConnectionPool]:
     pool = make_pool(edb, max_size=4)
     yield pool
     pool.close()
+
+
+@dataclass
+class Tenant:
+    namespace: uuid.UUID
+    key: str
+    curator_key: str
+    notes: list[str]  # object ids whose titles the mentions point into
+    entities: dict[str, uuid.UUID] = field(default_factory=dict)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.key}"}
+
+    @property
+    def curator(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.curator_key}"}
+
+
+def add_entity(conn: psycopg.Connection[Any], tenant: Tenant, name: str, label: str = "NAME",
+               *, aliases: Sequence[tuple[str, str]] = (), mentions: int = 1,
+               embedding: Sequence[float] | None = None) -> uuid.UUID:
+    """An entity with aliases (alias, source) and `mentions` mentions in the tenant's notes."""
+    entity_id = uuid.uuid4()
+    conn.execute("INSERT INTO entities (id, namespace_id, name, norm, label, part_count,"
+                 " embedding, proposed_at) VALUES (%s, %s, %s, %s, %s, %s, %s, now())",
+                 (entity_id, tenant.namespace, name, normalise(name), label, mentions,
+                  list(embedding) if embedding is not None else None))
+    for alias, source in aliases:
+        conn.execute("INSERT INTO entity_aliases (namespace_id, norm, alias, entity_id, source)"
+                     " VALUES (%s, %s, %s, %s, %s)",
+                     (tenant.namespace, normalise(alias), alias, entity_id, source))
+    for i in range(mentions):
+        conn.execute("INSERT INTO mentions (row_id, field, start_pos, end_pos, namespace_id,"
+                     " entity_id, label, text) VALUES (%s, 'title', %s, %s, %s, %s, %s, %s)",
+                     (tenant.notes[i], len(tenant.entities) * 100, len(tenant.entities) * 100
+                      + len(name), tenant.namespace, entity_id, label, name))
+    tenant.entities[name] = entity_id
+    return entity_id
+
+
+def make_tenant(settings: Settings, name: str) -> Tenant:
+    """A tenant with three notes to hold mentions."""
+    ns = uuid.uuid4()
+    notes = [str(uuid.uuid4()) for _ in range(3)]
+    ingest(settings, [put(ns, id=n, kind="note", title=f"{name} note {i}")
+                      for i, n in enumerate(notes)])
+    return Tenant(ns, f"key-{name}-{uuid.uuid4().hex[:8]}",
+                  f"curator-{name}-{uuid.uuid4().hex[:8]}", notes)
+
+
+@pytest.fixture(scope="module")
+def tenants(catalog: Settings) -> dict[str, Tenant]:
+    return {name: make_tenant(catalog, name) for name in ("a", "b")}
+
+
+@pytest.fixture(scope="module")
+def db(catalog: Settings) -> Iterator[psycopg.Connection[Any]]:
+    from pgvector.psycopg import register_vector
+
+    with psycopg.connect(catalog.effective_postgres_dsn, autocommit=True) as conn:
+        register_vector(conn)
+        yield conn
+
+
+@pytest.fixture(scope="module")
+def api_settings(catalog: Settings, tenants: dict[str, Tenant]) -> Settings:
+    keys = {}
+    for t in tenants.values():
+        keys[t.key] = [str(t.namespace)]
+        keys[t.curator_key] = [str(t.namespace)]
+    return catalog.model_copy(update={
+        "api_keys": keys, "entity_resolve_max_queries": 3,
+        "entity_curators": {t.curator_key: f"curator of {n}" for n, t in tenants.items()}})
+
+
+@pytest.fixture(scope="module")
+def client(api_settings: Settings) -> Iterator[TestClient]:
+    with TestClient(create_app(api_settings)) as test_client:
+        yield test_client

@@ -1,0 +1,134 @@
+"""Entity routes: resolve phrases to entities (`/v1/resolve`), read one entity, and the
+curators' writes: merge two entities, verify or refuse a possibly-same pair.
+
+Merges are a person's decision on derived data (entities are read from the content, not sent by
+publishers), so they are API calls, not events: they need a key listed in
+`BRAINSTREAM_ENTITY_CURATORS` (its name is recorded as `decided_by`), act in the key's
+namespace, and go through the outbox like every other change the graph must see.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import replace
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Header, Request
+
+from api.dependencies import Ns, Svc
+from api.errors import ERRORS
+from api.resolution_schemas import (
+    AliasOut,
+    AnswerOut,
+    DecisionBody,
+    DecisionOut,
+    EntityOut,
+    MergeBody,
+    MergeOut,
+    ResolveBody,
+    ResolveOut,
+)
+from pipeline.domain.errors import CuratorRequired, InvalidInput, NotFound, Unavailable
+from pipeline.domain.settings import Settings
+from pipeline.entities.merging import decide_plan, merge_plan
+from pipeline.entities.resolving import ResolveConfig, resolve
+from pipeline.stores.postgres import resolution as store
+from pipeline.stores.postgres.plans import arun
+from pipeline.stores.postgres.pool import read_connection
+from pipeline.wiring.services import query_embedder
+
+router = APIRouter(tags=["entities"], responses=ERRORS)
+
+EMBED_TIMEOUT = 5.0  # seconds: past it, the embedding layer is skipped, the answer still comes
+MAX_ALIASES = 100  # aliases shown by GET /v1/entities/{id}
+MAX_HOPS = 10  # merged_into followed at most this far (a merge re-points earlier ones: 1 hop)
+
+
+def curator(request: Request, ns: Ns,
+            authorization: Annotated[str | None, Header()] = None) -> str:
+    """The name a curator key records as `decided_by` (the key was checked by `ns`)."""
+    settings: Settings = request.app.state.settings
+    key = (authorization or "")[7:].strip()
+    name = settings.entity_curators.get(key)
+    if not name:
+        raise CuratorRequired("this API key may not merge entities or decide pairs",
+                              field="Authorization")
+    return name
+
+
+Curator = Annotated[str, Depends(curator)]
+
+
+@router.post("/v1/resolve", response_model=ResolveOut, response_model_exclude_none=True)
+async def resolve_phrases(body: ResolveBody, ns: Ns, svc: Svc) -> ResolveOut:
+    """Resolve phrases to entities of the namespace: per phrase the entity, its confidence, the
+    layer that decided and the candidates, or `unresolved` with a reason."""
+    settings = svc.settings
+    if (body.query is None) == (body.queries is None):
+        raise InvalidInput("send either `query` or `queries`", field="query")
+    phrases = [body.query] if body.query is not None else list(body.queries or [])
+    if len(phrases) > settings.entity_resolve_max_queries:
+        raise InvalidInput(f"at most {settings.entity_resolve_max_queries} queries",
+                           field="queries")
+    config = ResolveConfig.from_settings(settings)
+    if body.limit is not None:
+        config = replace(config, resolver=replace(config.resolver, candidates=body.limit))
+    embed = query_embedder(lambda: svc.embedder)
+    answers = []
+    async with read_connection(svc.pool) as conn:
+        for phrase in phrases:
+            vector, skipped = None, []
+            try:
+                vector = await asyncio.wait_for(embed(phrase), EMBED_TIMEOUT)
+            except (Unavailable, TimeoutError):
+                skipped = ["embedding: the query embedder is unavailable"]
+            answers.append(await arun(conn, resolve(ns, phrase, config, vector=vector,
+                                                    labels=body.labels, skipped=skipped)))
+    return ResolveOut(results=[AnswerOut.of(a) for a in answers])
+
+
+@router.get("/v1/entities/{entity_id}", response_model=EntityOut,
+            response_model_exclude_none=True)
+async def read_entity(entity_id: uuid.UUID, ns: Ns, svc: Svc) -> EntityOut:
+    """One entity with its aliases and counts; a merged one answers with its survivor."""
+    async with read_connection(svc.pool) as conn:
+        current, hops = entity_id, 0
+        while True:
+            found = (await arun(conn, store.entities(ns, [current]))).get(current)
+            if found is None:
+                raise NotFound(f"no entity {entity_id} in this namespace", field="entity_id")
+            if found.merged_into is None or hops == MAX_HOPS:
+                break
+            current, hops = found.merged_into, hops + 1
+        aliases, counts = await arun(conn, store.details(ns, found.id, MAX_ALIASES))
+    merged = found.id != entity_id
+    return EntityOut(id=found.id, name=found.name, label=found.label,
+                     part_count=found.part_count, created_at=found.created_at,
+                     updated_at=found.updated_at,
+                     aliases=[AliasOut(alias=a, source=s) for a, s in aliases],
+                     counts={"mentions": counts.mentions, "aliases": counts.aliases,
+                             "edges": counts.edges},
+                     merged_from=entity_id if merged else None,
+                     note=f"entity {entity_id} was merged into {found.id}" if merged else None)
+
+
+@router.post("/v1/entities/merge", response_model=MergeOut, response_model_by_alias=True)
+async def merge_entities(body: MergeBody, ns: Ns, who: Curator, svc: Svc) -> MergeOut:
+    """Merge entity `from` into `into` (a curator's decision), or with `dry_run` say what would
+    move."""
+    async with read_connection(svc.pool) as conn:
+        report = await arun(conn, merge_plan(ns, body.from_, body.into, dry_run=body.dry_run,
+                                             decided_by=who))
+    return MergeOut.of(report)
+
+
+@router.post("/v1/entities/possibly_same/{from_id}/{to_id}", response_model=DecisionOut,
+             response_model_by_alias=True)
+async def decide_pair(from_id: uuid.UUID, to_id: uuid.UUID, body: DecisionBody, ns: Ns,
+                      who: Curator, svc: Svc) -> DecisionOut:
+    """Verify (merge `from` into `to`) or refuse (never proposed again) a possibly-same pair."""
+    async with read_connection(svc.pool) as conn:
+        decided = await arun(conn, decide_plan(ns, from_id, to_id, body.decision,
+                                               decided_by=who))
+    return DecisionOut.of(decided)

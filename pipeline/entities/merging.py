@@ -1,0 +1,185 @@
+"""Merging entities: the proposal pass over new entities, a person's merge, and a person's
+decision on a possibly-same pair.
+
+The proposal pass looks each new entity up like a phrase (its name, its label, its name's
+embedding when it has one) and, per candidate, by `pipeline/entities/resolver.py:
+pair_decision`: merges the pair automatically at the merge threshold (the entity with more
+mentions survives; the older one on a tie), holds it as POSSIBLY_SAME (status held) above the
+possibly-same threshold, and never proposes a pair a person refused. Everything runs as plans
+(`pipeline/stores/postgres/plans.py`): `propose_for` and `propose_pending` on a synchronous
+connection or pool (the worker), `merge_plan` and `decide_plan` also on the API's async one.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from pipeline.domain.errors import EntityMerged, InvalidInput, NotFound
+from pipeline.entities.resolver import MERGE, POSSIBLY_SAME, pair_decision, rank
+from pipeline.entities.resolving import ResolveConfig, lookup
+from pipeline.stores.postgres import merges, resolution as store
+from pipeline.stores.postgres.merges import MergeReport
+from pipeline.stores.postgres.plans import Plan, run
+
+RESOLVER = "resolver"  # `decided_by` of the automatic merges
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """What the pass did with one pair: `merge` (`merged_into` the survivor) or
+    `possibly_same` (`applied` False when a person had already decided the pair)."""
+
+    entity_id: uuid.UUID
+    other_id: uuid.UUID
+    decision: str
+    confidence: float
+    method: str
+    applied: bool
+    merged_into: uuid.UUID | None = None
+
+
+@contextmanager
+def _connection(conn_or_pool: psycopg.Connection[Any] | ConnectionPool
+                ) -> Iterator[psycopg.Connection[Any]]:
+    if isinstance(conn_or_pool, ConnectionPool):
+        with conn_or_pool.connection() as conn:
+            yield conn
+    else:
+        yield conn_or_pool
+
+
+def propose_for(conn_or_pool: psycopg.Connection[Any] | ConnectionPool, namespace: uuid.UUID,
+                entity_ids: Sequence[uuid.UUID],
+                config: ResolveConfig | None = None) -> list[Proposal]:
+    """Run the proposal pass over `entity_ids` (entities of `namespace` the extraction stage
+    just created), one transaction per entity; what it merged and held. Idempotent: a held
+    pair is refreshed, a merged entity is no longer live and is skipped."""
+    config = config or ResolveConfig()
+    out: list[Proposal] = []
+    with _connection(conn_or_pool) as conn:
+        for entity_id in entity_ids:
+            out.extend(run(conn, propose_plan(namespace, entity_id, config)))
+    return out
+
+
+def propose_pending(conn_or_pool: psycopg.Connection[Any] | ConnectionPool, *, batch: int,
+                    config: ResolveConfig | None = None) -> list[Proposal]:
+    """The Celery-free runner: examine up to `batch` live entities not yet proposed (every
+    namespace, oldest first) in one transaction, and mark them; a second runner meanwhile finds
+    the pass locked and does nothing. Call it until it examines nothing."""
+    config = config or ResolveConfig()
+    out: list[Proposal] = []
+    with _connection(conn_or_pool) as conn, conn.transaction():
+        claimed = run(conn, merges.claim_unproposed(batch))
+        for namespace, entity_id in claimed:
+            out.extend(run(conn, propose_plan(namespace, entity_id, config)))
+        if claimed:
+            run(conn, merges.mark_proposed([entity_id for _, entity_id in claimed]))
+    return out
+
+
+def propose_plan(namespace: uuid.UUID, entity_id: uuid.UUID,
+                 config: ResolveConfig) -> Plan[list[Proposal]]:
+    """The proposal pass for one entity."""
+    found = yield from store.entities(namespace, [entity_id])
+    entity = found.get(entity_id)
+    if entity is None or entity.merged_into is not None:
+        return []
+    rows = yield from store.candidates(namespace, lookup(entity.name), labels=None,
+                                       limit=config.pool,
+                                       trigram_threshold=config.trigram_threshold)
+    if entity.has_embedding:
+        vector = yield from store.entity_embedding(entity_id)
+        if vector is not None:
+            rows += yield from store.nearest(namespace, vector, labels=None,
+                                             k=config.resolver.candidates, exclude=[entity_id])
+    proposals: list[Proposal] = []
+    for candidate in rank(entity.name, rows, label=entity.label, exclude=entity_id):
+        if len(proposals) == config.resolver.candidates \
+                or candidate.confidence < config.resolver.possibly_same_threshold:
+            break  # ranked best first: the rest are below the thresholds too
+        decision = pair_decision(candidate, config.resolver)
+        if decision not in (MERGE, POSSIBLY_SAME):
+            continue  # a homonym or a different number: shown by a resolve, never proposed
+        other = candidate.entity_id
+        if (yield from merges.pair_status(namespace, entity_id, other)) == "refused":
+            continue  # a person said no: never proposed again, never merged
+        if decision == MERGE:
+            # the better-known entity survives; on a tie the existing one
+            into, from_ = ((entity_id, other) if entity.part_count > candidate.part_count
+                           else (other, entity_id))
+            yield from merges.merge(namespace, from_, into, confidence=candidate.confidence,
+                                    method=candidate.method, decided_by=RESOLVER,
+                                    dry_run=False)
+            proposals.append(Proposal(entity_id, other, MERGE, candidate.confidence,
+                                      candidate.method, True, into))
+            if from_ == entity_id:
+                break  # this entity is gone; the survivor keeps its own proposals
+            continue
+        applied = yield from merges.hold(namespace, entity_id, other,
+                                         confidence=candidate.confidence,
+                                         method=candidate.method)
+        proposals.append(Proposal(entity_id, other, POSSIBLY_SAME, candidate.confidence,
+                                  candidate.method, applied))
+    return proposals
+
+
+def merge_plan(namespace: uuid.UUID, from_id: uuid.UUID, into_id: uuid.UUID, *, dry_run: bool,
+               decided_by: str, note: str | None = None) -> Plan[MergeReport]:
+    """A person's merge of `from_id` into `into_id` (confidence 1: a person decided), or what it
+    would change with `dry_run`."""
+    return (yield from merges.merge(namespace, from_id, into_id, confidence=1.0,
+                                    method="person", decided_by=decided_by, dry_run=dry_run,
+                                    note=note))
+
+
+def merge(conn: psycopg.Connection[Any], namespace: uuid.UUID, from_id: uuid.UUID,
+          into_id: uuid.UUID, *, dry_run: bool, decided_by: str) -> MergeReport:
+    """`merge_plan` on a synchronous connection (operators' scripts, the worker)."""
+    return run(conn, merge_plan(namespace, from_id, into_id, dry_run=dry_run,
+                                decided_by=decided_by))
+
+
+@dataclass(frozen=True)
+class PairDecision:
+    """A person's decision on a pair, and the merge a verification made."""
+
+    from_id: uuid.UUID
+    to_id: uuid.UUID
+    status: str  # verified | refused
+    merge: MergeReport | None
+
+
+def decide_plan(namespace: uuid.UUID, from_id: uuid.UUID, to_id: uuid.UUID, decision: str, *,
+                decided_by: str) -> Plan[PairDecision]:
+    """Verify (the pair is merged, `from_id` into `to_id`, recorded as `decided_by`'s) or refuse
+    (never proposed again) a possibly-same pair; a pair the resolver never proposed may be
+    decided too."""
+    if decision not in ("verify", "refuse"):
+        raise InvalidInput("decision must be verify or refuse", field="decision")
+    if from_id == to_id:
+        raise InvalidInput("a pair needs two entities", field="to")
+    found = yield from store.entities(namespace, [from_id, to_id])
+    for field, entity_id in (("from", from_id), ("to", to_id)):
+        entity = found.get(entity_id)
+        if entity is None:
+            raise NotFound(f"no entity {entity_id} in this namespace", field=field)
+        if entity.merged_into is not None:
+            raise EntityMerged(f"entity {entity_id} was merged into {entity.merged_into}",
+                               field=field)
+    status = "verified" if decision == "verify" else "refused"
+    confidence, method = yield from merges.decide(namespace, from_id, to_id, status)
+    if status == "refused":
+        return PairDecision(from_id, to_id, status, None)
+    report = yield from merges.merge(
+        namespace, from_id, to_id, confidence=confidence if confidence is not None else 1.0,
+        method=method or "person", decided_by=decided_by, dry_run=False,
+        note="verified possibly_same")
+    return PairDecision(from_id, to_id, status, report)

@@ -1,0 +1,139 @@
+"""The resolver's decisions, pure: which entity a phrase names, and what to do with two
+entities that may be one.
+
+The layers, in order (each a `method` on the answer): 1 `exact` normalised name, 2 `alias`
+table, 3 the name rules of `pipeline/entities/likeness.py` (`fold`, `segments`, `initials`,
+`nickname`, `prefix`), 4 `spelling` (pg_trgm and edit similarity, capped below the merge
+threshold), 5 `embedding` similarity of the names (capped at `EMBEDDING_CAP`). The store finds
+the candidate rows (`pipeline/stores/postgres/resolution.py`); here each is scored by the best
+layer that relates it to the phrase, and the answer is the top candidate, or `unresolved` with
+why: `no_candidates`, `below_threshold`, or `tie` (two candidates within `tie_margin`, such as
+two entities that share an alias: homonyms are shown, never guessed).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from pipeline.domain.resolution import CandidateRow, Evidence
+from pipeline.entities.likeness import Likeness, cap, compare
+from pipeline.entities.names import normalise
+
+# An alias a merge or a person recorded is as good as the name; one an extractor saw, nearly.
+ALIAS_CONFIDENCE = {"merge": 0.98, "manual": 0.98, "extractor": 0.96, "surface": 0.96}
+# Names that merely mean something close ("car" / "automobile") are a lead, never a merge.
+EMBEDDING_CAP = 0.85
+# Below this cosine similarity a name's embedding says nothing: the nearest names of a
+# namespace are always some names, and they are not candidates for that alone.
+EMBEDDING_FLOOR = 0.5
+
+MERGE = "merge"
+POSSIBLY_SAME = "possibly_same"
+DISTINCT = "distinct"
+
+
+@dataclass(frozen=True)
+class ResolverConfig:
+    """The thresholds (settings `entity_*`, docs/parts/resolution.md)."""
+
+    merge_threshold: float = 0.95
+    possibly_same_threshold: float = 0.75
+    min_confidence: float = 0.5
+    candidates: int = 5
+    tie_margin: float = 0.02
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """An entity scored against the phrase by its best layer."""
+
+    entity_id: uuid.UUID
+    name: str
+    label: str
+    part_count: int
+    confidence: float
+    method: str
+    numbers_differ: bool = False
+    proposable: bool = True  # may be merged or held with the phrase's entity
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """The answer for one phrase: the entity it names, or `unresolved` with a reason."""
+
+    query: str
+    candidates: list[Candidate]
+    entity: Candidate | None = None
+    reason: str | None = None  # no_candidates | below_threshold | tie when unresolved
+    evidence: list[Evidence] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # layers that could not run, and why
+
+    @property
+    def unresolved(self) -> bool:
+        """No entity was chosen."""
+        return self.entity is None
+
+
+def score(phrase: str, row: CandidateRow, *, label: str = "NAME") -> Likeness | None:
+    """How a candidate row relates to `phrase` (a name of label `label`), by its best layer."""
+    if row.via == "embedding":
+        by_name = compare(phrase, row.name, label_a=label, label_b=row.label)
+        capped = None
+        if row.similarity >= EMBEDDING_FLOOR:
+            semantic = Likeness("embedding", min(EMBEDDING_CAP, EMBEDDING_CAP * row.similarity))
+            capped = cap(semantic, phrase, row.name, label, row.label)
+        return max((x for x in (by_name, capped) if x is not None),
+                   key=lambda x: x.confidence, default=None)
+    if row.via == "alias" and normalise(row.matched) == normalise(phrase):
+        found = Likeness("alias", ALIAS_CONFIDENCE.get(row.alias_source or "", 0.96))
+        return cap(found, phrase, row.matched, label, row.label)
+    return compare(phrase, row.matched, label_a=label, label_b=row.label,
+                   trigram=row.similarity if row.via == "name" else None)
+
+
+def rank(phrase: str, rows: list[CandidateRow], *, label: str = "NAME",
+         exclude: uuid.UUID | None = None) -> list[Candidate]:
+    """Each entity once, with its best layer, best first (ties: the more mentioned first)."""
+    best: dict[uuid.UUID, Candidate] = {}
+    for row in rows:
+        if row.entity_id == exclude:
+            continue
+        found = score(phrase, row, label=label)
+        if found is None:
+            continue
+        seen = best.get(row.entity_id)
+        if seen is None or found.confidence > seen.confidence:
+            best[row.entity_id] = Candidate(row.entity_id, row.name, row.label, row.part_count,
+                                            found.confidence, found.method,
+                                            found.numbers_differ, found.proposable)
+    return sorted(best.values(), key=lambda c: (-c.confidence, -c.part_count, c.name))
+
+
+def decide(phrase: str, rows: list[CandidateRow], config: ResolverConfig, *,
+           skipped: list[str] | None = None) -> Resolution:
+    """The answer for `phrase` from the candidate rows the store found."""
+    ranked = rank(phrase, rows)
+    shown = ranked[:config.candidates]
+    notes = list(skipped or [])
+    if not ranked:
+        return Resolution(phrase, [], reason="no_candidates", skipped=notes)
+    top = ranked[0]
+    if top.confidence < config.min_confidence:
+        return Resolution(phrase, shown, reason="below_threshold", skipped=notes)
+    if len(ranked) > 1 and top.confidence - ranked[1].confidence < config.tie_margin:
+        return Resolution(phrase, shown, reason="tie", skipped=notes)
+    return Resolution(phrase, shown, entity=top, skipped=notes)
+
+
+def pair_decision(likeness: Likeness | Candidate | None, config: ResolverConfig) -> str:
+    """What the proposal pass does with two entities: `merge` them (at the merge threshold),
+    hold them as `possibly_same`, or leave them `distinct`. Names whose numbers differ, and
+    homonyms, are always distinct."""
+    if likeness is None or not likeness.proposable:
+        return DISTINCT
+    if likeness.confidence >= config.merge_threshold:
+        return MERGE
+    if likeness.confidence >= config.possibly_same_threshold:
+        return POSSIBLY_SAME
+    return DISTINCT
