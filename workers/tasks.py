@@ -9,13 +9,15 @@ from typing import Any
 
 from pipeline.domain.errors import Unavailable
 from pipeline.embedding.service import EmbeddingService, pending_count
+from pipeline.entities.merging import ProposalStats, propose_all
+from pipeline.entities.resolving import ResolveConfig
 from pipeline.entities.stage import ExtractionStage
 from pipeline.ops.vocab import refresh_vocab
 from pipeline.outbox.relay import OutboxRelay
 from pipeline.outbox.store import backlog
 from pipeline.stores.postgres import extraction
 from workers.app import EMBED_TASK, EXTRACT_TASK, RELAY_TASK, SWEEP_TASK, app
-from workers.runtime import runtime
+from workers.runtime import Runtime, runtime
 
 log = logging.getLogger(__name__)
 _relay_lock = threading.Lock()
@@ -42,9 +44,17 @@ def extract(roots: list[str] | None = None) -> dict[str, Any]:
     stage = ExtractionStage(rt.settings, rt.pool, rt.extractor, rt.embedder, rt.dead_letters)
     ids = [uuid.UUID(r) for r in roots] if roots else None
     stats = stage.run(ids)
-    if stats.extracted or stats.recounted or stats.failed:
+    proposals = _propose(rt) if stats.entities_created else ProposalStats()
+    if stats.extracted or stats.recounted or stats.failed or proposals.merged:
         relay.delay()
-    return stats.__dict__
+    return {**stats.__dict__, "proposals": proposals.__dict__}
+
+
+def _propose(rt: Runtime) -> ProposalStats:
+    """The resolver's proposal pass over the entities extraction created: merge at the merge
+    threshold, hold possibly-same pairs (pipeline/entities/merging.py)."""
+    return propose_all(rt.pool, batch=rt.settings.entity_proposal_batch,
+                       config=ResolveConfig.from_settings(rt.settings))
 
 
 @app.task(name=RELAY_TASK)
@@ -77,9 +87,13 @@ def sweep() -> dict[str, int]:
         embed.delay(None)
     if extract_pending:
         extract.delay(None)
+    proposals = _propose(rt)  # entities a killed worker created but never examined
+    if proposals.merged:
+        relay.delay()
     if outbox:
         relay.delay()
     with rt.pool.connection() as conn:
         vocab_rows = refresh_vocab(conn) or 0
     return {"embed_pending": pending, "extract_pending": extract_pending,
-            "outbox_backlog": outbox, "deferred_applied": deferred, "vocab_rows": vocab_rows}
+            "outbox_backlog": outbox, "deferred_applied": deferred, "vocab_rows": vocab_rows,
+            "entities_examined": proposals.examined}

@@ -55,6 +55,15 @@ def _connection(conn_or_pool: psycopg.Connection[Any] | ConnectionPool
         yield conn_or_pool
 
 
+@dataclass
+class ProposalStats:
+    """What `propose_all` did: entities examined, pairs merged, pairs held as possibly the same."""
+
+    examined: int = 0
+    merged: int = 0
+    held: int = 0
+
+
 def propose_for(conn_or_pool: psycopg.Connection[Any] | ConnectionPool, namespace: uuid.UUID,
                 entity_ids: Sequence[uuid.UUID],
                 config: ResolveConfig | None = None) -> list[Proposal]:
@@ -73,8 +82,27 @@ def propose_pending(conn_or_pool: psycopg.Connection[Any] | ConnectionPool, *, b
                     config: ResolveConfig | None = None) -> list[Proposal]:
     """The Celery-free runner: examine up to `batch` live entities not yet proposed (every
     namespace, oldest first) in one transaction, and mark them; a second runner meanwhile finds
-    the pass locked and does nothing. Call it until it examines nothing."""
-    config = config or ResolveConfig()
+    the pass locked and does nothing. Call it until it examines nothing (`propose_all`)."""
+    return _propose_round(conn_or_pool, batch, config or ResolveConfig())[1]
+
+
+def propose_all(pool: ConnectionPool, *, batch: int, config: ResolveConfig,
+                max_rounds: int = 50) -> ProposalStats:
+    """Run the proposal pass until no unexamined entity is left (or `max_rounds` ran: the rest
+    waits for the next call; the sweep makes one). What the worker runs after extraction."""
+    stats = ProposalStats()
+    for _ in range(max_rounds):
+        examined, proposals = _propose_round(pool, batch, config)
+        if not examined:
+            break
+        stats.examined += examined
+        stats.merged += sum(p.applied and p.decision == "merge" for p in proposals)
+        stats.held += sum(p.applied and p.decision == "possibly_same" for p in proposals)
+    return stats
+
+
+def _propose_round(conn_or_pool: psycopg.Connection[Any] | ConnectionPool, batch: int,
+                   config: ResolveConfig) -> tuple[int, list[Proposal]]:
     out: list[Proposal] = []
     with _connection(conn_or_pool) as conn, conn.transaction():
         claimed = run(conn, merges.claim_unproposed(batch))
@@ -82,7 +110,7 @@ def propose_pending(conn_or_pool: psycopg.Connection[Any] | ConnectionPool, *, b
             out.extend(run(conn, propose_plan(namespace, entity_id, config)))
         if claimed:
             run(conn, merges.mark_proposed([entity_id for _, entity_id in claimed]))
-    return out
+    return len(claimed), out
 
 
 def propose_plan(namespace: uuid.UUID, entity_id: uuid.UUID,
