@@ -2,7 +2,8 @@
 
 One file, like psycopg's `abc.py`: the write path (`EventStore`, `EventStores`, `WorkTrigger`,
 `DeadLetterSink`), the projection (`GraphWriter`, `ChangeSink`), embedding (`Embedder`),
-extraction (`Extractor`) and the read side (`Channel`, `PartSearcher`, `ObjectReader`, `GraphReader`, `ResultSetStore`). Each has
+extraction (`Extractor`) and the read side (`Channel`, `PartSearcher`, `ObjectReader`,
+`GraphReader`, `ResultSetStore`). Each has
 one production adapter in a module of its own (`pipeline/stores/`, `pipeline/graph/falkordb/`,
 `pipeline/kafka/`, `pipeline/embedding/embedders/`, `pipeline/retrieval/channels/`). The values
 they trade are in `pipeline/domain/`.
@@ -24,7 +25,16 @@ from numpy.typing import NDArray
 
 from pipeline.domain.kinds import KindCatalog
 from pipeline.domain.mentions import Extraction, TextField
-from pipeline.domain.projection import Change, EdgeKey, EdgeState, NodeState
+from pipeline.domain.projection import (
+    Change,
+    EdgeKey,
+    EdgeState,
+    EntityEdgeKey,
+    EntityEdgeState,
+    MentionsState,
+    NamedEntityState,
+    NodeState,
+)
 from pipeline.domain.read_model import (
     Direction,
     EdgeHit,
@@ -209,6 +219,49 @@ class GraphWriter(Protocol):
 
     def node_ids(self, namespace: str | None = None) -> set[str]:
         """The ids of every node (of one namespace, if given)."""
+        ...
+
+    # The entity layer: NamedEntity nodes, MENTIONS (object -> entity) and entity edges. None of
+    # these is visible to the object reads above.
+
+    def upsert_named_entities(self, entities: Sequence[NamedEntityState]) -> None:
+        """Create or update entity nodes, keeping their edges."""
+        ...
+
+    def delete_named_entities(self, ids: Sequence[str]) -> None:
+        """Remove entity nodes with their MENTIONS and entity edges; missing ids are ignored."""
+        ...
+
+    def named_entities_present(self, ids: Sequence[str]) -> set[str]:
+        """Which of `ids` have an entity node."""
+        ...
+
+    def fetch_mentions(self, root_ids: Sequence[str]) -> list[MentionsState]:
+        """The MENTIONS edges from these object nodes."""
+        ...
+
+    def fetch_mentions_to(self, entity_ids: Sequence[str]) -> set[str]:
+        """The ids of the object nodes with MENTIONS to these entity nodes."""
+        ...
+
+    def upsert_mentions(self, mentions: Sequence[MentionsState]) -> None:
+        """Create or update MENTIONS edges whose two endpoints exist (others are skipped)."""
+        ...
+
+    def delete_mentions(self, pairs: Sequence[tuple[str, str]]) -> None:
+        """Remove MENTIONS edges by (root id, entity id); missing ones are ignored."""
+        ...
+
+    def fetch_entity_edges(self, entity_ids: Sequence[str]) -> list[EntityEdgeState]:
+        """The entity edges touching these entity nodes, each once."""
+        ...
+
+    def upsert_entity_edges(self, edges: Sequence[EntityEdgeState]) -> None:
+        """Create or update entity edges whose two endpoints exist (others are skipped)."""
+        ...
+
+    def delete_entity_edges(self, keys: Sequence[EntityEdgeKey]) -> None:
+        """Remove entity edges; missing ones are ignored."""
         ...
 
 
