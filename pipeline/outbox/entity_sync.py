@@ -23,7 +23,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from psycopg_pool import ConnectionPool
 
@@ -45,12 +45,28 @@ V = TypeVar("V")
 _MAX_MERGE_HOPS = 4
 
 
+@dataclass(frozen=True)
+class StateDiff(Generic[K]):
+    """How `current` differs from `desired`: keys only desired, in both but different, only
+    current (each in the order of its mapping)."""
+
+    missing: list[K]
+    stale: list[K]
+    extra: list[K]
+
+
+def compare_states(current: Mapping[K, V], desired: Mapping[K, V]) -> StateDiff[K]:
+    """Compare two keyed states (the graph's, and Postgres')."""
+    return StateDiff(missing=[k for k in desired if k not in current],
+                     stale=[k for k, v in desired.items() if k in current and current[k] != v],
+                     extra=[k for k in current if k not in desired])
+
+
 def diff_states(current: Mapping[K, V], desired: Mapping[K, V]) -> tuple[list[V], list[K]]:
     """What to write (desired states missing or different in `current`) and what to delete
-    (keys of `current` not desired), each in key order of its mapping."""
-    writes = [state for key, state in desired.items() if current.get(key) != state]
-    deletes = [key for key in current if key not in desired]
-    return writes, deletes
+    (keys of `current` not desired)."""
+    diff = compare_states(current, desired)
+    return [desired[k] for k in diff.missing + diff.stale], diff.extra
 
 
 @dataclass
