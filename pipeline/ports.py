@@ -221,11 +221,8 @@ class GraphWriter(Protocol):
         """The ids of every node (of one namespace, if given)."""
         ...
 
-    # The entity layer: NamedEntity nodes, MENTIONS (object -> entity) and entity edges. None of
-    # these is visible to the object reads above.
-
     def upsert_named_entities(self, entities: Sequence[NamedEntityState]) -> None:
-        """Create or update entity nodes, keeping their edges."""
+        """Create or update entity nodes (unseen by the object reads above), keeping edges."""
         ...
 
     def delete_named_entities(self, ids: Sequence[str]) -> None:
