@@ -229,8 +229,8 @@ class GraphWriter(Protocol):
         """Remove entity nodes with their MENTIONS and entity edges; missing ids are ignored."""
         ...
 
-    def named_entities_present(self, ids: Sequence[str]) -> set[str]:
-        """Which of `ids` have an entity node."""
+    def fetch_named_entities(self, ids: Sequence[str]) -> list[NamedEntityState]:
+        """The stored state of those of `ids` that have an entity node."""
         ...
 
     def fetch_mentions(self, root_ids: Sequence[str]) -> list[MentionsState]:

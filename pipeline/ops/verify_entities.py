@@ -17,7 +17,11 @@ from typing import Any
 from pipeline.domain.projection import EntityEdgeKey, EntityEdgeState, MentionsState
 from pipeline.domain.settings import Settings
 from pipeline.graph.falkordb import cypher
-from pipeline.graph.falkordb.writer import entity_edge_state, mentions_state
+from pipeline.graph.falkordb.writer import (
+    entity_edge_state,
+    mentions_state,
+    named_entity_state,
+)
 from pipeline.outbox import store as outbox
 from pipeline.outbox.entity_aggregates import load_entities, load_entity_edges, load_mentions
 from pipeline.outbox.entity_sync import compare_states
@@ -85,10 +89,8 @@ def verify_entities(conn: Conn, graph: Any, settings: Settings) -> EntityDrift:
                    load_mentions(conn, None, parts_cap=settings.graph_mention_parts_cap)}
     pg_edges = {e.key: e for e in load_entity_edges(
         conn, None, evidence_cap=settings.graph_entity_evidence_cap)}
-    gr_entities: dict[str, tuple[Any, ...]] = {}
-    for row in graph.ro_query(cypher.ALL_NAMED_ENTITIES).result_set:
-        state = (str(row[0]), str(row[1] or ""), row[2], row[3], row[4], row[5])
-        gr_entities[state[0]] = state
+    gr_entities = {e.id: e for e in
+                   map(named_entity_state, graph.ro_query(cypher.ALL_NAMED_ENTITIES).result_set)}
     gr_mentions = {(m.root_id, m.entity_id): m for m in
                    map(mentions_state, graph.ro_query(cypher.ALL_MENTIONS).result_set)}
     gr_edges = {e.key: e for e in
@@ -96,9 +98,7 @@ def verify_entities(conn: Conn, graph: Any, settings: Settings) -> EntityDrift:
 
     drift = EntityDrift(entities_checked=len(pg_entities), mentions_checked=len(pg_mentions),
                         edges_checked=len(pg_edges))
-    pg_rows = {k: (s.id, s.namespace, s.name, s.norm, s.label, s.part_count)
-               for k, s in pg_entities.items()}
-    diff = compare_states(gr_entities, pg_rows)
+    diff = compare_states(gr_entities, pg_entities)
     drift.missing_entities, drift.stale_entities = sorted(diff.missing), sorted(diff.stale)
     drift.extra_entities = sorted(diff.extra)
     mdiff = compare_states(gr_mentions, pg_mentions)
@@ -108,17 +108,17 @@ def verify_entities(conn: Conn, graph: Any, settings: Settings) -> EntityDrift:
     drift.missing_edges, drift.stale_edges = sorted(ediff.missing), sorted(ediff.stale)
     drift.extra_edges = sorted(ediff.extra)
 
-    for source in (gr_entities, pg_rows):
-        drift.owners.update({k: v[1] for k, v in source.items()})
+    for source in (gr_entities, pg_entities):
+        drift.owners.update({k: v.namespace for k, v in source.items()})
     for states in (gr_mentions, pg_mentions):
         drift.owners.update({m.root_id: m.namespace for m in states.values()})
     for edges in (gr_edges, pg_edges):
         for e in edges.values():
             drift.owners.setdefault(e.key.from_id, e.namespace)
             drift.owners.setdefault(e.key.to_id, e.namespace)
-    pg_counts = _counts([v[1] for v in pg_rows.values()], pg_mentions.values(),
+    pg_counts = _counts([v.namespace for v in pg_entities.values()], pg_mentions.values(),
                         pg_edges.values())
-    gr_counts = _counts([v[1] for v in gr_entities.values()], gr_mentions.values(),
+    gr_counts = _counts([v.namespace for v in gr_entities.values()], gr_mentions.values(),
                         gr_edges.values())
     for ns in sorted(set(pg_counts) | set(gr_counts)):
         pair = (pg_counts.get(ns, (0, 0, 0)), gr_counts.get(ns, (0, 0, 0)))

@@ -108,13 +108,17 @@ class EntitySync:
             touched = {uuid.UUID(e) for _, e in desired} | {uuid.UUID(e) for _, e in current}
             touched |= mentioned_by(conn, sorted(root_set)) | set(named)
             rows = load_entities(conn, sorted(touched))
-        projected = {eid: row for eid, row in rows.items() if row.projected}
-        gone = sorted(str(eid) for eid in touched if eid not in projected)
-        present = self.graph.named_entities_present([str(e) for e in sorted(projected)])
+        projected = {str(eid): row.state() for eid, row in sorted(rows.items())
+                     if row.projected}
+        stored = {e.id: e for e in
+                  self.graph.fetch_named_entities([str(e) for e in sorted(touched)])}
+        gone = sorted(eid for eid in stored if eid not in projected)
         # whole edge re-sync: entities the batch names, and nodes new to the graph
-        resync = sorted(eid for eid in projected if eid in named or str(eid) not in present)
-        self.graph.upsert_named_entities([row.state() for _, row in sorted(projected.items())])
-        stats.entities_upserted = len(projected)
+        resync = sorted(uuid.UUID(eid) for eid in projected
+                        if uuid.UUID(eid) in named or eid not in stored)
+        changed, _ = diff_states(stored, projected)
+        self.graph.upsert_named_entities(changed)
+        stats.entities_upserted = len(changed)
         self._sync_edges(resync, stats)
         ups, downs = diff_states(current, desired)
         self.graph.delete_mentions(downs)
@@ -130,6 +134,8 @@ class EntitySync:
         a merged entity in the graph join `roots` (their rows now name the survivor)."""
         frontier = set(named)
         for _ in range(_MAX_MERGE_HOPS):
+            if not frontier:
+                break
             rows = load_entities(conn, sorted(frontier))
             merged = {eid: row.merged_into for eid, row in rows.items()
                       if row.merged_into is not None}
@@ -139,8 +145,6 @@ class EntitySync:
             roots.update(uuid.UUID(r) for r in pointing)
             frontier = {s for s in merged.values() if s is not None} - named
             named |= frontier
-            if not frontier:
-                break
         return named
 
     def _sync_edges(self, ids: Sequence[uuid.UUID], stats: EntitySyncStats) -> None:

@@ -9,11 +9,17 @@ from typing import Any
 
 import psycopg
 
+from pipeline.domain.projection import EntityEdgeState, MentionsState, NamedEntityState
 from pipeline.domain.settings import Settings
 from pipeline.entities.names import normalise
 from pipeline.graph.falkordb import cypher
 from pipeline.graph.falkordb.schema import connect
-from pipeline.graph.falkordb.writer import FalkorGraphWriter, entity_edge_state, mentions_state
+from pipeline.graph.falkordb.writer import (
+    FalkorGraphWriter,
+    entity_edge_state,
+    mentions_state,
+    named_entity_state,
+)
 from pipeline.kafka.io import KafkaChangeSink, make_producer
 from pipeline.outbox import store as outbox
 from pipeline.outbox.relay import OutboxRelay, RelayStats
@@ -79,12 +85,12 @@ def enqueue(conn: Conn, ns: uuid.UUID, op: str, ids: list[uuid.UUID] | list[str]
 class Snapshot:
     """The graph's entity layer, comparable as a whole."""
 
-    entities: frozenset[tuple[Any, ...]]
-    mentions: frozenset[Any]
-    edges: frozenset[Any]
+    entities: frozenset[NamedEntityState]
+    mentions: frozenset[MentionsState]
+    edges: frozenset[EntityEdgeState]
 
     def entity_ids(self, namespace: uuid.UUID | None = None) -> set[str]:
-        return {e[0] for e in self.entities if namespace is None or e[1] == str(namespace)}
+        return {e.id for e in self.entities if namespace is None or e.namespace == str(namespace)}
 
     def mention_pairs(self) -> set[tuple[str, str]]:
         return {(m.root_id, m.entity_id) for m in self.mentions}
@@ -97,7 +103,7 @@ class Snapshot:
 def snapshot(settings: Settings) -> Snapshot:
     graph = connect(settings).select_graph(settings.graph_name)
     return Snapshot(
-        entities=frozenset(tuple(r) for r in
+        entities=frozenset(named_entity_state(r) for r in
                            graph.ro_query(cypher.ALL_NAMED_ENTITIES).result_set),
         mentions=frozenset(mentions_state(r) for r in
                            graph.ro_query(cypher.ALL_MENTIONS).result_set),

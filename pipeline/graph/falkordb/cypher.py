@@ -126,7 +126,9 @@ SET e.namespace = r.namespace, e.name = r.name, e.norm = r.norm, e.label = r.lab
 
 DELETE_NAMED_ENTITIES = f"UNWIND $ids AS id MATCH (e:{_NE} {{id: id}}) DETACH DELETE e"
 
-NAMED_ENTITIES_PRESENT = f"UNWIND $ids AS id MATCH (e:{_NE} {{id: id}}) RETURN e.id"
+_NAMED_ENTITY_COLUMNS = "e.id, e.namespace, e.name, e.norm, e.label, e.part_count"
+FETCH_NAMED_ENTITIES = (f"UNWIND $ids AS id MATCH (e:{_NE} {{id: id}}) "
+                        f"RETURN {_NAMED_ENTITY_COLUMNS}")
 
 _MENTIONS_COLUMNS = "o.id, e.id, m.namespace, m.count, m.parts, m.updated_at"
 
@@ -199,8 +201,7 @@ DELETE e
 
 
 # `brainstream verify`: the whole entity layer.
-ALL_NAMED_ENTITIES = (f"MATCH (e:{_NE}) RETURN e.id, e.namespace, e.name, e.norm, e.label, "
-                      "e.part_count")
+ALL_NAMED_ENTITIES = f"MATCH (e:{_NE}) RETURN {_NAMED_ENTITY_COLUMNS}"
 ALL_MENTIONS = f"MATCH (o:{NODE_LABEL})-[m:MENTIONS]->(e:{_NE}) RETURN {_MENTIONS_COLUMNS}"
 ALL_ENTITY_EDGES = (f"MATCH (a:{_NE})-[r:{_ENTITY_EDGE_TYPES}]->(b:{_NE}) "
                     f"RETURN {_ENTITY_EDGE_COLUMNS}")

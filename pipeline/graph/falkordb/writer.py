@@ -207,10 +207,10 @@ class FalkorGraphWriter:
             rows += self._read(query, {"ids": unique[start:start + self.batch_size]}, what)
         return rows
 
-    def named_entities_present(self, ids: Sequence[str]) -> set[str]:
-        """Which of `ids` have a NamedEntity node."""
-        rows = self._read_by_ids(cypher.NAMED_ENTITIES_PRESENT, ids, "named entities present")
-        return {str(r[0]) for r in rows}
+    def fetch_named_entities(self, ids: Sequence[str]) -> list[NamedEntityState]:
+        """The stored state of those of `ids` that have a NamedEntity node."""
+        rows = self._read_by_ids(cypher.FETCH_NAMED_ENTITIES, ids, "fetch named entities")
+        return [named_entity_state(r) for r in rows]
 
     def fetch_mentions(self, root_ids: Sequence[str]) -> list[MentionsState]:
         """The MENTIONS edges from these object nodes."""
@@ -313,6 +313,14 @@ class FalkorGraphWriter:
         """The ids of every node, optionally of one namespace."""
         rows = self._read(cypher.NODE_IDS, {"ns": namespace}, "node ids")
         return {str(r[0]) for r in rows}
+
+
+def named_entity_state(row: Sequence[Any]) -> NamedEntityState:
+    """A NamedEntity row (`cypher._NAMED_ENTITY_COLUMNS`) as a value."""
+    id_, namespace, name, norm, label, part_count = row
+    return NamedEntityState(id=str(id_), namespace=str(namespace or ""), name=str(name or ""),
+                            norm=str(norm or ""), label=str(label or ""),
+                            part_count=int(part_count or 0))
 
 
 def mentions_state(row: Sequence[Any]) -> MentionsState:
