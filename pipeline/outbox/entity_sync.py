@@ -7,15 +7,15 @@ Like objects and links, every aggregate is re-synced from its current state
 - a root (`MENTIONS_SYNC`, and every `NODE_SYNC`: a revived node gets its MENTIONS back, a deleted
   one's entities may lose their last live mention) gets exactly the MENTIONS its live rows
   justify; the entities on either side of a change (newly or formerly mentioned) are re-checked;
-- an entity (`ENTITY_SYNC`, or re-checked above) is upserted when it is projected and removed
-  (DETACH) when it is not. When its node is new, or the row named it, its entity edges are
-  re-synced whole: an edge is written once both its entities are in the graph, so the second
-  one's appearance writes it;
+- an entity (`ENTITY_SYNC`, or re-checked above) is written when it is projected and its stored
+  node differs, and removed (DETACH) when it is not projected. When its node is new, or the row
+  named it, its entity edges are re-synced whole: an edge is written once both its entities are
+  in the graph, so the second one's appearance writes it;
 - a merged entity hands over: the roots that MENTIONED it are re-synced (their rows now name
   the survivor), and so is the survivor.
 
-The graph is read (which entities exist, current MENTIONS and edges) to diff against; a single
-relay runs at a time, so those reads see its own writes only.
+The graph is read (the stored entity nodes, MENTIONS and edges) to diff against, so re-applying
+a row writes nothing; a single relay runs at a time, so those reads see its own writes only.
 """
 
 from __future__ import annotations
