@@ -79,15 +79,22 @@ def verify(ctx: click.Context, repair: bool, sample: int, generation: int | None
 
     settings = active_settings(ctx, generation)
     drift = run_verify(settings, vector_sample=sample)
-    click.echo(f"checked {drift.nodes_checked} objects and {drift.edges_checked} links")
+    ents = drift.entities
+    click.echo(f"checked {drift.nodes_checked} objects and {drift.edges_checked} links, "
+               f"{ents.entities_checked} entities, {ents.mentions_checked} MENTIONS and "
+               f"{ents.edges_checked} entity edges")
     for name, count in drift.summary():
         click.echo(f"  {name:42} {count}")
+    for ns, (pg, gr) in ents.namespaces.items():
+        click.echo(f"  namespace {ns}: entities/MENTIONS/entity edges {pg[0]}/{pg[1]}/{pg[2]} "
+                   f"in Postgres, {gr[0]}/{gr[1]}/{gr[2]} in the graph")
     if drift.clean:
         click.echo("Postgres and the graph agree")
         return
     if repair:
         done = run_repair(settings, drift)
-        click.echo(f"queued {done['nodes']} node and {done['edges']} edge re-syncs for the relay"
+        click.echo(f"queued {done['nodes']} node, {done['edges']} edge, {done['entities']} "
+                   f"entity and {done['mention_roots']} MENTIONS re-syncs for the relay"
                    + ("; rebuilt the vector index" if done["vector_index_rebuilt"] else ""))
     sys.exit(1)
 

@@ -75,3 +75,72 @@ class Change:
     key: str
     data: dict[str, Any]
     id: str
+
+
+# -- the entity layer -------------------------------------------------------------------------
+# Extracted entities are nodes of their own label (`NamedEntity`), never `Entity` object nodes:
+# every reader of objects and links matches `Entity` only, so the entity layer is invisible to
+# them. Entity edges join two NamedEntity nodes; MENTIONS joins an object node to one.
+
+# The entity edge types (migrations/0012_entities.sql) and the properties each carries.
+ENTITY_EDGE_FIELDS: dict[str, tuple[str, ...]] = {
+    "CO_OCCURS": ("weight", "evidence"),
+    "RELATES": ("predicate", "evidence"),
+    "POSSIBLY_SAME": ("status", "confidence", "method"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class NamedEntityState:
+    """An extracted entity as projected: live (not merged away) and mentioned by a live row."""
+
+    id: str
+    namespace: str
+    name: str
+    norm: str
+    label: str
+    part_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class MentionsState:
+    """The `MENTIONS` edge from a root object to an entity its live rows name.
+
+    `count` is the number of spans naming it, `parts` the ids of the rows holding them (the
+    first few by id: capped), `updated_at` the latest update of those rows.
+    """
+
+    root_id: str
+    entity_id: str
+    namespace: str
+    count: int
+    parts: tuple[str, ...]
+    updated_at: str
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class EntityEdgeKey:
+    """Identity of an entity edge: one per (from, type, predicate, to); predicate '' unless
+    RELATES."""
+
+    from_id: str
+    edge_type: str
+    predicate: str
+    to_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class EntityEdgeState:
+    """An entity-to-entity edge with the properties of its type.
+
+    CO_OCCURS carries `weight`, RELATES `predicate`, both `evidence` (row ids, capped);
+    POSSIBLY_SAME carries `status`, `confidence` and `method`. The other fields are None.
+    """
+
+    key: EntityEdgeKey
+    namespace: str
+    weight: float | None
+    status: str | None
+    confidence: float | None
+    method: str | None
+    evidence: tuple[str, ...] | None

@@ -132,6 +132,12 @@ class Settings(BaseSettings):
     consumer_metrics_port: int = Field(default=9101, ge=0, le=65535)  # 0 = no metrics server
     worker_metrics_port: int = Field(default=9102, ge=0, le=65535)
 
+    # Entity graph projection (issue 11, item 3: docs/parts/projection.md). What one graph edge
+    # carries of its evidence: the ids of the rows behind a MENTIONS edge (`parts`) and of an
+    # entity edge (`evidence`), the first this many by id; Postgres keeps them all.
+    graph_mention_parts_cap: int = Field(default=16, ge=1, le=1000)
+    graph_entity_evidence_cap: int = Field(default=16, ge=1, le=1000)
+
     # Read API.
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8000, ge=1, le=65535)

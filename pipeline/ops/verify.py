@@ -1,10 +1,11 @@
 """`brainstream verify`: every disagreement between Postgres (the truth) and the graph.
 
 Checks nodes (missing, extra, placeholders left behind, stale properties, stale or missing
-vectors), edges (missing, extra, stale metadata) and the vector index itself: FalkorDB 4.16 leaves
-orphan entries behind writes, after which a node's own vector no longer finds it. `--repair`
-hands every drifted aggregate to the outbox (the relay re-syncs it from Postgres) and rebuilds a
-vector index that no longer answers.
+vectors), edges (missing, extra, stale metadata), the vector index itself (FalkorDB 4.16 leaves
+orphan entries behind writes, after which a node's own vector no longer finds it) and the entity
+layer (`verify_entities`: entity nodes, MENTIONS, entity edges). `--repair` hands every drifted
+aggregate to the outbox (the relay re-syncs it from Postgres) and rebuilds a vector index that
+no longer answers.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from redis.exceptions import ResponseError
 from pipeline.domain.index_text import entity_index_text
 from pipeline.domain.settings import Settings
 from pipeline.graph.falkordb.schema import NODE_LABEL, connect, rebuild_vector_index
+from pipeline.ops.verify_entities import EntityDrift, repair_entities, verify_entities
 from pipeline.outbox import store as outbox
 from pipeline.outbox.ops import EDGE_SYNC, NODE_SYNC, edge_payload
 
@@ -40,12 +42,13 @@ class Drift:
     vector_sampled: int = 0
     nodes_checked: int = 0
     edges_checked: int = 0
+    entities: EntityDrift = field(default_factory=EntityDrift)
 
     @property
     def clean(self) -> bool:
-        return not any((self.missing_nodes, self.extra_nodes, self.stale_nodes,
-                        self.stale_vectors, self.missing_edges, self.extra_edges,
-                        self.stale_edges, self.vector_misses))
+        return self.entities.clean and not any((
+            self.missing_nodes, self.extra_nodes, self.stale_nodes, self.stale_vectors,
+            self.missing_edges, self.extra_edges, self.stale_edges, self.vector_misses))
 
     def summary(self) -> list[tuple[str, int]]:
         return [("missing nodes", len(self.missing_nodes)),
@@ -56,7 +59,8 @@ class Drift:
                 ("extra edges", len(self.extra_edges)),
                 ("stale edge metadata", len(self.stale_edges)),
                 (f"vector index misses (of {self.vector_sampled} sampled)",
-                 len(self.vector_misses))]
+                 len(self.vector_misses)),
+                *self.entities.summary()]
 
 
 def _pg_nodes(conn: psycopg.Connection[Any], cap: int) -> dict[str, dict[str, Any]]:
@@ -112,6 +116,7 @@ def verify(settings: Settings, *, vector_sample: int = 200, seed: int = 0) -> Dr
     with psycopg.connect(settings.effective_postgres_dsn) as conn:
         pg_nodes = _pg_nodes(conn, settings.content_cap_chars)
         pg_edges = _pg_edges(conn)
+        drift.entities = verify_entities(conn, graph, settings)
     gr_nodes = _graph_nodes(graph)
     gr_edges = _graph_edges(graph)
     drift.nodes_checked, drift.edges_checked = len(pg_nodes), len(pg_edges)
@@ -179,7 +184,9 @@ def repair(settings: Settings, drift: Drift) -> dict[str, int]:
             + [outbox.Entry(namespaces.get(f, uuid.UUID(int=0)), uuid.UUID(f), EDGE_SYNC,
                             edge_payload(f, t, to))
                for f, t, to in sorted(edges)])
-    return {"nodes": len(node_ids), "edges": len(edges), "vector_index_rebuilt": rebuilt}
+        entities, roots = repair_entities(conn, drift.entities)
+    return {"nodes": len(node_ids), "edges": len(edges), "vector_index_rebuilt": rebuilt,
+            "entities": entities, "mention_roots": roots}
 
 
 def _namespaces(settings: Settings, graph: Any, drift: Drift) -> dict[str, uuid.UUID]:

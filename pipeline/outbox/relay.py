@@ -34,8 +34,17 @@ from pipeline.domain.settings import Settings
 from pipeline.metrics import instruments as metrics
 from pipeline.outbox import store
 from pipeline.outbox.aggregates import incident_links, load_edges, load_nodes
+from pipeline.outbox.entity_sync import EntitySync
 from pipeline.outbox.letters import outbox_letter
-from pipeline.outbox.ops import EDGE_SYNC, NODE_SYNC, LinkKey, edge_key, edge_payload
+from pipeline.outbox.ops import (
+    EDGE_SYNC,
+    ENTITY_SYNC,
+    MENTIONS_SYNC,
+    NODE_SYNC,
+    LinkKey,
+    edge_key,
+    edge_payload,
+)
 from pipeline.outbox.store import OutboxRow
 from pipeline.ports import ChangeSink, DeadLetterSink, GraphWriter
 
@@ -46,6 +55,7 @@ _CHANGE_NS = uuid.UUID("6b1f4a52-6f27-4f0b-9d53-3c1d5a0e8c11")
 # Failures that are no row's fault: the batch waits (or the task fails) instead of blaming rows.
 # A Postgres OperationalError is its connection or server; the relay's SQL only reads by id.
 _NOT_THE_ROWS = (Unavailable, ConfigError, psycopg.OperationalError)
+_OPS = {NODE_SYNC, EDGE_SYNC, ENTITY_SYNC, MENTIONS_SYNC}
 
 
 @dataclass
@@ -55,6 +65,13 @@ class RelayStats:
     nodes_deleted: int = 0
     edges_upserted: int = 0
     edges_deleted: int = 0
+    # the entity layer (NamedEntity nodes, MENTIONS, entity edges)
+    entities_upserted: int = 0
+    entities_deleted: int = 0
+    mentions_upserted: int = 0
+    mentions_deleted: int = 0
+    entity_edges_upserted: int = 0
+    entity_edges_deleted: int = 0
     changes: int = 0
     failed_rounds: int = 0
     rows_retrying: int = 0  # refused by the graph, tried again after a back-off
@@ -73,6 +90,7 @@ class OutboxRelay:
         self.graph = graph
         self.changes = changes
         self.dead_letters = dead_letters  # None: failed rows are only marked (replays)
+        self.entities = EntitySync(settings, pool, graph)
 
     def run(self, *, max_rounds: int = 1000) -> RelayStats:
         """Drain the outbox (up to `max_rounds` batches) unless another relay is at it."""
@@ -164,11 +182,16 @@ class OutboxRelay:
         stats.rows_failed += 1
 
     def _apply(self, rows: Sequence[OutboxRow], stats: RelayStats) -> list[Change]:
-        unknown = sorted({row.op for row in rows} - {NODE_SYNC, EDGE_SYNC})
+        unknown = sorted({row.op for row in rows} - _OPS)
         if unknown:  # skipping it would mark it done: lost
             raise InvalidInput(f"unknown outbox op {unknown[0]!r}", field="op")
         node_ids = sorted({row.aggregate_id for row in rows if row.op == NODE_SYNC})
         edge_keys = sorted({edge_key(row.payload) for row in rows if row.op == EDGE_SYNC})
+        # An object's MENTIONS follow its node: a revived node gets them back, a deleted one's
+        # entities are re-checked (they may have lost their last live mention).
+        mention_roots = sorted({row.aggregate_id for row in rows
+                                if row.op in (NODE_SYNC, MENTIONS_SYNC)})
+        entity_ids = sorted({row.aggregate_id for row in rows if row.op == ENTITY_SYNC})
         marker = f"{rows[0].id}-{rows[-1].id}"
         changes: list[Change] = []
         upserts, deletes = self._node_states(node_ids, marker, changes)
@@ -182,7 +205,16 @@ class OutboxRelay:
         self.graph.upsert_nodes(upserts)
         self.graph.upsert_edges(edge_up)
         self.graph.delete_edges(edge_down)
+        # after the node upserts (MENTIONS attach to existing nodes), before the deletes (a
+        # deleted node's MENTIONS tell which entities to re-check)
+        ent = self.entities.apply(mention_roots, entity_ids)
         self.graph.delete_nodes(deletes)
+        stats.entities_upserted += ent.entities_upserted
+        stats.entities_deleted += ent.entities_deleted
+        stats.mentions_upserted += ent.mentions_upserted
+        stats.mentions_deleted += ent.mentions_deleted
+        stats.entity_edges_upserted += ent.edges_upserted
+        stats.entity_edges_deleted += ent.edges_deleted
         stats.nodes_upserted += len(upserts)
         stats.nodes_deleted += len(deletes)
         stats.edges_upserted += len(edge_up)

@@ -5,7 +5,8 @@ so the session's pipeline processes, if running, never extract these rows with a
 while a test runs the stage itself. The resolution tests get two tenants with entities, aliases
 and mentions written straight into Postgres (the extraction stage is the pipeline's; these tests
 exercise what reads and rewrites its tables), and an API client whose keys include a curator of
-each tenant."""
+each tenant. The projection tests get a fresh migrated database and a fresh graph per test, so
+the extraction stage of the running pipeline never touches the rows a test fills by hand."""
 
 from __future__ import annotations
 
@@ -24,9 +25,12 @@ from api.app import create_app
 from pipeline.domain.kinds import load_catalog
 from pipeline.domain.settings import Settings
 from pipeline.entities.names import normalise
+from pipeline.graph.falkordb.schema import connect, prepare_graph
 from pipeline.ops.migrations import apply_migrations
 from pipeline.stores.postgres.kinds import apply_catalog
 from pipeline.stores.postgres.pool import make_pool
+from tests.entities.projutil import settings_for
+from tests.pipeline.conftest import db
 from tests.pipelineutil import ingest, put
 from tests.stackutil import EXAMPLES, make_settings
 
@@ -107,7 +111,8 @@ def tenants(catalog: Settings) -> dict[str, Tenant]:
 
 
 @pytest.fixture(scope="module")
-def db(catalog: Settings) -> Iterator[psycopg.Connection[Any]]:
+def base_db(catalog: Settings) -> Iterator[psycopg.Connection[Any]]:
+    """The session's database (the resolution tests' tenants live there), autocommit."""
     from pgvector.psycopg import register_vector
 
     with psycopg.connect(catalog.effective_postgres_dsn, autocommit=True) as conn:
@@ -130,3 +135,15 @@ def api_settings(catalog: Settings, tenants: dict[str, Tenant]) -> Settings:
 def client(api_settings: Settings) -> Iterator[TestClient]:
     with TestClient(create_app(api_settings)) as test_client:
         yield test_client
+
+
+__all__ = ["db"]
+
+
+@pytest.fixture()
+def proj_settings(db: psycopg.Connection[Any], stack_settings: Settings) -> Iterator[Settings]:
+    """Settings on the fresh database `db` and a fresh, prepared graph (deleted afterwards)."""
+    settings = settings_for(db.info.dsn, stack_settings)
+    prepare_graph(settings)
+    yield settings
+    connect(settings).select_graph(settings.graph_name).delete()

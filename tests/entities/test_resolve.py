@@ -17,18 +17,18 @@ from pipeline.entities.merging import propose_for, propose_pending
 
 
 @pytest.fixture(scope="module")
-def seeded(db: psycopg.Connection[Any], tenants: dict[str, Tenant]) -> dict[str, Tenant]:
+def seeded(base_db: psycopg.Connection[Any], tenants: dict[str, Tenant]) -> dict[str, Tenant]:
     a, b = tenants["a"], tenants["b"]
     vector = StaticEmbedder().embed(["rendering subsystem"])[0]
-    add_entity(db, a, "Acme Robotics", mentions=2)
-    add_entity(db, a, "National Aeronautics and Space Administration")
-    add_entity(db, a, "parse_http_request", "IDENTIFIER")
-    add_entity(db, a, "Amendment 16")
-    add_entity(db, a, "São Paulo")
-    add_entity(db, a, "Michael Jordan", "PERSON", aliases=[("Jordan", "surface")])
-    add_entity(db, a, "Jordan River", "LOC", aliases=[("Jordan", "surface")])
-    add_entity(db, a, "Graphics Pipeline", embedding=[float(x) for x in vector])
-    add_entity(db, b, "Acme Robotics")
+    add_entity(base_db, a, "Acme Robotics", mentions=2)
+    add_entity(base_db, a, "National Aeronautics and Space Administration")
+    add_entity(base_db, a, "parse_http_request", "IDENTIFIER")
+    add_entity(base_db, a, "Amendment 16")
+    add_entity(base_db, a, "São Paulo")
+    add_entity(base_db, a, "Michael Jordan", "PERSON", aliases=[("Jordan", "surface")])
+    add_entity(base_db, a, "Jordan River", "LOC", aliases=[("Jordan", "surface")])
+    add_entity(base_db, a, "Graphics Pipeline", embedding=[float(x) for x in vector])
+    add_entity(base_db, b, "Acme Robotics")
     return tenants
 
 
@@ -117,20 +117,20 @@ def test_bad_resolve_requests_name_the_field(client: TestClient, seeded: dict[st
     assert answer.json()["error"]["field"] == field
 
 
-def _outbox(db: psycopg.Connection[Any], ns: uuid.UUID) -> set[tuple[str, uuid.UUID]]:
-    rows = db.execute("SELECT op, aggregate_id FROM outbox WHERE namespace_id = %s"
+def _outbox(base_db: psycopg.Connection[Any], ns: uuid.UUID) -> set[tuple[str, uuid.UUID]]:
+    rows = base_db.execute("SELECT op, aggregate_id FROM outbox WHERE namespace_id = %s"
                       " AND op IN ('entity_sync', 'mentions_sync')", (ns,)).fetchall()
     return {(str(op), agg) for op, agg in rows}
 
 
-def test_curator_merges_after_a_dry_run(client: TestClient, db: psycopg.Connection[Any],
+def test_curator_merges_after_a_dry_run(client: TestClient, base_db: psycopg.Connection[Any],
                                         seeded: dict[str, Tenant]) -> None:
     a, b = seeded["a"], seeded["b"]
-    old = add_entity(db, a, "ACME Robotic Arms", aliases=[("Acme arms", "surface")])
+    old = add_entity(base_db, a, "ACME Robotic Arms", aliases=[("Acme arms", "surface")])
     keep, other = a.entities["Acme Robotics"], a.entities["São Paulo"]
     for x, y, w in ((old, other, 2.0), (keep, other, 3.0), (old, keep, 1.0)):
         low, high = sorted((x, y), key=lambda u: u.bytes)
-        db.execute("INSERT INTO entity_edges (namespace_id, from_id, to_id, edge_type, weight,"
+        base_db.execute("INSERT INTO entity_edges (namespace_id, from_id, to_id, edge_type, weight,"
                    " evidence) VALUES (%s, %s, %s, 'CO_OCCURS', %s, %s)",
                    (a.namespace, low, high, w, [uuid.UUID(a.notes[0])]))
     body = {"from": str(old), "into": str(keep)}
@@ -153,14 +153,15 @@ def test_curator_merges_after_a_dry_run(client: TestClient, db: psycopg.Connecti
     assert (after["id"], after["merged_from"]) == (str(keep), str(old))
     assert {"alias": "ACME Robotic Arms", "source": "merge"} in after["aliases"]
     assert {"alias": "Acme arms", "source": "surface"} in after["aliases"]
-    edges = db.execute("SELECT from_id, to_id, weight FROM entity_edges WHERE namespace_id = %s"
-                       " AND edge_type = 'CO_OCCURS'", (a.namespace,)).fetchall()
+    edges = base_db.execute("SELECT from_id, to_id, weight FROM entity_edges"
+                            " WHERE namespace_id = %s AND edge_type = 'CO_OCCURS'",
+                            (a.namespace,)).fetchall()
     assert [(set(e[:2]), e[2]) for e in edges] == [({keep, other}, 5.0)]
-    history = db.execute("SELECT decided_by, method FROM entity_merges WHERE id = %s",
+    history = base_db.execute("SELECT decided_by, method FROM entity_merges WHERE id = %s",
                          (done["merge_id"],)).fetchone()
     assert history == ("curator of a", "person")
     assert {("entity_sync", old), ("entity_sync", keep),
-            ("mentions_sync", uuid.UUID(a.notes[0]))} <= _outbox(db, a.namespace)
+            ("mentions_sync", uuid.UUID(a.notes[0]))} <= _outbox(base_db, a.namespace)
     again = client.post("/v1/entities/merge", json=body, headers=a.curator)
     assert again.status_code == 422 and again.json()["error"]["code"] == "entity_merged"
     [resolved] = _resolve(client, a, query="ACME Robotic Arms")
@@ -168,19 +169,19 @@ def test_curator_merges_after_a_dry_run(client: TestClient, db: psycopg.Connecti
 
 
 def test_proposals_merge_hold_and_respect_refusals(client: TestClient,
-                                                   db: psycopg.Connection[Any],
+                                                   base_db: psycopg.Connection[Any],
                                                    seeded: dict[str, Tenant]) -> None:
     a, b = seeded["a"], seeded["b"]
-    accent = add_entity(db, b, "Sao Paulo")
-    existing = add_entity(db, b, "São Paulo", mentions=2)
-    company = add_entity(db, b, "Globex")
-    suffixed = add_entity(db, b, "Globex Corporation")
-    numbered = add_entity(db, b, "Amendment 17")
-    add_entity(db, b, "Amendment 16")
-    proposals = propose_for(db, b.namespace, [accent, suffixed, numbered])
+    accent = add_entity(base_db, b, "Sao Paulo")
+    existing = add_entity(base_db, b, "São Paulo", mentions=2)
+    company = add_entity(base_db, b, "Globex")
+    suffixed = add_entity(base_db, b, "Globex Corporation")
+    numbered = add_entity(base_db, b, "Amendment 17")
+    add_entity(base_db, b, "Amendment 16")
+    proposals = propose_for(base_db, b.namespace, [accent, suffixed, numbered])
     assert [(p.entity_id, p.decision, p.merged_into) for p in proposals] == [
         (accent, "merge", existing), (suffixed, "possibly_same", None)]
-    history = db.execute("SELECT decided_by, method FROM entity_merges WHERE from_id = %s",
+    history = base_db.execute("SELECT decided_by, method FROM entity_merges WHERE from_id = %s",
                          (accent,)).fetchone()
     assert history == ("resolver", "fold")
 
@@ -191,44 +192,44 @@ def test_proposals_merge_hold_and_respect_refusals(client: TestClient,
     assert bad.status_code == 422 and bad.json()["error"]["field"] == "decision"
     refused = client.post(path, json={"decision": "refuse"}, headers=b.curator)
     assert refused.json()["status"] == "refused"
-    assert propose_for(db, b.namespace, [suffixed]) == []  # never proposed again
-    status = db.execute("SELECT status FROM entity_edges WHERE edge_type = 'POSSIBLY_SAME'"
+    assert propose_for(base_db, b.namespace, [suffixed]) == []  # never proposed again
+    status = base_db.execute("SELECT status FROM entity_edges WHERE edge_type = 'POSSIBLY_SAME'"
                         " AND %s IN (from_id, to_id)", (suffixed,)).fetchone()
     assert status == ("refused",)
 
-    person = add_entity(db, b, "Bill Gates", "PERSON")
-    nickname = add_entity(db, b, "William Gates", "PERSON")
-    assert [p.decision for p in propose_for(db, b.namespace, [nickname])] == ["possibly_same"]
+    person = add_entity(base_db, b, "Bill Gates", "PERSON")
+    nickname = add_entity(base_db, b, "William Gates", "PERSON")
+    assert [p.decision for p in propose_for(base_db, b.namespace, [nickname])] == ["possibly_same"]
     verified = client.post(f"/v1/entities/possibly_same/{nickname}/{person}",
                            json={"decision": "verify"}, headers=b.curator).json()
     assert verified["status"] == "verified" and verified["merge"]["into"] == str(person)
-    history = db.execute("SELECT decided_by, method, note FROM entity_merges WHERE from_id = %s",
-                         (nickname,)).fetchone()
+    history = base_db.execute("SELECT decided_by, method, note FROM entity_merges"
+                              " WHERE from_id = %s", (nickname,)).fetchone()
     assert history == ("curator of b", "nickname", "verified possibly_same")
 
 
-def test_the_runner_examines_each_new_entity_once(db: psycopg.Connection[Any],
+def test_the_runner_examines_each_new_entity_once(base_db: psycopg.Connection[Any],
                                                   seeded: dict[str, Tenant]) -> None:
     b = seeded["b"]
     fresh = uuid.uuid4()
-    db.execute("INSERT INTO entities (id, namespace_id, name, norm, label) VALUES"
+    base_db.execute("INSERT INTO entities (id, namespace_id, name, norm, label) VALUES"
                " (%s, %s, 'Zurich', 'zurich', 'NAME')", (fresh, b.namespace))
-    target = add_entity(db, b, "Zürich", mentions=2)
+    target = add_entity(base_db, b, "Zürich", mentions=2)
     examined: list[Any] = []
-    while batch := propose_pending(db, batch=50):
+    while batch := propose_pending(base_db, batch=50):
         examined.extend(batch)
     assert any(p.entity_id == fresh and p.merged_into == target for p in examined)
-    left = db.execute("SELECT count(*) FROM entities WHERE proposed_at IS NULL"
+    left = base_db.execute("SELECT count(*) FROM entities WHERE proposed_at IS NULL"
                       " AND merged_into IS NULL").fetchone()
     assert left == (0,)
 
 
 def test_a_homonym_ranked_first_does_not_hide_the_next_candidate(
-        db: psycopg.Connection[Any], seeded: dict[str, Tenant]) -> None:
+        base_db: psycopg.Connection[Any], seeded: dict[str, Tenant]) -> None:
     a = seeded["a"]
-    band = add_entity(db, a, "Bob-Marley", "ORG")  # folds like the person: a homonym, 0.9
-    person = add_entity(db, a, "Robert Marley", "PERSON")  # a nickname away: 0.85
-    new = add_entity(db, a, "Bob Marley", "PERSON")
-    proposals = propose_for(db, a.namespace, [new])
+    band = add_entity(base_db, a, "Bob-Marley", "ORG")  # folds like the person: a homonym, 0.9
+    person = add_entity(base_db, a, "Robert Marley", "PERSON")  # a nickname away: 0.85
+    new = add_entity(base_db, a, "Bob Marley", "PERSON")
+    proposals = propose_for(base_db, a.namespace, [new])
     assert [(p.other_id, p.decision) for p in proposals] == [(person, "possibly_same")]
     assert band not in {p.other_id for p in proposals}

@@ -2,9 +2,10 @@
 what they allow (the capabilities that writer and reader resolve from them).
 
 Nodes are first-class objects under the label `Entity` (id, namespace, kind, title, index_text,
-embedding). Edge full-text indexes are per relation type and are created by the writer when a
-type first appears (`ensure_edge_fulltext_index`), because FalkorDB cannot take a relation type
-as a parameter.
+embedding), and extracted entities under `NamedEntity` (range indexes on id and namespace, a
+unique id; no full-text or vector index). Edge full-text indexes are per relation type and are
+created by the writer when a type first appears (`ensure_edge_fulltext_index`), because FalkorDB
+cannot take a relation type as a parameter.
 
 FalkorDB 4.16.3 quirks absorbed here (see shared/STACK.md):
 - Edge full-text indexes exist only as the DDL `CREATE FULLTEXT INDEX FOR ()-[e:T]->() ON
@@ -28,6 +29,8 @@ from pipeline.domain.settings import Settings
 from pipeline.graph.falkordb.errors import graph_errors
 
 NODE_LABEL = "Entity"
+# Extracted entities (the entity layer): id, namespace, name, norm, label, part_count; no vector.
+NAMED_ENTITY_LABEL = "NamedEntity"
 Report = Callable[[str], None]
 
 INDEXES = ("CALL db.indexes() YIELD label, types, options, entitytype, status "
@@ -126,10 +129,11 @@ def prepare_graph(settings: Settings, *, report: Report = _noop, timeout: float 
     graph.query("RETURN 1")
     rows = index_rows(graph)
     created: list[str] = []
-    for prop in ("id", "namespace"):
-        if _has_index(rows, NODE_LABEL, prop, "RANGE") is None:
-            graph.query(f"CREATE INDEX FOR (n:{NODE_LABEL}) ON (n.{prop})")
-            created.append(f"range({prop})")
+    for label in (NODE_LABEL, NAMED_ENTITY_LABEL):
+        for prop in ("id", "namespace"):
+            if _has_index(rows, label, prop, "RANGE") is None:
+                graph.query(f"CREATE INDEX FOR (n:{label}) ON (n.{prop})")
+                created.append(f"range({label}.{prop})")
     if _has_index(rows, NODE_LABEL, "index_text", "FULLTEXT") is None:
         graph.query(
             f"CALL db.idx.fulltext.createNodeIndex('{NODE_LABEL}', 'title', 'index_text')"
@@ -151,10 +155,11 @@ def prepare_graph(settings: Settings, *, report: Report = _noop, timeout: float 
                 field="embedding_dim",
             )
     constraints = graph.list_constraints()
-    if not any(c.get("label") == NODE_LABEL and list(c.get("properties", [])) == ["id"]
-               and c.get("type") == "UNIQUE" for c in constraints):
-        graph.create_node_unique_constraint(NODE_LABEL, "id")
-        created.append("unique(id)")
+    for label in (NODE_LABEL, NAMED_ENTITY_LABEL):
+        if not any(c.get("label") == label and list(c.get("properties", [])) == ["id"]
+                   and c.get("type") == "UNIQUE" for c in constraints):
+            graph.create_node_unique_constraint(label, "id")
+            created.append(f"unique({label}.id)")
     wait_operational(graph, timeout=timeout)
     report(f"graph: {settings.graph_name} ready"
            + (f" (created {', '.join(created)})" if created else " (nothing to do)"))

@@ -1,0 +1,68 @@
+"""Every port of the core: the small interfaces through which the pipeline reaches the world.
+
+One package, like psycopg's `abc.py` (modules `write`, `projection`, `models`, `read`; import
+them from here): the write path (`EventStore`, `EventStores`, `WorkTrigger`,
+`DeadLetterSink`), the projection (`GraphWriter`, `ChangeSink`), embedding (`Embedder`),
+extraction (`Extractor`) and the read side (`Channel`, `PartSearcher`, `ObjectReader`,
+`MentionReader`, `GraphReader`, `ResultSetStore`, `PathGraph`, `EntityReader`). Each has one
+production adapter in a module of its own (`pipeline/stores/`, `pipeline/graph/falkordb/`,
+`pipeline/kafka/`, `pipeline/embedding/embedders/`, `pipeline/retrieval/channels/`). The values
+they trade are in `pipeline/domain/`.
+
+Read ports are async (the API serves many requests per process) and scoped to one namespace: a
+port never returns a row of another namespace, nor a soft-deleted one.
+"""
+
+from __future__ import annotations
+
+from pipeline.ports.models import (
+    Embedder,
+    Extractor,
+    Vectors,
+)
+from pipeline.ports.projection import (
+    ChangeSink,
+    GraphWriter,
+)
+from pipeline.ports.read import (
+    CatalogSource,
+    Channel,
+    EntityReader,
+    GraphReader,
+    MentionReader,
+    ObjectReader,
+    PartSearcher,
+    PathGraph,
+    QueryEmbedder,
+    ResultSetStore,
+)
+from pipeline.ports.write import (
+    DeadLetterSink,
+    EventStore,
+    EventStores,
+    Letter,
+    WorkTrigger,
+)
+
+__all__ = [
+    "CatalogSource",
+    "ChangeSink",
+    "Channel",
+    "DeadLetterSink",
+    "Embedder",
+    "EntityReader",
+    "EventStore",
+    "EventStores",
+    "Extractor",
+    "GraphReader",
+    "GraphWriter",
+    "Letter",
+    "MentionReader",
+    "ObjectReader",
+    "PartSearcher",
+    "PathGraph",
+    "QueryEmbedder",
+    "ResultSetStore",
+    "Vectors",
+    "WorkTrigger",
+]

@@ -1,0 +1,178 @@
+"""The read side's ports: async, and scoped to one namespace (never a row of another namespace,
+nor a soft-deleted one)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol
+
+from pipeline.domain.kinds import KindCatalog
+from pipeline.domain.mentions import ObjectEntity
+from pipeline.domain.paths import Citation, GraphEdge, Hub, NodeInfo, NodeRef
+from pipeline.domain.read_model import (
+    Direction,
+    EdgeHit,
+    EntityMatch,
+    Filters,
+    Hit,
+    Neighbor,
+    RichObject,
+    RowMeta,
+)
+
+# Embeds one query text; raises Unavailable when the embedder cannot answer.
+QueryEmbedder = Callable[[str], Awaitable[Sequence[float]]]
+# The kind catalog as it is now (cached by the adapter).
+CatalogSource = Callable[[], Awaitable[KindCatalog]]
+
+
+class Channel(Protocol):
+    """One candidate source of hybrid search, fused by name (`pipeline/retrieval/channels/`).
+
+    `degrade` is the label an answer carries when this channel is unavailable (it raised
+    `Unavailable`); None means the search cannot answer without it and the error propagates.
+    """
+
+    name: str
+    degrade: str | None
+
+    async def candidates(self, namespace: uuid.UUID, query: str, filters: Filters,
+                         scope_ids: Sequence[uuid.UUID], k: int) -> list[Hit]:
+        """Top k searchable rows (parts, or objects without parts) for `query`."""
+        ...
+
+
+class PartSearcher(Protocol):
+    """Candidate channels over the searchable rows of one namespace (parts, and first-class
+    objects without parts); filters and scope apply to the promoted object (a part's parent)."""
+
+    async def search_lexical(self, namespace: uuid.UUID, query: str, filters: Filters,
+                             scope_ids: Sequence[uuid.UUID], k: int) -> list[Hit]:
+        """Top k by BM25 (IDF and length normalization)."""
+        ...
+
+    async def search_trigram(self, namespace: uuid.UUID, query: str, filters: Filters,
+                             scope_ids: Sequence[uuid.UUID], k: int) -> list[Hit]:
+        """Top k by trigram word similarity (near-spellings, codes)."""
+        ...
+
+    async def search_dense(self, namespace: uuid.UUID, vector: Sequence[float],
+                           filters: Filters, scope_ids: Sequence[uuid.UUID], k: int) -> list[Hit]:
+        """Top k by cosine similarity; a selective filter never starves the result."""
+        ...
+
+    async def exact_matches(self, namespace: uuid.UUID, query: str, filters: Filters,
+                            scope_ids: Sequence[uuid.UUID], k: int) -> list[Hit]:
+        """Equality matches first: id, title, property value, quoted phrase."""
+        ...
+
+    async def row_meta(self, namespace: uuid.UUID, ids: Sequence[uuid.UUID]
+                       ) -> dict[uuid.UUID, RowMeta]:
+        """Parent, position, text of searchable rows (for promotion and snippets)."""
+        ...
+
+
+class ObjectReader(Protocol):
+    """Hydration and reads of visible objects of one namespace (others are absent, not errors)."""
+
+    async def hydrate(self, namespace: uuid.UUID, ids: Sequence[uuid.UUID], *,
+                      with_content: bool = False) -> dict[uuid.UUID, RichObject]:
+        ...
+
+    async def children(self, namespace: uuid.UUID, parent_id: uuid.UUID, *, offset: int = 0,
+                       limit: int = 100) -> list[RichObject]:
+        """Visible parts of a parent, by position."""
+        ...
+
+    async def siblings(self, namespace: uuid.UUID, part_id: uuid.UUID, *, radius: int
+                       ) -> list[RichObject]:
+        """The parts within `radius` positions of a part (itself excluded), by position."""
+        ...
+
+
+class MentionReader(Protocol):
+    """The entity layer as the API reads it, scoped to one namespace."""
+
+    async def object_entities(self, namespace: uuid.UUID, object_id: uuid.UUID, *,
+                              max_entities: int, max_mentions: int
+                              ) -> tuple[list[ObjectEntity], bool]:
+        """The entities an object and its live parts name (the most mentioned first), each
+        with its first mentions, and whether more entities were left out."""
+        ...
+
+
+class GraphReader(Protocol):
+    """Entity, edge and neighborhood queries on the graph projection of one namespace.
+    Every id it returns must still be hydrated from Postgres before anyone sees it."""
+
+    async def find_entities_text(self, namespace: uuid.UUID, query: str,
+                                 kinds: Sequence[str], k: int) -> list[Hit]: ...
+
+    async def find_entities_vector(self, namespace: uuid.UUID, vector: Sequence[float],
+                                   kinds: Sequence[str], k: int) -> list[Hit]: ...
+
+    async def find_edges(self, namespace: uuid.UUID, relation_type: str, query: str,
+                         k: int) -> list[EdgeHit]: ...
+
+    async def neighbors(self, namespace: uuid.UUID, seeds: Sequence[uuid.UUID],
+                        relation_types: Sequence[str], direction: Direction, max_hops: int,
+                        limit: int) -> list[Neighbor]:
+        """Nodes within `max_hops` of the seeds (seeds excluded), nearest first; each reached
+        node once, claimed by the first seed (in `seeds` order) that reaches it."""
+        ...
+
+
+class ResultSetStore(Protocol):
+    """Deterministic snapshots of ranked lists, shared by every API process (Redis, with TTL)."""
+
+    async def save(self, namespace: uuid.UUID, items: Sequence[dict[str, object]],
+                   meta: dict[str, object]) -> str: ...
+
+    async def load(self, namespace: uuid.UUID, result_set_id: str
+                   ) -> tuple[list[dict[str, object]], dict[str, object]] | None: ...
+
+
+class PathGraph(Protocol):
+    """The mixed graph of objects and entities of one namespace, as `POST /v1/paths` walks it
+    (pipeline/domain/paths.py): only live objects and rows, only entities not merged away."""
+
+    async def endpoints(self, namespace: uuid.UUID, ids: Sequence[uuid.UUID]
+                        ) -> dict[uuid.UUID, NodeRef | str]:
+        """Each id as a node: a visible first-class object, or an entity (a merged one as the
+        entity it was merged into); "part" for a visible part; absent when unknown."""
+        ...
+
+    async def edges(self, namespace: uuid.UUID, frontier: Sequence[NodeRef], limit: int
+                    ) -> list[GraphEdge]:
+        """The edges incident to the frontier's nodes, at most `limit` (which ones, when there
+        are more, is unspecified: the caller asks for one more than it may take, to know)."""
+        ...
+
+    async def hubs(self, namespace: uuid.UUID, entity_ids: Sequence[uuid.UUID], *,
+                   fraction: float, min_parts: int) -> list[Hub]:
+        """The entities among `entity_ids` named in more than `fraction` of the namespace's
+        live rows and in at least `min_parts` rows."""
+        ...
+
+    async def nodes(self, namespace: uuid.UUID, refs: Sequence[NodeRef]
+                    ) -> dict[NodeRef, NodeInfo]: ...
+
+    async def citations(self, namespace: uuid.UUID, edges: Sequence[GraphEdge], per_edge: int
+                        ) -> dict[tuple[NodeRef, NodeRef, str, str], list[Citation]]:
+        """Up to `per_edge` citations of each edge (by `GraphEdge.key`), from live rows only."""
+        ...
+
+
+class EntityReader(Protocol):
+    """Entities of one namespace (not merged away, named by some live row) by name; counts."""
+
+    async def find_by_name(self, namespace: uuid.UUID, norm: str, limit: int
+                           ) -> list[EntityMatch]: ...
+
+    async def label_counts(self, namespace: uuid.UUID) -> list[tuple[str, int]]: ...
+
+    async def edge_type_counts(self, namespace: uuid.UUID) -> list[tuple[str, str, int]]: ...
+
+    async def predicate_counts(self, namespace: uuid.UUID, limit: int
+                               ) -> list[tuple[str, int]]: ...

@@ -1,0 +1,135 @@
+"""The write path's ports: the event store the ingest writes through, the trigger of the
+workers' tasks, the dead-letter sink."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime
+from typing import Any, Protocol
+
+from pipeline.domain.kinds import KindCatalog
+from pipeline.domain.write_model import DeferredRow, LinkHead, ObjectHead, ObjectWrite
+
+# A dead letter as the sink takes it: the record's key and value, and the headers naming why.
+Letter = tuple[bytes | None, bytes, list[tuple[str, bytes]]]
+
+
+class EventStore(Protocol):
+    """The write path's view of the source of truth, bound to one transaction.
+
+    Every method runs inside the caller's transaction; nothing commits. Errors: an unreachable
+    store raises `Unavailable` (the batch is retried); a value the store refuses raises
+    `RejectedByDatabase` (that event is dead-lettered).
+    """
+
+    def savepoint(self) -> AbstractContextManager[None]:
+        """Undo one event's writes on error without losing the rest of the batch."""
+        ...
+
+    def claim_event(self, namespace: uuid.UUID, source: str, event_id: str,
+                    event_type: str) -> bool:
+        """Record the event as processed; False when it already was (a duplicate)."""
+        ...
+
+    def set_outcome(self, namespace: uuid.UUID, source: str, event_id: str,
+                    outcome: str) -> None: ...
+
+    def load_catalog(self) -> KindCatalog: ...
+
+    def set_event_time(self, at: datetime | None) -> None:
+        """Stamp the following writes with `at` (None: the transaction's own time)."""
+        ...
+
+    def lock_object(self, object_id: uuid.UUID) -> ObjectHead | None:
+        """The row of `object_id`, locked until commit (events on one object serialize)."""
+        ...
+
+    def share_objects(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, ObjectHead]:
+        """Rows of `ids`, share-locked so they cannot vanish."""
+        ...
+
+    def upsert_objects(self, rows: Sequence[ObjectWrite]) -> list[uuid.UUID]:
+        """Insert or replace `rows`; the ids refused because another namespace owns them."""
+        ...
+
+    def chunked_parts_of(self, parent_id: uuid.UUID) -> list[tuple[uuid.UUID, int]]: ...
+
+    def explicit_parts_of(self, parent_id: uuid.UUID) -> list[tuple[uuid.UUID, str | None]]:
+        """(id, content) of the parts sent with this `parent_id` (not cut by the pipeline)."""
+        ...
+
+    def retitle_parts(self, parent_id: uuid.UUID, title: str | None,
+                      hashes: Sequence[tuple[uuid.UUID, str]]) -> None:
+        """Give parts their parent's new title and the hash of their new index text, (id,
+        hash) each; a part whose hash changed is embedded again."""
+        ...
+
+    def delete_rows(self, ids: Sequence[uuid.UUID]) -> None: ...
+
+    def soft_delete_object(self, object_id: uuid.UUID, version: int | None,
+                           event_id: str) -> None: ...
+
+    def revive_parts(self, parent_id: uuid.UUID, deleted_at: datetime) -> None: ...
+
+    def lock_link(self, from_id: uuid.UUID, relation_type: str,
+                  to_id: uuid.UUID) -> LinkHead | None: ...
+
+    def upsert_link(self, namespace: uuid.UUID, from_id: uuid.UUID, relation_type: str,
+                    to_id: uuid.UUID, meta: dict[str, Any], version: int | None,
+                    event_id: str) -> None: ...
+
+    def soft_delete_link(self, from_id: uuid.UUID, relation_type: str, to_id: uuid.UUID,
+                         version: int | None, event_id: str) -> None: ...
+
+    def is_waiting(self, wait_key: str, *, before: int | None = None) -> bool: ...
+
+    def defer(self, *, namespace: uuid.UUID, source: str, event_id: str, wait_key: str,
+              topic: str, partition: int, offset: int, key: bytes | None, value: bytes,
+              headers: Sequence[tuple[str, bytes]], code: str, reason: str,
+              field: str | None) -> None: ...
+
+    def due_deferred(self, limit: int) -> list[DeferredRow]: ...
+
+    def drop_deferred(self, row_id: int) -> None: ...
+
+    def postpone_deferred(self, row_id: int, delay: float) -> None: ...
+
+    def enqueue(self, namespace: uuid.UUID, aggregate_id: uuid.UUID, op: str,
+                payload: dict[str, Any] | None = None) -> None:
+        """Record what the graph must do, in this transaction (the transactional outbox)."""
+        ...
+
+
+class EventStores(Protocol):
+    """Opens one `EventStore` per batch: one transaction, committed when the block ends.
+
+    Errors as `EventStore`'s: an unreachable store raises `Unavailable` (the batch is retried).
+    """
+
+    def transaction(self) -> AbstractContextManager[EventStore]: ...
+
+    def deferred_due(self) -> bool:
+        """Whether a deferred event is due for another try (checked between batches)."""
+        ...
+
+
+class WorkTrigger(Protocol):
+    """Tells the workers there is work (best effort: the periodic sweep finds what is missed)."""
+
+    def embed(self, roots: Sequence[uuid.UUID]) -> None: ...
+
+    def extract(self, roots: Sequence[uuid.UUID]) -> None:
+        """Entity extraction of these roots' rows (pipeline/entities/stage.py)."""
+        ...
+
+    def relay(self) -> None: ...
+
+
+class DeadLetterSink(Protocol):
+    """Where rejected records go (the dead-letter topic; a replay only counts them)."""
+
+    def send(self, letters: Sequence[Letter], timeout: float = 30.0) -> None:
+        """Send and wait for every acknowledgement; raises `Unavailable` otherwise."""
+        ...
