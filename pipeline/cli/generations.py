@@ -49,7 +49,8 @@ def replay(ctx: click.Context, since: Any, embedder: str | None, switch: bool,
     click.echo(f"generation {result.generation}: {result.records:,} records in "
                f"{result.seconds:,.1f}s: {result.applied:,} applied, {result.duplicates:,} "
                f"duplicates, {result.stale:,} stale, {result.deferred:,} deferred, "
-               f"{result.markers:,} markers; {result.embedded:,} rows embedded"
+               f"{result.markers:,} markers; {result.embedded:,} rows embedded, "
+               f"{result.extracted:,} rows' entities extracted"
                + (f"; {result.skipped:,} records older than --since skipped"
                   if result.skipped else ""))
     if rejected:

@@ -27,9 +27,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, TextIO
 
@@ -41,11 +40,12 @@ from pipeline.domain.projection import Change
 from pipeline.domain.settings import KNOWN_EMBEDDING_DIMS, Settings
 from pipeline.embedding.embedders import build_embedder
 from pipeline.embedding.service import EmbeddingService, pending_count
+from pipeline.entities.extractors import build_extractor
+from pipeline.entities.stage import ExtractionStage
 from pipeline.graph.falkordb.writer import FalkorGraphWriter
 from pipeline.ingest.processor import BatchProcessor
-from pipeline.ingest.records import RawRecord
 from pipeline.kafka.io import H_CODE, make_producer
-from pipeline.kafka.markers import catch_up, marker_generation, marker_record
+from pipeline.kafka.markers import catch_up, marker_record
 from pipeline.kafka.offsets import committed_offsets
 from pipeline.ops.generations import (
     Generation,
@@ -57,7 +57,7 @@ from pipeline.ops.generations import (
     record_marker,
 )
 from pipeline.ops.progress import Progress
-from pipeline.ops.vocab import refresh_vocab
+from pipeline.ops.replay_step import InProcessWork, ReplayReport, ReplayStep
 from pipeline.outbox.relay import OutboxRelay
 from pipeline.outbox.store import backlog
 from pipeline.stores.postgres.events import PgEventStores
@@ -69,26 +69,6 @@ Report = Callable[[str], None]
 
 def _noop(_: str) -> None:
     pass
-
-
-@dataclass
-class ReplayReport:
-    """What a replay did."""
-
-    generation: int
-    records: int = 0
-    applied: int = 0
-    duplicates: int = 0
-    stale: int = 0
-    deferred: int = 0
-    markers: int = 0
-    skipped: int = 0  # older than --since
-    rejected: Counter[str] = field(default_factory=Counter)  # by error code, not re-published
-    embedded: int = 0
-    embed_failed: int = 0
-    changes_suppressed: int = 0
-    switched: bool = False
-    seconds: float = 0.0
 
 
 class _CountedLetters:
@@ -210,10 +190,14 @@ class Replay:
             # before the endpoint's partition is read. What still waits at the end is decided
             # by `_expire_deferred`.
             processor.options = replace(processor.options, defer_seconds=float("inf"))
-            embedding = EmbeddingService(settings, pool, build_embedder(settings))
-            relay = OutboxRelay(settings, pool, FalkorGraphWriter.from_settings(settings),
-                                _SuppressedChanges(result))
-            step = _Step(consumer, processor, embedding, relay, pool, self, result, gen.id)
+            embedder = build_embedder(settings)
+            work = InProcessWork(settings, pool, EmbeddingService(settings, pool, embedder),
+                                 ExtractionStage(settings, pool, build_extractor(settings),
+                                                 embedder),
+                                 OutboxRelay(settings, pool,
+                                             FalkorGraphWriter.from_settings(settings),
+                                             _SuppressedChanges(result)))
+            step = ReplayStep(consumer, processor, work, self, result, gen.id)
             progress = Progress(f"replay g{gen.id} (records)", total or None,
                                 stream=self.stream)
             while True:
@@ -227,7 +211,8 @@ class Replay:
                     state = catch_up(
                         partitions, self.markers_seen, self.positions,
                         committed_offsets(self.base, self.topic, live.consumer_group),
-                        embed_pending=pending_count(pool), outbox_pending=backlog(pool))
+                        embed_pending=pending_count(pool), outbox_pending=backlog(pool),
+                        extract_pending=work.extract_pending())
                     if state.ready:
                         break
                     log.info("replay: not yet: %s", state.reason)
@@ -307,77 +292,3 @@ class Replay:
         starts = {tp.partition: int(beginnings[tp]) for tp in tps}
         self.positions = dict(starts)
         return starts
-
-
-class _Step:
-    """Consuming and applying batches, and the in-process embedding and relay."""
-
-    def __init__(self, consumer: KafkaConsumer, processor: BatchProcessor,
-                 embedding: EmbeddingService, relay: OutboxRelay, pool: Any, replay: Replay,
-                 result: ReplayReport, gen_id: int) -> None:
-        self.gen_id = gen_id
-        self.consumer = consumer
-        self.processor = processor
-        self.embedding = embedding
-        self.relay = relay
-        self.pool = pool
-        self.replay = replay
-        self.result = result
-
-    def consume(self, limit: int) -> int:
-        """Poll one batch and apply it durably; the number of records."""
-        polled = self.consumer.poll(timeout_ms=200, max_records=limit)
-        records: list[RawRecord] = []
-        gen_id = self.gen_id
-        since_ms = self.replay.since_ms
-        for tp, messages in sorted(polled.items(), key=lambda kv: kv[0].partition):
-            for m in messages:
-                headers = tuple((str(k), bytes(v or b"")) for k, v in m.headers or [])
-                self.replay.positions[tp.partition] = m.offset + 1
-                if marker_generation(m.value, headers) == gen_id:
-                    self.replay.markers_seen.setdefault(tp.partition, m.offset)
-                elif since_ms is not None and 0 <= (m.timestamp or 0) < since_ms:
-                    self.result.skipped += 1  # older than --since
-                    continue
-                records.append(RawRecord(tp.topic, tp.partition, m.offset, m.key,
-                                         bytes(m.value or b""), headers,
-                                         m.timestamp if m.timestamp and m.timestamp > 0
-                                         else None))
-        if not records:
-            return 0
-        outcome = self.processor.process(records)
-        r = self.result
-        r.records += len(records)
-        r.applied += outcome.applied
-        r.duplicates += outcome.duplicates
-        r.stale += outcome.stale
-        r.deferred += outcome.deferred
-        r.markers += outcome.markers
-        return len(records)
-
-    def work(self, *, final: bool) -> None:
-        """Embed and relay some of the backlog (all of it when `final`)."""
-        rounds = 1000 if final else 2
-        stats = self.embedding.run(max_batches=rounds)
-        self.result.embedded += stats.embedded
-        self.result.embed_failed += stats.failed
-        self.relay.run(max_rounds=rounds)
-        with self.pool.connection() as conn:
-            refresh_vocab(conn)  # the sweep's job in a live generation
-
-    def settle(self) -> None:
-        """Before deciding "caught up": retry every deferred event now (its endpoint may have
-        arrived in the last batch), then drain the embedding and outbox backlogs and the search
-        vocabulary queue."""
-        with self.pool.connection() as conn:
-            conn.execute("UPDATE deferred_events SET next_attempt_at = now()")
-        outcome = self.processor.process([])
-        self.result.applied += outcome.applied
-        while pending_count(self.pool) or backlog(self.pool):
-            before = (pending_count(self.pool), backlog(self.pool))
-            self.work(final=True)
-            if (pending_count(self.pool), backlog(self.pool)) == before:
-                time.sleep(0.5)  # the graph is down or rows are leased: wait, then retry
-        with self.pool.connection() as conn:
-            while refresh_vocab(conn) is None:  # a worker's sweep holds it: wait for it
-                time.sleep(0.1)

@@ -1,0 +1,153 @@
+"""The replay's loop body: consume a batch into the new generation, then do in-process what the
+workers do for the live one (embed, extract entities and propose merges, relay, refresh the
+search vocabulary), since the workers keep serving the active generation meanwhile."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kafka import KafkaConsumer
+
+from pipeline.domain.settings import Settings
+from pipeline.embedding.service import EmbeddingService, pending_count
+from pipeline.entities.merging import propose_all
+from pipeline.entities.resolving import ResolveConfig
+from pipeline.entities.stage import ExtractionStage
+from pipeline.ingest.processor import BatchProcessor
+from pipeline.ingest.records import RawRecord
+from pipeline.kafka.markers import marker_generation
+from pipeline.ops.vocab import refresh_vocab
+from pipeline.outbox.relay import OutboxRelay
+from pipeline.outbox.store import backlog
+from pipeline.stores.postgres import extraction
+
+
+@dataclass
+class ReplayReport:
+    """What a replay did."""
+
+    generation: int
+    records: int = 0
+    applied: int = 0
+    duplicates: int = 0
+    stale: int = 0
+    deferred: int = 0
+    markers: int = 0
+    skipped: int = 0  # older than --since
+    rejected: Counter[str] = field(default_factory=Counter)  # by error code, not re-published
+    embedded: int = 0
+    embed_failed: int = 0
+    extracted: int = 0
+    extract_failed: int = 0
+    changes_suppressed: int = 0
+    switched: bool = False
+    seconds: float = 0.0
+
+
+class Cursor(Protocol):
+    """Where the replay is: positions per partition, the markers seen, the `--since` bound."""
+
+    positions: dict[int, int]
+    markers_seen: dict[int, int]
+    since_ms: int | None
+
+
+@dataclass
+class InProcessWork:
+    """The workers' jobs, run by the replay itself on the new generation."""
+
+    settings: Settings
+    pool: Any
+    embedding: EmbeddingService
+    extraction: ExtractionStage
+    relay: OutboxRelay
+
+    def run(self, result: ReplayReport, *, rounds: int) -> None:
+        stats = self.embedding.run(max_batches=rounds)
+        result.embedded += stats.embedded
+        result.embed_failed += stats.failed
+        extracted = self.extraction.run(max_batches=rounds)
+        result.extracted += extracted.extracted
+        result.extract_failed += extracted.failed
+        if extracted.entities_created:
+            propose_all(self.pool, batch=self.settings.entity_proposal_batch,
+                        config=ResolveConfig.from_settings(self.settings))
+        self.relay.run(max_rounds=rounds)
+        with self.pool.connection() as conn:
+            refresh_vocab(conn)  # the sweep's job in a live generation
+
+    def extract_pending(self) -> int:
+        with self.pool.connection() as conn:
+            return extraction.pending_count(conn)
+
+    def backlogs(self) -> tuple[int, int, int]:
+        """Rows waiting for an embedding, an extraction, the graph."""
+        return pending_count(self.pool), self.extract_pending(), backlog(self.pool)
+
+
+class ReplayStep:
+    """Consuming and applying batches, and the in-process work."""
+
+    def __init__(self, consumer: KafkaConsumer, processor: BatchProcessor, work: InProcessWork,
+                 replay: Cursor, result: ReplayReport, gen_id: int) -> None:
+        self.gen_id = gen_id
+        self.consumer = consumer
+        self.processor = processor
+        self.in_process = work
+        self.pool = work.pool
+        self.replay = replay
+        self.result = result
+
+    def consume(self, limit: int) -> int:
+        """Poll one batch and apply it durably; the number of records."""
+        polled = self.consumer.poll(timeout_ms=200, max_records=limit)
+        records: list[RawRecord] = []
+        gen_id = self.gen_id
+        since_ms = self.replay.since_ms
+        for tp, messages in sorted(polled.items(), key=lambda kv: kv[0].partition):
+            for m in messages:
+                headers = tuple((str(k), bytes(v or b"")) for k, v in m.headers or [])
+                self.replay.positions[tp.partition] = m.offset + 1
+                if marker_generation(m.value, headers) == gen_id:
+                    self.replay.markers_seen.setdefault(tp.partition, m.offset)
+                elif since_ms is not None and 0 <= (m.timestamp or 0) < since_ms:
+                    self.result.skipped += 1  # older than --since
+                    continue
+                records.append(RawRecord(tp.topic, tp.partition, m.offset, m.key,
+                                         bytes(m.value or b""), headers,
+                                         m.timestamp if m.timestamp and m.timestamp > 0
+                                         else None))
+        if not records:
+            return 0
+        outcome = self.processor.process(records)
+        r = self.result
+        r.records += len(records)
+        r.applied += outcome.applied
+        r.duplicates += outcome.duplicates
+        r.stale += outcome.stale
+        r.deferred += outcome.deferred
+        r.markers += outcome.markers
+        return len(records)
+
+    def work(self, *, final: bool) -> None:
+        """Embed, extract and relay some of the backlog (all of it when `final`)."""
+        self.in_process.run(self.result, rounds=1000 if final else 2)
+
+    def settle(self) -> None:
+        """Before deciding "caught up": retry every deferred event now (its endpoint may have
+        arrived in the last batch), then drain the embedding, extraction and outbox backlogs and
+        the search vocabulary queue."""
+        with self.pool.connection() as conn:
+            conn.execute("UPDATE deferred_events SET next_attempt_at = now()")
+        outcome = self.processor.process([])
+        self.result.applied += outcome.applied
+        while any(before := self.in_process.backlogs()):
+            self.work(final=True)
+            if self.in_process.backlogs() == before:
+                time.sleep(0.5)  # the graph is down or rows are leased: wait, then retry
+        with self.pool.connection() as conn:
+            while refresh_vocab(conn) is None:  # a worker's sweep holds it: wait for it
+                time.sleep(0.1)
