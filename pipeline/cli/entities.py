@@ -22,7 +22,7 @@ def entities() -> None:
 def backfill(ctx: click.Context, namespace: uuid.UUID | None, generation: int | None) -> None:
     """Extract the entities of every live row without a done extraction (data written before
     the entity layer, or whose extraction failed), in-process with progress."""
-    from pipeline.entities.backfill import backfill as run_backfill
+    from pipeline.ops.backfill import backfill as run_backfill
 
     report = run_backfill(active_settings(ctx, generation), namespace)
     s = report.stats
