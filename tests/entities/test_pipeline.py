@@ -164,3 +164,32 @@ def test_backfill_extracts_rows_written_before_the_entity_layer(
     assert check_consistent(settings, ns) > 0
     assert q(settings, "SELECT count(*) FROM entity_extraction WHERE namespace_id = %s",
              other) == [(0,)]  # the other namespace was not asked for
+
+
+def test_the_worker_merges_what_the_resolver_is_sure_of(
+        procs: dict[str, Proc], publisher: Publisher, catalog: Settings) -> None:
+    """After extraction the worker runs the proposal pass: "São Paulo" and "Sao Paulo" (equal
+    once accents are folded: 0.95) become one entity; "Amendment 16" and "Amendment 17" stay
+    two, and nothing merges across tenants."""
+    ns, other = uuid.uuid4(), uuid.uuid4()
+    docs = [(ns, "Travel notes", "São Paulo was hot. Amendment 16 was debated."),
+            (ns, "More notes", "Sao Paulo had rain. Amendment 17 was debated."),
+            (other, "Travel notes", "Sao Paulo is large.")]
+    for namespace, title, content in docs:
+        oid = uuid.uuid4()
+        publisher.send(put(namespace, oid, title=title, content=content), str(oid))
+
+    def live(namespace: uuid.UUID) -> set[str]:
+        return {n for (n,) in q(catalog, "SELECT norm FROM entities WHERE namespace_id = %s"
+                                " AND merged_into IS NULL", namespace)}
+
+    wait_for(lambda: "são paulo" in live(ns) and "sao paulo" not in live(ns)
+             or "sao paulo" in live(ns) and "são paulo" not in live(ns),
+             timeout=60, what="the worker to merge the accent variants")
+    assert {"amendment 16", "amendment 17"} <= live(ns)
+    merged = q(catalog, "SELECT m.decided_by, m.method FROM entity_merges m"
+               " WHERE m.namespace_id = %s", ns)
+    assert merged == [("resolver", merged[0][1])] and merged[0][1]
+    assert "sao paulo" in live(other)
+    assert q(catalog, "SELECT count(*) FROM entity_merges WHERE namespace_id = %s",
+             other) == [(0,)]
