@@ -59,6 +59,6 @@ def show_memory_check(check: MemoryCheck) -> None:
                    f"summaries; extractors pending on {n.pending_messages} messages, failed on "
                    f"{n.failed_messages}")
     for name, count in (("messages missing extractor rows", check.missing_extractor_rows),
-                        ("sessions whose last_seq is off", check.seq_mismatches),
+                        ("sessions with a message past last_seq", check.seq_mismatches),
                         ("summary points naming no summary", check.dangling_summary_points)):
         click.echo(f"  {name:42} {count}")

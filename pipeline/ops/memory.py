@@ -84,7 +84,8 @@ class NamespaceMemory:
 class MemoryCheck:
     namespaces: list[NamespaceMemory] = field(default_factory=list)
     # broken invariants (each should be 0): a message without its extractor rows, a session
-    # whose last_seq is not its highest message seq, a summary point naming no message
+    # with a message past its last_seq (the next add would collide; purged hidden messages
+    # leave gaps below it, which are fine), a summary point naming no summary
     missing_extractor_rows: int = 0
     seq_mismatches: int = 0
     dangling_summary_points: int = 0
@@ -97,40 +98,45 @@ class MemoryCheck:
 
 def verify_memory(settings: Settings) -> MemoryCheck:
     """Counts per namespace and the invariants of the memory tables."""
-    check = MemoryCheck()
     with psycopg.connect(settings.effective_postgres_dsn) as conn:
-        rows = conn.execute(
-            "WITH s AS (SELECT namespace_id, count(*) FILTER (WHERE deleted_at IS NULL) AS live,"
-            "  count(*) FILTER (WHERE deleted_at IS NOT NULL) AS gone FROM sessions"
-            "  GROUP BY namespace_id),"
-            " m AS (SELECT namespace_id, count(*) FILTER (WHERE deleted_at IS NULL) AS live,"
-            "  count(*) FILTER (WHERE deleted_at IS NOT NULL) AS hidden FROM messages"
-            "  GROUP BY namespace_id),"
-            " su AS (SELECT namespace_id, count(*) AS n FROM summaries WHERE deleted_at IS NULL"
-            "  GROUP BY namespace_id),"
-            " x AS (SELECT e.namespace_id,"
-            "  count(DISTINCT e.message_uuid) FILTER (WHERE e.status = 'pending') AS pending,"
-            "  count(DISTINCT e.message_uuid) FILTER (WHERE e.status = 'failed') AS failed"
-            "  FROM message_extraction e JOIN messages m ON m.namespace_id = e.namespace_id"
-            "  AND m.uuid = e.message_uuid AND m.deleted_at IS NULL GROUP BY e.namespace_id)"
-            " SELECT s.namespace_id::text, s.live, s.gone, coalesce(m.live, 0),"
-            "  coalesce(m.hidden, 0), coalesce(su.n, 0), coalesce(x.pending, 0),"
-            "  coalesce(x.failed, 0)"
-            " FROM s LEFT JOIN m USING (namespace_id) LEFT JOIN su USING (namespace_id)"
-            " LEFT JOIN x USING (namespace_id) ORDER BY 1").fetchall()
-        check.namespaces = [NamespaceMemory(*(r[0], *(int(v) for v in r[1:]))) for r in rows]
-        check.missing_extractor_rows = _scalar(conn, (
-            "SELECT count(*) FROM messages m CROSS JOIN unnest(%s::text[]) AS x(extractor)"
-            " WHERE NOT EXISTS (SELECT 1 FROM message_extraction e WHERE e.namespace_id ="
-            " m.namespace_id AND e.message_uuid = m.uuid AND e.extractor = x.extractor)"),
-            (list(MESSAGE_EXTRACTORS),))
-        check.seq_mismatches = _scalar(conn, (
-            "SELECT count(*) FROM sessions s WHERE s.last_seq <> coalesce("
-            "(SELECT max(seq) FROM messages m WHERE m.session_pk = s.id), 0)"), ())
-        check.dangling_summary_points = _scalar(conn, (
-            "SELECT count(*) FROM sessions s WHERE s.summary_uuid IS NOT NULL AND NOT EXISTS"
-            " (SELECT 1 FROM summaries u WHERE u.namespace_id = s.namespace_id"
-            " AND u.uuid = s.summary_uuid)"), ())
+        return check_memory(conn)
+
+
+def check_memory(conn: Conn) -> MemoryCheck:
+    """`verify_memory` on a connection (what it sees, in its transaction)."""
+    check = MemoryCheck()
+    rows = conn.execute(
+        "WITH s AS (SELECT namespace_id, count(*) FILTER (WHERE deleted_at IS NULL) AS live,"
+        "  count(*) FILTER (WHERE deleted_at IS NOT NULL) AS gone FROM sessions"
+        "  GROUP BY namespace_id),"
+        " m AS (SELECT namespace_id, count(*) FILTER (WHERE deleted_at IS NULL) AS live,"
+        "  count(*) FILTER (WHERE deleted_at IS NOT NULL) AS hidden FROM messages"
+        "  GROUP BY namespace_id),"
+        " su AS (SELECT namespace_id, count(*) AS n FROM summaries WHERE deleted_at IS NULL"
+        "  GROUP BY namespace_id),"
+        " x AS (SELECT e.namespace_id,"
+        "  count(DISTINCT e.message_uuid) FILTER (WHERE e.status = 'pending') AS pending,"
+        "  count(DISTINCT e.message_uuid) FILTER (WHERE e.status = 'failed') AS failed"
+        "  FROM message_extraction e JOIN messages m ON m.namespace_id = e.namespace_id"
+        "  AND m.uuid = e.message_uuid AND m.deleted_at IS NULL GROUP BY e.namespace_id)"
+        " SELECT s.namespace_id::text, s.live, s.gone, coalesce(m.live, 0),"
+        "  coalesce(m.hidden, 0), coalesce(su.n, 0), coalesce(x.pending, 0),"
+        "  coalesce(x.failed, 0)"
+        " FROM s LEFT JOIN m USING (namespace_id) LEFT JOIN su USING (namespace_id)"
+        " LEFT JOIN x USING (namespace_id) ORDER BY 1").fetchall()
+    check.namespaces = [NamespaceMemory(*(r[0], *(int(v) for v in r[1:]))) for r in rows]
+    check.missing_extractor_rows = _scalar(conn, (
+        "SELECT count(*) FROM messages m CROSS JOIN unnest(%s::text[]) AS x(extractor)"
+        " WHERE NOT EXISTS (SELECT 1 FROM message_extraction e WHERE e.namespace_id ="
+        " m.namespace_id AND e.message_uuid = m.uuid AND e.extractor = x.extractor)"),
+        (list(MESSAGE_EXTRACTORS),))
+    check.seq_mismatches = _scalar(conn, (
+        "SELECT count(*) FROM sessions s WHERE s.last_seq < coalesce("
+        "(SELECT max(seq) FROM messages m WHERE m.session_pk = s.id), 0)"), ())
+    check.dangling_summary_points = _scalar(conn, (
+        "SELECT count(*) FROM sessions s WHERE s.summary_uuid IS NOT NULL AND NOT EXISTS"
+        " (SELECT 1 FROM summaries u WHERE u.namespace_id = s.namespace_id"
+        " AND u.uuid = s.summary_uuid)"), ())
     return check
 
 

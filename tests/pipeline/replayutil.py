@@ -201,7 +201,9 @@ def pg_snapshot(settings: Settings, namespaces: list[str]) -> dict[str, Any]:
             " deleted_at IS NULL FROM sessions WHERE namespace_id::text = ANY(%s) ORDER BY id",
             (namespaces,)).fetchall()
         messages = conn.execute(
-            "SELECT uuid, session_pk, seq, role, md5(content), metadata, deleted_at IS NULL"
+            # without `system`: the extractors write it after commit, on their own time
+            "SELECT uuid, session_pk, seq, role, md5(content), metadata - 'system',"
+            " deleted_at IS NULL"
             " FROM messages WHERE namespace_id::text = ANY(%s) ORDER BY uuid",
             (namespaces,)).fetchall()
         summaries = conn.execute(
