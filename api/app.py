@@ -56,10 +56,13 @@ def create_app(settings: Settings | None = None,
                               "expansion over a brainstream knowledge base. Every call is "
                               "scoped to the namespace of the caller's API key.")
     app.state.settings = settings
-    # the write-through of memory messages publishes events like any publisher (its key signs)
+    # the write-through of memory messages publishes events like any publisher (its key signs);
+    # a broker that does not answer fails the request within the wait, not the request deadline
+    block_ms = round(settings.memory_write_wait * 1000)
     app.state.memory_writer = MessageWriter(
-        lambda: EventPublisher(make_producer(settings), settings.topic_events,
-                               signer_for(settings)),
+        lambda: EventPublisher(make_producer(settings, bootstrap_timeout_ms=block_ms,
+                                             max_block_ms=block_ms),
+                               settings.topic_events, signer_for(settings)),
         wait_seconds=settings.memory_write_wait)
 
     app.exception_handler(BrainstreamError)(errors.brainstream_error)

@@ -28,6 +28,8 @@ from schemas.limits import SESSION_ID_MAX, USER_ID_MAX
 
 router = APIRouter(tags=["memory"], responses=ERRORS)
 
+# Postgres text cannot hold NUL: refused at the boundary (422), never a 500 further in.
+NO_NUL = r"^[^\x00]*$"
 SessionId = Annotated[str, Path(min_length=1, max_length=SESSION_ID_MAX,
                                 pattern=r"^[^\x00]*\S[^\x00]*$")]
 
@@ -47,9 +49,10 @@ async def session(session_id: SessionId, ns: Ns, svc: Svc) -> SessionOut:
 
 @router.get("/v1/sessions", response_model=SessionsOut)
 async def sessions(ns: Ns, svc: Svc,
-                   user_id: Annotated[str | None, Query(min_length=1,
-                                                        max_length=USER_ID_MAX)] = None,
-                   after: Annotated[str | None, Query(max_length=SESSION_ID_MAX)] = None,
+                   user_id: Annotated[str | None, Query(min_length=1, max_length=USER_ID_MAX,
+                                                        pattern=NO_NUL)] = None,
+                   after: Annotated[str | None, Query(max_length=SESSION_ID_MAX,
+                                                      pattern=NO_NUL)] = None,
                    limit: Annotated[int, Query(ge=1)] = 100) -> SessionsOut:
     """Live sessions (of one user), by session id; page on with `after`."""
     limit = min(limit, svc.settings.memory_page_max)

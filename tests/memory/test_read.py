@@ -166,3 +166,24 @@ def test_write_through_reads_its_own_writes(procs: dict[str, Proc], mem_client: 
     assert (refused.status_code, refused.json()["error"]["code"]) == (
         403, "privileged_key_required")
     assert mem_client.get("/v1/sessions/live", headers=b.headers).status_code == 404
+
+
+def test_write_through_without_a_broker_is_a_503(catalog: Settings,
+                                                 mem_tenants: dict[str, Tenant]) -> None:
+    import socket
+
+    from api.app import create_app
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    a = mem_tenants["a"]
+    settings = catalog.model_copy(update={
+        "api_keys": {a.key: [str(a.namespace)]}, "kafka_bootstrap": f"127.0.0.1:{closed}",
+        "memory_write_wait": 2.0})
+    with TestClient(create_app(settings)) as client:
+        answer = client.post("/v1/sessions/nowhere/messages",
+                             json={"messages": [message("lost?")]}, headers=a.headers)
+        assert (answer.status_code, answer.json()["error"]["code"]) == (503, "unavailable")
+        # the reads do not need the broker
+        assert client.get("/v1/sessions/nowhere", headers=a.headers).status_code == 404
