@@ -13,12 +13,16 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from pipeline.domain.settings import Settings
+
+if TYPE_CHECKING:
+    from pipeline.ops.memory import MemoryBacklog
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +37,7 @@ class StateCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         import psycopg
 
-        from pipeline.ops.status import read_backlogs
+        from pipeline.ops.status import Backlogs, read_backlogs
 
         settings = self._active()
 
@@ -46,9 +50,10 @@ class StateCollector(Collector):
                                    labels=["op"])
         embed = GaugeMetricFamily("brainstream_embedding_rows", "Rows by embedding status",
                                   labels=["status"])
+        backlogs: Backlogs | None = None
         try:
             with psycopg.connect(settings.effective_postgres_dsn, connect_timeout=3) as c:
-                backlogs = read_backlogs(c)
+                backlogs = read_backlogs(c, settings.memory_window)
             for op in backlogs.outbox:
                 backlog.add_metric([op.op], float(op.count))
                 age.add_metric([op.op], op.oldest_seconds)
@@ -61,16 +66,13 @@ class StateCollector(Collector):
         yield age
         yield failed
         yield embed
-        yield from self._memory(settings)
+        yield from self._memory(backlogs.memory if backlogs is not None else None)
         if self.lag:
             yield from self._lag(settings)
 
-    def _memory(self, settings: Settings) -> Iterator[GaugeMetricFamily]:
-        """Conversation memory: each extractor's backlog and lag, and the summary lag."""
-        import psycopg
-
-        from pipeline.ops.memory import read_memory_backlog
-
+    def _memory(self, memory: MemoryBacklog | None) -> Iterator[GaugeMetricFamily]:
+        """Conversation memory: each extractor's backlog and lag, and the summary lag (no
+        samples when Postgres could not be read)."""
         pending = GaugeMetricFamily("brainstream_memory_extractor_pending",
                                     "Messages an extractor has not done yet",
                                     labels=["extractor"])
@@ -85,9 +87,7 @@ class StateCollector(Collector):
                                     "(all sessions, and the worst one)", labels=["scope"])
         summariser = GaugeMetricFamily("brainstream_memory_summariser_pending",
                                        "Sessions waiting for the summariser")
-        try:
-            with psycopg.connect(settings.effective_postgres_dsn, connect_timeout=3) as c:
-                memory = read_memory_backlog(c, settings.memory_window)
+        if memory is not None:
             for e in memory.extractors:
                 pending.add_metric([e.extractor], float(e.pending))
                 failed.add_metric([e.extractor], float(e.failed))
@@ -95,8 +95,6 @@ class StateCollector(Collector):
             summary.add_metric(["total"], float(memory.summary_lag_messages))
             summary.add_metric(["max"], float(memory.summary_lag_max))
             summariser.add_metric([], float(memory.summariser_pending))
-        except Exception as exc:  # a scrape must not fail because Postgres blinked
-            log.warning("metrics: cannot read the memory backlog: %s", exc)
         yield from (pending, failed, lag, summary, summariser)
 
     def _active(self) -> Settings:

@@ -13,7 +13,7 @@ import psycopg
 from pipeline.domain.settings import Settings
 from pipeline.embedding.service import counts_by_status
 from pipeline.kafka.offsets import committed_offsets, read_tails
-from pipeline.ops.memory import read_memory_backlog
+from pipeline.ops.memory import MemoryBacklog, read_memory_backlog
 from pipeline.outbox.store import OpBacklog, backlog_by_op
 from pipeline.services.stack import Stack
 
@@ -41,15 +41,19 @@ class StatusReport:
 
 @dataclass(frozen=True)
 class Backlogs:
-    """The outbox rows not applied yet, per op, and the visible rows per embedding status."""
+    """The outbox rows not applied yet, per op, the visible rows per embedding status, and the
+    conversation-memory backlog (extractors, summariser)."""
 
     outbox: list[OpBacklog]
     embedding: dict[str, int]
+    memory: MemoryBacklog
 
 
-def read_backlogs(conn: psycopg.Connection[Any]) -> Backlogs:
-    """What `status` shows of the outbox and embedding backlogs, and the exporter exports."""
-    return Backlogs(backlog_by_op(conn), counts_by_status(conn))
+def read_backlogs(conn: psycopg.Connection[Any], memory_window: int) -> Backlogs:
+    """What `status` shows of the outbox, embedding and memory backlogs, and the exporter
+    exports."""
+    return Backlogs(backlog_by_op(conn), counts_by_status(conn),
+                    read_memory_backlog(conn, memory_window))
 
 
 # What each part of the report reads: a part whose service is down is skipped, not waited on
@@ -95,7 +99,7 @@ def _dead_letters(settings: Settings) -> dict[str, Any]:
 
 def _database(settings: Settings, report: StatusReport) -> None:
     with psycopg.connect(settings.effective_postgres_dsn, connect_timeout=5) as conn:
-        backlogs = read_backlogs(conn)
+        backlogs = read_backlogs(conn, settings.memory_window)
         report.outbox = {
             "backlog": sum(b.count for b in backlogs.outbox),
             "failed": sum(b.failed for b in backlogs.outbox),
@@ -118,7 +122,7 @@ def _database(settings: Settings, report: StatusReport) -> None:
         report.deferred = {"count": int(waiting[0]) if waiting else 0,
                            "oldest_seconds": round(float(waiting[1]), 1)
                            if waiting and waiting[1] is not None else None}
-        memory = read_memory_backlog(conn, settings.memory_window)
+        memory = backlogs.memory
         report.memory = {
             "extractors": {e.extractor: {"pending": e.pending, "failed": e.failed,
                                          "oldest_pending_seconds": round(
