@@ -16,6 +16,8 @@ EMBED_TASK = "brainstream.embed"
 EXTRACT_TASK = "brainstream.extract"
 RELAY_TASK = "brainstream.relay"
 SWEEP_TASK = "brainstream.sweep"
+# The memory work of sessions (extractors and summariser; args: [session keys as strings]).
+MEMORY_TASK = "brainstream.memory"
 
 
 def create_app() -> Celery:

@@ -41,6 +41,10 @@ class PublisherKey(BaseModel):
     # 16 characters at least: a shorter HMAC secret could be guessed offline from one record.
     secret: SecretStr = Field(min_length=16)
     namespaces: list[uuid.UUID] = Field(min_length=1)
+    # Conversation memory: a privileged key may write the top-level `system` metadata key of a
+    # message (messages.add, message.metadata) in its namespaces; others are dead-lettered
+    # `privileged_key_required`.
+    privileged: bool = False
 
 
 class Settings(BaseSettings):
@@ -232,6 +236,19 @@ class Settings(BaseSettings):
     # API keys that may merge entities and decide possibly-same pairs (in the namespaces their
     # API_KEYS entry names), each with the name recorded as `decided_by`: key -> name.
     entity_curators: dict[str, str] = Field(default_factory=dict)
+    # Conversation memory (issue 12; docs/parts/memory-api.md). The window: messages after the
+    # summary point that GET memory returns, and past which the summariser folds the oldest.
+    memory_window: int = Field(default=12, ge=2, le=1000)
+    # The most messages GET memory (`lastn`) and one page of GET messages may return, and the
+    # most sessions one page of GET sessions lists.
+    memory_lastn_max: int = Field(default=1000, ge=1, le=100_000)
+    memory_page_max: int = Field(default=1000, ge=1, le=100_000)
+    # How long POST messages with `wait: true` waits for its messages to be stored before it
+    # answers 202 (below the request deadline, API_REQUEST_TIMEOUT).
+    memory_write_wait: float = Field(default=5.0, gt=0, le=60)
+    # `brainstream memory purge` (and `brainstream purge`) hard-delete soft-deleted sessions, and
+    # messages hidden by a delete, this long (days) after their deletion.
+    memory_retention_days: float = Field(default=30.0, ge=0)
 
     # Which index generation these settings address (pipeline/ops/generations.py). Not settings an
     # operator sets: `Settings.for_generation` fills them from the control table. Generation 1

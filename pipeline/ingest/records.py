@@ -61,6 +61,8 @@ class BatchOutcome:
     dead: list[DeadLetter] = field(default_factory=list)
     embed_roots: set[uuid.UUID] = field(default_factory=set)
     outbox_rows: int = 0
+    # sessions (pipeline.memory.model.session_key) whose extractors or summariser have work
+    memory_sessions: set[uuid.UUID] = field(default_factory=set)
     markers: int = 0  # replay markers: skipped, never dead-lettered
 
 
@@ -99,6 +101,9 @@ class Applying:
     # a deferred event being retried: the wait key it was parked under (it must not wait
     # behind itself)
     waiting_ok: str | None = None
+    # the event's record is signed by a privileged publisher key of its namespace
+    # (pipeline.kafka.signing.PublisherKeys.is_privileged): it may write `system` metadata
+    privileged: bool = False
 
 
 class Stale(Exception):

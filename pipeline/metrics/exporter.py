@@ -13,12 +13,16 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from pipeline.domain.settings import Settings
+
+if TYPE_CHECKING:
+    from pipeline.ops.memory import MemoryBacklog
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +38,7 @@ class StateCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         import psycopg
 
-        from pipeline.ops.status import read_backlogs
+        from pipeline.ops.status import Backlogs, read_backlogs
 
         settings = self._active()
 
@@ -50,9 +54,10 @@ class StateCollector(Collector):
         extract = GaugeMetricFamily("brainstream_extraction_rows",
                                     "Rows by entity extraction status (recount: waiting for a "
                                     "recount after a delete or revival)", labels=["status"])
+        backlogs: Backlogs | None = None
         try:
             with psycopg.connect(settings.effective_postgres_dsn, connect_timeout=3) as c:
-                backlogs = read_backlogs(c)
+                backlogs = read_backlogs(c, settings.memory_window)
             for op in backlogs.outbox:
                 backlog.add_metric([op.op], float(op.count))
                 age.add_metric([op.op], op.oldest_seconds)
@@ -68,8 +73,36 @@ class StateCollector(Collector):
         yield failed
         yield embed
         yield extract
+        yield from self._memory(backlogs.memory if backlogs is not None else None)
         if self.lag:
             yield from self._lag(settings)
+
+    def _memory(self, memory: MemoryBacklog | None) -> Iterator[GaugeMetricFamily]:
+        """Conversation memory: each extractor's backlog and lag, and the summary lag (no
+        samples when Postgres could not be read)."""
+        pending = GaugeMetricFamily("brainstream_memory_extractor_pending",
+                                    "Messages an extractor has not done yet",
+                                    labels=["extractor"])
+        failed = GaugeMetricFamily("brainstream_memory_extractor_failed",
+                                   "Messages an extractor gave up on (dead-lettered)",
+                                   labels=["extractor"])
+        lag = GaugeMetricFamily("brainstream_memory_extractor_lag_seconds",
+                                "Age of the oldest message an extractor has not done",
+                                labels=["extractor"])
+        summary = GaugeMetricFamily("brainstream_memory_summary_lag_messages",
+                                    "Messages past the window not folded into a summary yet "
+                                    "(all sessions, and the worst one)", labels=["scope"])
+        summariser = GaugeMetricFamily("brainstream_memory_summariser_pending",
+                                       "Sessions waiting for the summariser")
+        if memory is not None:
+            for e in memory.extractors:
+                pending.add_metric([e.extractor], float(e.pending))
+                failed.add_metric([e.extractor], float(e.failed))
+                lag.add_metric([e.extractor], e.oldest_pending_seconds)
+            summary.add_metric(["total"], float(memory.summary_lag_messages))
+            summary.add_metric(["max"], float(memory.summary_lag_max))
+            summariser.add_metric([], float(memory.summariser_pending))
+        yield from (pending, failed, lag, summary, summariser)
 
     def _active(self) -> Settings:
         """The active index generation's settings (a replay may have switched since start)."""

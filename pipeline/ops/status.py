@@ -13,6 +13,7 @@ import psycopg
 from pipeline.domain.settings import Settings
 from pipeline.embedding.service import counts_by_status
 from pipeline.kafka.offsets import committed_offsets, read_tails
+from pipeline.ops.memory import MemoryBacklog, read_memory_backlog
 from pipeline.outbox.store import OpBacklog, backlog_by_op
 from pipeline.services.stack import Stack
 from pipeline.stores.postgres import extraction
@@ -28,6 +29,7 @@ class StatusReport:
     embedding: dict[str, Any] = field(default_factory=dict)
     extraction: dict[str, int] = field(default_factory=dict)
     deferred: dict[str, Any] = field(default_factory=dict)
+    memory: dict[str, Any] = field(default_factory=dict)
     dead_letters: dict[str, Any] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
 
@@ -41,20 +43,21 @@ class StatusReport:
 
 @dataclass(frozen=True)
 class Backlogs:
-    """The outbox rows not applied yet, per op, the visible rows per embedding status, and the
-    rows per entity extraction status (plus `recount`: rows whose entities wait for a recount
-    after a delete or revival)."""
+    """The outbox rows not applied yet, per op, the visible rows per embedding status, the rows
+    per entity extraction status (plus `recount`: rows whose entities wait for a recount after
+    a delete or revival), and the conversation-memory backlog (extractors, summariser)."""
 
     outbox: list[OpBacklog]
     embedding: dict[str, int]
     extraction: dict[str, int]
+    memory: MemoryBacklog
 
 
-def read_backlogs(conn: psycopg.Connection[Any]) -> Backlogs:
-    """What `status` shows of the outbox, embedding and extraction backlogs, and the exporter
-    exports."""
+def read_backlogs(conn: psycopg.Connection[Any], memory_window: int) -> Backlogs:
+    """What `status` shows of the outbox, embedding, extraction and memory backlogs, and the
+    exporter exports."""
     return Backlogs(backlog_by_op(conn), counts_by_status(conn),
-                    extraction.counts_by_status(conn))
+                    extraction.counts_by_status(conn), read_memory_backlog(conn, memory_window))
 
 
 # What each part of the report reads: a part whose service is down is skipped, not waited on
@@ -100,7 +103,7 @@ def _dead_letters(settings: Settings) -> dict[str, Any]:
 
 def _database(settings: Settings, report: StatusReport) -> None:
     with psycopg.connect(settings.effective_postgres_dsn, connect_timeout=5) as conn:
-        backlogs = read_backlogs(conn)
+        backlogs = read_backlogs(conn, settings.memory_window)
         report.outbox = {
             "backlog": sum(b.count for b in backlogs.outbox),
             "failed": sum(b.failed for b in backlogs.outbox),
@@ -125,6 +128,15 @@ def _database(settings: Settings, report: StatusReport) -> None:
         report.deferred = {"count": int(waiting[0]) if waiting else 0,
                            "oldest_seconds": round(float(waiting[1]), 1)
                            if waiting and waiting[1] is not None else None}
+        memory = backlogs.memory
+        report.memory = {
+            "extractors": {e.extractor: {"pending": e.pending, "failed": e.failed,
+                                         "oldest_pending_seconds": round(
+                                             e.oldest_pending_seconds, 1)}
+                           for e in memory.extractors},
+            "summariser_pending": memory.summariser_pending,
+            "summary_lag_messages": memory.summary_lag_messages,
+            "summary_lag_max": memory.summary_lag_max}
 
 
 def render(report: StatusReport) -> str:
@@ -159,6 +171,14 @@ def render(report: StatusReport) -> str:
     if report.deferred:
         lines.append(f"deferred events: {report.deferred['count']} (oldest "
                      f"{report.deferred['oldest_seconds']} s)")
+    if report.memory:
+        m = report.memory
+        lines.append(f"memory: summariser pending for {m['summariser_pending']} sessions, "
+                     f"{m['summary_lag_messages']} messages past the window "
+                     f"(worst session {m['summary_lag_max']})")
+        for name, e in m["extractors"].items():
+            lines.append(f"  extractor {name}: {e['pending']} pending (oldest "
+                         f"{e['oldest_pending_seconds']} s), {e['failed']} failed")
     if report.dead_letters:
         lines.append(f"dead letters: {report.dead_letters['count']}"
                      + ("" if report.dead_letters["exact"] else " (at least)"))

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from pipeline.domain.kinds import KindCatalog
 from pipeline.domain.write_model import DeferredRow, LinkHead, ObjectHead, ObjectWrite
+from pipeline.memory.model import NewMessage, SessionHead
 
 # A dead letter as the sink takes it: the record's key and value, and the headers naming why.
 Letter = tuple[bytes | None, bytes, list[tuple[str, bytes]]]
@@ -101,6 +102,51 @@ class EventStore(Protocol):
         """Record what the graph must do, in this transaction (the transactional outbox)."""
         ...
 
+    @property
+    def memory(self) -> MemoryWriter:
+        """The conversation-memory writes, in this transaction."""
+        ...
+
+
+class MemoryWriter(Protocol):
+    """The memory events' writes (`pipeline/ingest/memory.py`), inside an `EventStore`'s
+    transaction; errors as the `EventStore`'s. A session is addressed by its key
+    (`pipeline.memory.model.session_key`), which already holds its namespace."""
+
+    def lock_session(self, key: uuid.UUID) -> SessionHead | None: ...
+
+    def put_session(self, namespace: uuid.UUID, key: uuid.UUID, session_id: str,
+                    user_id: str | None, metadata: dict[str, Any], event_id: str) -> None:
+        """Create, update (metadata merged key by key, a null removes) or revive a session."""
+        ...
+
+    def delete_session(self, key: uuid.UUID, event_id: str) -> None:
+        """Hide a session with its messages and summaries."""
+        ...
+
+    def message_sessions(self, namespace: uuid.UUID, uuids: Sequence[uuid.UUID]
+                         ) -> dict[uuid.UUID, uuid.UUID]:
+        """The session key of each message uuid already stored in the namespace."""
+        ...
+
+    def append_messages(self, head: SessionHead, messages: Sequence[NewMessage],
+                        extractors: Sequence[str], event_id: str) -> None:
+        """Store new messages after the session's last, each with a pending state row per
+        extractor, and ask for the session's summariser."""
+        ...
+
+    def message_seq(self, key: uuid.UUID, message: uuid.UUID) -> int | None:
+        """The seq of a visible message of the session, locked (None: no such message)."""
+        ...
+
+    def set_message_key(self, key: uuid.UUID, message: uuid.UUID, name: str,
+                        value: Any, *, delete: bool) -> None: ...
+
+    def put_summary(self, head: SessionHead, summary: uuid.UUID, content: str,
+                    recent_message: uuid.UUID, recent_seq: int, event_id: str) -> bool:
+        """Store an external summary, move the point forward; False: another session's uuid."""
+        ...
+
 
 class EventStores(Protocol):
     """Opens one `EventStore` per batch: one transaction, committed when the block ends.
@@ -125,6 +171,11 @@ class WorkTrigger(Protocol):
         ...
 
     def relay(self) -> None: ...
+
+    def memory(self, sessions: Sequence[uuid.UUID]) -> None:
+        """The extractors and summariser of these sessions (`pipeline.memory.model.session_key`)
+        have work."""
+        ...
 
 
 class DeadLetterSink(Protocol):

@@ -27,6 +27,7 @@ from pipeline.retrieval.graph_queries import GraphConfig, GraphQueries
 from pipeline.retrieval.paths import PathConfig, PathFinder
 from pipeline.stores.postgres.entity_reads import PgEntityReader
 from pipeline.stores.postgres.kinds import CachedCatalog
+from pipeline.stores.postgres.memory_read import PgMemoryReader
 from pipeline.stores.postgres.mention_read import PgMentionReader
 from pipeline.stores.postgres.paths import PgPathGraph
 from pipeline.stores.postgres.pool import AsyncConn, make_async_pool, ping_pool
@@ -55,6 +56,7 @@ class Services:
     mentions: MentionReader
     paths: PathFinder
     entities: EntityQueries
+    memory: PgMemoryReader
 
     @property
     def embedder(self) -> Embedder | None:
@@ -145,7 +147,8 @@ async def build_services(settings: Settings) -> Services:
                     paths=PathFinder(PgPathGraph(pool), path_config(settings)),
                     entities=EntityQueries(
                         PgEntityReader(pool, trigram_threshold=settings.trigram_threshold),
-                        max_query_terms=settings.api_max_query_terms))
+                        max_query_terms=settings.api_max_query_terms),
+                    memory=PgMemoryReader(pool))
 
 
 def path_config(settings: Settings) -> PathConfig:
