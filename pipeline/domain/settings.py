@@ -158,6 +158,25 @@ class Settings(BaseSettings):
     api_snippet_max_terms: int = Field(default=32, ge=1, le=2000)
     trigram_max_words: int = Field(default=16, ge=1, le=2000)
 
+    # Conversation memory: extractors, summaries, memory search (docs/parts/memory-extractors.md).
+    # A session's messages after its summary point past this many are folded into the summary.
+    memory_summary_window: int = Field(default=12, ge=2, le=1000)
+    # The most messages one fold summarises; a larger backlog folds in several steps.
+    memory_summary_max_step: int = Field(default=64, ge=1, le=10_000)
+    memory_summary_budget_tokens: int = Field(default=256, ge=16, le=8192)
+    summariser: Literal["extractive", "http"] = "extractive"
+    summariser_url: str | None = None
+    summariser_model: str | None = None
+    summariser_timeout: float = Field(default=60.0, gt=0, le=3600)
+    memory_extract_batch_size: int = Field(default=64, ge=1, le=4096)
+    memory_extract_lease_seconds: float = Field(default=120.0, gt=0)
+    memory_extract_retry_attempts: int = Field(default=5, ge=1, le=100)
+    memory_extract_retry_max_wait: float = Field(default=10.0, gt=0)
+    # Memory search: the most hits, neighbouring turns per hit, and `where` conditions.
+    memory_search_max_limit: int = Field(default=100, ge=1, le=1000)
+    memory_search_max_context: int = Field(default=10, ge=0, le=100)
+    memory_search_max_conditions: int = Field(default=20, ge=1, le=200)
+
     # Which index generation these settings address (pipeline/ops/generations.py). Not settings an
     # operator sets: `Settings.for_generation` fills them from the control table. Generation 1
     # is the base database and graph, so unresolved settings address it.
