@@ -2,7 +2,8 @@
 
 One file, like psycopg's `abc.py`: the write path (`EventStore`, `EventStores`, `WorkTrigger`,
 `DeadLetterSink`), the projection (`GraphWriter`, `ChangeSink`), embedding (`Embedder`),
-extraction (`Extractor`), conversation summaries (`Summariser`) and the read side (`Channel`, `PartSearcher`, `ObjectReader`, `GraphReader`, `ResultSetStore`). Each has
+extraction (`Extractor`), conversation summaries (`Summariser`) and the read side (`Channel`,
+`PartSearcher`, `ObjectReader`, `GraphReader`, `ResultSetStore`). Each has
 one production adapter in a module of its own (`pipeline/stores/`, `pipeline/graph/falkordb/`,
 `pipeline/kafka/`, `pipeline/embedding/embedders/`, `pipeline/retrieval/channels/`). The values
 they trade are in `pipeline/domain/`.

@@ -22,19 +22,21 @@ from pipeline.domain.chunking import count_tokens
 
 # Words that carry no content in a chat: acknowledgements, greetings, fillers, and the English
 # function words (a message made only of these is chatter, and so is a sentence).
-_CHATTER = frozenset("""
+_CHATTER_WORDS = """
 ok okay k kk yes yeah yep yup no nope nah sure fine cool great nice good thanks thank thx ty
 please pls hi hey hello bye goodbye cya lol lmao haha hahaha hehe hmm hm uh um oh ah wow yay
 right alright gotcha np welcome cheers ha omg wait well so oops sorry
-""".split())
-_STOPWORDS = frozenset("""
+"""
+_STOPWORD_WORDS = """
 a an the and or but if then so of to in on at by for with from as is are was were be been being
 am do does did done have has had i me my we our you your he him his she her it its they them
 their this that these those there here what which who whom when where why how not no too very
 can could would should will shall may might must just also up out about into over again all any
 some more most such only own same than s t don isn aren wasn weren won didn doesn haven hasn
 im ive youre thats its lets let get got
-""".split())
+"""
+_CHATTER = frozenset(_CHATTER_WORDS.split())
+_STOPWORDS = frozenset(_STOPWORD_WORDS.split())
 _WORD_RE = re.compile(r"[^\W\d_]{2,}|\d+")
 # A sentence ends after a terminator (and its closing quotes/brackets) followed by space, or at a
 # newline.
