@@ -155,6 +155,11 @@ class WorkTrigger(Protocol):
 
     def relay(self) -> None: ...
 
+    def memory(self, sessions: Sequence[uuid.UUID]) -> None:
+        """The extractors and summariser of these sessions (`pipeline.memory.model.session_key`)
+        have work."""
+        ...
+
 
 class DeadLetterSink(Protocol):
     """Where rejected records go (the dead-letter topic; a replay only counts them)."""

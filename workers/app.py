@@ -14,6 +14,8 @@ from pipeline.domain.settings import load_settings
 EMBED_TASK = "brainstream.embed"
 RELAY_TASK = "brainstream.relay"
 SWEEP_TASK = "brainstream.sweep"
+# The memory work of sessions (extractors and summariser; args: [session keys as strings]).
+MEMORY_TASK = "brainstream.memory"
 
 
 def create_app() -> Celery:

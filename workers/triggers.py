@@ -7,10 +7,12 @@ from collections.abc import Sequence
 
 from celery import Celery
 
-from workers.app import EMBED_TASK, RELAY_TASK
+from workers.app import EMBED_TASK, MEMORY_TASK, RELAY_TASK
 
 # Roots per embed task: small enough to spread over worker processes, large enough to batch.
 ROOTS_PER_TASK = 16
+# Sessions per memory task, for the same reason.
+SESSIONS_PER_TASK = 16
 
 
 class CeleryTrigger:
@@ -26,3 +28,8 @@ class CeleryTrigger:
 
     def relay(self) -> None:
         self.app.send_task(RELAY_TASK, queue="relay")
+
+    def memory(self, sessions: Sequence[uuid.UUID]) -> None:
+        ids = [str(s) for s in sessions]
+        for start in range(0, len(ids), SESSIONS_PER_TASK):
+            self.app.send_task(MEMORY_TASK, args=[ids[start:start + SESSIONS_PER_TASK]])

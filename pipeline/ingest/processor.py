@@ -87,6 +87,8 @@ class BatchProcessor:
                 self.trigger.embed(sorted(outcome.embed_roots))
             if outcome.outbox_rows:
                 self.trigger.relay()
+            if outcome.memory_sessions:
+                self.trigger.memory(sorted(outcome.memory_sessions))
         except Exception as exc:  # the sweep will find the work; ingestion must not stop
             log.warning("could not trigger workers (%s); the sweep will pick the work up", exc)
 

@@ -114,6 +114,11 @@ class _NoTrigger:
     def relay(self) -> None:
         pass
 
+    def memory(self, sessions: Sequence[Any]) -> None:
+        # the messages' extractor rows stay pending in the new generation's database: its
+        # workers' sweep does the memory work once it is live
+        pass
+
 
 class _SuppressedChanges:
     """Change events are not re-published during a replay: subscribers saw them the first
