@@ -1,4 +1,4 @@
-"""Celery tasks: thin shells over pipeline/embedding and pipeline/outbox."""
+"""Celery tasks: thin shells over pipeline/embedding, pipeline/outbox and pipeline/memory."""
 
 from __future__ import annotations
 
@@ -9,10 +9,14 @@ from typing import Any
 
 from pipeline.domain.errors import Unavailable
 from pipeline.embedding.service import EmbeddingService, pending_count
+from pipeline.memory.extraction import MessageExtraction, message_extractor
+from pipeline.memory.summarisers import build_summariser
+from pipeline.memory.summarising import SessionSummariser
 from pipeline.ops.vocab import refresh_vocab
 from pipeline.outbox.relay import OutboxRelay
 from pipeline.outbox.store import backlog
-from workers.app import EMBED_TASK, RELAY_TASK, SWEEP_TASK, app
+from pipeline.stores.postgres.memory_work import pending_work
+from workers.app import EMBED_TASK, MEMORY_TASK, RELAY_TASK, SWEEP_TASK, app
 from workers.runtime import runtime
 
 log = logging.getLogger(__name__)
@@ -31,6 +35,21 @@ def embed(roots: list[str] | None = None) -> dict[str, Any]:
     return stats.__dict__
 
 
+@app.task(name=MEMORY_TASK)
+def memory(sessions: list[str] | None = None) -> dict[str, Any]:
+    """Run the message extractors, then the summariser, over these sessions (or any);
+    idempotent: only pending rows are claimed, and results are written by compare-and-set."""
+    rt = runtime()
+    ids = [uuid.UUID(s) for s in sessions] if sessions else None
+    extracted = MessageExtraction(rt.settings, rt.pool, rt.embedder, message_extractor(),
+                                  rt.dead_letters).run(ids)
+    summarised = SessionSummariser(rt.settings, rt.pool, build_summariser(rt.settings,
+                                                                          rt.embedder),
+                                   rt.embedder, rt.dead_letters).run(ids)
+    return {"extracted": extracted.stored, "extract_failed": extracted.failed,
+            **summarised.__dict__}
+
+
 @app.task(name=RELAY_TASK)
 def relay() -> dict[str, Any]:
     """Apply the outbox to the graph; idempotent: rows re-sync current Postgres state."""
@@ -47,17 +66,22 @@ def relay() -> dict[str, Any]:
 @app.task(name=SWEEP_TASK)
 def sweep() -> dict[str, int]:
     """Find work whose trigger was lost (killed worker, flushed Redis) and trigger it again;
-    apply deferred events that are due even when no new events arrive; add new words to the
+    apply deferred events that are due even when no new events arrive; run memory work
+    (message extractors, summaries) nobody holds; add new words to the
     search vocabulary (the trigram channel's)."""
     rt = runtime()
     deferred = rt.processor.retry_due_deferred()
     pending = pending_count(rt.pool, older_than=2 * rt.settings.sweep_interval)
     outbox = backlog(rt.pool)
+    with rt.pool.connection() as conn:
+        memory_pending = pending_work(conn, older_than=2 * rt.settings.sweep_interval)
+    if memory_pending:
+        memory.delay(None)
     if pending:
         embed.delay(None)
     if outbox:
         relay.delay()
     with rt.pool.connection() as conn:
         vocab_rows = refresh_vocab(conn) or 0
-    return {"embed_pending": pending, "outbox_backlog": outbox, "deferred_applied": deferred,
-            "vocab_rows": vocab_rows}
+    return {"embed_pending": pending, "outbox_backlog": outbox, "memory_pending": memory_pending,
+            "deferred_applied": deferred, "vocab_rows": vocab_rows}

@@ -1,0 +1,143 @@
+"""The message extractors: durable consumers of committed messages, never fire-and-forget.
+
+Each message gets one state row per extractor (`token`, `embed`, `entities`) in the transaction
+that adds it; this service claims pending rows with a lease, computes, and writes the result
+back by compare-and-set (`pipeline/stores/postgres/memory_work.py`). So each extractor is
+idempotent per message uuid: a redelivered task finds the rows done, a killed worker's rows are
+claimed again once its lease runs out, and a slow worker whose lease expired writes nothing.
+
+- token: the approximate token count of the content (`pipeline/domain/chunking.py: count_tokens`);
+- embed: the pipeline's embedder, the same model as the objects';
+- entities: mentions with character spans of the content, stored as
+  `metadata.system.entities = [{name, label, matches: [{start, end, text}]}]`.
+
+Transient failures (`Unavailable`) are retried by the one policy (`pipeline/domain/retry.py`);
+what exhausts it, or a message the extractor refuses, is marked failed and dead-lettered with
+`extractor_failed`, and the other messages of the batch go on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from psycopg_pool import ConnectionPool
+
+from pipeline.domain.chunking import count_tokens
+from pipeline.domain.errors import BrainstreamError, ExtractorFailed, Unavailable
+from pipeline.domain.mentions import Extraction, TextField
+from pipeline.domain.retry import retry_transient
+from pipeline.domain.settings import Settings
+from pipeline.kafka.io import dead_letter_headers
+from pipeline.memory.entity_spans import CapitalisedSpanExtractor
+from pipeline.memory.model import EMBED_EXTRACTOR, ENTITIES_EXTRACTOR, TOKEN_EXTRACTOR
+from pipeline.ports import DeadLetterSink, Embedder, Extractor
+from pipeline.stores.postgres import memory_work as work
+from pipeline.stores.postgres.memory_work import ClaimedMessage
+
+log = logging.getLogger(__name__)
+Compute = Callable[[Sequence[str]], list[Any]]
+
+
+def message_extractor() -> Extractor:
+    """The entity extractor of messages: swap for the entity layer's here, in this one line."""
+    return CapitalisedSpanExtractor()
+
+
+@dataclass
+class ExtractStats:
+    stored: dict[str, int] = field(default_factory=dict)
+    failed: dict[str, int] = field(default_factory=dict)
+
+
+class MessageExtraction:
+    """Runs every message extractor over the pending messages of some sessions (or all)."""
+
+    def __init__(self, settings: Settings, pool: ConnectionPool, embedder: Embedder,
+                 entities: Extractor, dead_letters: DeadLetterSink | None = None) -> None:
+        self.settings = settings
+        self.pool = pool
+        self.dead_letters = dead_letters
+        self.extractors: dict[str, Compute] = {
+            TOKEN_EXTRACTOR: lambda texts: [count_tokens(t) for t in texts],
+            EMBED_EXTRACTOR: lambda texts: list(embedder.embed(texts)),
+            ENTITIES_EXTRACTOR: lambda texts: [_entities(x) for x in entities.extract(
+                [[TextField("content", t)] for t in texts])],
+        }
+
+    def run(self, sessions: Sequence[uuid.UUID] | None = None, *,
+            max_batches: int = 1000) -> ExtractStats:
+        """Each extractor in turn, batch after batch, until nothing of theirs is pending."""
+        stats = ExtractStats()
+        for name, compute in self.extractors.items():
+            for _ in range(max_batches):
+                with self.pool.connection() as conn:
+                    claimed = work.claim_messages(
+                        conn, name, sessions, lease=self.settings.memory_extract_lease_seconds,
+                        limit=self.settings.memory_extract_batch_size)
+                if not claimed:
+                    break
+                self._batch(name, compute, claimed, stats)
+        return stats
+
+    def _batch(self, name: str, compute: Compute, rows: Sequence[ClaimedMessage],
+               stats: ExtractStats) -> None:
+        """Compute and store; a refused batch is halved until each refused message is alone."""
+        try:
+            values = retry_transient(
+                lambda: compute([r.content for r in rows]),
+                attempts=self.settings.memory_extract_retry_attempts,
+                max_wait=self.settings.memory_extract_retry_max_wait,
+                on_retry=lambda n, exc: log.warning("%s extractor attempt %d failed: %s",
+                                                    name, n, exc))
+        except Unavailable as exc:
+            self._fail(name, rows, ExtractorFailed(
+                f"{name} extractor failed after {self.settings.memory_extract_retry_attempts}"
+                f" attempts: {exc.code}: {exc.message}"), stats)
+            return
+        except BrainstreamError as exc:
+            if len(rows) > 1:
+                half = len(rows) // 2
+                self._batch(name, compute, rows[:half], stats)
+                self._batch(name, compute, rows[half:], stats)
+                return
+            self._fail(name, rows, ExtractorFailed(
+                f"the {name} extractor refused this message: {exc.code}: {exc.message}"), stats)
+            return
+        with self.pool.connection() as conn, conn.transaction():
+            stored = work.write_results(conn, name, list(zip(rows, values, strict=True)))
+        stats.stored[name] = stats.stored.get(name, 0) + stored
+
+    def _fail(self, name: str, rows: Sequence[ClaimedMessage], error: ExtractorFailed,
+              stats: ExtractStats) -> None:
+        """Dead-letter the reason, then mark the rows failed (if the dead-letter topic is down
+        they stay pending and are tried again when their lease runs out)."""
+        log.error("%s (%d messages)", error.message, len(rows))
+        if self.dead_letters is not None:
+            letters = [(str(r.session_pk).encode(), json.dumps({
+                "namespace": str(r.namespace_id), "message_uuid": str(r.message_uuid),
+                "session": str(r.session_pk), "extractor": name}).encode(),
+                dead_letter_headers(error, topic=f"memory.{name}", partition=-1, offset=-1,
+                                    event_id=r.event_id)) for r in rows]
+            try:
+                self.dead_letters.send(letters)
+            except Unavailable:
+                log.error("dead-letter topic unavailable; leaving the messages pending")
+                return
+        with self.pool.connection() as conn, conn.transaction():
+            work.mark_failed(conn, name, rows, error.message)
+        stats.failed[name] = stats.failed.get(name, 0) + len(rows)
+
+
+def _entities(extraction: Extraction) -> list[dict[str, Any]]:
+    """Mentions grouped by entity name, Zep-style: one entry per name with every span of it."""
+    grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for m in extraction.mentions:
+        grouped.setdefault((m.name, m.label), []).append(
+            {"start": m.start, "end": m.end, "text": m.text})
+    return [{"name": name, "label": label, "matches": matches}
+            for (name, label), matches in grouped.items()]

@@ -1,0 +1,171 @@
+"""The session summariser: when a session's messages past the summary point exceed the window,
+fold the oldest `len - window/2` into the summary and move the point.
+
+One summariser at a time per session: the session's `session_summariser` row is claimed with a
+lease, and the point moves by compare-and-set under that lease (`memory_fold.py`). A fold takes
+at most `memory_summary_max_step` messages; a larger backlog folds in several steps, each its own
+transaction, so a kill -9 between steps loses nothing (the next run starts from the moved point)
+and a step redone after a kill writes the same summary row (its id derives from the point).
+Messages that are empty chatter ("ok", "thanks", emoji) move the point but never enter the text.
+The summariser's transient failures are retried by the one policy; exhausted (or refused), the
+point stays, the reason is dead-lettered with `summary_failed`, and the next message tries again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from psycopg_pool import ConnectionPool
+
+from pipeline.domain.errors import BrainstreamError, SummaryFailed, Unavailable
+from pipeline.domain.retry import retry_transient
+from pipeline.domain.settings import Settings
+from pipeline.kafka.io import dead_letter_headers
+from pipeline.memory.summary_text import fold_steps, is_chatter
+from pipeline.ports import DeadLetterSink, Embedder, Summariser
+from pipeline.stores.postgres import memory_fold as fold
+from pipeline.stores.postgres.memory_fold import ClaimedSession
+
+log = logging.getLogger(__name__)
+SESSIONS_PER_CLAIM = 8
+T = TypeVar("T")
+
+
+@dataclass
+class SummaryStats:
+    folds: int = 0
+    messages_folded: int = 0
+    failed: int = 0
+    summaries_embedded: int = 0
+
+
+class SessionSummariser:
+    """Folds what is past the window of the pending sessions (of some sessions, or all)."""
+
+    def __init__(self, settings: Settings, pool: ConnectionPool, summariser: Summariser,
+                 embedder: Embedder, dead_letters: DeadLetterSink | None = None) -> None:
+        self.settings = settings
+        self.pool = pool
+        self.summariser = summariser
+        self.embedder = embedder
+        self.dead_letters = dead_letters
+
+    def run(self, sessions: Sequence[uuid.UUID] | None = None, *,
+            max_rounds: int = 1000) -> SummaryStats:
+        """Claim and fold until no session (of `sessions`) is pending and unclaimed."""
+        stats = SummaryStats()
+        self._embed_summaries(sessions, stats)
+        for _ in range(max_rounds):
+            with self.pool.connection() as conn:
+                claims = fold.claim_sessions(conn, sessions,
+                                             lease=self.settings.memory_extract_lease_seconds,
+                                             limit=SESSIONS_PER_CLAIM)
+            if not claims:
+                break
+            for claim in claims:
+                self._session(claim, stats)
+        return stats
+
+    def _embed_summaries(self, sessions: Sequence[uuid.UUID] | None,
+                         stats: SummaryStats) -> None:
+        """Vectors for summaries that lack one; an embedder outage leaves them pending (their
+        lease runs out and a later run tries again: a summary is still found lexically)."""
+        with self.pool.connection() as conn:
+            claimed = fold.claim_summary_embeddings(
+                conn, sessions, lease=self.settings.memory_extract_lease_seconds,
+                limit=self.settings.memory_extract_batch_size)
+        if not claimed:
+            return
+        try:
+            vectors = self._retry(lambda: self.embedder.embed([c[2] for c in claimed]))
+        except BrainstreamError as exc:
+            log.warning("summary embeddings postponed: %s: %s", exc.code, exc.message)
+            return
+        with self.pool.connection() as conn, conn.transaction():
+            for (ns, summary, content, lease), vector in zip(claimed, vectors, strict=True):
+                stats.summaries_embedded += fold.store_summary_embedding(
+                    conn, ns, summary, content, lease, vector)
+
+    def _session(self, claim: ClaimedSession, stats: SummaryStats) -> None:
+        error: str | None = None
+        try:
+            self._fold_all(claim, stats)
+        except BrainstreamError as exc:  # retries exhausted (Unavailable) or refused
+            error = f"{exc.code}: {exc.message}"
+            self._dead_letter(claim, SummaryFailed(
+                f"summarising failed after {self.settings.memory_extract_retry_attempts}"
+                f" attempts: {error}"))
+            stats.failed += 1
+        with self.pool.connection() as conn, conn.transaction():
+            fold.release(conn, claim, error=error)
+
+    def _fold_all(self, claim: ClaimedSession, stats: SummaryStats) -> None:
+        window = self.settings.memory_summary_window
+        with self.pool.connection() as conn:
+            point = fold.session_point(conn, claim.session_pk)
+        if point is None:
+            return
+        last_seq, summary_seq = point
+        for step in fold_steps(last_seq - summary_seq, window,
+                               self.settings.memory_summary_max_step):
+            if not self._fold(claim, step, stats):
+                return
+
+    def _fold(self, claim: ClaimedSession, count: int, stats: SummaryStats) -> bool:
+        """One step; False when the claim or the point moved under us (stop this session)."""
+        with self.pool.connection() as conn:
+            got = fold.fold_input(conn, claim.session_pk, count)
+        if got is None or not got.messages:
+            return False
+        to_seq = got.summary_seq + count
+        lines = [f"{role}: {content}" for _, _, role, content in got.messages
+                 if not is_chatter(content)]
+        content: str | None = None
+        vector = None
+        if lines:
+            text = self._retry(lambda: self.summariser.summarise(
+                got.previous, lines, self.settings.memory_summary_budget_tokens))
+            if text.strip() and text != got.previous:
+                content = text
+                vector = self._vector(text)
+        recent = next((u for u, seq, _, _ in got.messages if seq == to_seq),
+                      got.messages[-1][0])
+        with self.pool.connection() as conn, conn.transaction():
+            moved = fold.move_point(conn, claim, from_seq=got.summary_seq, to_seq=to_seq,
+                                    recent_uuid=recent, content=content, vector=vector)
+        if moved:
+            stats.folds += 1
+            stats.messages_folded += count
+        return moved
+
+    def _vector(self, text: str) -> Any:
+        """The summary's vector, or None when the embedder is down (the summary is written
+        anyway, `pending`, and `_embed_summaries` embeds it on a later run)."""
+        try:
+            return self._retry(lambda: self.embedder.embed([text]))[0]
+        except BrainstreamError as exc:
+            log.warning("summary written without its vector for now: %s", exc.message)
+            return None
+
+    def _retry(self, call: Callable[[], T]) -> T:
+        return retry_transient(call, attempts=self.settings.memory_extract_retry_attempts,
+                               max_wait=self.settings.memory_extract_retry_max_wait,
+                               on_retry=lambda n, exc: log.warning(
+                                   "summariser attempt %d failed: %s", n, exc))
+
+    def _dead_letter(self, claim: ClaimedSession, error: SummaryFailed) -> None:
+        log.error("session %s: %s", claim.session_pk, error.message)
+        if self.dead_letters is None:
+            return
+        value = json.dumps({"namespace": str(claim.namespace_id),
+                            "session": str(claim.session_pk)}).encode()
+        try:
+            self.dead_letters.send([(str(claim.session_pk).encode(), value, dead_letter_headers(
+                error, topic="memory.summary", partition=-1, offset=-1, event_id=None))])
+        except Unavailable:
+            log.error("dead-letter topic unavailable; the summary failure is only logged")

@@ -1,0 +1,139 @@
+"""The SQL of memory's after-commit work (migrations/0017_memory.sql): claiming per-message
+extractor rows and session summariser rows with a lease, and writing results back by
+compare-and-set, so two workers (or a worker and its killed predecessor's lease) never apply a
+result twice and a message changed meanwhile is not overwritten with a stale one.
+
+A claim stamps `lease_until`; that stamp is the claim's token: a write-back matches on it, so a
+worker whose lease ran out (and whose rows another worker re-claimed) writes nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, LiteralString
+
+import psycopg
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+_CLAIM_MESSAGES = """
+UPDATE message_extraction x SET lease_until = now() + make_interval(secs => %(lease)s),
+       updated_at = now()
+FROM (SELECT namespace_id, message_uuid FROM message_extraction
+      WHERE extractor = %(extractor)s AND status = 'pending'
+        AND (lease_until IS NULL OR lease_until < now())
+        AND (%(sessions)s::uuid[] IS NULL OR session_pk = ANY(%(sessions)s::uuid[]))
+      ORDER BY created_at, message_uuid
+      LIMIT %(limit)s
+      FOR UPDATE SKIP LOCKED) c
+WHERE x.extractor = %(extractor)s AND x.namespace_id = c.namespace_id
+  AND x.message_uuid = c.message_uuid
+RETURNING x.namespace_id, x.message_uuid, x.session_pk, x.lease_until,
+  (SELECT m.content FROM messages m
+   WHERE m.namespace_id = x.namespace_id AND m.uuid = x.message_uuid),
+  (SELECT m.event_id FROM messages m
+   WHERE m.namespace_id = x.namespace_id AND m.uuid = x.message_uuid)
+"""
+
+# The message's column written by each extractor; its state row is marked done in the same
+# statement's transaction, only while the claim's lease stamp is still the row's.
+_SET: dict[str, LiteralString] = {
+    "token": "token_count = %(value)s",
+    "embed": "embedding = %(value)s",
+    "entities": "metadata = jsonb_set(metadata, '{system}', coalesce(metadata -> 'system',"
+                " '{}'::jsonb) || jsonb_build_object('entities', %(value)s::jsonb))",
+}
+
+
+@dataclass(frozen=True)
+class ClaimedMessage:
+    """One message claimed for one extractor; `lease` is the claim's token."""
+
+    namespace_id: uuid.UUID
+    message_uuid: uuid.UUID
+    session_pk: uuid.UUID
+    lease: datetime
+    content: str
+    event_id: str | None
+
+
+def claim_messages(conn: psycopg.Connection[Any], extractor: str,
+                   sessions: Sequence[uuid.UUID] | None, *, lease: float,
+                   limit: int) -> list[ClaimedMessage]:
+    """Pending rows of `extractor` (of `sessions`, or any) nobody holds, leased to the caller.
+    A message deleted since (cascade) is simply absent."""
+    rows = conn.execute(_CLAIM_MESSAGES, {
+        "extractor": extractor, "lease": lease, "limit": limit,
+        "sessions": list(sessions) if sessions is not None else None}).fetchall()
+    return [ClaimedMessage(*row) for row in rows if row[4] is not None]
+
+
+def write_results(conn: psycopg.Connection[Any], extractor: str,
+                  results: Sequence[tuple[ClaimedMessage, Any]]) -> int:
+    """Store each claimed message's result and mark its row done, where the claim still holds
+    (same lease stamp, message content unchanged); the number stored. Runs in the caller's
+    transaction; rows are written in one order (namespace, uuid) so writers cannot deadlock."""
+    stored = 0
+    statement = sql.SQL("UPDATE messages SET {}, updated_at = now()"
+                        " WHERE namespace_id = %(ns)s AND uuid = %(uuid)s"
+                        " AND content = %(content)s"
+                        " AND EXISTS (SELECT 1 FROM message_extraction"
+                        "   WHERE namespace_id = %(ns)s AND message_uuid = %(uuid)s"
+                        "   AND extractor = %(extractor)s AND status = 'pending'"
+                        "   AND lease_until = %(lease)s)").format(sql.SQL(_SET[extractor]))
+    for claimed, value in sorted(results, key=lambda r: (str(r[0].namespace_id),
+                                                         str(r[0].message_uuid))):
+        params = {"ns": claimed.namespace_id, "uuid": claimed.message_uuid,
+                  "content": claimed.content, "extractor": extractor, "lease": claimed.lease,
+                  "value": Jsonb(value) if extractor == "entities" else value}
+        if conn.execute(statement, params).rowcount != 1:
+            continue
+        conn.execute("UPDATE message_extraction SET status = 'done', lease_until = NULL,"
+                     " error = NULL, attempts = attempts + 1, updated_at = now()"
+                     " WHERE namespace_id = %s AND message_uuid = %s AND extractor = %s",
+                     (claimed.namespace_id, claimed.message_uuid, extractor))
+        stored += 1
+    return stored
+
+
+def mark_failed(conn: psycopg.Connection[Any], extractor: str,
+                rows: Sequence[ClaimedMessage], error: str) -> None:
+    """The rows' extractor gave up on them (retries exhausted, or refused): failed, with why."""
+    for claimed in rows:
+        conn.execute("UPDATE message_extraction SET status = 'failed', error = %s,"
+                     " attempts = attempts + 1, lease_until = NULL, updated_at = now()"
+                     " WHERE namespace_id = %s AND message_uuid = %s AND extractor = %s"
+                     " AND status = 'pending' AND lease_until = %s",
+                     (error[:2000], claimed.namespace_id, claimed.message_uuid, extractor,
+                      claimed.lease))
+
+
+def counts_by_extractor(conn: psycopg.Connection[Any]) -> dict[str, dict[str, Any]]:
+    """Per extractor: rows per status and the age of the oldest pending one (status, metrics)."""
+    out: dict[str, dict[str, Any]] = {}
+    for extractor, status, count, oldest in conn.execute(
+            "SELECT extractor, status, count(*),"
+            " extract(epoch FROM now() - min(created_at)) FROM message_extraction"
+            " GROUP BY extractor, status").fetchall():
+        entry = out.setdefault(str(extractor), {"pending": 0, "done": 0, "failed": 0,
+                                                "oldest_pending_seconds": None})
+        entry[str(status)] = int(count)
+        if status == "pending" and oldest is not None:
+            entry["oldest_pending_seconds"] = round(float(oldest), 1)
+    return out
+
+
+def pending_work(conn: psycopg.Connection[Any], *, older_than: float) -> int:
+    """Extractor rows and summariser requests nobody holds that waited `older_than` seconds:
+    what the sweep must trigger again (a lost trigger, a killed worker)."""
+    row = conn.execute(
+        "SELECT (SELECT count(*) FROM message_extraction WHERE status = 'pending'"
+        "   AND created_at < now() - make_interval(secs => %(age)s)"
+        "   AND (lease_until IS NULL OR lease_until < now()))"
+        " + (SELECT count(*) FROM session_summariser WHERE pending"
+        "   AND requested_at < now() - make_interval(secs => %(age)s)"
+        "   AND (lease_until IS NULL OR lease_until < now()))", {"age": older_than}).fetchone()
+    return int(row[0]) if row else 0
