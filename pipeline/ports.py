@@ -2,8 +2,9 @@
 
 One file, like psycopg's `abc.py`: the write path (`EventStore`, `EventStores`, `WorkTrigger`,
 `DeadLetterSink`), the projection (`GraphWriter`, `ChangeSink`), embedding (`Embedder`),
-extraction (`Extractor`), conversation summaries (`Summariser`) and the read side (`Channel`,
-`PartSearcher`, `ObjectReader`, `GraphReader`, `ResultSetStore`). Each has
+extraction (`Extractor`) and the read side (`Channel`, `PartSearcher`, `ObjectReader`,
+`GraphReader`, `ResultSetStore`); conversation memory's ports are in `pipeline/memory/ports.py`
+(this file would pass 400 lines). Each has
 one production adapter in a module of its own (`pipeline/stores/`, `pipeline/graph/falkordb/`,
 `pipeline/kafka/`, `pipeline/embedding/embedders/`, `pipeline/retrieval/channels/`). The values
 they trade are in `pipeline/domain/`.
@@ -253,23 +254,6 @@ class Extractor(Protocol):
 
     def extract(self, rows: Sequence[Sequence[TextField]]) -> list[Extraction]:
         """The mentions (and triples, if the extractor reads any) of each row, in order."""
-        ...
-
-
-@runtime_checkable
-class Summariser(Protocol):
-    """Folds conversation turns into a running summary (`pipeline/memory/summarisers.py`).
-
-    `summarise` gets the previous summary (None for the first fold) and the turns to fold, as
-    `"role: content"` lines in conversation order, none of them empty chatter, and answers the
-    new summary, at most `budget_tokens` approximate tokens (`pipeline/domain/chunking.py`).
-    Transient failures (an endpoint down) raise `Unavailable`; callers retry, summarisers do not.
-    """
-
-    name: str
-
-    def summarise(self, previous: str | None, lines: Sequence[str], budget_tokens: int) -> str:
-        """The summary of `previous` followed by `lines`."""
         ...
 
 

@@ -15,7 +15,8 @@ from pipeline.memory.summarising import SessionSummariser
 from pipeline.ops.vocab import refresh_vocab
 from pipeline.outbox.relay import OutboxRelay
 from pipeline.outbox.store import backlog
-from pipeline.stores.postgres.memory_work import pending_work
+from pipeline.stores.postgres.memory_fold import PgSummaryWork
+from pipeline.stores.postgres.memory_work import PgMessageWork, pending_work
 from workers.app import EMBED_TASK, MEMORY_TASK, RELAY_TASK, SWEEP_TASK, app
 from workers.runtime import runtime
 
@@ -41,10 +42,10 @@ def memory(sessions: list[str] | None = None) -> dict[str, Any]:
     idempotent: only pending rows are claimed, and results are written by compare-and-set."""
     rt = runtime()
     ids = [uuid.UUID(s) for s in sessions] if sessions else None
-    extracted = MessageExtraction(rt.settings, rt.pool, rt.embedder, message_extractor(),
-                                  rt.dead_letters).run(ids)
-    summarised = SessionSummariser(rt.settings, rt.pool, build_summariser(rt.settings,
-                                                                          rt.embedder),
+    extracted = MessageExtraction(rt.settings, PgMessageWork(rt.pool), rt.embedder,
+                                  message_extractor(), rt.dead_letters).run(ids)
+    summariser = build_summariser(rt.settings, rt.embedder)
+    summarised = SessionSummariser(rt.settings, PgSummaryWork(rt.pool), summariser,
                                    rt.embedder, rt.dead_letters).run(ids)
     return {"extracted": extracted.stored, "extract_failed": extracted.failed,
             **summarised.__dict__}

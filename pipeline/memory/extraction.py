@@ -1,18 +1,19 @@
 """The message extractors: durable consumers of committed messages, never fire-and-forget.
 
-Each message gets one state row per extractor (`token`, `embed`, `entities`) in the transaction
-that adds it; this service claims pending rows with a lease, computes, and writes the result
-back by compare-and-set (`pipeline/stores/postgres/memory_work.py`). So each extractor is
-idempotent per message uuid: a redelivered task finds the rows done, a killed worker's rows are
-claimed again once its lease runs out, and a slow worker whose lease expired writes nothing.
+Each message gets one state row per extractor (`token`, `embed`, `entities`) in the transaction that
+adds it; this service claims pending rows with a lease, computes, and writes the result back by
+compare-and-set (the `MessageWork` port, `pipeline/stores/postgres/memory_work.py`). So each
+extractor is idempotent per message uuid: a redelivered task finds the rows done, a killed worker's
+rows are claimed again once its lease runs out, and a slow worker whose lease expired writes
+nothing.
 
 - token: the approximate token count of the content (`pipeline/domain/chunking.py: count_tokens`);
 - embed: the pipeline's embedder, the same model as the objects';
 - entities: mentions with character spans of the content, stored as
   `metadata.system.entities = [{name, label, matches: [{start, end, text}]}]`.
 
-Transient failures (`Unavailable`) are retried by the one policy (`pipeline/domain/retry.py`);
-what exhausts it, or a message the extractor refuses, is marked failed and dead-lettered with
+Transient failures (`Unavailable`) are retried by the one policy (`pipeline/domain/retry.py`); what
+exhausts it, or a message the extractor refuses, is marked failed and dead-lettered with
 `extractor_failed`, and the other messages of the batch go on.
 """
 
@@ -25,19 +26,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from psycopg_pool import ConnectionPool
-
 from pipeline.domain.chunking import count_tokens
 from pipeline.domain.errors import BrainstreamError, ExtractorFailed, Unavailable
+from pipeline.domain.memory_values import ClaimedMessage
 from pipeline.domain.mentions import Extraction, TextField
 from pipeline.domain.retry import retry_transient
 from pipeline.domain.settings import Settings
 from pipeline.kafka.io import dead_letter_headers
 from pipeline.memory.entity_spans import CapitalisedSpanExtractor
 from pipeline.memory.model import EMBED_EXTRACTOR, ENTITIES_EXTRACTOR, TOKEN_EXTRACTOR
+from pipeline.memory.ports import MessageWork
 from pipeline.ports import DeadLetterSink, Embedder, Extractor
-from pipeline.stores.postgres import memory_work as work
-from pipeline.stores.postgres.memory_work import ClaimedMessage
 
 log = logging.getLogger(__name__)
 Compute = Callable[[Sequence[str]], list[Any]]
@@ -57,10 +56,10 @@ class ExtractStats:
 class MessageExtraction:
     """Runs every message extractor over the pending messages of some sessions (or all)."""
 
-    def __init__(self, settings: Settings, pool: ConnectionPool, embedder: Embedder,
+    def __init__(self, settings: Settings, work: MessageWork, embedder: Embedder,
                  entities: Extractor, dead_letters: DeadLetterSink | None = None) -> None:
         self.settings = settings
-        self.pool = pool
+        self.work = work
         self.dead_letters = dead_letters
         self.extractors: dict[str, Compute] = {
             TOKEN_EXTRACTOR: lambda texts: [count_tokens(t) for t in texts],
@@ -75,10 +74,9 @@ class MessageExtraction:
         stats = ExtractStats()
         for name, compute in self.extractors.items():
             for _ in range(max_batches):
-                with self.pool.connection() as conn:
-                    claimed = work.claim_messages(
-                        conn, name, sessions, lease=self.settings.memory_extract_lease_seconds,
-                        limit=self.settings.memory_extract_batch_size)
+                claimed = self.work.claim_messages(
+                    name, sessions, lease=self.settings.memory_extract_lease_seconds,
+                    limit=self.settings.memory_extract_batch_size)
                 if not claimed:
                     break
                 self._batch(name, compute, claimed, stats)
@@ -108,8 +106,7 @@ class MessageExtraction:
             self._fail(name, rows, ExtractorFailed(
                 f"the {name} extractor refused this message: {exc.code}: {exc.message}"), stats)
             return
-        with self.pool.connection() as conn, conn.transaction():
-            stored = work.write_results(conn, name, list(zip(rows, values, strict=True)))
+        stored = self.work.write_results(name, list(zip(rows, values, strict=True)))
         stats.stored[name] = stats.stored.get(name, 0) + stored
 
     def _fail(self, name: str, rows: Sequence[ClaimedMessage], error: ExtractorFailed,
@@ -128,8 +125,7 @@ class MessageExtraction:
             except Unavailable:
                 log.error("dead-letter topic unavailable; leaving the messages pending")
                 return
-        with self.pool.connection() as conn, conn.transaction():
-            work.mark_failed(conn, name, rows, error.message)
+        self.work.mark_failed(name, rows, error.message)
         stats.failed[name] = stats.failed.get(name, 0) + len(rows)
 
 

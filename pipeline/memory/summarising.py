@@ -2,7 +2,8 @@
 fold the oldest `len - window/2` into the summary and move the point.
 
 One summariser at a time per session: the session's `session_summariser` row is claimed with a
-lease, and the point moves by compare-and-set under that lease (`memory_fold.py`). A fold takes
+lease, and the point moves by compare-and-set under that lease (the `SummaryWork` port:
+`pipeline/stores/postgres/memory_fold.py`). A fold takes
 at most `memory_summary_max_step` messages; a larger backlog folds in several steps, each its own
 transaction, so a kill -9 between steps loses nothing (the next run starts from the moved point)
 and a step redone after a kill writes the same summary row (its id derives from the point).
@@ -20,16 +21,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from psycopg_pool import ConnectionPool
-
 from pipeline.domain.errors import BrainstreamError, SummaryFailed, Unavailable
+from pipeline.domain.memory_values import ClaimedSession
 from pipeline.domain.retry import retry_transient
 from pipeline.domain.settings import Settings
 from pipeline.kafka.io import dead_letter_headers
+from pipeline.memory.ports import Summariser, SummaryWork
 from pipeline.memory.summary_text import fold_steps, is_chatter
-from pipeline.ports import DeadLetterSink, Embedder, Summariser
-from pipeline.stores.postgres import memory_fold as fold
-from pipeline.stores.postgres.memory_fold import ClaimedSession
+from pipeline.ports import DeadLetterSink, Embedder
 
 log = logging.getLogger(__name__)
 SESSIONS_PER_CLAIM = 8
@@ -47,10 +46,10 @@ class SummaryStats:
 class SessionSummariser:
     """Folds what is past the window of the pending sessions (of some sessions, or all)."""
 
-    def __init__(self, settings: Settings, pool: ConnectionPool, summariser: Summariser,
+    def __init__(self, settings: Settings, work: SummaryWork, summariser: Summariser,
                  embedder: Embedder, dead_letters: DeadLetterSink | None = None) -> None:
         self.settings = settings
-        self.pool = pool
+        self.work = work
         self.summariser = summariser
         self.embedder = embedder
         self.dead_letters = dead_letters
@@ -61,10 +60,9 @@ class SessionSummariser:
         stats = SummaryStats()
         self._embed_summaries(sessions, stats)
         for _ in range(max_rounds):
-            with self.pool.connection() as conn:
-                claims = fold.claim_sessions(conn, sessions,
-                                             lease=self.settings.memory_extract_lease_seconds,
-                                             limit=SESSIONS_PER_CLAIM)
+            claims = self.work.claim_sessions(sessions,
+                                              lease=self.settings.memory_extract_lease_seconds,
+                                              limit=SESSIONS_PER_CLAIM)
             if not claims:
                 break
             for claim in claims:
@@ -75,21 +73,18 @@ class SessionSummariser:
                          stats: SummaryStats) -> None:
         """Vectors for summaries that lack one; an embedder outage leaves them pending (their
         lease runs out and a later run tries again: a summary is still found lexically)."""
-        with self.pool.connection() as conn:
-            claimed = fold.claim_summary_embeddings(
-                conn, sessions, lease=self.settings.memory_extract_lease_seconds,
-                limit=self.settings.memory_extract_batch_size)
+        claimed = self.work.claim_summary_embeddings(
+            sessions, lease=self.settings.memory_extract_lease_seconds,
+            limit=self.settings.memory_extract_batch_size)
         if not claimed:
             return
         try:
-            vectors = self._retry(lambda: self.embedder.embed([c[2] for c in claimed]))
+            vectors = self._retry(lambda: self.embedder.embed([c.content for c in claimed]))
         except BrainstreamError as exc:
             log.warning("summary embeddings postponed: %s: %s", exc.code, exc.message)
             return
-        with self.pool.connection() as conn, conn.transaction():
-            for (ns, summary, content, lease), vector in zip(claimed, vectors, strict=True):
-                stats.summaries_embedded += fold.store_summary_embedding(
-                    conn, ns, summary, content, lease, vector)
+        stats.summaries_embedded += self.work.store_summary_embeddings(
+            list(zip(claimed, vectors, strict=True)))
 
     def _session(self, claim: ClaimedSession, stats: SummaryStats) -> None:
         error: str | None = None
@@ -101,13 +96,11 @@ class SessionSummariser:
                 f"summarising failed after {self.settings.memory_extract_retry_attempts}"
                 f" attempts: {error}"))
             stats.failed += 1
-        with self.pool.connection() as conn, conn.transaction():
-            fold.release(conn, claim, error=error)
+        self.work.release(claim, error=error)
 
     def _fold_all(self, claim: ClaimedSession, stats: SummaryStats) -> None:
         window = self.settings.memory_summary_window
-        with self.pool.connection() as conn:
-            point = fold.session_point(conn, claim.session_pk)
+        point = self.work.session_point(claim.session_pk)
         if point is None:
             return
         last_seq, summary_seq = point
@@ -118,8 +111,7 @@ class SessionSummariser:
 
     def _fold(self, claim: ClaimedSession, count: int, stats: SummaryStats) -> bool:
         """One step; False when the claim or the point moved under us (stop this session)."""
-        with self.pool.connection() as conn:
-            got = fold.fold_input(conn, claim.session_pk, count)
+        got = self.work.fold_input(claim.session_pk, count)
         if got is None or not got.messages:
             return False
         to_seq = got.summary_seq + count
@@ -135,9 +127,8 @@ class SessionSummariser:
                 vector = self._vector(text)
         recent = next((u for u, seq, _, _ in got.messages if seq == to_seq),
                       got.messages[-1][0])
-        with self.pool.connection() as conn, conn.transaction():
-            moved = fold.move_point(conn, claim, from_seq=got.summary_seq, to_seq=to_seq,
-                                    recent_uuid=recent, content=content, vector=vector)
+        moved = self.work.move_point(claim, from_seq=got.summary_seq, to_seq=to_seq,
+                                     recent_uuid=recent, content=content, vector=vector)
         if moved:
             stats.folds += 1
             stats.messages_folded += count

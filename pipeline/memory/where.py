@@ -17,10 +17,10 @@ Errors name the offending field (`where.and[1].or[0].gte`).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from pipeline.domain.errors import InvalidInput
+from pipeline.domain.memory_values import Condition, Group, PathCondition
 
 _PATH_RE = re.compile(r"\$(?:\.[A-Za-z_][A-Za-z0-9_]{0,63}|\[(?:\d{1,4}|\*)\]){1,16}")
 _COMPARE = {"eq": "==", "ne": "!=", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
@@ -29,26 +29,6 @@ MAX_DEPTH = 4
 MAX_IN_VALUES = 50
 MAX_STRING_CHARS = 1000
 Scalar: TypeAlias = str | int | float | bool | None
-
-
-@dataclass(frozen=True)
-class PathCondition:
-    """One leaf: a JSONPath expression and its variables; `negate` for `exists: false`."""
-
-    jsonpath: str
-    variables: dict[str, Any]
-    negate: bool = False
-
-
-@dataclass(frozen=True)
-class Group:
-    """`and` (all) or `or` (any) of its members."""
-
-    op: str
-    members: tuple[Condition, ...]
-
-
-Condition: TypeAlias = PathCondition | Group
 
 
 def parse_where(where: object, *, max_conditions: int, field: str = "where") -> Condition:

@@ -11,8 +11,9 @@ from hypothesis import given, strategies as st
 from pipeline.domain.chunking import count_tokens
 from pipeline.embedding.embedders import StaticEmbedder
 from pipeline.memory import summary_text as text
+from pipeline.memory.ports import Summariser
 from pipeline.memory.summarisers import ExtractiveSummariser, _within_budget
-from pipeline.ports import Summariser, Vectors
+from pipeline.ports import Vectors
 
 
 @given(st.integers(0, 5000), st.integers(2, 200), st.integers(1, 100))

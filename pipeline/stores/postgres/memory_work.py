@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, LiteralString
 
 import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
+
+from pipeline.domain.memory_values import ClaimedMessage
 
 _CLAIM_MESSAGES = """
 UPDATE message_extraction x SET lease_until = now() + make_interval(secs => %(lease)s),
@@ -48,67 +49,64 @@ _SET: dict[str, LiteralString] = {
 }
 
 
-@dataclass(frozen=True)
-class ClaimedMessage:
-    """One message claimed for one extractor; `lease` is the claim's token."""
+class PgMessageWork:
+    """`MessageWork` on Postgres (a sync pool: the workers')."""
 
-    namespace_id: uuid.UUID
-    message_uuid: uuid.UUID
-    session_pk: uuid.UUID
-    lease: datetime
-    content: str
-    event_id: str | None
+    def __init__(self, pool: ConnectionPool) -> None:
+        self.pool = pool
 
+    def claim_messages(self, extractor: str, sessions: Sequence[uuid.UUID] | None, *,
+                       lease: float, limit: int) -> list[ClaimedMessage]:
+        """Pending rows of `extractor` (of `sessions`, or any) nobody holds, leased to the
+        caller. A message deleted since (cascade) is simply absent."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(_CLAIM_MESSAGES, {
+                "extractor": extractor, "lease": lease, "limit": limit,
+                "sessions": list(sessions) if sessions is not None else None}).fetchall()
+        return [ClaimedMessage(*row) for row in rows if row[4] is not None]
 
-def claim_messages(conn: psycopg.Connection[Any], extractor: str,
-                   sessions: Sequence[uuid.UUID] | None, *, lease: float,
-                   limit: int) -> list[ClaimedMessage]:
-    """Pending rows of `extractor` (of `sessions`, or any) nobody holds, leased to the caller.
-    A message deleted since (cascade) is simply absent."""
-    rows = conn.execute(_CLAIM_MESSAGES, {
-        "extractor": extractor, "lease": lease, "limit": limit,
-        "sessions": list(sessions) if sessions is not None else None}).fetchall()
-    return [ClaimedMessage(*row) for row in rows if row[4] is not None]
+    def write_results(self, extractor: str,
+                      results: Sequence[tuple[ClaimedMessage, Any]]) -> int:
+        """Store each claimed message's result and mark its row done, where the claim still
+        holds (same lease stamp, message content unchanged); the number stored. One
+        transaction; rows in one order (namespace, uuid) so writers cannot deadlock."""
+        stored = 0
+        statement = sql.SQL(
+            "UPDATE messages SET {}, updated_at = now()"
+            " WHERE namespace_id = %(ns)s AND uuid = %(uuid)s AND content = %(content)s"
+            " AND EXISTS (SELECT 1 FROM message_extraction"
+            "   WHERE namespace_id = %(ns)s AND message_uuid = %(uuid)s"
+            "   AND extractor = %(extractor)s AND status = 'pending'"
+            "   AND lease_until = %(lease)s)").format(sql.SQL(_SET[extractor]))
+        ordered = sorted(results, key=lambda r: (str(r[0].namespace_id), str(r[0].message_uuid)))
+        with self.pool.connection() as conn, conn.transaction():
+            for claimed, value in ordered:
+                params = {"ns": claimed.namespace_id, "uuid": claimed.message_uuid,
+                          "content": claimed.content, "extractor": extractor,
+                          "lease": claimed.lease,
+                          "value": Jsonb(value) if extractor == "entities" else value}
+                if conn.execute(statement, params).rowcount != 1:
+                    continue
+                conn.execute(
+                    "UPDATE message_extraction SET status = 'done', lease_until = NULL,"
+                    " error = NULL, attempts = attempts + 1, updated_at = now()"
+                    " WHERE namespace_id = %s AND message_uuid = %s AND extractor = %s",
+                    (claimed.namespace_id, claimed.message_uuid, extractor))
+                stored += 1
+        return stored
 
-
-def write_results(conn: psycopg.Connection[Any], extractor: str,
-                  results: Sequence[tuple[ClaimedMessage, Any]]) -> int:
-    """Store each claimed message's result and mark its row done, where the claim still holds
-    (same lease stamp, message content unchanged); the number stored. Runs in the caller's
-    transaction; rows are written in one order (namespace, uuid) so writers cannot deadlock."""
-    stored = 0
-    statement = sql.SQL("UPDATE messages SET {}, updated_at = now()"
-                        " WHERE namespace_id = %(ns)s AND uuid = %(uuid)s"
-                        " AND content = %(content)s"
-                        " AND EXISTS (SELECT 1 FROM message_extraction"
-                        "   WHERE namespace_id = %(ns)s AND message_uuid = %(uuid)s"
-                        "   AND extractor = %(extractor)s AND status = 'pending'"
-                        "   AND lease_until = %(lease)s)").format(sql.SQL(_SET[extractor]))
-    for claimed, value in sorted(results, key=lambda r: (str(r[0].namespace_id),
-                                                         str(r[0].message_uuid))):
-        params = {"ns": claimed.namespace_id, "uuid": claimed.message_uuid,
-                  "content": claimed.content, "extractor": extractor, "lease": claimed.lease,
-                  "value": Jsonb(value) if extractor == "entities" else value}
-        if conn.execute(statement, params).rowcount != 1:
-            continue
-        conn.execute("UPDATE message_extraction SET status = 'done', lease_until = NULL,"
-                     " error = NULL, attempts = attempts + 1, updated_at = now()"
-                     " WHERE namespace_id = %s AND message_uuid = %s AND extractor = %s",
-                     (claimed.namespace_id, claimed.message_uuid, extractor))
-        stored += 1
-    return stored
-
-
-def mark_failed(conn: psycopg.Connection[Any], extractor: str,
-                rows: Sequence[ClaimedMessage], error: str) -> None:
-    """The rows' extractor gave up on them (retries exhausted, or refused): failed, with why."""
-    for claimed in rows:
-        conn.execute("UPDATE message_extraction SET status = 'failed', error = %s,"
-                     " attempts = attempts + 1, lease_until = NULL, updated_at = now()"
-                     " WHERE namespace_id = %s AND message_uuid = %s AND extractor = %s"
-                     " AND status = 'pending' AND lease_until = %s",
-                     (error[:2000], claimed.namespace_id, claimed.message_uuid, extractor,
-                      claimed.lease))
+    def mark_failed(self, extractor: str, rows: Sequence[ClaimedMessage], error: str) -> None:
+        """The extractor gave up on the rows (retries exhausted, or refused): failed, with
+        why, where the claim still holds."""
+        with self.pool.connection() as conn, conn.transaction():
+            for claimed in rows:
+                conn.execute(
+                    "UPDATE message_extraction SET status = 'failed', error = %s,"
+                    " attempts = attempts + 1, lease_until = NULL, updated_at = now()"
+                    " WHERE namespace_id = %s AND message_uuid = %s AND extractor = %s"
+                    " AND status = 'pending' AND lease_until = %s",
+                    (error[:2000], claimed.namespace_id, claimed.message_uuid, extractor,
+                     claimed.lease))
 
 
 def counts_by_extractor(conn: psycopg.Connection[Any]) -> dict[str, dict[str, Any]]:
