@@ -3,11 +3,11 @@
 One file, like psycopg's `abc.py`: the write path (`EventStore`, `EventStores`, `WorkTrigger`,
 `DeadLetterSink`), the projection (`GraphWriter`, `ChangeSink`), embedding (`Embedder`),
 extraction (`Extractor`) and the read side (`Channel`, `PartSearcher`, `ObjectReader`,
-`GraphReader`, `ResultSetStore`); conversation memory's ports are in `pipeline/memory/ports.py`
-(this file would pass 400 lines). Each has
-one production adapter in a module of its own (`pipeline/stores/`, `pipeline/graph/falkordb/`,
-`pipeline/kafka/`, `pipeline/embedding/embedders/`, `pipeline/retrieval/channels/`). The values
-they trade are in `pipeline/domain/`.
+`GraphReader`, `ResultSetStore`). Each has one production adapter in a module of its own
+(`pipeline/stores/`, `pipeline/graph/falkordb/`, `pipeline/kafka/`,
+`pipeline/embedding/embedders/`, `pipeline/retrieval/channels/`). The values they trade are in
+`pipeline/domain/` (and `pipeline/memory/model.py`). Conversation memory's summariser, work and
+search ports are in `pipeline/memory/ports.py` (this file would pass 400 lines with them).
 
 Read ports are async (the API serves many requests per process) and scoped to one namespace: a
 port never returns a row of another namespace, nor a soft-deleted one.
@@ -37,6 +37,7 @@ from pipeline.domain.read_model import (
     RowMeta,
 )
 from pipeline.domain.write_model import DeferredRow, LinkHead, ObjectHead, ObjectWrite
+from pipeline.memory.model import NewMessage, SessionHead
 
 Vectors: TypeAlias = NDArray[np.float32]
 # Embeds one query text; raises Unavailable when the embedder cannot answer.
@@ -133,6 +134,51 @@ class EventStore(Protocol):
     def enqueue(self, namespace: uuid.UUID, aggregate_id: uuid.UUID, op: str,
                 payload: dict[str, Any] | None = None) -> None:
         """Record what the graph must do, in this transaction (the transactional outbox)."""
+        ...
+
+    @property
+    def memory(self) -> MemoryWriter:
+        """The conversation-memory writes, in this transaction."""
+        ...
+
+
+class MemoryWriter(Protocol):
+    """The memory events' writes (`pipeline/ingest/memory.py`), inside an `EventStore`'s
+    transaction; errors as the `EventStore`'s. A session is addressed by its key
+    (`pipeline.memory.model.session_key`), which already holds its namespace."""
+
+    def lock_session(self, key: uuid.UUID) -> SessionHead | None: ...
+
+    def put_session(self, namespace: uuid.UUID, key: uuid.UUID, session_id: str,
+                    user_id: str | None, metadata: dict[str, Any], event_id: str) -> None:
+        """Create, update (metadata merged key by key, a null removes) or revive a session."""
+        ...
+
+    def delete_session(self, key: uuid.UUID, event_id: str) -> None:
+        """Hide a session with its messages and summaries."""
+        ...
+
+    def message_sessions(self, namespace: uuid.UUID, uuids: Sequence[uuid.UUID]
+                         ) -> dict[uuid.UUID, uuid.UUID]:
+        """The session key of each message uuid already stored in the namespace."""
+        ...
+
+    def append_messages(self, head: SessionHead, messages: Sequence[NewMessage],
+                        extractors: Sequence[str], event_id: str) -> None:
+        """Store new messages after the session's last, each with a pending state row per
+        extractor, and ask for the session's summariser."""
+        ...
+
+    def message_seq(self, key: uuid.UUID, message: uuid.UUID) -> int | None:
+        """The seq of a visible message of the session, locked (None: no such message)."""
+        ...
+
+    def set_message_key(self, key: uuid.UUID, message: uuid.UUID, name: str,
+                        value: Any, *, delete: bool) -> None: ...
+
+    def put_summary(self, head: SessionHead, summary: uuid.UUID, content: str,
+                    recent_message: uuid.UUID, recent_seq: int, event_id: str) -> bool:
+        """Store an external summary, move the point forward; False: another session's uuid."""
         ...
 
 

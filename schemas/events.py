@@ -34,7 +34,9 @@ from pipeline.domain.errors import (
     PayloadTooLarge,
     UnknownEventType,
 )
+from pipeline.memory.model import session_key
 from schemas.limits import EVENT_ID_MAX, EVENT_SOURCE_MAX, EVENT_SUBJECT_MAX, MEDIA_TYPE_MAX
+from schemas.memory import MemoryPayload
 from schemas.payloads import (
     LINK_DELETE,
     LINK_PUT,
@@ -250,10 +252,14 @@ def parse_event(raw: bytes | str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Pars
 
 
 def record_key(event: ParsedEvent) -> bytes:
-    """The Kafka record key: the aggregate id (object id; a part's parent id; a link's `from`),
-    so that all events about one aggregate land on one partition, in order."""
+    """The Kafka record key: the aggregate id (object id; a part's parent id; a link's `from`;
+    a memory event's session key), so that all events about one aggregate land on one
+    partition, in order."""
     payload = event.payload
-    if isinstance(payload, ObjectPut):
+    key: uuid.UUID | None
+    if isinstance(payload, MemoryPayload):
+        key = session_key(event.namespace, payload.session_id)
+    elif isinstance(payload, ObjectPut):
         key = payload.parent_id or event.object_id
     elif isinstance(payload, ObjectSoftDelete):
         key = payload.id

@@ -13,6 +13,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from schemas.events import Envelope, LinkDelete, LinkPut, ObjectPut, ObjectSoftDelete
+from schemas.memory import MessageMetadata, MessagesAdd, SessionDelete, SessionPut, SummaryPut
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "json"
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -24,6 +25,11 @@ MODELS: dict[str, type[BaseModel]] = {
     "object_soft_delete": ObjectSoftDelete,
     "link_put": LinkPut,
     "link_delete": LinkDelete,
+    "session_put": SessionPut,
+    "session_delete": SessionDelete,
+    "messages_add": MessagesAdd,
+    "message_metadata": MessageMetadata,
+    "summary_put": SummaryPut,
 }
 
 

@@ -30,3 +30,14 @@ PROPERTY_LIST_MAX: Final = 1_000  # items of a list value
 # A link put's metadata (relation types are at most 63 characters, their pattern).
 NOTE_MAX: Final = 10_000
 LINK_LABEL_MAX: Final = 256  # status, role
+
+# Conversation memory (issue 12). A session id and a user id are the publisher's names; a message
+# is one chat turn (a LoCoMo turn is at most ~1,500 characters), a summary a few paragraphs.
+SESSION_ID_MAX: Final = 256
+USER_ID_MAX: Final = 256
+ROLE_MAX: Final = 64
+MESSAGE_CONTENT_MAX: Final = 100_000
+SUMMARY_CONTENT_MAX: Final = 100_000
+MESSAGES_PER_EVENT: Final = 100  # messages of one messages.add
+METADATA_KEYS_MAX: Final = 256  # top-level keys of a session's or message's metadata
+METADATA_KEY_MAX: Final = 256  # characters of one metadata key

@@ -1,6 +1,6 @@
 """The event types and the `data` model of each: what a put, a soft delete, a link put and a
 link delete carry, validated strictly (unknown fields, nested property values, self-links and
-parts without a position are refused).
+parts without a position are refused). The memory events' models are in `schemas.memory`.
 
 `schemas.events` wraps these in the CloudEvents envelope and parses raw records into them.
 """
@@ -37,6 +37,7 @@ from schemas.limits import (
     SUMMARY_MAX,
     TITLE_MAX,
 )
+from schemas.memory import MEMORY_PAYLOAD_MODELS, MemoryPayload
 
 OBJECT_PUT: Final = "brainstream.object.put"
 OBJECT_SOFT_DELETE: Final = "brainstream.object.soft_delete"
@@ -45,6 +46,9 @@ LINK_DELETE: Final = "brainstream.link.delete"
 EventType: TypeAlias = Literal[
     "brainstream.object.put", "brainstream.object.soft_delete",
     "brainstream.link.put", "brainstream.link.delete",
+    # conversation memory (schemas/memory.py)
+    "brainstream.session.put", "brainstream.session.delete", "brainstream.messages.add",
+    "brainstream.message.metadata", "brainstream.summary.put",
 ]
 
 
@@ -186,8 +190,8 @@ class LinkDelete(_LinkEnds):
     model_config = ConfigDict(title="LinkDelete")
 
 
-Payload: TypeAlias = ObjectPut | ObjectSoftDelete | LinkPut | LinkDelete
+Payload: TypeAlias = ObjectPut | ObjectSoftDelete | LinkPut | LinkDelete | MemoryPayload
 PAYLOAD_MODELS: Final[dict[str, type[Payload]]] = {
     OBJECT_PUT: ObjectPut, OBJECT_SOFT_DELETE: ObjectSoftDelete,
-    LINK_PUT: LinkPut, LINK_DELETE: LinkDelete,
+    LINK_PUT: LinkPut, LINK_DELETE: LinkDelete, **MEMORY_PAYLOAD_MODELS,
 }

@@ -45,10 +45,17 @@ PROCESS_ARGS: dict[str, list[str]] = {
 # session's first consumer on. Each binds namespaces no other test writes to.
 KEYED_NS = str(uuid.uuid4())  # tenant A: only events signed with "tests-a"
 OTHER_KEYED_NS = str(uuid.uuid4())  # tenant B's protected namespace ("tests-b")
-PUBLISHER_SECRETS = {key_id: f"{key_id}-{uuid.uuid4().hex}" for key_id in ("tests-a", "tests-b")}
+# Conversation memory (tests/memory): a namespace whose publishers hold a privileged key (may
+# write the `system` metadata key of messages) and a plain one.
+MEMORY_KEYED_NS = str(uuid.uuid4())
+PUBLISHER_SECRETS = {key_id: f"{key_id}-{uuid.uuid4().hex}"
+                     for key_id in ("tests-a", "tests-b", "tests-mem-priv", "tests-mem")}
 PUBLISHER_KEYS = {
     "tests-a": {"secret": PUBLISHER_SECRETS["tests-a"], "namespaces": [KEYED_NS]},
     "tests-b": {"secret": PUBLISHER_SECRETS["tests-b"], "namespaces": [OTHER_KEYED_NS]},
+    "tests-mem-priv": {"secret": PUBLISHER_SECRETS["tests-mem-priv"],
+                       "namespaces": [MEMORY_KEYED_NS], "privileged": True},
+    "tests-mem": {"secret": PUBLISHER_SECRETS["tests-mem"], "namespaces": [MEMORY_KEYED_NS]},
 }
 
 

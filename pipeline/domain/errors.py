@@ -214,6 +214,46 @@ class LinkNotFound(InvalidInput):
     code = "link_not_found"
 
 
+# -- memory events (pipeline/ingest/memory.py) ------------------------------------------------
+
+
+class SessionNotFound(InvalidInput):
+    """A memory event names a session that does not exist in the namespace."""
+
+    code = "session_not_found"
+
+
+class SessionDeleted(InvalidInput):
+    """Messages, metadata or a summary for a soft-deleted session (a session.put revives it)."""
+
+    code = "session_deleted"
+
+
+class MessageNotFound(InvalidInput):
+    """A message uuid that no visible message of the session has (metadata, summary point)."""
+
+    code = "message_not_found"
+
+
+class UuidInOtherSession(InvalidInput):
+    """A message or summary uuid already used by another session of the namespace."""
+
+    code = "uuid_in_other_session"
+
+
+class PrivilegedKeyRequired(InvalidInput):
+    """The top-level `system` metadata key of a message, written by a record not signed with a
+    publisher key flagged `privileged`."""
+
+    code = "privileged_key_required"
+
+
+class MemorySessionNotFound(NotFound):
+    """The read API: no live session of that id in the namespace."""
+
+    code = "session_not_found"
+
+
 class RejectedByDatabase(InvalidInput):
     """Postgres refused the event's data (e.g. a NUL character in text)."""
 

@@ -40,6 +40,10 @@ class PublisherKey(BaseModel):
     # 16 characters at least: a shorter HMAC secret could be guessed offline from one record.
     secret: SecretStr = Field(min_length=16)
     namespaces: list[uuid.UUID] = Field(min_length=1)
+    # Conversation memory: a privileged key may write the top-level `system` metadata key of a
+    # message (messages.add, message.metadata) in its namespaces; others are dead-lettered
+    # `privileged_key_required`.
+    privileged: bool = False
 
 
 class Settings(BaseSettings):

@@ -12,10 +12,11 @@ from collections.abc import Callable
 from typing import Any
 
 from pipeline.domain.errors import BrainstreamError, InvalidInput, Unavailable
-from pipeline.ingest import links, objects
+from pipeline.ingest import links, memory, objects
 from pipeline.ingest.deferred import Defer
 from pipeline.ingest.records import Applying, Stale
 from schemas.events import LinkDelete, LinkPut, ObjectPut, ObjectSoftDelete, ParsedEvent
+from schemas.memory import MessageMetadata, MessagesAdd, SessionDelete, SessionPut, SummaryPut
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +28,11 @@ HANDLERS: dict[type[Any], Handler] = {
     ObjectSoftDelete: objects.soft_delete,
     LinkPut: links.put,
     LinkDelete: links.delete,
+    SessionPut: memory.put_session,
+    SessionDelete: memory.delete_session,
+    MessagesAdd: memory.add_messages,
+    MessageMetadata: memory.set_message_metadata,
+    SummaryPut: memory.put_summary,
 }
 
 

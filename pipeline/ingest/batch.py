@@ -9,6 +9,7 @@ trigger the workers after commit (a lost trigger is found by the periodic sweep)
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from pipeline.domain.errors import InvalidInput
 from pipeline.ingest.apply import apply_one
@@ -41,8 +42,10 @@ def apply_batch(store: EventStore, records: Sequence[RawRecord],
             outcome.dead.append(DeadLetter(record, refused, event.event_id))
             continue
         store.set_event_time(at)
+        privileged = options.publisher_keys.is_privileged(event.namespace, record.key,
+                                                          record.headers, record.value)
         try:
-            error = apply_one(ctx, event)
+            error = apply_one(replace(ctx, privileged=True) if privileged else ctx, event)
         except Defer as wait:
             error = park(ctx, event, record, wait)
         if error is not None:

@@ -101,6 +101,9 @@ class Applying:
     # a deferred event being retried: the wait key it was parked under (it must not wait
     # behind itself)
     waiting_ok: str | None = None
+    # the event's record is signed by a privileged publisher key of its namespace
+    # (pipeline.kafka.signing.PublisherKeys.is_privileged): it may write `system` metadata
+    privileged: bool = False
 
 
 class Stale(Exception):

@@ -99,13 +99,32 @@ class PublisherKeys:
 
     secrets: Mapping[str, bytes] = field(default_factory=dict, repr=False)
     bound: Mapping[str, frozenset[uuid.UUID]] = field(default_factory=dict)
+    privileged: frozenset[str] = frozenset()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> PublisherKeys:
         """The keys of `PUBLISHER_KEYS`."""
         keys = settings.publisher_keys
         return cls({k: v.secret.get_secret_value().encode() for k, v in keys.items()},
-                   {k: frozenset(v.namespaces) for k, v in keys.items()})
+                   {k: frozenset(v.namespaces) for k, v in keys.items()},
+                   frozenset(k for k, v in keys.items() if v.privileged))
+
+    def is_privileged(self, namespace: uuid.UUID, key: bytes | None, headers: Headers,
+                      value: bytes) -> bool:
+        """Whether the record is signed, verifiably, by a key flagged `privileged` and bound
+        to `namespace` (what the `system` metadata key of a message needs)."""
+        if not self.privileged:
+            return False
+        headers = list(headers)
+        ids = [raw for name, raw in headers if name == H_KEY_ID]
+        macs = [raw for name, raw in headers if name == H_SIGNATURE]
+        if len(ids) != 1 or len(macs) != 1:
+            return False
+        key_id = ids[0].decode("utf-8", "replace")
+        if key_id not in self.privileged or namespace not in self.bound.get(key_id, ()):
+            return False
+        mac = signature(self.secrets[key_id], key_id, key, headers, value)
+        return hmac.compare_digest(mac, macs[0])
 
     def refusal(self, namespace: uuid.UUID, key: bytes | None, headers: Headers,
                 value: bytes) -> UnauthorizedNamespace | None:

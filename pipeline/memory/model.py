@@ -12,6 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
+from uuid import UUID
 
 # The extractors that work on every message after it is committed, one state row each
 # (migrations/0017_memory.sql: message_extraction.extractor).
@@ -28,7 +29,7 @@ SUMMARY_BY_SUMMARISER: Final = "summariser"
 SUMMARY_EXTERNAL: Final = "external"
 
 
-def session_key(namespace: uuid.UUID, session_id: str) -> uuid.UUID:
+def session_key(namespace: UUID, session_id: str) -> UUID:
     """The row id of a session: derived from the namespace and the publisher's session id, so a
     replay rebuilds the same id, and two tenants' sessions of the same name never meet."""
     return uuid.uuid5(namespace, json.dumps(["brainstream.session", session_id]))
@@ -48,7 +49,7 @@ def summary_lag(last_seq: int, summary_seq: int, window: int) -> int:
 class NewMessage:
     """One message of a `messages.add` event, as the write path stores it."""
 
-    uuid: uuid.UUID
+    uuid: UUID
     role: str
     content: str
     metadata: dict[str, Any] = field(default_factory=dict)
@@ -59,8 +60,8 @@ class NewMessage:
 class SessionHead:
     """The write path's view of a session row (locked while an event about it applies)."""
 
-    id: uuid.UUID
-    namespace_id: uuid.UUID
+    id: UUID
+    namespace_id: UUID
     last_seq: int
     summary_seq: int
     deleted_at: datetime | None
@@ -83,7 +84,7 @@ class Session:
 class Message:
     """A visible message as the read side returns it."""
 
-    uuid: uuid.UUID
+    uuid: UUID
     seq: int
     role: str
     content: str
@@ -96,9 +97,9 @@ class Message:
 class Summary:
     """A summary: `content` folds every message up to `recent_message_uuid` (seq `recent_seq`)."""
 
-    uuid: uuid.UUID
+    uuid: UUID
     content: str
-    recent_message_uuid: uuid.UUID
+    recent_message_uuid: UUID
     recent_seq: int
     token_count: int | None
     source: str

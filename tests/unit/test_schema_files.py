@@ -18,7 +18,9 @@ def test_expected_files_and_format() -> None:
     files = generate_schema_files()
     assert sorted(files) == [
         "envelope.schema.json", "link_delete.schema.json", "link_put.schema.json",
+        "message_metadata.schema.json", "messages_add.schema.json",
         "object_put.schema.json", "object_soft_delete.schema.json",
+        "session_delete.schema.json", "session_put.schema.json", "summary_put.schema.json",
     ]
     for text in files.values():
         assert text.endswith("}\n")
@@ -30,6 +32,8 @@ def test_expected_files_and_format() -> None:
     assert set(envelope["properties"]["type"]["enum"]) == {
         "brainstream.object.put", "brainstream.object.soft_delete",
         "brainstream.link.put", "brainstream.link.delete",
+        "brainstream.session.put", "brainstream.session.delete", "brainstream.messages.add",
+        "brainstream.message.metadata", "brainstream.summary.put",
     }
 
 

@@ -26,6 +26,8 @@ from pipeline.domain.write_model import DeferredRow, LinkHead, ObjectHead, Objec
 from pipeline.outbox import store as outbox
 from pipeline.stores.postgres.errors import port_error
 from pipeline.stores.postgres.kinds import read_catalog
+from pipeline.stores.postgres.memory import PgMemoryWriter
+from pipeline.stores.postgres.timing import EVENT_TIME
 
 Conn = psycopg.Connection[Any]
 
@@ -33,12 +35,6 @@ Conn = psycopg.Connection[Any]
 _OBJECT_HEAD = ("SELECT id, namespace_id, kind, title, parent_id, source_version, deleted_at "
                 "FROM objects")
 
-# The time an event's writes are stamped with: the Kafka record's timestamp when the consumer
-# knows it (`PgEventStore.set_event_time`), else the transaction's. Stamping with the record's
-# time makes a replay write the same created_at / updated_at / deleted_at as the original run,
-# so temporal decay, time filters and the order of tied hits come out the same.
-EVENT_TIME = ("coalesce(nullif(current_setting('brainstream.event_time', true), '')"
-              "::timestamptz, now())")
 
 _UPSERT_OBJECT = f"""
 INSERT INTO objects (id, namespace_id, kind, title, summary, properties, content, content_type,
@@ -109,6 +105,12 @@ class PgEventStore:
     def __init__(self, conn: Conn) -> None:
         self.conn = conn
         self._event_time: datetime | None = None
+        self._memory = PgMemoryWriter(conn)
+
+    @property
+    def memory(self) -> PgMemoryWriter:
+        """The conversation-memory writes, on this transaction."""
+        return self._memory
 
     @contextlib.contextmanager
     def savepoint(self) -> Iterator[None]:
