@@ -6,8 +6,7 @@ extraction (`Extractor`) and the read side (`Channel`, `PartSearcher`, `ObjectRe
 `GraphReader`, `ResultSetStore`). Each has one production adapter in a module of its own
 (`pipeline/stores/`, `pipeline/graph/falkordb/`, `pipeline/kafka/`,
 `pipeline/embedding/embedders/`, `pipeline/retrieval/channels/`). The values they trade are in
-`pipeline/domain/` (and `pipeline/memory/model.py`). Conversation memory's summariser, work and
-search ports are in `pipeline/memory/ports.py` (this file would pass 400 lines with them).
+`pipeline/domain/` (and `pipeline/memory/model.py`); more memory ports: `pipeline/memory/ports.py`.
 
 Read ports are async (the API serves many requests per process) and scoped to one namespace: a
 port never returns a row of another namespace, nor a soft-deleted one.
