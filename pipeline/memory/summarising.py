@@ -7,7 +7,8 @@ lease, and the point moves by compare-and-set under that lease (the `SummaryWork
 at most `memory_summary_max_step` messages; a larger backlog folds in several steps, each its own
 transaction, so a kill -9 between steps loses nothing (the next run starts from the moved point)
 and a step redone after a kill writes the same summary row (its id derives from the point).
-Messages that are empty chatter ("ok", "thanks", emoji) move the point but never enter the text.
+Messages that are empty chatter ("ok", "thanks", emoji) move the point but never enter the text
+(a fold of chatter alone, before any summary, moves the point and writes none).
 The summariser's transient failures are retried by the one policy; exhausted (or refused), the
 point stays, the reason is dead-lettered with `summary_failed`, and the next message tries again.
 """
@@ -115,16 +116,16 @@ class SessionSummariser:
         if got is None or not got.messages:
             return False
         to_seq = got.summary_seq + count
-        lines = [f"{role}: {content}" for _, _, role, content in got.messages
-                 if not is_chatter(content)]
-        content: str | None = None
-        vector = None
+        lines = [f"{role}: {text}" for _, _, role, text in got.messages
+                 if not is_chatter(text)]
+        # Chatter alone leaves the text as it was; the new row still records the moved point
+        # (its recent message), so a summary always says up to where it folds.
+        content = got.previous
         if lines:
-            text = self._retry(lambda: self.summariser.summarise(
-                got.previous, lines, self.settings.memory_summary_budget_tokens))
-            if text.strip() and text != got.previous:
-                content = text
-                vector = self._vector(text)
+            content = self._retry(lambda: self.summariser.summarise(
+                got.previous, lines, self.settings.memory_summary_budget_tokens)).strip() \
+                or got.previous
+        vector = self._vector(content) if content else None
         recent = next((u for u, seq, _, _ in got.messages if seq == to_seq),
                       got.messages[-1][0])
         moved = self.work.move_point(claim, from_seq=got.summary_seq, to_seq=to_seq,

@@ -75,8 +75,8 @@ class PgSummaryWork:
 
     def move_point(self, claim: ClaimedSession, *, from_seq: int, to_seq: int,
                    recent_uuid: uuid.UUID, content: str | None, vector: Any) -> bool:
-        """One transaction: write the summary (None: the folded messages were all chatter, the
-        point moves and the previous summary stays) and move the point from `from_seq` to
+        """One transaction: write the summary (None: chatter alone before any summary, only
+        the point moves) and move the point from `from_seq` to
         `to_seq`, only while the claim holds and nobody moved the point meanwhile (an external
         summary.put, say). False when it did not hold."""
         with self.pool.connection() as conn, conn.transaction():
