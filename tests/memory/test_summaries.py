@@ -17,9 +17,9 @@ from pipeline.domain.chunking import count_tokens
 from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders import StaticEmbedder
 from pipeline.kafka.io import DeadLetterWriter, make_producer
+from pipeline.memory.ports import Summariser
 from pipeline.memory.summarisers import ExtractiveSummariser, HttpSummariser
 from pipeline.memory.summarising import SessionSummariser
-from pipeline.memory.ports import Summariser
 from pipeline.stores.postgres.memory_fold import PgSummaryWork
 from pipeline.stores.postgres.pool import make_pool
 from tests.httpserve import json_handler, serve
@@ -53,7 +53,7 @@ def test_the_point_moves_past_the_window_without_chatter_two_tenants(
              what="A's 12 messages")
     send(publisher, a, sid, add(a, sid, *_turns(1, 12)))  # 13 > 12: fold 13 - 6 = 7
     wait_for(lambda: _point(catalog, a, sid) == 7, timeout=30, what="the point at 7")
-    [(seq, content, status)] = wait_for(
+    [(seq, content, _status)] = wait_for(
         lambda: (s := summaries_of(catalog, a, sid)) and s[0][2] == "done" and s, timeout=30,
         what="the summary embedded")
     assert seq == 7 and content
