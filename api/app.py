@@ -3,7 +3,7 @@
 It parses and authenticates requests, calls the engine under the caller's namespace, and maps
 results and errors to JSON. No SQL, ranking or validation logic lives here. This module only
 assembles the application: the services' lifespan, the error handlers, the request limits
-(`api/limits.py`) and the routers (`api/routes/`: search, graph, objects, admin).
+(`api/limits.py`) and the routers (`api/routes/`: search, graph, objects, memory, admin).
 """
 
 from __future__ import annotations
@@ -18,9 +18,13 @@ from psycopg_pool import PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api import errors, limits, metrics
-from api.routes import admin, graph, objects, search
+from api.routes import admin, graph, memory, objects, search
 from pipeline.domain.errors import BrainstreamError, ConfigError
 from pipeline.domain.settings import Settings, load_settings
+from pipeline.kafka.io import make_producer
+from pipeline.kafka.publisher import EventPublisher
+from pipeline.kafka.signing import signer_for
+from pipeline.memory.writes import MessageWriter
 from pipeline.wiring import ActiveServices, Services
 
 
@@ -32,23 +36,31 @@ def create_app(settings: Settings | None = None,
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        if services is not None:  # injected (tests): used as is
-            app.state.services = services
-            yield
-            return
-        # the active index generation, followed across `brainstream replay` switches
-        active = ActiveServices(settings, lambda svc: setattr(app.state, "services", svc))
-        await active.start()
         try:
-            yield
+            if services is not None:  # injected (tests): used as is
+                app.state.services = services
+                yield
+                return
+            # the active index generation, followed across `brainstream replay` switches
+            active = ActiveServices(settings, lambda svc: setattr(app.state, "services", svc))
+            await active.start()
+            try:
+                yield
+            finally:
+                await active.close()
         finally:
-            await active.close()
+            app.state.memory_writer.close()
 
     app = FastAPI(title="brainstream read API", version="1", lifespan=lifespan,
                   description="Hybrid search, exact find, entity and link find, and graph "
                               "expansion over a brainstream knowledge base. Every call is "
                               "scoped to the namespace of the caller's API key.")
     app.state.settings = settings
+    # the write-through of memory messages publishes events like any publisher (its key signs)
+    app.state.memory_writer = MessageWriter(
+        lambda: EventPublisher(make_producer(settings), settings.topic_events,
+                               signer_for(settings)),
+        wait_seconds=settings.memory_write_wait)
 
     app.exception_handler(BrainstreamError)(errors.brainstream_error)
     app.exception_handler(psycopg.OperationalError)(errors.database_down)
@@ -58,7 +70,7 @@ def create_app(settings: Settings | None = None,
     limits.install(app, settings)  # before the metrics: their refusals are timed too
     app.middleware("http")(metrics.observe)
 
-    for area in (search, graph, objects, admin):
+    for area in (search, graph, objects, memory, admin):
         app.include_router(area.router)
     return app
 

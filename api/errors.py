@@ -22,6 +22,7 @@ from pipeline.domain.errors import (
     InvalidInput,
     NamespaceForbidden,
     NotFound,
+    PrivilegedKeyRequired,
     RecipeReadOnly,
     Unauthorized,
     Unavailable,
@@ -32,6 +33,7 @@ log = logging.getLogger(__name__)
 UNAVAILABLE_MESSAGE = "a dependency is unavailable; retry later"
 
 STATUS = {
+    PrivilegedKeyRequired: 403,  # an InvalidInput: listed before it
     NotFound: 404,
     Unauthorized: 401,
     NamespaceForbidden: 403,
@@ -44,8 +46,9 @@ STATUS = {
 ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorOut, "description": "the body is not valid JSON"},
     401: {"model": ErrorOut, "description": "missing or unknown API key"},
-    403: {"model": ErrorOut, "description": "the key is not bound to that namespace, or the"
-                                             " recipe is a read-only operator default"},
+    403: {"model": ErrorOut, "description": "the key is not bound to that namespace, the"
+                                             " recipe is a read-only operator default, or a"
+                                             " message's `system` metadata key was given"},
     404: {"model": ErrorOut, "description": "not found in this namespace"},
     408: {"model": ErrorOut, "description": "the body did not arrive in time (api/limits.py)"},
     413: {"model": ErrorOut, "description": "the body is too large (api/limits.py)"},

@@ -34,7 +34,7 @@ from pipeline.domain.errors import (
     PayloadTooLarge,
     UnknownEventType,
 )
-from pipeline.memory.model import session_key
+from pipeline.domain.sessions import session_key
 from schemas.limits import EVENT_ID_MAX, EVENT_SOURCE_MAX, EVENT_SUBJECT_MAX, MEDIA_TYPE_MAX
 from schemas.memory import MemoryPayload
 from schemas.payloads import (

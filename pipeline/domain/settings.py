@@ -162,9 +162,22 @@ class Settings(BaseSettings):
     api_snippet_max_terms: int = Field(default=32, ge=1, le=2000)
     trigram_max_words: int = Field(default=16, ge=1, le=2000)
 
-    # Conversation memory: extractors, summaries, memory search (docs/parts/memory-extractors.md).
-    # A session's messages after its summary point past this many are folded into the summary.
-    memory_summary_window: int = Field(default=12, ge=2, le=1000)
+    # Conversation memory (issue 12; docs/parts/memory-api.md). The window: messages after the
+    # summary point that GET memory returns, and past which the summariser folds the oldest.
+    memory_window: int = Field(default=12, ge=2, le=1000)
+    # The most messages GET memory (`lastn`) and one page of GET messages may return, and the
+    # most sessions one page of GET sessions lists.
+    memory_lastn_max: int = Field(default=1000, ge=1, le=100_000)
+    memory_page_max: int = Field(default=1000, ge=1, le=100_000)
+    # How long POST messages with `wait: true` waits for its messages to be stored before it
+    # answers 202 (below the request deadline, API_REQUEST_TIMEOUT).
+    memory_write_wait: float = Field(default=5.0, gt=0, le=60)
+    # `brainstream memory purge` (and `brainstream purge`) hard-delete soft-deleted sessions, and
+    # messages hidden by a delete, this long (days) after their deletion.
+    memory_retention_days: float = Field(default=30.0, ge=0)
+
+    # Conversation memory: extractors, summaries, memory search (docs/parts/memory-extractors.md;
+    # the window, `memory_window`, is above).
     # The most messages one fold summarises; a larger backlog folds in several steps.
     memory_summary_max_step: int = Field(default=64, ge=1, le=10_000)
     memory_summary_budget_tokens: int = Field(default=256, ge=16, le=8192)

@@ -7,12 +7,13 @@ adapter (`pipeline/stores/postgres/memory.py`), the extractors and the API all t
 
 from __future__ import annotations
 
-import json
-import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 from uuid import UUID
+
+# re-exported: the memory wing's modules take every memory name from here
+from pipeline.domain.sessions import session_key as session_key
 
 # The extractors that work on every message after it is committed, one state row each
 # (migrations/0017_memory.sql: message_extraction.extractor).
@@ -27,12 +28,6 @@ SYSTEM_KEY: Final = "system"
 # Who wrote a summary (summaries.source).
 SUMMARY_BY_SUMMARISER: Final = "summariser"
 SUMMARY_EXTERNAL: Final = "external"
-
-
-def session_key(namespace: UUID, session_id: str) -> UUID:
-    """The row id of a session: derived from the namespace and the publisher's session id, so a
-    replay rebuilds the same id, and two tenants' sessions of the same name never meet."""
-    return uuid.uuid5(namespace, json.dumps(["brainstream.session", session_id]))
 
 
 def unsummarised(last_seq: int, summary_seq: int) -> int:

@@ -100,7 +100,7 @@ class SessionSummariser:
         self.work.release(claim, error=error)
 
     def _fold_all(self, claim: ClaimedSession, stats: SummaryStats) -> None:
-        window = self.settings.memory_summary_window
+        window = self.settings.memory_window
         point = self.work.session_point(claim.session_pk)
         if point is None:
             return

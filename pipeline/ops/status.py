@@ -114,7 +114,7 @@ def _database(settings: Settings, report: StatusReport) -> None:
                             "oldest_pending_seconds": round(float(oldest[0]), 1)
                             if oldest and oldest[0] is not None else None}
         report.memory = {"extractors": counts_by_extractor(conn),
-                         "summaries": summariser_backlog(conn, settings.memory_summary_window)}
+                         "summaries": summariser_backlog(conn, settings.memory_window)}
         waiting = conn.execute(
             "SELECT count(*), extract(epoch FROM now() - min(first_seen)) FROM deferred_events"
         ).fetchone()

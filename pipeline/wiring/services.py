@@ -24,6 +24,7 @@ from pipeline.retrieval.channels import standard_channels
 from pipeline.retrieval.engine import EngineConfig, RetrievalEngine
 from pipeline.retrieval.graph_queries import GraphConfig, GraphQueries
 from pipeline.stores.postgres.kinds import CachedCatalog
+from pipeline.stores.postgres.memory_read import PgMemoryReader
 from pipeline.stores.postgres.pool import AsyncConn, make_async_pool, ping_pool
 from pipeline.stores.postgres.read import PgObjectReader
 from pipeline.stores.postgres.recipes import RecipeStore
@@ -46,6 +47,7 @@ class Services:
     catalog: CachedCatalog
     graph_reader: ReconnectingGraphReader
     embedder_loader: QueryEmbedderLoader
+    memory: PgMemoryReader
 
     @property
     def embedder(self) -> Embedder | None:
@@ -132,4 +134,4 @@ async def build_services(settings: Settings) -> Services:
                     recipes=RecipeStore(pool, dict(settings.expand_recipes),
                                         max_per_namespace=settings.max_recipes_per_namespace),
                     result_sets=result_sets, catalog=catalog, graph_reader=graph_reader,
-                    embedder_loader=embedder)
+                    embedder_loader=embedder, memory=PgMemoryReader(pool))

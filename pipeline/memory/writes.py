@@ -1,0 +1,98 @@
+"""The write-through path of conversation memory (`POST /v1/sessions/{id}/messages`): the API
+publishes a `brainstream.messages.add` event like any publisher (keyed by session, signed with
+the API's publisher key if it has one) and, when asked, waits a bounded time until the consumer
+has stored the messages, for callers that need to read their own writes.
+
+The event is the only way in: a message written here is replayed, dead-lettered and counted
+exactly like one from any other publisher.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from pipeline.domain.errors import Unavailable
+from pipeline.kafka.publisher import EventPublisher
+from pipeline.memory.model import Message, session_key
+from schemas.memory import MESSAGES_ADD
+
+# Where the API's events come from (the CloudEvents `source`); ids are fresh per request.
+API_SOURCE = "brainstream.api"
+
+# What the wait polls: the messages of these uuids the session holds now.
+StoredMessages = Callable[[uuid.UUID, Sequence[uuid.UUID]], Awaitable[list[Message]]]
+
+
+@dataclass
+class WriteResult:
+    """The published event's id; whether every message was stored before the answer (and
+    then the stored messages, by seq)."""
+
+    event_id: str
+    applied: bool
+    messages: list[Message] = field(default_factory=list)
+
+
+class MessageWriter:
+    """Publishes messages.add events for the API; the producer is made on first use (the API
+    starts and serves reads while the broker is down)."""
+
+    def __init__(self, make_publisher: Callable[[], EventPublisher], *, wait_seconds: float,
+                 poll_seconds: float = 0.05) -> None:
+        self._make = make_publisher
+        self._publisher: EventPublisher | None = None
+        self._lock = threading.Lock()  # one send-and-flush at a time on the shared producer
+        self.wait_seconds = wait_seconds
+        self.poll_seconds = poll_seconds
+
+    def _publish(self, envelope: dict[str, Any]) -> None:
+        with self._lock:
+            if self._publisher is None:
+                try:
+                    self._publisher = self._make()
+                except Exception as exc:  # no broker to bootstrap from (NoBrokersAvailable)
+                    raise Unavailable(f"cannot connect a producer: {exc}") from exc
+            self._publisher.send_event(envelope)
+            self._publisher.flush(timeout=self.wait_seconds + 10.0)
+
+    async def add(self, ns: uuid.UUID, session_id: str, messages: Sequence[dict[str, Any]], *,
+                  wait: bool, stored: StoredMessages) -> WriteResult:
+        """Publish the messages (raises `InvalidInput` for an event the schemas refuse,
+        `Unavailable` when the broker does not acknowledge it); with `wait`, poll `stored`
+        until every message is there or the wait runs out."""
+        event_id = str(uuid.uuid4())
+        envelope = {
+            "specversion": "1.0", "id": event_id, "source": API_SOURCE,
+            "type": MESSAGES_ADD,
+            "time": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "datacontenttype": "application/json", "namespace": str(ns),
+            "data": {"session_id": session_id, "messages": list(messages)},
+        }
+        await asyncio.to_thread(self._publish, envelope)
+        result = WriteResult(event_id, applied=False)
+        if not wait:
+            return result
+        key = session_key(ns, session_id)
+        uuids = [uuid.UUID(str(m["uuid"])) for m in messages]
+        deadline = time.monotonic() + self.wait_seconds
+        while True:
+            found = await stored(key, uuids)
+            if len(found) == len(uuids):
+                return WriteResult(result.event_id, applied=True, messages=found)
+            if time.monotonic() >= deadline:
+                return result
+            await asyncio.sleep(self.poll_seconds)
+
+    def close(self) -> None:
+        """Close the producer, if one was made."""
+        with self._lock:
+            if self._publisher is not None:
+                self._publisher.producer.close()
+                self._publisher = None
