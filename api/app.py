@@ -3,7 +3,8 @@
 It parses and authenticates requests, calls the engine under the caller's namespace, and maps
 results and errors to JSON. No SQL, ranking or validation logic lives here. This module only
 assembles the application: the services' lifespan, the error handlers, the request limits
-(`api/limits.py`) and the routers (`api/routes/`: search, graph, objects, memory, admin).
+(`api/limits.py`) and the routers (`api/routes/`: search, graph, objects, memory, memory search,
+admin).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from psycopg_pool import PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api import errors, limits, metrics
-from api.routes import admin, graph, memory, objects, search
+from api.routes import admin, graph, memory, memory_search, objects, search
 from pipeline.domain.errors import BrainstreamError, ConfigError
 from pipeline.domain.settings import Settings, load_settings
 from pipeline.kafka.io import make_producer
@@ -70,7 +71,7 @@ def create_app(settings: Settings | None = None,
     limits.install(app, settings)  # before the metrics: their refusals are timed too
     app.middleware("http")(metrics.observe)
 
-    for area in (search, graph, objects, memory, admin):
+    for area in (search, graph, objects, memory, memory_search, admin):
         app.include_router(area.router)
     return app
 

@@ -193,6 +193,7 @@ class Settings(BaseSettings):
     memory_search_max_limit: int = Field(default=100, ge=1, le=1000)
     memory_search_max_context: int = Field(default=10, ge=0, le=100)
     memory_search_max_conditions: int = Field(default=20, ge=1, le=200)
+    memory_search_max_sessions: int = Field(default=1000, ge=1, le=100_000)
 
     # Which index generation these settings address (pipeline/ops/generations.py). Not settings an
     # operator sets: `Settings.for_generation` fills them from the control table. Generation 1

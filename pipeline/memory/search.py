@@ -73,7 +73,6 @@ class MemorySearchLimits:
     max_limit: int = 100
     max_context: int = 10
     max_conditions: int = 20
-    max_sessions: int = 1000
     rrf_k: int = 60
 
 
