@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from api.schemas import Query
 from pipeline.domain.memory_values import MemoryRow
-from pipeline.memory.search import MemoryAnswer, MemoryHit, MemoryQuery
+from pipeline.memory_services.search import MemoryAnswer, MemoryHit, MemoryQuery
 from schemas.limits import USER_ID_MAX
 
 

@@ -23,6 +23,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import memorydata as data
@@ -94,7 +95,7 @@ async def recall_table(settings: Settings, ns: uuid.UUID, conversations: list[da
                        questions: list[data.Question]) -> dict[str, dict[str, float]]:
     """Per mode: recall@5/@10 per category, over categories 1-4, and of category 5."""
     from pipeline.embedding.embedders import build_embedder
-    from pipeline.memory.search import MemoryQuery, MemorySearch, MemorySearchLimits
+    from pipeline.memory_services.search import MemoryQuery, MemorySearch, MemorySearchLimits
     from pipeline.stores.postgres.memory_search import PgMemorySearcher
     from pipeline.stores.postgres.pool import make_async_pool
     from pipeline.wiring.services import query_embedder
@@ -228,7 +229,7 @@ def main() -> int:
     parser = bench_parser(__doc__)
     parser.add_argument("--embedder", choices=["static", "minilm"], default="static")
     parser.add_argument("--workers", type=int, default=2, help="worker processes")
-    parser.add_argument("--out", default=None, help="also write the report here")
+    parser.add_argument("--out", type=Path, default=None, help="also write the report here")
     args = parser.parse_args()
     quiet_logging()
     settings = settings_for(args.embedder)

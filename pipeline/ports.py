@@ -6,7 +6,7 @@ extraction (`Extractor`) and the read side (`Channel`, `PartSearcher`, `ObjectRe
 `GraphReader`, `ResultSetStore`). Each has one production adapter in a module of its own
 (`pipeline/stores/`, `pipeline/graph/falkordb/`, `pipeline/kafka/`,
 `pipeline/embedding/embedders/`, `pipeline/retrieval/channels/`). The values they trade are in
-`pipeline/domain/` (and `pipeline/memory/model.py`); more memory ports: `pipeline/memory/ports.py`.
+`pipeline/domain/` (and `pipeline/memory/model.py`); and see `pipeline/memory_services/ports.py`.
 
 Read ports are async (the API serves many requests per process) and scoped to one namespace: a
 port never returns a row of another namespace, nor a soft-deleted one.

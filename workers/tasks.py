@@ -9,9 +9,9 @@ from typing import Any
 
 from pipeline.domain.errors import Unavailable
 from pipeline.embedding.service import EmbeddingService, pending_count
-from pipeline.memory.extraction import MessageExtraction, message_extractor
-from pipeline.memory.summarisers import build_summariser
-from pipeline.memory.summarising import SessionSummariser
+from pipeline.memory_services.extraction import MessageExtraction, message_extractor
+from pipeline.memory_services.summarisers import build_summariser
+from pipeline.memory_services.summarising import SessionSummariser
 from pipeline.ops.vocab import refresh_vocab
 from pipeline.outbox.relay import OutboxRelay
 from pipeline.outbox.store import backlog

@@ -1,6 +1,6 @@
 """A simple entity extractor behind the `Extractor` port, for message content until the entity
 layer's extractor (`pipeline.entities.extractors.build_extractor`) is wired in its place (one line
-in `pipeline/memory/extraction.py: message_extractor`).
+in `pipeline/memory_services/extraction.py: message_extractor`).
 
 A mention is a run of capitalised words ("Caroline", "LGBTQ support group" is not one, "New York
 City" is), names compared through `pipeline/entities/names.py`. A lone capitalised word that

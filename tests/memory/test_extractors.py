@@ -16,7 +16,7 @@ from pipeline.domain.errors import EmbedderError
 from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders import StaticEmbedder
 from pipeline.kafka.io import DeadLetterWriter, make_producer
-from pipeline.memory.extraction import MessageExtraction, message_extractor
+from pipeline.memory_services.extraction import MessageExtraction, message_extractor
 from pipeline.ops.status import collect
 from pipeline.ports import Vectors
 from pipeline.stores.postgres.memory_work import PgMessageWork

@@ -16,6 +16,7 @@ from psycopg_pool import ConnectionPool
 
 from pipeline.domain.chunking import count_tokens
 from pipeline.domain.memory_values import ClaimedSession, ClaimedSummary, FoldInput
+from pipeline.domain.retry import retry_transient
 from pipeline.memory.model import SUMMARY_BY_SUMMARISER
 
 _CLAIM = """
@@ -76,24 +77,30 @@ class PgSummaryWork:
     def move_point(self, claim: ClaimedSession, *, from_seq: int, to_seq: int,
                    recent_uuid: uuid.UUID, content: str | None, vector: Any) -> bool:
         """One transaction: write the summary (None: chatter alone before any summary, only
-        the point moves) and move the point from `from_seq` to
-        `to_seq`, only while the claim holds and nobody moved the point meanwhile (an external
-        summary.put, say). False when it did not hold."""
-        with self.pool.connection() as conn, conn.transaction():
-            return _move_point(conn, claim, from_seq, to_seq, recent_uuid, content, vector)
+        the point moves) and move the point from `from_seq` to `to_seq`, only while the claim
+        holds and nobody moved the point meanwhile (an external summary.put, say). False when
+        it did not hold. A deadlock or serialization failure is retried: the result is in
+        hand, and the statements are idempotent."""
+        def once() -> bool:
+            with self.pool.connection() as conn, conn.transaction():
+                return _move_point(conn, claim, from_seq, to_seq, recent_uuid, content, vector)
 
-    def release(self, claim: ClaimedSession, *, error: str | None = None) -> bool:
+        return retry_transient(once, attempts=5, max_wait=2.0,
+                               transient=(psycopg.errors.TransactionRollback,))
+
+    def release(self, claim: ClaimedSession, *, error: str | None = None,
+                keep_pending: bool = False) -> bool:
         """End the claim: the row stops being pending unless a messages.add asked again since
-        the claim (then it stays pending for the next run); with `error`, the reason is kept
-        and counts as an attempt. True when the row is still pending."""
+        the claim (then it stays pending for the next run) or `keep_pending`; with `error`, the
+        reason is kept and counts as an attempt. True when the row is still pending."""
         with self.pool.connection() as conn, conn.transaction():
             row = conn.execute(
                 "UPDATE session_summariser SET lease_until = NULL, updated_at = now(),"
-                " pending = (requests <> %(requests)s), error = %(error)s,"
+                " pending = (%(keep)s OR requests <> %(requests)s), error = %(error)s,"
                 " attempts = CASE WHEN %(error)s::text IS NULL THEN 0 ELSE attempts + 1 END"
                 " WHERE session_pk = %(pk)s AND lease_until = %(lease)s RETURNING pending",
                 {"requests": claim.requests, "error": error, "pk": claim.session_pk,
-                 "lease": claim.lease}).fetchone()
+                 "lease": claim.lease, "keep": keep_pending}).fetchone()
         return bool(row and row[0])
 
     def claim_summary_embeddings(self, sessions: Sequence[uuid.UUID] | None, *, lease: float,
@@ -140,9 +147,15 @@ def summary_uuid(session_pk: uuid.UUID, recent_seq: int) -> uuid.UUID:
 
 def _move_point(conn: psycopg.Connection[Any], claim: ClaimedSession, from_seq: int,
                 to_seq: int, recent_uuid: uuid.UUID, content: str | None, vector: Any) -> bool:
-    held = conn.execute(
-        "SELECT 1 FROM session_summariser WHERE session_pk = %s AND lease_until = %s"
-        " FOR UPDATE", (claim.session_pk, claim.lease)).fetchone()
+    # The session row first, as the write path locks it (messages.add locks the session, then
+    # requests the summariser): the other order deadlocked against the consumer. The point's
+    # compare-and-set is decided under this lock; the lease check only spares a stale worker.
+    point = conn.execute("SELECT summary_seq FROM sessions WHERE id = %s AND deleted_at IS NULL"
+                         " FOR UPDATE", (claim.session_pk,)).fetchone()
+    if point is None or int(point[0]) != from_seq:
+        return False
+    held = conn.execute("SELECT 1 FROM session_summariser WHERE session_pk = %s"
+                        " AND lease_until = %s", (claim.session_pk, claim.lease)).fetchone()
     if held is None:
         return False
     moved_uuid: uuid.UUID | None = None
@@ -156,11 +169,9 @@ def _move_point(conn: psycopg.Connection[Any], claim: ClaimedSession, from_seq: 
             " ON CONFLICT (namespace_id, uuid) DO NOTHING",
             (claim.namespace_id, moved_uuid, claim.session_pk, content, recent_uuid, to_seq,
              count_tokens(content), vector, vector is not None, SUMMARY_BY_SUMMARISER))
-    updated = conn.execute(
-        "UPDATE sessions SET summary_seq = %s, summary_uuid = coalesce(%s, summary_uuid),"
-        " updated_at = now() WHERE id = %s AND summary_seq = %s AND deleted_at IS NULL",
-        (to_seq, moved_uuid, claim.session_pk, from_seq)).rowcount
-    return updated == 1
+    conn.execute("UPDATE sessions SET summary_seq = %s, summary_uuid = coalesce(%s, summary_uuid),"
+                 " updated_at = now() WHERE id = %s", (to_seq, moved_uuid, claim.session_pk))
+    return True
 
 
 def summariser_backlog(conn: psycopg.Connection[Any], window: int) -> dict[str, Any]:

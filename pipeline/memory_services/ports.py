@@ -1,6 +1,6 @@
 """The ports of conversation memory, beside the `pipeline/ports.py` ones (which would pass 400
 lines with them): the summariser, the after-commit work on messages and sessions, and the
-searcher. Each has one production adapter: `pipeline/memory/summarisers.py` and
+searcher. Each has one production adapter: `pipeline/memory_services/summarisers.py` and
 `pipeline/stores/postgres/memory_{work,fold,search}.py`. The values they trade are in
 `pipeline/domain/memory_values.py`, so the adapters never import this wing's services.
 """
@@ -24,7 +24,7 @@ from pipeline.domain.read_model import Hit
 
 @runtime_checkable
 class Summariser(Protocol):
-    """Folds conversation turns into a running summary (`pipeline/memory/summarisers.py`).
+    """Folds conversation turns into a running summary (`pipeline/memory_services/summarisers.py`).
 
     `summarise` gets the previous summary (None for the first fold) and the turns to fold, as
     `"role: content"` lines in conversation order, none of them empty chatter, and answers the
@@ -72,7 +72,8 @@ class SummaryWork(Protocol):
         holds and nobody moved the point; False otherwise."""
         ...
 
-    def release(self, claim: ClaimedSession, *, error: str | None = None) -> bool: ...
+    def release(self, claim: ClaimedSession, *, error: str | None = None,
+                keep_pending: bool = False) -> bool: ...
 
     def claim_summary_embeddings(self, sessions: Sequence[uuid.UUID] | None, *, lease: float,
                                  limit: int) -> list[ClaimedSummary]: ...

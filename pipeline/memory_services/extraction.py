@@ -35,7 +35,7 @@ from pipeline.domain.settings import Settings
 from pipeline.kafka.io import dead_letter_headers
 from pipeline.memory.entity_spans import CapitalisedSpanExtractor
 from pipeline.memory.model import EMBED_EXTRACTOR, ENTITIES_EXTRACTOR, TOKEN_EXTRACTOR
-from pipeline.memory.ports import MessageWork
+from pipeline.memory_services.ports import MessageWork
 from pipeline.ports import DeadLetterSink, Embedder, Extractor
 
 log = logging.getLogger(__name__)

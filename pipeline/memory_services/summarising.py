@@ -27,8 +27,8 @@ from pipeline.domain.memory_values import ClaimedSession
 from pipeline.domain.retry import retry_transient
 from pipeline.domain.settings import Settings
 from pipeline.kafka.io import dead_letter_headers
-from pipeline.memory.ports import Summariser, SummaryWork
 from pipeline.memory.summary_text import fold_steps, is_chatter
+from pipeline.memory_services.ports import Summariser, SummaryWork
 from pipeline.ports import DeadLetterSink, Embedder
 
 log = logging.getLogger(__name__)
@@ -97,6 +97,11 @@ class SessionSummariser:
                 f"summarising failed after {self.settings.memory_extract_retry_attempts}"
                 f" attempts: {error}"))
             stats.failed += 1
+        except Exception as exc:
+            # Unexpected (a database error): the session stays pending for the next run rather
+            # than held by the lease until it runs out.
+            self.work.release(claim, error=f"{type(exc).__name__}: {exc}", keep_pending=True)
+            raise
         self.work.release(claim, error=error)
 
     def _fold_all(self, claim: ClaimedSession, stats: SummaryStats) -> None:

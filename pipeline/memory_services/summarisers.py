@@ -18,7 +18,7 @@ from pipeline.domain.chunking import count_tokens
 from pipeline.domain.errors import ConfigError, SummariserError, Unavailable
 from pipeline.domain.settings import Settings
 from pipeline.memory import summary_text as st
-from pipeline.memory.ports import Summariser
+from pipeline.memory_services.ports import Summariser
 from pipeline.ports import Embedder
 
 _TRANSIENT_STATUSES = frozenset({408, 429})

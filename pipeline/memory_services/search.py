@@ -24,8 +24,8 @@ from pipeline.domain.errors import InvalidInput, Unavailable
 from pipeline.domain.memory_values import MESSAGE, SUMMARY, MemoryRow, MemoryScope
 from pipeline.domain.read_model import Hit
 from pipeline.memory.mmr import mmr
-from pipeline.memory.ports import MemorySearcher
 from pipeline.memory.where import parse_where
+from pipeline.memory_services.ports import MemorySearcher
 from pipeline.ports import QueryEmbedder
 from pipeline.retrieval.fusion import rrf
 
