@@ -1,7 +1,7 @@
 """The `brainstream` command: one entry point for operators.
 
-Each area has its module (`services`, `schema`, `events`, `index`, `generations`, `processes`);
-this one only assembles them under `main`, the console script of pyproject.toml.
+Each area has its module (`services`, `schema`, `events`, `index`, `generations`, `processes`,
+`memory`); this one only assembles them under `main`, the console script of pyproject.toml.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from pipeline.cli.common import CliGroup
 from pipeline.cli.events import dlq, publish
 from pipeline.cli.generations import generations, replay
 from pipeline.cli.index import graph, purge, reembed, status, verify
+from pipeline.cli.memory import memory
 from pipeline.cli.processes import api, consumer, up, worker
 from pipeline.cli.schema import kinds, migrate
 from pipeline.cli.services import services
@@ -27,5 +28,5 @@ def main() -> None:
 
 
 for _command in (services, migrate, kinds, publish, status, dlq, purge, verify, graph, reembed,
-                 consumer, worker, api, up, replay, generations):
+                 consumer, worker, api, up, replay, generations, memory):
     main.add_command(_command)

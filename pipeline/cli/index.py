@@ -53,7 +53,9 @@ def status(ctx: click.Context, as_json: bool, generation: int | None) -> None:
 @generation_option
 @click.pass_context
 def purge(ctx: click.Context, older_than: str, generation: int | None) -> None:
-    """Hard-delete soft-deleted objects (with parts and links) past a retention."""
+    """Hard-delete soft-deleted objects (with parts and links) and memory sessions (with
+    their messages and summaries) past a retention."""
+    from pipeline.ops.memory import purge_memory
     from pipeline.ops.purge import parse_age, purge as run_purge
 
     age = parse_age(older_than)
@@ -61,9 +63,13 @@ def purge(ctx: click.Context, older_than: str, generation: int | None) -> None:
     def show(result: object) -> None:
         click.echo(f"  ... {getattr(result, 'objects', 0)} objects so far", err=True)
 
-    result = run_purge(active_settings(ctx, generation), age, progress=show)
+    settings = active_settings(ctx, generation)
+    result = run_purge(settings, age, progress=show)
     click.echo(f"purged {result.objects} objects, {result.parts} parts, {result.links} links, "
                f"{result.outbox_rows} finished outbox rows (soft-deleted before {older_than} ago)")
+    memory = purge_memory(settings, age)
+    click.echo(f"purged {memory.sessions} memory sessions, {memory.messages} messages, "
+               f"{memory.summaries} summaries")
 
 
 @click.command()
@@ -75,6 +81,8 @@ def purge(ctx: click.Context, older_than: str, generation: int | None) -> None:
 @click.pass_context
 def verify(ctx: click.Context, repair: bool, sample: int, generation: int | None) -> None:
     """Report every disagreement between Postgres and the graph; exit 1 on drift."""
+    from pipeline.cli.memory import show_memory_check
+    from pipeline.ops.memory import verify_memory
     from pipeline.ops.verify import repair as run_repair, verify as run_verify
 
     settings = active_settings(ctx, generation)
@@ -82,9 +90,11 @@ def verify(ctx: click.Context, repair: bool, sample: int, generation: int | None
     click.echo(f"checked {drift.nodes_checked} objects and {drift.edges_checked} links")
     for name, count in drift.summary():
         click.echo(f"  {name:42} {count}")
+    memory = verify_memory(settings)
+    show_memory_check(memory)
     if drift.clean:
         click.echo("Postgres and the graph agree")
-        return
+        sys.exit(0 if memory.clean else 1)
     if repair:
         done = run_repair(settings, drift)
         click.echo(f"queued {done['nodes']} node and {done['edges']} edge re-syncs for the relay"

@@ -61,8 +61,43 @@ class StateCollector(Collector):
         yield age
         yield failed
         yield embed
+        yield from self._memory(settings)
         if self.lag:
             yield from self._lag(settings)
+
+    def _memory(self, settings: Settings) -> Iterator[GaugeMetricFamily]:
+        """Conversation memory: each extractor's backlog and lag, and the summary lag."""
+        import psycopg
+
+        from pipeline.ops.memory import read_memory_backlog
+
+        pending = GaugeMetricFamily("brainstream_memory_extractor_pending",
+                                    "Messages an extractor has not done yet",
+                                    labels=["extractor"])
+        failed = GaugeMetricFamily("brainstream_memory_extractor_failed",
+                                   "Messages an extractor gave up on (dead-lettered)",
+                                   labels=["extractor"])
+        lag = GaugeMetricFamily("brainstream_memory_extractor_lag_seconds",
+                                "Age of the oldest message an extractor has not done",
+                                labels=["extractor"])
+        summary = GaugeMetricFamily("brainstream_memory_summary_lag_messages",
+                                    "Messages past the window not folded into a summary yet "
+                                    "(all sessions, and the worst one)", labels=["scope"])
+        summariser = GaugeMetricFamily("brainstream_memory_summariser_pending",
+                                       "Sessions waiting for the summariser")
+        try:
+            with psycopg.connect(settings.effective_postgres_dsn, connect_timeout=3) as c:
+                memory = read_memory_backlog(c, settings.memory_window)
+            for e in memory.extractors:
+                pending.add_metric([e.extractor], float(e.pending))
+                failed.add_metric([e.extractor], float(e.failed))
+                lag.add_metric([e.extractor], e.oldest_pending_seconds)
+            summary.add_metric(["total"], float(memory.summary_lag_messages))
+            summary.add_metric(["max"], float(memory.summary_lag_max))
+            summariser.add_metric([], float(memory.summariser_pending))
+        except Exception as exc:  # a scrape must not fail because Postgres blinked
+            log.warning("metrics: cannot read the memory backlog: %s", exc)
+        yield from (pending, failed, lag, summary, summariser)
 
     def _active(self) -> Settings:
         """The active index generation's settings (a replay may have switched since start)."""

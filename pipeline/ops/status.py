@@ -13,6 +13,7 @@ import psycopg
 from pipeline.domain.settings import Settings
 from pipeline.embedding.service import counts_by_status
 from pipeline.kafka.offsets import committed_offsets, read_tails
+from pipeline.ops.memory import read_memory_backlog
 from pipeline.outbox.store import OpBacklog, backlog_by_op
 from pipeline.services.stack import Stack
 from pipeline.stores.postgres.memory_fold import summariser_backlog
@@ -121,6 +122,15 @@ def _database(settings: Settings, report: StatusReport) -> None:
         report.deferred = {"count": int(waiting[0]) if waiting else 0,
                            "oldest_seconds": round(float(waiting[1]), 1)
                            if waiting and waiting[1] is not None else None}
+        memory = read_memory_backlog(conn, settings.memory_window)
+        report.memory = {
+            "extractors": {e.extractor: {"pending": e.pending, "failed": e.failed,
+                                         "oldest_pending_seconds": round(
+                                             e.oldest_pending_seconds, 1)}
+                           for e in memory.extractors},
+            "summariser_pending": memory.summariser_pending,
+            "summary_lag_messages": memory.summary_lag_messages,
+            "summary_lag_max": memory.summary_lag_max}
 
 
 def render(report: StatusReport) -> str:
@@ -159,6 +169,14 @@ def render(report: StatusReport) -> str:
     if report.deferred:
         lines.append(f"deferred events: {report.deferred['count']} (oldest "
                      f"{report.deferred['oldest_seconds']} s)")
+    if report.memory:
+        m = report.memory
+        lines.append(f"memory: summariser pending for {m['summariser_pending']} sessions, "
+                     f"{m['summary_lag_messages']} messages past the window "
+                     f"(worst session {m['summary_lag_max']})")
+        for name, e in m["extractors"].items():
+            lines.append(f"  extractor {name}: {e['pending']} pending (oldest "
+                         f"{e['oldest_pending_seconds']} s), {e['failed']} failed")
     if report.dead_letters:
         lines.append(f"dead letters: {report.dead_letters['count']}"
                      + ("" if report.dead_letters["exact"] else " (at least)"))

@@ -53,10 +53,13 @@ def session_row(settings: Settings, ns: uuid.UUID | str, session_id: str
 
 def messages_of(settings: Settings, ns: uuid.UUID | str, session_id: str, *,
                 visible: bool = True) -> list[dict[str, Any]]:
-    """The session's messages by seq (the hidden ones too unless `visible`)."""
+    """The session's messages by seq (the hidden ones too unless `visible`); `metadata` is the
+    publisher's (without `system`, which the extractors write on their own time), `system`
+    apart."""
     with psycopg.connect(settings.effective_postgres_dsn) as conn:
         cur = conn.execute(
-            "SELECT m.uuid::text, m.seq, m.role, m.content, m.metadata, m.deleted_at"
+            "SELECT m.uuid::text, m.seq, m.role, m.content, m.metadata - 'system' AS metadata,"
+            " m.metadata -> 'system' AS system, m.deleted_at"
             " FROM messages m JOIN sessions s ON s.id = m.session_pk"
             " WHERE s.namespace_id = %s AND s.session_id = %s"
             " AND (NOT %s OR m.deleted_at IS NULL) ORDER BY m.seq",

@@ -157,9 +157,10 @@ def test_system_metadata_needs_a_privileged_key(procs: dict[str, Proc], catalog:
     letters = wait_for(lambda: dead_letters(catalog, [e["id"] for e in refused]), timeout=30,
                        what="the refused system writes")
     assert {h["brainstream.error.code"] for h in letters.values()} == {"privileged_key_required"}
-    rows = wait_for(lambda: (m := messages_of(catalog, ns, sid)) and m[0]["metadata"] and m,
+    rows = wait_for(lambda: (m := messages_of(catalog, ns, sid)) and m[0]["system"] and m,
                     timeout=30, what="the privileged system write")
-    assert [r["metadata"] for r in rows] == [{"system": {"intent": "greet"}}]
+    assert len(rows) == 1
+    assert rows[0]["system"]["intent"] == "greet"
 
 
 def _poisons(ns: uuid.UUID, sid: str, stored: dict[str, Any]) -> list[tuple[Any, str, str]]:

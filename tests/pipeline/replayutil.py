@@ -18,6 +18,7 @@ import psycopg
 from fastapi.testclient import TestClient
 from psycopg import sql
 
+from pipeline.domain.sessions import session_key
 from pipeline.domain.settings import Settings
 from pipeline.kafka.io import make_producer
 from tests.pipelineutil import (
@@ -129,12 +130,43 @@ def publish_corpus(settings: Settings, pub: Publisher) -> Corpus:
     events.append((put(ns, id=notes[5], kind="note", title="Note 5 rewritten",
                        content="\n\n".join(_sentence(50 + p, 60) for p in range(6)),
                        content_type="text/markdown", properties={"author": "kim"}), notes[5]))
+    events += _memory_events(ns)
     for value, key in events:
         pub.send(value, key)
     pub.send(b'{"this is": "a poison event"', "poison")  # dead-lettered, and again in replay
     pub.send(put(KEYED_NS, kind="deal", title="Unsigned: refused", properties={"stage": "won"}),
              "unsigned")  # refused live and in replay
     return Corpus([examples_ns, ns, KEYED_NS], companies, notes, valid_events=12 + len(events))
+
+
+def _memory_events(ns: str) -> list[tuple[dict[str, Any], str]]:
+    """Conversations (issue 12): adds (one repeated), a session put, a metadata key, an external
+    summary, and a session deleted then revived, each keyed by its session."""
+    events: list[tuple[dict[str, Any], str]] = []
+    for s in range(3):
+        sid, key = f"chat-{s}", str(session_key(uuid.UUID(ns), f"chat-{s}"))
+        msgs = [{"uuid": str(uuid.uuid4()), "role": "user" if i % 2 else "assistant",
+                 "content": _sentence(s * 10 + i, 10), "metadata": {"turn": i}}
+                for i in range(8)]
+        events.append((envelope("session.put", ns, {"session_id": sid, "user_id": f"u{s % 2}",
+                                                    "metadata": {"n": s}}), key))
+        for start in (0, 3, 3, 6):  # the second 3 repeats a batch: stored once
+            events.append((envelope("messages.add", ns, {"session_id": sid,
+                                                         "messages": msgs[start:start + 3]}),
+                           key))
+        events.append((envelope("message.metadata", ns, {"session_id": sid,
+                                                         "uuid": msgs[1]["uuid"],
+                                                         "key": "mood", "value": "calm"}), key))
+        events.append((envelope("summary.put", ns, {"session_id": sid, "uuid": str(uuid.uuid4()),
+                                                    "content": _sentence(s, 20),
+                                                    "recent_message_uuid": msgs[4]["uuid"]}),
+                       key))
+        if s == 2:
+            events.append((envelope("session.delete", ns, {"session_id": sid}), key))
+            events.append((envelope("session.put", ns, {"session_id": sid}), key))
+            events.append((envelope("messages.add", ns, {"session_id": sid, "messages": [
+                {"uuid": str(uuid.uuid4()), "role": "user", "content": "back again"}]}), key))
+    return events
 
 
 def quiet(settings: Settings, corpus: Corpus) -> bool:
@@ -164,10 +196,25 @@ def pg_snapshot(settings: Settings, namespaces: list[str]) -> dict[str, Any]:
         links = conn.execute(
             "SELECT from_id, relation_type, to_id, meta, deleted_at IS NULL FROM links"
             " WHERE namespace_id::text = ANY(%s) ORDER BY 1, 2, 3", (namespaces,)).fetchall()
+        sessions = conn.execute(
+            "SELECT id, session_id, user_id, metadata, last_seq, summary_seq, summary_uuid,"
+            " deleted_at IS NULL FROM sessions WHERE namespace_id::text = ANY(%s) ORDER BY id",
+            (namespaces,)).fetchall()
+        messages = conn.execute(
+            # without `system`: the extractors write it after commit, on their own time
+            "SELECT uuid, session_pk, seq, role, md5(content), metadata - 'system',"
+            " deleted_at IS NULL"
+            " FROM messages WHERE namespace_id::text = ANY(%s) ORDER BY uuid",
+            (namespaces,)).fetchall()
+        summaries = conn.execute(
+            "SELECT uuid, session_pk, md5(content), recent_message_uuid, recent_seq, source,"
+            " deleted_at IS NULL FROM summaries WHERE namespace_id::text = ANY(%s) ORDER BY uuid",
+            (namespaces,)).fetchall()
         ledger = conn.execute(
             "SELECT namespace_id, source, event_id, outcome FROM processed_events"
             " WHERE namespace_id::text = ANY(%s) ORDER BY 1, 2, 3", (namespaces,)).fetchall()
-    return {"objects": objects, "links": links, "ledger": ledger}
+    return {"objects": objects, "links": links, "ledger": ledger, "sessions": sessions,
+            "messages": messages, "summaries": summaries}
 
 
 def graph_snapshot(settings: Settings, namespaces: list[str]) -> dict[str, Any]:

@@ -167,7 +167,9 @@ def test_postgres_and_graph_are_identical(replayed: Replayed) -> None:
     g2 = get_generation(replayed.settings, 2).settings(replayed.settings)
     after = pg_snapshot(g2, replayed.corpus.namespaces)
     assert len(after["objects"]) > 300
-    for name in ("objects", "links", "ledger"):
+    # conversation memory too: 3 sessions, 25 messages (a repeated add stored once), 3 summaries
+    assert (len(after["sessions"]), len(after["messages"]), len(after["summaries"])) == (3, 25, 3)
+    for name in ("objects", "links", "ledger", "sessions", "messages", "summaries"):
         assert after[name] == replayed.pg_before[name], name
     graph_after = graph_snapshot(g2, replayed.corpus.namespaces)
     assert len(graph_after["edges"]) > 50

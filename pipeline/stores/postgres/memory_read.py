@@ -20,16 +20,40 @@ from psycopg_pool import AsyncConnectionPool
 from pipeline.memory.model import Memory, Message, Session, Summary, summary_lag
 from pipeline.stores.postgres.pool import AsyncConn, read_connection
 
-_SESSION = ("SELECT id, session_id, user_id, metadata, created_at, updated_at, last_seq,"
-            " summary_seq, summary_uuid FROM sessions")
+# a session's columns are named apart from a message's (the memory statement reads both)
+_SESSION = ("SELECT id, session_id, user_id, metadata AS session_metadata,"
+            " created_at AS s_created, updated_at AS s_updated, last_seq, summary_seq,"
+            " summary_uuid FROM sessions")
 _MESSAGE = ("SELECT uuid, seq, role, content, metadata, token_count, created_at FROM messages"
             " WHERE session_pk = %(key)s AND deleted_at IS NULL")
+
+# GET memory: the live session, its latest summary, and its newest messages (after the summary
+# point, or the last `lastn`), newest first; one row per message, or one without a message.
+_MEMORY = """
+SELECT s.id, s.session_id, s.user_id, s.metadata AS session_metadata, s.created_at AS s_created,
+       s.updated_at AS s_updated, s.last_seq, s.summary_seq,
+       u.uuid AS s_uuid, u.content AS s_content, u.recent_message_uuid AS s_recent,
+       u.recent_seq AS s_recent_seq, u.token_count AS s_tokens, u.source AS s_source,
+       u.created_at AS s_created_at,
+       m.uuid, m.seq, m.role, m.content, m.metadata, m.token_count, m.created_at
+FROM sessions s
+LEFT JOIN summaries u ON u.namespace_id = s.namespace_id AND u.uuid = s.summary_uuid
+    AND u.deleted_at IS NULL
+LEFT JOIN LATERAL (
+    SELECT uuid, seq, role, content, metadata, token_count, created_at FROM messages
+    WHERE session_pk = s.id AND deleted_at IS NULL
+      AND seq > CASE WHEN %(lastn)s::int IS NULL THEN s.summary_seq ELSE 0 END
+    ORDER BY seq DESC LIMIT %(n)s
+) m ON true
+WHERE s.namespace_id = %(ns)s AND s.session_id = %(sid)s AND s.deleted_at IS NULL
+ORDER BY m.seq DESC
+"""
 
 
 def _session(row: dict[str, Any]) -> Session:
     return Session(session_id=row["session_id"], user_id=row["user_id"],
-                   metadata=dict(row["metadata"]), created_at=row["created_at"],
-                   updated_at=row["updated_at"], last_seq=row["last_seq"],
+                   metadata=dict(row["session_metadata"]), created_at=row["s_created"],
+                   updated_at=row["s_updated"], last_seq=row["last_seq"],
                    summary_seq=row["summary_seq"])
 
 
@@ -83,27 +107,25 @@ class PgMemoryReader:
     async def memory(self, ns: uuid.UUID, session_id: str, *, lastn: int | None,
                      window: int) -> Memory | None:
         """The latest summary and, oldest first, the last `lastn` visible messages, or without
-        `lastn` the messages after the summary point, at most `window` (the newest)."""
+        `lastn` the messages after the summary point, at most `window` (the newest). One
+        statement (one round trip): the session, its summary and the messages side by side."""
         async with read_connection(self.pool) as conn:
-            row = await self._live(conn, ns, session_id)
-            if row is None:
-                return None
             cur = conn.cursor(row_factory=dict_row)
-            after = 0 if lastn is not None else row["summary_seq"]
-            await cur.execute(_MESSAGE + " AND seq > %(after)s ORDER BY seq DESC LIMIT %(n)s",
-                              {"key": row["id"], "after": after,
-                               "n": lastn if lastn is not None else window})
-            messages = [_message(r) for r in reversed(await cur.fetchall())]
-            summary = None
-            if row["summary_uuid"] is not None:
-                await cur.execute(
-                    "SELECT uuid, content, recent_message_uuid, recent_seq, token_count, source,"
-                    " created_at FROM summaries WHERE namespace_id = %s AND uuid = %s"
-                    " AND deleted_at IS NULL", (ns, row["summary_uuid"]))
-                found = await cur.fetchone()
-                summary = Summary(**found) if found else None
-        return Memory(session=_session(row), summary=summary, messages=messages,
-                      summary_lag=summary_lag(row["last_seq"], row["summary_seq"], window))
+            await cur.execute(_MEMORY, {"ns": ns, "sid": session_id, "lastn": lastn,
+                                        "n": lastn if lastn is not None else window})
+            rows = await cur.fetchall()
+        if not rows:
+            return None
+        head = rows[0]
+        summary = None
+        if head["s_uuid"] is not None:
+            summary = Summary(uuid=head["s_uuid"], content=head["s_content"],
+                              recent_message_uuid=head["s_recent"],
+                              recent_seq=head["s_recent_seq"], token_count=head["s_tokens"],
+                              source=head["s_source"], created_at=head["s_created_at"])
+        messages = [_message(r) for r in reversed(rows) if r["uuid"] is not None]
+        return Memory(session=_session(head), summary=summary, messages=messages,
+                      summary_lag=summary_lag(head["last_seq"], head["summary_seq"], window))
 
     async def messages(self, ns: uuid.UUID, session_id: str, *, after_seq: int,
                        limit: int) -> list[Message] | None:
