@@ -16,8 +16,6 @@ from pipeline.kafka.offsets import committed_offsets, read_tails
 from pipeline.ops.memory import read_memory_backlog
 from pipeline.outbox.store import OpBacklog, backlog_by_op
 from pipeline.services.stack import Stack
-from pipeline.stores.postgres.memory_fold import summariser_backlog
-from pipeline.stores.postgres.memory_work import counts_by_extractor
 
 CONSUMER_GROUP = "brainstream-consumer"
 
@@ -114,8 +112,6 @@ def _database(settings: Settings, report: StatusReport) -> None:
                             "done": int(embed.get("done", 0)),
                             "oldest_pending_seconds": round(float(oldest[0]), 1)
                             if oldest and oldest[0] is not None else None}
-        report.memory = {"extractors": counts_by_extractor(conn),
-                         "summaries": summariser_backlog(conn, settings.memory_window)}
         waiting = conn.execute(
             "SELECT count(*), extract(epoch FROM now() - min(first_seen)) FROM deferred_events"
         ).fetchone()
@@ -157,15 +153,6 @@ def render(report: StatusReport) -> str:
         e = report.embedding
         lines.append(f"embedding: {e['pending']} pending (oldest {e['oldest_pending_seconds']}"
                      f" s), {e['failed']} failed, {e['done']} done")
-    if report.memory:
-        for name, x in report.memory["extractors"].items():
-            lines.append(f"memory extractor {name}: {x['pending']} pending (oldest "
-                         f"{x['oldest_pending_seconds']} s), {x['failed']} failed, "
-                         f"{x['done']} done")
-        m = report.memory["summaries"]
-        lines.append(f"memory summaries: {m['pending_sessions']} sessions pending (oldest "
-                     f"{m['oldest_pending_seconds']} s), {m['failed_sessions']} failed, at most "
-                     f"{m['max_messages_past_window']} messages past the window")
     if report.deferred:
         lines.append(f"deferred events: {report.deferred['count']} (oldest "
                      f"{report.deferred['oldest_seconds']} s)")

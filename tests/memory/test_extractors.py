@@ -55,10 +55,8 @@ def test_every_message_is_extracted_once_two_tenants(procs: dict[str, Proc], cat
     assert all(states.get(f"{x}:attempts=1") == 3 for x in ("token", "embed", "entities"))
     b_meta = messages_of(catalog, b, sid)[0]["metadata"]
     assert "rotterdam port authority" in {e["name"] for e in b_meta["system"]["entities"]}
-    report = collect(catalog)
-    extractors = report.memory["extractors"]
-    assert set(extractors) >= {"token", "embed", "entities"}
-    assert all(x["done"] >= 4 for x in extractors.values())
+    extractors = collect(catalog).memory["extractors"]  # `brainstream status` shows each
+    assert set(extractors) == {"token", "embed", "entities"}
 
 
 class _Refusing:

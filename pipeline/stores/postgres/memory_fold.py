@@ -172,18 +172,3 @@ def _move_point(conn: psycopg.Connection[Any], claim: ClaimedSession, from_seq: 
     conn.execute("UPDATE sessions SET summary_seq = %s, summary_uuid = coalesce(%s, summary_uuid),"
                  " updated_at = now() WHERE id = %s", (to_seq, moved_uuid, claim.session_pk))
     return True
-
-
-def summariser_backlog(conn: psycopg.Connection[Any], window: int) -> dict[str, Any]:
-    """Sessions waiting for the summariser, failed ones, and the largest debt past the window
-    (for status and metrics)."""
-    row = conn.execute(
-        "SELECT count(*) FILTER (WHERE w.pending), count(*) FILTER (WHERE w.error IS NOT NULL),"
-        " coalesce(max(greatest(0, s.last_seq - s.summary_seq - %s)), 0),"
-        " extract(epoch FROM now() - min(w.requested_at) FILTER (WHERE w.pending))"
-        " FROM session_summariser w JOIN sessions s ON s.id = w.session_pk"
-        " WHERE s.deleted_at IS NULL", (window,)).fetchone()
-    pending, failed, debt, oldest = row if row else (0, 0, 0, None)
-    return {"pending_sessions": int(pending or 0), "failed_sessions": int(failed or 0),
-            "max_messages_past_window": int(debt or 0),
-            "oldest_pending_seconds": round(float(oldest), 1) if oldest is not None else None}

@@ -109,21 +109,6 @@ class PgMessageWork:
                      claimed.lease))
 
 
-def counts_by_extractor(conn: psycopg.Connection[Any]) -> dict[str, dict[str, Any]]:
-    """Per extractor: rows per status and the age of the oldest pending one (status, metrics)."""
-    out: dict[str, dict[str, Any]] = {}
-    for extractor, status, count, oldest in conn.execute(
-            "SELECT extractor, status, count(*),"
-            " extract(epoch FROM now() - min(created_at)) FROM message_extraction"
-            " GROUP BY extractor, status").fetchall():
-        entry = out.setdefault(str(extractor), {"pending": 0, "done": 0, "failed": 0,
-                                                "oldest_pending_seconds": None})
-        entry[str(status)] = int(count)
-        if status == "pending" and oldest is not None:
-            entry["oldest_pending_seconds"] = round(float(oldest), 1)
-    return out
-
-
 def pending_work(conn: psycopg.Connection[Any], *, older_than: float) -> int:
     """Extractor rows and summariser requests nobody holds that waited `older_than` seconds:
     what the sweep must trigger again (a lost trigger, a killed worker)."""
