@@ -65,3 +65,19 @@ def test_values_never_enter_the_path_text(key: str, value: object) -> None:
     assert isinstance(cond, PathCondition)
     assert cond.jsonpath == f"$.{key} ? (@ == $v)" and cond.variables == {"v": value}
     assert key.isascii() and all(ch.isalnum() or ch == "_" for ch in key)
+
+
+def test_the_sql_carries_paths_and_values_as_parameters() -> None:
+    from psycopg import sql
+
+    from pipeline.stores.postgres.memory_search import compile_where
+
+    hostile = "x') OR true --"
+    cond = parse_where({"or": [{"jsonpath": "$.topic", "eq": hostile},
+                               {"jsonpath": "$.n", "exists": False}]}, max_conditions=5)
+    params: dict[str, object] = {}
+    text = compile_where(cond, params, sql.SQL("r.metadata")).as_string(None)
+    assert text == ("(jsonb_path_exists(r.metadata, %(w0p)s::jsonpath, %(w0v)s) OR "
+                    "NOT jsonb_path_exists(r.metadata, %(w2p)s::jsonpath, %(w2v)s))")
+    assert params["w0p"] == "$.topic ? (@ == $v)" and params["w2p"] == "$.n"
+    assert getattr(params["w0v"], "obj", None) == {"v": hostile}
