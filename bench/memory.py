@@ -28,7 +28,8 @@ from typing import Any
 
 import memorydata as data
 import psycopg
-from harness import PipelineProcesses, child_env, fresh_stack
+from harness import PipelineProcesses, fresh_stack
+from memoryreport import Results, report
 from runenv import BENCH_DIR, bench_parser, emit_report, log, machine_lines, quiet_logging
 from timing import percentile
 
@@ -229,44 +230,56 @@ def main() -> int:
     parser = bench_parser(__doc__)
     parser.add_argument("--embedder", choices=["static", "minilm"], default="static")
     parser.add_argument("--workers", type=int, default=2, help="worker processes")
+    parser.add_argument("--phases", default="recall,get,lag",
+                        help="which of recall, get, lag to run (comma-separated)")
     parser.add_argument("--out", type=Path, default=None, help="also write the report here")
     args = parser.parse_args()
+    phases = set(args.phases.split(","))
     quiet_logging()
     settings = settings_for(args.embedder)
     log(f"fresh stack in {settings.resolved_data_dir}")
     stack = fresh_stack(settings)
     procs = PipelineProcesses(settings, workers=args.workers)
-    assert child_env(settings)  # the children get exactly these settings
     procs.start()
     publisher = EventPublisher(make_producer(settings), settings.topic_events)
+    results = Results(args.embedder)
     try:
-        conversations, questions = data.load()
-        locomo, big, lag = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
-        log(f"publishing {len(conversations)} LoCoMo conversations")
-        turns = publish_locomo(publisher, locomo, conversations)
-        ingest_s = wait_settled(settings, locomo, turns, timeout=1800)
-        log(f"{turns} turns stored, extracted and summarised in {ingest_s:.0f} s")
-        recall = asyncio.run(recall_table(settings, locomo, conversations, questions))
-        log("publishing the 10,000-message session")
-        sid = big_session(settings, publisher, big)
-        big_s = wait_settled(settings, big, BIG_SESSION, timeout=3600)
-        log(f"10,000 messages settled in {big_s:.0f} s; timing GET memory")
-        get_ms = get_memory_ms(settings, big, sid)
-        log(f"summary lag: {LAG_MESSAGES} messages at {LAG_RATE:.0f}/s")
-        lags = summary_lag(settings, publisher, lag)
-        wait_settled(settings, lag, LAG_MESSAGES, timeout=600)
-        checks = {name: integrity(settings, ns, n) for name, ns, n in (
-            ("LoCoMo", locomo, turns), ("10k session", big, BIG_SESSION),
-            ("lag sessions", lag, LAG_MESSAGES))}
+        run_phases(settings, publisher, phases, results)
         procs.check_alive()
     finally:
         publisher.producer.close()
         procs.stop()
         stack.stop()
-    from memoryreport import report
-    emit_report(report(args.embedder, questions, recall, get_ms, lags, checks, ingest_s,
-                       machine_lines()), args.out)
+    emit_report(report(results, machine_lines()), args.out)
     return 0
+
+
+def run_phases(settings: Settings, publisher: EventPublisher, phases: set[str],
+               results: Results) -> None:
+    if "recall" in phases:
+        conversations, results.questions = data.load()
+        ns = uuid.uuid4()
+        log(f"publishing {len(conversations)} LoCoMo conversations")
+        turns = publish_locomo(publisher, ns, conversations)
+        results.ingest_s = wait_settled(settings, ns, turns, timeout=3600)
+        log(f"{turns} turns stored, extracted and summarised in {results.ingest_s:.0f} s")
+        results.recall = asyncio.run(recall_table(settings, ns, conversations,
+                                                  results.questions))
+        results.checks["LoCoMo"] = integrity(settings, ns, turns)
+    if "get" in phases:
+        ns = uuid.uuid4()
+        log("publishing the 10,000-message session")
+        sid = big_session(settings, publisher, ns)
+        big_s = wait_settled(settings, ns, BIG_SESSION, timeout=3600)
+        log(f"10,000 messages settled in {big_s:.0f} s; timing GET memory")
+        results.get_ms = get_memory_ms(settings, ns, sid)
+        results.checks["10k session"] = integrity(settings, ns, BIG_SESSION)
+    if "lag" in phases:
+        ns = uuid.uuid4()
+        log(f"summary lag: {LAG_MESSAGES} messages at {LAG_RATE:.0f}/s")
+        results.lags = summary_lag(settings, publisher, ns)
+        wait_settled(settings, ns, LAG_MESSAGES, timeout=600)
+        results.checks["lag sessions"] = integrity(settings, ns, LAG_MESSAGES)
 
 
 if __name__ == "__main__":

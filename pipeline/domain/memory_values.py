@@ -19,7 +19,8 @@ SUMMARY = "summary"
 
 @dataclass(frozen=True)
 class ClaimedMessage:
-    """One message claimed for one extractor; `lease` (the claim's stamp) is its token."""
+    """One message claimed for one extractor; `lease` (the claim's stamp) is its token;
+    `previous` the content of the turn before it in its session (None for the first)."""
 
     namespace_id: uuid.UUID
     message_uuid: uuid.UUID
@@ -27,6 +28,15 @@ class ClaimedMessage:
     lease: datetime
     content: str
     event_id: str | None
+    previous: str | None = None
+
+
+def context_text(message: ClaimedMessage) -> str:
+    """What a message is embedded and found lexically by: the turn before it, then itself (a
+    reply alone often lacks the subject its question named)."""
+    if message.previous is None:
+        return message.content
+    return f"{message.previous}\n{message.content}"
 
 
 @dataclass(frozen=True)

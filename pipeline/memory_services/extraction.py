@@ -8,13 +8,16 @@ rows are claimed again once its lease runs out, and a slow worker whose lease ex
 nothing.
 
 - token: the approximate token count of the content (`pipeline/domain/chunking.py: count_tokens`);
-- embed: the pipeline's embedder, the same model as the objects';
+- embed: the pipeline's embedder, the same model as the objects', over the message after the turn
+  before it in its session (`context_text`); the lexemes of that text go to `context_lexical`,
+  which lexical search reads (a reply is found by the words of the question it answers);
 - entities: mentions with character spans of the content, stored as
   `metadata.system.entities = [{name, label, matches: [{start, end, text}]}]`.
 
 Transient failures (`Unavailable`) are retried by the one policy (`pipeline/domain/retry.py`); what
-exhausts it, or a message the extractor refuses, is marked failed and dead-lettered with
-`extractor_failed`, and the other messages of the batch go on.
+exhausts it, or a message the extractor refuses (alone, without the turn before it: a refused turn
+must not fail its reply too), is marked failed and dead-lettered with `extractor_failed`, and the
+other messages of the batch go on.
 """
 
 from __future__ import annotations
@@ -23,12 +26,13 @@ import json
 import logging
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pipeline.domain.chunking import count_tokens
 from pipeline.domain.errors import BrainstreamError, ExtractorFailed, Unavailable
-from pipeline.domain.memory_values import ClaimedMessage
+from pipeline.domain.index_text import embedder_text
+from pipeline.domain.memory_values import ClaimedMessage, context_text
 from pipeline.domain.mentions import Extraction, TextField
 from pipeline.domain.retry import retry_transient
 from pipeline.domain.settings import Settings
@@ -39,7 +43,7 @@ from pipeline.memory_services.ports import MessageWork
 from pipeline.ports import DeadLetterSink, Embedder, Extractor
 
 log = logging.getLogger(__name__)
-Compute = Callable[[Sequence[str]], list[Any]]
+Compute = Callable[[Sequence[ClaimedMessage]], list[Any]]
 
 
 def message_extractor() -> Extractor:
@@ -61,11 +65,13 @@ class MessageExtraction:
         self.settings = settings
         self.work = work
         self.dead_letters = dead_letters
+        cap = settings.embed_text_cap_chars
         self.extractors: dict[str, Compute] = {
-            TOKEN_EXTRACTOR: lambda texts: [count_tokens(t) for t in texts],
-            EMBED_EXTRACTOR: lambda texts: list(embedder.embed(texts)),
-            ENTITIES_EXTRACTOR: lambda texts: [_entities(x) for x in entities.extract(
-                [[TextField("content", t)] for t in texts])],
+            TOKEN_EXTRACTOR: lambda rows: [count_tokens(r.content) for r in rows],
+            EMBED_EXTRACTOR: lambda rows: list(embedder.embed(
+                [embedder_text(context_text(r), cap_chars=cap) for r in rows])),
+            ENTITIES_EXTRACTOR: lambda rows: [_entities(x) for x in entities.extract(
+                [[TextField("content", r.content)] for r in rows])],
         }
 
     def run(self, sessions: Sequence[uuid.UUID] | None = None, *,
@@ -87,7 +93,7 @@ class MessageExtraction:
         """Compute and store; a refused batch is halved until each refused message is alone."""
         try:
             values = retry_transient(
-                lambda: compute([r.content for r in rows]),
+                lambda: compute(rows),
                 attempts=self.settings.memory_extract_retry_attempts,
                 max_wait=self.settings.memory_extract_retry_max_wait,
                 on_retry=lambda n, exc: log.warning("%s extractor attempt %d failed: %s",
@@ -102,6 +108,10 @@ class MessageExtraction:
                 half = len(rows) // 2
                 self._batch(name, compute, rows[:half], stats)
                 self._batch(name, compute, rows[half:], stats)
+                return
+            if rows[0].previous is not None:
+                # the turn before may be what was refused: the message alone is tried next
+                self._batch(name, compute, [replace(rows[0], previous=None)], stats)
                 return
             self._fail(name, rows, ExtractorFailed(
                 f"the {name} extractor refused this message: {exc.code}: {exc.message}"), stats)

@@ -1,6 +1,7 @@
 """Issue 12, item 2: the message extractors on the real pipeline. Every message of two tenants
 gets its token count, its embedding and its entities with spans under `system`, once; a message
-the embedder refuses is dead-lettered with `extractor_failed` while the rest go on; a worker
+the embedder refuses is dead-lettered with `extractor_failed` while the rest go on (its reply,
+embedded with it as context, is embedded alone); a worker
 killed with -9 mid-work loses and doubles nothing; `brainstream status` shows the extractors.
 """
 
@@ -53,8 +54,8 @@ def test_every_message_is_extracted_once_two_tenants(procs: dict[str, Proc], cat
     # each extractor applied each message once (attempts count stored results)
     states = extraction_states(catalog, a)
     assert all(states.get(f"{x}:attempts=1") == 3 for x in ("token", "embed", "entities"))
-    b_meta = messages_of(catalog, b, sid)[0]["metadata"]
-    assert "rotterdam port authority" in {e["name"] for e in b_meta["system"]["entities"]}
+    b_system = messages_of(catalog, b, sid)[0]["system"]
+    assert "rotterdam port authority" in {e["name"] for e in b_system["entities"]}
     extractors = collect(catalog).memory["extractors"]  # `brainstream status` shows each
     assert set(extractors) == {"token", "embed", "entities"}
 
@@ -97,6 +98,10 @@ def test_a_refused_message_is_dead_lettered_and_the_others_go_on(
     states = extraction_states(catalog, ns)
     assert states["embed:done"] == 5 and states["embed:failed"] == 1
     assert states["token:done"] == 6 and states["entities:done"] == 6
+    # the reply after the refused turn: embedded and indexed by its own words only
+    reply = query(catalog, "SELECT context_lexical = to_tsvector('english', content) FROM"
+                  " messages WHERE namespace_id = %s AND uuid = %s", str(ns), good[1]["uuid"])
+    assert reply == [(True,)]
     error = query(catalog, "SELECT error FROM message_extraction WHERE namespace_id = %s"
                   " AND message_uuid = %s AND extractor = 'embed'", str(ns), bad["uuid"])
     assert "POISON" in error[0][0]

@@ -33,6 +33,10 @@ from pipeline.retrieval.bm25 import DEFAULT_B, DEFAULT_K1
 from pipeline.stores.postgres.pool import AsyncConn, read_connection
 
 _TABLE = {MESSAGE: sql.Identifier("messages"), SUMMARY: sql.Identifier("summaries")}
+# What BM25 reads: a message's words with its preceding turn's once the embed extractor wrote
+# them (migrations/0018), its own until then; a summary's own.
+_LEXICAL = {MESSAGE: sql.SQL("coalesce(r.context_lexical, r.lexical)"),
+            SUMMARY: sql.SQL("r.lexical")}
 
 
 def compile_where(cond: Condition, params: dict[str, Any], column: sql.Composable
@@ -73,7 +77,7 @@ def _scope_sql(kind: str, scope: MemoryScope, params: dict[str, Any]) -> sql.Com
 # rows holding a query lexeme (OR semantics), k1 and b as the object search's.
 _BM25 = """
 WITH q AS (SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('english', %(query)s))) AS term),
-scope AS (SELECT r.uuid, r.lexical FROM {table} r WHERE {scope}),
+scope AS (SELECT r.uuid, {lexical} AS lexical FROM {table} r WHERE {scope}),
 n AS (SELECT count(*)::float8 AS n, greatest(avg(length(lexical)), 1)::float8 AS avgdl
       FROM scope),
 tf AS (SELECT s.uuid, u.lexeme AS term, coalesce(array_length(u.positions, 1), 1)::float8 AS tf,
@@ -141,7 +145,7 @@ class PgMemorySearcher:
         """Top k by BM25 among the scope's rows of `kind`."""
         params: dict[str, Any] = {"ns": namespace, "query": query, "k": k, "k1": self.k1,
                                   "b": self.b}
-        statement = sql.SQL(_BM25).format(table=_TABLE[kind],
+        statement = sql.SQL(_BM25).format(table=_TABLE[kind], lexical=_LEXICAL[kind],
                                           scope=_scope_sql(kind, scope, params))
         return [Hit(r[0], float(r[1])) for r in await self._fetch(statement, params)]
 

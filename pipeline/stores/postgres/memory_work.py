@@ -18,7 +18,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
-from pipeline.domain.memory_values import ClaimedMessage
+from pipeline.domain.memory_values import ClaimedMessage, context_text
 
 _CLAIM_MESSAGES = """
 UPDATE message_extraction x SET lease_until = now() + make_interval(secs => %(lease)s),
@@ -29,21 +29,22 @@ FROM (SELECT namespace_id, message_uuid FROM message_extraction
         AND (%(sessions)s::uuid[] IS NULL OR session_pk = ANY(%(sessions)s::uuid[]))
       ORDER BY created_at, message_uuid
       LIMIT %(limit)s
-      FOR UPDATE SKIP LOCKED) c
+      FOR UPDATE SKIP LOCKED) c,
+     messages m
 WHERE x.extractor = %(extractor)s AND x.namespace_id = c.namespace_id
   AND x.message_uuid = c.message_uuid
-RETURNING x.namespace_id, x.message_uuid, x.session_pk, x.lease_until,
-  (SELECT m.content FROM messages m
-   WHERE m.namespace_id = x.namespace_id AND m.uuid = x.message_uuid),
-  (SELECT m.event_id FROM messages m
-   WHERE m.namespace_id = x.namespace_id AND m.uuid = x.message_uuid)
+  AND m.namespace_id = x.namespace_id AND m.uuid = x.message_uuid
+RETURNING x.namespace_id, x.message_uuid, x.session_pk, x.lease_until, m.content, m.event_id,
+  (SELECT p.content FROM messages p WHERE p.session_pk = m.session_pk AND p.seq < m.seq
+   AND p.deleted_at IS NULL ORDER BY p.seq DESC LIMIT 1)
 """
 
 # The message's column written by each extractor; its state row is marked done in the same
 # statement's transaction, only while the claim's lease stamp is still the row's.
 _SET: dict[str, LiteralString] = {
     "token": "token_count = %(value)s",
-    "embed": "embedding = %(value)s",
+    # the vector and the lexemes of the same text: the message after the turn before it
+    "embed": "embedding = %(value)s, context_lexical = to_tsvector('english', %(context)s)",
     "entities": "metadata = jsonb_set(metadata, '{system}', coalesce(metadata -> 'system',"
                 " '{}'::jsonb) || jsonb_build_object('entities', %(value)s::jsonb))",
 }
@@ -63,7 +64,7 @@ class PgMessageWork:
             rows = conn.execute(_CLAIM_MESSAGES, {
                 "extractor": extractor, "lease": lease, "limit": limit,
                 "sessions": list(sessions) if sessions is not None else None}).fetchall()
-        return [ClaimedMessage(*row) for row in rows if row[4] is not None]
+        return [ClaimedMessage(*row) for row in rows]
 
     def write_results(self, extractor: str,
                       results: Sequence[tuple[ClaimedMessage, Any]]) -> int:
@@ -83,7 +84,7 @@ class PgMessageWork:
             for claimed, value in ordered:
                 params = {"ns": claimed.namespace_id, "uuid": claimed.message_uuid,
                           "content": claimed.content, "extractor": extractor,
-                          "lease": claimed.lease,
+                          "lease": claimed.lease, "context": context_text(claimed),
                           "value": Jsonb(value) if extractor == "entities" else value}
                 if conn.execute(statement, params).rowcount != 1:
                     continue
