@@ -50,8 +50,10 @@ LAG_MESSAGES, LAG_RATE, LAG_SESSIONS = 600, 20.0, 4
 
 
 def settings_for(embedder: str) -> Settings:
+    shift = {"static": 200, "minilm": 100}[embedder]  # one stack per embedder, side by side
     return Settings.model_validate({"data_dir": BENCH_DIR / f"memory-{embedder}",
-                                    "embedder": embedder, "sweep_interval": 2.0, **PORTS})
+                                    "embedder": embedder, "sweep_interval": 2.0,
+                                    **{name: port + shift for name, port in PORTS.items()}})
 
 
 def query(settings: Settings, sql: str, *params: Any) -> list[tuple[Any, ...]]:
