@@ -7,6 +7,7 @@ the field.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -16,10 +17,12 @@ from fastapi.testclient import TestClient
 from pipeline.domain.settings import Settings
 from tests.memory.conftest import Tenant
 from tests.memory.memutil import add, message, send, session_put
-from tests.memory.workutil import all_done, summaries_of
+from tests.memory.workutil import extracted, summaries_of
 from tests.pipelineutil import Proc, Publisher, wait_for
 
 pytestmark = pytest.mark.stack
+# the tenants are the memory suite's: other modules' users and sessions live there too
+U1, U2 = f"u1-{uuid.uuid4().hex[:8]}", f"u2-{uuid.uuid4().hex[:8]}"
 
 TURNS = [
     ("user", "I adopted a beagle named Biscuit last spring.", {"topic": "pets", "mood": 4}),
@@ -51,19 +54,17 @@ def conversations(procs: dict[str, Proc], catalog: Settings, mem_tenants: dict[s
     pub = Publisher(catalog)
     try:
         a, b = mem_tenants["a"], mem_tenants["b"]
-        out = {"a-pets": _publish(pub, catalog, a, "pets", "u1", TURNS),
-               "a-dev": _publish(pub, catalog, a, "dev", "u1", [
+        out = {"a-pets": _publish(pub, catalog, a, "pets", U1, TURNS),
+               "a-dev": _publish(pub, catalog, a, "dev", U1, [
                    ("user", "The Rust dashboard reads the Vienna sensors.", {"topic": "work"})]),
-               "a-other": _publish(pub, catalog, a, "other", "u2", [
+               "a-other": _publish(pub, catalog, a, "other", U2, [
                    ("user", "Biscuit is also the name of my cat.", {"topic": "pets"})]),
-               "b-pets": _publish(pub, catalog, b, "pets", "u1", [
+               "b-pets": _publish(pub, catalog, b, "pets", U1, [
                    ("user", "Tenant B talks about Biscuit the parrot.", {"topic": "pets"})])}
     finally:
         pub.close()
-    wait_for(lambda: all_done(catalog, mem_tenants["a"].namespace, len(TURNS) + 2), timeout=30,
-             what="A's messages extracted")
-    wait_for(lambda: all_done(catalog, mem_tenants["b"].namespace, 1), timeout=30,
-             what="B's message extracted")
+    uuids = [m["uuid"] for msgs in out.values() for m in msgs]
+    wait_for(lambda: extracted(catalog, uuids), timeout=30, what="the messages extracted")
     return out
 
 
@@ -124,11 +125,11 @@ def test_user_search_spans_the_users_sessions_only(
         mem_client: TestClient, mem_tenants: dict[str, Tenant],
         conversations: dict[str, list[dict[str, Any]]]) -> None:
     a, b = (_poster(mem_client, mem_tenants[t]) for t in ("a", "b"))
-    hits = a("/v1/memory/search", user_id="u1", query="Rust Vienna Biscuit",
+    hits = a("/v1/memory/search", user_id=U1, query="Rust Vienna Biscuit",
              limit=20).json()["results"]
     assert {h["session_id"] for h in hits} == {"pets", "dev"}  # not u2's "other"
     assert not any("cat" in h["content"] for h in hits)
-    b_hits = b("/v1/memory/search", user_id="u1", query="Biscuit").json()["results"]
+    b_hits = b("/v1/memory/search", user_id=U1, query="Biscuit").json()["results"]
     assert {h["content"] for h in b_hits} == {"Tenant B talks about Biscuit the parrot."}
     assert a("/v1/memory/search", user_id="nobody", query="x").json() == {
         "results": [], "degraded": None}
@@ -138,7 +139,7 @@ def test_summaries_are_searchable(mem_client: TestClient, mem_tenants: dict[str,
                                   catalog: Settings, procs: dict[str, Proc],
                                   publisher: Publisher) -> None:
     tenant = mem_tenants["a"]
-    ns, sid = tenant.namespace, "long"
+    ns, sid = tenant.namespace, f"long-{uuid.uuid4().hex[:8]}"
     turns = [message(f"Day {i}: the greenhouse tomatoes needed {i} litres of water.")
              for i in range(13)]
     send(publisher, ns, sid, add(ns, sid, *turns))

@@ -66,3 +66,10 @@ def summaries_of(settings: Settings, ns: uuid.UUID | str, session_id: str
         settings, "SELECT m.recent_seq, m.content, m.embed_status FROM summaries m"
         " JOIN sessions s ON s.id = m.session_pk WHERE s.namespace_id = %s"
         " AND s.session_id = %s ORDER BY m.recent_seq", str(ns), session_id)]
+
+
+def extracted(settings: Settings, uuids: list[str]) -> bool:
+    """Whether every extractor is done with each of these messages."""
+    [(done,)] = query(settings, "SELECT count(*) FROM message_extraction WHERE status = 'done'"
+                      " AND message_uuid = ANY(%s::uuid[])", uuids)
+    return bool(done == 3 * len(uuids))
