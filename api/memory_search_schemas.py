@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
 
 from api.schemas import Query
 from pipeline.domain.memory_values import MemoryRow
@@ -25,8 +25,8 @@ class MemorySearchBody(BaseModel):
     where: dict[str, Any] | None = Field(
         default=None, description="metadata filter: {'jsonpath': '$.key', 'eq': value}, or "
                                   "{'and': [...]} / {'or': [...]} of such conditions")
-    since: datetime | None = Field(default=None, description="created at or after")
-    until: datetime | None = Field(default=None, description="created before")
+    since: AwareDatetime | None = Field(default=None, description="created at or after")
+    until: AwareDatetime | None = Field(default=None, description="created before")
     min_score: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 0.0
     mmr_lambda: Annotated[float | None, Field(ge=0, le=1, allow_inf_nan=False)] = None
     context: Annotated[int, Field(ge=0, le=100)] = 0
