@@ -4,7 +4,7 @@ It parses and authenticates requests, calls the engine under the caller's namesp
 results and errors to JSON. No SQL, ranking or validation logic lives here. This module only
 assembles the application: the services' lifespan, the error handlers, the request limits
 (`api/limits.py`) and the routers (`api/routes/`: search, graph, paths, objects, entities,
-memory, admin).
+memory, memory search, admin).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from psycopg_pool import PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api import errors, limits, metrics
-from api.routes import admin, entities, graph, memory, objects, paths, search
+from api.routes import admin, entities, graph, memory, memory_search, objects, paths, search
 from pipeline.domain.errors import BrainstreamError, ConfigError
 from pipeline.domain.settings import Settings, load_settings
 from pipeline.kafka.io import make_producer
@@ -74,7 +74,7 @@ def create_app(settings: Settings | None = None,
     limits.install(app, settings)  # before the metrics: their refusals are timed too
     app.middleware("http")(metrics.observe)
 
-    for area in (search, graph, paths, objects, entities, memory, admin):
+    for area in (search, graph, paths, objects, entities, memory, memory_search, admin):
         app.include_router(area.router)
     return app
 

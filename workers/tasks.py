@@ -1,4 +1,5 @@
-"""Celery tasks: thin shells over pipeline/embedding, pipeline/entities and pipeline/outbox."""
+"""Celery tasks: thin shells over pipeline/embedding, pipeline/entities, pipeline/outbox and
+pipeline/memory_services."""
 
 from __future__ import annotations
 
@@ -12,11 +13,16 @@ from pipeline.embedding.service import EmbeddingService, pending_count
 from pipeline.entities.merging import ProposalStats, propose_all
 from pipeline.entities.resolving import ResolveConfig
 from pipeline.entities.stage import ExtractionStage
+from pipeline.memory_services.extraction import MessageExtraction
+from pipeline.memory_services.summarisers import build_summariser
+from pipeline.memory_services.summarising import SessionSummariser
 from pipeline.ops.vocab import refresh_vocab
 from pipeline.outbox.relay import OutboxRelay
 from pipeline.outbox.store import backlog
 from pipeline.stores.postgres import extraction
-from workers.app import EMBED_TASK, EXTRACT_TASK, RELAY_TASK, SWEEP_TASK, app
+from pipeline.stores.postgres.memory_fold import PgSummaryWork
+from pipeline.stores.postgres.memory_work import PgMessageWork, pending_work
+from workers.app import EMBED_TASK, EXTRACT_TASK, MEMORY_TASK, RELAY_TASK, SWEEP_TASK, app
 from workers.runtime import Runtime, runtime
 
 log = logging.getLogger(__name__)
@@ -55,6 +61,19 @@ def _propose(rt: Runtime) -> ProposalStats:
     threshold, hold possibly-same pairs (pipeline/entities/merging.py)."""
     return propose_all(rt.pool, batch=rt.settings.entity_proposal_batch,
                        config=ResolveConfig.from_settings(rt.settings))
+@app.task(name=MEMORY_TASK)
+def memory(sessions: list[str] | None = None) -> dict[str, Any]:
+    """Run the message extractors, then the summariser, over these sessions (or any);
+    idempotent: only pending rows are claimed, and results are written by compare-and-set."""
+    rt = runtime()
+    ids = [uuid.UUID(s) for s in sessions] if sessions else None
+    extracted = MessageExtraction(rt.settings, PgMessageWork(rt.pool), rt.embedder,
+                                  rt.extractor, rt.dead_letters).run(ids)
+    summariser = build_summariser(rt.settings, rt.embedder)
+    summarised = SessionSummariser(rt.settings, PgSummaryWork(rt.pool), summariser,
+                                   rt.embedder, rt.dead_letters).run(ids)
+    return {"extracted": extracted.stored, "extract_failed": extracted.failed,
+            **summarised.__dict__}
 
 
 @app.task(name=RELAY_TASK)
@@ -73,8 +92,10 @@ def relay() -> dict[str, Any]:
 @app.task(name=SWEEP_TASK)
 def sweep() -> dict[str, int]:
     """Find work whose trigger was lost (killed worker, flushed Redis) and trigger it again
-    (extraction also: rows whose deleted state changed wait for it to recount them);
-    apply deferred events that are due even when no new events arrive; add new words to the
+    (extraction also: rows whose deleted state changed wait for it to recount them); run the
+    resolver's proposal pass over entities nobody examined; apply deferred events that are due
+    even when no new events arrive; run memory work (message extractors, summaries) nobody
+    holds; add new words to the
     search vocabulary (the trigram channel's)."""
     rt = runtime()
     deferred = rt.processor.retry_due_deferred()
@@ -83,6 +104,10 @@ def sweep() -> dict[str, int]:
         extract_pending = extraction.pending_count(conn,
                                                    older_than=2 * rt.settings.sweep_interval)
     outbox = backlog(rt.pool)
+    with rt.pool.connection() as conn:
+        memory_pending = pending_work(conn, older_than=2 * rt.settings.sweep_interval)
+    if memory_pending:
+        memory.delay(None)
     if pending:
         embed.delay(None)
     if extract_pending:
@@ -97,3 +122,5 @@ def sweep() -> dict[str, int]:
     return {"embed_pending": pending, "extract_pending": extract_pending,
             "outbox_backlog": outbox, "deferred_applied": deferred, "vocab_rows": vocab_rows,
             "entities_examined": proposals.examined}
+    return {"embed_pending": pending, "outbox_backlog": outbox, "memory_pending": memory_pending,
+            "deferred_applied": deferred, "vocab_rows": vocab_rows}

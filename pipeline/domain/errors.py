@@ -390,3 +390,27 @@ class QueryTimeout(Unavailable):
     """A read statement ran past the read pool's statement timeout (`api_statement_timeout`)."""
 
     code = "query_timeout"
+
+
+# -- conversation memory: extractors and summarisers (pipeline/memory/) ------------------------
+
+
+class ExtractorFailed(BrainstreamError):
+    """A message extractor (token count, embedding, entities) kept failing after every retry, or
+    refused the message: its state is marked failed and the reason dead-lettered."""
+
+    code = "extractor_failed"
+
+
+class SummaryFailed(BrainstreamError):
+    """The summariser kept failing (or refused the turns) after every retry: the session's
+    summary point stays where it was and the reason is dead-lettered; the next message tries
+    again."""
+
+    code = "summary_failed"
+
+
+class SummariserError(BrainstreamError):
+    """The summariser failed permanently (a 4xx, an answer off the chat-completions contract)."""
+
+    code = "summariser_error"

@@ -23,6 +23,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pipeline.domain.errors import ConfigError
+from pipeline.domain.settings_parts import MemorySettings, PathSettings
 
 EmbedderName = Literal["minilm", "static", "http"]
 ExtractorName = Literal["heuristic", "spacy", "http"]
@@ -47,7 +48,7 @@ class PublisherKey(BaseModel):
     privileged: bool = False
 
 
-class Settings(BaseSettings):
+class Settings(BaseSettings, PathSettings, MemorySettings):
     """Every knob of the pipeline, the API and the embedded stack."""
 
     model_config = SettingsConfigDict(
@@ -200,25 +201,6 @@ class Settings(BaseSettings):
     # The most mentions one row keeps (the first ones by field and position); a row past it is cut.
     entity_max_mentions_per_row: int = Field(default=200, ge=1, le=100_000)
 
-    # Paths (issue 11 item 5, POST /v1/paths; docs/parts/paths.md). The search's bounds: the
-    # most hops a request may ask (at most 4), paths per answer, endpoints per side, nodes and
-    # edges explored, seconds before it stops; hubs (entities named in more than
-    # PATHS_HUB_FRACTION of the namespace's live rows, and in at least PATHS_HUB_MIN_PARTS) are
-    # not expanded; with no path within max_hops it goes on PATHS_BEYOND_HOPS more to tell
-    # connected_beyond_max_length from not_connected; PATHS_MAX_ENUMERATED caps the paths
-    # ranked; PATHS_EVIDENCE_PER_EDGE citations per edge.
-    paths_max_hops: int = Field(default=4, ge=1, le=4)
-    paths_max_k: int = Field(default=20, ge=1, le=100)
-    paths_max_endpoints: int = Field(default=50, ge=1, le=1000)
-    paths_max_nodes: int = Field(default=5000, ge=2, le=1_000_000)
-    paths_max_edges: int = Field(default=20000, ge=1, le=1_000_000)
-    paths_deadline: float = Field(default=5.0, gt=0, le=300)
-    paths_hub_fraction: float = Field(default=0.1, gt=0, le=1)
-    paths_hub_min_parts: int = Field(default=20, ge=1)
-    paths_beyond_hops: int = Field(default=4, ge=0, le=16)
-    paths_max_enumerated: int = Field(default=2000, ge=1, le=1_000_000)
-    paths_evidence_per_edge: int = Field(default=3, ge=1, le=20)
-
     # Entity resolution (pipeline/entities/resolver.py, docs/parts/resolution.md): a pair merges
     # automatically at MERGE_THRESHOLD, is held as possibly the same at POSSIBLY_SAME_THRESHOLD;
     # /v1/resolve answers an entity at RESOLVE_MIN_CONFIDENCE, with RESOLVE_CANDIDATES
@@ -236,20 +218,6 @@ class Settings(BaseSettings):
     # API keys that may merge entities and decide possibly-same pairs (in the namespaces their
     # API_KEYS entry names), each with the name recorded as `decided_by`: key -> name.
     entity_curators: dict[str, str] = Field(default_factory=dict)
-    # Conversation memory (issue 12; docs/parts/memory-api.md). The window: messages after the
-    # summary point that GET memory returns, and past which the summariser folds the oldest.
-    memory_window: int = Field(default=12, ge=2, le=1000)
-    # The most messages GET memory (`lastn`) and one page of GET messages may return, and the
-    # most sessions one page of GET sessions lists.
-    memory_lastn_max: int = Field(default=1000, ge=1, le=100_000)
-    memory_page_max: int = Field(default=1000, ge=1, le=100_000)
-    # How long POST messages with `wait: true` waits for its messages to be stored before it
-    # answers 202 (below the request deadline, API_REQUEST_TIMEOUT).
-    memory_write_wait: float = Field(default=5.0, gt=0, le=60)
-    # `brainstream memory purge` (and `brainstream purge`) hard-delete soft-deleted sessions, and
-    # messages hidden by a delete, this long (days) after their deletion.
-    memory_retention_days: float = Field(default=30.0, ge=0)
-
     # Which index generation these settings address (pipeline/ops/generations.py). Not settings an
     # operator sets: `Settings.for_generation` fills them from the control table. Generation 1
     # is the base database and graph, so unresolved settings address it.

@@ -7,7 +7,8 @@ extraction (`Extractor`) and the read side (`Channel`, `PartSearcher`, `ObjectRe
 `MentionReader`, `GraphReader`, `ResultSetStore`, `PathGraph`, `EntityReader`). Each has one
 production adapter in a module of its own (`pipeline/stores/`, `pipeline/graph/falkordb/`,
 `pipeline/kafka/`, `pipeline/embedding/embedders/`, `pipeline/retrieval/channels/`). The values
-they trade are in `pipeline/domain/` (and `pipeline/memory/model.py`).
+they trade are in `pipeline/domain/` (and `pipeline/memory/model.py`); the memory services' own
+ports are in `pipeline/memory_services/ports.py`.
 
 Read ports are async (the API serves many requests per process) and scoped to one namespace: a
 port never returns a row of another namespace, nor a soft-deleted one.

@@ -1,0 +1,69 @@
+"""Groups of settings that `Settings` (pipeline/domain/settings.py) inherits, kept apart so that
+one module does not outgrow the layout's 400 lines: the path search's bounds and conversation
+memory's. They are read exactly like the others (`BRAINSTREAM_*`, `.env`)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class PathSettings(BaseModel):
+    """`POST /v1/paths`."""
+
+    # Paths (issue 11 item 5, POST /v1/paths; docs/parts/paths.md). The search's bounds: the
+    # most hops a request may ask (at most 4), paths per answer, endpoints per side, nodes and
+    # edges explored, seconds before it stops; hubs (entities named in more than
+    # PATHS_HUB_FRACTION of the namespace's live rows, and in at least PATHS_HUB_MIN_PARTS) are
+    # not expanded; with no path within max_hops it goes on PATHS_BEYOND_HOPS more to tell
+    # connected_beyond_max_length from not_connected; PATHS_MAX_ENUMERATED caps the paths
+    # ranked; PATHS_EVIDENCE_PER_EDGE citations per edge.
+    paths_max_hops: int = Field(default=4, ge=1, le=4)
+    paths_max_k: int = Field(default=20, ge=1, le=100)
+    paths_max_endpoints: int = Field(default=50, ge=1, le=1000)
+    paths_max_nodes: int = Field(default=5000, ge=2, le=1_000_000)
+    paths_max_edges: int = Field(default=20000, ge=1, le=1_000_000)
+    paths_deadline: float = Field(default=5.0, gt=0, le=300)
+    paths_hub_fraction: float = Field(default=0.1, gt=0, le=1)
+    paths_hub_min_parts: int = Field(default=20, ge=1)
+    paths_beyond_hops: int = Field(default=4, ge=0, le=16)
+    paths_max_enumerated: int = Field(default=2000, ge=1, le=1_000_000)
+    paths_evidence_per_edge: int = Field(default=3, ge=1, le=20)
+
+
+class MemorySettings(BaseModel):
+    """Conversation memory: reads, writes, retention, extractors, summaries, search."""
+
+    # Conversation memory (issue 12; docs/parts/memory-api.md). The window: messages after the
+    # summary point that GET memory returns, and past which the summariser folds the oldest.
+    memory_window: int = Field(default=12, ge=2, le=1000)
+    # The most messages GET memory (`lastn`) and one page of GET messages may return, and the
+    # most sessions one page of GET sessions lists.
+    memory_lastn_max: int = Field(default=1000, ge=1, le=100_000)
+    memory_page_max: int = Field(default=1000, ge=1, le=100_000)
+    # How long POST messages with `wait: true` waits for its messages to be stored before it
+    # answers 202 (below the request deadline, API_REQUEST_TIMEOUT).
+    memory_write_wait: float = Field(default=5.0, gt=0, le=60)
+    # `brainstream memory purge` (and `brainstream purge`) hard-delete soft-deleted sessions, and
+    # messages hidden by a delete, this long (days) after their deletion.
+    memory_retention_days: float = Field(default=30.0, ge=0)
+
+    # Conversation memory: extractors, summaries, memory search (docs/parts/memory-extractors.md;
+    # the window, `memory_window`, is above).
+    # The most messages one fold summarises; a larger backlog folds in several steps.
+    memory_summary_max_step: int = Field(default=64, ge=1, le=10_000)
+    memory_summary_budget_tokens: int = Field(default=256, ge=16, le=8192)
+    summariser: Literal["extractive", "http"] = "extractive"
+    summariser_url: str | None = None
+    summariser_model: str | None = None
+    summariser_timeout: float = Field(default=60.0, gt=0, le=3600)
+    memory_extract_batch_size: int = Field(default=64, ge=1, le=4096)
+    memory_extract_lease_seconds: float = Field(default=120.0, gt=0)
+    memory_extract_retry_attempts: int = Field(default=5, ge=1, le=100)
+    memory_extract_retry_max_wait: float = Field(default=10.0, gt=0)
+    # Memory search: the most hits, neighbouring turns per hit, and `where` conditions.
+    memory_search_max_limit: int = Field(default=100, ge=1, le=1000)
+    memory_search_max_context: int = Field(default=10, ge=0, le=100)
+    memory_search_max_conditions: int = Field(default=20, ge=1, le=200)
+    memory_search_max_sessions: int = Field(default=1000, ge=1, le=100_000)

@@ -1,0 +1,149 @@
+"""The message extractors: durable consumers of committed messages, never fire-and-forget.
+
+Each message gets one state row per extractor (`token`, `embed`, `entities`) in the transaction that
+adds it; this service claims pending rows with a lease, computes, and writes the result back by
+compare-and-set (the `MessageWork` port, `pipeline/stores/postgres/memory_work.py`). So each
+extractor is idempotent per message uuid: a redelivered task finds the rows done, a killed worker's
+rows are claimed again once its lease runs out, and a slow worker whose lease expired writes
+nothing.
+
+- token: the approximate token count of the content (`pipeline/domain/chunking.py: count_tokens`);
+- embed: the pipeline's embedder, the same model as the objects', over the message after the turn
+  before it in its session (`context_text`); the lexemes of that text go to `context_lexical`,
+  which lexical search reads (a reply is found by the words of the question it answers);
+- entities: mentions with character spans of the content, stored as
+  `metadata.system.entities = [{name, label, matches: [{start, end, text}]}]`.
+
+Transient failures (`Unavailable`) are retried by the one policy (`pipeline/domain/retry.py`); what
+exhausts it, or a message the extractor refuses (alone, without the turn before it: a refused turn
+must not fail its reply too), is marked failed and dead-lettered with `extractor_failed`, and the
+other messages of the batch go on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pipeline.domain.chunking import count_tokens
+from pipeline.domain.errors import BrainstreamError, ExtractorFailed, Unavailable
+from pipeline.domain.index_text import embedder_text
+from pipeline.domain.memory_values import ClaimedMessage, context_text
+from pipeline.domain.mentions import Extraction, TextField
+from pipeline.domain.retry import retry_transient
+from pipeline.domain.settings import Settings
+from pipeline.entities.extractors import build_extractor
+from pipeline.kafka.io import dead_letter_headers
+from pipeline.memory.model import EMBED_EXTRACTOR, ENTITIES_EXTRACTOR, TOKEN_EXTRACTOR
+from pipeline.memory_services.ports import MessageWork
+from pipeline.ports import DeadLetterSink, Embedder, Extractor
+
+log = logging.getLogger(__name__)
+Compute = Callable[[Sequence[ClaimedMessage]], list[Any]]
+
+
+def message_extractor(settings: Settings) -> Extractor:
+    """The entity extractor of messages: the entity layer's (`ENTITY_EXTRACTOR`)."""
+    return build_extractor(settings)
+
+
+@dataclass
+class ExtractStats:
+    stored: dict[str, int] = field(default_factory=dict)
+    failed: dict[str, int] = field(default_factory=dict)
+
+
+class MessageExtraction:
+    """Runs every message extractor over the pending messages of some sessions (or all)."""
+
+    def __init__(self, settings: Settings, work: MessageWork, embedder: Embedder,
+                 entities: Extractor, dead_letters: DeadLetterSink | None = None) -> None:
+        self.settings = settings
+        self.work = work
+        self.dead_letters = dead_letters
+        cap = settings.embed_text_cap_chars
+        self.extractors: dict[str, Compute] = {
+            TOKEN_EXTRACTOR: lambda rows: [count_tokens(r.content) for r in rows],
+            EMBED_EXTRACTOR: lambda rows: list(embedder.embed(
+                [embedder_text(context_text(r), cap_chars=cap) for r in rows])),
+            ENTITIES_EXTRACTOR: lambda rows: [_entities(x) for x in entities.extract(
+                [[TextField("content", r.content)] for r in rows])],
+        }
+
+    def run(self, sessions: Sequence[uuid.UUID] | None = None, *,
+            max_batches: int = 1000) -> ExtractStats:
+        """Each extractor in turn, batch after batch, until nothing of theirs is pending."""
+        stats = ExtractStats()
+        for name, compute in self.extractors.items():
+            for _ in range(max_batches):
+                claimed = self.work.claim_messages(
+                    name, sessions, lease=self.settings.memory_extract_lease_seconds,
+                    limit=self.settings.memory_extract_batch_size)
+                if not claimed:
+                    break
+                self._batch(name, compute, claimed, stats)
+        return stats
+
+    def _batch(self, name: str, compute: Compute, rows: Sequence[ClaimedMessage],
+               stats: ExtractStats) -> None:
+        """Compute and store; a refused batch is halved until each refused message is alone."""
+        try:
+            values = retry_transient(
+                lambda: compute(rows),
+                attempts=self.settings.memory_extract_retry_attempts,
+                max_wait=self.settings.memory_extract_retry_max_wait,
+                on_retry=lambda n, exc: log.warning("%s extractor attempt %d failed: %s",
+                                                    name, n, exc))
+        except Unavailable as exc:
+            self._fail(name, rows, ExtractorFailed(
+                f"{name} extractor failed after {self.settings.memory_extract_retry_attempts}"
+                f" attempts: {exc.code}: {exc.message}"), stats)
+            return
+        except BrainstreamError as exc:
+            if len(rows) > 1:
+                half = len(rows) // 2
+                self._batch(name, compute, rows[:half], stats)
+                self._batch(name, compute, rows[half:], stats)
+                return
+            if rows[0].previous is not None:
+                # the turn before may be what was refused: the message alone is tried next
+                self._batch(name, compute, [replace(rows[0], previous=None)], stats)
+                return
+            self._fail(name, rows, ExtractorFailed(
+                f"the {name} extractor refused this message: {exc.code}: {exc.message}"), stats)
+            return
+        stored = self.work.write_results(name, list(zip(rows, values, strict=True)))
+        stats.stored[name] = stats.stored.get(name, 0) + stored
+
+    def _fail(self, name: str, rows: Sequence[ClaimedMessage], error: ExtractorFailed,
+              stats: ExtractStats) -> None:
+        """Dead-letter the reason, then mark the rows failed (if the dead-letter topic is down
+        they stay pending and are tried again when their lease runs out)."""
+        log.error("%s (%d messages)", error.message, len(rows))
+        if self.dead_letters is not None:
+            letters = [(str(r.session_pk).encode(), json.dumps({
+                "namespace": str(r.namespace_id), "message_uuid": str(r.message_uuid),
+                "session": str(r.session_pk), "extractor": name}).encode(),
+                dead_letter_headers(error, topic=f"memory.{name}", partition=-1, offset=-1,
+                                    event_id=r.event_id)) for r in rows]
+            try:
+                self.dead_letters.send(letters)
+            except Unavailable:
+                log.error("dead-letter topic unavailable; leaving the messages pending")
+                return
+        self.work.mark_failed(name, rows, error.message)
+        stats.failed[name] = stats.failed.get(name, 0) + len(rows)
+
+
+def _entities(extraction: Extraction) -> list[dict[str, Any]]:
+    """Mentions grouped by entity name, Zep-style: one entry per name with every span of it."""
+    grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for m in extraction.mentions:
+        grouped.setdefault((m.name, m.label), []).append(
+            {"start": m.start, "end": m.end, "text": m.text})
+    return [{"name": name, "label": label, "matches": matches}
+            for (name, label), matches in grouped.items()]
