@@ -23,11 +23,11 @@ from pipeline.domain.errors import (
     InvalidInput,
     NamespaceForbidden,
     NotFound,
-    PrivilegedKeyRequired,
     RecipeReadOnly,
     Unauthorized,
     Unavailable,
 )
+from pipeline.domain.memory_errors import PrivilegedKeyRequired
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from api.memory_schemas import (
     SessionsOut,
     WriteOut,
 )
-from pipeline.domain.errors import MemorySessionNotFound, PrivilegedKeyRequired
+from pipeline.domain.memory_errors import MemorySessionNotFound, PrivilegedKeyRequired
 from pipeline.memory.model import SYSTEM_KEY
 from pipeline.memory.writes import MessageWriter
 from schemas.limits import SESSION_ID_MAX, USER_ID_MAX

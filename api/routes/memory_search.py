@@ -10,7 +10,7 @@ from api.dependencies import Ns, Svc
 from api.errors import ERRORS
 from api.memory_search_schemas import MemorySearchBody, MemorySearchOut, UserMemorySearchBody
 from api.routes.memory import SessionId
-from pipeline.domain.errors import MemorySessionNotFound
+from pipeline.domain.memory_errors import MemorySessionNotFound
 from pipeline.memory_services.search import MemorySearch, MemorySearchLimits
 from pipeline.stores.postgres.memory_search import PgMemorySearcher
 from pipeline.wiring.services import Services, query_embedder

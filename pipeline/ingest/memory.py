@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pipeline.domain.errors import (
+from pipeline.domain.memory_errors import (
     MessageNotFound,
     PrivilegedKeyRequired,
     SessionDeleted,

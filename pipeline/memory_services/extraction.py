@@ -30,13 +30,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pipeline.domain.chunking import count_tokens
-from pipeline.domain.errors import BrainstreamError, ExtractorFailed, Unavailable
+from pipeline.domain.errors import BrainstreamError, Unavailable
 from pipeline.domain.index_text import embedder_text
+from pipeline.domain.memory_errors import ExtractorFailed
 from pipeline.domain.memory_values import ClaimedMessage, context_text
 from pipeline.domain.mentions import Extraction, TextField
 from pipeline.domain.retry import retry_transient
 from pipeline.domain.settings import Settings
 from pipeline.entities.extractors import build_extractor
+from pipeline.entities.names import normalise
 from pipeline.kafka.io import dead_letter_headers
 from pipeline.memory.model import EMBED_EXTRACTOR, ENTITIES_EXTRACTOR, TOKEN_EXTRACTOR
 from pipeline.memory_services.ports import MessageWork
@@ -140,10 +142,11 @@ class MessageExtraction:
 
 
 def _entities(extraction: Extraction) -> list[dict[str, Any]]:
-    """Mentions grouped by entity name, Zep-style: one entry per name with every span of it."""
-    grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    """Mentions grouped by entity, Zep-style: one entry per normalised name (`norm`, the key
+    the entity layer stores it under) with its first surface name and every span of it."""
+    grouped: dict[tuple[str, str], dict[str, Any]] = {}
     for m in extraction.mentions:
-        grouped.setdefault((m.name, m.label), []).append(
-            {"start": m.start, "end": m.end, "text": m.text})
-    return [{"name": name, "label": label, "matches": matches}
-            for (name, label), matches in grouped.items()]
+        entry = grouped.setdefault((normalise(m.name), m.label), {
+            "name": m.name, "norm": normalise(m.name), "label": m.label, "matches": []})
+        entry["matches"].append({"start": m.start, "end": m.end, "text": m.text})
+    return list(grouped.values())

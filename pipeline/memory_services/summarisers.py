@@ -15,7 +15,8 @@ from typing import Any
 import httpx
 
 from pipeline.domain.chunking import count_tokens
-from pipeline.domain.errors import ConfigError, SummariserError, Unavailable
+from pipeline.domain.errors import ConfigError, Unavailable
+from pipeline.domain.memory_errors import SummariserError
 from pipeline.domain.settings import Settings
 from pipeline.memory import summary_text as st
 from pipeline.memory_services.ports import Summariser

@@ -22,7 +22,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from pipeline.domain.errors import BrainstreamError, SummaryFailed, Unavailable
+from pipeline.domain.errors import BrainstreamError, Unavailable
+from pipeline.domain.memory_errors import SummaryFailed
 from pipeline.domain.memory_values import ClaimedSession
 from pipeline.domain.retry import retry_transient
 from pipeline.domain.settings import Settings

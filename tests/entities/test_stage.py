@@ -274,7 +274,7 @@ def test_status_and_exporter_count_extraction_rows(edb: Settings,
 
     def counts() -> dict[str, int]:
         with epool.connection() as conn:
-            return read_backlogs(conn).extraction
+            return read_backlogs(conn, edb.memory_window).extraction
 
     before = counts()
     ns, a = uuid.uuid4(), uuid.uuid4()

@@ -48,14 +48,14 @@ def test_every_message_is_extracted_once_two_tenants(procs: dict[str, Proc], cat
         for entity in metadata["system"]["entities"]:
             for match in entity["matches"]:
                 assert text[match["start"]:match["end"]] == match["text"]
-    names = {e["name"] for t in texts for e in rows[t][2]["system"]["entities"]}
+    names = {e["norm"] for t in texts for e in rows[t][2]["system"]["entities"]}
     assert {"new york city", "caroline", "ana", "lisbon", "portugal"} <= names
     assert rows["ok 👍"][2]["system"]["entities"] == []
     # each extractor applied each message once (attempts count stored results)
     states = extraction_states(catalog, a)
     assert all(states.get(f"{x}:attempts=1") == 3 for x in ("token", "embed", "entities"))
     b_system = messages_of(catalog, b, sid)[0]["system"]
-    assert "rotterdam port authority" in {e["name"] for e in b_system["entities"]}
+    assert "Rotterdam Port Authority" in {e["name"] for e in b_system["entities"]}
     extractors = collect(catalog).memory["extractors"]  # `brainstream status` shows each
     assert set(extractors) == {"token", "embed", "entities"}
 

@@ -291,3 +291,15 @@ _WORDS = st.sampled_from(["The", "Bank", "of", "England", "NASA", "U.S.", "5", "
 @given(st.lists(_WORDS, max_size=40))
 def test_word_soup_gives_exact_spans(words: list[str]) -> None:
     found(" ".join(words))
+
+
+@pytest.mark.parametrize(("text", "names"), [
+    ("I flew to New York City with Caroline.", ["New York City", "Caroline"]),
+    ("New Zealand and North Carolina", ["New Zealand", "North Carolina"]),
+    ("The Second World War ended.", ["Second World War"]),
+    ("New data show that Early results differ.", []),
+])
+def test_an_adjective_opens_a_name_before_a_capitalised_word(text: str,
+                                                             names: list[str]) -> None:
+    found = HeuristicExtractor().extract([[TextField("content", text)]])[0].mentions
+    assert [m.name for m in found if m.label == "NAME"] == names

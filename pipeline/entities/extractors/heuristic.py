@@ -160,9 +160,14 @@ def _run(field: TextField, offset: int, run: str) -> Iterator[Mention]:
     """The names in one capitalised run: split at "and" without an "of" before it, at a cut
     word ("Alzheimer-related", "England's"), and into pieces of at most 8 tokens."""
     tokens: list[_Token] = []
-    for m in _TOKEN.finditer(run):
+    found = list(_TOKEN.finditer(run))
+    for i, m in enumerate(found):
         tok, start = m.group(), offset + m.start()
         kind, cut, stop = _classify(tok)
+        if stop and tok.lower() in lexicon.NAME_PREFIXES and i + 1 < len(found) \
+                and _classify(found[i + 1].group())[0] in ("word", "acronym") \
+                and not _classify(found[i + 1].group())[2]:
+            stop = False  # "New York", "North Carolina": an adjective that opens a name
         if kind == "conn" and tok in lexicon.AND_CONNECTORS and not any(
                 field.text[t.start:t.end] in lexicon.AND_ENABLERS for t in tokens):
             yield from _names(field, tokens)

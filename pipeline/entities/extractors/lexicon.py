@@ -42,6 +42,13 @@ zero two three four five six seven eight nine ten twelve hundred thousand millio
 importance rationale aims hypothesis study studies analysis analyses data trial trials
 """.split())  # noqa: SIM905
 
+# Stop words that open a name when a capitalised word follows in the same run ("New York",
+# "North Carolina", "Early Modern English", "Second World War"); alone, or before a common word
+# ("New data", "Early results"), they stay stop words.
+NAME_PREFIXES = frozenset({"new", "north", "south", "east", "west", "upper", "lower", "great",
+                           "old", "first", "second", "third", "early", "late", "middle",
+                           "central", "united", "saint", "holy", "grand", "little", "big"})
+
 # Lower-case words that may join capitalised words inside one name ("Bank of England",
 # "Charles de Gaulle", "Ludwig van Beethoven"). "and" and "&" join only in a name
 # that already has "of" or "for" ("Department of Health and Human Services"): "France and
