@@ -53,7 +53,8 @@ def seed_vector(n: int, seeds: Mapping[int, float]) -> Vector:
     total = vector.sum()
     if total <= 0:
         raise ValueError("no seed with a positive weight")
-    return vector / total
+    normalised: Vector = vector / total
+    return normalised
 
 
 @dataclass(frozen=True)
