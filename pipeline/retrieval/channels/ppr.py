@@ -239,7 +239,7 @@ class PprStage:
         frontier = set(seeds)
         hops = 0
         for hop in range(cfg.max_hops):
-            chosen = frontier if hop == 0 else self._choose(graph, seeds, frontier)
+            chosen = set(frontier) if hop == 0 else self._choose(graph, seeds, frontier)
             if not chosen:
                 break
             hops += 1
