@@ -3,10 +3,10 @@
 One file, like psycopg's `abc.py`: the write path (`EventStore`, `EventStores`, `WorkTrigger`,
 `DeadLetterSink`), the projection (`GraphWriter`, `ChangeSink`), embedding (`Embedder`),
 extraction (`Extractor`) and the read side (`Channel`, `EntityGraph`, `PartSearcher`,
-`ObjectReader`, `GraphReader`, `ResultSetStore`). Each has
-one production adapter in a module of its own (`pipeline/stores/`, `pipeline/graph/falkordb/`,
-`pipeline/kafka/`, `pipeline/embedding/embedders/`, `pipeline/retrieval/channels/`). The values
-they trade are in `pipeline/domain/`.
+`ObjectReader`, `GraphReader`, `ResultSetStore`). Each has one production adapter in a module of
+its own (`pipeline/stores/`, `pipeline/graph/falkordb/`, `pipeline/kafka/`,
+`pipeline/embedding/embedders/`, `pipeline/retrieval/channels/`). The values they trade are in
+`pipeline/domain/`.
 
 Read ports are async (the API serves many requests per process) and scoped to one namespace: a
 port never returns a row of another namespace, nor a soft-deleted one.
@@ -153,6 +153,10 @@ class WorkTrigger(Protocol):
     """Tells the workers there is work (best effort: the periodic sweep finds what is missed)."""
 
     def embed(self, roots: Sequence[uuid.UUID]) -> None: ...
+
+    def extract(self, roots: Sequence[uuid.UUID]) -> None:
+        """Entity extraction of these roots' rows (pipeline/entities/stage.py)."""
+        ...
 
     def relay(self) -> None: ...
 

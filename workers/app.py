@@ -1,4 +1,5 @@
-"""The Celery application: embedding, the outbox relay and the periodic sweep.
+"""The Celery application: embedding, entity extraction, the outbox relay and the periodic
+sweep.
 
 Tasks are named `brainstream.*` so producers (the consumer) can send them by name without
 importing the worker's code. Every task is idempotent: it re-reads the state it works on from
@@ -12,6 +13,7 @@ from celery import Celery
 from pipeline.domain.settings import load_settings
 
 EMBED_TASK = "brainstream.embed"
+EXTRACT_TASK = "brainstream.extract"
 RELAY_TASK = "brainstream.relay"
 SWEEP_TASK = "brainstream.sweep"
 

@@ -7,9 +7,10 @@ from collections.abc import Sequence
 
 from celery import Celery
 
-from workers.app import EMBED_TASK, RELAY_TASK
+from workers.app import EMBED_TASK, EXTRACT_TASK, RELAY_TASK
 
-# Roots per embed task: small enough to spread over worker processes, large enough to batch.
+# Roots per embed (or extract) task: small enough to spread over worker processes, large
+# enough to batch.
 ROOTS_PER_TASK = 16
 
 
@@ -23,6 +24,11 @@ class CeleryTrigger:
         ids = [str(r) for r in roots]
         for start in range(0, len(ids), ROOTS_PER_TASK):
             self.app.send_task(EMBED_TASK, args=[ids[start:start + ROOTS_PER_TASK]])
+
+    def extract(self, roots: Sequence[uuid.UUID]) -> None:
+        ids = [str(r) for r in roots]
+        for start in range(0, len(ids), ROOTS_PER_TASK):
+            self.app.send_task(EXTRACT_TASK, args=[ids[start:start + ROOTS_PER_TASK]])
 
     def relay(self) -> None:
         self.app.send_task(RELAY_TASK, queue="relay")

@@ -226,6 +226,13 @@ class EmbeddingFailed(BrainstreamError):
     code = "embedding_failed"
 
 
+class ExtractionFailed(BrainstreamError):
+    """Entity extraction of a row kept failing after every retry, or the extractor refused its
+    text; the row is marked failed (pipeline/entities/stage.py)."""
+
+    code = "extraction_failed"
+
+
 class GraphSyncFailed(BrainstreamError):
     """The graph kept refusing an outbox row (not an outage) after every try; the row is marked
     failed and dead-lettered, and the rows behind it go on."""

@@ -108,6 +108,21 @@ class Settings(BaseSettings):
     embed_retry_attempts: int = Field(default=5, ge=1, le=100)
     embed_retry_max_wait: float = Field(default=10.0, gt=0)
     embed_lease_seconds: float = Field(default=120.0, gt=0)
+    # Entity extraction stage (issue 11, pipeline/entities/stage.py; docs/parts/stage.md).
+    extract_batch_size: int = Field(default=64, ge=1, le=4096)
+    # What one field may hand the extractor; longer text is cut (spans stay valid: a prefix).
+    extract_text_cap_chars: int = Field(default=100_000, ge=100, le=10_000_000)
+    extract_retry_attempts: int = Field(default=5, ge=1, le=100)
+    extract_retry_max_wait: float = Field(default=10.0, gt=0)
+    extract_lease_seconds: float = Field(default=120.0, gt=0)
+    # The entities of one row that count for co-occurrence (the most mentioned first): a row
+    # naming n entities adds n*(n-1)/2 pairs, so a long list must not flood the edge table.
+    entity_cooccur_cap: int = Field(default=20, ge=2, le=1000)
+    # Row ids a CO_OCCURS edge keeps as its evidence.
+    entity_evidence_n: int = Field(default=5, ge=0, le=100)
+    # GET /v1/objects/{id}: the most entities, and mentions per entity, the answer lists.
+    object_entities_max: int = Field(default=100, ge=0, le=10_000)
+    object_mentions_max: int = Field(default=20, ge=1, le=10_000)
     relay_batch_size: int = Field(default=500, ge=1, le=100_000)
     relay_max_backoff: float = Field(default=30.0, gt=0)
     relay_max_attempts: int = Field(default=8, ge=1, le=100)

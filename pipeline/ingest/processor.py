@@ -85,6 +85,9 @@ class BatchProcessor:
         try:
             if outcome.embed_roots:
                 self.trigger.embed(sorted(outcome.embed_roots))
+                # The roots whose text was written are the ones whose extraction is pending;
+                # the worker extracts them off the consumer's path.
+                self.trigger.extract(sorted(outcome.embed_roots))
             if outcome.outbox_rows:
                 self.trigger.relay()
         except Exception as exc:  # the sweep will find the work; ingestion must not stop

@@ -25,3 +25,12 @@ GRAPH_SECONDS = Histogram("brainstream_graph_write_seconds", "Graph sync latency
                           buckets=(0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10))
 GRAPH_FAILURES = Counter("brainstream_graph_write_failures_total",
                          "Relay rounds that failed because the graph was unavailable")
+EXTRACT_SECONDS = Histogram("brainstream_extract_batch_seconds",
+                            "Extractor call latency per batch",
+                            buckets=(0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60))
+EXTRACT_BATCH = Histogram("brainstream_extract_batch_size", "Rows per extractor call",
+                          buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512))
+EXTRACT_FAILURES = Counter("brainstream_extract_failures_total",
+                           "Rows whose extraction was marked failed (dead-lettered)")
+EXTRACT_MENTIONS = Counter("brainstream_extract_mentions_total",
+                           "Mentions written by the extraction stage")

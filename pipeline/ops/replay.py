@@ -111,6 +111,9 @@ class _NoTrigger:
     def embed(self, roots: Sequence[Any]) -> None:
         pass
 
+    def extract(self, roots: Sequence[Any]) -> None:
+        pass
+
     def relay(self) -> None:
         pass
 

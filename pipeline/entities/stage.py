@@ -1,0 +1,222 @@
+"""Entity extraction: claim rows whose text changed, extract their mentions in batches with
+retries, write mentions, entities, aliases and entity edges back, hand them to the graph.
+
+Modelled on the embedding service (pipeline/embedding/service.py). Rows are claimed from
+`entity_extraction` with a lease (not a lock), so a slow extractor never blocks the consumers;
+the write-back is a compare-and-set on the text hash, so a put that changed the text meanwhile
+wins and its row stays pending for the next round. Any number of workers can run this at once.
+
+A claimed batch mixes rows of every tenant: a text the extractor refuses (a permanent error)
+is isolated by halving the batch and only its row fails; retries exhausted on an outage fail
+the batch as a whole. A failed row is marked `failed` and dead-lettered `extraction_failed`.
+
+Rows whose deleted state changed (soft delete, revival) and rows hard-deleted (stale chunks,
+purge) keep or lose their mentions without a text change; migration 0014 flags them and each
+round recounts the entities and pairs they touched (`part_count` and co-occurrence weights
+count live rows only). New entities get their name's embedding from the pipeline's embedder
+when one is given; an embedder failure leaves it NULL and never fails a row.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from pipeline.domain.errors import BrainstreamError, ExtractionFailed, Unavailable
+from pipeline.domain.mentions import Extraction, Mention, TextField
+from pipeline.domain.retry import retry_transient
+from pipeline.domain.settings import Settings
+from pipeline.entities.names import normalise
+from pipeline.entities.writeback import Key, WriteResult, mention_keys, write_batch
+from pipeline.kafka.io import dead_letter_headers
+from pipeline.metrics import instruments as metrics
+from pipeline.ports import DeadLetterSink, Embedder, Extractor
+from pipeline.stores.postgres import entities as entities_sql, extraction as rows_sql
+from pipeline.stores.postgres.extraction import RowText
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ExtractStats:
+    claimed: int = 0
+    extracted: int = 0
+    failed: int = 0
+    mentions: int = 0
+    entities_created: int = 0
+    rows_skipped: int = 0  # text changed meanwhile: left pending for the next round
+    recounted: int = 0  # rows whose deleted state changed, and hard-deleted rows
+
+
+class ExtractionStage:
+    """Extracts the entities of what the write path left pending."""
+
+    def __init__(self, settings: Settings, pool: ConnectionPool, extractor: Extractor,
+                 embedder: Embedder | None = None,
+                 dead_letters: DeadLetterSink | None = None) -> None:
+        self.settings = settings
+        self.pool = pool
+        self.extractor = extractor
+        self.embedder = embedder
+        self.dead_letters = dead_letters
+
+    def run(self, roots: Sequence[uuid.UUID] | None = None, *, max_batches: int = 1000
+            ) -> ExtractStats:
+        """Extract pending rows (of `roots`, or all) and recount what deletes changed, until
+        nothing is left or `max_batches` ran."""
+        stats = ExtractStats()
+        for _ in range(max_batches):
+            with self.pool.connection() as conn:
+                lease, limit = self.settings.extract_lease_seconds, self.settings.extract_batch_size
+                ids = rows_sql.claim(conn, recount=False, lease=lease, roots=roots, limit=limit)
+                recount = rows_sql.claim(conn, recount=True, lease=lease, roots=roots,
+                                         limit=limit)
+            stats.claimed += len(ids)
+            extracted = self._extract(self._load(ids), stats) if ids else []
+            result = self._write(extracted, recount)
+            stats.extracted += result.extracted
+            stats.rows_skipped += len(result.skipped)
+            stats.recounted += result.recounted
+            stats.mentions += result.mentions
+            stats.entities_created += len(result.created)
+            metrics.EXTRACT_MENTIONS.inc(result.mentions)
+            if not ids and not recount and not result.recounted:
+                break
+        return stats
+
+    def _load(self, ids: Sequence[uuid.UUID]) -> list[RowText]:
+        with self.pool.connection() as conn:
+            return rows_sql.load(conn, ids, self.settings.extract_text_cap_chars)
+
+    # -- extracting ---------------------------------------------------------------------------
+
+    def _extract(self, rows: Sequence[RowText], stats: ExtractStats
+                 ) -> list[tuple[RowText, Extraction]]:
+        """Each row with what the extractor found; a batch the extractor refuses is halved until
+        each refused row is alone (see the module docstring), and that row fails."""
+        if not rows:
+            return []
+        metrics.EXTRACT_BATCH.observe(len(rows))
+
+        def call() -> list[Extraction]:
+            with metrics.EXTRACT_SECONDS.time():
+                found = self.extractor.extract(
+                    [[TextField(name, text) for name, text in row.fields] for row in rows])
+            if len(found) != len(rows):
+                raise ExtractionFailed(f"the extractor answered {len(found)} rows for "
+                                       f"{len(rows)}")
+            return found
+
+        try:
+            found = retry_transient(
+                call, attempts=self.settings.extract_retry_attempts,
+                max_wait=self.settings.extract_retry_max_wait,
+                on_retry=lambda n, exc: log.warning("extraction attempt %d failed: %s", n, exc))
+        except Unavailable as exc:
+            self._fail(rows, ExtractionFailed(
+                f"extraction failed after {self.settings.extract_retry_attempts} attempts: "
+                f"{exc.code}: {exc.message}"), stats)
+            return []
+        except BrainstreamError as exc:
+            if len(rows) > 1:
+                log.warning("the extractor refused a batch of %d rows (%s: %s); isolating the "
+                            "row", len(rows), exc.code, exc.message)
+                half = len(rows) // 2
+                return self._extract(rows[:half], stats) + self._extract(rows[half:], stats)
+            self._fail(rows, exc if isinstance(exc, ExtractionFailed) else ExtractionFailed(
+                f"the extractor refused this row: {exc.code}: {exc.message}"), stats)
+            return []
+        return [(row, valid_mentions(row, got)) for row, got in zip(rows, found, strict=True)]
+
+    def _fail(self, rows: Sequence[RowText], error: ExtractionFailed,
+              stats: ExtractStats) -> None:
+        """The rows cannot be extracted: dead-letter the reason, then mark them failed."""
+        log.error("%s (%d rows)", error.message, len(rows))
+        if self.dead_letters is not None:
+            letters = []
+            for row in rows:
+                value = json.dumps({"id": str(row.id), "namespace": str(row.namespace_id),
+                                    "root_id": str(row.root_id),
+                                    "event_id": row.event_id}).encode()
+                headers = dead_letter_headers(error, topic="extraction", partition=-1,
+                                              offset=-1, event_id=row.event_id)
+                letters.append((str(row.root_id).encode(), value, headers))
+            try:
+                self.dead_letters.send(letters)
+            except Unavailable:
+                # Not marked failed: the lease expires and the rows are tried again later.
+                log.error("dead-letter topic unavailable; leaving rows pending")
+                return
+        with self.pool.connection() as conn, conn.transaction():
+            marked = rows_sql.mark_failed(conn, [(row.id, row.text_hash) for row in rows],
+                                          error.message[:2000])
+        metrics.EXTRACT_FAILURES.inc(marked)
+        stats.failed += marked
+
+    # -- writing back -------------------------------------------------------------------------
+
+    def _write(self, extracted: Sequence[tuple[RowText, Extraction]],
+               recount: Sequence[uuid.UUID]) -> WriteResult:
+        embeddings = self._name_embeddings(extracted)
+
+        def once() -> WriteResult:
+            with self.pool.connection() as conn, conn.transaction():
+                return write_batch(conn, self.settings, self.extractor.name, extracted,
+                                   recount, embeddings)
+
+        # Another writer of the same rows or entities (the resolver merging, a consumer batch
+        # deleting stale chunks) may lock in another order: Postgres then aborts one side. The
+        # mentions are in hand, so the transaction is retried rather than left to the lease.
+        return retry_transient(once, attempts=5, max_wait=2.0,
+                               transient=(psycopg.errors.TransactionRollback,),
+                               on_retry=lambda n, exc: log.warning(
+                                   "extraction write-back attempt %d rolled back: %s", n, exc))
+
+    def _name_embeddings(self, extracted: Sequence[tuple[RowText, Extraction]]
+                         ) -> dict[Key, Any]:
+        """The name embeddings of the entities this batch will create (names no entity or
+        alias knows yet), computed before the write transaction so it stays short."""
+        if self.embedder is None or not extracted:
+            return {}
+        firsts = mention_keys(extracted)
+        with self.pool.connection() as conn:
+            known = entities_sql.by_norm(conn, firsts)
+        new = [(key, m.name.strip()) for key, m in firsts.items() if key not in known]
+        out: dict[Key, Any] = {}
+        step = self.settings.embed_batch_size
+        for start in range(0, len(new), step):
+            chunk = new[start:start + step]
+            try:
+                vectors = self.embedder.embed([name for _, name in chunk])
+            except Exception as exc:  # a name without a vector still resolves by its text
+                log.warning("entity name embedding failed (%s); leaving %d names without one",
+                            exc, len(chunk))
+                continue
+            out.update((key, vector) for (key, _), vector in zip(chunk, vectors, strict=True))
+        return out
+
+
+def valid_mentions(row: RowText, found: Extraction) -> Extraction:
+    """`found` without the mentions that do not index a field of the row as the port promises
+    (span in range, `text` the span), or that Postgres cannot store (NUL characters, an empty
+    normalised name): an extractor's slip costs that mention, not the row."""
+    fields = dict(row.fields)
+    good: list[Mention] = []
+    for m in found.mentions:
+        text = fields.get(m.field)
+        if (text is None or not 0 <= m.start < m.end <= len(text)
+                or text[m.start:m.end] != m.text or "\x00" in m.name + m.label
+                or not normalise(m.name) or not m.label):
+            log.warning("dropping a mention the extractor got wrong: %r", m)
+            continue
+        good.append(m if all("\x00" not in a for a in m.aliases) else replace(
+            m, aliases=tuple(a for a in m.aliases if "\x00" not in a)))
+    return Extraction(good, [t for t in found.triples
+                             if "\x00" not in t.subject + t.predicate + t.object])

@@ -1,0 +1,170 @@
+"""The extraction stage's write-back: one transaction per batch.
+
+For the extracted rows whose text did not change meanwhile (compare-and-set on the text hash;
+the others stay pending), the rows' mentions are replaced, each mention's entity resolved by
+exact name then alias (created when neither knows it), surface and extractor aliases added and
+RELATES edges written for the triples. Then, for every entity and pair whose rows changed
+(extracted rows, soft-deleted or revived rows, hard-deleted rows), `part_count` and the
+CO_OCCURS weights are recomputed from the live rows, and the graph is told through the outbox:
+MENTIONS_SYNC for each root, ENTITY_SYNC for each touched entity.
+
+Writers of the same entities serialize on advisory locks taken in one global order before any
+write, so two workers cannot deadlock; a rollback (deadlock with another writer such as the
+resolver, serialization) retries the transaction.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+
+from pipeline.domain.mentions import Extraction, Mention
+from pipeline.domain.settings import Settings
+from pipeline.entities.ids import Pair, counted_entities, entity_id, pairs
+from pipeline.entities.names import normalise
+from pipeline.outbox import store as outbox
+from pipeline.outbox.ops import ENTITY_SYNC, MENTIONS_SYNC
+from pipeline.stores.postgres import entities as sql, extraction as rows_sql
+from pipeline.stores.postgres.extraction import RowText
+
+Conn = psycopg.Connection[Any]
+Key = tuple[uuid.UUID, str]  # (namespace, normalised name)
+
+
+@dataclass
+class WriteResult:
+    """What one write-back did."""
+
+    extracted: int = 0
+    skipped: list[uuid.UUID] = field(default_factory=list)  # text changed meanwhile
+    recounted: int = 0
+    mentions: int = 0
+    created: list[uuid.UUID] = field(default_factory=list)
+
+
+def mention_keys(rows: Sequence[tuple[RowText, Extraction]]) -> dict[Key, Mention]:
+    """Each (namespace, norm) the rows' mentions name, with the first mention naming it (its
+    name and label describe an entity created for it)."""
+    out: dict[Key, Mention] = {}
+    for row, found in rows:
+        for m in found.mentions:
+            out.setdefault((row.namespace_id, normalise(m.name)), m)
+    return out
+
+
+def write_batch(conn: Conn, settings: Settings, extractor: str,
+                extracted: Sequence[tuple[RowText, Extraction]], recount: Sequence[uuid.UUID],
+                embeddings: Mapping[Key, Any]) -> WriteResult:
+    """Write one batch back in the caller's transaction (see the module docstring)."""
+    result = WriteResult()
+    state = rows_sql.lock_rows(conn, [r.id for r, _ in extracted] + list(recount))
+    keep = [(row, found) for row, found in extracted
+            if row.id in state and state[row.id][0] == row.text_hash
+            and state[row.id][1] == 'pending']
+    kept = {row.id for row, _ in keep}
+    result.skipped = [row.id for row, _ in extracted if row.id not in kept]
+    rows_sql.release(conn, result.skipped)
+    # A recount row whose text changed meanwhile is pending: its extraction recounts it.
+    recount = [rid for rid in recount if rid in state and state[rid][3]
+               and state[rid][1] != 'pending']
+    gone = rows_sql.take_gone(conn, settings.extract_batch_size)
+
+    old = sql.mention_counts(conn, [row.id for row, _ in keep] + recount)
+    firsts = mention_keys(keep)
+    triple_keys = {(row.namespace_id, normalise(name)) for row, found in keep
+                   for t in found.triples for name in (t.subject, t.object)}
+    known = sql.by_norm(conn, set(firsts) | triple_keys)
+    new = {key: m for key, m in firsts.items() if key not in known}
+    sql.lock_entities(conn, [*known.values(), *(entity_id(*key) for key in new),
+                             *(e for counts in old.values() for e in counts),
+                             *(e for g in gone for e in g.mentions)])
+    if new:
+        sql.create_entities(conn, [
+            sql.NewEntity(entity_id(*key), key[0], m.name.strip(), key[1], m.label,
+                          embeddings.get(key)) for key, m in new.items()])
+        # The ids now there: ours, or those of a writer that created the name first.
+        created = sql.by_norm(conn, new)
+        result.created = [eid for key, eid in created.items() if eid == entity_id(*key)]
+        known.update(created)
+
+    mention_rows, aliases = _mentions(keep, known)
+    sql.replace_mentions(conn, [row.id for row, _ in keep], mention_rows)
+    sql.add_aliases(conn, aliases)
+    touched = _relations(conn, keep, state, known)
+
+    new_counts: dict[uuid.UUID, dict[uuid.UUID, int]] = {row.id: {} for row, _ in keep}
+    for m in mention_rows:
+        new_counts[m.row_id][m.entity_id] = new_counts[m.row_id].get(m.entity_id, 0) + 1
+    # Before and after: a pair the row no longer names loses this row's weight.
+    cap = settings.entity_cooccur_cap
+    touched_pairs: set[Pair] = set()
+    for counts in [*old.values(), *new_counts.values(), *(g.mentions for g in gone)]:
+        touched_pairs |= pairs(counted_entities(counts, cap))
+        touched.update(counts)
+    sql.recount_entities(conn, touched)
+    sql.recount_pairs(conn, touched_pairs, cap=cap, evidence_n=settings.entity_evidence_n)
+
+    rows_sql.mark_done(conn, [(row.id, row.text_hash, extractor, len(found.triples))
+                              for row, found in keep])
+    rows_sql.mark_recounted(conn, recount)
+    roots = {(row.namespace_id, row.root_id) for row, _ in keep}
+    roots |= {(g.namespace_id, g.root_id) for g in gone}
+    roots |= set(rows_sql.roots_of(conn, recount))
+    outbox.enqueue_many(conn, [outbox.Entry(ns, root, MENTIONS_SYNC) for ns, root in
+                               sorted(roots)] +
+                        [outbox.Entry(ns, eid, ENTITY_SYNC) for eid, ns in
+                         sorted(sql.namespaces_of(conn, touched).items())])
+    result.extracted = len(keep)
+    result.recounted = len(recount) + len(gone)
+    result.mentions = len(mention_rows)
+    return result
+
+
+def _mentions(keep: Sequence[tuple[RowText, Extraction]], known: Mapping[Key, uuid.UUID]
+              ) -> tuple[list[sql.MentionRow], set[tuple[uuid.UUID, str, str, uuid.UUID, str]]]:
+    """The mention rows (one per span: the first mention of a span wins) and the aliases."""
+    out: dict[tuple[uuid.UUID, str, int, int], sql.MentionRow] = {}
+    aliases: set[tuple[uuid.UUID, str, str, uuid.UUID, str]] = set()
+    for row, found in keep:
+        ns = row.namespace_id
+        for m in found.mentions:
+            eid = known.get((ns, normalise(m.name)))
+            if eid is None:
+                continue
+            out.setdefault((row.id, m.field, m.start, m.end), sql.MentionRow(
+                row.id, m.field, m.start, m.end, ns, eid, m.label, m.text))
+            for alias, source in [(m.text, "surface"), (m.name, "surface"),
+                                  *((a, "extractor") for a in m.aliases)]:
+                norm = normalise(alias)
+                if norm:
+                    aliases.add((ns, norm, alias.strip(), eid, source))
+    return list(out.values()), aliases
+
+
+def _relations(conn: Conn, keep: Sequence[tuple[RowText, Extraction]],
+               state: Mapping[uuid.UUID, tuple[str | None, str, int, bool]],
+               known: Mapping[Key, uuid.UUID]) -> set[uuid.UUID]:
+    """Withdraw what the rows stated before, write what they state now; the entities whose
+    RELATES edges changed."""
+    stated_before = [row for row, _ in keep if state[row.id][2] > 0]
+    touched = sql.withdraw_relations(conn, [row.namespace_id for row in stated_before],
+                                     [row.id for row in stated_before])
+    edges: dict[tuple[uuid.UUID, uuid.UUID, str, uuid.UUID], set[uuid.UUID]] = {}
+    for row, found in keep:
+        ns = row.namespace_id
+        for t in found.triples:
+            subject = known.get((ns, normalise(t.subject)))
+            obj = known.get((ns, normalise(t.object)))
+            predicate = normalise(t.predicate)
+            # A name no mention of this batch or entity of the namespace carries is not
+            # created from a triple alone (it would have no label and no mention).
+            if subject is None or obj is None or subject == obj or not predicate:
+                continue
+            edges.setdefault((ns, subject, predicate, obj), set()).add(row.id)
+            touched |= {subject, obj}
+    sql.add_relations(conn, edges)
+    return touched

@@ -1,0 +1,255 @@
+"""The extraction stage's entity writes (pipeline/entities/stage.py): resolving names exactly,
+and writing mentions, entities, aliases and entity edges back (the per-row state is in
+`pipeline/stores/postgres/extraction.py`).
+
+Everything that writes runs in the caller's transaction. `part_count` and co-occurrence weights
+are recomputed from the mentions of live rows (never incremented), so writing the same batch
+twice, or recounting a row twice, lands on the same numbers.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+Conn = psycopg.Connection[Any]
+
+# The advisory-lock class of entities (pg_advisory_xact_lock(class, key)): apart from the
+# one-key locks the embedding service takes on roots.
+_LOCK_CLASS = 0x656E74
+# Entities hash into this many lock keys: two batches that touch one entity share a key, and a
+# batch never holds more than this many locks (the lock table is shared and finite).
+_LOCK_BUCKETS = 1024
+
+# The entities a row's entities resolve to once merges are followed (a chain, bounded).
+_SURVIVORS = """
+WITH RECURSIVE chain(start, id, depth) AS (
+    SELECT s, s, 0 FROM unnest(%s::uuid[]) AS s
+    UNION ALL
+    SELECT c.start, e.merged_into, c.depth + 1 FROM chain c JOIN entities e ON e.id = c.id
+    WHERE e.merged_into IS NOT NULL AND c.depth < 32)
+SELECT DISTINCT ON (start) start, id FROM chain ORDER BY start, depth DESC
+"""
+
+# An alias's entity when several share the norm: what a person said first, then merges, then
+# what extractors stated, then surface forms; ties by id, so every worker picks the same one.
+_ALIASES = """
+SELECT DISTINCT ON (a.namespace_id, a.norm) a.namespace_id, a.norm, a.entity_id
+FROM entity_aliases a JOIN unnest(%s::uuid[], %s::text[]) AS q(ns, norm)
+     ON a.namespace_id = q.ns AND a.norm = q.norm
+ORDER BY a.namespace_id, a.norm,
+         array_position(ARRAY['manual', 'merge', 'extractor', 'surface'], a.source), a.entity_id
+"""
+
+_PART_COUNT = """
+UPDATE entities e SET part_count = c.n, updated_at = now()
+FROM (SELECT t.id, (SELECT count(DISTINCT m.row_id) FROM mentions m
+                    JOIN objects o ON o.id = m.row_id AND o.deleted_at IS NULL
+                    WHERE m.entity_id = t.id) AS n
+      FROM unnest(%s::uuid[]) AS t(id)) c
+WHERE e.id = c.id AND e.part_count <> c.n
+"""
+
+# Weight of each touched pair: the live rows where both are among the row's counted entities
+# (pipeline/entities/ids.py: counted_entities, the same ranking); pairs left with none lose
+# their edge.
+_COOCCURS = """
+WITH p(a, b) AS (SELECT * FROM unnest(%(a)s::uuid[], %(b)s::uuid[])),
+c AS (SELECT DISTINCT p.a, p.b, ma.row_id FROM p
+      JOIN mentions ma ON ma.entity_id = p.a
+      JOIN mentions mb ON mb.entity_id = p.b AND mb.row_id = ma.row_id
+      JOIN objects o ON o.id = ma.row_id AND o.deleted_at IS NULL),
+r AS (SELECT m.row_id, m.entity_id,
+             row_number() OVER (PARTITION BY m.row_id ORDER BY count(*) DESC, m.entity_id) AS rank
+      FROM mentions m WHERE m.row_id IN (SELECT row_id FROM c)
+      GROUP BY m.row_id, m.entity_id),
+w AS (SELECT c.a, c.b, count(*) AS n, (array_agg(c.row_id ORDER BY c.row_id))[1:%(n)s] AS ev
+      FROM c JOIN r ra ON ra.row_id = c.row_id AND ra.entity_id = c.a AND ra.rank <= %(cap)s
+             JOIN r rb ON rb.row_id = c.row_id AND rb.entity_id = c.b AND rb.rank <= %(cap)s
+      GROUP BY c.a, c.b),
+up AS (INSERT INTO entity_edges (namespace_id, from_id, to_id, edge_type, weight, evidence)
+       SELECT e.namespace_id, w.a, w.b, 'CO_OCCURS', w.n, coalesce(w.ev, '{}')
+       FROM w JOIN entities e ON e.id = w.a ORDER BY w.a, w.b
+       ON CONFLICT (from_id, edge_type, predicate, to_id) DO UPDATE
+           SET weight = EXCLUDED.weight, evidence = EXCLUDED.evidence, updated_at = now()
+           WHERE entity_edges.weight IS DISTINCT FROM EXCLUDED.weight
+              OR entity_edges.evidence IS DISTINCT FROM EXCLUDED.evidence)
+DELETE FROM entity_edges d USING p
+WHERE d.from_id = p.a AND d.to_id = p.b AND d.edge_type = 'CO_OCCURS' AND d.predicate = ''
+  AND NOT EXISTS (SELECT 1 FROM w WHERE w.a = p.a AND w.b = p.b)
+"""
+
+
+@dataclass(frozen=True)
+class NewEntity:
+    id: uuid.UUID
+    namespace_id: uuid.UUID
+    name: str
+    norm: str
+    label: str
+    embedding: Any  # a vector, or None
+
+
+@dataclass(frozen=True)
+class MentionRow:
+    row_id: uuid.UUID
+    field: str
+    start: int
+    end: int
+    namespace_id: uuid.UUID
+    entity_id: uuid.UUID
+    label: str
+    text: str
+
+
+def lock_entities(conn: Conn, ids: Iterable[uuid.UUID]) -> None:
+    """Serialize the writers of these entities: lock keys taken in one global (sorted) order, so
+    two workers cannot deadlock on them."""
+    buckets = sorted({entity.int % _LOCK_BUCKETS for entity in ids})
+    if buckets:
+        conn.execute("SELECT pg_advisory_xact_lock(%s, b) FROM unnest(%s::int[]) AS b",
+                     (_LOCK_CLASS, buckets))
+
+
+def by_norm(conn: Conn, keys: Iterable[tuple[uuid.UUID, str]]
+            ) -> dict[tuple[uuid.UUID, str], uuid.UUID]:
+    """Exact resolution: (namespace, norm) -> the live entity of that name, else the entity an
+    alias of that norm names (merges followed to the survivor)."""
+    wanted = sorted(set(keys))
+    if not wanted:
+        return {}
+    nss, norms = [k[0] for k in wanted], [k[1] for k in wanted]
+    found: dict[tuple[uuid.UUID, str], uuid.UUID] = {
+        (ns, norm): eid for ns, norm, eid in conn.execute(
+            "SELECT e.namespace_id, e.norm, e.id FROM entities e"
+            " JOIN unnest(%s::uuid[], %s::text[]) AS q(ns, norm)"
+            " ON e.namespace_id = q.ns AND e.norm = q.norm WHERE e.merged_into IS NULL",
+            (nss, norms)).fetchall()}
+    rest = [k for k in wanted if k not in found]
+    if rest:
+        aliased = {(ns, norm): eid for ns, norm, eid in conn.execute(
+            _ALIASES, ([k[0] for k in rest], [k[1] for k in rest])).fetchall()}
+        found.update(follow(conn, aliased))
+    return found
+
+
+def follow(conn: Conn, ids: Mapping[Any, uuid.UUID]) -> dict[Any, uuid.UUID]:
+    """The same mapping with every entity replaced by the one it was merged into, if any."""
+    if not ids:
+        return {}
+    survivor = dict(conn.execute(_SURVIVORS, (sorted(set(ids.values())),)).fetchall())
+    return {key: survivor.get(eid, eid) for key, eid in ids.items()}
+
+
+def create_entities(conn: Conn, entities: Sequence[NewEntity]) -> None:
+    """Insert entities not there yet (in id order; an id or name another writer created first
+    is left as it is)."""
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO entities (id, namespace_id, name, norm, label, embedding)"
+            " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+            [(e.id, e.namespace_id, e.name, e.norm, e.label, e.embedding)
+             for e in sorted(entities, key=lambda e: e.id)])
+
+
+def mention_counts(conn: Conn, row_ids: Sequence[uuid.UUID]
+                   ) -> dict[uuid.UUID, dict[uuid.UUID, int]]:
+    """Per row, the entities its current mentions name and how often."""
+    out: dict[uuid.UUID, dict[uuid.UUID, int]] = {}
+    for row_id, entity, n in conn.execute(
+            "SELECT row_id, entity_id, count(*) FROM mentions WHERE row_id = ANY(%s)"
+            " GROUP BY row_id, entity_id", (list(row_ids),)).fetchall():
+        out.setdefault(row_id, {})[entity] = int(n)
+    return out
+
+
+def replace_mentions(conn: Conn, row_ids: Sequence[uuid.UUID],
+                     mentions: Sequence[MentionRow]) -> None:
+    """The rows' mentions become exactly `mentions`."""
+    conn.execute("DELETE FROM mentions WHERE row_id = ANY(%s)", (list(row_ids),))
+    if not mentions:
+        return
+    with conn.cursor() as cur, cur.copy(
+            "COPY mentions (row_id, field, start_pos, end_pos, namespace_id, entity_id, label,"
+            " text) FROM STDIN") as copy:
+        for m in mentions:
+            copy.write_row((m.row_id, m.field, m.start, m.end, m.namespace_id, m.entity_id,
+                            m.label, m.text))
+
+
+def add_aliases(conn: Conn, aliases: Iterable[tuple[uuid.UUID, str, str, uuid.UUID, str]]
+                ) -> None:
+    """(namespace, norm, alias, entity, source) rows; one already there is kept as it is."""
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO entity_aliases (namespace_id, norm, alias, entity_id, source)"
+            " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING", sorted(set(aliases)))
+
+
+def namespaces_of(conn: Conn, entity_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, uuid.UUID]:
+    """entity -> its namespace, for the entities that exist."""
+    return dict(conn.execute("SELECT id, namespace_id FROM entities WHERE id = ANY(%s)",
+                             (sorted(set(entity_ids)),)).fetchall())
+
+
+def recount_entities(conn: Conn, entity_ids: Iterable[uuid.UUID]) -> None:
+    """Set `part_count` of these entities to the live rows that mention them."""
+    ids = sorted(set(entity_ids))
+    if ids:
+        conn.execute(_PART_COUNT, (ids,))
+
+
+def recount_pairs(conn: Conn, pairs: Iterable[tuple[uuid.UUID, uuid.UUID]], *, cap: int,
+                  evidence_n: int) -> None:
+    """Recompute the CO_OCCURS edge of each pair (a < b); pairs no live row names lose it."""
+    ordered = sorted(set(pairs))
+    if ordered:
+        conn.execute(_COOCCURS, {"a": [p[0] for p in ordered], "b": [p[1] for p in ordered],
+                                 "cap": cap, "n": evidence_n})
+
+
+def withdraw_relations(conn: Conn, namespaces: Sequence[uuid.UUID],
+                       row_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+    """Take these rows out of the evidence of the RELATES edges they stated; an edge no row
+    states any more is removed. The entities whose edges changed."""
+    if not row_ids:
+        return set()
+    changed = conn.execute(
+        "UPDATE entity_edges e SET evidence = x.ev, weight = cardinality(x.ev),"
+        " updated_at = now()"
+        " FROM (SELECT from_id, predicate, to_id, ARRAY(SELECT v FROM unnest(evidence) AS v"
+        "         WHERE v <> ALL(%(rows)s::uuid[]) ORDER BY v) AS ev"
+        "       FROM entity_edges WHERE namespace_id = ANY(%(ns)s::uuid[])"
+        "         AND edge_type = 'RELATES' AND evidence && %(rows)s::uuid[]) x"
+        " WHERE e.from_id = x.from_id AND e.edge_type = 'RELATES'"
+        "   AND e.predicate = x.predicate AND e.to_id = x.to_id"
+        " RETURNING e.from_id, e.to_id",
+        {"rows": list(row_ids), "ns": sorted(set(namespaces))}).fetchall()
+    touched = {eid for pair in changed for eid in pair}
+    if touched:
+        conn.execute("DELETE FROM entity_edges WHERE edge_type = 'RELATES' AND evidence = '{}'"
+                     " AND from_id = ANY(%s)", (sorted(touched),))
+    return touched
+
+
+def add_relations(conn: Conn, edges: Mapping[tuple[uuid.UUID, uuid.UUID, str, uuid.UUID],
+                                              set[uuid.UUID]]) -> None:
+    """RELATES edges: (namespace, subject, predicate, object) -> the rows that state it, added
+    to its evidence; weight = the rows stating it."""
+    merged = ("ARRAY(SELECT DISTINCT x FROM unnest(entity_edges.evidence || EXCLUDED.evidence)"
+              " AS x ORDER BY x)")
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO entity_edges (namespace_id, from_id, to_id, edge_type, predicate,"
+            " weight, evidence) VALUES (%(ns)s, %(a)s, %(b)s, 'RELATES', %(p)s,"
+            " cardinality(%(ev)s::uuid[]), %(ev)s::uuid[])"
+            " ON CONFLICT (from_id, edge_type, predicate, to_id) DO UPDATE"
+            f" SET evidence = {merged}, weight = cardinality({merged}), updated_at = now()",
+            [{"ns": ns, "a": a, "b": b, "p": p, "ev": sorted(rows)}
+             for (ns, a, p, b), rows in sorted(edges.items())])
+
+
