@@ -64,8 +64,11 @@ class Tenant:
 
 
 def _fill_entities(settings: Settings, tenant: Tenant) -> None:
-    """Entities and mentions of the documents' parts, as the extraction stage would write."""
+    """Entities and mentions of the documents' parts, as the extraction stage would write;
+    the rows are marked extracted, so no stage of the session's pipeline rewrites them."""
     with psycopg.connect(settings.effective_postgres_dsn, autocommit=True) as conn:
+        conn.execute("UPDATE entity_extraction SET status = 'done', extracted_hash = text_hash"
+                     " WHERE namespace_id = %s", (tenant.namespace,))
         parts = {str(r[1]): r[0] for r in conn.execute(
             "SELECT id, parent_id FROM objects WHERE namespace_id = %s"
             " AND parent_id IS NOT NULL", (tenant.namespace,))}
