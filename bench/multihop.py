@@ -34,14 +34,12 @@ import psycopg
 from multihopeval import CachedChannel, ModeRun, Variant, costs, engines, run_mode
 from qualitydata import Dataset, counts, ingest, load_hotpot, load_scifact
 from qualityref import evaluate
-from readbench import bench_settings, bench_stack, md_table
+from readbench import bench_settings, bench_stack, extract_pending, md_table
 from runenv import add_reuse_and_out, bench_parser, emit_report, log, machine_lines, quiet_logging
 
 from pipeline.domain.settings import EmbedderName, Settings
-from pipeline.entities.stage import ExtractionStage
 from pipeline.ops.vocab import refresh_vocab
 from pipeline.retrieval.engine import RetrievalEngine
-from pipeline.stores.postgres.pool import make_pool
 from pipeline.wiring import build_services
 
 PORT_OFFSET = 1300
@@ -57,26 +55,10 @@ WIPE = ("TRUNCATE mentions, entity_edges, entity_merges, entity_aliases, entity_
 
 def extract(settings: Settings, extractor: str) -> tuple[int, float]:
     """Empty the entity layer and extract every row with `extractor`: (rows, seconds)."""
-    from pipeline.entities.extractors import build_extractor
-
     with psycopg.connect(settings.effective_postgres_dsn, autocommit=True) as conn:
         for statement in WIPE:
             conn.execute(statement)
-    chosen = build_extractor(settings.model_copy(update={"entity_extractor": extractor}))
-    pool = make_pool(settings, max_size=2)
-    try:
-        stage = ExtractionStage(settings, pool, chosen)
-        rows = 0
-        started = time.perf_counter()
-        while True:
-            stats = stage.run(max_batches=20)
-            rows += stats.extracted + stats.failed
-            if stats.claimed == 0:
-                break
-            log(f"{extractor}: {rows} rows extracted")
-        return rows, time.perf_counter() - started
-    finally:
-        pool.close()
+    return extract_pending(settings, extractor)
 
 
 def entity_counts(settings: Settings, namespace: uuid.UUID) -> str:
