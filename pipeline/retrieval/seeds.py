@@ -35,6 +35,15 @@ def query_ngrams(query: str, *, max_tokens: int = 8) -> list[Ngram]:
     return grams
 
 
+def common_word_match(surface: str, key: str, entity_name: str) -> bool:
+    """A lower-case single word of the query ("nation") matching a capitalised name
+    ("Nation", an extractor's reading of a sentence or title start): a common word, not a
+    name the user meant; it is no seed. Multi-word runs, words written with a capital or a
+    digit, and names that are lower-case themselves (identifiers) still match."""
+    return (" " not in key and surface == surface.lower() and not any(
+        ch.isdigit() for ch in surface) and entity_name != entity_name.lower())
+
+
 def longest_matches(matched: Sequence[Ngram]) -> list[Ngram]:
     """Of the n-grams that matched, the longest first, then the earliest, skipping any that
     overlaps one already taken; returned in query order."""

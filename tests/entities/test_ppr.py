@@ -2,8 +2,9 @@
 hybrid misses, `explain` says how, a hub is dropped, and a second tenant with the same texts but
 no entities gets hybrid and never the first tenant's data.
 
-The entity layer is filled with SQL here (what the extraction stage writes: entities with their
-live row counts, mentions of part rows), so these tests exercise retrieval alone.
+Tenant A's entity layer is filled with SQL (what the extraction stage writes: entities with
+their live row counts, mentions of part rows), so those tests exercise retrieval alone; tenant
+C's comes from the real extraction stage with the default (heuristic) extractor.
 """
 
 from __future__ import annotations
@@ -19,15 +20,18 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from pipeline.domain.settings import Settings
+from pipeline.entities.extractors import build_extractor
 from pipeline.entities.names import normalise
+from pipeline.entities.stage import ExtractionStage
+from pipeline.stores.postgres.pool import make_pool
 from tests.pipelineutil import ingest, put
 
 # The question needs two passages: "Moonfall Harbor" names its director, and only the
 # director's own passage names the country; that passage shares no word with the question.
 QUESTION = "Which nation is the birthplace of the person who directed the film Moonfall Harbor?"
 DOCS = {
-    "film": ("Moonfall Harbor", "Moonfall Harbor is a drama directed by Elara Vantreck for "
-             "Corvid Studio."),
+    "film": ("Moonfall Harbor", "Moonfall Harbor is a drama directed by Elara Vantreck. "
+             "Corvid Studio released it."),
     "bridge": ("Elara Vantreck", "Elara Vantreck grew up in Quillon, a river town of Ostravia, "
                "and joined Corvid Studio."),
     "d1": ("Birthplace registry", "The birthplace of a person is recorded by the nation where "
@@ -95,9 +99,10 @@ def _fill_entities(settings: Settings, tenant: Tenant) -> None:
 
 @pytest.fixture(scope="module")
 def tenants(catalog: Settings) -> dict[str, Tenant]:
-    """Tenant A (entities filled) and tenant B (the same documents, no entities)."""
+    """Tenant A (entities filled by SQL), B (the same documents, no entities) and C (entities
+    from the real extraction stage)."""
     out = {}
-    for name in ("a", "b"):
+    for name in ("a", "b", "c"):
         ns = uuid.uuid4()
         ids = {doc: str(uuid.uuid4()) for doc in DOCS}
         ingest(catalog, [put(ns, id=ids[doc], kind="note", title=title, content=text)
@@ -105,16 +110,24 @@ def tenants(catalog: Settings) -> dict[str, Tenant]:
         tenant = Tenant(ns, f"key-ppr-{name}-{uuid.uuid4().hex[:8]}", ids)
         if name == "a":
             _fill_entities(catalog, tenant)
+        if name == "c":
+            pool = make_pool(catalog, max_size=2)
+            try:
+                ExtractionStage(catalog, pool, build_extractor(catalog)).run(
+                    roots=[uuid.UUID(i) for i in ids.values()])
+            finally:
+                pool.close()
         out[name] = tenant
     return out
 
 
 @pytest.fixture(scope="module")
 def client(catalog: Settings, tenants: dict[str, Tenant]) -> Iterator[TestClient]:
-    # hubs by the fraction alone: this corpus is far smaller than the default floor of rows
+    # this corpus (20 live rows: a hub limit of 2 by the fraction) is far smaller than the
+    # default floor of 20 rows: 3 keeps Elara Vantreck (part, part, title) and drops Corvid Studio
     settings = catalog.model_copy(update={
         "api_keys": {t.key: [str(t.namespace)] for t in tenants.values()},
-        "ppr_hub_min_rows": 0, "decay_lambda": 0.0})
+        "ppr_hub_min_rows": 3, "decay_lambda": 0.0})
     with TestClient(create_app(settings)) as test_client:
         yield test_client
 
@@ -142,6 +155,17 @@ def test_auto_finds_the_bridging_passage_that_hybrid_misses(
     assert set(_ids(auto)[:2]) == {a.ids["film"], a.ids["bridge"]}
     bridge = next(o for o in auto["objects"] if o["id"] == a.ids["bridge"])
     assert bridge["evidence"], "the bridging passage comes with its part as evidence"
+
+
+def test_entities_from_the_extraction_stage_bridge_too(
+        client: TestClient, tenants: dict[str, Tenant]) -> None:
+    c = tenants["c"]
+    hybrid = _search(client, c, limit=3)
+    auto = _search(client, c, limit=3, mode="auto", explain=True)
+    assert c.ids["bridge"] not in _ids(hybrid)
+    assert auto["mode"] == "ppr"
+    assert "Moonfall Harbor" in {s["name"] for s in auto["explain"]["seeds"]}
+    assert set(_ids(auto)[:2]) == {c.ids["film"], c.ids["bridge"]}
 
 
 def test_explain_names_seeds_hubs_subgraph_and_ranks(

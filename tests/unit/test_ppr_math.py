@@ -15,7 +15,7 @@ from pipeline.retrieval.ppr import (
     top_nodes,
     transition,
 )
-from pipeline.retrieval.seeds import longest_matches, query_ngrams
+from pipeline.retrieval.seeds import common_word_match, longest_matches, query_ngrams
 
 
 def _graph(n: int, edges: list[tuple[int, int, float]]) -> nx.Graph:
@@ -121,3 +121,12 @@ def test_longest_match_wins_and_spans_do_not_overlap() -> None:
     matched = {"new york", "new york times", "times", "building"}
     chosen = longest_matches([g for g in grams if g.text.lower() in matched])
     assert [g.text for g in chosen] == ["New York Times", "building", "New York"]
+
+
+def test_a_lower_case_common_word_is_no_seed() -> None:
+    assert common_word_match("nation", "nation", "Nation")
+    assert common_word_match("the birthplace", "birthplace", "Birthplace")
+    assert not common_word_match("Nation", "nation", "Nation")
+    assert not common_word_match("moonfall harbor", "moonfall harbor", "Moonfall Harbor")
+    assert not common_word_match("python3", "python3", "Python3")
+    assert not common_word_match("numpy", "numpy", "numpy")

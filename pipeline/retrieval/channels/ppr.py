@@ -1,7 +1,8 @@
 """The PPR stage: Personalized PageRank over a query-time subgraph of the entity layer.
 
 1. Seeds (`plan`): the query's word n-grams (up to `max_ngram` words) matched to the
-   namespace's entities by normalised name, then alias, then fold as a fallback; overlapping
+   namespace's entities by normalised name, then alias, then fold as a fallback (a lower-case
+   single word never matches a capitalised name: `seeds.common_word_match`); overlapping
    matches keep the longest. A seed weighs 1 / (live rows naming it). An entity named by more
    than `hub_fraction` of the namespace's live rows (and by more than `hub_min_rows`, so a
    small namespace still has seeds) is a hub: never a seed, never expanded.
@@ -29,7 +30,7 @@ from pipeline.domain.read_model import Filters, Hit
 from pipeline.entities.names import fold, normalise
 from pipeline.ports import EntityGraph
 from pipeline.retrieval.ppr import forward_push, power_iteration, seed_vector, transition
-from pipeline.retrieval.seeds import longest_matches, query_ngrams
+from pipeline.retrieval.seeds import common_word_match, longest_matches, query_ngrams
 
 # Edge weights of the walk: a mention and a stated relation count alike; a pair the resolver
 # held as possibly the same entity passes half as much as one a person verified.
@@ -167,14 +168,17 @@ class PprStage:
         for m in matches:
             target = folded if m.method == "fold" else named
             target.setdefault(m.key, {}).setdefault(m.entity.id, (m.entity, m.method))
-        found = {g: named.get(keys[g]) or folded.get(folds[g]) for g in grams}
+        found = {g: {eid: hit for eid, hit in (named.get(keys[g]) or folded.get(folds[g])
+                                               or {}).items()
+                     if not common_word_match(g.text, folds[g], hit[0].name)}
+                 for g in grams}
         chosen = longest_matches([g for g, entities in found.items() if entities])
         live = await self.graph.live_rows(namespace)
         hub_limit = max(self.config.hub_fraction * live, float(self.config.hub_min_rows))
         seeds: dict[uuid.UUID, Seed] = {}
         hubs: dict[uuid.UUID, EntityRef] = {}
         for gram in chosen:
-            for entity, method in (found[gram] or {}).values():
+            for entity, method in found[gram].values():
                 if entity.part_count > hub_limit:
                     hubs[entity.id] = entity
                 elif entity.part_count > 0 and entity.id not in seeds:
