@@ -75,7 +75,8 @@ def main() -> None:
     quiet_logging()
     scales = sorted(int(s) for s in args.scales.split(","))
     concurrencies = [int(c) for c in args.concurrency.split(",")]
-    settings = bench_settings("query", PORT_OFFSET, "static", api_port=API_PORT)
+    settings = bench_settings("query", PORT_OFFSET, "static", api_port=API_PORT,
+                              service_start_timeout=600.0)  # FalkorDB's index rebuild, loaded
     k = settings.search_candidate_k
     ef = min(max(2 * k, 40), 1000)  # what PgPartSearcher.search_dense sets
     source = load_source()
