@@ -33,7 +33,7 @@ from dataclasses import replace
 from typing import cast
 
 import psycopg
-from multihopeval import CachedChannel, ModeRun, Variant, costs, engines, run_mode
+from multihopeval import CachedChannel, ModeRun, Variant, costs, engines, run_mode, stage_latency
 from qualitydata import Dataset, counts, ingest, load_hotpot, load_scifact
 from qualityref import evaluate
 from readbench import bench_settings, bench_stack, extract_pending, md_table
@@ -55,11 +55,13 @@ WIPE = ("TRUNCATE mentions, entity_edges, entity_merges, entity_aliases, entity_
         " lease_until = NULL, error = NULL, recount = false, triples = 0")
 
 
-def extract(settings: Settings, extractor: str) -> tuple[int, float]:
-    """Empty the entity layer and extract every row with `extractor`: (rows, seconds)."""
-    with psycopg.connect(settings.effective_postgres_dsn, autocommit=True) as conn:
-        for statement in WIPE:
-            conn.execute(statement)
+def extract(settings: Settings, extractor: str, *, wipe: bool) -> tuple[int, float]:
+    """Extract every pending row with `extractor` (the entity layer emptied first when
+    `wipe`): (rows, seconds)."""
+    if wipe:
+        with psycopg.connect(settings.effective_postgres_dsn, autocommit=True) as conn:
+            for statement in WIPE:
+                conn.execute(statement)
     return extract_pending(settings, extractor)
 
 
@@ -125,10 +127,12 @@ async def measure(args: argparse.Namespace, datasets: list[Dataset]) -> str:
                 found = (await score(engine, hotpot, "hybrid"))[0]
                 ndcg, _ = await scifact_ndcg(engine, "hybrid")
                 rows.append([label, "-", found["R@2"], found["R@5"], ndcg, "-", "-"])
+                log(f"row: {rows[-1]}")
                 hybrid_ndcg = ndcg
             for extractor in args.extractors:
                 try:
-                    extracted, seconds = await asyncio.to_thread(extract, settings, extractor)
+                    extracted, seconds = await asyncio.to_thread(
+                        extract, settings, extractor, wipe=not args.resume_extraction)
                 except Exception as exc:  # a missing optional package or model: say so
                     info[f"extractor {extractor}"] = f"not run: {type(exc).__name__}: {exc}"
                     continue
@@ -144,8 +148,13 @@ async def measure(args: argparse.Namespace, datasets: list[Dataset]) -> str:
                     sf_auto, sf_ran = await scifact_ndcg(engine, "auto")
                     sweep.append([extractor, variant.label, hp_ppr["R@2"], hp_ppr["R@5"],
                                   hp_auto["R@2"], hp_auto["R@5"], sf_auto, sf_ran])
+                    log(f"sweep row: {sweep[-1]}")
                     if variant != wired_variant:
                         continue
+                    for ds in datasets:
+                        info[f"PPR stage latency, {ds.name} ({extractor})"] = (
+                            await stage_latency(engine, ds))
+                        log(info[f"PPR stage latency, {ds.name} ({extractor})"])
                     for mode, hp, run in (("ppr", hp_ppr, run_ppr), ("auto", hp_auto, run_auto)):
                         rows.append([mode, extractor, hp["R@2"], hp["R@5"],
                                      sf_auto if mode == "auto" else "-",
@@ -180,6 +189,9 @@ def main() -> None:
     parser.add_argument("--extractors", default="heuristic,spacy")
     parser.add_argument("--rrf-ks", default="1,2,5,10,20,60")
     parser.add_argument("--passage-weights", default="0,0.05")
+    parser.add_argument("--resume-extraction", action="store_true",
+                        help="do not empty the entity layer first: the stage goes on with the "
+                             "rows an interrupted earlier run left pending (same extractor)")
     parser.add_argument("--datasets", default="hotpotqa,scifact",
                         help="hotpotqa, and scifact unless left out (its ingestion is the long "
                              "part with MiniLM)")

@@ -113,3 +113,29 @@ def costs(run: ModeRun) -> str:
         return "-"
     return (f"nodes p50 {np.median(run.nodes):.0f} / max {max(run.nodes)}, iterations p50 "
             f"{np.median(run.iterations):.0f}, truncated {run.truncated}")
+
+
+async def stage_latency(engine: RetrievalEngine, ds: Dataset) -> str:
+    """The PPR stage alone (seeds, subgraph, iteration) on every query of `ds`, one at a time:
+    p50/p95 over all queries and over those that named a seed, and the subgraphs' size."""
+    stage = engine.ppr
+    assert stage is not None
+    every: list[float] = []
+    seeded: list[float] = []
+    nodes: list[int] = []
+    for text in ds.queries.values():
+        started = time.perf_counter()
+        plan = await stage.plan(ds.namespace, text)
+        result = await stage.rank(ds.namespace, plan, Filters(), ())
+        every.append(time.perf_counter() - started)
+        if plan.seeds:
+            seeded.append(every[-1])
+            nodes.append(result.nodes)
+
+    def ms(values: list[float], q: float) -> str:
+        return f"{1000 * float(np.percentile(values, q)):.1f}" if values else "-"
+
+    return (f"{len(every)} queries: p50 {ms(every, 50)} ms, p95 {ms(every, 95)} ms; the "
+            f"{len(seeded)} with a seed: p50 {ms(seeded, 50)} ms, p95 {ms(seeded, 95)} ms, "
+            f"subgraph nodes p50 {np.median(nodes) if nodes else 0:.0f}, max "
+            f"{max(nodes, default=0)}")
