@@ -127,7 +127,10 @@ def client(catalog: Settings, tenants: dict[str, Tenant]) -> Iterator[TestClient
     # default floor of 20 rows: 3 keeps Elara Vantreck (part, part, title) and drops Corvid Studio
     settings = catalog.model_copy(update={
         "api_keys": {t.key: [str(t.namespace)] for t in tenants.values()},
-        "ppr_hub_min_rows": 3, "decay_lambda": 0.0})
+        "ppr_hub_min_rows": 3, "decay_lambda": 0.0,
+        # the walk from entities alone: the hybrid list's distractors as weak seeds would
+        # outweigh one bridge in a corpus of ten passages
+        "ppr_passage_seed_weight": 0.0})
     with TestClient(create_app(settings)) as test_client:
         yield test_client
 
