@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from pipeline.domain.mentions import ObjectEntity
-from pipeline.domain.read_model import Filters, Page, RichObject
+from pipeline.domain.read_model import Filters, Page, RichObject, SearchMode
 from pipeline.domain.relations import RELATION_TYPE_PATTERN
 from pipeline.retrieval.paging import RESULT_SET_ID_PATTERN
 
@@ -53,11 +53,22 @@ class FiltersBody(BaseModel):
                        updated_before=self.updated_before, properties=tuple(props))
 
 
-class SearchBody(_Strict):
+class FindExactBody(_Strict):
     query: Query
     filters: FiltersBody | None = None
     limit: Limit = 10
     scope_ids: list[uuid.UUID] | None = Field(default=None, max_length=1000)
+
+
+class SearchBody(FindExactBody):
+    mode: SearchMode = Field(default="hybrid", description=(
+        "hybrid: lexical + trigram + dense, RRF. ppr: that list fused with Personalized"
+        " PageRank over the entities the query names (multi-hop questions). auto: ppr when"
+        " the query names at least one usable entity, else hybrid; the answer's `mode` says"
+        " which ran"))
+    explain: bool = Field(default=False, description=(
+        "add an `explain` block: seeds and weights, hubs dropped, subgraph size, iterations,"
+        " truncated, and per returned object its first-stage rank, PPR rank and fused score"))
 
 
 class FindObjectsBody(_Strict):
@@ -238,12 +249,15 @@ class PageOut(BaseModel):
         " left the page short and the search stopped at its candidate bound"
         " (BRAINSTREAM_GRAPH_FIND_MAX_CANDIDATES per channel) before the graph ran out of"
         " candidates. Narrow the request to reach them; false when nothing was cut"))
+    explain: dict[str, Any] | None = Field(default=None, description=(
+        "search with `explain: true`, first page only: how the answer was ranked"))
 
     @classmethod
     def of(cls, page: Page) -> PageOut:
         return cls(objects=[RichObjectOut.of(o) for o in page.objects],
                    result_set_id=page.result_set_id, has_more=page.has_more,
-                   degrade=page.degrade, mode=page.mode, truncated=page.truncated)
+                   degrade=page.degrade, mode=page.mode, truncated=page.truncated,
+                   explain=page.explain)
 
 
 class ChildrenOut(BaseModel):

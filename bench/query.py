@@ -11,20 +11,23 @@ scale, cumulatively in one namespace:
    after from their own definitions, then VACUUM ANALYZE, as autovacuum would), adds `links`
    (each document cites 3 others) and projects everything into FalkorDB through the real
    `OutboxRelay` (node_sync / edge_sync outbox rows);
-3. measures, with the engine built by `pipeline.wiring.build_services` (in-process, asyncio,
+3. runs the extraction stage (`heuristic`) over the new rows;
+4. measures, with the engine built by `pipeline.wiring.build_services` (in-process, asyncio,
    N workers on one queue): `search` (claims of SciFact), `find_exact` (document titles),
    `find_objects` (claims), and `expand` with `max_hops=2` (random documents), each at
-   concurrency 1 and 8; and the floors on the same data and queries: one bare pgvector
+   concurrency 1 and 8; the PPR stage alone and `search` in mode auto (`queryppr.py`, c=1);
+   and the floors on the same data and queries: one bare pgvector
    top-k (`ORDER BY embedding <=> v LIMIT k`, ef_search as the engine sets it) and one bare
    full-text top-k (`lexical @@ q ORDER BY ts_rank(lexical, q) DESC LIMIT k`, q = the OR of
    the query's lexemes, as the engine's BM25 matches);
-4. optionally (`--http`), `search` and `expand` through the real API process (uvicorn) to show
+5. optionally (`--http`), `search` and `expand` through the real API process (uvicorn) to show
    the HTTP overhead.
 
 Targets: search p95 at 100k parts within 3x (dense floor p95 + full-text floor p95) and under
-100 ms; 2-hop expand p95 under 20 ms.
+100 ms; 2-hop expand p95 under 20 ms; PPR stage p95 under 50 ms.
 
 Modules: `querydata.py` (corpus, bulk load, relay), `querymeasure.py` (floors, engine, HTTP),
+`queryppr.py` (the PPR stage),
 `queryreport.py` (tables and targets).
 
 Usage: python bench/query.py [--scales 10000,100000] [--requests 150] [--http] [--reuse]
@@ -37,8 +40,9 @@ import time
 
 from querydata import graph_and_link_counts, grow_to, load_source, part_count
 from querymeasure import make_inputs, measure_scale, slices
+from queryppr import measure_ppr
 from queryreport import ScaleResult, report
-from readbench import bench_settings, bench_stack
+from readbench import bench_settings, bench_stack, extract_pending
 from runenv import add_reuse_and_out, bench_parser, emit_report, log, quiet_logging
 
 from pipeline.embedding.embedders.static import StaticEmbedder
@@ -63,12 +67,16 @@ def main() -> None:
                              "so a slow operation is measured on fewer calls")
     parser.add_argument("--breakdown", type=int, default=50,
                         help="claims for the per-step breakdown of search (0: skip)")
+    parser.add_argument("--ppr", type=int, default=100,
+                        help="claims for the PPR stage and search in mode auto, after the "
+                             "heuristic extractor ran over the parts (0: skip)")
     add_reuse_and_out(parser, "keep the data of an earlier run (only grow it)")
     args = parser.parse_args()
     quiet_logging()
     scales = sorted(int(s) for s in args.scales.split(","))
     concurrencies = [int(c) for c in args.concurrency.split(",")]
-    settings = bench_settings("query", PORT_OFFSET, "static", api_port=API_PORT)
+    settings = bench_settings("query", PORT_OFFSET, "static", api_port=API_PORT,
+                              service_start_timeout=600.0)  # FalkorDB's index rebuild, loaded
     k = settings.search_candidate_k
     ef = min(max(2 * k, 40), 1000)  # what PgPartSearcher.search_dense sets
     source = load_source()
@@ -88,7 +96,17 @@ def main() -> None:
             http = args.http and parts == scales[0]  # the overhead does not depend on scale
             timings = asyncio.run(measure_scale(settings, inputs, args, concurrencies, ef, k,
                                                 http))
-            results.append(ScaleResult(stored, docs, links, load, timings))
+            notes = []
+            if args.ppr:
+                rows, seconds = extract_pending(settings, "heuristic")
+                load["entity extraction (heuristic, new rows)"] = seconds
+                notes.append(f"Entity extraction (heuristic): {rows} rows in {seconds:.0f} s "
+                             f"({rows / max(seconds, 1e-9):.0f} rows/s)")
+                ppr_timings, note = asyncio.run(measure_ppr(settings, inputs, args.ppr,
+                                                            args.budget))
+                timings += ppr_timings
+                notes.append(note)
+            results.append(ScaleResult(stored, docs, links, load, timings, notes))
     text = report(results, args, time.perf_counter() - started, ef, k)
     emit_report(text, args.out)
 

@@ -9,6 +9,7 @@ import argparse
 import sys
 from dataclasses import dataclass, field
 
+from queryppr import ppr_verdict
 from readbench import md_table
 from runenv import machine_lines
 from timing import Timing
@@ -27,6 +28,7 @@ class ScaleResult:
     links: int
     load: dict[str, float]
     timings: list[Timing] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 def report(results: list[ScaleResult], args: argparse.Namespace, total_s: float,
@@ -51,6 +53,7 @@ def report(results: list[ScaleResult], args: argparse.Namespace, total_s: float,
             lines.append("Load: " + ", ".join(f"{name} {secs:.0f} s"
                                                for name, secs in res.load.items()))
             lines.append("")
+        lines += [*(f"{note}." for note in res.notes), ""] if res.notes else []
         floor_p95: dict[int, float] = {}
         for t in res.timings:
             if t.name.startswith("floor"):
@@ -98,5 +101,8 @@ def report(results: list[ScaleResult], args: argparse.Namespace, total_s: float,
             verdicts.append(f"- {res.parts:,} parts, 2-hop expand p95 (c=1) "
                             f"{expand.ms(95):.1f} ms vs {TARGET_EXPAND_MS:.0f} ms: "
                             f"**{'PASS' if ok else 'FAIL'}**")
+        ppr = ppr_verdict(res.parts, res.timings)
+        if ppr is not None:
+            verdicts.append(ppr)
     lines += ["#### Targets", "", *verdicts, ""]
     return "\n".join(lines)

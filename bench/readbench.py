@@ -21,6 +21,7 @@ from runenv import BENCH_DIR, log
 
 from pipeline.domain.settings import EmbedderName, Settings
 from pipeline.embedding.service import EmbeddingService, pending_count
+from pipeline.entities.stage import ExtractionStage
 from pipeline.graph.falkordb.schema import prepare_graph
 from pipeline.graph.falkordb.writer import FalkorGraphWriter
 from pipeline.ingest.batch import apply_batch
@@ -138,6 +139,29 @@ def drain_outbox(settings: Settings, *, rounds: int = 1000, progress: bool = Fal
                 return time.perf_counter() - started
     finally:
         producer.close()
+        pool.close()
+
+
+def extract_pending(settings: Settings, extractor: str) -> tuple[int, float]:
+    """Run the extraction stage (`ExtractionStage`, the extractor named) until no row is
+    pending: (rows extracted or failed, seconds)."""
+    from pipeline.entities.extractors import build_extractor  # the optional extras load late
+
+    chosen = build_extractor(settings.model_copy(update={"entity_extractor": extractor}))
+    pool = make_pool(settings, max_size=2)
+    try:
+        stage = ExtractionStage(settings, pool, chosen)
+        rows = 0
+        started = last = time.perf_counter()
+        while True:
+            stats = stage.run(max_batches=20)
+            rows += stats.extracted + stats.failed
+            if stats.claimed == 0:
+                return rows, time.perf_counter() - started
+            if time.perf_counter() - last > 30:
+                last = time.perf_counter()
+                log(f"{extractor}: {rows} rows extracted ({rows / (last - started):.0f}/s)")
+    finally:
         pool.close()
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from fastapi import APIRouter
 
 from api.dependencies import Ns, Svc
 from api.errors import ERRORS
 from api.routes import PAGE_LINKS, page
-from api.schemas import ContinueBody, PageOut, SearchBody
+from api.schemas import ContinueBody, FindExactBody, PageOut, SearchBody
 from pipeline.domain.read_model import Filters, SearchQuery
 
 router = APIRouter(tags=["search"], responses=ERRORS)
@@ -16,12 +18,13 @@ router = APIRouter(tags=["search"], responses=ERRORS)
 @router.post("/v1/search", response_model=PageOut, responses=PAGE_LINKS)
 async def search(body: SearchBody, ns: Ns, svc: Svc) -> PageOut:
     """Hybrid retrieval over parts (BM25 + trigram + dense, RRF, decay), promoted to their
-    objects with evidence."""
-    return page(await svc.engine.search(ns, _search_query(body)), "search")
+    objects with evidence; `mode` ppr or auto fuses it with PPR over the entity layer."""
+    query = replace(_search_query(body), mode=body.mode, explain=body.explain)
+    return page(await svc.engine.search(ns, query), "search")
 
 
 @router.post("/v1/find_exact", response_model=PageOut, responses=PAGE_LINKS)
-async def find_exact(body: SearchBody, ns: Ns, svc: Svc) -> PageOut:
+async def find_exact(body: FindExactBody, ns: Ns, svc: Svc) -> PageOut:
     """Equality first (id, title, property value, quoted phrase), then lexical + trigram."""
     return page(await svc.engine.find_exact(ns, _search_query(body)), "find_exact")
 
@@ -33,7 +36,7 @@ async def continue_(body: ContinueBody, ns: Ns, svc: Svc) -> PageOut:
                 "continue")
 
 
-def _search_query(body: SearchBody) -> SearchQuery:
+def _search_query(body: FindExactBody) -> SearchQuery:
     return SearchQuery(query=body.query,
                        filters=body.filters.to_filters() if body.filters else Filters(),
                        limit=body.limit, scope_ids=tuple(body.scope_ids or ()))

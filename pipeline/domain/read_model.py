@@ -12,6 +12,10 @@ from typing import Literal
 
 Scalar = str | int | float | bool
 Direction = Literal["out", "in", "both"]
+# How `search` ranks: the hybrid channels alone, fused with PPR over the entity layer, or PPR
+# only when the query names a usable entity (pipeline/retrieval/multihop.py).
+SearchMode = Literal["hybrid", "ppr", "auto"]
+SEARCH_MODES: tuple[SearchMode, ...] = ("hybrid", "ppr", "auto")
 # How far an expansion may walk the graph (one round trip per hop).
 MAX_HOPS = 4
 
@@ -98,6 +102,8 @@ class Page:
     # a bound (a result set's size, expansion's neighbour bound, find_objects' candidate bound)
     # cut the answer: more may exist
     truncated: bool = False
+    # search with `explain`: how the answer was ranked (first page only)
+    explain: dict[str, object] | None = None
 
 
 @dataclass(frozen=True)
@@ -120,6 +126,8 @@ class SearchQuery:
     filters: Filters = Filters()
     limit: int = 10
     scope_ids: tuple[uuid.UUID, ...] = ()
+    mode: SearchMode = "hybrid"  # search only; find_exact ignores it
+    explain: bool = False
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,14 @@
 """Every port of the core: the small interfaces through which the pipeline reaches the world.
 
-One package, like psycopg's `abc.py` (modules `write`, `projection`, `models`, `read`; import
-them from here): the write path (`EventStore`, `EventStores`, `WorkTrigger`,
-`DeadLetterSink`), the projection (`GraphWriter`, `ChangeSink`), embedding (`Embedder`),
-extraction (`Extractor`) and the read side (`Channel`, `PartSearcher`, `ObjectReader`,
-`MentionReader`, `GraphReader`, `ResultSetStore`, `PathGraph`, `EntityReader`). Each has one
-production adapter in a module of its own (`pipeline/stores/`, `pipeline/graph/falkordb/`,
-`pipeline/kafka/`, `pipeline/embedding/embedders/`, `pipeline/retrieval/channels/`). The values
-they trade are in `pipeline/domain/` (and `pipeline/memory/model.py`); the memory services' own
-ports are in `pipeline/memory_services/ports.py`.
+One package, like psycopg's `abc.py` (modules `write`, `projection`, `models`, `read`; import them
+from here): the write path (`EventStore`, `EventStores`, `WorkTrigger`, `DeadLetterSink`), the
+projection (`GraphWriter`, `ChangeSink`), embedding (`Embedder`), extraction (`Extractor`) and the
+read side (`Channel`, `EntityGraph`, `PartSearcher`, `ObjectReader`, `MentionReader`,
+`GraphReader`, `ResultSetStore`, `PathGraph`, `EntityReader`). Each has one production adapter in a
+module of its own (`pipeline/stores/`, `pipeline/graph/falkordb/`, `pipeline/kafka/`,
+`pipeline/embedding/embedders/`, `pipeline/retrieval/channels/`). The values they trade are in
+`pipeline/domain/` (and `pipeline/memory/model.py`); the memory services' own ports are in
+`pipeline/memory_services/ports.py`.
 
 Read ports are async (the API serves many requests per process) and scoped to one namespace: a
 port never returns a row of another namespace, nor a soft-deleted one.
@@ -28,6 +28,7 @@ from pipeline.ports.projection import (
 from pipeline.ports.read import (
     CatalogSource,
     Channel,
+    EntityGraph,
     EntityReader,
     GraphReader,
     MentionReader,
@@ -52,6 +53,7 @@ __all__ = [
     "Channel",
     "DeadLetterSink",
     "Embedder",
+    "EntityGraph",
     "EntityReader",
     "EventStore",
     "EventStores",

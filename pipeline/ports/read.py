@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
+from pipeline.domain.entity_reads import EntityLink, NameMatch, RowMention
 from pipeline.domain.kinds import KindCatalog
 from pipeline.domain.mentions import ObjectEntity
 from pipeline.domain.paths import Citation, GraphEdge, Hub, NodeInfo, NodeRef
@@ -40,6 +41,43 @@ class Channel(Protocol):
     async def candidates(self, namespace: uuid.UUID, query: str, filters: Filters,
                          scope_ids: Sequence[uuid.UUID], k: int) -> list[Hit]:
         """Top k searchable rows (parts, or objects without parts) for `query`."""
+        ...
+
+
+class EntityGraph(Protocol):
+    """The entity layer as PPR retrieval walks it (`pipeline/retrieval/channels/ppr.py`): name
+    lookup, the namespace's size, and one hop at a time from entities or rows. Only live rows
+    and live (not merged) entities of the namespace are ever returned."""
+
+    async def match_names(self, namespace: uuid.UUID, keys: Sequence[str],
+                          folds: Sequence[str]) -> list[NameMatch]:
+        """Entities whose normalised name or alias is one of `keys` (method exact / alias),
+        and those whose folded name is one of `folds` (method fold, key = the fold)."""
+        ...
+
+    async def live_rows(self, namespace: uuid.UUID) -> int:
+        """How many live rows the namespace holds (the hub rule's denominator; may be cached)."""
+        ...
+
+    async def rows_of(self, namespace: uuid.UUID, entity_ids: Sequence[uuid.UUID],
+                      per_entity: int) -> list[RowMention]:
+        """Live rows naming each entity, at most `per_entity` rows each."""
+        ...
+
+    async def entities_of(self, namespace: uuid.UUID, row_ids: Sequence[uuid.UUID]
+                          ) -> list[RowMention]:
+        """The live entities each row names."""
+        ...
+
+    async def links_of(self, namespace: uuid.UUID, entity_ids: Sequence[uuid.UUID],
+                       limit: int) -> list[EntityLink]:
+        """Walkable entity edges with an end among `entity_ids`, at most `limit`."""
+        ...
+
+    async def visible_objects(self, namespace: uuid.UUID, object_ids: Sequence[uuid.UUID],
+                              filters: Filters, scope_ids: Sequence[uuid.UUID]
+                              ) -> set[uuid.UUID]:
+        """Those of `object_ids` a search may return under `filters` and `scope_ids`."""
         ...
 
 

@@ -7,6 +7,11 @@ mild temporal decay, and go to the pager (`pipeline.retrieval.paging`), which st
 list as a result set so `continue` pages through the same snapshot. A channel that may be missing
 (dense: the embedder is down) degrades the answer with its label (`lexical_only`), never to an
 error; any other channel's failure fails the request.
+
+Modes (`SearchQuery.mode`): `hybrid` is the above; `ppr` also runs the PPR stage over the
+entity layer (`pipeline/retrieval/channels/ppr.py`) and fuses its objects with the hybrid list
+(`pipeline/retrieval/multihop.py`); `auto` runs PPR when the query names a usable seed entity,
+else hybrid. The answer's `mode` says which ran; `explain` adds how it was ranked.
 """
 
 from __future__ import annotations
@@ -14,10 +19,10 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from pipeline.domain.errors import NotFound, Unavailable
+from pipeline.domain.errors import InvalidInput, NotFound, Unavailable
 from pipeline.domain.read_model import Filters, Hit, Page, RichObject, RowMeta, SearchQuery
 from pipeline.ports import (
     CatalogSource,
@@ -28,7 +33,22 @@ from pipeline.ports import (
     ResultSetStore,
 )
 from pipeline.retrieval.channels import standard_channels
-from pipeline.retrieval.fusion import Fused, Promoted, decay_factor, fuse_and_promote, promote
+from pipeline.retrieval.channels.ppr import EXPLAIN_MAX_HUBS, PprResult, PprStage, RowRef, SeedPlan
+from pipeline.retrieval.fusion import (
+    Fused,
+    Promoted,
+    decay_factor,
+    fuse_and_promote,
+    promote,
+    rrf,
+)
+from pipeline.retrieval.multihop import (
+    StageRanks,
+    fuse_stages,
+    hits_explain,
+    plan_explain,
+    ppr_explain,
+)
 from pipeline.retrieval.paging import Item, ResultPager
 from pipeline.retrieval.requests import (
     MAX_FILTERS,
@@ -56,6 +76,8 @@ class EngineConfig:
     max_filters: int = MAX_FILTERS
     # the channels find_exact fuses under its equality matches (no dense: exact means words)
     exact_channels: tuple[str, ...] = ("lexical", "trigram")
+    # RRF's k when the hybrid list and the PPR list are fused (small: see multihop.py)
+    ppr_rrf_k: int = 5
 
 
 class RetrievalEngine:
@@ -69,13 +91,15 @@ class RetrievalEngine:
     def __init__(self, searcher: PartSearcher, reader: ObjectReader,
                  result_sets: ResultSetStore, catalog: CatalogSource,
                  embed_query: QueryEmbedder | None, config: EngineConfig | None = None, *,
-                 channels: Sequence[Channel] | None = None) -> None:
+                 channels: Sequence[Channel] | None = None,
+                 ppr: PprStage | None = None) -> None:
         self.searcher = searcher
         self.reader = reader
         self.result_sets = result_sets
         self.catalog = catalog
         self.embed_query = embed_query
         self.config = config or EngineConfig()
+        self.ppr = ppr
         if channels is None:
             channels = standard_channels(searcher, embed_query,
                                          embed_timeout=self.config.embed_timeout)
@@ -97,12 +121,57 @@ class RetrievalEngine:
     # -- search -----------------------------------------------------------------------------
 
     async def search(self, namespace: uuid.UUID, request: SearchQuery) -> Page:
-        """Hybrid search over parts, promoted to their objects."""
+        """Search over parts, promoted to their objects: hybrid, or fused with PPR (`mode`)."""
         query = query_text(request.query, max_terms=self.config.max_query_terms)
         check_limit(request.limit)
         await self.validate_filters(request.filters)
-        hits, degrade = await self.candidates(namespace, query, request, list(self.channels))
-        return await self.rank_and_page(namespace, query, hits, request.limit, degrade)
+        if request.mode != "hybrid" and self.ppr is None:
+            raise InvalidInput(f"mode {request.mode!r}: this server has no PPR stage",
+                               field="mode")
+        if self.ppr is None or request.mode == "hybrid":
+            hits, degrade = await self.candidates(namespace, query, request,
+                                                  list(self.channels))
+            plan = None
+        else:
+            (hits, degrade), plan = await asyncio.gather(
+                self.candidates(namespace, query, request, list(self.channels)),
+                self.ppr.plan(namespace, query))
+        if plan is None or (request.mode == "auto" and not plan.seeds):
+            page = await self.rank_and_page(namespace, query, hits, request.limit, degrade,
+                                            mode=None if plan is None else "hybrid",
+                                            explain=request.explain)
+            if page.explain is not None:
+                page = replace(page, explain={**page.explain, **plan_explain(plan)})
+            return page
+        return await self._search_ppr(namespace, query, request, hits, degrade, plan)
+
+    async def _search_ppr(self, namespace: uuid.UUID, query: str, request: SearchQuery,
+                          hits: dict[str, list[Hit]], degrade: str | None,
+                          plan: SeedPlan) -> Page:
+        """The hybrid list and the PPR stage's list, fused (`multihop.fuse_stages`)."""
+        assert self.ppr is not None
+        ids = list(dict.fromkeys(h.id for found in hits.values() for h in found))
+        meta = await self.searcher.row_meta(namespace, ids)
+        first = fuse_and_promote(hits, meta, k=self.config.rrf_k,
+                                 evidence_n=self.config.evidence_n)
+        rows = [RowRef(f.id, meta[f.id].parent_id or f.id, meta[f.id].parent_id is not None)
+                for f in rrf(hits, k=self.config.rrf_k) if f.id in meta]
+        result = await self.ppr.rank(namespace, plan, request.filters, request.scope_ids, rows)
+        missing = [p.id for p in result.parts if p.id not in meta]
+        meta |= await self.searcher.row_meta(namespace, missing)
+        promoted, ranks = fuse_stages(first, result, meta, k=self.config.ppr_rrf_k,
+                                      evidence_n=self.config.evidence_n)
+        page = await self._page(namespace, query, promoted, meta, request.limit, degrade,
+                                mode="ppr")
+        if request.explain:
+            page = replace(page, explain=self._explain(plan, result, page, ranks))
+        return page
+
+    @staticmethod
+    def _explain(plan: SeedPlan | None, result: PprResult | None, page: Page,
+                 ranks: dict[uuid.UUID, StageRanks]) -> dict[str, object]:
+        return {**plan_explain(plan), **ppr_explain(result, max_hubs=EXPLAIN_MAX_HUBS),
+                "hits": hits_explain([o.id for o in page.objects], ranks)}
 
     async def find_exact(self, namespace: uuid.UUID, request: SearchQuery) -> Page:
         """Equality matches first (id, title, property value, quoted phrase), then the fusion of
@@ -142,9 +211,11 @@ class RetrievalEngine:
 
     async def rank_and_page(self, namespace: uuid.UUID, query: str,
                             channels: dict[str, list[Hit]], limit: int, degrade: str | None,
-                            *, first: Sequence[Hit] = ()) -> Page:
+                            *, first: Sequence[Hit] = (), mode: str | None = None,
+                            explain: bool = False) -> Page:
         """Fuse the channels' hits, promote them to objects with evidence, decay by age and
-        return the first page; `first` (exact matches) leads, in its own order."""
+        return the first page; `first` (exact matches) leads, in its own order. `mode` labels
+        the answer; `explain` adds each returned object's fused rank and score."""
         ids = list(dict.fromkeys([h.id for h in first]
                                  + [h.id for hits in channels.values() for h in hits]))
         meta = await self.searcher.row_meta(namespace, ids)
@@ -157,6 +228,17 @@ class RetrievalEngine:
                                enumerate(first)], meta, evidence_n=self.config.evidence_n)
             seen = {p.id for p in leading}
             promoted = leading + [p for p in promoted if p.id not in seen]
+        page = await self._page(namespace, query, promoted, meta, limit, degrade, mode=mode)
+        if not explain:
+            return page
+        ranks = {p.id: StageRanks(rank, None, p.score) for rank, p in
+                 enumerate(promoted, start=1)}
+        return replace(page, explain=self._explain(None, None, page, ranks))
+
+    async def _page(self, namespace: uuid.UUID, query: str, promoted: list[Promoted],
+                    meta: dict[uuid.UUID, RowMeta], limit: int, degrade: str | None, *,
+                    mode: str | None) -> Page:
+        """Hydrate the ranked objects, decay by age, and hand the list to the pager."""
         promoted = promoted[: self.config.max_results]
         objects = await self.reader.hydrate(namespace, [p.id for p in promoted])
         now = datetime.now(UTC)
@@ -171,8 +253,8 @@ class RetrievalEngine:
         # snippets are made by the pager, for the returned page only, from these texts
         texts = {str(row.id): row.content for row in meta.values()}
         return await self.pager.first_page(namespace, items, limit, kind="search",
-                                           degrade=degrade, hydrated=objects, query=query,
-                                           texts=texts)
+                                           degrade=degrade, mode=mode, hydrated=objects,
+                                           query=query, texts=texts)
 
     def _item(self, promoted: Promoted, score: float, meta: dict[uuid.UUID, RowMeta]) -> Item:
         evidence = [{**self._evidence(meta[part_id]), "score": part_score}

@@ -21,10 +21,12 @@ from pipeline.domain.settings import Settings
 from pipeline.graph.falkordb.reconnecting import ReconnectingGraphReader
 from pipeline.ports import Embedder, MentionReader, QueryEmbedder
 from pipeline.retrieval.channels import standard_channels
+from pipeline.retrieval.channels.ppr import PprConfig, PprStage
 from pipeline.retrieval.engine import EngineConfig, RetrievalEngine
 from pipeline.retrieval.entity_reads import EntityQueries
 from pipeline.retrieval.graph_queries import GraphConfig, GraphQueries
 from pipeline.retrieval.paths import PathConfig, PathFinder
+from pipeline.stores.postgres.entity_graph import PgEntityGraph
 from pipeline.stores.postgres.entity_reads import PgEntityReader
 from pipeline.stores.postgres.kinds import CachedCatalog
 from pipeline.stores.postgres.memory_read import PgMemoryReader
@@ -105,6 +107,21 @@ def query_embedder(embedder: Callable[[], Embedder | None]) -> QueryEmbedder:
     return embed_query
 
 
+def ppr_stage(settings: Settings, pool: AsyncConnectionPool[AsyncConn]) -> PprStage:
+    """The PPR stage of search modes ppr and auto, over the entity layer in Postgres."""
+    config = PprConfig(
+        max_ngram=settings.ppr_max_ngram, hub_fraction=settings.ppr_hub_fraction,
+        hub_min_rows=settings.ppr_hub_min_rows, max_hops=settings.ppr_max_hops,
+        max_nodes=settings.ppr_max_nodes, max_edges=settings.ppr_max_edges,
+        frontier=settings.ppr_frontier, rows_per_entity=settings.ppr_rows_per_entity,
+        damping=settings.ppr_damping, max_iterations=settings.ppr_max_iterations,
+        tolerance=settings.ppr_tolerance, stable_k=settings.ppr_stable_k,
+        stable_rounds=settings.ppr_stable_rounds, push_epsilon=settings.ppr_push_epsilon,
+        passage_seeds=settings.ppr_passage_seeds,
+        passage_seed_weight=settings.ppr_passage_seed_weight)
+    return PprStage(PgEntityGraph(pool, rows_ttl=settings.search_stats_ttl), config)
+
+
 async def build_services(settings: Settings) -> Services:
     """Connect the adapters and build the read side on them; the graph and the embedder may be
     down (answers degrade)."""
@@ -120,7 +137,7 @@ async def build_services(settings: Settings) -> Services:
                           result_set_max_items=settings.result_set_max_items,
                           snippet_max_terms=settings.api_snippet_max_terms,
                           max_query_terms=settings.api_max_query_terms,
-                          max_filters=settings.api_max_filters)
+                          max_filters=settings.api_max_filters, ppr_rrf_k=settings.ppr_rrf_k)
     searcher = PgPartSearcher(pool, stats_ttl=settings.search_stats_ttl,
                               trigram_threshold=settings.trigram_threshold,
                               trigram_max_words=settings.trigram_max_words)
@@ -128,7 +145,7 @@ async def build_services(settings: Settings) -> Services:
     # the channels search fuses: a new channel is one more entry here
     channels = [*standard_channels(searcher, embed_query, embed_timeout=config.embed_timeout)]
     engine = RetrievalEngine(searcher, reader, result_sets, catalog, embed_query, config,
-                             channels=channels)
+                             channels=channels, ppr=ppr_stage(settings, pool))
     graph_reader = ReconnectingGraphReader(settings)
     graph = GraphQueries(graph_reader, reader=reader, pager=engine.pager, catalog=catalog,
                          embed_query=embed_query, fallback=engine.search,

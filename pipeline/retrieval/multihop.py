@@ -1,0 +1,89 @@
+"""The second stage of a multi-hop search: the first stage's object list (hybrid) and the PPR
+stage's object list fused by reciprocal rank with a small k, and the explain block.
+
+Pure functions; the engine (`pipeline.retrieval.engine`) runs the stages and calls these.
+A small k lets a passage ranked high by one stage alone climb: with k = 60, RRF is nearly flat
+over the top ranks and PPR's bridging passage (absent from the first stage) stays below every
+passage both stages found.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from pipeline.domain.read_model import Hit, RowMeta
+from pipeline.retrieval.channels.ppr import PprResult, SeedPlan
+from pipeline.retrieval.fusion import Promoted, rrf
+
+FIRST, PPR = "first_stage", "ppr"
+
+
+@dataclass(frozen=True)
+class StageRanks:
+    """Per object: its rank in the first stage and in PPR (None: not there), fused score."""
+
+    first: int | None
+    ppr: int | None
+    fused: float
+
+
+def fuse_stages(first: Sequence[Promoted], ppr: PprResult, meta: Mapping[uuid.UUID, RowMeta],
+                *, k: int, evidence_n: int) -> tuple[list[Promoted], dict[uuid.UUID,
+                                                                        StageRanks]]:
+    """RRF over the two object lists with `k`; evidence from the first stage where it found the
+    object, else the object's parts the PPR stage ranked (best first)."""
+    fused = rrf({FIRST: [Hit(p.id, p.score) for p in first], PPR: ppr.objects}, k=k)
+    by_id = {p.id: p for p in first}
+    ppr_parts: dict[uuid.UUID, list[tuple[uuid.UUID, float]]] = {}
+    for part in ppr.parts:
+        row = meta.get(part.id)
+        if row is not None and row.parent_id is not None:
+            ppr_parts.setdefault(row.parent_id, []).append((part.id, part.score))
+    out: list[Promoted] = []
+    ranks: dict[uuid.UUID, StageRanks] = {}
+    for f in fused:
+        known = by_id.get(f.id)
+        evidence = known.evidence if known is not None and known.evidence else tuple(
+            ppr_parts.get(f.id, [])[: max(0, evidence_n)])
+        out.append(Promoted(f.id, f.score, evidence))
+        ranks[f.id] = StageRanks(f.ranks.get(FIRST), f.ranks.get(PPR), f.score)
+    return out, ranks
+
+
+def plan_explain(plan: SeedPlan | None) -> dict[str, object]:
+    """The seeds part of an explain block."""
+    if plan is None:
+        return {"seeds": [], "hubs_dropped": [], "hub_limit": None}
+    return {"seeds": [{"entity_id": str(s.entity.id), "name": s.entity.name, "text": s.text,
+                       "method": s.method, "weight": s.weight, "rows": s.entity.part_count}
+                      for s in plan.seeds],
+            "hubs_dropped": [{"entity_id": str(h.id), "name": h.name, "rows": h.part_count}
+                             for h in plan.hubs],
+            "hub_limit": plan.hub_limit}
+
+
+def ppr_explain(result: PprResult | None, *, max_hubs: int) -> dict[str, object]:
+    """The subgraph part of an explain block (hubs met while walking, at most `max_hubs`)."""
+    if result is None:
+        return {"subgraph": None, "iterations": 0, "stopped": None, "truncated": False}
+    return {"subgraph": {"nodes": result.nodes, "edges": result.edges,
+                         "entities": result.entities, "rows": result.rows,
+                         "hops": result.hops},
+            "iterations": result.iterations, "stopped": result.stopped or None,
+            "truncated": result.truncated,
+            "hubs_met": len(result.hubs),
+            "hubs_met_sample": [{"entity_id": str(h.id), "rows": h.part_count}
+                                for h in result.hubs[:max_hubs]]}
+
+
+def hits_explain(object_ids: Sequence[uuid.UUID], ranks: Mapping[uuid.UUID, StageRanks]
+                 ) -> list[dict[str, object]]:
+    """Per returned object: first-stage rank, PPR rank and fused score."""
+    out: list[dict[str, object]] = []
+    for object_id in object_ids:
+        r = ranks.get(object_id)
+        out.append({"id": str(object_id), "first_stage_rank": r.first if r else None,
+                    "ppr_rank": r.ppr if r else None, "fused_score": r.fused if r else None})
+    return out

@@ -1,0 +1,149 @@
+"""`EntityGraph` on Postgres: the entity layer (migration 0012) as PPR retrieval walks it.
+
+Every statement names the namespace and joins mentions to live rows (`deleted_at IS NULL`, the
+row's promoted object too), and reads only live entities (`merged_into IS NULL`): a merged
+entity's mentions and edges have moved to its survivor. Statements run unprepared, like the
+search channels', so each is planned for its namespace. The walk's indexes: mentions by entity
+(`mentions_entity`) and by row (its primary key), edges by either end, names by norm, alias
+and fold (`entities_ns_fold`, migration 0015).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from psycopg import sql
+from psycopg_pool import AsyncConnectionPool
+
+from pipeline.domain.entity_reads import EntityLink, EntityRef, NameMatch, RowMention
+from pipeline.domain.read_model import Filters
+from pipeline.stores.postgres.filters import SEARCHABLE_FROM, searchable
+from pipeline.stores.postgres.pool import AsyncConn, read_connection
+
+MATCH_NAMES = sql.SQL(
+    "SELECT k.key, 'exact', e.id, e.name, e.part_count"
+    " FROM unnest(%(keys)s::text[]) AS k(key) JOIN entities e"
+    " ON e.namespace_id = %(ns)s AND e.norm = k.key AND e.merged_into IS NULL"
+    " UNION ALL"
+    " SELECT k.key, 'alias', e.id, e.name, e.part_count"
+    " FROM unnest(%(keys)s::text[]) AS k(key) JOIN entity_aliases a"
+    " ON a.namespace_id = %(ns)s AND a.norm = k.key"
+    " JOIN entities e ON e.id = a.entity_id AND e.merged_into IS NULL"
+    " UNION ALL"
+    " SELECT brainstream_name_fold(e.norm), 'fold', e.id, e.name, e.part_count FROM entities e"
+    " WHERE e.namespace_id = %(ns)s AND e.merged_into IS NULL"
+    " AND brainstream_name_fold(e.norm) = ANY(%(folds)s::text[])")
+
+LIVE_ROWS = sql.SQL(
+    "SELECT count(*) FROM objects WHERE namespace_id = %(ns)s AND deleted_at IS NULL")
+
+# A row is live when it and its promoted object are; `LIMIT` per entity bounds a popular one.
+_LIVE_ROW = ("JOIN objects o ON o.id = m.row_id AND o.namespace_id = %(ns)s"
+             " AND o.deleted_at IS NULL"
+             " JOIN objects p ON p.id = coalesce(o.parent_id, o.id) AND p.deleted_at IS NULL")
+
+ROWS_OF = sql.SQL(
+    "SELECT r.row_id, r.object_id, r.is_part, e.id, e.part_count"
+    " FROM unnest(%(ids)s::uuid[]) AS q(id)"
+    " JOIN entities e ON e.id = q.id AND e.namespace_id = %(ns)s AND e.merged_into IS NULL"
+    " CROSS JOIN LATERAL (SELECT DISTINCT m.row_id, p.id AS object_id,"
+    " o.parent_id IS NOT NULL AS is_part FROM mentions m " + _LIVE_ROW +
+    " WHERE m.entity_id = e.id AND m.namespace_id = %(ns)s"
+    " ORDER BY m.row_id LIMIT %(cap)s) AS r")
+
+ENTITIES_OF = sql.SQL(
+    "SELECT DISTINCT m.row_id, p.id, o.parent_id IS NOT NULL, e.id, e.part_count"
+    " FROM mentions m " + _LIVE_ROW +
+    " JOIN entities e ON e.id = m.entity_id AND e.merged_into IS NULL"
+    " WHERE m.row_id = ANY(%(ids)s::uuid[]) AND m.namespace_id = %(ns)s")
+
+LINKS_OF = sql.SQL(
+    "SELECT x.from_id, x.to_id, x.edge_type, x.status, f.part_count, t.part_count"
+    " FROM entity_edges x"
+    " JOIN entities f ON f.id = x.from_id AND f.merged_into IS NULL"
+    " JOIN entities t ON t.id = x.to_id AND t.merged_into IS NULL"
+    " WHERE x.namespace_id = %(ns)s AND (x.from_id = ANY(%(ids)s::uuid[])"
+    " OR x.to_id = ANY(%(ids)s::uuid[]))"
+    " AND x.edge_type IN ('RELATES', 'POSSIBLY_SAME') AND x.status IS DISTINCT FROM 'refused'"
+    " ORDER BY x.from_id, x.to_id LIMIT %(limit)s")
+
+VISIBLE_OBJECTS = sql.SQL(
+    "SELECT DISTINCT p.id FROM {from_} WHERE {where} AND p.id = ANY(%(objs)s::uuid[])")
+
+
+class PgEntityGraph:
+    """The entity layer of one database, for PPR; `live_rows` cached `rows_ttl` seconds per
+    namespace (the hub rule needs the namespace's size, not to the row)."""
+
+    def __init__(self, pool: AsyncConnectionPool[AsyncConn], *, rows_ttl: float = 300.0
+                 ) -> None:
+        self.pool = pool
+        self.rows_ttl = rows_ttl
+        self._rows: dict[uuid.UUID, tuple[float, int]] = {}
+
+    async def _fetch(self, query: sql.SQL | sql.Composed, params: dict[str, Any]
+                     ) -> list[tuple[Any, ...]]:
+        async with read_connection(self.pool) as conn:
+            cur = await conn.execute(query, params, prepare=False)
+            rows: list[tuple[Any, ...]] = await cur.fetchall()
+        return rows
+
+    async def match_names(self, namespace: uuid.UUID, keys: Sequence[str],
+                          folds: Sequence[str]) -> list[NameMatch]:
+        """Entities by normalised name, alias (keys) and folded name (folds)."""
+        if not keys and not folds:
+            return []
+        rows = await self._fetch(MATCH_NAMES, {"ns": namespace, "keys": list(keys),
+                                               "folds": list(folds)})
+        return [NameMatch(r[0], r[1], EntityRef(r[2], r[3], int(r[4]))) for r in rows]
+
+    async def live_rows(self, namespace: uuid.UUID) -> int:
+        """Live rows of the namespace, cached `rows_ttl` seconds."""
+        cached = self._rows.get(namespace)
+        now = time.monotonic()
+        if cached is not None and now - cached[0] < self.rows_ttl:
+            return cached[1]
+        rows = await self._fetch(LIVE_ROWS, {"ns": namespace})
+        count = int(rows[0][0])
+        self._rows[namespace] = (now, count)
+        return count
+
+    async def rows_of(self, namespace: uuid.UUID, entity_ids: Sequence[uuid.UUID],
+                      per_entity: int) -> list[RowMention]:
+        """Live rows naming each entity (the first `per_entity` by row id)."""
+        if not entity_ids or per_entity <= 0:
+            return []
+        rows = await self._fetch(ROWS_OF, {"ns": namespace, "ids": list(entity_ids),
+                                           "cap": per_entity})
+        return [RowMention(r[0], r[1], bool(r[2]), r[3], int(r[4])) for r in rows]
+
+    async def entities_of(self, namespace: uuid.UUID, row_ids: Sequence[uuid.UUID]
+                          ) -> list[RowMention]:
+        """The live entities each live row names."""
+        if not row_ids:
+            return []
+        rows = await self._fetch(ENTITIES_OF, {"ns": namespace, "ids": list(row_ids)})
+        return [RowMention(r[0], r[1], bool(r[2]), r[3], int(r[4])) for r in rows]
+
+    async def links_of(self, namespace: uuid.UUID, entity_ids: Sequence[uuid.UUID],
+                       limit: int) -> list[EntityLink]:
+        """RELATES and unrefused POSSIBLY_SAME edges touching `entity_ids`."""
+        if not entity_ids or limit <= 0:
+            return []
+        rows = await self._fetch(LINKS_OF, {"ns": namespace, "ids": list(entity_ids),
+                                            "limit": limit})
+        return [EntityLink(r[0], r[1], r[2], r[3], int(r[4]), int(r[5])) for r in rows]
+
+    async def visible_objects(self, namespace: uuid.UUID, object_ids: Sequence[uuid.UUID],
+                              filters: Filters, scope_ids: Sequence[uuid.UUID]
+                              ) -> set[uuid.UUID]:
+        """Objects with a searchable row that pass the namespace, filters and scope."""
+        if not object_ids:
+            return set()
+        frag = searchable(namespace, filters, scope_ids)
+        query = VISIBLE_OBJECTS.format(from_=SEARCHABLE_FROM, where=frag.where)
+        rows = await self._fetch(query, {**frag.params, "objs": list(object_ids)})
+        return {r[0] for r in rows}
