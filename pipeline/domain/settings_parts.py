@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 class PathSettings(BaseModel):
     """`POST /v1/paths`."""
 
-    # Paths (issue 11 item 5, POST /v1/paths; docs/parts/paths.md). The search's bounds: the
+    # Paths (issue 11 item 5, POST /v1/paths; docs/entities.md). The search's bounds: the
     # most hops a request may ask (at most 4), paths per answer, endpoints per side, nodes and
     # edges explored, seconds before it stops; hubs (entities named in more than
     # PATHS_HUB_FRACTION of the namespace's live rows, and in at least PATHS_HUB_MIN_PARTS) are
@@ -35,7 +35,7 @@ class PathSettings(BaseModel):
 class MemorySettings(BaseModel):
     """Conversation memory: reads, writes, retention, extractors, summaries, search."""
 
-    # Conversation memory (issue 12; docs/parts/memory-api.md). The window: messages after the
+    # Conversation memory (issue 12; docs/memory.md). The window: messages after the
     # summary point that GET memory returns, and past which the summariser folds the oldest.
     memory_window: int = Field(default=12, ge=2, le=1000)
     # The most messages GET memory (`lastn`) and one page of GET messages may return, and the
@@ -49,7 +49,7 @@ class MemorySettings(BaseModel):
     # messages hidden by a delete, this long (days) after their deletion.
     memory_retention_days: float = Field(default=30.0, ge=0)
 
-    # Conversation memory: extractors, summaries, memory search (docs/parts/memory-extractors.md;
+    # Conversation memory: extractors, summaries, memory search (docs/memory.md;
     # the window, `memory_window`, is above).
     # The most messages one fold summarises; a larger backlog folds in several steps.
     memory_summary_max_step: int = Field(default=64, ge=1, le=10_000)

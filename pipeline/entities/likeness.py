@@ -2,7 +2,7 @@
 
 Every rule compares names through `pipeline/entities/names.py` and answers a `Likeness`: the
 rule that matched (`method`) and a confidence in [0, 1]. The confidences are fixed by the rule,
-so they mean the same everywhere (docs/parts/resolution.md lists them):
+so they mean the same everywhere (docs/entities.md lists them):
 
 - `exact` 1.0: the normalised names are equal;
 - `fold` 0.95: equal once case, accents and punctuation are ignored ("São Paulo" / "Sao Paulo"),

@@ -35,7 +35,7 @@ DISTINCT = "distinct"
 
 @dataclass(frozen=True)
 class ResolverConfig:
-    """The thresholds (settings `entity_*`, docs/parts/resolution.md)."""
+    """The thresholds (settings `entity_*`, docs/entities.md)."""
 
     merge_threshold: float = 0.95
     possibly_same_threshold: float = 0.75

@@ -1,7 +1,7 @@
 """Applying the conversation-memory events (issue 12): session put and delete, messages add,
 one message's metadata key, an external summary.
 
-Decisions (docs/parts/memory-api.md): messages for a session that does not exist create it
+Decisions (docs/memory.md): messages for a session that does not exist create it
 (as Zep does: a conversation starts with its first message); anything but a session.put for a
 soft-deleted session is refused `session_deleted` (a session.put revives it first, without its
 old messages); a message uuid already stored in the session is left as it is (adds are

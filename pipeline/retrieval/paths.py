@@ -48,7 +48,7 @@ Adjacency = dict[NodeRef, dict[NodeRef, GraphEdge]]
 
 @dataclass(frozen=True)
 class PathConfig:
-    """The search's bounds (settings `PATHS_*`, docs/parts/paths.md)."""
+    """The search's bounds (settings `PATHS_*`, docs/entities.md)."""
 
     max_hops: int = MAX_PATH_HOPS
     max_k: int = 20
