@@ -120,7 +120,7 @@ def test_find_objects_is_unchanged_without_the_option(client: TestClient,
     plain = _ok(client.post("/v1/find_objects", json=body, headers=a.headers))
     assert "entities" not in plain
     assert set(plain) == {"objects", "result_set_id", "has_more", "degrade", "mode",
-                          "truncated"}
+                          "truncated", "explain"}  # every page's keys (explain: search's)
     off = _ok(client.post("/v1/find_objects", json={**body, "include_entities": False},
                           headers=a.headers))
     assert "entities" not in off
