@@ -198,15 +198,39 @@ def ingest(settings: Settings, events: list[dict[str, Any]]) -> None:
             conn.transaction():
         outcome = apply_batch(PgEventStore(conn), records, ingest_options(settings))
     assert not outcome.dead, [d.error.to_dict() for d in outcome.dead]
+    ids = [str(e["data"]["id"]) for e in events
+           if isinstance(e.get("data"), dict) and e["data"].get("id")]
     pool = make_pool(settings, max_size=2)
     producer = make_producer(settings)
     try:
-        EmbeddingService(settings, pool, StaticEmbedder()).run()
-        OutboxRelay(settings, pool, FalkorGraphWriter.from_settings(settings),
-                    KafkaChangeSink(producer, settings.topic_changes)).run()
+        embedding = EmbeddingService(settings, pool, StaticEmbedder())
+        relay = OutboxRelay(settings, pool, FalkorGraphWriter.from_settings(settings),
+                            KafkaChangeSink(producer, settings.topic_changes))
+        # The session's pipeline processes, when running, may hold these rows' embedding lease
+        # or the relay's lock (their sweeps find the same rows): go on until the rows are
+        # embedded and projected, whoever does it.
+        deadline = time.monotonic() + 60
+        while True:
+            embedding.run()
+            relay.run()
+            if not ids or _settled(pool, ids) or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
     finally:
         producer.close()
         pool.close()
+
+
+def _settled(pool: Any, ids: list[str]) -> bool:
+    """No row of these objects waits for an embedding, and no outbox row of them for the graph."""
+    with pool.connection() as conn:
+        row = conn.execute(
+            "SELECT (SELECT count(*) FROM objects WHERE (id::text = ANY(%(ids)s)"
+            "   OR parent_id::text = ANY(%(ids)s)) AND embed_status = 'pending'"
+            "   AND deleted_at IS NULL)"
+            " + (SELECT count(*) FROM outbox WHERE done_at IS NULL"
+            "   AND aggregate_id::text = ANY(%(ids)s))", {"ids": ids}).fetchone()
+    return bool(row) and row[0] == 0
 
 
 def indexed(settings: Settings, object_id: str) -> bool:
