@@ -157,7 +157,7 @@ class GraphQueries:
                 if len(items) > limit or exhausted or truncated:
                     break
                 k = min(k * 4, self.config.max_candidates)
-        except Unavailable as exc:
+        except GraphUnavailable as exc:  # Postgres down is not a graph outage: a 503, not 200
             log.warning("graph unavailable for find_objects: %s", exc)
             return await self._fallback_objects(namespace, text, merged, limit)
         return await self.pager.first_page(namespace, items, limit, kind="find_objects",
@@ -263,7 +263,7 @@ class GraphQueries:
                     request.max_hops, budget + 1)
                 truncated = truncated or len(neighbors) > budget
                 graph_items = await self._neighbor_items(namespace, neighbors[:budget], seen)
-            except Unavailable as exc:
+            except GraphUnavailable as exc:  # (hydrating from Postgres is not the graph)
                 log.warning("graph unavailable for expand: %s", exc)
                 degrade = GRAPH_UNAVAILABLE
         else:
