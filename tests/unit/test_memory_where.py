@@ -64,7 +64,9 @@ def test_values_never_enter_the_path_text(key: str, value: object) -> None:
         return
     assert isinstance(cond, PathCondition)
     assert cond.jsonpath == f"$.{key} ? (@ == $v)" and cond.variables == {"v": value}
-    assert key.isascii() and all(ch.isalnum() or ch == "_" for ch in key)
+    # only member names (ASCII letters, digits, `_`), dots between them, and array steps
+    assert key.isascii() and all(ch.isalnum() or ch in "_.[]*" for ch in key)
+    assert all(part and not part[0].isdigit() for part in key.split("[")[0].split("."))
 
 
 def test_the_sql_carries_paths_and_values_as_parameters() -> None:
