@@ -40,7 +40,7 @@ unit: install
 	$(BIN)/pytest tests/unit -q
 
 test: install install-spacy lint typecheck
-	HF_HUB_OFFLINE=1 $(BIN)/pytest -q
+	HF_HUB_OFFLINE=1 $(BIN)/pytest -q --durations=40
 
 clean-data:
 	-$(BIN)/brainstream services stop

@@ -28,8 +28,17 @@ pytestmark = pytest.mark.stack
 # Reads only: a recipe put or delete would change what later sequences see, and Hypothesis
 # refuses a state machine whose same steps lead to different states (recipes have their own
 # two-tenant tests in tests/hostile/test_tenancy_recipes.py).
-schema = schemathesis.openapi.from_dict(create_app(make_settings()).openapi()).exclude(
-    method=["PUT", "DELETE"])
+# Only the operations that carry links and the ones the links lead to: with every route in the
+# machine (sessions, resolve, recipes, ...) a sequence rarely starts from a page, and the linked
+# reads were reached in too few runs. The other routes are fuzzed one by one in test_openapi_fuzz.
+_OPENAPI = create_app(make_settings()).openapi()
+_LINKED = sorted({op["operationId"] for ops in _OPENAPI["paths"].values() for op in ops.values()
+                  if any(r.get("links") for r in op.get("responses", {}).values())}
+                 | {link["operationId"] for ops in _OPENAPI["paths"].values()
+                    for op in ops.values() for r in op.get("responses", {}).values()
+                    for link in r.get("links", {}).values()})
+schema = schemathesis.openapi.from_dict(_OPENAPI).exclude(method=["PUT", "DELETE"]).include(
+    operation_id=_LINKED)
 
 
 def test_linked_call_sequences_never_fail(client: TestClient,
