@@ -24,6 +24,10 @@ MESSAGE_EXTRACTORS: Final = (TOKEN_EXTRACTOR, EMBED_EXTRACTOR, ENTITIES_EXTRACTO
 
 # The top-level metadata key of a message that only the pipeline and privileged publishers write.
 SYSTEM_KEY: Final = "system"
+# The keys under `system` that extractors own (written by the `entities` extractor): a privileged
+# publisher's overwrite or removal of `system` keeps them unless its value names them, since the
+# extractor ran once (its row is done) and would not write them again.
+EXTRACTOR_SYSTEM_KEYS: Final = ("entities",)
 
 # Who wrote a summary (summaries.source).
 SUMMARY_BY_SUMMARISER: Final = "summariser"
