@@ -24,7 +24,6 @@ from pydantic import (
     model_validator,
 )
 
-from pipeline.memory.model import SYSTEM_KEY
 from schemas.limits import (
     MESSAGE_CONTENT_MAX,
     MESSAGES_PER_EVENT,
@@ -41,6 +40,10 @@ SESSION_DELETE: Final = "brainstream.session.delete"
 MESSAGES_ADD: Final = "brainstream.messages.add"
 MESSAGE_METADATA: Final = "brainstream.message.metadata"
 SUMMARY_PUT: Final = "brainstream.summary.put"
+
+# The top-level metadata key of a message that only the pipeline's extractors and privileged
+# publishers write (re-exported by `pipeline.memory.model`, which imports this module's names).
+SYSTEM_KEY: Final = "system"
 
 # Non-blank and bounded; any other character is the publisher's choice.
 SessionId = Annotated[StrictStr, Field(min_length=1, max_length=SESSION_ID_MAX, pattern=r"\S")]
