@@ -165,8 +165,16 @@ class MemoryBacklog:
     summary_lag_max: int       # the worst session's
 
 
+# Served by migration 0024's index on (last_seq - summary_seq): the sessions past the window only.
+SUMMARY_LAG = (
+    "SELECT coalesce(sum((last_seq - summary_seq) - %(w)s), 0),"
+    " coalesce(max((last_seq - summary_seq) - %(w)s), 0) FROM sessions"
+    " WHERE deleted_at IS NULL AND (last_seq - summary_seq) > %(w)s")
+
+
 def read_memory_backlog(conn: Conn, window: int) -> MemoryBacklog:
-    """The memory backlog, from partial indexes (pending rows) and the sessions' counters."""
+    """The memory backlog, each count from an index that holds only its backlog: pending and
+    failed extractor rows, pending summariser rows, sessions past the window."""
     # pending and failed rows separately: each count walks its own partial index
     pending = {r[0]: (int(r[1]), float(r[2])) for r in conn.execute(
         "SELECT extractor, count(*), extract(epoch FROM now() - min(created_at))::float8"
@@ -180,10 +188,7 @@ def read_memory_backlog(conn: Conn, window: int) -> MemoryBacklog:
     summariser = conn.execute(
         "SELECT count(*), coalesce(extract(epoch FROM now() - min(requested_at)), 0)::float8"
         " FROM session_summariser WHERE pending").fetchone()
-    lag = conn.execute(
-        "SELECT coalesce(sum(last_seq - summary_seq - %(w)s), 0),"
-        " coalesce(max(last_seq - summary_seq - %(w)s), 0) FROM sessions"
-        " WHERE deleted_at IS NULL AND last_seq - summary_seq > %(w)s", {"w": window}).fetchone()
+    lag = conn.execute(SUMMARY_LAG, {"w": window}).fetchone()
     return MemoryBacklog(extractors, int(summariser[0]) if summariser else 0,
                          float(summariser[1]) if summariser else 0.0,
                          int(lag[0]) if lag else 0, int(lag[1]) if lag else 0)
