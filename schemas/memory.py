@@ -19,6 +19,7 @@ from pydantic import (
     Field,
     StrictBool,
     StrictStr,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -40,6 +41,10 @@ MESSAGES_ADD: Final = "brainstream.messages.add"
 MESSAGE_METADATA: Final = "brainstream.message.metadata"
 SUMMARY_PUT: Final = "brainstream.summary.put"
 
+# The top-level metadata key of a message that only the pipeline's extractors and privileged
+# publishers write (re-exported by `pipeline.memory.model`, which imports this module's names).
+SYSTEM_KEY: Final = "system"
+
 # Non-blank and bounded; any other character is the publisher's choice.
 SessionId = Annotated[StrictStr, Field(min_length=1, max_length=SESSION_ID_MAX, pattern=r"\S")]
 # A role names a speaker kind (user, assistant, human, ai, tool, system, ...): a word.
@@ -47,6 +52,15 @@ Role = Annotated[StrictStr, Field(pattern=rf"^[A-Za-z][A-Za-z0-9_.-]{{0,{ROLE_MA
 MetadataKey = Annotated[StrictStr, Field(min_length=1, max_length=METADATA_KEY_MAX)]
 # Metadata is free JSON (nested objects too, as Zep's); the record's size bounds it.
 Metadata = dict[MetadataKey, Any]
+
+
+def _system_is_object(value: Any) -> Any:
+    # The extractors add their keys (`entities`) inside `system`: a list or a string there
+    # would leave them nowhere to go.
+    if not isinstance(value, dict):
+        raise ValueError("the `system` metadata key holds a JSON object (remove it with "
+                         "`delete: true`)")
+    return value
 
 
 def _require_str(value: Any) -> Any:
@@ -87,6 +101,13 @@ class MessageIn(BaseModel):
     metadata: Metadata = Field(default_factory=dict, max_length=METADATA_KEYS_MAX)
     created_at: Annotated[AwareDatetime, BeforeValidator(_require_str)] | None = None
 
+    @field_validator("metadata")
+    @classmethod
+    def _system_object(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if SYSTEM_KEY in value:
+            _system_is_object(value[SYSTEM_KEY])
+        return value
+
 
 class MessagesAdd(BaseModel):
     """`data` of `brainstream.messages.add`: messages appended to a session in the order given
@@ -114,7 +135,7 @@ class MessagesAdd(BaseModel):
 class MessageMetadata(BaseModel):
     """`data` of `brainstream.message.metadata`: set one top-level metadata key of one message
     (`value`, any JSON) or remove it (`delete: true`). The `system` key needs a privileged
-    publisher key."""
+    publisher key, and its value is an object."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, title="MessageMetadata")
 
@@ -130,6 +151,11 @@ class MessageMetadata(BaseModel):
         if self.delete == has_value:
             raise ValueError("give either `value` or `delete: true`")
         return self
+
+    @field_validator("value")
+    @classmethod
+    def _system_object(cls, value: Any, info: ValidationInfo) -> Any:
+        return _system_is_object(value) if info.data.get("key") == SYSTEM_KEY else value
 
 
 class SummaryPut(BaseModel):

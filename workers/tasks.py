@@ -10,7 +10,7 @@ from typing import Any
 
 from pipeline.domain.errors import Unavailable
 from pipeline.embedding.service import EmbeddingService, pending_count
-from pipeline.entities.merging import ProposalStats, propose_all
+from pipeline.entities.merging import ProposalStats, propose_all, propose_if_due
 from pipeline.entities.resolving import ResolveConfig
 from pipeline.entities.stage import ExtractionStage
 from pipeline.memory_services.extraction import MessageExtraction
@@ -90,13 +90,12 @@ def relay() -> dict[str, Any]:
 
 
 @app.task(name=SWEEP_TASK)
-def sweep() -> dict[str, int]:
+def sweep() -> dict[str, Any]:
     """Find work whose trigger was lost (killed worker, flushed Redis) and trigger it again
     (extraction also: rows whose deleted state changed wait for it to recount them); run the
-    resolver's proposal pass over entities nobody examined; apply deferred events that are due
-    even when no new events arrive; run memory work (message extractors, summaries) nobody
-    holds; add new words to the
-    search vocabulary (the trigram channel's)."""
+    resolver's proposal pass when entities nobody examined wait for it; apply deferred events
+    that are due even when no new events arrive; run memory work (message extractors,
+    summaries) nobody holds; add new words to the search vocabulary (the trigram channel's)."""
     rt = runtime()
     deferred = rt.processor.retry_due_deferred()
     pending = pending_count(rt.pool, older_than=2 * rt.settings.sweep_interval)
@@ -112,15 +111,15 @@ def sweep() -> dict[str, int]:
         embed.delay(None)
     if extract_pending:
         extract.delay(None)
-    proposals = _propose(rt)  # entities a killed worker created but never examined
-    if proposals.merged:
-        relay.delay()
-    if outbox:
+    # entities a killed worker created but never examined; nothing claimed when none waits
+    proposals = propose_if_due(rt.pool, batch=rt.settings.entity_proposal_batch,
+                               config=ResolveConfig.from_settings(rt.settings))
+    if outbox or (proposals is not None and proposals.merged):
         relay.delay()
     with rt.pool.connection() as conn:
         vocab_rows = refresh_vocab(conn) or 0
     return {"embed_pending": pending, "extract_pending": extract_pending,
-            "outbox_backlog": outbox, "deferred_applied": deferred, "vocab_rows": vocab_rows,
-            "entities_examined": proposals.examined}
-    return {"embed_pending": pending, "outbox_backlog": outbox, "memory_pending": memory_pending,
-            "deferred_applied": deferred, "vocab_rows": vocab_rows}
+            "outbox_backlog": outbox, "memory_pending": memory_pending,
+            "deferred_applied": deferred, "vocab_rows": vocab_rows,
+            "proposal_pass": proposals is not None,
+            "entities_examined": proposals.examined if proposals is not None else 0}

@@ -50,7 +50,9 @@ def replay(ctx: click.Context, since: Any, embedder: str | None, switch: bool,
                f"{result.seconds:,.1f}s: {result.applied:,} applied, {result.duplicates:,} "
                f"duplicates, {result.stale:,} stale, {result.deferred:,} deferred, "
                f"{result.markers:,} markers; {result.embedded:,} rows embedded, "
-               f"{result.extracted:,} rows' entities extracted"
+               f"{result.extracted:,} rows' entities extracted, "
+               f"{result.memory_extracted:,} message extractor results, "
+               f"{result.summary_folds:,} summary folds"
                + (f"; {result.skipped:,} records older than --since skipped"
                   if result.skipped else ""))
     if rejected:
@@ -60,6 +62,9 @@ def replay(ctx: click.Context, since: Any, embedder: str | None, switch: bool,
     if result.embed_failed:
         click.echo(f"{result.embed_failed} row(s) failed to embed (marked failed; see "
                    "`status --generation`)")
+    if result.memory_failed:
+        click.echo(f"{result.memory_failed} message extractor result(s) failed (marked failed;"
+                   " see `memory verify --generation`)")
     click.echo(f"generation {result.generation} is active" if result.switched else
                f"generation {result.generation} is ready; switch with `brainstream "
                f"generations activate {result.generation}`")

@@ -60,5 +60,6 @@ def show_memory_check(check: MemoryCheck) -> None:
                    f"{n.failed_messages}")
     for name, count in (("messages missing extractor rows", check.missing_extractor_rows),
                         ("sessions with a message past last_seq", check.seq_mismatches),
-                        ("summary points naming no summary", check.dangling_summary_points)):
+                        ("summary points naming no summary", check.dangling_summary_points),
+                        ("extractor results missing (done rows)", check.missing_results)):
         click.echo(f"  {name:42} {count}")

@@ -6,7 +6,7 @@ What exhausts it is dead-lettered or marked failed by the caller, never dropped.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from tenacity import (
@@ -19,9 +19,11 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from pipeline.domain.errors import Unavailable
+from pipeline.domain.errors import BrainstreamError, Unavailable
 
 T = TypeVar("T")
+R = TypeVar("R")
+E = TypeVar("E", bound=BrainstreamError)
 
 
 def _reporter(on_retry: Callable[[int, BaseException], None] | None
@@ -55,6 +57,59 @@ def retry_transient(
         reraise=True,
     )
     return retrying(call)
+
+
+def isolate_refused(rows: Sequence[R], compute: Callable[[Sequence[R]], T], *,
+                    store: Callable[[Sequence[R], T], None],
+                    fail: Callable[[Sequence[R], BrainstreamError], None],
+                    attempts: int, max_wait: float,
+                    on_retry: Callable[[int, BaseException], None] | None = None,
+                    on_split: Callable[[int, BrainstreamError], None] | None = None,
+                    lighter: Callable[[R], R | None] | None = None) -> None:
+    """Compute a claimed batch with the one policy and `store` what it answers, the shape the
+    embedding, extraction and message extractor workers share.
+
+    Transient errors are retried (`retry_transient`); retries exhausted (`Unavailable`) `fail`
+    the batch whole: the dependency is down for every row alike, and halving would only multiply
+    the calls to it. A refusal (any other `BrainstreamError`) halves the batch (`on_split` told)
+    until each refused row is alone; a refused row that `lighter` can make lighter (a message
+    without the turn before it) is tried once more in that form; then it fails alone, and every
+    other row is stored."""
+    def attempt(batch: Sequence[R]) -> None:
+        try:
+            value = retry_transient(lambda: compute(batch), attempts=attempts,
+                                    max_wait=max_wait, on_retry=on_retry)
+        except Unavailable as exc:
+            fail(batch, exc)
+            return
+        except BrainstreamError as exc:
+            if len(batch) > 1:
+                if on_split is not None:
+                    on_split(len(batch), exc)
+                half = len(batch) // 2
+                attempt(batch[:half])
+                attempt(batch[half:])
+                return
+            alone = lighter(batch[0]) if lighter is not None else None
+            if alone is not None:
+                attempt([alone])
+            else:
+                fail(batch, exc)
+            return
+        store(batch, value)
+
+    attempt(rows)
+
+
+def give_up_error(exc: BrainstreamError, error: type[E], *, attempts: int, what: str,
+                  refused: str) -> E:
+    """The `error` a worker records (and dead-letters) for rows `isolate_refused` fails: `what`
+    failed after the retries, or `refused` (an `error` raised as such is kept)."""
+    if isinstance(exc, Unavailable):
+        return error(f"{what} failed after {attempts} attempts: {exc.code}: {exc.message}")
+    if isinstance(exc, error):
+        return exc
+    return error(f"{refused}: {exc.code}: {exc.message}")
 
 
 def backoff_seconds(attempt: int, *, cap: float, base: float = 0.5) -> float:

@@ -27,7 +27,7 @@ from psycopg_pool import ConnectionPool
 
 from pipeline.domain.errors import BrainstreamError, EmbeddingFailed, Unavailable
 from pipeline.domain.index_text import embedder_text, entity_index_text, part_index_text
-from pipeline.domain.retry import retry_transient
+from pipeline.domain.retry import give_up_error, isolate_refused, retry_transient
 from pipeline.domain.settings import Settings
 from pipeline.kafka.io import dead_letter_headers
 from pipeline.metrics import instruments as metrics
@@ -135,34 +135,24 @@ class EmbeddingService:
     def _embed_rows(self, rows: Sequence[_Row], stats: EmbedStats) -> None:
         """Embed and store `rows`; a batch the embedder refuses is halved until each refused
         text is alone (see the module docstring)."""
-        def call() -> np.ndarray[Any, Any]:
+        def call(batch: Sequence[_Row]) -> np.ndarray[Any, Any]:
             with metrics.EMBED_SECONDS.time():
-                return self.embedder.embed([row.text for row in rows])
+                return self.embedder.embed([row.text for row in batch])
 
-        try:
-            vectors = retry_transient(
-                call,
-                attempts=self.settings.embed_retry_attempts,
-                max_wait=self.settings.embed_retry_max_wait,
-                on_retry=lambda n, exc: log.warning("embedding attempt %d failed: %s", n, exc),
-            )
-        except Unavailable as exc:
-            self._fail(rows, EmbeddingFailed(
-                f"embedding failed after {self.settings.embed_retry_attempts} attempts: "
-                f"{exc.code}: {exc.message}"), stats)
-            return
-        except BrainstreamError as exc:
-            if len(rows) > 1:
-                log.warning("the embedder refused a batch of %d texts (%s: %s); isolating the "
-                            "text", len(rows), exc.code, exc.message)
-                half = len(rows) // 2
-                self._embed_rows(rows[:half], stats)
-                self._embed_rows(rows[half:], stats)
-                return
-            self._fail(rows, exc if isinstance(exc, EmbeddingFailed) else EmbeddingFailed(
-                f"the embedder refused this text: {exc.code}: {exc.message}"), stats)
-            return
-        self._store(rows, vectors, stats)
+        attempts = self.settings.embed_retry_attempts
+
+        def fail(batch: Sequence[_Row], exc: BrainstreamError) -> None:
+            self._fail(batch, give_up_error(exc, EmbeddingFailed, attempts=attempts,
+                                            what="embedding",
+                                            refused="the embedder refused this text"), stats)
+
+        isolate_refused(
+            rows, call, store=lambda batch, vectors: self._store(batch, vectors, stats),
+            fail=fail, attempts=attempts, max_wait=self.settings.embed_retry_max_wait,
+            on_retry=lambda n, exc: log.warning("embedding attempt %d failed: %s", n, exc),
+            on_split=lambda n, exc: log.warning(
+                "the embedder refused a batch of %d texts (%s: %s); isolating the text", n,
+                exc.code, exc.message))
 
     def _store(self, rows: Sequence[_Row], vectors: np.ndarray[Any, Any],
                stats: EmbedStats) -> None:

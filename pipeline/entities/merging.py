@@ -101,6 +101,19 @@ def propose_all(pool: ConnectionPool, *, batch: int, config: ResolveConfig,
     return stats
 
 
+def propose_if_due(pool: ConnectionPool, *, batch: int, config: ResolveConfig
+                   ) -> ProposalStats | None:
+    """`propose_all` when an entity waits for the pass, else None without claiming (what the
+    sweep runs every tick: most ticks nothing changed, and the claim's pass lock would make an
+    extraction's own pass meanwhile find it taken and skip its entities until the next tick).
+    The check reads the entities' own state, so entities a killed worker created and never
+    examined are still found."""
+    with pool.connection() as conn:
+        if not run(conn, merges.any_unproposed()):
+            return None
+    return propose_all(pool, batch=batch, config=config)
+
+
 def _propose_round(conn_or_pool: psycopg.Connection[Any] | ConnectionPool, batch: int,
                    config: ResolveConfig) -> tuple[int, list[Proposal]]:
     out: list[Proposal] = []

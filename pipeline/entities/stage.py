@@ -31,7 +31,7 @@ from psycopg_pool import ConnectionPool
 
 from pipeline.domain.errors import BrainstreamError, ExtractionFailed, Unavailable
 from pipeline.domain.mentions import Extraction, Mention, TextField
-from pipeline.domain.retry import retry_transient
+from pipeline.domain.retry import give_up_error, isolate_refused, retry_transient
 from pipeline.domain.settings import Settings
 from pipeline.entities.names import normalise
 from pipeline.entities.writeback import Key, WriteResult, mention_keys, write_batch
@@ -105,35 +105,33 @@ class ExtractionStage:
             return []
         metrics.EXTRACT_BATCH.observe(len(rows))
 
-        def call() -> list[Extraction]:
+        def call(batch: Sequence[RowText]) -> list[Extraction]:
             with metrics.EXTRACT_SECONDS.time():
                 found = self.extractor.extract(
-                    [[TextField(name, text) for name, text in row.fields] for row in rows])
-            if len(found) != len(rows):
+                    [[TextField(name, text) for name, text in row.fields] for row in batch])
+            if len(found) != len(batch):
                 raise ExtractionFailed(f"the extractor answered {len(found)} rows for "
-                                       f"{len(rows)}")
+                                       f"{len(batch)}")
             return found
 
-        try:
-            found = retry_transient(
-                call, attempts=self.settings.extract_retry_attempts,
-                max_wait=self.settings.extract_retry_max_wait,
-                on_retry=lambda n, exc: log.warning("extraction attempt %d failed: %s", n, exc))
-        except Unavailable as exc:
-            self._fail(rows, ExtractionFailed(
-                f"extraction failed after {self.settings.extract_retry_attempts} attempts: "
-                f"{exc.code}: {exc.message}"), stats)
-            return []
-        except BrainstreamError as exc:
-            if len(rows) > 1:
-                log.warning("the extractor refused a batch of %d rows (%s: %s); isolating the "
-                            "row", len(rows), exc.code, exc.message)
-                half = len(rows) // 2
-                return self._extract(rows[:half], stats) + self._extract(rows[half:], stats)
-            self._fail(rows, exc if isinstance(exc, ExtractionFailed) else ExtractionFailed(
-                f"the extractor refused this row: {exc.code}: {exc.message}"), stats)
-            return []
-        return [(row, valid_mentions(row, got)) for row, got in zip(rows, found, strict=True)]
+        attempts = self.settings.extract_retry_attempts
+
+        def fail(batch: Sequence[RowText], exc: BrainstreamError) -> None:
+            self._fail(batch, give_up_error(exc, ExtractionFailed, attempts=attempts,
+                                            what="extraction",
+                                            refused="the extractor refused this row"), stats)
+
+        out: list[tuple[RowText, Extraction]] = []
+        isolate_refused(
+            rows, call, fail=fail, attempts=attempts,
+            store=lambda batch, found: out.extend(
+                (row, valid_mentions(row, got)) for row, got in zip(batch, found, strict=True)),
+            max_wait=self.settings.extract_retry_max_wait,
+            on_retry=lambda n, exc: log.warning("extraction attempt %d failed: %s", n, exc),
+            on_split=lambda n, exc: log.warning(
+                "the extractor refused a batch of %d rows (%s: %s); isolating the row", n,
+                exc.code, exc.message))
+        return out
 
     def _fail(self, rows: Sequence[RowText], error: ExtractionFailed,
               stats: ExtractStats) -> None:

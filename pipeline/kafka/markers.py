@@ -114,11 +114,12 @@ class CatchUp:
 
 def catch_up(partitions: Sequence[int], markers_seen: Mapping[int, int],
              positions: Mapping[int, int], live_committed: Mapping[int, int], *,
-             embed_pending: int, outbox_pending: int, extract_pending: int = 0) -> CatchUp:
+             embed_pending: int, outbox_pending: int, extract_pending: int = 0,
+             memory_pending: int = 0) -> CatchUp:
     """The replay may switch once (1) it consumed its own marker on every partition, (2) it is
     at or past the live consumer group's committed offset on every partition (so no event the
     live generation acknowledged is missing), and (3) nothing it applied is still waiting for an
-    embedding, an entity extraction or the graph."""
+    embedding, an entity extraction, a message extractor or summary, or the graph."""
     missing = [p for p in partitions if p not in markers_seen]
     if missing:
         return CatchUp(False, f"marker not reached on partition(s) {missing}")
@@ -129,6 +130,8 @@ def catch_up(partitions: Sequence[int], markers_seen: Mapping[int, int],
         return CatchUp(False, f"{embed_pending} row(s) waiting for an embedding")
     if extract_pending:
         return CatchUp(False, f"{extract_pending} row(s) waiting for entity extraction")
+    if memory_pending:
+        return CatchUp(False, f"{memory_pending} message extractor row(s) or summaries waiting")
     if outbox_pending:
         return CatchUp(False, f"{outbox_pending} outbox row(s) waiting for the graph")
     return CatchUp(True, "caught up")

@@ -15,6 +15,10 @@ from uuid import UUID
 # re-exported: the memory wing's modules take every memory name from here
 from pipeline.domain.sessions import session_key as session_key
 
+# SYSTEM_KEY: the top-level metadata key of a message that only the pipeline and privileged
+# publishers write (defined beside the event schemas, which check that it holds an object)
+from schemas.memory import SYSTEM_KEY as SYSTEM_KEY
+
 # The extractors that work on every message after it is committed, one state row each
 # (migrations/0017_memory.sql: message_extraction.extractor).
 TOKEN_EXTRACTOR: Final = "token"
@@ -22,8 +26,10 @@ EMBED_EXTRACTOR: Final = "embed"
 ENTITIES_EXTRACTOR: Final = "entities"
 MESSAGE_EXTRACTORS: Final = (TOKEN_EXTRACTOR, EMBED_EXTRACTOR, ENTITIES_EXTRACTOR)
 
-# The top-level metadata key of a message that only the pipeline and privileged publishers write.
-SYSTEM_KEY: Final = "system"
+# The keys under `system` that extractors own (written by the `entities` extractor): a privileged
+# publisher's overwrite or removal of `system` keeps them unless its value names them, since the
+# extractor ran once (its row is done) and would not write them again.
+EXTRACTOR_SYSTEM_KEYS: Final = ("entities",)
 
 # Who wrote a summary (summaries.source).
 SUMMARY_BY_SUMMARISER: Final = "summariser"

@@ -35,7 +35,7 @@ from pipeline.domain.index_text import embedder_text
 from pipeline.domain.memory_errors import ExtractorFailed
 from pipeline.domain.memory_values import ClaimedMessage, context_text
 from pipeline.domain.mentions import Extraction, TextField
-from pipeline.domain.retry import retry_transient
+from pipeline.domain.retry import give_up_error, isolate_refused
 from pipeline.domain.settings import Settings
 from pipeline.entities.extractors import build_extractor
 from pipeline.entities.names import normalise
@@ -92,34 +92,26 @@ class MessageExtraction:
 
     def _batch(self, name: str, compute: Compute, rows: Sequence[ClaimedMessage],
                stats: ExtractStats) -> None:
-        """Compute and store; a refused batch is halved until each refused message is alone."""
-        try:
-            values = retry_transient(
-                lambda: compute(rows),
-                attempts=self.settings.memory_extract_retry_attempts,
-                max_wait=self.settings.memory_extract_retry_max_wait,
-                on_retry=lambda n, exc: log.warning("%s extractor attempt %d failed: %s",
-                                                    name, n, exc))
-        except Unavailable as exc:
-            self._fail(name, rows, ExtractorFailed(
-                f"{name} extractor failed after {self.settings.memory_extract_retry_attempts}"
-                f" attempts: {exc.code}: {exc.message}"), stats)
-            return
-        except BrainstreamError as exc:
-            if len(rows) > 1:
-                half = len(rows) // 2
-                self._batch(name, compute, rows[:half], stats)
-                self._batch(name, compute, rows[half:], stats)
-                return
-            if rows[0].previous is not None:
-                # the turn before may be what was refused: the message alone is tried next
-                self._batch(name, compute, [replace(rows[0], previous=None)], stats)
-                return
-            self._fail(name, rows, ExtractorFailed(
-                f"the {name} extractor refused this message: {exc.code}: {exc.message}"), stats)
-            return
-        stored = self.work.write_results(name, list(zip(rows, values, strict=True)))
-        stats.stored[name] = stats.stored.get(name, 0) + stored
+        """Compute and store; a refused batch is halved until each refused message is alone,
+        which is tried once more without the turn before it (that may be what was refused: a
+        refused turn must not fail its reply too)."""
+        attempts = self.settings.memory_extract_retry_attempts
+
+        def store(batch: Sequence[ClaimedMessage], values: list[Any]) -> None:
+            stored = self.work.write_results(name, list(zip(batch, values, strict=True)))
+            stats.stored[name] = stats.stored.get(name, 0) + stored
+
+        def fail(batch: Sequence[ClaimedMessage], exc: BrainstreamError) -> None:
+            self._fail(name, batch, give_up_error(
+                exc, ExtractorFailed, attempts=attempts, what=f"{name} extractor",
+                refused=f"the {name} extractor refused this message"), stats)
+
+        isolate_refused(
+            rows, compute, store=store, fail=fail, attempts=attempts,
+            max_wait=self.settings.memory_extract_retry_max_wait,
+            on_retry=lambda n, exc: log.warning("%s extractor attempt %d failed: %s", name, n,
+                                                exc),
+            lighter=lambda row: None if row.previous is None else replace(row, previous=None))
 
     def _fail(self, name: str, rows: Sequence[ClaimedMessage], error: ExtractorFailed,
               stats: ExtractStats) -> None:

@@ -89,17 +89,31 @@ class MemoryCheck:
     missing_extractor_rows: int = 0
     seq_mismatches: int = 0
     dangling_summary_points: int = 0
+    # an extractor row done whose result the message lacks (no token count; no vector: not
+    # found by dense search; no `system.entities`)
+    missing_results: int = 0
 
     @property
     def clean(self) -> bool:
         return not (self.missing_extractor_rows or self.seq_mismatches
-                    or self.dangling_summary_points)
+                    or self.dangling_summary_points or self.missing_results)
 
 
 def verify_memory(settings: Settings) -> MemoryCheck:
     """Counts per namespace and the invariants of the memory tables."""
     with psycopg.connect(settings.effective_postgres_dsn) as conn:
         return check_memory(conn)
+
+
+# What each extractor's `done` promises the message holds (pipeline/stores/postgres/memory_work.py).
+_MISSING_RESULTS = (
+    "SELECT count(*) FROM message_extraction e JOIN messages m"
+    " ON m.namespace_id = e.namespace_id AND m.uuid = e.message_uuid"
+    " WHERE e.status = 'done' AND CASE e.extractor"
+    "  WHEN 'token' THEN m.token_count IS NULL"
+    "  WHEN 'embed' THEN m.embedding IS NULL"
+    "  WHEN 'entities' THEN NOT coalesce(m.metadata -> 'system' ? 'entities', false)"
+    "  ELSE false END")
 
 
 def check_memory(conn: Conn) -> MemoryCheck:
@@ -130,6 +144,7 @@ def check_memory(conn: Conn) -> MemoryCheck:
         " WHERE NOT EXISTS (SELECT 1 FROM message_extraction e WHERE e.namespace_id ="
         " m.namespace_id AND e.message_uuid = m.uuid AND e.extractor = x.extractor)"),
         (list(MESSAGE_EXTRACTORS),))
+    check.missing_results = _scalar(conn, _MISSING_RESULTS, ())
     check.seq_mismatches = _scalar(conn, (
         "SELECT count(*) FROM sessions s WHERE s.last_seq < coalesce("
         "(SELECT max(seq) FROM messages m WHERE m.session_pk = s.id), 0)"), ())
@@ -165,8 +180,16 @@ class MemoryBacklog:
     summary_lag_max: int       # the worst session's
 
 
+# Served by migration 0024's index on (last_seq - summary_seq): the sessions past the window only.
+SUMMARY_LAG = (
+    "SELECT coalesce(sum((last_seq - summary_seq) - %(w)s), 0),"
+    " coalesce(max((last_seq - summary_seq) - %(w)s), 0) FROM sessions"
+    " WHERE deleted_at IS NULL AND (last_seq - summary_seq) > %(w)s")
+
+
 def read_memory_backlog(conn: Conn, window: int) -> MemoryBacklog:
-    """The memory backlog, from partial indexes (pending rows) and the sessions' counters."""
+    """The memory backlog, each count from an index that holds only its backlog: pending and
+    failed extractor rows, pending summariser rows, sessions past the window."""
     # pending and failed rows separately: each count walks its own partial index
     pending = {r[0]: (int(r[1]), float(r[2])) for r in conn.execute(
         "SELECT extractor, count(*), extract(epoch FROM now() - min(created_at))::float8"
@@ -180,10 +203,7 @@ def read_memory_backlog(conn: Conn, window: int) -> MemoryBacklog:
     summariser = conn.execute(
         "SELECT count(*), coalesce(extract(epoch FROM now() - min(requested_at)), 0)::float8"
         " FROM session_summariser WHERE pending").fetchone()
-    lag = conn.execute(
-        "SELECT coalesce(sum(last_seq - summary_seq - %(w)s), 0),"
-        " coalesce(max(last_seq - summary_seq - %(w)s), 0) FROM sessions"
-        " WHERE deleted_at IS NULL AND last_seq - summary_seq > %(w)s", {"w": window}).fetchone()
+    lag = conn.execute(SUMMARY_LAG, {"w": window}).fetchone()
     return MemoryBacklog(extractors, int(summariser[0]) if summariser else 0,
                          float(summariser[1]) if summariser else 0.0,
                          int(lag[0]) if lag else 0, int(lag[1]) if lag else 0)

@@ -4,7 +4,8 @@ The replay runs in one process and uses the write path's own code: `BatchProcess
 `apply_batch`, one transaction per batch, the exactly-once ledger) into the new generation's
 database, `EmbeddingService` with the generation's embedder, and `OutboxRelay` into the
 generation's graph. The workers keep serving the active generation meanwhile, so the replay
-embeds and relays itself.
+embeds, extracts (entities, and the message extractors and summaries of conversation memory)
+and relays itself.
 
 Order of events (see docs/operations.md, "Replay"):
 
@@ -13,7 +14,8 @@ Order of events (see docs/operations.md, "Replay"):
 3. consume every partition from the beginning (or `--since`) with the generation's consumer
    group, by assignment (no group membership, so no rebalance waits);
 4. caught up = past its own marker on every partition, at or past the live consumer group's
-   committed offsets, no embedding or outbox backlog (`pipeline.kafka.markers.catch_up`);
+   committed offsets, no embedding, extraction, memory or outbox backlog
+   (`pipeline.kafka.markers.catch_up`);
 5. switch the active generation (one UPDATE, atomic), keep consuming until the topic is idle,
    then commit the group's offsets and record the hand-off: only then does the live consumer
    join the new group, so every event acknowledged to the old group is in the new generation,
@@ -38,11 +40,7 @@ from kafka.structs import OffsetAndMetadata
 from pipeline.domain.errors import ConfigError, InvalidInput
 from pipeline.domain.projection import Change
 from pipeline.domain.settings import KNOWN_EMBEDDING_DIMS, Settings
-from pipeline.embedding.embedders import build_embedder
-from pipeline.embedding.service import EmbeddingService, pending_count
-from pipeline.entities.extractors import build_extractor
-from pipeline.entities.stage import ExtractionStage
-from pipeline.graph.falkordb.writer import FalkorGraphWriter
+from pipeline.embedding.service import pending_count
 from pipeline.ingest.processor import BatchProcessor
 from pipeline.kafka.io import H_CODE, make_producer
 from pipeline.kafka.markers import catch_up, marker_record
@@ -58,7 +56,6 @@ from pipeline.ops.generations import (
 )
 from pipeline.ops.progress import Progress
 from pipeline.ops.replay_step import InProcessWork, ReplayReport, ReplayStep
-from pipeline.outbox.relay import OutboxRelay
 from pipeline.outbox.store import backlog
 from pipeline.stores.postgres.events import PgEventStores
 from pipeline.stores.postgres.pool import make_pool
@@ -86,7 +83,8 @@ class _CountedLetters:
 
 
 class _NoTrigger:
-    """The replay embeds and relays in-process: nothing to tell the workers."""
+    """The replay embeds, extracts, runs the memory work and relays in-process: nothing to tell
+    the workers."""
 
     def embed(self, roots: Sequence[Any]) -> None:
         pass
@@ -98,8 +96,6 @@ class _NoTrigger:
         pass
 
     def memory(self, sessions: Sequence[Any]) -> None:
-        # the messages' extractor rows stay pending in the new generation's database: its
-        # workers' sweep does the memory work once it is live
         pass
 
 
@@ -195,13 +191,7 @@ class Replay:
             # before the endpoint's partition is read. What still waits at the end is decided
             # by `_expire_deferred`.
             processor.options = replace(processor.options, defer_seconds=float("inf"))
-            embedder = build_embedder(settings)
-            work = InProcessWork(settings, pool, EmbeddingService(settings, pool, embedder),
-                                 ExtractionStage(settings, pool, build_extractor(settings),
-                                                 embedder),
-                                 OutboxRelay(settings, pool,
-                                             FalkorGraphWriter.from_settings(settings),
-                                             _SuppressedChanges(result)))
+            work = InProcessWork.for_generation(settings, pool, _SuppressedChanges(result))
             step = ReplayStep(consumer, processor, work, self, result, gen.id)
             progress = Progress(f"replay g{gen.id} (records)", total or None,
                                 stream=self.stream)
@@ -217,7 +207,8 @@ class Replay:
                         partitions, self.markers_seen, self.positions,
                         committed_offsets(self.base, self.topic, live.consumer_group),
                         embed_pending=pending_count(pool), outbox_pending=backlog(pool),
-                        extract_pending=work.extract_pending())
+                        extract_pending=work.extract_pending(),
+                        memory_pending=work.memory_pending())
                     if state.ready:
                         break
                     log.info("replay: not yet: %s", state.reason)

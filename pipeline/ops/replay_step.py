@@ -1,6 +1,8 @@
 """The replay's loop body: consume a batch into the new generation, then do in-process what the
-workers do for the live one (embed, extract entities and propose merges, relay, refresh the
-search vocabulary), since the workers keep serving the active generation meanwhile."""
+workers do for the live one (embed, extract entities and propose merges, run the message
+extractors and the summariser, relay, refresh the search vocabulary), since the workers keep
+serving the active generation meanwhile: a switched generation has its objects and its
+messages embedded and searchable."""
 
 from __future__ import annotations
 
@@ -12,17 +14,26 @@ from typing import Any, Protocol
 from kafka import KafkaConsumer
 
 from pipeline.domain.settings import Settings
+from pipeline.embedding.embedders import build_embedder
 from pipeline.embedding.service import EmbeddingService, pending_count
+from pipeline.entities.extractors import build_extractor
 from pipeline.entities.merging import propose_all
 from pipeline.entities.resolving import ResolveConfig
 from pipeline.entities.stage import ExtractionStage
+from pipeline.graph.falkordb.writer import FalkorGraphWriter
 from pipeline.ingest.processor import BatchProcessor
 from pipeline.ingest.records import RawRecord
 from pipeline.kafka.markers import marker_generation
+from pipeline.memory_services.extraction import MessageExtraction
+from pipeline.memory_services.summarisers import build_summariser
+from pipeline.memory_services.summarising import SessionSummariser
 from pipeline.ops.vocab import refresh_vocab
 from pipeline.outbox.relay import OutboxRelay
 from pipeline.outbox.store import backlog
+from pipeline.ports import ChangeSink
 from pipeline.stores.postgres import extraction
+from pipeline.stores.postgres.memory_fold import PgSummaryWork
+from pipeline.stores.postgres.memory_work import PgMessageWork, pending_work
 
 
 @dataclass
@@ -42,6 +53,10 @@ class ReplayReport:
     embed_failed: int = 0
     extracted: int = 0
     extract_failed: int = 0
+    # message extractor results stored and given up on (every extractor), summary folds
+    memory_extracted: int = 0
+    memory_failed: int = 0
+    summary_folds: int = 0
     changes_suppressed: int = 0
     switched: bool = False
     seconds: float = 0.0
@@ -63,7 +78,24 @@ class InProcessWork:
     pool: Any
     embedding: EmbeddingService
     extraction: ExtractionStage
+    memory: MessageExtraction
+    summaries: SessionSummariser
     relay: OutboxRelay
+
+    @classmethod
+    def for_generation(cls, settings: Settings, pool: Any, changes: ChangeSink
+                       ) -> InProcessWork:
+        """The jobs on the generation's database and graph, with its embedder and extractor;
+        failures are marked, not dead-lettered again (they were when first consumed)."""
+        embedder = build_embedder(settings)
+        extractor = build_extractor(settings)
+        return cls(settings, pool, EmbeddingService(settings, pool, embedder),
+                   ExtractionStage(settings, pool, extractor, embedder),
+                   MessageExtraction(settings, PgMessageWork(pool), embedder, extractor),
+                   SessionSummariser(settings, PgSummaryWork(pool),
+                                     build_summariser(settings, embedder), embedder),
+                   OutboxRelay(settings, pool, FalkorGraphWriter.from_settings(settings),
+                               changes))
 
     def run(self, result: ReplayReport, *, rounds: int) -> None:
         stats = self.embedding.run(max_batches=rounds)
@@ -75,6 +107,10 @@ class InProcessWork:
         if extracted.entities_created:
             propose_all(self.pool, batch=self.settings.entity_proposal_batch,
                         config=ResolveConfig.from_settings(self.settings))
+        messages = self.memory.run(max_batches=rounds)
+        result.memory_extracted += sum(messages.stored.values())
+        result.memory_failed += sum(messages.failed.values())
+        result.summary_folds += self.summaries.run(max_rounds=rounds).folds
         self.relay.run(max_rounds=rounds)
         with self.pool.connection() as conn:
             refresh_vocab(conn)  # the sweep's job in a live generation
@@ -83,9 +119,16 @@ class InProcessWork:
         with self.pool.connection() as conn:
             return extraction.pending_count(conn)
 
-    def backlogs(self) -> tuple[int, int, int]:
-        """Rows waiting for an embedding, an extraction, the graph."""
-        return pending_count(self.pool), self.extract_pending(), backlog(self.pool)
+    def memory_pending(self) -> int:
+        """Message extractor rows and summariser requests waiting (nobody else holds them
+        before the switch: the workers serve the active generation)."""
+        with self.pool.connection() as conn:
+            return pending_work(conn, older_than=0.0)
+
+    def backlogs(self) -> tuple[int, int, int, int]:
+        """Rows waiting for an embedding, an extraction, the memory work, the graph."""
+        return (pending_count(self.pool), self.extract_pending(), self.memory_pending(),
+                backlog(self.pool))
 
 
 class ReplayStep:
@@ -138,8 +181,8 @@ class ReplayStep:
 
     def settle(self) -> None:
         """Before deciding "caught up": retry every deferred event now (its endpoint may have
-        arrived in the last batch), then drain the embedding, extraction and outbox backlogs and
-        the search vocabulary queue."""
+        arrived in the last batch), then drain the embedding, extraction, memory and outbox
+        backlogs and the search vocabulary queue."""
         with self.pool.connection() as conn:
             conn.execute("UPDATE deferred_events SET next_attempt_at = now()")
         outcome = self.processor.process([])

@@ -187,14 +187,12 @@ class OutboxRelay:
             raise InvalidInput(f"unknown outbox op {unknown[0]!r}", field="op")
         node_ids = sorted({row.aggregate_id for row in rows if row.op == NODE_SYNC})
         edge_keys = sorted({edge_key(row.payload) for row in rows if row.op == EDGE_SYNC})
-        # An object's MENTIONS follow its node: a revived node gets them back, a deleted one's
-        # entities are re-checked (they may have lost their last live mention).
-        mention_roots = sorted({row.aggregate_id for row in rows
-                                if row.op in (NODE_SYNC, MENTIONS_SYNC)})
         entity_ids = sorted({row.aggregate_id for row in rows if row.op == ENTITY_SYNC})
         marker = f"{rows[0].id}-{rows[-1].id}"
         changes: list[Change] = []
         upserts, deletes = self._node_states(node_ids, marker, changes)
+        mention_roots = sorted({row.aggregate_id for row in rows if row.op == MENTIONS_SYNC}
+                               | self._mentions_follow_node(upserts, deletes))
         announce = set(edge_keys)  # restored incident edges are not news
         if upserts:
             # Revived or new nodes get their live incident edges back (DETACH DELETE took them).
@@ -220,6 +218,19 @@ class OutboxRelay:
         stats.edges_upserted += len(edge_up)
         stats.edges_deleted += len(edge_down)
         return changes
+
+    def _mentions_follow_node(self, upserts: Sequence[NodeState], deletes: Sequence[str]
+                              ) -> set[uuid.UUID]:
+        """The NODE_SYNC roots whose MENTIONS are re-synced with their node: a deleted one (its
+        entities may have lost their last live mention), one the graph does not hold yet (new,
+        revived after a DETACH DELETE, or a placeholder: a MENTIONS_SYNC applied before the
+        node was written could not attach) and one written since its last sync (MENTIONS carry
+        its rows' `updated_at`). Any other keeps its MENTIONS, and extraction sends a
+        MENTIONS_SYNC whenever they change: re-reading them for every sync (the one after
+        embedding, retries, repairs) cost each a pass over the object's mentions."""
+        stored = self.graph.node_times([n.id for n in upserts]) if upserts else {}
+        return ({uuid.UUID(d) for d in deletes}
+                | {uuid.UUID(n.id) for n in upserts if stored.get(n.id) != n.updated_at})
 
     def _node_states(self, ids: Sequence[uuid.UUID], marker: str, changes: list[Change]
                      ) -> tuple[list[NodeState], list[str]]:

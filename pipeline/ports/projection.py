@@ -51,6 +51,11 @@ class GraphWriter(Protocol):
         """Whether a node (placeholder included) with this id is in the graph."""
         ...
 
+    def node_times(self, ids: Sequence[str]) -> dict[str, str]:
+        """The stored `updated_at` of those of `ids` with a node written from its object (a
+        placeholder an edge created does not count)."""
+        ...
+
     def fetch_node(self, id: str) -> NodeState | None:
         """The stored state of one node, or None."""
         ...

@@ -103,6 +103,9 @@ PROCEDURES = "CALL dbms.procedures() YIELD name RETURN name"
 
 # The writer's own reads (tests, `brainstream verify`).
 NODE_EXISTS = f"MATCH (n:{NODE_LABEL} {{id: $id}}) RETURN count(n)"
+# A placeholder (created by an edge to a node not synced yet) has no kind.
+NODE_TIMES = (f"UNWIND $ids AS id MATCH (n:{NODE_LABEL} {{id: id}}) WHERE n.kind IS NOT NULL "
+              "RETURN n.id, n.updated_at")
 FETCH_NODE = (f"MATCH (n:{NODE_LABEL} {{id: $id}}) RETURN n.id, n.namespace, n.kind, n.title, "
               "n.index_text, n.embedding, n.embedded_hash, n.updated_at")
 FETCH_EDGES = (f"MATCH (a:{NODE_LABEL})-[e]->(b:{NODE_LABEL}) "

@@ -282,6 +282,12 @@ class FalkorGraphWriter:
         rows = self._read(cypher.NODE_EXISTS, {"id": id}, "node exists")
         return bool(rows and int(rows[0][0]) > 0)
 
+    def node_times(self, ids: Sequence[str]) -> dict[str, str]:
+        """The stored `updated_at` of those of `ids` whose node holds its object's state
+        (placeholders left out)."""
+        return {str(r[0]): str(r[1])
+                for r in self._read_by_ids(cypher.NODE_TIMES, ids, "node times")}
+
     def fetch_node(self, id: str) -> NodeState | None:
         """The stored state of a node (a placeholder has kind "" and no text), or None."""
         rows = self._read(cypher.FETCH_NODE, {"id": id}, "fetch node")

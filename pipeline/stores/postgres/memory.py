@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from pipeline.memory.model import NewMessage, SessionHead
+from pipeline.memory.model import EXTRACTOR_SYSTEM_KEYS, SYSTEM_KEY, NewMessage, SessionHead
 from pipeline.stores.postgres.timing import EVENT_TIME
 
 Conn = psycopg.Connection[Any]
@@ -45,6 +45,17 @@ FROM unnest(%(uuids)s::uuid[], %(roles)s::text[], %(contents)s::text[], %(metas)
             %(times)s::timestamptz[]) WITH ORDINALITY AS m(uuid, role, content, metadata,
                                                            created_at, n)
 """
+
+# The extractor-owned keys of the stored `system` object that the event's value does not name
+# (on a delete, the value is SQL NULL and names none); an object, `{}` when none.
+_KEPT_SYSTEM = """(SELECT coalesce(jsonb_object_agg(k, v), '{}'::jsonb)
+    FROM jsonb_each(CASE jsonb_typeof(metadata -> 'system') WHEN 'object'
+                    THEN metadata -> 'system' ELSE '{}'::jsonb END) AS s(k, v)
+    WHERE k = ANY(%(owned)s::text[]) AND NOT coalesce(%(value)s::jsonb ? k, false))"""
+_SYSTEM_SET = ("metadata || jsonb_build_object('system', " + _KEPT_SYSTEM
+               + " || %(value)s::jsonb)")
+_SYSTEM_DELETE = (f"CASE WHEN {_KEPT_SYSTEM} = '{{}}'::jsonb THEN metadata - 'system'"
+                  f" ELSE jsonb_set(metadata, '{{system}}', {_KEPT_SYSTEM}) END")
 
 
 class PgMemoryWriter:
@@ -122,14 +133,19 @@ class PgMemoryWriter:
 
     def set_message_key(self, key: uuid.UUID, message: uuid.UUID, name: str,
                         value: Any, *, delete: bool) -> None:
-        """Set (or remove) one top-level metadata key of a message."""
-        change = ("metadata - %(name)s" if delete
-                  else "metadata || jsonb_build_object(%(name)s::text, %(value)s::jsonb)")
+        """Set (or remove) one top-level metadata key of a message. On `system`, the keys the
+        extractors own there (`EXTRACTOR_SYSTEM_KEYS`) are kept unless `value` names them."""
+        if name == SYSTEM_KEY:
+            change = _SYSTEM_DELETE if delete else _SYSTEM_SET
+        else:
+            change = ("metadata - %(name)s" if delete
+                      else "metadata || jsonb_build_object(%(name)s::text, %(value)s::jsonb)")
         self.conn.execute(
             f"UPDATE messages SET metadata = {change}, updated_at = {EVENT_TIME}"
             " WHERE session_pk = %(key)s AND uuid = %(uuid)s"
             " AND namespace_id = (SELECT namespace_id FROM sessions WHERE id = %(key)s)",
-            {"key": key, "uuid": message, "name": name, "value": Jsonb(value)})
+            {"key": key, "uuid": message, "name": name,
+             "value": None if delete else Jsonb(value), "owned": list(EXTRACTOR_SYSTEM_KEYS)})
 
     def put_summary(self, head: SessionHead, summary: uuid.UUID, content: str,
                     recent_message: uuid.UUID, recent_seq: int, event_id: str) -> bool:

@@ -216,6 +216,17 @@ ORDER BY created_at, id LIMIT %s"""
 
 _MARK_PROPOSED = "UPDATE entities SET proposed_at = now() WHERE id = ANY(%s::uuid[])"
 
+# The sweep's check, one probe of the partial index `entities_unproposed`; no lock taken.
+_ANY_UNPROPOSED = ("SELECT EXISTS (SELECT 1 FROM entities"
+                   " WHERE proposed_at IS NULL AND merged_into IS NULL)")
+
+
+def any_unproposed() -> Plan[bool]:
+    """Whether a live entity waits for the proposal pass (created by extraction and not
+    examined yet, also when the worker that created it died before its pass)."""
+    rows = yield Statement(_ANY_UNPROPOSED)
+    return bool(rows[0][0])
+
 
 def claim_unproposed(limit: int) -> Plan[list[tuple[uuid.UUID, uuid.UUID]]]:
     """(namespace, entity id) of up to `limit` live entities the proposal pass has not examined,

@@ -1,0 +1,65 @@
+"""The sweep's proposal step (`pipeline/entities/merging.py: propose_if_due`) on real Postgres:
+it claims nothing while no entity waits for the resolver's pass, and still finds the entities a
+worker created and died before examining."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg_pool import ConnectionPool
+
+from pipeline.entities.merging import propose_if_due
+from pipeline.entities.names import normalise
+from pipeline.entities.resolving import ResolveConfig
+from pipeline.stores.postgres.pool import make_pool
+from tests.pipeline.conftest import db
+from tests.stackutil import make_settings
+
+pytestmark = pytest.mark.stack
+__all__ = ["db"]
+
+
+@pytest.fixture()
+def pool(db: psycopg.Connection[Any]) -> Iterator[ConnectionPool]:
+    pool = make_pool(make_settings(postgres_dsn=db.info.dsn), max_size=2)
+    yield pool
+    pool.close()
+
+
+def _entity(conn: psycopg.Connection[Any], ns: uuid.UUID, name: str, *,
+            merged_into: uuid.UUID | None = None) -> uuid.UUID:
+    """An entity as extraction's write-back leaves it: not examined (`proposed_at` NULL)."""
+    eid = uuid.uuid4()
+    conn.execute("INSERT INTO entities (id, namespace_id, name, norm, label, part_count,"
+                 " merged_into) VALUES (%s, %s, %s, %s, 'NAME', 1, %s)",
+                 (eid, ns, name, normalise(name), merged_into))
+    return eid
+
+
+def _proposed(conn: psycopg.Connection[Any], eid: uuid.UUID) -> bool:
+    row = conn.execute("SELECT proposed_at IS NOT NULL FROM entities WHERE id = %s",
+                       (eid,)).fetchone()
+    return bool(row and row[0])
+
+
+def test_the_sweep_claims_only_when_an_entity_waits(db: psycopg.Connection[Any],
+                                                    pool: ConnectionPool) -> None:
+    config = ResolveConfig()
+    assert propose_if_due(pool, batch=50, config=config) is None  # nothing ever extracted
+
+    ns = uuid.uuid4()
+    survivor = _entity(db, ns, "Acme Corporation")
+    db.execute("UPDATE entities SET proposed_at = now() WHERE id = %s", (survivor,))
+    _entity(db, ns, "Acme Corp", merged_into=survivor)  # merged away: never examined again
+    assert propose_if_due(pool, batch=50, config=config) is None
+
+    # a worker created these and was killed before its own pass: the next tick examines them
+    orphans = [_entity(db, ns, "Globex Industries"), _entity(db, ns, "Initech Systems")]
+    stats = propose_if_due(pool, batch=50, config=config)
+    assert stats is not None and stats.examined == 2
+    assert all(_proposed(db, eid) for eid in orphans)
+    assert propose_if_due(pool, batch=50, config=config) is None  # examined once
