@@ -77,8 +77,9 @@ async def make_async_pool(settings: Settings, *, min_size: int = 1, max_size: in
 
     Built to ride out a Postgres restart without restarting the API: every connection is
     checked as it leaves the pool (`check_idle_connection`: a connection the restart broke is
-    replaced, not handed to a request), and a request waits at most `wait_seconds` for one, so while Postgres is down
-    requests fail fast with `Unavailable` (503) instead of hanging for psycopg's default 30 s.
+    replaced, not handed to a request), and a request waits at most `wait_seconds` for one, so
+    while Postgres is down requests fail fast with `Unavailable` (503) instead of hanging for
+    psycopg's default 30 s.
     """
     options = SESSION_OPTIONS
     if statement_timeout is not None:
