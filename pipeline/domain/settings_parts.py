@@ -74,4 +74,4 @@ class MemorySettings(BaseModel):
     # channel pull memory search below lexical alone).
     memory_search_candidates: int = Field(default=40, ge=1, le=1000)
     memory_search_rrf_k: int = Field(default=10, ge=0, le=10_000)
-    memory_search_dense_weight: float = Field(default=0.5, ge=0, le=10)
+    memory_search_dense_weight: float = Field(default=0.5, gt=0, le=10)

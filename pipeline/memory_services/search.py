@@ -142,8 +142,8 @@ class MemorySearch:
         return MemoryAnswer(hits, degraded)
 
     def _weights(self, channels: dict[str, list[Hit]]) -> dict[str, float]:
-        """Dense channels weigh `dense_weight` beside lexical ones; alone they weigh 1 (a
-        request for dense only, or a weight of 0, still ranks and scores in (0, 1])."""
+        """Dense channels weigh `dense_weight` beside lexical ones; without a lexical channel
+        (a request for dense only) they weigh 1, as lexical ones always do."""
         mixed = any(n.endswith("_lexical") for n in channels) and any(
             n.endswith("_dense") for n in channels)
         return {n: self.limits.dense_weight if mixed and n.endswith("_dense") else 1.0
