@@ -18,6 +18,7 @@ as children on a fresh stack of this benchmark's own). Then, in the same run:
 from __future__ import annotations
 
 import asyncio
+import pickle
 import sys
 import threading
 import time
@@ -27,11 +28,12 @@ from pathlib import Path
 from typing import Any
 
 import memorydata as data
+import memoryfusion
 import psycopg
 from harness import PipelineProcesses, fresh_stack
+from memoryget import get_memory_ms
 from memoryreport import Results, report
 from runenv import BENCH_DIR, bench_parser, emit_report, log, machine_lines, quiet_logging
-from timing import percentile
 
 from pipeline.domain.settings import Settings
 from pipeline.kafka.io import make_producer
@@ -44,6 +46,7 @@ PORTS = {"pg_port": 13232, "kafka_port": 13892, "s3_port": 13800, "falkordb_port
          "redis_port": 13180}
 MODES = {"lexical": (("lexical",), "messages"), "dense": (("dense",), "messages"),
          "hybrid": (("lexical", "dense"), "messages"),
+         "lexical+summaries": (("lexical",), "both"),
          "hybrid+summaries": (("lexical", "dense"), "both")}
 BIG_SESSION = 10_000
 LAG_MESSAGES, LAG_RATE, LAG_SESSIONS = 600, 20.0, 4
@@ -95,8 +98,10 @@ def publish_locomo(publisher: EventPublisher, ns: uuid.UUID,
 
 
 async def recall_table(settings: Settings, ns: uuid.UUID, conversations: list[data.Conversation],
-                       questions: list[data.Question]) -> dict[str, dict[str, float]]:
-    """Per mode: recall@5/@10 per category, over categories 1-4, and of category 5."""
+                       questions: list[data.Question], results: Results,
+                       fusion: bool = False) -> dict[str, dict[str, float]]:
+    """Per mode: recall@5/@10 per category, over categories 1-4, and of category 5; with
+    `fusion`, the table of fusion rules (bench/memoryfusion.py) into `results.fusion`."""
     from pipeline.embedding.embedders import build_embedder
     from pipeline.memory_services.search import MemoryQuery, MemorySearch, MemorySearchLimits
     from pipeline.stores.postgres.memory_search import PgMemorySearcher
@@ -106,7 +111,9 @@ async def recall_table(settings: Settings, ns: uuid.UUID, conversations: list[da
     embedder = build_embedder(settings)
     pool = await make_async_pool(settings, name="bench-memory")
     searcher = PgMemorySearcher(pool)
-    search = MemorySearch(searcher, query_embedder(lambda: embedder), MemorySearchLimits())
+    embed = await batched_queries(query_embedder(lambda: embedder), embedder,
+                                  [q.text for q in questions])
+    search = MemorySearch(searcher, embed, MemorySearchLimits.of(settings))
     by_text = {t.content: t.dia_id for c in conversations for ts in c.sessions.values()
                for t in ts}
     users = {c.user_id: await searcher.sessions(ns, user_id=c.user_id) for c in conversations}
@@ -126,8 +133,41 @@ async def recall_table(settings: Settings, ns: uuid.UUID, conversations: list[da
                     sums[f"{group}@{k}"].append(r)
             out[mode] = {key: sum(v) / len(v) for key, v in sums.items()}
             log(f"{mode}: R@10 over 1-4 = {out[mode]['1-4@10']:.3f}")
+        if fusion:
+            cands = await memoryfusion.collect(searcher, embed, ns, users, questions)
+            dia = turn_ids(settings, ns, by_text)
+            with open(BENCH_DIR / f"fusion-{settings.embedder}.pkl", "wb") as handle:
+                pickle.dump((cands, dia), handle)
+            results.fusion = memoryfusion.table_lines(memoryfusion.evaluate(cands, dia))
     finally:
         await pool.close()
+    return out
+
+
+async def batched_queries(single: Any, embedder: Any, texts: list[str]) -> Any:
+    """A query embedder answering `texts` from vectors embedded in batches up front (MiniLM
+    one query at a time, each on a thread, took most of a run on the loaded machine); the
+    same model and vectors as the API's, other texts through `single`."""
+    vectors: dict[str, list[float]] = {}
+    unique = list(dict.fromkeys(texts))
+    for start in range(0, len(unique), 64):
+        batch = unique[start:start + 64]
+        for text, vector in zip(batch, embedder.embed(batch), strict=True):
+            vectors[text] = [float(x) for x in vector]
+
+    async def embed(text: str) -> list[float]:
+        return vectors[text] if text in vectors else list(await single(text))
+    return embed
+
+
+def turn_ids(settings: Settings, ns: uuid.UUID, by_text: dict[str, str]
+             ) -> dict[uuid.UUID, set[str]]:
+    """What each message and summary of `ns` stands for, in dia_ids (memorydata.recall)."""
+    out = {row[0]: {row[1]} for row in query(
+        settings, "SELECT uuid, metadata->>'dia_id' FROM messages WHERE namespace_id = %s", ns)}
+    for uid, content in query(settings, "SELECT uuid, content FROM summaries"
+                              " WHERE namespace_id = %s", ns):
+        out[uid] = data.summary_turns(content, by_text)
     return out
 
 
@@ -140,31 +180,6 @@ def big_session(settings: Settings, publisher: EventPublisher, ns: uuid.UUID) ->
             for i in range(start, start + 100)]}))
     publisher.flush()
     return sid
-
-
-def get_memory_ms(settings: Settings, ns: uuid.UUID, sid: str, rounds: int = 300
-                  ) -> dict[str, float]:
-    from fastapi.testclient import TestClient
-
-    from api.app import create_app
-    key = f"bench-{uuid.uuid4().hex}"
-    app = create_app(settings.model_copy(update={"api_keys": {key: [str(ns)]}}))
-    out: dict[str, float] = {}
-    with TestClient(app) as client:
-        headers = {"Authorization": f"Bearer {key}"}
-        for label, params in (("window", {}), ("lastn=50", {"lastn": 50})):
-            times = []
-            for i in range(rounds + 20):
-                start = time.perf_counter()
-                res = client.get(f"/v1/sessions/{sid}/memory", params=params, headers=headers)
-                elapsed = (time.perf_counter() - start) * 1000
-                if res.status_code != 200:
-                    raise RuntimeError(f"GET memory answered {res.status_code}: {res.text}")
-                if i >= 20:  # warm-up: connections, caches
-                    times.append(elapsed)
-            out[f"{label} p50"] = percentile(times, 50)
-            out[f"{label} p95"] = percentile(times, 95)
-    return out
 
 
 def summary_lag(settings: Settings, publisher: EventPublisher, ns: uuid.UUID) -> list[float]:
@@ -234,6 +249,8 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2, help="worker processes")
     parser.add_argument("--phases", default="recall,get,lag",
                         help="which of recall, get, lag to run (comma-separated)")
+    parser.add_argument("--fusion-table", action="store_true",
+                        help="also measure the fusion rules of bench/memoryfusion.py")
     parser.add_argument("--out", type=Path, default=None, help="also write the report here")
     args = parser.parse_args()
     phases = set(args.phases.split(","))
@@ -246,7 +263,7 @@ def main() -> int:
     publisher = EventPublisher(make_producer(settings), settings.topic_events)
     results = Results(args.embedder)
     try:
-        run_phases(settings, publisher, phases, results)
+        run_phases(settings, publisher, phases, results, args.fusion_table)
         procs.check_alive()
     finally:
         publisher.producer.close()
@@ -257,7 +274,7 @@ def main() -> int:
 
 
 def run_phases(settings: Settings, publisher: EventPublisher, phases: set[str],
-               results: Results) -> None:
+               results: Results, fusion: bool = False) -> None:
     if "recall" in phases:
         conversations, results.questions = data.load()
         ns = uuid.uuid4()
@@ -266,7 +283,7 @@ def run_phases(settings: Settings, publisher: EventPublisher, phases: set[str],
         results.ingest_s = wait_settled(settings, ns, turns, timeout=3600)
         log(f"{turns} turns stored, extracted and summarised in {results.ingest_s:.0f} s")
         results.recall = asyncio.run(recall_table(settings, ns, conversations,
-                                                  results.questions))
+                                                  results.questions, results, fusion))
         results.checks["LoCoMo"] = integrity(settings, ns, turns)
     if "get" in phases:
         ns = uuid.uuid4()

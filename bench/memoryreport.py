@@ -28,6 +28,7 @@ class Results:
     get_ms: dict[str, float] = field(default_factory=dict)
     lags: list[float] = field(default_factory=list)
     checks: dict[str, dict[str, int]] = field(default_factory=dict)
+    fusion: list[str] = field(default_factory=list)  # bench/memoryfusion.py's table lines
 
 
 def report(r: Results, machine: list[str]) -> str:
@@ -42,12 +43,7 @@ def report(r: Results, machine: list[str]) -> str:
         verdicts.append(f"| LoCoMo ingest (publish to extracted and summarised) | "
                         f"{r.ingest_s:.0f} s | | |")
     if r.get_ms:
-        p95, target = r.get_ms["window p95"], TARGETS["get_p95_ms"]
-        verdicts.append(f"| GET memory p95 (10,000-message session, window; p50 "
-                        f"{r.get_ms['window p50']:.1f} ms) | {p95:.1f} ms | < {target:.0f} ms |"
-                        f" {_verdict(p95 < target)} |")
-        verdicts.append(f"| GET memory p95 (lastn=50; p50 {r.get_ms['lastn=50 p50']:.1f} ms) | "
-                        f"{r.get_ms['lastn=50 p95']:.1f} ms | (info) | |")
+        verdicts += _get_lines(r.get_ms)
     if r.lags:
         finite = [x for x in r.lags if x != float("inf")]
         p99 = percentile(r.lags, 99) if len(finite) == len(r.lags) else float("inf")
@@ -59,6 +55,9 @@ def report(r: Results, machine: list[str]) -> str:
                  and c["extracted twice"] == 0 and c["failed"] == 0 for c in r.checks.values())
     verdicts.append(f"| every message indexed, none twice | {'yes' if intact else 'NO'} | yes | "
                     f"{_verdict(intact)} |")
+    if r.fusion:
+        lines += ["", "Fusion rules on the same channel lists (bench/memoryfusion.py):", "",
+                  *r.fusion]
     lines += ["", "| figure | value | target | verdict |", "|---|---|---|---|", *verdicts]
     if r.checks:
         names = list(next(iter(r.checks.values())))
@@ -66,6 +65,26 @@ def report(r: Results, machine: list[str]) -> str:
         lines += [f"| {name} | " + " | ".join(str(v) for v in c.values()) + " |"
                   for name, c in r.checks.items()]
     return "\n".join(lines)
+
+
+def _get_lines(ms: dict[str, float]) -> list[str]:
+    p95, target = ms["window p95"], TARGETS["get_p95_ms"]
+    lines = [f"| GET memory p95 (10,000-message session, window; p50 {ms['window p50']:.1f} ms)"
+             f" | {p95:.1f} ms | < {target:.0f} ms | {_verdict(p95 < target)} |"]
+    for label, what in (("lastn=50", "GET memory, lastn=50"),
+                        ("window, query check", "GET memory with a query check per checkout"
+                                                " (before)"),
+                        ("session", "baseline: GET /v1/sessions/{id}"),
+                        ("healthz", "baseline: GET /healthz")):
+        if f"{label} p95" in ms:
+            lines.append(f"| {what} p95 (p50 {ms[f'{label} p50']:.1f} ms) | "
+                         f"{ms[f'{label} p95']:.1f} ms | (info) | |")
+    for base in ("healthz", "session"):
+        if f"{base} p50" in ms:
+            lines.append(f"| GET memory / {base}: p50 ratio, p95 ratio | "
+                         f"{ms['window p50'] / ms[f'{base} p50']:.2f}x, "
+                         f"{p95 / ms[f'{base} p95']:.2f}x | (info) | |")
+    return lines
 
 
 def _recall(r: Results) -> list[str]:

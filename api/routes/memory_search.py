@@ -19,19 +19,15 @@ router = APIRouter(tags=["memory"], responses=ERRORS)
 
 
 def _search(svc: Services) -> tuple[MemorySearch, PgMemorySearcher]:
-    settings = svc.settings
     searcher = PgMemorySearcher(svc.pool)
-    limits = MemorySearchLimits(max_limit=settings.memory_search_max_limit,
-                                max_context=settings.memory_search_max_context,
-                                max_conditions=settings.memory_search_max_conditions,
-                                rrf_k=settings.rrf_k)
-    return MemorySearch(searcher, query_embedder(lambda: svc.embedder), limits), searcher
+    return MemorySearch(searcher, query_embedder(lambda: svc.embedder),
+                        MemorySearchLimits.of(svc.settings)), searcher
 
 
 @router.post("/v1/sessions/{session_id}/search", response_model=MemorySearchOut)
 async def search_session(session_id: SessionId, body: MemorySearchBody, ns: Ns,
                          svc: Svc) -> MemorySearchOut:
-    """Hybrid search (BM25 + dense, fused by RRF) over one session's messages and/or
+    """Hybrid search (BM25 + dense, fused by weighted RRF) over one session's messages and/or
     summaries, with a metadata filter, a date range, `min_score`, MMR and neighbouring turns."""
     search, searcher = _search(svc)
     sessions = await searcher.sessions(ns, session_id=session_id, limit=1)

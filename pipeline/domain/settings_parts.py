@@ -67,3 +67,11 @@ class MemorySettings(BaseModel):
     memory_search_max_context: int = Field(default=10, ge=0, le=100)
     memory_search_max_conditions: int = Field(default=20, ge=1, le=200)
     memory_search_max_sessions: int = Field(default=1000, ge=1, le=100_000)
+
+    # Memory search fusion (issue 12; docs/parts/memory-search.md has the table behind the
+    # defaults): candidates per channel, RRF's k, and the weight of the dense channels against
+    # lexical's 1 (1 with k 60 is the object search's equal fusion, which let a weak dense
+    # channel pull memory search below lexical alone).
+    memory_search_candidates: int = Field(default=40, ge=1, le=1000)
+    memory_search_rrf_k: int = Field(default=10, ge=0, le=10_000)
+    memory_search_dense_weight: float = Field(default=0.5, gt=0, le=10)

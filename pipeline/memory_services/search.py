@@ -2,9 +2,11 @@
 summaries.
 
 Channels: BM25 and cosine over messages, and over summaries (`search_scope` picks which kinds),
-fused by the engine's reciprocal rank fusion (`pipeline/retrieval/fusion.py: rrf`). A hit's
-`score` is its fused score over the best possible one (first in every channel searched): in
-(0, 1], so `min_score` means the same whatever the channels. Optional MMR (`mmr_lambda`) re-ranks
+each `candidates` deep, fused by weighted reciprocal rank fusion (`pipeline/retrieval/fusion.py:
+rrf`; memory's own `rrf_k`, the dense channels weighted `dense_weight` against lexical's 1:
+docs/parts/memory-search.md says why and on what figures). A hit's `score` is its fused score
+over the best possible one (first in every channel searched): in (0, 1], so `min_score` means
+the same whatever the channels. Optional MMR (`mmr_lambda`) re-ranks
 the fused candidates for variety; `context: N` adds each message hit's N turns either side.
 When the query embedder is down the answer is lexical only and says so (`degraded`).
 """
@@ -23,6 +25,7 @@ import numpy as np
 from pipeline.domain.errors import InvalidInput, Unavailable
 from pipeline.domain.memory_values import MESSAGE, SUMMARY, MemoryRow, MemoryScope
 from pipeline.domain.read_model import Hit
+from pipeline.domain.settings_parts import MemorySettings
 from pipeline.memory.mmr import mmr
 from pipeline.memory.where import parse_where
 from pipeline.memory_services.ports import MemorySearcher
@@ -31,9 +34,6 @@ from pipeline.retrieval.fusion import rrf
 
 SCOPES = {"messages": (MESSAGE,), "summary": (SUMMARY,), "both": (MESSAGE, SUMMARY)}
 CHANNELS = ("lexical", "dense")
-# Candidates per channel: a multiple of the hits asked for, so fusion and MMR have choice.
-_CANDIDATES_PER_HIT = 4
-_MIN_CANDIDATES = 20
 
 
 @dataclass(frozen=True)
@@ -70,10 +70,23 @@ class MemoryAnswer:
 
 @dataclass(frozen=True)
 class MemorySearchLimits:
+    """Bounds of a request and the fusion's constants (`of(settings)`: the configured ones)."""
+
     max_limit: int = 100
     max_context: int = 10
     max_conditions: int = 20
-    rrf_k: int = 60
+    rrf_k: int = 10
+    dense_weight: float = 0.5
+    candidates: int = 40  # per channel; at least the hits asked for
+
+    @classmethod
+    def of(cls, settings: MemorySettings) -> MemorySearchLimits:
+        return cls(max_limit=settings.memory_search_max_limit,
+                   max_context=settings.memory_search_max_context,
+                   max_conditions=settings.memory_search_max_conditions,
+                   rrf_k=settings.memory_search_rrf_k,
+                   dense_weight=settings.memory_search_dense_weight,
+                   candidates=settings.memory_search_candidates)
 
 
 class MemorySearch:
@@ -92,7 +105,7 @@ class MemorySearch:
         scope = MemoryScope(tuple(sessions), where=parse_where(
             query.where, max_conditions=self.limits.max_conditions)
             if query.where is not None else None, since=query.since, until=query.until)
-        k = max(_MIN_CANDIDATES, query.limit * _CANDIDATES_PER_HIT)
+        k = max(self.limits.candidates, query.limit)
         degraded: str | None = None
         vector: Sequence[float] | None = None
         if "dense" in query.channels:
@@ -110,8 +123,9 @@ class MemorySearch:
         results: list[list[Hit]] = list(await asyncio.gather(*calls.values()))
         channels = dict(zip(calls, results, strict=True))
         kinds = {hit.id: name.split("_")[0] for name, hits in channels.items() for hit in hits}
-        fused = rrf(channels, k=self.limits.rrf_k)
-        best = len(channels) / (self.limits.rrf_k + 1) if channels else 1.0
+        weights = self._weights(channels)
+        fused = rrf(channels, k=self.limits.rrf_k, weights=weights)
+        best = sum(weights.values()) / (self.limits.rrf_k + 1) if channels else 1.0
         fused = [f for f in fused if f.score / best >= query.min_score]
         rows = await self._rows(namespace, kinds, [f.id for f in fused])
         ranked = [(rows[f.id], f.score / best) for f in fused if f.id in rows]
@@ -126,6 +140,14 @@ class MemorySearch:
                                                          query.context)
             hits.append(MemoryHit(row, sessions[row.session_pk], round(score, 6), context))
         return MemoryAnswer(hits, degraded)
+
+    def _weights(self, channels: dict[str, list[Hit]]) -> dict[str, float]:
+        """Dense channels weigh `dense_weight` beside lexical ones; without a lexical channel
+        (a request for dense only) they weigh 1, as lexical ones always do."""
+        mixed = any(n.endswith("_lexical") for n in channels) and any(
+            n.endswith("_dense") for n in channels)
+        return {n: self.limits.dense_weight if mixed and n.endswith("_dense") else 1.0
+                for n in channels}
 
     async def _rows(self, namespace: uuid.UUID, kinds: dict[uuid.UUID, str],
                     ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, MemoryRow]:
