@@ -80,7 +80,7 @@ def entity_counts(settings: Settings, namespace: uuid.UUID) -> str:
 async def measure(args: argparse.Namespace, datasets: list[Dataset]) -> str:
     """Start the stack, ingest, extract with each extractor, evaluate; the Markdown report."""
     # FalkorDB rebuilds its indexes at start (--reuse): minutes on a loaded machine
-    settings = bench_settings(f"multihop-{args.embedder}", PORT_OFFSET,
+    settings = bench_settings(args.stack or f"multihop-{args.embedder}", args.port_offset,
                               cast(EmbedderName, args.embedder), service_start_timeout=600.0)
     hotpot = next(ds for ds in datasets if ds.name == "hotpotqa")
     scifact = next((ds for ds in datasets if ds.name == "scifact"), None)
@@ -106,7 +106,9 @@ async def measure(args: argparse.Namespace, datasets: list[Dataset]) -> str:
                                       replace(wired.config, exact_channels=("lexical",)),
                                       channels=[c for c in cached if c.name == "lexical"])
             wired_variant = Variant(wired.config.ppr_rrf_k,
-                                    services.settings.ppr_passage_seed_weight)
+                                    services.settings.ppr_passage_seed_weight,
+                                    services.settings.ppr_passage_seeds,
+                                    wired.config.ppr_first_weight)
             base = engines(wired, wired_variant, cached)
 
             async def score(engine: RetrievalEngine, ds: Dataset, mode: str
@@ -189,6 +191,10 @@ def main() -> None:
     parser.add_argument("--extractors", default="heuristic,spacy")
     parser.add_argument("--rrf-ks", default="1,2,5,10,20,60")
     parser.add_argument("--passage-weights", default="0,0.05")
+    parser.add_argument("--passage-seeds", default="5",
+                        help="how many of the hybrid list's best rows are weak seeds")
+    parser.add_argument("--first-weights", default="1",
+                        help="the hybrid list's weight in the stage fusion (PPR's is 1)")
     parser.add_argument("--resume-extraction", action="store_true",
                         help="do not empty the entity layer first: the stage goes on with the "
                              "rows an interrupted earlier run left pending (same extractor)")
@@ -198,12 +204,20 @@ def main() -> None:
     parser.add_argument("--scifact-queries", type=int, default=None,
                         help="evaluate N evenly spaced SciFact train queries (default: all 809)")
     parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--stack", default=None,
+                        help="the stack's data dir under .brainstream-bench (default "
+                             "multihop-<embedder>): one per embedder and extractor lets a "
+                             "second run reuse each entity layer")
+    parser.add_argument("--port-offset", type=int, default=PORT_OFFSET,
+                        help="added to every default port (two stacks at once need two)")
     add_reuse_and_out(parser, "keep the stack's data from an earlier run and skip ingestion")
     args = parser.parse_args()
     quiet_logging()
     args.extractors = [e.strip() for e in args.extractors.split(",") if e.strip()]
-    args.variants = [Variant(int(k), float(w)) for w in args.passage_weights.split(",")
-                     for k in args.rrf_ks.split(",")]
+    args.variants = list(dict.fromkeys(
+        Variant(int(k), float(w), int(n) if float(w) else 0, float(f))
+        for f in args.first_weights.split(",") for n in args.passage_seeds.split(",")
+        for w in args.passage_weights.split(",") for k in args.rrf_ks.split(",")))
     names = {d.strip() for d in args.datasets.split(",")}
     datasets = [load_hotpot()] + ([load_scifact(args.scifact_queries)]
                                   if "scifact" in names else [])

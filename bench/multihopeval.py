@@ -1,5 +1,6 @@
 """The multi-hop benchmark's evaluation through the engine: every query in lexical, hybrid, ppr
-and auto mode, the RRF k sweep of the stage fusion, weak passage seeds on and off.
+and auto mode, and the sweep of the stage fusion (RRF k, the hybrid list's weight) and of the
+weak passage seeds (how many, their weight).
 
 The candidate channels' answers are cached per query (`CachedChannel`): every mode and every
 engine variant fuses the very same first-stage hits, so the sweep measures the fusion and the
@@ -45,17 +46,22 @@ class CachedChannel:
         return self.cache[key]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Variant:
-    """One engine configuration of the sweep: the stage fusion's k and the weak seeds."""
+    """One engine configuration of the sweep: the stage fusion's k and the hybrid list's weight
+    in it, and the hybrid list's best rows as weak seeds (how many, their total weight)."""
 
     rrf_k: int
     passage_weight: float
+    passage_seeds: int = 5
+    first_weight: float = 1.0
 
     @property
     def label(self) -> str:
-        seeds = f", passage seeds {self.passage_weight:g}" if self.passage_weight else ""
-        return f"rrf_k {self.rrf_k}{seeds}"
+        seeds = (f", passage seeds {self.passage_seeds} x {self.passage_weight:g}"
+                 if self.passage_weight and self.passage_seeds else "")
+        weight = f", hybrid weight {self.first_weight:g}" if self.first_weight != 1 else ""
+        return f"rrf_k {self.rrf_k}{seeds}{weight}"
 
 
 @dataclass
@@ -75,10 +81,12 @@ def engines(wired: RetrievalEngine, variant: Variant,
     """The wired engine over the cached channels, with the variant's fusion and weak seeds."""
     assert wired.ppr is not None, "the wired engine has no PPR stage"
     stage = PprStage(wired.ppr.graph, replace(wired.ppr.config,
-                                              passage_seed_weight=variant.passage_weight))
+                                              passage_seed_weight=variant.passage_weight,
+                                              passage_seeds=variant.passage_seeds))
+    config = replace(wired.config, ppr_rrf_k=variant.rrf_k,
+                     ppr_first_weight=variant.first_weight)
     return RetrievalEngine(wired.searcher, wired.reader, wired.result_sets, wired.catalog,
-                           wired.embed_query, replace(wired.config, ppr_rrf_k=variant.rrf_k),
-                           channels=list(channels), ppr=stage)
+                           wired.embed_query, config, channels=list(channels), ppr=stage)
 
 
 async def run_mode(engine: RetrievalEngine, ds: Dataset, key_of: dict[uuid.UUID, str],

@@ -214,6 +214,10 @@ class Settings(BaseSettings, PathSettings, MemorySettings):
     ppr_passage_seeds: int = Field(default=5, ge=0, le=100)
     ppr_passage_seed_weight: float = Field(default=0.05, ge=0, le=10)
 
+    # PPR quality (task B1, docs/parts/ppr-quality.md): the hybrid list's weight in the RRF that
+    # fuses it with the PPR list (the PPR list weighs 1).
+    ppr_first_weight: float = Field(default=1.0, ge=0, le=100)
+
     # entity extraction (pipeline/entities/extractors/, docs/entities.md)
     entity_extractor: ExtractorName = "heuristic"
     # The spaCy pipeline package `spacy` loads (the `spacy` extra installs this one).
