@@ -107,8 +107,7 @@ async def measure(args: argparse.Namespace, datasets: list[Dataset]) -> str:
                                       channels=[c for c in cached if c.name == "lexical"])
             wired_variant = Variant(wired.config.ppr_rrf_k,
                                     services.settings.ppr_passage_seed_weight,
-                                    services.settings.ppr_passage_seeds,
-                                    wired.config.ppr_first_weight)
+                                    services.settings.ppr_passage_seeds)
             base = engines(wired, wired_variant, cached)
 
             async def score(engine: RetrievalEngine, ds: Dataset, mode: str
@@ -121,7 +120,8 @@ async def measure(args: argparse.Namespace, datasets: list[Dataset]) -> str:
                 if scifact is None:
                     return "-", "-"
                 found, run = await score(engine, scifact, mode)
-                return found["nDCG@10"], f"{run.ran_ppr}/{len(scifact.queries)}"
+                degraded = f", {run.degraded} degraded" if run.degraded else ""
+                return found["nDCG@10"], f"{run.ran_ppr}/{len(scifact.queries)}{degraded}"
 
             hybrid_ndcg: object = "-"
             for label, engine in (("lexical", lexical), ("hybrid", base)):
@@ -153,14 +153,16 @@ async def measure(args: argparse.Namespace, datasets: list[Dataset]) -> str:
                     log(f"sweep row: {sweep[-1]}")
                     if variant != wired_variant:
                         continue
-                    for ds in datasets:
+                    for ds in datasets if args.stage_latency else []:
                         info[f"PPR stage latency, {ds.name} ({extractor})"] = (
                             await stage_latency(engine, ds))
                         log(info[f"PPR stage latency, {ds.name} ({extractor})"])
                     for mode, hp, run in (("ppr", hp_ppr, run_ppr), ("auto", hp_auto, run_auto)):
                         rows.append([mode, extractor, hp["R@2"], hp["R@5"],
                                      sf_auto if mode == "auto" else "-",
-                                     f"{run.ran_ppr}/{len(hotpot.queries)}", costs(run)])
+                                     f"{run.ran_ppr}/{len(hotpot.queries)}"
+                                     + (f", {run.degraded} degraded" if run.degraded else ""),
+                                     costs(run)])
                     verdicts.append(
                         f"- {extractor}: HotpotQA R@5 with auto {hp_auto['R@5']:.3f} (target >= "
                         f"{TARGET_R5}): **{'PASS' if hp_auto['R@5'] >= TARGET_R5 else 'FAIL'}**")
@@ -193,8 +195,6 @@ def main() -> None:
     parser.add_argument("--passage-weights", default="0,0.05")
     parser.add_argument("--passage-seeds", default="5",
                         help="how many of the hybrid list's best rows are weak seeds")
-    parser.add_argument("--first-weights", default="1",
-                        help="the hybrid list's weight in the stage fusion (PPR's is 1)")
     parser.add_argument("--resume-extraction", action="store_true",
                         help="do not empty the entity layer first: the stage goes on with the "
                              "rows an interrupted earlier run left pending (same extractor)")
@@ -204,6 +204,9 @@ def main() -> None:
     parser.add_argument("--scifact-queries", type=int, default=None,
                         help="evaluate N evenly spaced SciFact train queries (default: all 809)")
     parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--no-stage-latency", dest="stage_latency", action="store_false",
+                        help="skip timing the PPR stage query by query (bench/query.py --ppr "
+                             "measures it; a quality sweep need not wait for it)")
     parser.add_argument("--stack", default=None,
                         help="the stack's data dir under .brainstream-bench (default "
                              "multihop-<embedder>): one per embedder and extractor lets a "
@@ -215,8 +218,8 @@ def main() -> None:
     quiet_logging()
     args.extractors = [e.strip() for e in args.extractors.split(",") if e.strip()]
     args.variants = list(dict.fromkeys(
-        Variant(int(k), float(w), int(n) if float(w) else 0, float(f))
-        for f in args.first_weights.split(",") for n in args.passage_seeds.split(",")
+        Variant(int(k), float(w), int(n) if float(w) else 0)
+        for n in args.passage_seeds.split(",")
         for w in args.passage_weights.split(",") for k in args.rrf_ks.split(",")))
     names = {d.strip() for d in args.datasets.split(",")}
     datasets = [load_hotpot()] + ([load_scifact(args.scifact_queries)]

@@ -77,10 +77,8 @@ class EngineConfig:
     max_filters: int = MAX_FILTERS
     # the channels find_exact fuses under its equality matches (no dense: exact means words)
     exact_channels: tuple[str, ...] = ("lexical", "trigram")
-    # RRF's k when the hybrid list and the PPR list are fused (small: see multihop.py), and
-    # the hybrid list's weight in that fusion (the PPR list weighs 1)
+    # RRF's k when the hybrid list and the PPR list are fused (small: see multihop.py)
     ppr_rrf_k: int = 5
-    ppr_first_weight: float = 1.0
 
 
 class RetrievalEngine:
@@ -165,7 +163,6 @@ class RetrievalEngine:
         missing = [p.id for p in result.parts if p.id not in meta]
         meta |= await self.searcher.row_meta(namespace, missing)
         promoted, ranks = fuse_stages(first, result, meta, k=self.config.ppr_rrf_k,
-                                      first_weight=self.config.ppr_first_weight,
                                       evidence_n=self.config.evidence_n)
         page = await self._page(namespace, query, promoted, meta, request.limit, degrade,
                                 mode="ppr")

@@ -64,7 +64,7 @@ class PprConfig:
     stable_k: int = 20
     stable_rounds: int = 3
     push_epsilon: float = 1e-4
-    passage_seeds: int = 5
+    passage_seeds: int = 30
     passage_seed_weight: float = 0.0
 
 
