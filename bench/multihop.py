@@ -10,7 +10,8 @@ row, and evaluates every query through the engine as `pipeline.wiring.build_serv
 - `lexical`: the lexical channel alone, ranked and promoted by the engine;
 - `hybrid`: `engine.search` (lexical + trigram + dense, RRF), today's answer;
 - `ppr`: `engine.search(mode="ppr")`: the hybrid list fused with the PPR stage's list;
-- `auto`: `engine.search(mode="auto")`: PPR when the query names a usable entity.
+- `auto`: `engine.search(mode="auto")`: PPR from the query's strong seeds (the words it writes
+  as names), hybrid when it has none.
 
 Metrics: passage recall@2 and @5 on HotpotQA (|gold ∩ top k| / |gold|, 2 gold passages each,
 averaged), nDCG@10 on SciFact train. The sweep: the stage fusion's RRF k, with and without the
@@ -18,8 +19,9 @@ hybrid list's best rows as weak PPR seeds. Targets: HotpotQA R@5 >= 0.88 with au
 nDCG@10 of auto within 0.005 of hybrid.
 
 Usage: python bench/multihop.py [--embedder minilm|static] [--extractors heuristic,spacy]
-       [--rrf-ks 1,2,5,10,20,60] [--passage-weights 0,0.05] [--datasets hotpotqa,scifact]
-       [--scifact-queries N] [--reuse]
+       [--rrf-ks 1,2,5,10,20,60] [--passage-weights 0,0.05] [--passage-seeds 5,30]
+       [--datasets hotpotqa,scifact] [--scifact-queries N] [--reuse] [--resume-extraction]
+       [--stack NAME] [--port-offset N] [--no-stage-latency]
 """
 
 from __future__ import annotations
