@@ -10,7 +10,8 @@ row, and evaluates every query through the engine as `pipeline.wiring.build_serv
 - `lexical`: the lexical channel alone, ranked and promoted by the engine;
 - `hybrid`: `engine.search` (lexical + trigram + dense, RRF), today's answer;
 - `ppr`: `engine.search(mode="ppr")`: the hybrid list fused with the PPR stage's list;
-- `auto`: `engine.search(mode="auto")`: PPR when the query names a usable entity.
+- `auto`: `engine.search(mode="auto")`: PPR from the query's strong seeds (the words it writes
+  as names), hybrid when it has none.
 
 Metrics: passage recall@2 and @5 on HotpotQA (|gold ∩ top k| / |gold|, 2 gold passages each,
 averaged), nDCG@10 on SciFact train. The sweep: the stage fusion's RRF k, with and without the
@@ -18,8 +19,9 @@ hybrid list's best rows as weak PPR seeds. Targets: HotpotQA R@5 >= 0.88 with au
 nDCG@10 of auto within 0.005 of hybrid.
 
 Usage: python bench/multihop.py [--embedder minilm|static] [--extractors heuristic,spacy]
-       [--rrf-ks 1,2,5,10,20,60] [--passage-weights 0,0.05] [--datasets hotpotqa,scifact]
-       [--scifact-queries N] [--reuse]
+       [--rrf-ks 1,2,5,10,20,60] [--passage-weights 0,0.05] [--passage-seeds 5,30]
+       [--datasets hotpotqa,scifact] [--scifact-queries N] [--reuse] [--resume-extraction]
+       [--stack NAME] [--port-offset N] [--no-stage-latency]
 """
 
 from __future__ import annotations
@@ -80,7 +82,7 @@ def entity_counts(settings: Settings, namespace: uuid.UUID) -> str:
 async def measure(args: argparse.Namespace, datasets: list[Dataset]) -> str:
     """Start the stack, ingest, extract with each extractor, evaluate; the Markdown report."""
     # FalkorDB rebuilds its indexes at start (--reuse): minutes on a loaded machine
-    settings = bench_settings(f"multihop-{args.embedder}", PORT_OFFSET,
+    settings = bench_settings(args.stack or f"multihop-{args.embedder}", args.port_offset,
                               cast(EmbedderName, args.embedder), service_start_timeout=600.0)
     hotpot = next(ds for ds in datasets if ds.name == "hotpotqa")
     scifact = next((ds for ds in datasets if ds.name == "scifact"), None)
@@ -106,7 +108,8 @@ async def measure(args: argparse.Namespace, datasets: list[Dataset]) -> str:
                                       replace(wired.config, exact_channels=("lexical",)),
                                       channels=[c for c in cached if c.name == "lexical"])
             wired_variant = Variant(wired.config.ppr_rrf_k,
-                                    services.settings.ppr_passage_seed_weight)
+                                    services.settings.ppr_passage_seed_weight,
+                                    services.settings.ppr_passage_seeds)
             base = engines(wired, wired_variant, cached)
 
             async def score(engine: RetrievalEngine, ds: Dataset, mode: str
@@ -119,7 +122,8 @@ async def measure(args: argparse.Namespace, datasets: list[Dataset]) -> str:
                 if scifact is None:
                     return "-", "-"
                 found, run = await score(engine, scifact, mode)
-                return found["nDCG@10"], f"{run.ran_ppr}/{len(scifact.queries)}"
+                degraded = f", {run.degraded} degraded" if run.degraded else ""
+                return found["nDCG@10"], f"{run.ran_ppr}/{len(scifact.queries)}{degraded}"
 
             hybrid_ndcg: object = "-"
             for label, engine in (("lexical", lexical), ("hybrid", base)):
@@ -151,14 +155,16 @@ async def measure(args: argparse.Namespace, datasets: list[Dataset]) -> str:
                     log(f"sweep row: {sweep[-1]}")
                     if variant != wired_variant:
                         continue
-                    for ds in datasets:
+                    for ds in datasets if args.stage_latency else []:
                         info[f"PPR stage latency, {ds.name} ({extractor})"] = (
                             await stage_latency(engine, ds))
                         log(info[f"PPR stage latency, {ds.name} ({extractor})"])
                     for mode, hp, run in (("ppr", hp_ppr, run_ppr), ("auto", hp_auto, run_auto)):
                         rows.append([mode, extractor, hp["R@2"], hp["R@5"],
                                      sf_auto if mode == "auto" else "-",
-                                     f"{run.ran_ppr}/{len(hotpot.queries)}", costs(run)])
+                                     f"{run.ran_ppr}/{len(hotpot.queries)}"
+                                     + (f", {run.degraded} degraded" if run.degraded else ""),
+                                     costs(run)])
                     verdicts.append(
                         f"- {extractor}: HotpotQA R@5 with auto {hp_auto['R@5']:.3f} (target >= "
                         f"{TARGET_R5}): **{'PASS' if hp_auto['R@5'] >= TARGET_R5 else 'FAIL'}**")
@@ -189,6 +195,8 @@ def main() -> None:
     parser.add_argument("--extractors", default="heuristic,spacy")
     parser.add_argument("--rrf-ks", default="1,2,5,10,20,60")
     parser.add_argument("--passage-weights", default="0,0.05")
+    parser.add_argument("--passage-seeds", default="5",
+                        help="how many of the hybrid list's best rows are weak seeds")
     parser.add_argument("--resume-extraction", action="store_true",
                         help="do not empty the entity layer first: the stage goes on with the "
                              "rows an interrupted earlier run left pending (same extractor)")
@@ -198,12 +206,23 @@ def main() -> None:
     parser.add_argument("--scifact-queries", type=int, default=None,
                         help="evaluate N evenly spaced SciFact train queries (default: all 809)")
     parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--no-stage-latency", dest="stage_latency", action="store_false",
+                        help="skip timing the PPR stage query by query (bench/query.py --ppr "
+                             "measures it; a quality sweep need not wait for it)")
+    parser.add_argument("--stack", default=None,
+                        help="the stack's data dir under .brainstream-bench (default "
+                             "multihop-<embedder>): one per embedder and extractor lets a "
+                             "second run reuse each entity layer")
+    parser.add_argument("--port-offset", type=int, default=PORT_OFFSET,
+                        help="added to every default port (two stacks at once need two)")
     add_reuse_and_out(parser, "keep the stack's data from an earlier run and skip ingestion")
     args = parser.parse_args()
     quiet_logging()
     args.extractors = [e.strip() for e in args.extractors.split(",") if e.strip()]
-    args.variants = [Variant(int(k), float(w)) for w in args.passage_weights.split(",")
-                     for k in args.rrf_ks.split(",")]
+    args.variants = list(dict.fromkeys(
+        Variant(int(k), float(w), int(n) if float(w) else 0)
+        for n in args.passage_seeds.split(",")
+        for w in args.passage_weights.split(",") for k in args.rrf_ks.split(",")))
     names = {d.strip() for d in args.datasets.split(",")}
     datasets = [load_hotpot()] + ([load_scifact(args.scifact_queries)]
                                   if "scifact" in names else [])

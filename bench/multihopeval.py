@@ -1,5 +1,6 @@
 """The multi-hop benchmark's evaluation through the engine: every query in lexical, hybrid, ppr
-and auto mode, the RRF k sweep of the stage fusion, weak passage seeds on and off.
+and auto mode, and the sweep of the stage fusion's RRF k and of the weak passage seeds (how
+many, their weight).
 
 The candidate channels' answers are cached per query (`CachedChannel`): every mode and every
 engine variant fuses the very same first-stage hits, so the sweep measures the fusion and the
@@ -45,16 +46,19 @@ class CachedChannel:
         return self.cache[key]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Variant:
-    """One engine configuration of the sweep: the stage fusion's k and the weak seeds."""
+    """One engine configuration of the sweep: the stage fusion's k, and the hybrid list's best
+    rows as weak seeds (how many, their total weight)."""
 
     rrf_k: int
     passage_weight: float
+    passage_seeds: int = 5
 
     @property
     def label(self) -> str:
-        seeds = f", passage seeds {self.passage_weight:g}" if self.passage_weight else ""
+        seeds = (f", passage seeds {self.passage_seeds} x {self.passage_weight:g}"
+                 if self.passage_weight and self.passage_seeds else "")
         return f"rrf_k {self.rrf_k}{seeds}"
 
 
@@ -67,6 +71,7 @@ class ModeRun:
     nodes: list[int] = field(default_factory=list)
     iterations: list[int] = field(default_factory=list)
     truncated: int = 0
+    degraded: int = 0  # answers a channel failed (dense timing out on a loaded machine)
     seconds: float = 0.0
 
 
@@ -75,10 +80,11 @@ def engines(wired: RetrievalEngine, variant: Variant,
     """The wired engine over the cached channels, with the variant's fusion and weak seeds."""
     assert wired.ppr is not None, "the wired engine has no PPR stage"
     stage = PprStage(wired.ppr.graph, replace(wired.ppr.config,
-                                              passage_seed_weight=variant.passage_weight))
+                                              passage_seed_weight=variant.passage_weight,
+                                              passage_seeds=variant.passage_seeds))
+    config = replace(wired.config, ppr_rrf_k=variant.rrf_k)
     return RetrievalEngine(wired.searcher, wired.reader, wired.result_sets, wired.catalog,
-                           wired.embed_query, replace(wired.config, ppr_rrf_k=variant.rrf_k),
-                           channels=list(channels), ppr=stage)
+                           wired.embed_query, config, channels=list(channels), ppr=stage)
 
 
 async def run_mode(engine: RetrievalEngine, ds: Dataset, key_of: dict[uuid.UUID, str],
@@ -92,6 +98,7 @@ async def run_mode(engine: RetrievalEngine, ds: Dataset, key_of: dict[uuid.UUID,
             page = await engine.search(ds.namespace, SearchQuery(
                 text, limit=PAGE, mode=mode, explain=mode != "hybrid"))  # type: ignore[arg-type]
         out.ranked[qid] = [key_of[o.id] for o in page.objects if o.id in key_of]
+        out.degraded += page.degrade is not None
         if page.mode == "ppr":
             out.ran_ppr += 1
             explain = page.explain or {}

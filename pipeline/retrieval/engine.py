@@ -10,8 +10,9 @@ error; any other channel's failure fails the request.
 
 Modes (`SearchQuery.mode`): `hybrid` is the above; `ppr` also runs the PPR stage over the
 entity layer (`pipeline/retrieval/channels/ppr.py`) and fuses its objects with the hybrid list
-(`pipeline/retrieval/multihop.py`); `auto` runs PPR when the query names a usable seed entity,
-else hybrid. The answer's `mode` says which ran; `explain` adds how it was ranked.
+(`pipeline/retrieval/multihop.py`); `auto` runs PPR from the seeds the query writes as names
+(strong seeds, `pipeline/retrieval/seeds.py`) when it has one, else hybrid. The answer's
+`mode` says which ran; `explain` adds how it was ranked.
 """
 
 from __future__ import annotations
@@ -136,14 +137,16 @@ class RetrievalEngine:
             (hits, degrade), plan = await asyncio.gather(
                 self.candidates(namespace, query, request, list(self.channels)),
                 self.ppr.plan(namespace, query))
-        if plan is None or (request.mode == "auto" and not plan.seeds):
+        # auto walks only from the words the query writes as names (strong seeds, seeds.py)
+        walk = plan.strong_only() if plan is not None and request.mode == "auto" else plan
+        if plan is None or walk is None or (request.mode == "auto" and not walk.seeds):
             page = await self.rank_and_page(namespace, query, hits, request.limit, degrade,
                                             mode=None if plan is None else "hybrid",
                                             explain=request.explain)
             if page.explain is not None:
                 page = replace(page, explain={**page.explain, **plan_explain(plan)})
             return page
-        return await self._search_ppr(namespace, query, request, hits, degrade, plan)
+        return await self._search_ppr(namespace, query, request, hits, degrade, walk)
 
     async def _search_ppr(self, namespace: uuid.UUID, query: str, request: SearchQuery,
                           hits: dict[str, list[Hit]], degrade: str | None,

@@ -57,7 +57,8 @@ def plan_explain(plan: SeedPlan | None) -> dict[str, object]:
     if plan is None:
         return {"seeds": [], "hubs_dropped": [], "hub_limit": None}
     return {"seeds": [{"entity_id": str(s.entity.id), "name": s.entity.name, "text": s.text,
-                       "method": s.method, "weight": s.weight, "rows": s.entity.part_count}
+                       "method": s.method, "weight": s.weight, "strong": s.strong,
+                       "rows": s.entity.part_count}
                       for s in plan.seeds],
             "hubs_dropped": [{"entity_id": str(h.id), "name": h.name, "rows": h.part_count}
                              for h in plan.hubs],

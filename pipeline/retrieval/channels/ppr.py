@@ -30,7 +30,13 @@ from pipeline.domain.read_model import Filters, Hit
 from pipeline.entities.names import fold, normalise
 from pipeline.ports import EntityGraph
 from pipeline.retrieval.ppr import forward_push, power_iteration, seed_vector, transition
-from pipeline.retrieval.seeds import common_word_match, longest_matches, query_ngrams
+from pipeline.retrieval.seeds import (
+    common_word_match,
+    longest_matches,
+    named_in_query,
+    query_names,
+    query_ngrams,
+)
 
 # Edge weights of the walk: a mention and a stated relation count alike; a pair the resolver
 # held as possibly the same entity passes half as much as one a person verified.
@@ -58,18 +64,20 @@ class PprConfig:
     stable_k: int = 20
     stable_rounds: int = 3
     push_epsilon: float = 1e-4
-    passage_seeds: int = 5
+    passage_seeds: int = 30
     passage_seed_weight: float = 0.0
 
 
 @dataclass(frozen=True)
 class Seed:
-    """A seed entity: the query words it was matched on, how, and its weight."""
+    """A seed entity: the query words it was matched on, how, its weight, and whether the
+    query writes those words as a name (`seeds.named_in_query`: strong)."""
 
     entity: EntityRef
     text: str
     method: str
     weight: float
+    strong: bool = False
 
 
 @dataclass(frozen=True)
@@ -79,6 +87,10 @@ class SeedPlan:
     seeds: tuple[Seed, ...]
     hubs: tuple[EntityRef, ...]
     hub_limit: float
+
+    def strong_only(self) -> SeedPlan:
+        """The plan with its strong seeds alone (what mode `auto` walks from)."""
+        return SeedPlan(tuple(s for s in self.seeds if s.strong), self.hubs, self.hub_limit)
 
 
 @dataclass
@@ -173,6 +185,7 @@ class PprStage:
                      if not common_word_match(g.text, folds[g], hit[0].name)}
                  for g in grams}
         chosen = longest_matches([g for g, entities in found.items() if entities])
+        names = query_names(query)
         live = await self.graph.live_rows(namespace)
         hub_limit = max(self.config.hub_fraction * live, float(self.config.hub_min_rows))
         seeds: dict[uuid.UUID, Seed] = {}
@@ -182,7 +195,8 @@ class PprStage:
                 if entity.part_count > hub_limit:
                     hubs[entity.id] = entity
                 elif entity.part_count > 0 and entity.id not in seeds:
-                    seeds[entity.id] = Seed(entity, gram.text, method, 1.0 / entity.part_count)
+                    seeds[entity.id] = Seed(entity, gram.text, method, 1.0 / entity.part_count,
+                                            named_in_query(gram, names))
         return SeedPlan(tuple(seeds.values()), tuple(hubs.values()), hub_limit)
 
     async def rank(self, namespace: uuid.UUID, plan: SeedPlan, filters: Filters,
