@@ -198,7 +198,7 @@ class Replay:
             embedder = build_embedder(settings)
             work = InProcessWork(settings, pool, EmbeddingService(settings, pool, embedder),
                                  ExtractionStage(settings, pool, build_extractor(settings),
-                                                 embedder),
+                                                 embedder, bulk=True),
                                  OutboxRelay(settings, pool,
                                              FalkorGraphWriter.from_settings(settings),
                                              _SuppressedChanges(result)))
