@@ -12,9 +12,11 @@ and rows per CPU-second of this process and of the database server (the write-ba
 mostly the server's; the bare embed call's CPU is this process's only).
 
 "Extraction is never the ingest bottleneck" means the stage keeps up with embedding: its rate
-is at least the embedding stage's (PASS), so a backlog of extraction cannot grow while embedding
-keeps up. The bare embed call (static embedder, the same texts, no database) is shown too: an
-upper bound of any embedding stage.
+is at least the embedding stage's in rows/s and in rows per CPU-second (PASS), so a backlog of
+extraction cannot grow while embedding keeps up. The stage is also run without entity-name
+embeddings (the stage's `embedder` unset, then the tables reset): the difference is what the
+HNSW index of name vectors costs. The bare embed call (static embedder, the same texts, no
+database) is shown too: an upper bound of any embedding stage.
 """
 
 from __future__ import annotations
@@ -104,6 +106,19 @@ def stage_rows(docs: int, fresh: bool = True) -> tuple[list[StageRow], dict[str,
                 counted.update(rows=stats.extracted + stats.failed, mentions=stats.mentions,
                                entities=stats.entities_created)
 
+            # First without name embeddings, then reset and with them (as the worker runs):
+            # the difference is the HNSW insert of each new entity's name vector.
+            log("extraction stage, no name embeddings")
+            stage.embedder = None
+            n_wall, n_cpu = _timed(settings, extract)
+            counted["rows_plain"] = counted["rows"]
+            with pool.connection() as conn:
+                conn.execute("TRUNCATE entities CASCADE")
+                conn.execute("UPDATE entity_extraction SET status = 'pending',"
+                             " extracted_hash = NULL, lease_until = NULL, triples = 0")
+                conn.execute("TRUNCATE outbox")
+                conn.execute("VACUUM ANALYZE entities, entity_extraction")
+            stage.embedder = embedder
             log("extraction stage")
             x_wall, x_cpu = _timed(settings, extract)
             service = EmbeddingService(settings, pool, embedder)
@@ -129,6 +144,8 @@ def stage_rows(docs: int, fresh: bool = True) -> tuple[list[StageRow], dict[str,
         b_wall, b_cpu = _timed(None, bare)  # no database: this process only
     rows = [StageRow("embedding stage, static (baseline)", counted["embedded"], e_wall, e_cpu),
             StageRow("extraction stage, heuristic", counted["rows"], x_wall, x_cpu),
+            StageRow("extraction stage, heuristic, no name embeddings", counted["rows_plain"],
+                     n_wall, n_cpu),
             StageRow("bare embed call, static", len(texts), b_wall, b_cpu)]
     figures = {"mentions/row": counted["mentions"] / max(counted["rows"], 1),
                "entities": float(counted["entities"])}
@@ -145,10 +162,12 @@ def stage_report(rows: list[StageRow], figures: dict[str, float]) -> list[str]:
     for r in rows:
         lines.append(f"| {r.name} | {r.rows} | {r.per_second:,.0f} | {r.per_second / base:.2f} | "
                      f"{r.per_cpu_second:,.0f} | {r.per_cpu_second / cpu_base:.2f} |")
-    ratio = rows[1].per_second / base
-    verdict = "PASS" if ratio >= 1.0 else "FAIL"
+    ratio, cpu_ratio = rows[1].per_second / base, rows[1].per_cpu_second / cpu_base
+    # Both must hold: rows/s alone moves with whatever else loads the machine, and the CPU
+    # figure is what the two stages cost when they share one.
+    verdict = "PASS" if min(ratio, cpu_ratio) >= 1.0 else "FAIL"
     lines += ["", f"{verdict}: the extraction stage at {ratio:.2f}x the embedding stage's rows/s "
-              "(never the ingest bottleneck = stage rate >= embedder rate); "
-              f"{figures['mentions/row']:.1f} mentions per row, "
+              f"and {cpu_ratio:.2f}x its rows/CPU-s (never the ingest bottleneck = stage rate >= "
+              f"embedder rate, both); {figures['mentions/row']:.1f} mentions per row, "
               f"{figures['entities']:.0f} entities created."]
     return lines
