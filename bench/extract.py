@@ -13,7 +13,12 @@ extractor adds) against the heuristic's spans, matched by overlap: precision is 
 heuristic spans that overlap a spaCy entity, recall the share of spaCy entities that overlap a
 heuristic span (also for name-like labels only). On SciFact and on HotpotQA's Wikipedia passages.
 
-    python bench/extract.py [--parts 3000] [--spacy-parts 300] [--minilm-parts 64] [--out F]
+The "stage" rows (bench/extractstage.py) run the whole extraction stage on a real stack of
+their own against the embedding stage over the same rows: the issue's "extraction never the
+ingest bottleneck" is their PASS/FAIL.
+
+    python bench/extract.py [--parts 3000] [--spacy-parts 300] [--minilm-parts 64]
+                            [--stage-docs 1500] [--out F]
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from extractstage import stage_report, stage_rows
 from ingestcorpus import load_corpus
 from runenv import DATASETS, bench_parser, emit_report, log, machine_lines, quiet_logging
 
@@ -127,6 +133,8 @@ def main() -> None:
     parser.add_argument("--spacy-parts", type=int, default=300,
                         help="parts spaCy reads (it is slow) and agreement is measured on")
     parser.add_argument("--minilm-parts", type=int, default=64, help="0 skips MiniLM")
+    parser.add_argument("--stage-docs", type=int, default=1500,
+                        help="SciFact documents the stage rows ingest (0 skips them)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", type=Path, default=None, help="also write the report here")
     args = parser.parse_args()
@@ -181,7 +189,10 @@ def main() -> None:
         "HotpotQA passages": agreement([e.mentions for e in heuristic.extract(hotpot)],
                                        [e.mentions for e in spacy.extract(hotpot)]),
     }
-    emit_report(report(rows, agree, args.rounds), args.out)
+    text = report(rows, agree, args.rounds)
+    if args.stage_docs:
+        text += "\n\n" + "\n".join(stage_report(*stage_rows(args.stage_docs)))
+    emit_report(text, args.out)
 
 
 def report(rows: list[Row], agree: dict[str, dict[str, float]], rounds: int) -> str:

@@ -90,7 +90,7 @@ class InProcessWork:
         embedder = build_embedder(settings)
         extractor = build_extractor(settings)
         return cls(settings, pool, EmbeddingService(settings, pool, embedder),
-                   ExtractionStage(settings, pool, extractor, embedder),
+                   ExtractionStage(settings, pool, extractor, embedder, bulk=True),
                    MessageExtraction(settings, PgMessageWork(pool), embedder, extractor),
                    SessionSummariser(settings, PgSummaryWork(pool),
                                      build_summariser(settings, embedder), embedder),

@@ -26,6 +26,11 @@ Conn = psycopg.Connection[Any]
 _INSERT = ("INSERT INTO outbox (namespace_id, aggregate_id, op, payload)"
            " VALUES (%s, %s, %s, %s)")
 
+# Rows given as parallel arrays, inserted in array order (`enqueue_many`).
+_INSERT_MANY = ("INSERT INTO outbox (namespace_id, aggregate_id, op, payload)"
+                " SELECT ns, id, op, payload FROM unnest(%s::uuid[], %s::uuid[], %s::text[],"
+                " %s::jsonb[]) WITH ORDINALITY AS r(ns, id, op, payload, n) ORDER BY n")
+
 # One row per aggregate id (an array), all of one namespace and op, without payload: the
 # statement form of `enqueue_many` for code that runs its statements on a synchronous or an
 # asynchronous connection alike (pipeline/stores/postgres/plans.py). Params: namespace, op, ids.
@@ -75,10 +80,12 @@ def enqueue(conn: Conn, namespace: uuid.UUID, aggregate_id: uuid.UUID, op: str,
 
 
 def enqueue_many(conn: Conn, entries: Iterable[Entry]) -> None:
-    """Record many rows, in the caller's transaction."""
-    with conn.cursor() as cur:
-        cur.executemany(_INSERT, [(e.namespace, e.aggregate_id, e.op, Jsonb(e.payload or {}))
-                                  for e in entries])
+    """Record many rows, in the caller's transaction, with one statement (in the given order:
+    ids follow it, and the relay applies rows by id)."""
+    rows = list(entries)
+    if rows:
+        conn.execute(_INSERT_MANY, ([e.namespace for e in rows], [e.aggregate_id for e in rows],
+                                    [e.op for e in rows], [Jsonb(e.payload or {}) for e in rows]))
 
 
 def enqueue_visible(conn: Conn) -> tuple[int, int]:

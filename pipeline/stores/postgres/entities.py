@@ -45,12 +45,15 @@ ORDER BY a.namespace_id, a.norm,
          array_position(ARRAY['manual', 'merge', 'extractor', 'surface'], a.source), a.entity_id
 """
 
+# One statement for all the entities: their live mentioning rows counted in one grouped join
+# (not a subquery per entity).
 _PART_COUNT = """
 UPDATE entities e SET part_count = c.n, updated_at = now()
-FROM (SELECT t.id, (SELECT count(DISTINCT m.row_id) FROM mentions m
-                    JOIN objects o ON o.id = m.row_id AND o.deleted_at IS NULL
-                    WHERE m.entity_id = t.id) AS n
-      FROM unnest(%s::uuid[]) AS t(id)) c
+FROM (SELECT t.id, count(DISTINCT o.id) AS n
+      FROM unnest(%s::uuid[]) AS t(id)
+      LEFT JOIN mentions m ON m.entity_id = t.id
+      LEFT JOIN objects o ON o.id = m.row_id AND o.deleted_at IS NULL
+      GROUP BY t.id) c
 WHERE e.id = c.id AND e.part_count <> c.n
 """
 
@@ -58,6 +61,9 @@ WHERE e.id = c.id AND e.part_count <> c.n
 # (pipeline/entities/ids.py: counted_entities, the same ranking); pairs left with none lose
 # their edge. The rows naming both are found from the rarer entity's mentions (`x`, by its
 # part_count), probing the other's: a pair with a hub costs the rare side's rows, not the hub's.
+# The pairs left with no row are found by a set difference (hashed), then deleted by key: an
+# anti-join against `w` was planned as a nested loop over both lists (the planner cannot see a
+# CTE's size) and cost most of the statement.
 _COOCCURS = """
 WITH p(a, b) AS (SELECT * FROM unnest(%(a)s::uuid[], %(b)s::uuid[])),
 d AS (SELECT p.a, p.b,
@@ -88,10 +94,10 @@ up AS (INSERT INTO entity_edges (namespace_id, from_id, to_id, edge_type, weight
        ON CONFLICT (from_id, edge_type, predicate, to_id) DO UPDATE
            SET weight = EXCLUDED.weight, evidence = EXCLUDED.evidence, updated_at = now()
            WHERE entity_edges.weight IS DISTINCT FROM EXCLUDED.weight
-              OR entity_edges.evidence IS DISTINCT FROM EXCLUDED.evidence)
-DELETE FROM entity_edges d USING p
-WHERE d.from_id = p.a AND d.to_id = p.b AND d.edge_type = 'CO_OCCURS' AND d.predicate = ''
-  AND NOT EXISTS (SELECT 1 FROM w WHERE w.a = p.a AND w.b = p.b)
+              OR entity_edges.evidence IS DISTINCT FROM EXCLUDED.evidence),
+gone AS (SELECT a, b FROM p EXCEPT SELECT a, b FROM w)
+DELETE FROM entity_edges d USING gone
+WHERE d.from_id = gone.a AND d.edge_type = 'CO_OCCURS' AND d.predicate = '' AND d.to_id = gone.b
 """
 
 
@@ -221,6 +227,13 @@ def recount_pairs(conn: Conn, pairs: Iterable[tuple[uuid.UUID, uuid.UUID]], *, c
     if ordered:
         conn.execute(_COOCCURS, {"a": [p[0] for p in ordered], "b": [p[1] for p in ordered],
                                  "cap": cap, "n": evidence_n})
+
+
+def analyze(conn: Conn) -> None:
+    """Refresh the planner's statistics of the entity tables (after a bulk load: plans chosen
+    for nearly empty tables, nested loops over what became thousands of rows, stay wrong until
+    autovacuum comes round)."""
+    conn.execute("ANALYZE entities, entity_aliases, mentions, entity_edges, entity_extraction")
 
 
 def withdraw_relations(conn: Conn, namespaces: Sequence[uuid.UUID],

@@ -1,0 +1,173 @@
+"""The extraction STAGE against the embedding stage, on the real stack (bench/extract.py's "stage"
+rows).
+
+SciFact documents go in through the consumer's write path (`apply_batch`), which leaves every
+row pending for extraction and for embedding. Then, in this process and one after the other on
+the same rows: the extraction stage (`ExtractionStage` with the heuristic extractor, as the
+worker builds it: claim, extract, write mentions, entities, aliases, counts and edges back,
+enqueue the outbox, commit) and the embedding stage (`EmbeddingService` with the static
+embedder, the worker's embed path: claim, embed, write vectors into the HNSW-indexed table,
+enqueue the outbox, commit). Each is timed from its first claim to its last commit, in rows/s
+and rows per CPU-second of this process and of the database server (the write-back's work is
+mostly the server's; the bare embed call's CPU is this process's only).
+
+"Extraction is never the ingest bottleneck" means the stage keeps up with embedding: its rate
+is at least the embedding stage's in rows/s and in rows per CPU-second (PASS), so a backlog of
+extraction cannot grow while embedding keeps up. The stage is also run without entity-name
+embeddings (the stage's `embedder` unset, then the tables reset): the difference is what the
+HNSW index of name vectors costs. The bare embed call (static embedder, the same texts, no
+database) is shown too: an upper bound of any embedding stage.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import psutil
+from ingestcorpus import cycle_docs, load_corpus, put_envelope
+from readbench import apply_events, bench_settings, bench_stack
+from runenv import log
+
+from pipeline.domain.settings import Settings
+from pipeline.embedding.embedders import StaticEmbedder
+from pipeline.embedding.service import EmbeddingService
+from pipeline.entities.extractors.heuristic import HeuristicExtractor
+from pipeline.entities.stage import ExtractionStage
+from pipeline.stores.postgres.pool import make_pool
+
+PORT_OFFSET = 1700
+NAMESPACE = uuid.UUID("9d3c1f0a-5b7e-4c2d-8a6f-1e0b2c3d4e5f")
+
+
+@dataclass
+class StageRow:
+    name: str
+    rows: int
+    seconds: float
+    cpu_seconds: float  # this process and the Postgres server together
+
+    @property
+    def per_second(self) -> float:
+        return self.rows / self.seconds
+
+    @property
+    def per_cpu_second(self) -> float:
+        return self.rows / self.cpu_seconds
+
+
+def _postgres_cpu(settings: Settings) -> float:
+    """CPU seconds spent so far by the Postgres server processes of this stack (the
+    postmaster's tree: backends are forked per connection)."""
+    pidfile = settings.resolved_data_dir / "postgres" / "postmaster.pid"
+    root = psutil.Process(int(pidfile.read_text().split()[0]))
+    total = 0.0
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            times = proc.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system
+    return total
+
+
+def _timed(settings: Settings | None, run: Callable[[], object]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process and, given `settings`, of its Postgres)."""
+    def server() -> float:
+        return _postgres_cpu(settings) if settings is not None else 0.0
+
+    wall, cpu, before = time.perf_counter(), time.process_time(), server()
+    run()
+    return time.perf_counter() - wall, time.process_time() - cpu + server() - before
+
+
+def stage_rows(docs: int, fresh: bool = True) -> tuple[list[StageRow], dict[str, float]]:
+    """Ingest `docs` SciFact documents and run both stages over their rows; the rows of the
+    table and the write-back's own figures (mentions per row, entities)."""
+    settings = bench_settings("extract-stage", PORT_OFFSET, "static")
+    with bench_stack(settings, fresh=fresh):
+        corpus = load_corpus()
+        events = [put_envelope(NAMESPACE, key, doc) for key, doc in cycle_docs(corpus, docs)]
+        log(f"applying {len(events)} SciFact documents")
+        apply_events(settings, events)
+        pool = make_pool(settings, max_size=2)
+        try:
+            extractor = HeuristicExtractor(max_mentions=settings.entity_max_mentions_per_row)
+            embedder = StaticEmbedder()
+            embedder.embed(["warm the model up"])
+            # Entity names are embedded by the stage as in the worker (rt.embedder).
+            stage = ExtractionStage(settings, pool, extractor, embedder)
+            counted: dict[str, int] = {}
+
+            def extract() -> None:
+                stats = stage.run(max_batches=1_000_000)
+                counted.update(rows=stats.extracted + stats.failed, mentions=stats.mentions,
+                               entities=stats.entities_created)
+
+            # First without name embeddings, then reset and with them (as the worker runs):
+            # the difference is the HNSW insert of each new entity's name vector.
+            log("extraction stage, no name embeddings")
+            stage.embedder = None
+            n_wall, n_cpu = _timed(settings, extract)
+            counted["rows_plain"] = counted["rows"]
+            with pool.connection() as conn:
+                conn.execute("TRUNCATE entities CASCADE")
+                conn.execute("UPDATE entity_extraction SET status = 'pending',"
+                             " extracted_hash = NULL, lease_until = NULL, triples = 0")
+                conn.execute("TRUNCATE outbox")
+                conn.execute("VACUUM ANALYZE entities, entity_extraction")
+            stage.embedder = embedder
+            log("extraction stage")
+            x_wall, x_cpu = _timed(settings, extract)
+            service = EmbeddingService(settings, pool, embedder)
+
+            def embed() -> None:
+                stats = service.run(max_batches=1_000_000)
+                counted["embedded"] = stats.embedded + stats.failed
+
+            log("embedding stage")
+            e_wall, e_cpu = _timed(settings, embed)
+            with pool.connection() as conn:
+                texts = [t for (t,) in conn.execute(
+                    "SELECT coalesce(title, '') || ' ' || coalesce(content, '') FROM objects"
+                    " WHERE namespace_id = %s", (NAMESPACE,)).fetchall()]
+        finally:
+            pool.close()
+        step = settings.embed_batch_size
+
+        def bare() -> None:
+            for i in range(0, len(texts), step):
+                embedder.embed(texts[i:i + step])
+
+        b_wall, b_cpu = _timed(None, bare)  # no database: this process only
+    rows = [StageRow("embedding stage, static (baseline)", counted["embedded"], e_wall, e_cpu),
+            StageRow("extraction stage, heuristic", counted["rows"], x_wall, x_cpu),
+            StageRow("extraction stage, heuristic, no name embeddings", counted["rows_plain"],
+                     n_wall, n_cpu),
+            StageRow("bare embed call, static", len(texts), b_wall, b_cpu)]
+    figures = {"mentions/row": counted["mentions"] / max(counted["rows"], 1),
+               "entities": float(counted["entities"])}
+    return rows, figures
+
+
+def stage_report(rows: list[StageRow], figures: dict[str, float]) -> list[str]:
+    """The stage table and its verdict, as Markdown lines."""
+    base, cpu_base = rows[0].per_second, rows[0].per_cpu_second
+    lines = ["Stage: the full stage on the real stack, first claim to last commit (rows = the "
+             "objects rows, roots and parts); CPU = this process and the Postgres server.", "",
+             "| stage | rows | rows/s | ratio | rows/CPU-s | ratio |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r.name} | {r.rows} | {r.per_second:,.0f} | {r.per_second / base:.2f} | "
+                     f"{r.per_cpu_second:,.0f} | {r.per_cpu_second / cpu_base:.2f} |")
+    ratio, cpu_ratio = rows[1].per_second / base, rows[1].per_cpu_second / cpu_base
+    # Both must hold: rows/s alone moves with whatever else loads the machine, and the CPU
+    # figure is what the two stages cost when they share one.
+    verdict = "PASS" if min(ratio, cpu_ratio) >= 1.0 else "FAIL"
+    lines += ["", f"{verdict}: the extraction stage at {ratio:.2f}x the embedding stage's rows/s "
+              f"and {cpu_ratio:.2f}x its rows/CPU-s (never the ingest bottleneck = stage rate >= "
+              f"embedder rate, both); {figures['mentions/row']:.1f} mentions per row, "
+              f"{figures['entities']:.0f} entities created."]
+    return lines
