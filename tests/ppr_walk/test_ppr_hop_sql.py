@@ -25,6 +25,7 @@ from pipeline.entities.names import normalise
 from pipeline.entities.stage import ExtractionStage
 from pipeline.retrieval.channels.ppr import PprConfig, PprResult, PprStage, RowRef
 from pipeline.stores.postgres.entity_graph import PgEntityGraph
+from pipeline.stores.postgres.filters import SEARCHABLE_FROM, searchable
 from pipeline.stores.postgres.pool import make_async_pool, make_pool
 from tests.pipelineutil import ingest, put
 
@@ -56,8 +57,21 @@ OLD_LINKS_OF = sql.SQL(
     " ORDER BY x.from_id, x.to_id LIMIT %(limit)s")
 
 
+OLD_VISIBLE_OBJECTS = sql.SQL(
+    "SELECT DISTINCT p.id FROM {from_} WHERE {where} AND p.id = ANY(%(objs)s::uuid[])")
+
+
 class ThreeStatementGraph(PgEntityGraph):
-    """The walk's store as it was: rows, entities and links of a hop by three statements."""
+    """The walk's store as it was: rows, entities and links of a hop by three statements, and
+    the visible objects without the implied index condition."""
+
+    async def visible_objects(self, namespace: uuid.UUID, object_ids: Sequence[uuid.UUID],
+                              filters: Filters, scope_ids: Sequence[uuid.UUID]
+                              ) -> set[uuid.UUID]:
+        frag = searchable(namespace, filters, scope_ids)
+        query = OLD_VISIBLE_OBJECTS.format(from_=SEARCHABLE_FROM, where=frag.where)
+        return {r[0] for r in await self._fetch(query, {**frag.params,
+                                                        "objs": list(object_ids)})}
 
     async def hop(self, namespace: uuid.UUID, entity_ids: Sequence[uuid.UUID],
                   row_ids: Sequence[uuid.UUID], per_entity: int, link_limit: int) -> Hop:
@@ -211,3 +225,27 @@ def test_a_hop_never_leaves_its_namespace(
     assert mine.rows_of and mine.entities_of and mine.links
     assert {m.object_id for m in mine.rows_of} <= {uuid.UUID(i) for i in ids.values()}
     assert theirs == Hop([], [], []) and empty == Hop([], [], [])
+
+
+def test_visible_objects_as_before_under_filters_and_scope(
+        catalog: Settings, tenant: tuple[uuid.UUID, dict[str, str]]) -> None:
+    ns, ids = tenant
+    asked = [uuid.UUID(i) for i in ids.values()] + [uuid.uuid4()]
+
+    async def both(filters: Filters, scope: Sequence[uuid.UUID]
+                   ) -> tuple[set[uuid.UUID], set[uuid.UUID]]:
+        pool = await make_async_pool(catalog)
+        try:
+            return (await PgEntityGraph(pool).visible_objects(ns, asked, filters, scope),
+                    await ThreeStatementGraph(pool).visible_objects(ns, asked, filters, scope))
+        finally:
+            await pool.close()
+
+    everything = {uuid.UUID(i) for d, i in ids.items() if d != "river"}  # river: deleted
+    cases = [(Filters(), (), everything),
+             (Filters(title="Quillon"), (), {uuid.UUID(ids["town"])}),
+             (Filters(kinds=("no-such-kind",)), (), set()),
+             (Filters(), (uuid.UUID(ids["film"]),), {uuid.UUID(ids["film"])})]
+    for filters, scope, expected in cases:
+        new, old = asyncio.run(both(filters, scope))
+        assert new == old == expected, (filters, scope)

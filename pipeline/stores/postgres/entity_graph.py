@@ -77,8 +77,12 @@ HOP = sql.SQL(
     " ORDER BY x.from_id, x.to_id LIMIT %(limit)s)"
     " ORDER BY 1, 2, 3")
 
+# `o.id = ANY OR o.parent_id = ANY` is implied by `p.id = ANY` (p is o's parent, or o itself);
+# stated, it reads the objects and their parts by index instead of joining every row of the
+# namespace to its promoted object.
 VISIBLE_OBJECTS = sql.SQL(
-    "SELECT DISTINCT p.id FROM {from_} WHERE {where} AND p.id = ANY(%(objs)s::uuid[])")
+    "SELECT DISTINCT p.id FROM {from_} WHERE {where} AND p.id = ANY(%(objs)s::uuid[])"
+    " AND (o.id = ANY(%(objs)s::uuid[]) OR o.parent_id = ANY(%(objs)s::uuid[]))")
 
 
 class PgEntityGraph:
