@@ -10,6 +10,8 @@ and fold (`entities_ns_fold`, migration 0015).
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 import uuid
 from collections.abc import Sequence
@@ -22,6 +24,8 @@ from pipeline.domain.entity_reads import EntityLink, EntityRef, Hop, NameMatch, 
 from pipeline.domain.read_model import Filters
 from pipeline.stores.postgres.filters import SEARCHABLE_FROM, searchable
 from pipeline.stores.postgres.pool import AsyncConn, read_connection
+
+log = logging.getLogger(__name__)
 
 MATCH_NAMES = sql.SQL(
     "SELECT k.key, 'exact', e.id, e.name, e.part_count"
@@ -86,14 +90,17 @@ VISIBLE_OBJECTS = sql.SQL(
 
 
 class PgEntityGraph:
-    """The entity layer of one database, for PPR; `live_rows` cached `rows_ttl` seconds per
-    namespace (the hub rule needs the namespace's size, not to the row)."""
+    """The entity layer of one database, for PPR. `live_rows` is cached per namespace (the hub
+    rule needs the namespace's size, not to the row): counted on first use, then recounted in
+    the background once `rows_ttl` seconds old, the cached count answering meanwhile, so only
+    a namespace's first search waits for the count."""
 
     def __init__(self, pool: AsyncConnectionPool[AsyncConn], *, rows_ttl: float = 300.0
                  ) -> None:
         self.pool = pool
         self.rows_ttl = rows_ttl
         self._rows: dict[uuid.UUID, tuple[float, int]] = {}
+        self._recounting: dict[uuid.UUID, asyncio.Task[int]] = {}
 
     async def _fetch(self, query: sql.SQL | sql.Composed, params: dict[str, Any]
                      ) -> list[tuple[Any, ...]]:
@@ -112,15 +119,29 @@ class PgEntityGraph:
         return [NameMatch(r[0], r[1], EntityRef(r[2], r[3], int(r[4]))) for r in rows]
 
     async def live_rows(self, namespace: uuid.UUID) -> int:
-        """Live rows of the namespace, cached `rows_ttl` seconds."""
+        """Live rows of the namespace: cached, recounted in the background when stale."""
         cached = self._rows.get(namespace)
-        now = time.monotonic()
-        if cached is not None and now - cached[0] < self.rows_ttl:
-            return cached[1]
+        if cached is None:
+            return await self._count_rows(namespace)
+        if time.monotonic() - cached[0] >= self.rows_ttl and namespace not in self._recounting:
+            task = asyncio.get_running_loop().create_task(self._count_rows(namespace))
+            self._recounting[namespace] = task
+            task.add_done_callback(lambda done: self._recounted(namespace, done))
+        return cached[1]
+
+    async def _count_rows(self, namespace: uuid.UUID) -> int:
+        started = time.monotonic()
         rows = await self._fetch(LIVE_ROWS, {"ns": namespace})
         count = int(rows[0][0])
-        self._rows[namespace] = (now, count)
+        self._rows[namespace] = (started, count)
         return count
+
+    def _recounted(self, namespace: uuid.UUID, task: asyncio.Task[int]) -> None:
+        self._recounting.pop(namespace, None)
+        if not task.cancelled() and task.exception() is not None:
+            # the stale count keeps answering; the next search after the TTL tries again
+            log.warning("recounting the live rows of %s failed: %s", namespace,
+                        task.exception())
 
     async def hop(self, namespace: uuid.UUID, entity_ids: Sequence[uuid.UUID],
                   row_ids: Sequence[uuid.UUID], per_entity: int, link_limit: int) -> Hop:
