@@ -54,21 +54,29 @@ _LIVE_ROW = ("JOIN objects o ON o.id = m.row_id AND o.namespace_id = %(ns)s"
 # kind 0, rows naming an entity: k1 entity, k2 row (the first `cap` live rows by row id);
 # kind 1, entities a row names: k1 row, k2 entity; kind 2, walkable edges: k1 from, k2 to
 # (the first `limit` by (from, to)). `count` is the entity's (or edge's from end's) live rows.
+# Kind 0 reads `mentions_entity` in row order and stops at `cap` distinct live rows (DISTINCT
+# ON the row, the index's order: not every mention of a popular entity joined and sorted); the
+# entity is of the namespace, so its mentions are too, and the row's namespace is checked.
+# Kind 1 checks each asked row once, then joins its mentions' entities.
 HOP = sql.SQL(
     "SELECT 0 AS kind, e.id AS k1, r.row_id AS k2, r.object_id, r.is_part, e.part_count,"
     " NULL::text, NULL::text, NULL::int"
     " FROM unnest(%(entities)s::uuid[]) AS q(id)"
     " JOIN entities e ON e.id = q.id AND e.namespace_id = %(ns)s AND e.merged_into IS NULL"
-    " CROSS JOIN LATERAL (SELECT DISTINCT m.row_id, p.id AS object_id,"
+    " CROSS JOIN LATERAL (SELECT DISTINCT ON (m.row_id) m.row_id, p.id AS object_id,"
     " o.parent_id IS NOT NULL AS is_part FROM mentions m " + _LIVE_ROW +
-    " WHERE m.entity_id = e.id AND m.namespace_id = %(ns)s"
-    " ORDER BY m.row_id LIMIT %(cap)s) AS r"
+    " WHERE m.entity_id = e.id ORDER BY m.row_id LIMIT %(cap)s) AS r"
     " UNION ALL"
-    " SELECT DISTINCT 1, m.row_id, e.id, p.id, o.parent_id IS NOT NULL, e.part_count,"
+    " SELECT 1, r.row_id, e.id, r.object_id, r.is_part, e.part_count,"
     " NULL::text, NULL::text, NULL::int"
-    " FROM mentions m " + _LIVE_ROW +
-    " JOIN entities e ON e.id = m.entity_id AND e.merged_into IS NULL"
-    " WHERE m.row_id = ANY(%(rows)s::uuid[]) AND m.namespace_id = %(ns)s"
+    " FROM (SELECT o.id AS row_id, p.id AS object_id, o.parent_id IS NOT NULL AS is_part"
+    " FROM objects o JOIN objects p ON p.id = coalesce(o.parent_id, o.id)"
+    " AND p.deleted_at IS NULL WHERE o.id = ANY(%(rows)s::uuid[]) AND o.namespace_id = %(ns)s"
+    " AND o.deleted_at IS NULL) AS r"
+    " JOIN (SELECT DISTINCT m.row_id, m.entity_id FROM mentions m"
+    " WHERE m.row_id = ANY(%(rows)s::uuid[]) AND m.namespace_id = %(ns)s) AS n"
+    " ON n.row_id = r.row_id"
+    " JOIN entities e ON e.id = n.entity_id AND e.merged_into IS NULL"
     " UNION ALL"
     " (SELECT 2, x.from_id, x.to_id, NULL::uuid, NULL::bool, f.part_count, x.edge_type,"
     " x.status, t.part_count"
