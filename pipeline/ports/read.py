@@ -47,7 +47,8 @@ class Channel(Protocol):
 class EntityGraph(Protocol):
     """The entity layer as PPR retrieval walks it (`pipeline/retrieval/channels/ppr.py`): name
     lookup, the namespace's size, and one hop at a time from entities and rows. Only live rows
-    and live (not merged) entities of the namespace are ever returned."""
+    (whose promoted objects are live too) and live (not merged) entities of the namespace are
+    ever returned."""
 
     async def match_names(self, namespace: uuid.UUID, keys: Sequence[str],
                           folds: Sequence[str]) -> list[NameMatch]:

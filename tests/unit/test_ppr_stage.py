@@ -68,11 +68,11 @@ class MemoryGraph:
         return set(object_ids) if self.visible is None else self.visible & set(object_ids)
 
 
-def _run(stage: PprStage, query: str, first: Sequence[RowRef] = ()
-         ) -> tuple[SeedPlan, PprResult]:
+def _run(stage: PprStage, query: str, first: Sequence[RowRef] = (),
+         filters: Filters | None = None) -> tuple[SeedPlan, PprResult]:
     async def go() -> tuple[SeedPlan, PprResult]:
         plan = await stage.plan(NS, query)
-        return plan, await stage.rank(NS, plan, Filters(), (), first)
+        return plan, await stage.rank(NS, plan, filters or Filters(), (), first)
     return asyncio.run(go())
 
 
@@ -148,6 +148,7 @@ def test_weak_seeds_reach_rows_without_entity_seeds_and_filters_apply() -> None:
     assert plan.seeds == () and off.objects == []
     _, on = _run(PprStage(graph, PprConfig(passage_seed_weight=0.05)), "nothing named", first)
     assert on.objects[0].id == r3 and len(on.objects) > 1
-    graph.visible = {r3}
-    _, kept = _run(PprStage(graph, PprConfig(passage_seed_weight=0.05)), "nothing", first)
+    graph.visible = {r3}  # what the store lets a filter keep (without one, all is visible)
+    _, kept = _run(PprStage(graph, PprConfig(passage_seed_weight=0.05)), "nothing", first,
+                   Filters(kinds=("note",)))
     assert [h.id for h in kept.objects] == [r3]

@@ -9,7 +9,9 @@
 2. Subgraph (`walk`): entities and rows, joined by mentions (entity - row) and by walkable
    entity edges; at most `max_hops` hops from the seeds, at most `max_nodes` nodes and
    `max_edges` edges (`truncated` when a bound cut it). From the second hop on, only the
-   `frontier` unexpanded nodes with the highest forward-push estimate are expanded.
+   `frontier` unexpanded nodes with the highest forward-push estimate are expanded. An
+   expanded entity brings at most `rows_per_entity` rows, fewer when the nodes left under
+   `max_nodes` are shared by the hop's entities (one statement per hop: `EntityGraph.hop`).
 3. PPR (`rank`): power iteration with damping `damping`, dangling mass back to the seeds,
    stopped once the top `stable_k` rows stay put; rows promoted to their objects (an object
    scores its best row), kept only when the request's filters and scope allow them.
@@ -236,7 +238,11 @@ class PprStage:
             best[row.object_id] = max(best.get(row.object_id, 0.0), score)
             if row.is_part:
                 parts.append(Hit(row.row_id, score))
-        visible = await self.graph.visible_objects(namespace, list(best), filters, scope_ids)
+        # The walk reads only live rows of live objects of the namespace, and a live object
+        # always has a searchable row (its live parts, or itself when it has none): without
+        # filters or scope every object found is one a search may return.
+        visible = (set(best) if filters.empty and not scope_ids else
+                   await self.graph.visible_objects(namespace, list(best), filters, scope_ids))
         objects = sorted((Hit(o, s) for o, s in best.items() if o in visible),
                          key=lambda h: (-h.score, str(h.id)))
         parts.sort(key=lambda h: (-h.score, str(h.id)))
@@ -261,12 +267,16 @@ class PprStage:
             entity_ids = sorted(graph.keys[i][1] for i in chosen if graph.keys[i][0] == "e")
             row_ids = sorted(graph.keys[i][1] for i in chosen if graph.keys[i][0] == "r")
             room = max(0, cfg.max_edges - len(graph.edges))
-            found = await self.graph.hop(namespace, entity_ids, row_ids, cfg.rows_per_entity,
-                                         room + 1)
+            # Rows past the node bound would be read only to be refused: the hop's entities
+            # share the nodes left (at least one row each, for the edges to rows already in).
+            nodes_left = max(0, cfg.max_nodes - len(graph.keys))
+            per_entity = min(cfg.rows_per_entity,
+                             max(1, -(-nodes_left // max(1, len(entity_ids)))))
+            found = await self.graph.hop(namespace, entity_ids, row_ids, per_entity, room + 1)
             counts: dict[uuid.UUID, int] = {}
             for m in found.rows_of:
                 counts[m.entity_id] = counts.get(m.entity_id, 0) + 1
-            if any(c >= cfg.rows_per_entity for c in counts.values()) or len(found.links) > room:
+            if any(c >= per_entity for c in counts.values()) or len(found.links) > room:
                 graph.truncated = True
             for m in [*found.rows_of, *found.entities_of]:
                 if m.entity_part_count > hub_limit:
