@@ -112,10 +112,12 @@ def main() -> None:
                 measure_scale(settings, inputs, args, concurrencies, ef, k, http))
             notes = []
             if args.ppr:
-                how = args.ppr_load
+                how, pending = args.ppr_load, pending_rows(settings)
                 if how == "auto":
-                    how = "stage" if pending_rows(settings) <= STAGE_MAX_ROWS else "bulk"
-                if how == "stage":
+                    how = "stage" if pending <= STAGE_MAX_ROWS else "bulk"
+                if not pending:
+                    rows, seconds, way = 0, 0.0, "an earlier run (--reuse)"
+                elif how == "stage":
                     rows, seconds = extract_pending(settings, "heuristic")
                     way = "the real extraction stage"
                 else:
