@@ -11,7 +11,9 @@ scale, cumulatively in one namespace:
    after from their own definitions, then VACUUM ANALYZE, as autovacuum would), adds `links`
    (each document cites 3 others) and projects everything into FalkorDB through the real
    `OutboxRelay` (node_sync / edge_sync outbox rows);
-3. runs the extraction stage (`heuristic`) over the new rows;
+3. writes the new rows' entity layer with the `heuristic` extractor: through the real
+   extraction stage up to 20k rows to extract, in bulk beyond (`queryentities.py`; the stage
+   writes back about a hundred rows a second here);
 4. measures, with the engine built by `pipeline.wiring.build_services` (in-process, asyncio,
    N workers on one queue): `search` (claims of SciFact), `find_exact` (document titles),
    `find_objects` (claims), and `expand` with `max_hops=2` (random documents), each at
@@ -31,6 +33,7 @@ Modules: `querydata.py` (corpus, bulk load, relay), `querymeasure.py` (floors, e
 `queryreport.py` (tables and targets).
 
 Usage: python bench/query.py [--scales 10000,100000] [--requests 150] [--http] [--reuse]
+       [--ppr 100] [--ppr-only] [--ppr-load auto|stage|bulk] [--port-offset 1000]
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import asyncio
 import time
 
 from querydata import graph_and_link_counts, grow_to, load_source, part_count
+from queryentities import bulk_extract, pending_rows
 from querymeasure import make_inputs, measure_scale, slices
 from queryppr import measure_ppr
 from queryreport import ScaleResult, report
@@ -47,8 +51,10 @@ from runenv import add_reuse_and_out, bench_parser, emit_report, log, quiet_logg
 
 from pipeline.embedding.embedders.static import StaticEmbedder
 
-PORT_OFFSET = 1000
-API_PORT = 9000  # the default 8000 + the offset
+# The extraction stage writes back about a hundred rows a second here: beyond this many rows to
+# extract, the benchmark writes the entity layer in bulk (`queryentities.py`).
+STAGE_MAX_ROWS = 20_000
+PORT_OFFSET = 1000  # default; --port-offset moves it (two benchmark stacks on one machine)
 
 
 def main() -> None:
@@ -70,12 +76,20 @@ def main() -> None:
     parser.add_argument("--ppr", type=int, default=100,
                         help="claims for the PPR stage and search in mode auto, after the "
                              "heuristic extractor ran over the parts (0: skip)")
+    parser.add_argument("--port-offset", type=int, default=PORT_OFFSET,
+                        help="added to every default port of the benchmark's own stack")
+    parser.add_argument("--ppr-load", choices=("auto", "stage", "bulk"), default="auto",
+                        help="how the entity layer of new rows is written: the extraction "
+                             f"stage, bulk, or auto (the stage up to {STAGE_MAX_ROWS:,} rows)")
+    parser.add_argument("--ppr-only", action="store_true",
+                        help="measure only the PPR stage and search in modes hybrid and auto")
     add_reuse_and_out(parser, "keep the data of an earlier run (only grow it)")
     args = parser.parse_args()
     quiet_logging()
     scales = sorted(int(s) for s in args.scales.split(","))
     concurrencies = [int(c) for c in args.concurrency.split(",")]
-    settings = bench_settings("query", PORT_OFFSET, "static", api_port=API_PORT,
+    settings = bench_settings("query", args.port_offset, "static",
+                              api_port=8000 + args.port_offset,
                               service_start_timeout=600.0)  # FalkorDB's index rebuild, loaded
     k = settings.search_candidate_k
     ef = min(max(2 * k, 40), 1000)  # what PgPartSearcher.search_dense sets
@@ -94,14 +108,24 @@ def main() -> None:
                        slices(args.requests, concurrencies).values()) + 50
             inputs = make_inputs(settings, source, embedder, need)
             http = args.http and parts == scales[0]  # the overhead does not depend on scale
-            timings = asyncio.run(measure_scale(settings, inputs, args, concurrencies, ef, k,
-                                                http))
+            timings = [] if args.ppr_only else asyncio.run(
+                measure_scale(settings, inputs, args, concurrencies, ef, k, http))
             notes = []
             if args.ppr:
-                rows, seconds = extract_pending(settings, "heuristic")
-                load["entity extraction (heuristic, new rows)"] = seconds
-                notes.append(f"Entity extraction (heuristic): {rows} rows in {seconds:.0f} s "
-                             f"({rows / max(seconds, 1e-9):.0f} rows/s)")
+                how, pending = args.ppr_load, pending_rows(settings)
+                if how == "auto":
+                    how = "stage" if pending <= STAGE_MAX_ROWS else "bulk"
+                if not pending:
+                    rows, seconds, way = 0, 0.0, "an earlier run (--reuse)"
+                elif how == "stage":
+                    rows, seconds = extract_pending(settings, "heuristic")
+                    way = "the real extraction stage"
+                else:
+                    rows, seconds = bulk_extract(settings)
+                    way = "bulk: same extractor, set-based writes (bench/queryentities.py)"
+                load[f"entity extraction (heuristic, {how})"] = seconds
+                notes.append(f"Entity extraction (heuristic) by {way}: {rows} rows in "
+                             f"{seconds:.0f} s ({rows / max(seconds, 1e-9):.0f} rows/s)")
                 ppr_timings, note = asyncio.run(measure_ppr(settings, inputs, args.ppr,
                                                             args.budget))
                 timings += ppr_timings

@@ -51,3 +51,14 @@ class EntityLink:
     status: str | None
     from_part_count: int
     to_part_count: int
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One hop of the PPR walk, read at once: the live rows naming the hop's entities (at most
+    a cap each), the live entities naming the hop's rows, and the walkable edges touching the
+    hop's entities (at most a limit)."""
+
+    rows_of: list[RowMention]
+    entities_of: list[RowMention]
+    links: list[EntityLink]

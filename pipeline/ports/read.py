@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
-from pipeline.domain.entity_reads import EntityLink, NameMatch, RowMention
+from pipeline.domain.entity_reads import Hop, NameMatch
 from pipeline.domain.kinds import KindCatalog
 from pipeline.domain.mentions import ObjectEntity
 from pipeline.domain.paths import Citation, GraphEdge, Hub, NodeInfo, NodeRef
@@ -46,8 +46,9 @@ class Channel(Protocol):
 
 class EntityGraph(Protocol):
     """The entity layer as PPR retrieval walks it (`pipeline/retrieval/channels/ppr.py`): name
-    lookup, the namespace's size, and one hop at a time from entities or rows. Only live rows
-    and live (not merged) entities of the namespace are ever returned."""
+    lookup, the namespace's size, and one hop at a time from entities and rows. Only live rows
+    (whose promoted objects are live too) and live (not merged) entities of the namespace are
+    ever returned."""
 
     async def match_names(self, namespace: uuid.UUID, keys: Sequence[str],
                           folds: Sequence[str]) -> list[NameMatch]:
@@ -59,19 +60,11 @@ class EntityGraph(Protocol):
         """How many live rows the namespace holds (the hub rule's denominator; may be cached)."""
         ...
 
-    async def rows_of(self, namespace: uuid.UUID, entity_ids: Sequence[uuid.UUID],
-                      per_entity: int) -> list[RowMention]:
-        """Live rows naming each entity, at most `per_entity` rows each."""
-        ...
-
-    async def entities_of(self, namespace: uuid.UUID, row_ids: Sequence[uuid.UUID]
-                          ) -> list[RowMention]:
-        """The live entities each row names."""
-        ...
-
-    async def links_of(self, namespace: uuid.UUID, entity_ids: Sequence[uuid.UUID],
-                       limit: int) -> list[EntityLink]:
-        """Walkable entity edges with an end among `entity_ids`, at most `limit`."""
+    async def hop(self, namespace: uuid.UUID, entity_ids: Sequence[uuid.UUID],
+                  row_ids: Sequence[uuid.UUID], per_entity: int, link_limit: int) -> Hop:
+        """One hop at once: the live rows naming each of `entity_ids` (at most `per_entity`
+        each, the first by row id), the live entities each of `row_ids` names, and the
+        walkable entity edges with an end among `entity_ids` (at most `link_limit`)."""
         ...
 
     async def visible_objects(self, namespace: uuid.UUID, object_ids: Sequence[uuid.UUID],

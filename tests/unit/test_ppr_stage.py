@@ -8,7 +8,7 @@ import asyncio
 import uuid
 from collections.abc import Sequence
 
-from pipeline.domain.entity_reads import EntityLink, EntityRef, NameMatch, RowMention
+from pipeline.domain.entity_reads import EntityLink, EntityRef, Hop, NameMatch, RowMention
 from pipeline.domain.read_model import Filters
 from pipeline.entities.names import fold, normalise
 from pipeline.retrieval.channels.ppr import PprConfig, PprResult, PprStage, RowRef, SeedPlan
@@ -48,26 +48,19 @@ class MemoryGraph:
     async def live_rows(self, namespace: uuid.UUID) -> int:
         return self.live
 
-    async def rows_of(self, namespace: uuid.UUID, entity_ids: Sequence[uuid.UUID],
-                      per_entity: int) -> list[RowMention]:
-        out = []
+    async def hop(self, namespace: uuid.UUID, entity_ids: Sequence[uuid.UUID],
+                  row_ids: Sequence[uuid.UUID], per_entity: int, link_limit: int) -> Hop:
+        rows_of = []
         for name, eid in self.ids.items():
             if eid in entity_ids:
-                out += [self.mention(r, name) for r, names in sorted(self.rows.items())
-                        if name in names][:per_entity]
-        return out
-
-    async def entities_of(self, namespace: uuid.UUID, row_ids: Sequence[uuid.UUID]
-                          ) -> list[RowMention]:
-        return [self.mention(r, n) for r, names in self.rows.items()
-                if self.row_ids[r] in row_ids for n in names]
-
-    async def links_of(self, namespace: uuid.UUID, entity_ids: Sequence[uuid.UUID],
-                       limit: int) -> list[EntityLink]:
-        out = [EntityLink(self.ids[a], self.ids[b], "RELATES", None, self.count[a],
-                          self.count[b]) for a, b in self.links
-               if self.ids[a] in entity_ids or self.ids[b] in entity_ids]
-        return out[:limit]
+                rows_of += [self.mention(r, name) for r, names in sorted(self.rows.items())
+                            if name in names][:per_entity]
+        entities_of = [self.mention(r, n) for r, names in self.rows.items()
+                       if self.row_ids[r] in row_ids for n in names]
+        links = [EntityLink(self.ids[a], self.ids[b], "RELATES", None, self.count[a],
+                            self.count[b]) for a, b in self.links
+                 if self.ids[a] in entity_ids or self.ids[b] in entity_ids]
+        return Hop(rows_of, entities_of, links[:link_limit])
 
     async def visible_objects(self, namespace: uuid.UUID, object_ids: Sequence[uuid.UUID],
                               filters: Filters, scope_ids: Sequence[uuid.UUID]
@@ -75,11 +68,11 @@ class MemoryGraph:
         return set(object_ids) if self.visible is None else self.visible & set(object_ids)
 
 
-def _run(stage: PprStage, query: str, first: Sequence[RowRef] = ()
-         ) -> tuple[SeedPlan, PprResult]:
+def _run(stage: PprStage, query: str, first: Sequence[RowRef] = (),
+         filters: Filters | None = None) -> tuple[SeedPlan, PprResult]:
     async def go() -> tuple[SeedPlan, PprResult]:
         plan = await stage.plan(NS, query)
-        return plan, await stage.rank(NS, plan, Filters(), (), first)
+        return plan, await stage.rank(NS, plan, filters or Filters(), (), first)
     return asyncio.run(go())
 
 
@@ -155,6 +148,7 @@ def test_weak_seeds_reach_rows_without_entity_seeds_and_filters_apply() -> None:
     assert plan.seeds == () and off.objects == []
     _, on = _run(PprStage(graph, PprConfig(passage_seed_weight=0.05)), "nothing named", first)
     assert on.objects[0].id == r3 and len(on.objects) > 1
-    graph.visible = {r3}
-    _, kept = _run(PprStage(graph, PprConfig(passage_seed_weight=0.05)), "nothing", first)
+    graph.visible = {r3}  # what the store lets a filter keep (without one, all is visible)
+    _, kept = _run(PprStage(graph, PprConfig(passage_seed_weight=0.05)), "nothing", first,
+                   Filters(kinds=("note",)))
     assert [h.id for h in kept.objects] == [r3]

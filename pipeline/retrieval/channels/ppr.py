@@ -9,7 +9,9 @@
 2. Subgraph (`walk`): entities and rows, joined by mentions (entity - row) and by walkable
    entity edges; at most `max_hops` hops from the seeds, at most `max_nodes` nodes and
    `max_edges` edges (`truncated` when a bound cut it). From the second hop on, only the
-   `frontier` unexpanded nodes with the highest forward-push estimate are expanded.
+   `frontier` unexpanded nodes with the highest forward-push estimate are expanded. An
+   expanded entity brings at most `rows_per_entity` rows, fewer when the nodes left under
+   `max_nodes` are shared by the hop's entities (one statement per hop: `EntityGraph.hop`).
 3. PPR (`rank`): power iteration with damping `damping`, dangling mass back to the seeds,
    stopped once the top `stable_k` rows stay put; rows promoted to their objects (an object
    scores its best row), kept only when the request's filters and scope allow them.
@@ -20,16 +22,18 @@ by the `passage_seeds` best rows by reciprocal rank), as HippoRAG 2 seeds passag
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
 
 from pipeline.domain.entity_reads import EntityRef, RowMention
 from pipeline.domain.read_model import Filters, Hit
 from pipeline.entities.names import fold, normalise
 from pipeline.ports import EntityGraph
-from pipeline.retrieval.ppr import forward_push, power_iteration, seed_vector, transition
+from pipeline.retrieval.ppr import forward_push, power_iteration, seed_vector, transition_arrays
 from pipeline.retrieval.seeds import (
     common_word_match,
     longest_matches,
@@ -132,6 +136,8 @@ class _Subgraph:
         self.edges: dict[tuple[int, int], float] = {}
         self.rows: dict[int, RowRef] = {}
         self.truncated = False
+        # the edges again as columns, in insertion order, for `matrix`
+        self._ends: tuple[list[int], list[int], list[float]] = ([], [], [])
 
     def node(self, kind: str, key: uuid.UUID) -> tuple[int | None, bool]:
         """The node's number and whether it is new; None when the node cap refuses it."""
@@ -153,9 +159,15 @@ class _Subgraph:
             self.truncated = True
             return
         self.edges[pair] = weight
+        self._ends[0].append(pair[0])
+        self._ends[1].append(pair[1])
+        self._ends[2].append(weight)
 
-    def matrix_edges(self) -> list[tuple[int, int, float]]:
-        return [(a, b, w) for (a, b), w in self.edges.items()]
+    def matrix(self) -> sp.csr_matrix:
+        """The transition matrix of the subgraph as it stands."""
+        u, v, w = self._ends
+        return transition_arrays(len(self.keys), np.asarray(u, dtype=np.int64),
+                                 np.asarray(v, dtype=np.int64), np.asarray(w, dtype=np.float64))
 
 
 class PprStage:
@@ -225,7 +237,7 @@ class PprStage:
         hubs = {h.id: h for h in plan.hubs}
         hops = await self._walk(namespace, graph, seeds, plan.hub_limit, hubs)
         n = len(graph.keys)
-        matrix = transition(n, graph.matrix_edges())
+        matrix = graph.matrix()
         vector = seed_vector(n, seeds)
         candidates = sorted(graph.rows)
         run = power_iteration(matrix, vector, damping=cfg.damping, candidates=candidates,
@@ -240,7 +252,11 @@ class PprStage:
             best[row.object_id] = max(best.get(row.object_id, 0.0), score)
             if row.is_part:
                 parts.append(Hit(row.row_id, score))
-        visible = await self.graph.visible_objects(namespace, list(best), filters, scope_ids)
+        # The walk reads only live rows of live objects of the namespace, and a live object
+        # always has a searchable row (its live parts, or itself when it has none): without
+        # filters or scope every object found is one a search may return.
+        visible = (set(best) if filters.empty and not scope_ids else
+                   await self.graph.visible_objects(namespace, list(best), filters, scope_ids))
         objects = sorted((Hit(o, s) for o, s in best.items() if o in visible),
                          key=lambda h: (-h.score, str(h.id)))
         parts.sort(key=lambda h: (-h.score, str(h.id)))
@@ -262,24 +278,26 @@ class PprStage:
                 break
             hops += 1
             frontier -= chosen
-            entity_ids = [graph.keys[i][1] for i in chosen if graph.keys[i][0] == "e"]
-            row_ids = [graph.keys[i][1] for i in chosen if graph.keys[i][0] == "r"]
+            entity_ids = sorted(graph.keys[i][1] for i in chosen if graph.keys[i][0] == "e")
+            row_ids = sorted(graph.keys[i][1] for i in chosen if graph.keys[i][0] == "r")
             room = max(0, cfg.max_edges - len(graph.edges))
-            rows_of, entities_of, links = await asyncio.gather(
-                self.graph.rows_of(namespace, entity_ids, cfg.rows_per_entity),
-                self.graph.entities_of(namespace, row_ids),
-                self.graph.links_of(namespace, entity_ids, room + 1))
+            # Rows past the node bound would be read only to be refused: the hop's entities
+            # share the nodes left (at least one row each, for the edges to rows already in).
+            nodes_left = max(0, cfg.max_nodes - len(graph.keys))
+            per_entity = min(cfg.rows_per_entity,
+                             max(1, -(-nodes_left // max(1, len(entity_ids)))))
+            found = await self.graph.hop(namespace, entity_ids, row_ids, per_entity, room + 1)
             counts: dict[uuid.UUID, int] = {}
-            for m in rows_of:
+            for m in found.rows_of:
                 counts[m.entity_id] = counts.get(m.entity_id, 0) + 1
-            if any(c >= cfg.rows_per_entity for c in counts.values()) or len(links) > room:
+            if any(c >= per_entity for c in counts.values()) or len(found.links) > room:
                 graph.truncated = True
-            for m in [*rows_of, *entities_of]:
+            for m in [*found.rows_of, *found.entities_of]:
                 if m.entity_part_count > hub_limit:
                     hubs.setdefault(m.entity_id, EntityRef(m.entity_id, "", m.entity_part_count))
                     continue
                 self._mention(graph, m, frontier)
-            for link in links:
+            for link in found.links:
                 self._link(graph, link.from_id, link.from_part_count, link.to_id,
                            link.to_part_count, LINK_WEIGHTS.get((link.edge_type, link.status),
                                                                 0.0), hub_limit, hubs, frontier)
@@ -322,7 +340,7 @@ class PprStage:
         if len(frontier) <= self.config.frontier:
             return set(frontier)
         n = len(graph.keys)
-        push = forward_push(transition(n, graph.matrix_edges()), seed_vector(n, seeds),
+        push = forward_push(graph.matrix(), seed_vector(n, seeds),
                             damping=self.config.damping, epsilon=self.config.push_epsilon)
         estimate = push.p + push.r
         ranked = sorted(frontier, key=lambda i: (-float(estimate[i]), i))

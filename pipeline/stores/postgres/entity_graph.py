@@ -10,6 +10,8 @@ and fold (`entities_ns_fold`, migration 0015).
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 import uuid
 from collections.abc import Sequence
@@ -18,10 +20,12 @@ from typing import Any
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
-from pipeline.domain.entity_reads import EntityLink, EntityRef, NameMatch, RowMention
+from pipeline.domain.entity_reads import EntityLink, EntityRef, Hop, NameMatch, RowMention
 from pipeline.domain.read_model import Filters
 from pipeline.stores.postgres.filters import SEARCHABLE_FROM, searchable
 from pipeline.stores.postgres.pool import AsyncConn, read_connection
+
+log = logging.getLogger(__name__)
 
 MATCH_NAMES = sql.SQL(
     "SELECT k.key, 'exact', e.id, e.name, e.part_count"
@@ -45,44 +49,66 @@ _LIVE_ROW = ("JOIN objects o ON o.id = m.row_id AND o.namespace_id = %(ns)s"
              " AND o.deleted_at IS NULL"
              " JOIN objects p ON p.id = coalesce(o.parent_id, o.id) AND p.deleted_at IS NULL")
 
-ROWS_OF = sql.SQL(
-    "SELECT r.row_id, r.object_id, r.is_part, e.id, e.part_count"
-    " FROM unnest(%(ids)s::uuid[]) AS q(id)"
+# One hop, one statement: (kind, k1, k2, object, is_part, count, edge type, status, count2),
+# ordered by kind then (k1, k2) so the walk numbers its nodes the same way every time.
+# kind 0, rows naming an entity: k1 entity, k2 row (the first `cap` live rows by row id);
+# kind 1, entities a row names: k1 row, k2 entity; kind 2, walkable edges: k1 from, k2 to
+# (the first `limit` by (from, to)). `count` is the entity's (or edge's from end's) live rows.
+# Kind 0 reads `mentions_entity` in row order and stops at `cap` distinct live rows (DISTINCT
+# ON the row, the index's order: not every mention of a popular entity joined and sorted); the
+# entity is of the namespace, so its mentions are too, and the row's namespace is checked.
+# Kind 1 checks each asked row once, then joins its mentions' entities.
+HOP = sql.SQL(
+    "SELECT 0 AS kind, e.id AS k1, r.row_id AS k2, r.object_id, r.is_part, e.part_count,"
+    " NULL::text, NULL::text, NULL::int"
+    " FROM unnest(%(entities)s::uuid[]) AS q(id)"
     " JOIN entities e ON e.id = q.id AND e.namespace_id = %(ns)s AND e.merged_into IS NULL"
-    " CROSS JOIN LATERAL (SELECT DISTINCT m.row_id, p.id AS object_id,"
+    " CROSS JOIN LATERAL (SELECT DISTINCT ON (m.row_id) m.row_id, p.id AS object_id,"
     " o.parent_id IS NOT NULL AS is_part FROM mentions m " + _LIVE_ROW +
-    " WHERE m.entity_id = e.id AND m.namespace_id = %(ns)s"
-    " ORDER BY m.row_id LIMIT %(cap)s) AS r")
-
-ENTITIES_OF = sql.SQL(
-    "SELECT DISTINCT m.row_id, p.id, o.parent_id IS NOT NULL, e.id, e.part_count"
-    " FROM mentions m " + _LIVE_ROW +
-    " JOIN entities e ON e.id = m.entity_id AND e.merged_into IS NULL"
-    " WHERE m.row_id = ANY(%(ids)s::uuid[]) AND m.namespace_id = %(ns)s")
-
-LINKS_OF = sql.SQL(
-    "SELECT x.from_id, x.to_id, x.edge_type, x.status, f.part_count, t.part_count"
+    " WHERE m.entity_id = e.id ORDER BY m.row_id LIMIT %(cap)s) AS r"
+    " UNION ALL"
+    " SELECT 1, r.row_id, e.id, r.object_id, r.is_part, e.part_count,"
+    " NULL::text, NULL::text, NULL::int"
+    " FROM (SELECT o.id AS row_id, p.id AS object_id, o.parent_id IS NOT NULL AS is_part"
+    " FROM objects o JOIN objects p ON p.id = coalesce(o.parent_id, o.id)"
+    " AND p.deleted_at IS NULL WHERE o.id = ANY(%(rows)s::uuid[]) AND o.namespace_id = %(ns)s"
+    " AND o.deleted_at IS NULL) AS r"
+    " JOIN (SELECT DISTINCT m.row_id, m.entity_id FROM mentions m"
+    " WHERE m.row_id = ANY(%(rows)s::uuid[]) AND m.namespace_id = %(ns)s) AS n"
+    " ON n.row_id = r.row_id"
+    " JOIN entities e ON e.id = n.entity_id AND e.merged_into IS NULL"
+    " UNION ALL"
+    " (SELECT 2, x.from_id, x.to_id, NULL::uuid, NULL::bool, f.part_count, x.edge_type,"
+    " x.status, t.part_count"
     " FROM entity_edges x"
     " JOIN entities f ON f.id = x.from_id AND f.merged_into IS NULL"
     " JOIN entities t ON t.id = x.to_id AND t.merged_into IS NULL"
-    " WHERE x.namespace_id = %(ns)s AND (x.from_id = ANY(%(ids)s::uuid[])"
-    " OR x.to_id = ANY(%(ids)s::uuid[]))"
+    " WHERE x.namespace_id = %(ns)s AND (x.from_id = ANY(%(entities)s::uuid[])"
+    " OR x.to_id = ANY(%(entities)s::uuid[]))"
     " AND x.edge_type IN ('RELATES', 'POSSIBLY_SAME') AND x.status IS DISTINCT FROM 'refused'"
-    " ORDER BY x.from_id, x.to_id LIMIT %(limit)s")
+    " ORDER BY x.from_id, x.to_id LIMIT %(limit)s)"
+    " ORDER BY 1, 2, 3")
 
+# `o.id = ANY OR o.parent_id = ANY` is implied by `p.id = ANY` (p is o's parent, or o itself);
+# stated, it reads the objects and their parts by index instead of joining every row of the
+# namespace to its promoted object.
 VISIBLE_OBJECTS = sql.SQL(
-    "SELECT DISTINCT p.id FROM {from_} WHERE {where} AND p.id = ANY(%(objs)s::uuid[])")
+    "SELECT DISTINCT p.id FROM {from_} WHERE {where} AND p.id = ANY(%(objs)s::uuid[])"
+    " AND (o.id = ANY(%(objs)s::uuid[]) OR o.parent_id = ANY(%(objs)s::uuid[]))")
 
 
 class PgEntityGraph:
-    """The entity layer of one database, for PPR; `live_rows` cached `rows_ttl` seconds per
-    namespace (the hub rule needs the namespace's size, not to the row)."""
+    """The entity layer of one database, for PPR. `live_rows` is cached per namespace (the hub
+    rule needs the namespace's size, not to the row): counted on first use, then recounted in
+    the background once `rows_ttl` seconds old, the cached count answering meanwhile, so only
+    a namespace's first search waits for the count."""
 
     def __init__(self, pool: AsyncConnectionPool[AsyncConn], *, rows_ttl: float = 300.0
                  ) -> None:
         self.pool = pool
         self.rows_ttl = rows_ttl
         self._rows: dict[uuid.UUID, tuple[float, int]] = {}
+        self._recounting: dict[uuid.UUID, asyncio.Task[int]] = {}
 
     async def _fetch(self, query: sql.SQL | sql.Composed, params: dict[str, Any]
                      ) -> list[tuple[Any, ...]]:
@@ -101,41 +127,48 @@ class PgEntityGraph:
         return [NameMatch(r[0], r[1], EntityRef(r[2], r[3], int(r[4]))) for r in rows]
 
     async def live_rows(self, namespace: uuid.UUID) -> int:
-        """Live rows of the namespace, cached `rows_ttl` seconds."""
+        """Live rows of the namespace: cached, recounted in the background when stale."""
         cached = self._rows.get(namespace)
-        now = time.monotonic()
-        if cached is not None and now - cached[0] < self.rows_ttl:
-            return cached[1]
+        if cached is None:
+            return await self._count_rows(namespace)
+        if time.monotonic() - cached[0] >= self.rows_ttl and namespace not in self._recounting:
+            task = asyncio.get_running_loop().create_task(self._count_rows(namespace))
+            self._recounting[namespace] = task
+            task.add_done_callback(lambda done: self._recounted(namespace, done))
+        return cached[1]
+
+    async def _count_rows(self, namespace: uuid.UUID) -> int:
+        started = time.monotonic()
         rows = await self._fetch(LIVE_ROWS, {"ns": namespace})
         count = int(rows[0][0])
-        self._rows[namespace] = (now, count)
+        self._rows[namespace] = (started, count)
         return count
 
-    async def rows_of(self, namespace: uuid.UUID, entity_ids: Sequence[uuid.UUID],
-                      per_entity: int) -> list[RowMention]:
-        """Live rows naming each entity (the first `per_entity` by row id)."""
-        if not entity_ids or per_entity <= 0:
-            return []
-        rows = await self._fetch(ROWS_OF, {"ns": namespace, "ids": list(entity_ids),
-                                           "cap": per_entity})
-        return [RowMention(r[0], r[1], bool(r[2]), r[3], int(r[4])) for r in rows]
+    def _recounted(self, namespace: uuid.UUID, task: asyncio.Task[int]) -> None:
+        self._recounting.pop(namespace, None)
+        if not task.cancelled() and task.exception() is not None:
+            # the stale count keeps answering; the next search after the TTL tries again
+            log.warning("recounting the live rows of %s failed: %s", namespace,
+                        task.exception())
 
-    async def entities_of(self, namespace: uuid.UUID, row_ids: Sequence[uuid.UUID]
-                          ) -> list[RowMention]:
-        """The live entities each live row names."""
-        if not row_ids:
-            return []
-        rows = await self._fetch(ENTITIES_OF, {"ns": namespace, "ids": list(row_ids)})
-        return [RowMention(r[0], r[1], bool(r[2]), r[3], int(r[4])) for r in rows]
-
-    async def links_of(self, namespace: uuid.UUID, entity_ids: Sequence[uuid.UUID],
-                       limit: int) -> list[EntityLink]:
-        """RELATES and unrefused POSSIBLY_SAME edges touching `entity_ids`."""
-        if not entity_ids or limit <= 0:
-            return []
-        rows = await self._fetch(LINKS_OF, {"ns": namespace, "ids": list(entity_ids),
-                                            "limit": limit})
-        return [EntityLink(r[0], r[1], r[2], r[3], int(r[4]), int(r[5])) for r in rows]
+    async def hop(self, namespace: uuid.UUID, entity_ids: Sequence[uuid.UUID],
+                  row_ids: Sequence[uuid.UUID], per_entity: int, link_limit: int) -> Hop:
+        """Rows of `entity_ids` (`per_entity` each), entities of `row_ids`, and the RELATES and
+        unrefused POSSIBLY_SAME edges touching `entity_ids` (`link_limit`): one statement."""
+        if not entity_ids and not row_ids:
+            return Hop([], [], [])
+        rows = await self._fetch(HOP, {"ns": namespace, "entities": list(entity_ids),
+                                       "rows": list(row_ids), "cap": max(per_entity, 0),
+                                       "limit": max(link_limit, 0)})
+        hop = Hop([], [], [])
+        for kind, k1, k2, obj, is_part, count, edge_type, status, count2 in rows:
+            if kind == 0:
+                hop.rows_of.append(RowMention(k2, obj, bool(is_part), k1, int(count)))
+            elif kind == 1:
+                hop.entities_of.append(RowMention(k1, obj, bool(is_part), k2, int(count)))
+            else:
+                hop.links.append(EntityLink(k1, k2, edge_type, status, int(count), int(count2)))
+        return hop
 
     async def visible_objects(self, namespace: uuid.UUID, object_ids: Sequence[uuid.UUID],
                               filters: Filters, scope_ids: Sequence[uuid.UUID]
