@@ -23,7 +23,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pipeline.domain.errors import ConfigError
-from pipeline.domain.settings_parts import MemorySettings, PathSettings
+from pipeline.domain.settings_parts import LexicalSettings, MemorySettings, PathSettings
 
 EmbedderName = Literal["minilm", "static", "http"]
 ExtractorName = Literal["heuristic", "spacy", "http"]
@@ -48,7 +48,7 @@ class PublisherKey(BaseModel):
     privileged: bool = False
 
 
-class Settings(BaseSettings, PathSettings, MemorySettings):
+class Settings(BaseSettings, PathSettings, MemorySettings, LexicalSettings):
     """Every knob of the pipeline, the API and the embedded stack."""
 
     model_config = SettingsConfigDict(
@@ -247,21 +247,6 @@ class Settings(BaseSettings, PathSettings, MemorySettings):
     # API keys that may merge entities and decide possibly-same pairs (in the namespaces their
     # API_KEYS entry names), each with the name recorded as `decided_by`: key -> name.
     entity_curators: dict[str, str] = Field(default_factory=dict)
-
-    # The lexical index on Tantivy (issue 13 item 1; pipeline/lexical/, docs/parts/lexical.md).
-    # LEXICAL_ENGINE: which engine answers the lexical channel (and near-spellings: the trigram
-    # channel on postgres, fuzzy term queries on tantivy); the index is kept either way, so the
-    # switch needs no rebuild. The writer applies LEXICAL_BATCH_SIZE queued roots per commit with
-    # LEXICAL_WRITER_HEAP_BYTES of indexing memory. Fuzzy: query words of at least
-    # LEXICAL_FUZZY_MIN_CHARS characters the index does not know, within LEXICAL_FUZZY_DISTANCE
-    # edits (transpositions count one). Readers keep at most LEXICAL_OPEN_INDEXES namespaces' indexes
-    # open (least recently searched closed first).
-    lexical_engine: Literal["postgres", "tantivy"] = "postgres"
-    lexical_batch_size: int = Field(default=500, ge=1, le=100_000)
-    lexical_writer_heap_bytes: int = Field(default=50_000_000, ge=15_000_000, le=4_000_000_000)
-    lexical_fuzzy_distance: int = Field(default=1, ge=1, le=2)
-    lexical_fuzzy_min_chars: int = Field(default=4, ge=1, le=64)
-    lexical_open_indexes: int = Field(default=256, ge=1, le=100_000)
 
     # Which index generation these settings address (pipeline/ops/generations.py). Not settings an
     # operator sets: `Settings.for_generation` fills them from the control table. Generation 1

@@ -47,6 +47,7 @@ from pipeline.ingest.processor import BatchProcessor
 from pipeline.kafka.io import H_CODE, make_producer
 from pipeline.kafka.markers import catch_up, marker_record
 from pipeline.kafka.offsets import committed_offsets
+from pipeline.lexical.writer import LexicalWriter
 from pipeline.ops.generations import (
     Generation,
     activate,
@@ -201,7 +202,8 @@ class Replay:
                                                  embedder),
                                  OutboxRelay(settings, pool,
                                              FalkorGraphWriter.from_settings(settings),
-                                             _SuppressedChanges(result)))
+                                             _SuppressedChanges(result)),
+                                 LexicalWriter(settings, pool))
             step = ReplayStep(consumer, processor, work, self, result, gen.id)
             progress = Progress(f"replay g{gen.id} (records)", total or None,
                                 stream=self.stream)
@@ -216,7 +218,8 @@ class Replay:
                     state = catch_up(
                         partitions, self.markers_seen, self.positions,
                         committed_offsets(self.base, self.topic, live.consumer_group),
-                        embed_pending=pending_count(pool), outbox_pending=backlog(pool),
+                        embed_pending=pending_count(pool),
+                        outbox_pending=backlog(pool) + work.lexical_pending(),
                         extract_pending=work.extract_pending())
                     if state.ready:
                         break

@@ -19,6 +19,8 @@ from pipeline.entities.stage import ExtractionStage
 from pipeline.ingest.processor import BatchProcessor
 from pipeline.ingest.records import RawRecord
 from pipeline.kafka.markers import marker_generation
+from pipeline.lexical import queue as lexical_queue
+from pipeline.lexical.writer import LexicalWriter
 from pipeline.ops.vocab import refresh_vocab
 from pipeline.outbox.relay import OutboxRelay
 from pipeline.outbox.store import backlog
@@ -64,6 +66,7 @@ class InProcessWork:
     embedding: EmbeddingService
     extraction: ExtractionStage
     relay: OutboxRelay
+    lexical: LexicalWriter  # builds the new generation's lexical indexes
 
     def run(self, result: ReplayReport, *, rounds: int) -> None:
         stats = self.embedding.run(max_batches=rounds)
@@ -76,6 +79,7 @@ class InProcessWork:
             propose_all(self.pool, batch=self.settings.entity_proposal_batch,
                         config=ResolveConfig.from_settings(self.settings))
         self.relay.run(max_rounds=rounds)
+        self.lexical.run(max_rounds=rounds)
         with self.pool.connection() as conn:
             refresh_vocab(conn)  # the sweep's job in a live generation
 
@@ -83,9 +87,14 @@ class InProcessWork:
         with self.pool.connection() as conn:
             return extraction.pending_count(conn)
 
-    def backlogs(self) -> tuple[int, int, int]:
-        """Rows waiting for an embedding, an extraction, the graph."""
-        return pending_count(self.pool), self.extract_pending(), backlog(self.pool)
+    def lexical_pending(self) -> int:
+        with self.pool.connection() as conn:
+            return lexical_queue.backlog(conn)
+
+    def backlogs(self) -> tuple[int, int, int, int]:
+        """Rows waiting for an embedding, an extraction, the graph, the lexical index."""
+        return (pending_count(self.pool), self.extract_pending(), backlog(self.pool),
+                self.lexical_pending())
 
 
 class ReplayStep:
