@@ -39,6 +39,38 @@ def forget(conn: Conn, ids: Sequence[int]) -> None:
     conn.execute("DELETE FROM lexical_queue WHERE id = ANY(%s)", (list(ids),))
 
 
+def max_id(conn: Conn) -> int:
+    """The newest queue row's id (0 when empty)."""
+    row = conn.execute("SELECT coalesce(max(id), 0) FROM lexical_queue").fetchone()
+    return int(row[0]) if row else 0
+
+
+def forget_up_to(conn: Conn, last_id: int) -> None:
+    """Drop the queue rows up to `last_id` (a rebuild that read the rows after them covered
+    them)."""
+    conn.execute("DELETE FROM lexical_queue WHERE id <= %s", (last_id,))
+
+
+def queued_roots(conn: Conn, namespace: uuid.UUID) -> set[uuid.UUID]:
+    """The roots of a namespace waiting in the queue (verify leaves them aside)."""
+    rows = conn.execute("SELECT DISTINCT root_id FROM lexical_queue WHERE namespace_id = %s",
+                        (namespace,)).fetchall()
+    return {r[0] for r in rows}
+
+
+def roots_of(conn: Conn, namespace: uuid.UUID) -> list[uuid.UUID]:
+    """Every live root of a namespace, by id."""
+    rows = conn.execute("SELECT id FROM objects WHERE namespace_id = %s AND parent_id IS NULL"
+                        " AND deleted_at IS NULL ORDER BY id", (namespace,)).fetchall()
+    return [r[0] for r in rows]
+
+
+def namespaces(conn: Conn) -> list[uuid.UUID]:
+    """Every namespace holding objects."""
+    return [r[0] for r in conn.execute(
+        "SELECT DISTINCT namespace_id FROM objects ORDER BY 1").fetchall()]
+
+
 def backlog(conn: Conn) -> int:
     """Queue rows not yet applied."""
     row = conn.execute("SELECT count(*) FROM lexical_queue").fetchone()
@@ -60,26 +92,24 @@ def enqueue_roots(conn: Conn, namespace: uuid.UUID, roots: Sequence[uuid.UUID]) 
 
 
 # The searchable rows of the named live roots: a root's visible parts of its namespace, or the
-# root itself when it has none (`brainstream_searchable`, evaluated per root).
+# root itself when it has none (`brainstream_searchable`, evaluated per root). Per root by index
+# (objects_parent), so a plan on stale statistics (a table just loaded) stays linear.
 _LOAD = """
-WITH roots AS (
-    SELECT p.* FROM objects p
-    WHERE p.namespace_id = %(ns)s AND p.id = ANY(%(roots)s::uuid[])
-      AND p.parent_id IS NULL AND p.deleted_at IS NULL
-), rows AS (
-    SELECT r.id AS root_id, o.* FROM roots r
-    JOIN objects o ON o.parent_id = r.id AND o.namespace_id = r.namespace_id
-                  AND o.deleted_at IS NULL
-    UNION ALL
-    SELECT r.id AS root_id, r.* FROM roots r
-    WHERE NOT EXISTS (SELECT 1 FROM objects c WHERE c.parent_id = r.id
-                      AND c.namespace_id = r.namespace_id AND c.deleted_at IS NULL)
-)
-SELECT x.id, x.root_id, p.kind, p.title, p.created_at, p.updated_at, p.properties,
+SELECT x.id, r.id, r.kind, r.title, r.created_at, r.updated_at, r.properties,
        coalesce(x.content, x.summary, x.title, ''),
        (SELECT coalesce(jsonb_object_agg(u.lexeme, coalesce(to_jsonb(u.positions), '[]')),
                         '{}'::jsonb) FROM unnest(x.lexical) AS u)
-FROM rows x JOIN roots p ON p.id = x.root_id
+FROM objects r
+CROSS JOIN LATERAL (
+    SELECT o.id, o.content, o.summary, o.title, o.lexical FROM objects o
+    WHERE o.parent_id = r.id AND o.namespace_id = r.namespace_id AND o.deleted_at IS NULL
+    UNION ALL
+    SELECT r.id, r.content, r.summary, r.title, r.lexical
+    WHERE NOT EXISTS (SELECT 1 FROM objects c WHERE c.parent_id = r.id
+                      AND c.namespace_id = r.namespace_id AND c.deleted_at IS NULL)
+) AS x
+WHERE r.namespace_id = %(ns)s AND r.id = ANY(%(roots)s::uuid[])
+  AND r.parent_id IS NULL AND r.deleted_at IS NULL
 """
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +30,7 @@ from pipeline.lexical.documents import ROOT_ID, namespace_dir, open_index, to_do
 
 log = logging.getLogger(__name__)
 
-_LEXICAL_LOCK = 0x6272_6169_6E6C  # one lexical writer at a time per database
+WRITER_LOCK = 0x6272_6169_6E6C  # one lexical writer at a time per database (and rebuild)
 
 
 @dataclass
@@ -54,7 +55,7 @@ class LexicalWriter:
         stats = WriterStats()
         with self.pool.connection() as lock_conn:
             got = lock_conn.execute("SELECT pg_try_advisory_lock(%s)",
-                                    (_LEXICAL_LOCK,)).fetchone()
+                                    (WRITER_LOCK,)).fetchone()
             if not got or not got[0]:
                 stats.skipped = True
                 return stats
@@ -64,8 +65,45 @@ class LexicalWriter:
                         break
             finally:
                 self._close()
-                lock_conn.execute("SELECT pg_advisory_unlock(%s)", (_LEXICAL_LOCK,))
+                lock_conn.execute("SELECT pg_advisory_unlock(%s)", (WRITER_LOCK,))
         return stats
+
+    def rebuild(self, namespaces: Sequence[uuid.UUID]) -> WriterStats:
+        """Rebuild these namespaces' indexes from Postgres: every document deleted and the
+        searchable rows written again, one commit per namespace (searches see the old index
+        until it). Waits for a running writer; queue rows older than the rebuild are covered
+        by it and dropped, newer ones stay for the next writer run."""
+        stats = WriterStats()
+        with self.pool.connection() as lock_conn:
+            lock_conn.execute("SELECT pg_advisory_lock(%s)", (WRITER_LOCK,))
+            try:
+                with self.pool.connection() as conn:
+                    covered = queue.max_id(conn)
+                for namespace in namespaces:
+                    self._rebuild_namespace(namespace, stats)
+                with self.pool.connection() as conn:
+                    queue.forget_up_to(conn, covered)
+            finally:
+                self._close()
+                lock_conn.execute("SELECT pg_advisory_unlock(%s)", (WRITER_LOCK,))
+        return stats
+
+    def _rebuild_namespace(self, namespace: uuid.UUID, stats: WriterStats) -> None:
+        writer = self._writer(namespace)
+        writer.delete_all_documents()
+        with self.pool.connection() as conn:
+            roots = queue.roots_of(conn, namespace)
+        size = self.settings.lexical_batch_size
+        for start in range(0, len(roots), size):
+            chunk = roots[start:start + size]
+            with self.pool.connection() as conn:
+                docs = queue.load_documents(conn, namespace, chunk)
+            for doc in docs:
+                writer.add_document(to_document(doc))
+            stats.roots += len(chunk)
+            stats.documents += len(docs)
+        writer.commit()
+        stats.commits += 1
 
     def _round(self, stats: WriterStats) -> bool:
         with self.pool.connection() as conn:
