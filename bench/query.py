@@ -21,24 +21,32 @@ scale, cumulatively in one namespace:
    full-text top-k (`lexical @@ q ORDER BY ts_rank(lexical, q) DESC LIMIT k`, q = the OR of
    the query's lexemes, as the engine's BM25 matches);
 5. optionally (`--http`), `search` and `expand` through the real API process (uvicorn) to show
-   the HTTP overhead.
+   the HTTP overhead;
+6. the lexical index on Tantivy (`querylexical.py`, unless `--no-lexical`): built by the real
+   writer from its queue, then the SQL BM25 channel, the Tantivy channel and the bare Tantivy
+   floor side by side on the same claims (c=1), near-spellings on both engines, and `search`
+   on LEXICAL_ENGINE=tantivy at every concurrency.
 
 Targets: search p95 at 100k parts within 3x (dense floor p95 + full-text floor p95) and under
-100 ms; 2-hop expand p95 under 20 ms; PPR stage p95 under 50 ms.
+100 ms; 2-hop expand p95 under 20 ms; PPR stage p95 under 50 ms; lexical (Tantivy channel) p95
+within 3x the bare Tantivy floor.
 
 Modules: `querydata.py` (corpus, bulk load, relay), `querymeasure.py` (floors, engine, HTTP),
-`queryppr.py` (the PPR stage),
+`queryppr.py` (the PPR stage), `querylexical.py` (the Tantivy lexical index),
 `queryreport.py` (tables and targets).
 
 Usage: python bench/query.py [--scales 10000,100000] [--requests 150] [--http] [--reuse]
+                             [--no-lexical]
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 from querydata import graph_and_link_counts, grow_to, load_source, part_count
+from querylexical import build_lexical_index, measure_lexical
 from querymeasure import make_inputs, measure_scale, slices
 from queryppr import measure_ppr
 from queryreport import ScaleResult, report
@@ -47,7 +55,9 @@ from runenv import add_reuse_and_out, bench_parser, emit_report, log, quiet_logg
 
 from pipeline.embedding.embedders.static import StaticEmbedder
 
-PORT_OFFSET = 1000
+# ports = defaults + this offset; BRAINSTREAM_BENCH_PORT_OFFSET moves them (two benchmark runs on
+# one machine)
+PORT_OFFSET = int(os.environ.get("BRAINSTREAM_BENCH_PORT_OFFSET", "1000"))
 API_PORT = 9000  # the default 8000 + the offset
 
 
@@ -70,6 +80,8 @@ def main() -> None:
     parser.add_argument("--ppr", type=int, default=100,
                         help="claims for the PPR stage and search in mode auto, after the "
                              "heuristic extractor ran over the parts (0: skip)")
+    parser.add_argument("--no-lexical", dest="lexical", action="store_false",
+                        help="skip the Tantivy lexical index (its build, channels and floor)")
     add_reuse_and_out(parser, "keep the data of an earlier run (only grow it)")
     args = parser.parse_args()
     quiet_logging()
@@ -87,6 +99,8 @@ def main() -> None:
         for parts in scales:
             log(f"scale {parts} parts: loading ...")
             load = grow_to(settings, source, parts, embedder)
+            if args.lexical:
+                _, load["lexical index (Tantivy writer)"] = build_lexical_index(settings)
             docs, links = graph_and_link_counts(settings)
             stored = part_count(settings)
             log(f"scale {parts}: {stored} parts, {docs} documents, {links} links; measuring")
@@ -96,6 +110,9 @@ def main() -> None:
             http = args.http and parts == scales[0]  # the overhead does not depend on scale
             timings = asyncio.run(measure_scale(settings, inputs, args, concurrencies, ef, k,
                                                 http))
+            if args.lexical:
+                timings += asyncio.run(measure_lexical(settings, inputs, args.requests,
+                                                       concurrencies, args.budget))
             notes = []
             if args.ppr:
                 rows, seconds = extract_pending(settings, "heuristic")
