@@ -31,6 +31,9 @@ from pipeline.lexical.documents import ROOT_ID, namespace_dir, open_index, to_do
 log = logging.getLogger(__name__)
 
 WRITER_LOCK = 0x6272_6169_6E6C  # one lexical writer at a time per database (and rebuild)
+# Namespace writers kept open between rounds: each may hold up to LEXICAL_WRITER_HEAP_BYTES,
+# so a round touching many tenants must not keep them all.
+_OPEN_WRITERS = 8
 
 
 @dataclass
@@ -132,8 +135,10 @@ class LexicalWriter:
         return True
 
     def _writer(self, namespace: uuid.UUID) -> tantivy.IndexWriter:
-        writer = self._writers.get(namespace)
+        writer = self._writers.pop(namespace, None)
         if writer is None:
+            while len(self._writers) >= _OPEN_WRITERS:  # the least recently used first
+                _finish(self._writers.pop(next(iter(self._writers))))
             path = namespace_dir(self.settings.resolved_data_dir, self.settings.generation,
                                  namespace)
             index = open_index(path, create=True)
@@ -141,14 +146,20 @@ class LexicalWriter:
             # one indexing thread: the writer shares two cores with everything else
             writer = index.writer(heap_size=self.settings.lexical_writer_heap_bytes,
                                   num_threads=1)
-            self._writers[namespace] = writer
+        self._writers[namespace] = writer  # (re)inserted last: most recently used
         return writer
 
     def _close(self) -> None:
         """Let pending merges finish and release the indexes' locks."""
         writers, self._writers = self._writers, {}
         for writer in writers.values():
-            try:
-                writer.wait_merging_threads()
-            except Exception as exc:  # a failed merge leaves the committed segments as they are
-                log.warning("lexical index merge: %s", exc)
+            _finish(writer)
+
+
+def _finish(writer: tantivy.IndexWriter) -> None:
+    """Let the writer's merges finish and release its index's lock (uncommitted work, none
+    here: every round commits, is dropped)."""
+    try:
+        writer.wait_merging_threads()
+    except Exception as exc:  # a failed merge leaves the committed segments as they are
+        log.warning("lexical index merge: %s", exc)

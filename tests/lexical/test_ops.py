@@ -79,6 +79,20 @@ def test_verify_finds_drift_and_repair_or_rebuild_fixes_it(
     assert verify_lexical(lex_settings, sample=1000).clean
 
 
+def test_a_round_over_more_tenants_than_open_writers(
+        lex_settings: Settings, db: psycopg.Connection[Any], writer: LexicalWriter) -> None:
+    # more namespaces in one round than the writer keeps open: the least recently used are
+    # finished (merges waited for, locks released) and reopened when needed again
+    spaces = [_fill(db, 2, f"ibex{i}") for i in range(12)]
+    stats = writer.run()
+    assert stats.commits >= 12 and queue.backlog(db) == 0
+    searcher = TantivySearcher(lex_settings.resolved_data_dir, 1, _lexemes)
+    for i, ns in enumerate(spaces):
+        hits = asyncio.run(searcher.search_lexical(ns, "harbour", Filters(), [], 10))
+        assert len(hits) == 2, i
+    assert verify_lexical(lex_settings, sample=5).clean
+
+
 def _meta_mtime(path: Any) -> float:
     try:
         return float(os.stat(path / "meta.json").st_mtime_ns)
