@@ -23,26 +23,34 @@ scale, cumulatively in one namespace:
    full-text top-k (`lexical @@ q ORDER BY ts_rank(lexical, q) DESC LIMIT k`, q = the OR of
    the query's lexemes, as the engine's BM25 matches);
 5. optionally (`--http`), `search` and `expand` through the real API process (uvicorn) to show
-   the HTTP overhead.
+   the HTTP overhead;
+6. the lexical index on Tantivy (`querylexical.py`, unless `--no-lexical`): built by the real
+   writer from its queue, then the SQL BM25 channel, the Tantivy channel and the bare Tantivy
+   floor side by side on the same claims (c=1), near-spellings on both engines, and `search`
+   on LEXICAL_ENGINE=tantivy at every concurrency.
 
 Targets: search p95 at 100k parts within 3x (dense floor p95 + full-text floor p95) and under
-100 ms; 2-hop expand p95 under 20 ms; PPR stage p95 under 50 ms.
+100 ms; 2-hop expand p95 under 20 ms; PPR stage p95 under 50 ms; lexical (Tantivy channel) p95
+within 3x the bare Tantivy floor.
 
 Modules: `querydata.py` (corpus, bulk load, relay), `querymeasure.py` (floors, engine, HTTP),
-`queryppr.py` (the PPR stage),
+`queryppr.py` (the PPR stage), `querylexical.py` (the Tantivy lexical index),
 `queryreport.py` (tables and targets).
 
 Usage: python bench/query.py [--scales 10000,100000] [--requests 150] [--http] [--reuse]
        [--ppr 100] [--ppr-only] [--ppr-load auto|stage|bulk] [--port-offset 1000]
+                             [--no-lexical]
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 from querydata import graph_and_link_counts, grow_to, load_source, part_count
 from queryentities import bulk_extract, pending_rows
+from querylexical import build_lexical_index, measure_lexical
 from querymeasure import make_inputs, measure_scale, slices
 from queryppr import measure_ppr
 from queryreport import ScaleResult, report
@@ -54,7 +62,7 @@ from pipeline.embedding.embedders.static import StaticEmbedder
 # The extraction stage writes back about a hundred rows a second here: beyond this many rows to
 # extract, the benchmark writes the entity layer in bulk (`queryentities.py`).
 STAGE_MAX_ROWS = 20_000
-PORT_OFFSET = 1000  # default; --port-offset moves it (two benchmark stacks on one machine)
+PORT_OFFSET = int(os.environ.get("BRAINSTREAM_BENCH_PORT_OFFSET", "1000"))  # or --port-offset
 
 
 def main() -> None:
@@ -83,6 +91,8 @@ def main() -> None:
                              f"stage, bulk, or auto (the stage up to {STAGE_MAX_ROWS:,} rows)")
     parser.add_argument("--ppr-only", action="store_true",
                         help="measure only the PPR stage and search in modes hybrid and auto")
+    parser.add_argument("--no-lexical", dest="lexical", action="store_false",
+                        help="skip the Tantivy lexical index (its build, channels and floor)")
     add_reuse_and_out(parser, "keep the data of an earlier run (only grow it)")
     args = parser.parse_args()
     quiet_logging()
@@ -101,6 +111,8 @@ def main() -> None:
         for parts in scales:
             log(f"scale {parts} parts: loading ...")
             load = grow_to(settings, source, parts, embedder)
+            if args.lexical:
+                _, load["lexical index (Tantivy writer)"] = build_lexical_index(settings)
             docs, links = graph_and_link_counts(settings)
             stored = part_count(settings)
             log(f"scale {parts}: {stored} parts, {docs} documents, {links} links; measuring")
@@ -110,6 +122,9 @@ def main() -> None:
             http = args.http and parts == scales[0]  # the overhead does not depend on scale
             timings = [] if args.ppr_only else asyncio.run(
                 measure_scale(settings, inputs, args, concurrencies, ef, k, http))
+            if args.lexical and not args.ppr_only:
+                timings += asyncio.run(measure_lexical(settings, inputs, args.requests,
+                                                       concurrencies, args.budget))
             notes = []
             if args.ppr:
                 how, pending = args.ppr_load, pending_rows(settings)

@@ -9,6 +9,7 @@ import argparse
 import sys
 from dataclasses import dataclass, field
 
+from querylexical import lexical_verdict
 from queryppr import ppr_verdict
 from readbench import md_table
 from runenv import machine_lines
@@ -101,6 +102,9 @@ def report(results: list[ScaleResult], args: argparse.Namespace, total_s: float,
             verdicts.append(f"- {res.parts:,} parts, 2-hop expand p95 (c=1) "
                             f"{expand.ms(95):.1f} ms vs {TARGET_EXPAND_MS:.0f} ms: "
                             f"**{'PASS' if ok else 'FAIL'}**")
+        lexical = lexical_verdict(res.parts, res.timings)
+        if lexical is not None:
+            verdicts.append(lexical)
         ppr = ppr_verdict(res.parts, res.timings)
         if ppr is not None:
             verdicts.append(ppr)

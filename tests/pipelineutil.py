@@ -25,6 +25,7 @@ from pipeline.graph.falkordb.writer import FalkorGraphWriter
 from pipeline.ingest.batch import apply_batch
 from pipeline.ingest.records import RawRecord, ingest_options
 from pipeline.kafka.io import KafkaChangeSink, make_producer
+from pipeline.lexical.writer import LexicalWriter
 from pipeline.outbox.relay import OutboxRelay
 from pipeline.stores.postgres.events import PgEventStore
 from pipeline.stores.postgres.pool import make_pool
@@ -206,13 +207,15 @@ def ingest(settings: Settings, events: list[dict[str, Any]]) -> None:
         embedding = EmbeddingService(settings, pool, StaticEmbedder())
         relay = OutboxRelay(settings, pool, FalkorGraphWriter.from_settings(settings),
                             KafkaChangeSink(producer, settings.topic_changes))
+        lexical = LexicalWriter(settings, pool)
         # The session's pipeline processes, when running, may hold these rows' embedding lease
-        # or the relay's lock (their sweeps find the same rows): go on until the rows are
-        # embedded and projected, whoever does it.
+        # or the relay's (or lexical writer's) lock (their sweeps find the same rows): go on
+        # until the rows are embedded, projected and in the lexical index, whoever does it.
         deadline = time.monotonic() + 60
         while True:
             embedding.run()
             relay.run()
+            lexical.run()
             if not ids or _settled(pool, ids) or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
@@ -222,14 +225,17 @@ def ingest(settings: Settings, events: list[dict[str, Any]]) -> None:
 
 
 def _settled(pool: Any, ids: list[str]) -> bool:
-    """No row of these objects waits for an embedding, and no outbox row of them for the graph."""
+    """No row of these objects waits for an embedding, no outbox row of them for the graph, and
+    no lexical queue row of them for the lexical index."""
     with pool.connection() as conn:
         row = conn.execute(
             "SELECT (SELECT count(*) FROM objects WHERE (id::text = ANY(%(ids)s)"
             "   OR parent_id::text = ANY(%(ids)s)) AND embed_status = 'pending'"
             "   AND deleted_at IS NULL)"
             " + (SELECT count(*) FROM outbox WHERE done_at IS NULL"
-            "   AND aggregate_id::text = ANY(%(ids)s))", {"ids": ids}).fetchone()
+            "   AND aggregate_id::text = ANY(%(ids)s))"
+            " + (SELECT count(*) FROM lexical_queue WHERE root_id::text = ANY(%(ids)s))",
+            {"ids": ids}).fetchone()
     return bool(row) and row[0] == 0
 
 

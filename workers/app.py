@@ -1,5 +1,5 @@
-"""The Celery application: embedding, entity extraction, the outbox relay and the periodic
-sweep.
+"""The Celery application: embedding, entity extraction, the outbox relay, the lexical index's
+writer and the periodic sweep.
 
 Tasks are named `brainstream.*` so producers (the consumer) can send them by name without
 importing the worker's code. Every task is idempotent: it re-reads the state it works on from
@@ -18,6 +18,10 @@ RELAY_TASK = "brainstream.relay"
 SWEEP_TASK = "brainstream.sweep"
 # The memory work of sessions (extractors and summariser; args: [session keys as strings]).
 MEMORY_TASK = "brainstream.memory"
+# The lexical index's writer (pipeline/lexical/writer.py): on the relay queue, whose one process
+# keeps it a single writer and runs it in every deployment (the index is kept whichever engine
+# answers, so switching LEXICAL_ENGINE needs no rebuild).
+LEXICAL_TASK = "brainstream.lexical"
 
 
 def create_app() -> Celery:
@@ -32,7 +36,7 @@ def create_app() -> Celery:
         accept_content=["json"],
         broker_connection_retry_on_startup=True,
         broker_transport_options={"visibility_timeout": 600},
-        task_routes={RELAY_TASK: {"queue": "relay"}},
+        task_routes={RELAY_TASK: {"queue": "relay"}, LEXICAL_TASK: {"queue": "relay"}},
         beat_schedule={
             "sweep": {"task": SWEEP_TASK, "schedule": settings.sweep_interval},
         },

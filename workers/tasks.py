@@ -13,6 +13,8 @@ from pipeline.embedding.service import EmbeddingService, pending_count
 from pipeline.entities.merging import ProposalStats, propose_all, propose_if_due
 from pipeline.entities.resolving import ResolveConfig
 from pipeline.entities.stage import ExtractionStage
+from pipeline.lexical import queue as lexical_queue
+from pipeline.lexical.writer import LexicalWriter
 from pipeline.memory_services.extraction import MessageExtraction
 from pipeline.memory_services.summarisers import build_summariser
 from pipeline.memory_services.summarising import SessionSummariser
@@ -22,7 +24,15 @@ from pipeline.outbox.store import backlog
 from pipeline.stores.postgres import extraction
 from pipeline.stores.postgres.memory_fold import PgSummaryWork
 from pipeline.stores.postgres.memory_work import PgMessageWork, pending_work
-from workers.app import EMBED_TASK, EXTRACT_TASK, MEMORY_TASK, RELAY_TASK, SWEEP_TASK, app
+from workers.app import (
+    EMBED_TASK,
+    EXTRACT_TASK,
+    LEXICAL_TASK,
+    MEMORY_TASK,
+    RELAY_TASK,
+    SWEEP_TASK,
+    app,
+)
 from workers.runtime import Runtime, runtime
 
 log = logging.getLogger(__name__)
@@ -89,6 +99,14 @@ def relay() -> dict[str, Any]:
     return {k: v for k, v in stats.__dict__.items() if k != "errors"}
 
 
+@app.task(name=LEXICAL_TASK)
+def lexical() -> dict[str, Any]:
+    """Apply the lexical queue to the Tantivy indexes; idempotent: a queued root is re-read from
+    Postgres and its documents replaced, and the row leaves the queue only after the commit."""
+    rt = runtime()
+    return LexicalWriter(rt.settings, rt.pool).run().__dict__
+
+
 @app.task(name=SWEEP_TASK)
 def sweep() -> dict[str, Any]:
     """Find work whose trigger was lost (killed worker, flushed Redis) and trigger it again
@@ -117,9 +135,14 @@ def sweep() -> dict[str, Any]:
     if outbox or (proposals is not None and proposals.merged):
         relay.delay()
     with rt.pool.connection() as conn:
+        lexical_backlog = lexical_queue.backlog(conn)
+    if lexical_backlog:
+        lexical.delay()
+    with rt.pool.connection() as conn:
         vocab_rows = refresh_vocab(conn) or 0
     return {"embed_pending": pending, "extract_pending": extract_pending,
             "outbox_backlog": outbox, "memory_pending": memory_pending,
             "deferred_applied": deferred, "vocab_rows": vocab_rows,
             "proposal_pass": proposals is not None,
-            "entities_examined": proposals.examined if proposals is not None else 0}
+            "entities_examined": proposals.examined if proposals is not None else 0,
+            "lexical_backlog": lexical_backlog}

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from celery import Celery
 
-from workers.app import EMBED_TASK, EXTRACT_TASK, MEMORY_TASK, RELAY_TASK
+from workers.app import EMBED_TASK, EXTRACT_TASK, LEXICAL_TASK, MEMORY_TASK, RELAY_TASK
 
 # Roots per embed (or extract) task: small enough to spread over worker processes, large
 # enough to batch.
@@ -33,7 +33,9 @@ class CeleryTrigger:
             self.app.send_task(EXTRACT_TASK, args=[ids[start:start + ROOTS_PER_TASK]])
 
     def relay(self) -> None:
+        """The graph relay, and the lexical writer: the batch's rows were queued for both."""
         self.app.send_task(RELAY_TASK, queue="relay")
+        self.app.send_task(LEXICAL_TASK, queue="relay")
 
     def memory(self, sessions: Sequence[uuid.UUID]) -> None:
         ids = [str(s) for s in sessions]

@@ -1,7 +1,7 @@
 """The `brainstream` command: one entry point for operators.
 
 Each area has its module (`services`, `schema`, `events`, `index`, `generations`, `processes`,
-`entities`, `memory`); this one only assembles them under `main`, the console script of
+`entities`, `memory`, `lexical`); this one only assembles them under `main`, the console script of
 pyproject.toml.
 """
 
@@ -14,6 +14,7 @@ from pipeline.cli.entities import entities
 from pipeline.cli.events import dlq, publish
 from pipeline.cli.generations import generations, replay
 from pipeline.cli.index import graph, purge, reembed, status, verify
+from pipeline.cli.lexical import lexical
 from pipeline.cli.memory import memory
 from pipeline.cli.processes import api, consumer, up, worker
 from pipeline.cli.schema import kinds, migrate
@@ -30,5 +31,5 @@ def main() -> None:
 
 
 for _command in (services, migrate, kinds, publish, status, dlq, purge, verify, graph, reembed,
-                 consumer, worker, api, up, replay, generations, entities, memory):
+                 consumer, worker, api, up, replay, generations, entities, memory, lexical):
     main.add_command(_command)

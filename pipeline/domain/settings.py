@@ -23,7 +23,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pipeline.domain.errors import ConfigError
-from pipeline.domain.settings_parts import MemorySettings, PathSettings
+from pipeline.domain.settings_parts import LexicalSettings, MemorySettings, PathSettings
 
 EmbedderName = Literal["minilm", "static", "http"]
 ExtractorName = Literal["heuristic", "spacy", "http"]
@@ -48,7 +48,7 @@ class PublisherKey(BaseModel):
     privileged: bool = False
 
 
-class Settings(BaseSettings, PathSettings, MemorySettings):
+class Settings(BaseSettings, PathSettings, MemorySettings, LexicalSettings):
     """Every knob of the pipeline, the API and the embedded stack."""
 
     model_config = SettingsConfigDict(
@@ -248,6 +248,7 @@ class Settings(BaseSettings, PathSettings, MemorySettings):
     # API keys that may merge entities and decide possibly-same pairs (in the namespaces their
     # API_KEYS entry names), each with the name recorded as `decided_by`: key -> name.
     entity_curators: dict[str, str] = Field(default_factory=dict)
+
     # Which index generation these settings address (pipeline/ops/generations.py). Not settings an
     # operator sets: `Settings.for_generation` fills them from the control table. Generation 1
     # is the base database and graph, so unresolved settings address it.

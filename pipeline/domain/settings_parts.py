@@ -1,6 +1,6 @@
 """Groups of settings that `Settings` (pipeline/domain/settings.py) inherits, kept apart so that
 one module does not outgrow the layout's 400 lines: the path search's bounds and conversation
-memory's. They are read exactly like the others (`BRAINSTREAM_*`, `.env`)."""
+memory's, the lexical index's. They are read exactly like the others (`BRAINSTREAM_*`, `.env`)."""
 
 from __future__ import annotations
 
@@ -75,3 +75,22 @@ class MemorySettings(BaseModel):
     memory_search_candidates: int = Field(default=40, ge=1, le=1000)
     memory_search_rrf_k: int = Field(default=10, ge=0, le=10_000)
     memory_search_dense_weight: float = Field(default=0.5, gt=0, le=10)
+
+
+class LexicalSettings(BaseModel):
+    """The lexical index on Tantivy: which engine answers, the writer, fuzzy terms, readers."""
+
+    # The lexical index on Tantivy (issue 13 item 1; pipeline/lexical/, docs/parts/lexical.md).
+    # LEXICAL_ENGINE: which engine answers the lexical channel (and near-spellings: the trigram
+    # channel on postgres, fuzzy term queries on tantivy); the index is kept either way, so the
+    # switch needs no rebuild. The writer applies LEXICAL_BATCH_SIZE queued roots per commit with
+    # LEXICAL_WRITER_HEAP_BYTES of indexing memory. Fuzzy: query words of at least
+    # LEXICAL_FUZZY_MIN_CHARS characters the index does not know, within
+    # LEXICAL_FUZZY_DISTANCE edits (transpositions count one). Readers keep at most
+    # LEXICAL_OPEN_INDEXES namespaces' indexes open (least recently searched closed first).
+    lexical_engine: Literal["postgres", "tantivy"] = "postgres"
+    lexical_batch_size: int = Field(default=500, ge=1, le=100_000)
+    lexical_writer_heap_bytes: int = Field(default=50_000_000, ge=15_000_000, le=4_000_000_000)
+    lexical_fuzzy_distance: int = Field(default=1, ge=1, le=2)
+    lexical_fuzzy_min_chars: int = Field(default=4, ge=1, le=64)
+    lexical_open_indexes: int = Field(default=256, ge=1, le=100_000)

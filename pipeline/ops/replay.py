@@ -206,7 +206,8 @@ class Replay:
                     state = catch_up(
                         partitions, self.markers_seen, self.positions,
                         committed_offsets(self.base, self.topic, live.consumer_group),
-                        embed_pending=pending_count(pool), outbox_pending=backlog(pool),
+                        embed_pending=pending_count(pool),
+                        outbox_pending=backlog(pool) + work.lexical_pending(),
                         extract_pending=work.extract_pending(),
                         memory_pending=work.memory_pending())
                     if state.ready:

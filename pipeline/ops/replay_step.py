@@ -24,6 +24,8 @@ from pipeline.graph.falkordb.writer import FalkorGraphWriter
 from pipeline.ingest.processor import BatchProcessor
 from pipeline.ingest.records import RawRecord
 from pipeline.kafka.markers import marker_generation
+from pipeline.lexical import queue as lexical_queue
+from pipeline.lexical.writer import LexicalWriter
 from pipeline.memory_services.extraction import MessageExtraction
 from pipeline.memory_services.summarisers import build_summariser
 from pipeline.memory_services.summarising import SessionSummariser
@@ -81,6 +83,7 @@ class InProcessWork:
     memory: MessageExtraction
     summaries: SessionSummariser
     relay: OutboxRelay
+    lexical: LexicalWriter  # builds the new generation's lexical indexes
 
     @classmethod
     def for_generation(cls, settings: Settings, pool: Any, changes: ChangeSink
@@ -95,7 +98,8 @@ class InProcessWork:
                    SessionSummariser(settings, PgSummaryWork(pool),
                                      build_summariser(settings, embedder), embedder),
                    OutboxRelay(settings, pool, FalkorGraphWriter.from_settings(settings),
-                               changes))
+                               changes),
+                   LexicalWriter(settings, pool))
 
     def run(self, result: ReplayReport, *, rounds: int) -> None:
         stats = self.embedding.run(max_batches=rounds)
@@ -112,6 +116,7 @@ class InProcessWork:
         result.memory_failed += sum(messages.failed.values())
         result.summary_folds += self.summaries.run(max_rounds=rounds).folds
         self.relay.run(max_rounds=rounds)
+        self.lexical.run(max_rounds=rounds)
         with self.pool.connection() as conn:
             refresh_vocab(conn)  # the sweep's job in a live generation
 
@@ -125,10 +130,15 @@ class InProcessWork:
         with self.pool.connection() as conn:
             return pending_work(conn, older_than=0.0)
 
-    def backlogs(self) -> tuple[int, int, int, int]:
-        """Rows waiting for an embedding, an extraction, the memory work, the graph."""
+    def lexical_pending(self) -> int:
+        with self.pool.connection() as conn:
+            return lexical_queue.backlog(conn)
+
+    def backlogs(self) -> tuple[int, int, int, int, int]:
+        """Rows waiting for an embedding, an extraction, the memory work, the graph, the
+        lexical index."""
         return (pending_count(self.pool), self.extract_pending(), self.memory_pending(),
-                backlog(self.pool))
+                backlog(self.pool), self.lexical_pending())
 
 
 class ReplayStep:

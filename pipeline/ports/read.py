@@ -74,6 +74,25 @@ class EntityGraph(Protocol):
         ...
 
 
+class LexicalSearcher(Protocol):
+    """BM25 over the searchable rows of one namespace: the lexical channel's engine (the
+    `PartSearcher` on Postgres, or the Tantivy index of `pipeline/lexical/`)."""
+
+    async def search_lexical(self, namespace: uuid.UUID, query: str, filters: Filters,
+                             scope_ids: Sequence[uuid.UUID], k: int) -> list[Hit]:
+        """Top k by BM25 (IDF and length normalization)."""
+        ...
+
+
+class FuzzySearcher(Protocol):
+    """Near-spellings of the query's words the namespace's index does not know."""
+
+    async def search_fuzzy(self, namespace: uuid.UUID, query: str, filters: Filters,
+                           scope_ids: Sequence[uuid.UUID], k: int) -> list[Hit]:
+        """Top k rows holding a near-spelling of an unknown query word."""
+        ...
+
+
 class PartSearcher(Protocol):
     """Candidate channels over the searchable rows of one namespace (parts, and first-class
     objects without parts); filters and scope apply to the promoted object (a part's parent)."""

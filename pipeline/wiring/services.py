@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from psycopg_pool import AsyncConnectionPool
 
 from pipeline.domain.errors import Unavailable
 from pipeline.domain.settings import Settings
 from pipeline.graph.falkordb.reconnecting import ReconnectingGraphReader
-from pipeline.ports import Embedder, MentionReader, QueryEmbedder
+from pipeline.lexical.searcher import TantivySearcher
+from pipeline.ports import Channel, Embedder, MentionReader, QueryEmbedder
 from pipeline.retrieval.channels import standard_channels
+from pipeline.retrieval.channels.fuzzy import FuzzyChannel
+from pipeline.retrieval.channels.lexical import LexicalChannel
 from pipeline.retrieval.channels.ppr import PprConfig, PprStage
 from pipeline.retrieval.engine import EngineConfig, RetrievalEngine
 from pipeline.retrieval.entity_reads import EntityQueries
@@ -144,6 +147,10 @@ async def build_services(settings: Settings) -> Services:
     reader = PgObjectReader(pool)
     # the channels search fuses: a new channel is one more entry here
     channels = [*standard_channels(searcher, embed_query, embed_timeout=config.embed_timeout)]
+    if settings.lexical_engine == "tantivy":
+        channels = [*lexical_channels(settings, searcher),
+                    *(c for c in channels if c.name not in ("lexical", "trigram"))]
+        config = replace(config, exact_channels=("lexical", "fuzzy"))
     engine = RetrievalEngine(searcher, reader, result_sets, catalog, embed_query, config,
                              channels=channels, ppr=ppr_stage(settings, pool))
     graph_reader = ReconnectingGraphReader(settings)
@@ -166,6 +173,18 @@ async def build_services(settings: Settings) -> Services:
                         PgEntityReader(pool, trigram_threshold=settings.trigram_threshold),
                         max_query_terms=settings.api_max_query_terms),
                     memory=PgMemoryReader(pool))
+
+
+def lexical_channels(settings: Settings, searcher: PgPartSearcher) -> list[Channel]:
+    """BM25 and near-spellings on the generation's Tantivy indexes (LEXICAL_ENGINE=tantivy);
+    queries are analysed by Postgres, as the indexed text was."""
+    index = TantivySearcher(settings.resolved_data_dir, settings.generation,
+                            searcher.query_lexemes,
+                            fuzzy_distance=settings.lexical_fuzzy_distance,
+                            fuzzy_min_chars=settings.lexical_fuzzy_min_chars,
+                            fuzzy_max_words=settings.trigram_max_words,
+                            open_indexes=settings.lexical_open_indexes)
+    return [LexicalChannel(index), FuzzyChannel(index)]
 
 
 def path_config(settings: Settings) -> PathConfig:

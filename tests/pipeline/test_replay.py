@@ -182,6 +182,14 @@ def test_verify_is_clean_on_the_new_generation(replayed: Replayed) -> None:
     assert "Postgres and the graph agree" in done.stdout
 
 
+def test_the_lexical_index_is_built_in_the_new_generation(replayed: Replayed) -> None:
+    done = _cli(replayed.settings, "lexical", "verify", "--sample", "50")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "generation 2:" in done.stdout and "agree" in done.stdout
+    g2_dir = replayed.settings.resolved_data_dir / "lexical" / "gen-2"
+    assert any(g2_dir.iterdir())  # built by the replay, beside generation 1's
+
+
 def test_api_answers_the_same_after_the_switch(replayed: Replayed) -> None:
     (replayed.settings.resolved_data_dir / "api-answers.json").write_text(json.dumps(
         {"before": replayed.api_before, "after": replayed.api_after}, indent=1))

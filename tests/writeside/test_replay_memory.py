@@ -62,7 +62,7 @@ def test_replay_settles_memory_before_it_may_switch(db: psycopg.Connection[Any],
         processor = BatchProcessor(settings, PgEventStores(pool), _CountedLetters(result),
                                    _NoTrigger())
         ReplayStep(None, processor, work, Cursor(), result, 2).settle()  # type: ignore[arg-type]
-        assert work.backlogs() == (0, 0, 0, 0)
+        assert work.backlogs() == (0, 0, 0, 0, 0)
     finally:
         producer.close()
         pool.close()

@@ -1,4 +1,5 @@
-"""The lexical channel: BM25 over the namespace's postings (`PartSearcher.search_lexical`).
+"""The lexical channel: BM25 (`LexicalSearcher.search_lexical`: the SQL postings, or the Tantivy
+index when LEXICAL_ENGINE is tantivy).
 
 Required: a search cannot answer without it, so its failure fails the request.
 """
@@ -9,7 +10,7 @@ import uuid
 from collections.abc import Sequence
 
 from pipeline.domain.read_model import Filters, Hit
-from pipeline.ports import PartSearcher
+from pipeline.ports import LexicalSearcher
 
 
 class LexicalChannel:
@@ -18,7 +19,7 @@ class LexicalChannel:
     name: str = "lexical"
     degrade: str | None = None
 
-    def __init__(self, searcher: PartSearcher) -> None:
+    def __init__(self, searcher: LexicalSearcher) -> None:
         self.searcher = searcher
 
     async def candidates(self, namespace: uuid.UUID, query: str, filters: Filters,

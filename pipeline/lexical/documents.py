@@ -1,0 +1,159 @@
+"""The Tantivy index's shape: where it lives, its schema, and one searchable row as a document.
+
+One index per namespace per index generation, under the data directory
+(`<data_dir>/lexical/gen-<n>/<namespace>/`): BM25's statistics (document count, mean length,
+document frequency) are then the namespace's own, as the SQL BM25's are, and no tenant's words
+weigh in another's ranking. Replay builds the new generation's indexes beside the old ones.
+
+The analysed text is Postgres's: a row's document holds the lexemes of its `lexical` tsvector
+(English Snowball stemming, stop words dropped, hyphenated identifiers kept whole and split into
+their parts, exactly as the SQL BM25 counts them), pre-tokenized at their tsvector positions, so
+a document's length and term frequencies are its postings' `doc_len` and `tf`. Queries are
+analysed by the same Postgres function (`PartSearcher.query_lexemes`).
+
+Filters judge the promoted object (a part by its parent), as in `pipeline/stores/postgres/
+filters.py`: its kind, lowercased title (ILIKE by a regex over one term), creation and update
+times in microseconds (Tantivy's date fields keep seconds), and properties as JSON.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import tantivy
+
+# field names
+ROW_ID = "row_id"  # the searchable row (part, or object without parts): scope and deletes
+ROOT_ID = "root_id"  # its promoted object: re-sync deletes by it, scope matches it
+ID_HI = "id_hi"  # the row id's two halves as fast fields: a hit's id without loading its doc
+ID_LO = "id_lo"
+KIND = "kind"
+TITLE = "title_lc"
+CREATED = "created_us"
+UPDATED = "updated_us"
+PROPERTIES = "props"
+TEXT = "lex"  # the tsvector's lexemes, pre-tokenized
+BODY = "body"  # the row's own text, stored and stemmed by Tantivy: what snippets are cut from
+
+LOWER_RAW = "lower_raw"  # a whole value as one lowercased term (the title filter)
+_MASK64 = (1 << 64) - 1
+
+
+def build_schema() -> tantivy.Schema:
+    """The schema of every lexical index (ids and filter fields fast, the text with positions)."""
+    sb = tantivy.SchemaBuilder()
+    sb.add_text_field(ROW_ID, tokenizer_name="raw", index_option="basic")
+    sb.add_text_field(ROOT_ID, tokenizer_name="raw", fast=True, index_option="basic")
+    sb.add_unsigned_field(ID_HI, fast=True)
+    sb.add_unsigned_field(ID_LO, fast=True)
+    sb.add_text_field(KIND, tokenizer_name="raw", fast=True, index_option="basic")
+    sb.add_text_field(TITLE, tokenizer_name=LOWER_RAW, index_option="basic")
+    sb.add_integer_field(CREATED, indexed=True, fast=True)
+    sb.add_integer_field(UPDATED, indexed=True, fast=True)
+    sb.add_json_field(PROPERTIES, tokenizer_name="raw", index_option="basic")
+    sb.add_text_field(TEXT, tokenizer_name="raw", index_option="position")
+    sb.add_text_field(BODY, stored=True, tokenizer_name="en_stem", index_option="freq")
+    return sb.build()
+
+
+SCHEMA = build_schema()
+
+
+def register_tokenizers(index: tantivy.Index) -> None:
+    """The analyzers the schema names beyond Tantivy's own (each opener registers them)."""
+    index.register_tokenizer(LOWER_RAW, tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.raw())
+                             .filter(tantivy.Filter.lowercase()).build())
+
+
+def generation_dir(data_dir: Path, generation: int) -> Path:
+    """The directory of one index generation's lexical indexes."""
+    return data_dir / "lexical" / f"gen-{generation}"
+
+
+def namespace_dir(data_dir: Path, generation: int, namespace: uuid.UUID) -> Path:
+    """One namespace's index directory."""
+    return generation_dir(data_dir, generation) / str(namespace)
+
+
+def open_index(path: Path, *, create: bool) -> tantivy.Index | None:
+    """The index at `path` with our tokenizers; created when `create`, else None if absent."""
+    if not index_exists(path):
+        if not create:
+            return None
+        path.mkdir(parents=True, exist_ok=True)
+        index = tantivy.Index(SCHEMA, path=str(path), reuse=True)
+    else:
+        index = tantivy.Index.open(str(path))
+    register_tokenizers(index)
+    return index
+
+
+def index_exists(path: Path) -> bool:
+    """Whether `path` holds an index (its meta.json)."""
+    return (path / "meta.json").is_file()
+
+
+def id_halves(value: uuid.UUID) -> tuple[int, int]:
+    """A UUID as two unsigned 64-bit integers."""
+    return value.int >> 64, value.int & _MASK64
+
+
+def id_from_halves(hi: int, lo: int) -> uuid.UUID:
+    """The UUID `id_halves` split."""
+    return uuid.UUID(int=(hi << 64) | lo)
+
+
+def micros(value: datetime) -> int:
+    """Microseconds since the epoch (exact: Postgres keeps microseconds)."""
+    delta = value - datetime(1970, 1, 1, tzinfo=value.tzinfo)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+@dataclass(frozen=True)
+class RowDocument:
+    """A searchable row as the index holds it (`positions`: lexeme -> tsvector positions, empty
+    for a lexeme stored without positions, which counts once)."""
+
+    row_id: uuid.UUID
+    root_id: uuid.UUID
+    kind: str
+    title: str | None
+    created_at: datetime
+    updated_at: datetime
+    properties: Mapping[str, Any]
+    positions: Mapping[str, Sequence[int]]
+    body: str
+
+
+def tokens(positions: Mapping[str, Sequence[int]]) -> list[tantivy.Token]:
+    """The lexemes at their positions (one token per position: tf and length as in postings)."""
+    out: list[tuple[int, str]] = []
+    for lexeme, where in positions.items():
+        out.extend((p, lexeme) for p in (where or (0,)))
+    out.sort()
+    return [tantivy.Token(lexeme, pos, 0, 0) for pos, lexeme in out]
+
+
+def to_document(row: RowDocument) -> tantivy.Document:
+    """The Tantivy document of one searchable row."""
+    doc = tantivy.Document()
+    doc.add_text(ROW_ID, str(row.row_id))
+    doc.add_text(ROOT_ID, str(row.root_id))
+    hi, lo = id_halves(row.row_id)
+    doc.add_unsigned(ID_HI, hi)
+    doc.add_unsigned(ID_LO, lo)
+    doc.add_text(KIND, row.kind)
+    if row.title is not None:
+        doc.add_text(TITLE, row.title)
+    doc.add_integer(CREATED, micros(row.created_at))
+    doc.add_integer(UPDATED, micros(row.updated_at))
+    if row.properties:
+        doc.add_json(PROPERTIES, dict(row.properties))
+    doc.add_pre_tokenized_text(TEXT, tantivy.PreTokenizedString("", tokens(row.positions)))
+    doc.add_text(BODY, row.body)
+    return doc

@@ -1,0 +1,142 @@
+"""The lexical channels on Tantivy: BM25 and near-spellings over one namespace's index.
+
+Readers open a namespace's index on its first search and keep it (at most `open_indexes`, least
+recently searched closed first); each reloads on the writer's commits by itself (Tantivy's
+commit-watching reader, which polls the index's meta.json), so a committed row is searchable
+within about half a second in every API process. A namespace without an index yet (nothing
+written) answers nothing.
+
+BM25 is Tantivy's: k1 = 1.2 and b = 0.75, fixed in Tantivy (the SQL BM25 uses 0.9 and 0.4, see
+docs/parts/lexical.md), IDF as ours, document lengths stored in one byte (exact up to 40 tokens,
+then within a few percent). The query's lexemes come from `lexemes` (Postgres's `to_tsvector`,
+cached), so query and documents share one analysis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+
+import tantivy
+
+from pipeline.domain.read_model import Filters, Hit
+from pipeline.lexical.documents import (
+    ID_HI,
+    ID_LO,
+    SCHEMA,
+    TEXT,
+    id_from_halves,
+    namespace_dir,
+    open_index,
+)
+from pipeline.lexical.queries import filter_clauses, filtered
+
+Lexemes = Callable[[str], Awaitable[list[str]]]
+
+
+class TantivySearcher:
+    """`search_lexical` (BM25) and `search_fuzzy` (near-spellings) of one index generation."""
+
+    def __init__(self, data_dir: Path, generation: int, lexemes: Lexemes, *,
+                 fuzzy_distance: int = 1, fuzzy_min_chars: int = 4, fuzzy_max_words: int = 16,
+                 open_indexes: int = 256) -> None:
+        self.data_dir = data_dir
+        self.generation = generation
+        self.lexemes = lexemes
+        self.fuzzy_distance = fuzzy_distance
+        self.fuzzy_min_chars = fuzzy_min_chars
+        self.fuzzy_max_words = fuzzy_max_words
+        self.open_indexes = open_indexes
+        self._indexes: OrderedDict[uuid.UUID, tantivy.Index] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def index(self, namespace: uuid.UUID) -> tantivy.Index | None:
+        """The namespace's index, opened once and reloaded on commit; None if none exists."""
+        with self._lock:
+            index = self._indexes.get(namespace)
+            if index is not None:
+                self._indexes.move_to_end(namespace)
+                return index
+            index = open_index(namespace_dir(self.data_dir, self.generation, namespace),
+                               create=False)
+            if index is None:
+                return None
+            index.config_reader(reload_policy="commit")
+            self._indexes[namespace] = index
+            while len(self._indexes) > self.open_indexes:
+                self._indexes.popitem(last=False)
+            return index
+
+    async def search_lexical(self, namespace: uuid.UUID, query: str, filters: Filters,
+                             scope_ids: Sequence[uuid.UUID], k: int) -> list[Hit]:
+        """Top k rows by BM25 over the query's distinct lexemes (OR), ties by id."""
+        filter_clauses(filters, scope_ids)  # invalid filters fail, even when nothing matches
+        if k <= 0:
+            return []
+        lexemes = await self.lexemes(query)
+        if not lexemes:
+            return []
+        return await asyncio.to_thread(self._bm25, namespace, lexemes, filters, scope_ids, k)
+
+    def _bm25(self, namespace: uuid.UUID, lexemes: Sequence[str], filters: Filters,
+              scope_ids: Sequence[uuid.UUID], k: int) -> list[Hit]:
+        index = self.index(namespace)
+        if index is None:
+            return []
+        scoring = tantivy.Query.boolean_query(
+            [(tantivy.Occur.Should, tantivy.Query.term_query(SCHEMA, TEXT, lex))
+             for lex in lexemes])
+        return _top(index.searcher(), filtered(scoring, filters, scope_ids), k)
+
+    async def search_fuzzy(self, namespace: uuid.UUID, query: str, filters: Filters,
+                           scope_ids: Sequence[uuid.UUID], k: int) -> list[Hit]:
+        """Near-spellings: rows holding a term within `fuzzy_distance` edits of a query lexeme
+        the index does not know (at least `fuzzy_min_chars` long; the `fuzzy_max_words` longest
+        are tried). A row scores the number of such words it holds near; ties by id."""
+        filter_clauses(filters, scope_ids)
+        if k <= 0 or not query.strip():
+            return []
+        words = [w for w in await self.lexemes(query) if len(w) >= self.fuzzy_min_chars]
+        words = sorted(words, key=lambda w: (-len(w), w))[: self.fuzzy_max_words]
+        if not words:
+            return []
+        return await asyncio.to_thread(self._fuzzy, namespace, words, filters, scope_ids, k)
+
+    def _fuzzy(self, namespace: uuid.UUID, words: Sequence[str], filters: Filters,
+               scope_ids: Sequence[uuid.UUID], k: int) -> list[Hit]:
+        index = self.index(namespace)
+        if index is None:
+            return []
+        searcher = index.searcher()
+        unknown = [w for w in words if searcher.doc_freq(TEXT, w) == 0]
+        if not unknown:
+            return []  # every word is the BM25 channel's
+        scoring = tantivy.Query.boolean_query([
+            (tantivy.Occur.Should, tantivy.Query.const_score_query(
+                tantivy.Query.fuzzy_term_query(SCHEMA, TEXT, w, distance=self.fuzzy_distance,
+                                               transposition_cost_one=True), 1.0))
+            for w in unknown])
+        return _top(searcher, filtered(scoring, filters, scope_ids), k)
+
+
+def _top(searcher: tantivy.Searcher, query: tantivy.Query, k: int) -> list[Hit]:
+    """The k best rows of `query` as hits, best first, ties by id. Tantivy breaks ties by
+    document address: the search widens until every row tied with the k-th is in."""
+    n = k
+    while True:
+        hits = searcher.search(query, n + 1, count=False).hits
+        if len(hits) <= n or hits[n][0] < hits[k - 1][0]:
+            break
+        n *= 2
+    if not hits:
+        return []
+    addresses = [address for _, address in hits]
+    his = searcher.fast_field_values(ID_HI, addresses)
+    los = searcher.fast_field_values(ID_LO, addresses)
+    out = [Hit(id_from_halves(int(hi or 0), int(lo or 0)), float(score))
+           for (score, _), hi, lo in zip(hits, his, los, strict=True)]
+    return sorted(out, key=lambda h: (-h.score, h.id))[:k]

@@ -1,0 +1,165 @@
+"""The lexical index's one writer: applies the queue to the Tantivy indexes in batches.
+
+Each round claims up to `LEXICAL_BATCH_SIZE` queue rows, re-reads the roots they name from
+Postgres, replaces each root's documents (delete by root, add its searchable rows as they are
+now), commits every touched namespace's index, and only then deletes the rows from the queue.
+Idempotent: a row applied twice writes the same documents; a writer killed before the queue
+delete (even between two namespaces' commits) leaves the rows queued, and the next writer
+applies them again. Tantivy's commit is atomic (a new meta.json), so a kill -9 mid-commit leaves
+the last committed state, and the index reopens and converges.
+
+One writer at a time per generation: a Postgres advisory lock (other invocations return at
+once, `skipped`), and Tantivy's own lock file per index directory.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import tantivy
+from psycopg_pool import ConnectionPool
+
+from pipeline.domain.settings import Settings
+from pipeline.lexical import queue
+from pipeline.lexical.documents import ROOT_ID, namespace_dir, open_index, to_document
+
+log = logging.getLogger(__name__)
+
+WRITER_LOCK = 0x6272_6169_6E6C  # one lexical writer at a time per database (and rebuild)
+# Namespace writers kept open between rounds: each may hold up to LEXICAL_WRITER_HEAP_BYTES,
+# so a round touching many tenants must not keep them all.
+_OPEN_WRITERS = 8
+
+
+@dataclass
+class WriterStats:
+    rows: int = 0  # queue rows applied
+    roots: int = 0  # distinct roots re-synced
+    documents: int = 0  # documents written
+    commits: int = 0
+    skipped: bool = False  # another writer holds the lock
+
+
+class LexicalWriter:
+    """Applies `lexical_queue` to the index generation of `settings`."""
+
+    def __init__(self, settings: Settings, pool: ConnectionPool[Any]) -> None:
+        self.settings = settings
+        self.pool = pool
+        self._writers: dict[uuid.UUID, tantivy.IndexWriter] = {}
+
+    def run(self, *, max_rounds: int = 1000) -> WriterStats:
+        """Drain the queue (up to `max_rounds` batches) unless another writer is at it."""
+        stats = WriterStats()
+        with self.pool.connection() as lock_conn:
+            got = lock_conn.execute("SELECT pg_try_advisory_lock(%s)",
+                                    (WRITER_LOCK,)).fetchone()
+            if not got or not got[0]:
+                stats.skipped = True
+                return stats
+            try:
+                for _ in range(max_rounds):
+                    if not self._round(stats):
+                        break
+            finally:
+                self._close()
+                lock_conn.execute("SELECT pg_advisory_unlock(%s)", (WRITER_LOCK,))
+        return stats
+
+    def rebuild(self, namespaces: Sequence[uuid.UUID]) -> WriterStats:
+        """Rebuild these namespaces' indexes from Postgres: every document deleted and the
+        searchable rows written again, one commit per namespace (searches see the old index
+        until it). Waits for a running writer; queue rows older than the rebuild are covered
+        by it and dropped, newer ones stay for the next writer run."""
+        stats = WriterStats()
+        with self.pool.connection() as lock_conn:
+            lock_conn.execute("SELECT pg_advisory_lock(%s)", (WRITER_LOCK,))
+            try:
+                with self.pool.connection() as conn:
+                    covered = queue.max_id(conn)
+                for namespace in namespaces:
+                    self._rebuild_namespace(namespace, stats)
+                with self.pool.connection() as conn:
+                    queue.forget_up_to(conn, covered)
+            finally:
+                self._close()
+                lock_conn.execute("SELECT pg_advisory_unlock(%s)", (WRITER_LOCK,))
+        return stats
+
+    def _rebuild_namespace(self, namespace: uuid.UUID, stats: WriterStats) -> None:
+        writer = self._writer(namespace)
+        writer.delete_all_documents()
+        with self.pool.connection() as conn:
+            roots = queue.roots_of(conn, namespace)
+        size = self.settings.lexical_batch_size
+        for start in range(0, len(roots), size):
+            chunk = roots[start:start + size]
+            with self.pool.connection() as conn:
+                docs = queue.load_documents(conn, namespace, chunk)
+            for doc in docs:
+                writer.add_document(to_document(doc))
+            stats.roots += len(chunk)
+            stats.documents += len(docs)
+        writer.commit()
+        stats.commits += 1
+
+    def _round(self, stats: WriterStats) -> bool:
+        with self.pool.connection() as conn:
+            rows = queue.claim(conn, self.settings.lexical_batch_size)
+        if not rows:
+            return False
+        by_namespace: dict[uuid.UUID, set[uuid.UUID]] = defaultdict(set)
+        for row in rows:
+            by_namespace[row.namespace_id].add(row.root_id)
+        for namespace, roots in sorted(by_namespace.items()):
+            ordered = sorted(roots)
+            with self.pool.connection() as conn:
+                docs = queue.load_documents(conn, namespace, ordered)
+            writer = self._writer(namespace)
+            for root in ordered:
+                writer.delete_documents_by_term(ROOT_ID, str(root))
+            for doc in docs:
+                writer.add_document(to_document(doc))
+            writer.commit()
+            stats.commits += 1
+            stats.roots += len(ordered)
+            stats.documents += len(docs)
+        with self.pool.connection() as conn:
+            queue.forget(conn, [row.id for row in rows])
+        stats.rows += len(rows)
+        return True
+
+    def _writer(self, namespace: uuid.UUID) -> tantivy.IndexWriter:
+        writer = self._writers.pop(namespace, None)
+        if writer is None:
+            while len(self._writers) >= _OPEN_WRITERS:  # the least recently used first
+                _finish(self._writers.pop(next(iter(self._writers))))
+            path = namespace_dir(self.settings.resolved_data_dir, self.settings.generation,
+                                 namespace)
+            index = open_index(path, create=True)
+            assert index is not None  # created
+            # one indexing thread: the writer shares two cores with everything else
+            writer = index.writer(heap_size=self.settings.lexical_writer_heap_bytes,
+                                  num_threads=1)
+        self._writers[namespace] = writer  # (re)inserted last: most recently used
+        return writer
+
+    def _close(self) -> None:
+        """Let pending merges finish and release the indexes' locks."""
+        writers, self._writers = self._writers, {}
+        for writer in writers.values():
+            _finish(writer)
+
+
+def _finish(writer: tantivy.IndexWriter) -> None:
+    """Let the writer's merges finish and release its index's lock (uncommitted work, none
+    here: every round commits, is dropped)."""
+    try:
+        writer.wait_merging_threads()
+    except Exception as exc:  # a failed merge leaves the committed segments as they are
+        log.warning("lexical index merge: %s", exc)

@@ -1,0 +1,148 @@
+"""`brainstream lexical rebuild` and `lexical verify`: the Tantivy indexes against Postgres.
+
+verify compares, per namespace, the searchable rows Postgres holds with the documents the index
+holds (counts), and for a sample of roots the documents themselves (which rows, and their text);
+roots still waiting in the queue are left aside (the writer has not applied them yet, which is
+not drift). `--repair` queues the drifted roots (all of a namespace whose count differs) for the
+writer. rebuild rewrites namespaces' indexes from Postgres (see `LexicalWriter.rebuild`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import tantivy
+from psycopg_pool import ConnectionPool
+
+from pipeline.domain.settings import Settings
+from pipeline.lexical import queue
+from pipeline.lexical.documents import (
+    BODY,
+    ID_HI,
+    ID_LO,
+    ROOT_ID,
+    SCHEMA,
+    generation_dir,
+    id_from_halves,
+    namespace_dir,
+    open_index,
+)
+from pipeline.lexical.writer import LexicalWriter, WriterStats
+from pipeline.stores.postgres.pool import make_pool
+
+_MAX_PARTS = 100_000  # the most documents one root's check reads
+
+
+@dataclass
+class NamespaceCheck:
+    namespace: uuid.UUID
+    expected: int  # searchable rows in Postgres
+    indexed: int  # documents in the index
+    pending: int = 0  # roots waiting in the queue: counts may differ until they are applied
+    sampled: int = 0  # roots whose documents were compared
+    drifted: list[uuid.UUID] = field(default_factory=list)  # sampled roots that differ
+
+    @property
+    def clean(self) -> bool:
+        return (self.expected == self.indexed or self.pending > 0) and not self.drifted
+
+
+@dataclass
+class LexicalCheck:
+    generation: int
+    queued: int  # queue rows not yet applied
+    namespaces: list[NamespaceCheck] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return all(n.clean for n in self.namespaces)
+
+
+def _pool(settings: Settings) -> ConnectionPool[Any]:
+    return make_pool(settings, max_size=2, name="brainstream-lexical")
+
+
+def rebuild_lexical(settings: Settings, namespace: uuid.UUID | None = None) -> WriterStats:
+    """Rebuild one namespace's index, or every namespace's (those with objects, and those
+    whose index outlived their objects), from Postgres."""
+    pool = _pool(settings)
+    try:
+        if namespace is not None:
+            targets = [namespace]
+        else:
+            with pool.connection() as conn:
+                targets = sorted(set(queue.namespaces(conn)) | _indexed_namespaces(settings))
+        return LexicalWriter(settings, pool).rebuild(targets)
+    finally:
+        pool.close()
+
+
+def _indexed_namespaces(settings: Settings) -> set[uuid.UUID]:
+    base = generation_dir(settings.resolved_data_dir, settings.generation)
+    out: set[uuid.UUID] = set()
+    if base.is_dir():
+        for child in base.iterdir():
+            try:
+                out.add(uuid.UUID(child.name))
+            except ValueError:
+                continue  # not one of ours
+    return out
+
+
+def verify_lexical(settings: Settings, *, sample: int = 20,
+                   repair: bool = False) -> LexicalCheck:
+    """Counts per namespace and `sample` sampled roots per namespace; with `repair`, queue what
+    drifted for the writer."""
+    pool = _pool(settings)
+    try:
+        with pool.connection() as conn:
+            check = LexicalCheck(settings.generation, queue.backlog(conn))
+            expected = queue.namespace_counts(conn)
+        for ns in sorted(set(expected) | _indexed_namespaces(settings)):
+            index = open_index(namespace_dir(settings.resolved_data_dir, settings.generation,
+                                             ns), create=False)
+            searcher = index.searcher() if index is not None else None
+            result = NamespaceCheck(ns, expected.get(ns, 0),
+                                    searcher.num_docs if searcher is not None else 0)
+            with pool.connection() as conn:
+                queued = queue.queued_roots(conn, ns)
+                result.pending = len(queued)
+                roots = [r for r in queue.sample_roots(conn, ns, sample) if r not in queued]
+                want = {r: _expected_documents(conn, ns, r) for r in roots}
+            for root, documents in want.items():
+                result.sampled += 1
+                if _indexed_documents(searcher, root) != documents:
+                    result.drifted.append(root)
+            check.namespaces.append(result)
+            if repair:
+                with pool.connection() as conn:
+                    if result.expected != result.indexed and not result.pending:
+                        queue.enqueue_all(conn, ns)
+                    elif result.drifted:
+                        queue.enqueue_roots(conn, ns, result.drifted)
+        return check
+    finally:
+        pool.close()
+
+
+def _expected_documents(conn: Any, namespace: uuid.UUID,
+                        root: uuid.UUID) -> dict[uuid.UUID, str]:
+    return {d.row_id: d.body for d in queue.load_documents(conn, namespace, [root])}
+
+
+def _indexed_documents(searcher: tantivy.Searcher | None,
+                       root: uuid.UUID) -> dict[uuid.UUID, str]:
+    if searcher is None:
+        return {}
+    hits = searcher.search(tantivy.Query.term_query(SCHEMA, ROOT_ID, str(root)), _MAX_PARTS,
+                           count=False).hits
+    addresses = [a for _, a in hits]
+    his = searcher.fast_field_values(ID_HI, addresses)
+    los = searcher.fast_field_values(ID_LO, addresses)
+    out: dict[uuid.UUID, str] = {}
+    for address, hi, lo in zip(addresses, his, los, strict=True):
+        body = searcher.doc(address).get_first(BODY)
+        out[id_from_halves(int(hi or 0), int(lo or 0))] = str(body or "")
+    return out
