@@ -9,11 +9,11 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import Tenant, add_entity
 from fastapi.testclient import TestClient
 
 from pipeline.embedding.embedders import StaticEmbedder
 from pipeline.entities.merging import propose_for, propose_pending
+from tests.entities.conftest import Tenant, add_entity
 
 
 @pytest.fixture(scope="module")
