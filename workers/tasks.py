@@ -10,6 +10,7 @@ from typing import Any
 
 from pipeline.domain.errors import Unavailable
 from pipeline.embedding.service import EmbeddingService, pending_count
+from pipeline.entities.decisions import apply_pending
 from pipeline.entities.merging import ProposalStats, propose_all
 from pipeline.entities.resolving import ResolveConfig
 from pipeline.entities.stage import ExtractionStage
@@ -50,10 +51,14 @@ def extract(roots: list[str] | None = None) -> dict[str, Any]:
     stage = ExtractionStage(rt.settings, rt.pool, rt.extractor, rt.embedder, rt.dead_letters)
     ids = [uuid.UUID(r) for r in roots] if roots else None
     stats = stage.run(ids)
+    # curators' decisions first: the proposal pass then honours a refusal, and skips a merged
+    # entity (pipeline/entities/decisions.py)
+    decided = apply_pending(rt.pool, batch=rt.settings.entity_decision_batch)
     proposals = _propose(rt) if stats.entities_created else ProposalStats()
-    if stats.extracted or stats.recounted or stats.failed or proposals.merged:
+    if stats.extracted or stats.recounted or stats.failed or proposals.merged \
+            or decided.applied:
         relay.delay()
-    return {**stats.__dict__, "proposals": proposals.__dict__}
+    return {**stats.__dict__, "proposals": proposals.__dict__, "decisions": decided.__dict__}
 
 
 def _propose(rt: Runtime) -> ProposalStats:
@@ -112,8 +117,9 @@ def sweep() -> dict[str, int]:
         embed.delay(None)
     if extract_pending:
         extract.delay(None)
+    decided = apply_pending(rt.pool, batch=rt.settings.entity_decision_batch)
     proposals = _propose(rt)  # entities a killed worker created but never examined
-    if proposals.merged:
+    if proposals.merged or decided.applied:
         relay.delay()
     if outbox:
         relay.delay()

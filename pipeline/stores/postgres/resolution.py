@@ -25,8 +25,8 @@ _TRIGRAM_THRESHOLD = "SELECT set_config('pg_trgm.similarity_threshold', %s, true
 # Candidates, one branch per way a name can be found, each on an index of its own (a single
 # WHERE with ORs lets the planner use the namespace on one branch only): names and aliases
 # equal to a key, near the phrase by trigrams, beginning with the phrase's words, folding to the
-# phrase's fold, or (an acronym) whose words' initials spell it. The same entity may come from several branches: the
-# resolver keeps its best.
+# phrase's fold, or (an acronym) whose words' initials spell it. The same entity may come from
+# several branches: the resolver keeps its best.
 _NAME_COLUMNS = sql.SQL(
     "SELECT e.id, e.name, e.label, e.part_count, e.name, 'name', similarity(e.norm, %(q)s),"
     " NULL::text, {key} FROM entities e WHERE e.namespace_id = %(ns)s"
