@@ -22,9 +22,8 @@ from api import errors, limits, metrics
 from api.routes import admin, entities, graph, memory, memory_search, objects, paths, search
 from pipeline.domain.errors import BrainstreamError, ConfigError
 from pipeline.domain.settings import Settings, load_settings
-from pipeline.entities.decision_events import DecisionPublisher
 from pipeline.kafka.io import make_producer
-from pipeline.kafka.publisher import EventPublisher
+from pipeline.kafka.publisher import EventPublisher, LazyPublisher
 from pipeline.kafka.signing import signer_for
 from pipeline.memory.writes import MessageWriter
 from pipeline.wiring import ActiveServices, Services
@@ -68,7 +67,7 @@ def create_app(settings: Settings | None = None,
                                settings.topic_events, signer_for(settings)),
         wait_seconds=settings.memory_write_wait)
     # curators' decisions on entities are events too (pipeline/entities/decision_events.py)
-    app.state.decision_publisher = DecisionPublisher(
+    app.state.decision_publisher = LazyPublisher(
         lambda: EventPublisher(make_producer(settings, bootstrap_timeout_ms=block_ms,
                                              max_block_ms=block_ms),
                                settings.topic_events, signer_for(settings)),

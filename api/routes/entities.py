@@ -39,10 +39,11 @@ from pipeline.domain.errors import (
     Unavailable,
 )
 from pipeline.domain.settings import Settings
-from pipeline.entities.decision_events import API_SOURCE, DecisionPublisher, decision_envelope
+from pipeline.entities.decision_events import API_SOURCE, decision_envelope
 from pipeline.entities.decisions import FAILED, WAITING, Applied, record_and_apply
 from pipeline.entities.merging import PairDecision, check_pair, merge_plan
 from pipeline.entities.resolving import ResolveConfig, resolve
+from pipeline.kafka.publisher import LazyPublisher
 from pipeline.stores.postgres import resolution as store
 from pipeline.stores.postgres.plans import arun
 from pipeline.stores.postgres.pool import AsyncConn, read_connection
@@ -159,7 +160,7 @@ async def _decide(request: Request, conn: AsyncConn, ns: uuid.UUID, decision: st
     and apply it at once; the consumer later finds it recorded. A broker that does not take it
     is a 503 and nothing changed."""
     event_id = str(uuid.uuid4())
-    publisher: DecisionPublisher = request.app.state.decision_publisher
+    publisher: LazyPublisher = request.app.state.decision_publisher
     await asyncio.to_thread(publisher.publish, decision_envelope(
         ns, event_id, decision, from_id, to_id, who, None))
     done = await arun(conn, record_and_apply(ns, API_SOURCE, event_id, decision, from_id,
