@@ -247,8 +247,7 @@ class Settings(BaseSettings, PathSettings, MemorySettings):
     # API keys that may merge entities and decide possibly-same pairs (in the namespaces their
     # API_KEYS entry names), each with the name recorded as `decided_by`: key -> name.
     entity_curators: dict[str, str] = Field(default_factory=dict)
-    # Curators' decisions as events (issue 11 review, docs/parts/resolution.md): decisions the
-    # worker (after extraction, and the sweep) or a replay applies per run, oldest first.
+    # Curators' decisions (docs/parts/resolution.md): applied per run (worker, sweep, replay).
     entity_decision_batch: int = Field(default=500, ge=1, le=100_000)
     # Which index generation these settings address (pipeline/ops/generations.py). Not settings an
     # operator sets: `Settings.for_generation` fills them from the control table. Generation 1
