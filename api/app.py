@@ -23,7 +23,7 @@ from api.routes import admin, entities, graph, memory, memory_search, objects, p
 from pipeline.domain.errors import BrainstreamError, ConfigError
 from pipeline.domain.settings import Settings, load_settings
 from pipeline.kafka.io import make_producer
-from pipeline.kafka.publisher import EventPublisher
+from pipeline.kafka.publisher import EventPublisher, LazyPublisher
 from pipeline.kafka.signing import signer_for
 from pipeline.memory.writes import MessageWriter
 from pipeline.wiring import ActiveServices, Services
@@ -51,6 +51,7 @@ def create_app(settings: Settings | None = None,
                 await active.close()
         finally:
             app.state.memory_writer.close()
+            app.state.decision_publisher.close()
 
     app = FastAPI(title="brainstream read API", version="1", lifespan=lifespan,
                   description="Hybrid search, exact find, entity and link find, graph "
@@ -65,6 +66,12 @@ def create_app(settings: Settings | None = None,
                                              max_block_ms=block_ms),
                                settings.topic_events, signer_for(settings)),
         wait_seconds=settings.memory_write_wait)
+    # curators' decisions on entities are events too (pipeline/entities/decision_events.py)
+    app.state.decision_publisher = LazyPublisher(
+        lambda: EventPublisher(make_producer(settings, bootstrap_timeout_ms=block_ms,
+                                             max_block_ms=block_ms),
+                               settings.topic_events, signer_for(settings)),
+        timeout=settings.memory_write_wait + 10.0)
 
     app.exception_handler(BrainstreamError)(errors.brainstream_error)
     app.exception_handler(psycopg.OperationalError)(errors.database_down)

@@ -10,9 +10,10 @@ numbers. `--scale N` also times lookups with N entities in each of two namespace
 Each pair (`tests/data/resolution_pairs.jsonl`) gets its own namespace: `a` is an existing
 entity, `b` a new one, and `propose_for` runs over `b` as after the extraction stage. The pass's
 decision for the pair is `merge` when it merged them, `possibly_same` when it held them, else
-`distinct`. Two names with the same normalised key are one entity in a namespace (the store
-keys entities by it): those pairs are counted as decided by the exact layer (`merge`, or
-`distinct` for homonyms, whose model labels differ) and listed apart. Target: no false merge.
+`distinct`. Two names with the same normalised name and label class are one entity in a
+namespace (the store keys entities by them, migration 0021): those pairs are counted as merged
+by the exact layer and listed apart; homonyms (same name, model labels that differ) are two
+entities and go through the pass. Target: no false merge.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import psycopg
 from runenv import BENCH_DIR, REPO, bench_parser, emit_report, log, machine_lines
 
 from pipeline.domain.settings import Settings
-from pipeline.entities.likeness import label_conflict
+from pipeline.entities.likeness import label_class
 from pipeline.entities.merging import propose_for
 from pipeline.entities.names import normalise
 from pipeline.entities.resolver import DISTINCT, MERGE, POSSIBLY_SAME
@@ -67,9 +68,9 @@ def decide(conn: psycopg.Connection[Any], index: int, pair: dict[str, Any],
     """The proposal pass's decision for one pair, and whether it was a single entity (same key)."""
     namespace = uuid.uuid5(_NS, f"pair-{index}")
     _clear(conn, namespace)
-    if normalise(pair["a"]) == normalise(pair["b"]):
-        homonym = label_conflict(pair["label_a"], pair["label_b"])
-        return (DISTINCT if homonym else MERGE), True
+    if (normalise(pair["a"]), label_class(pair["label_a"])) == (
+            normalise(pair["b"]), label_class(pair["label_b"])):
+        return MERGE, True
     a, b = uuid.uuid4(), uuid.uuid4()
     conn.execute(_INSERT, (a, namespace, pair["a"], normalise(pair["a"]), pair["label_a"], 2))
     conn.execute(_INSERT, (b, namespace, pair["b"], normalise(pair["b"]), pair["label_b"], 1))

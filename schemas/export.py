@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from schemas.entities import EntityDecision
 from schemas.events import Envelope, LinkDelete, LinkPut, ObjectPut, ObjectSoftDelete
 from schemas.memory import MessageMetadata, MessagesAdd, SessionDelete, SessionPut, SummaryPut
 
@@ -30,6 +31,7 @@ MODELS: dict[str, type[BaseModel]] = {
     "messages_add": MessagesAdd,
     "message_metadata": MessageMetadata,
     "summary_put": SummaryPut,
+    "entity_decision": EntityDecision,
 }
 
 

@@ -41,3 +41,6 @@ SUMMARY_CONTENT_MAX: Final = 100_000
 MESSAGES_PER_EVENT: Final = 100  # messages of one messages.add
 METADATA_KEYS_MAX: Final = 256  # top-level keys of a session's or message's metadata
 METADATA_KEY_MAX: Final = 256  # characters of one metadata key
+
+# A curator's decision on two entities (schemas/entities.py): who decided (a curator's name).
+DECIDED_BY_MAX: Final = 256

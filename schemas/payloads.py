@@ -1,6 +1,7 @@
 """The event types and the `data` model of each: what a put, a soft delete, a link put and a
 link delete carry, validated strictly (unknown fields, nested property values, self-links and
-parts without a position are refused). The memory events' models are in `schemas.memory`.
+parts without a position are refused). The memory events' models are in `schemas.memory`, the
+entity decision's in `schemas.entities`.
 
 `schemas.events` wraps these in the CloudEvents envelope and parses raw records into them.
 """
@@ -26,6 +27,7 @@ from pydantic import (
 
 from pipeline.domain.kinds import KIND_PATTERN, PROPERTY_KEY_PATTERN
 from pipeline.domain.relations import RELATION_TYPE_PATTERN
+from schemas.entities import ENTITY_PAYLOAD_MODELS, EntityDecision
 from schemas.limits import (
     CONTENT_MAX,
     LINK_LABEL_MAX,
@@ -49,6 +51,8 @@ EventType: TypeAlias = Literal[
     # conversation memory (schemas/memory.py)
     "brainstream.session.put", "brainstream.session.delete", "brainstream.messages.add",
     "brainstream.message.metadata", "brainstream.summary.put",
+    # a curator's decision on two entities (schemas/entities.py)
+    "brainstream.entity.decision",
 ]
 
 
@@ -190,8 +194,10 @@ class LinkDelete(_LinkEnds):
     model_config = ConfigDict(title="LinkDelete")
 
 
-Payload: TypeAlias = ObjectPut | ObjectSoftDelete | LinkPut | LinkDelete | MemoryPayload
+Payload: TypeAlias = (ObjectPut | ObjectSoftDelete | LinkPut | LinkDelete | MemoryPayload
+                      | EntityDecision)
 PAYLOAD_MODELS: Final[dict[str, type[Payload]]] = {
     OBJECT_PUT: ObjectPut, OBJECT_SOFT_DELETE: ObjectSoftDelete,
     LINK_PUT: LinkPut, LINK_DELETE: LinkDelete, **MEMORY_PAYLOAD_MODELS,
+    **ENTITY_PAYLOAD_MODELS,
 }

@@ -10,6 +10,7 @@ from typing import Any
 
 from pipeline.domain.errors import Unavailable
 from pipeline.embedding.service import EmbeddingService, pending_count
+from pipeline.entities.decisions import apply_pending
 from pipeline.entities.merging import ProposalStats, propose_all, propose_if_due
 from pipeline.entities.resolving import ResolveConfig
 from pipeline.entities.stage import ExtractionStage
@@ -60,10 +61,14 @@ def extract(roots: list[str] | None = None) -> dict[str, Any]:
     stage = ExtractionStage(rt.settings, rt.pool, rt.extractor, rt.embedder, rt.dead_letters)
     ids = [uuid.UUID(r) for r in roots] if roots else None
     stats = stage.run(ids)
+    # curators' decisions first: the proposal pass then honours a refusal, and skips a merged
+    # entity (pipeline/entities/decisions.py)
+    decided = apply_pending(rt.pool, batch=rt.settings.entity_decision_batch)
     proposals = _propose(rt) if stats.entities_created else ProposalStats()
-    if stats.extracted or stats.recounted or stats.failed or proposals.merged:
+    if stats.extracted or stats.recounted or stats.failed or proposals.merged \
+            or decided.applied:
         relay.delay()
-    return {**stats.__dict__, "proposals": proposals.__dict__}
+    return {**stats.__dict__, "proposals": proposals.__dict__, "decisions": decided.__dict__}
 
 
 def _propose(rt: Runtime) -> ProposalStats:
@@ -71,6 +76,8 @@ def _propose(rt: Runtime) -> ProposalStats:
     threshold, hold possibly-same pairs (pipeline/entities/merging.py)."""
     return propose_all(rt.pool, batch=rt.settings.entity_proposal_batch,
                        config=ResolveConfig.from_settings(rt.settings))
+
+
 @app.task(name=MEMORY_TASK)
 def memory(sessions: list[str] | None = None) -> dict[str, Any]:
     """Run the message extractors, then the summariser, over these sessions (or any);
@@ -129,10 +136,13 @@ def sweep() -> dict[str, Any]:
         embed.delay(None)
     if extract_pending:
         extract.delay(None)
+    # curators' decisions recorded but not applied yet (a killed worker), before the proposal
+    # pass, so a refusal keeps the resolver from proposing the pair again
+    decided = apply_pending(rt.pool, batch=rt.settings.entity_decision_batch)
     # entities a killed worker created but never examined; nothing claimed when none waits
     proposals = propose_if_due(rt.pool, batch=rt.settings.entity_proposal_batch,
                                config=ResolveConfig.from_settings(rt.settings))
-    if outbox or (proposals is not None and proposals.merged):
+    if outbox or decided.applied or (proposals is not None and proposals.merged):
         relay.delay()
     with rt.pool.connection() as conn:
         lexical_backlog = lexical_queue.backlog(conn)

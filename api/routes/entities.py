@@ -1,10 +1,12 @@
 """Entity routes: resolve phrases to entities (`/v1/resolve`), read one entity, and the
 curators' writes: merge two entities, verify or refuse a possibly-same pair.
 
-Merges are a person's decision on derived data (entities are read from the content, not sent by
-publishers), so they are API calls, not events: they need a key listed in
-`BRAINSTREAM_ENTITY_CURATORS` (its name is recorded as `decided_by`), act in the key's
-namespace, and go through the outbox like every other change the graph must see.
+Merges are a person's decision on derived data: they need a key listed in
+`BRAINSTREAM_ENTITY_CURATORS` (its name is recorded as `decided_by`) and act in the key's
+namespace. The content cannot re-derive them, so each is published as a
+`brainstream.entity.decision` event (the topic is the record a replay rebuilds from) and applied
+at once in the same request (`pipeline/entities/decisions.py`); the graph hears of it through
+the outbox like every other change.
 """
 
 from __future__ import annotations
@@ -29,13 +31,22 @@ from api.resolution_schemas import (
     ResolveBody,
     ResolveOut,
 )
-from pipeline.domain.errors import CuratorRequired, InvalidInput, NotFound, Unavailable
+from pipeline.domain.errors import (
+    CuratorRequired,
+    EntityMerged,
+    InvalidInput,
+    NotFound,
+    Unavailable,
+)
 from pipeline.domain.settings import Settings
-from pipeline.entities.merging import decide_plan, merge_plan
+from pipeline.entities.decision_events import API_SOURCE, decision_envelope
+from pipeline.entities.decisions import FAILED, WAITING, Applied, record_and_apply
+from pipeline.entities.merging import PairDecision, check_pair, merge_plan
 from pipeline.entities.resolving import ResolveConfig, resolve
+from pipeline.kafka.publisher import LazyPublisher
 from pipeline.stores.postgres import resolution as store
 from pipeline.stores.postgres.plans import arun
-from pipeline.stores.postgres.pool import read_connection
+from pipeline.stores.postgres.pool import AsyncConn, read_connection
 from pipeline.wiring.services import query_embedder
 
 router = APIRouter(tags=["entities"], responses=ERRORS)
@@ -114,21 +125,48 @@ async def read_entity(entity_id: uuid.UUID, ns: Ns, svc: Svc) -> EntityOut:
 
 
 @router.post("/v1/entities/merge", response_model=MergeOut, response_model_by_alias=True)
-async def merge_entities(body: MergeBody, ns: Ns, who: Curator, svc: Svc) -> MergeOut:
-    """Merge entity `from` into `into` (a curator's decision), or with `dry_run` say what would
-    move."""
+async def merge_entities(body: MergeBody, ns: Ns, who: Curator, svc: Svc,
+                         request: Request) -> MergeOut:
+    """Merge entity `from` into `into` (a curator's decision, published as an event so a replay
+    keeps it), or with `dry_run` say what would move."""
     async with read_connection(svc.pool) as conn:
-        report = await arun(conn, merge_plan(ns, body.from_, body.into, dry_run=body.dry_run,
+        report = await arun(conn, merge_plan(ns, body.from_, body.into, dry_run=True,
                                              decided_by=who))
-    return MergeOut.of(report)
+        if body.dry_run:
+            return MergeOut.of(report)
+        done = await _decide(request, conn, ns, "merge", body.from_, body.into, who)
+    if done.merge is None:  # merged meanwhile by someone else: nothing left to merge
+        raise EntityMerged(f"entity {body.from_} and {body.into} are one already",
+                           field="from")
+    return MergeOut.of(done.merge)
 
 
 @router.post("/v1/entities/possibly_same/{from_id}/{to_id}", response_model=DecisionOut,
              response_model_by_alias=True)
 async def decide_pair(from_id: uuid.UUID, to_id: uuid.UUID, body: DecisionBody, ns: Ns,
-                      who: Curator, svc: Svc) -> DecisionOut:
-    """Verify (merge `from` into `to`) or refuse (never proposed again) a possibly-same pair."""
+                      who: Curator, svc: Svc, request: Request) -> DecisionOut:
+    """Verify (merge `from` into `to`) or refuse (never proposed again) a possibly-same pair;
+    published as an event, like a merge."""
     async with read_connection(svc.pool) as conn:
-        decided = await arun(conn, decide_plan(ns, from_id, to_id, body.decision,
-                                               decided_by=who))
-    return DecisionOut.of(decided)
+        await arun(conn, check_pair(ns, from_id, to_id, body.decision))
+        done = await _decide(request, conn, ns, body.decision, from_id, to_id, who)
+    status = "verified" if body.decision == "verify" else "refused"
+    return DecisionOut.of(PairDecision(from_id, to_id, status, done.merge))
+
+
+async def _decide(request: Request, conn: AsyncConn, ns: uuid.UUID, decision: str,
+                  from_id: uuid.UUID, to_id: uuid.UUID, who: str) -> Applied:
+    """Publish the decision (the topic is its record: a replay applies it again), then record
+    and apply it at once; the consumer later finds it recorded. A broker that does not take it
+    is a 503 and nothing changed."""
+    event_id = str(uuid.uuid4())
+    publisher: LazyPublisher = request.app.state.decision_publisher
+    await asyncio.to_thread(publisher.publish, decision_envelope(
+        ns, event_id, decision, from_id, to_id, who, None))
+    done = await arun(conn, record_and_apply(ns, API_SOURCE, event_id, decision, from_id,
+                                             to_id, who, None))
+    if done.status == WAITING:  # checked a moment ago: it vanished meanwhile
+        raise NotFound(f"entity {from_id} or {to_id} is gone", field="from")
+    if done.status == FAILED:
+        raise EntityMerged(f"entity {from_id} and {to_id} are one already", field="from")
+    return done

@@ -248,7 +248,7 @@ class Settings(BaseSettings, PathSettings, MemorySettings, LexicalSettings):
     # API keys that may merge entities and decide possibly-same pairs (in the namespaces their
     # API_KEYS entry names), each with the name recorded as `decided_by`: key -> name.
     entity_curators: dict[str, str] = Field(default_factory=dict)
-
+    entity_decision_batch: int = Field(default=500, ge=1, le=100_000)  # decisions applied per run
     # Which index generation these settings address (pipeline/ops/generations.py). Not settings an
     # operator sets: `Settings.for_generation` fills them from the control table. Generation 1
     # is the base database and graph, so unresolved settings address it.

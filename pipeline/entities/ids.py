@@ -1,7 +1,9 @@
 """Entity ids and the co-occurrence rule of a row: pure functions the stage and its SQL agree on.
 
-An entity's id is derived from its namespace and normalised name when it is first seen, so a
-replay (or two workers creating it at once) gets the same id. A row's entities count for
+An entity's id is derived from its namespace, normalised name and label class
+(`pipeline/entities/likeness.py: label_class`) when it is first seen, so a replay (or two workers
+creating it at once) gets the same id; an untyped entity (class '') keeps the id it had before
+classes were part of the identity. A row's entities count for
 co-occurrence up to a cap, the most mentioned first (ties by id), so the pairs a row adds are
 bounded and the same whoever computes them; `pipeline/stores/postgres/entities.py` ranks them
 with the same order in SQL.
@@ -19,9 +21,11 @@ ENTITY_ID_NAMESPACE = uuid.UUID("5b0c7f6e-3d1a-5e8b-9c2f-6a4e1d7b8c90")
 Pair = tuple[uuid.UUID, uuid.UUID]
 
 
-def entity_id(namespace: uuid.UUID, norm: str) -> uuid.UUID:
-    """The id an entity named `norm` (already normalised) gets in `namespace`."""
-    return uuid.uuid5(ENTITY_ID_NAMESPACE, f"{namespace}:{norm}")
+def entity_id(namespace: uuid.UUID, norm: str, label_class: str = "") -> uuid.UUID:
+    """The id an entity named `norm` (already normalised) of `label_class` gets in `namespace`.
+    NUL separates the class: no name or label holds one (the stage drops such mentions)."""
+    key = f"{namespace}:{norm}" if not label_class else f"{namespace}:{norm}\x00{label_class}"
+    return uuid.uuid5(ENTITY_ID_NAMESPACE, key)
 
 
 def counted_entities(mentions: Mapping[uuid.UUID, int], cap: int) -> list[uuid.UUID]:

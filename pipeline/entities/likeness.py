@@ -22,7 +22,8 @@ so they mean the same everywhere (docs/entities.md lists them):
 
 Two caps apply after the rule: names whose `numbers()` differ are never the same entity
 (`NUMBERS_CAP`), and two names typed with different model labels (PERSON vs ORG) are homonyms
-at best (`HOMONYM_CAP` for strong rules, `WEAK_CAP` for the others).
+at best (`HOMONYM_CAP` for strong rules, `WEAK_CAP` for the others). A pair of a typed name and
+an untyped one (a shape label) is `mixed`: never merged without a person.
 """
 
 from __future__ import annotations
@@ -105,12 +106,23 @@ class Likeness:
     confidence: float
     numbers_differ: bool = False
     homonym: bool = False  # the names' model labels differ (PERSON vs ORG)
+    # one name typed by a model, the other only by its shape ("Jordan" in quotes, PERSON
+    # "Jordan"): which of a namespace's Jordans it is, a person says (held, never merged)
+    mixed: bool = False
 
     @property
     def proposable(self) -> bool:
         """Whether the pair may ever be merged or held as possibly the same: never when the
         numbers differ, nor for homonyms (a resolve shows both; nothing joins them)."""
         return not (self.numbers_differ or self.homonym)
+
+
+def label_class(label: str) -> str:
+    """The part of a label that is an entity's identity (with its namespace and normalised
+    name): a model's type (PERSON, GPE: "Jordan" the person and the country are two entities),
+    '' for a shape label, which says how a name is written, not what it names. Migration 0021's
+    generated column `entities.label_class` is the same rule in SQL."""
+    return "" if label in SHAPE_LABELS else label
 
 
 def label_conflict(label_a: str, label_b: str) -> bool:
@@ -140,7 +152,8 @@ def cap(found: Likeness, a: str, b: str, label_a: str, label_b: str) -> Likeness
     differ = numbers(a) != numbers(b)
     if differ:
         confidence = min(confidence, NUMBERS_CAP)
-    return Likeness(found.method, round(confidence, 4), differ, homonym)
+    mixed = (label_class(label_a) == "") != (label_class(label_b) == "")
+    return Likeness(found.method, round(confidence, 4), differ, homonym, mixed)
 
 
 def _rule(a: str, b: str, trigram: float | None) -> Likeness | None:

@@ -1,5 +1,5 @@
-"""Merging entities: the proposal pass over new entities, a person's merge, and a person's
-decision on a possibly-same pair.
+"""Merging entities: the proposal pass over new entities, a person's merge, and the checks of a
+person's decision on a possibly-same pair (applied by `pipeline/entities/decisions.py`).
 
 The proposal pass looks each new entity up like a phrase (its name, its label, its name's
 embedding when it has one) and, per candidate, by `pipeline/entities/resolver.py:
@@ -7,7 +7,7 @@ pair_decision`: merges the pair automatically at the merge threshold (the entity
 mentions survives; the older one on a tie), holds it as POSSIBLY_SAME (status held) above the
 possibly-same threshold, and never proposes a pair a person refused. Everything runs as plans
 (`pipeline/stores/postgres/plans.py`): `propose_for` and `propose_pending` on a synchronous
-connection or pool (the worker), `merge_plan` and `decide_plan` also on the API's async one.
+connection or pool (the worker), `merge_plan` and `check_pair` also on the API's async one.
 """
 
 from __future__ import annotations
@@ -46,8 +46,9 @@ class Proposal:
 
 
 @contextmanager
-def _connection(conn_or_pool: psycopg.Connection[Any] | ConnectionPool
-                ) -> Iterator[psycopg.Connection[Any]]:
+def connection_of(conn_or_pool: psycopg.Connection[Any] | ConnectionPool
+                  ) -> Iterator[psycopg.Connection[Any]]:
+    """The connection itself, or one of the pool's for the block."""
     if isinstance(conn_or_pool, ConnectionPool):
         with conn_or_pool.connection() as conn:
             yield conn
@@ -72,7 +73,7 @@ def propose_for(conn_or_pool: psycopg.Connection[Any] | ConnectionPool, namespac
     pair is refreshed, a merged entity is no longer live and is skipped."""
     config = config or ResolveConfig()
     out: list[Proposal] = []
-    with _connection(conn_or_pool) as conn:
+    with connection_of(conn_or_pool) as conn:
         for entity_id in entity_ids:
             out.extend(run(conn, propose_plan(namespace, entity_id, config)))
     return out
@@ -117,7 +118,7 @@ def propose_if_due(pool: ConnectionPool, *, batch: int, config: ResolveConfig
 def _propose_round(conn_or_pool: psycopg.Connection[Any] | ConnectionPool, batch: int,
                    config: ResolveConfig) -> tuple[int, list[Proposal]]:
     out: list[Proposal] = []
-    with _connection(conn_or_pool) as conn, conn.transaction():
+    with connection_of(conn_or_pool) as conn, conn.transaction():
         claimed = run(conn, merges.claim_unproposed(batch))
         for namespace, entity_id in claimed:
             out.extend(run(conn, propose_plan(namespace, entity_id, config)))
@@ -198,11 +199,10 @@ class PairDecision:
     merge: MergeReport | None
 
 
-def decide_plan(namespace: uuid.UUID, from_id: uuid.UUID, to_id: uuid.UUID, decision: str, *,
-                decided_by: str) -> Plan[PairDecision]:
-    """Verify (the pair is merged, `from_id` into `to_id`, recorded as `decided_by`'s) or refuse
-    (never proposed again) a possibly-same pair; a pair the resolver never proposed may be
-    decided too."""
+def check_pair(namespace: uuid.UUID, from_id: uuid.UUID, to_id: uuid.UUID,
+               decision: str) -> Plan[None]:
+    """Refuse a pair decision before anything is written: a decision other than verify or
+    refuse, one entity twice, an entity not in the namespace, or one merged already."""
     if decision not in ("verify", "refuse"):
         raise InvalidInput("decision must be verify or refuse", field="decision")
     if from_id == to_id:
@@ -215,12 +215,3 @@ def decide_plan(namespace: uuid.UUID, from_id: uuid.UUID, to_id: uuid.UUID, deci
         if entity.merged_into is not None:
             raise EntityMerged(f"entity {entity_id} was merged into {entity.merged_into}",
                                field=field)
-    status = "verified" if decision == "verify" else "refused"
-    confidence, method = yield from merges.decide(namespace, from_id, to_id, status)
-    if status == "refused":
-        return PairDecision(from_id, to_id, status, None)
-    report = yield from merges.merge(
-        namespace, from_id, to_id, confidence=confidence if confidence is not None else 1.0,
-        method=method or "person", decided_by=decided_by, dry_run=False,
-        note="verified possibly_same")
-    return PairDecision(from_id, to_id, status, report)

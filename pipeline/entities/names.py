@@ -7,7 +7,12 @@ name found by one is found by all.
 - `normalise`: NFKC, case-folded, inner whitespace collapsed, surrounding punctuation stripped,
   a leading English article dropped ("The Beatles" -> "beatles"). Accents are kept: "Müller" and
   "Muller" are different keys here; `fold` is the layer that ignores them.
-- `fold`: `normalise`, then accents removed and every non-alphanumeric run a single space.
+- `fold`: `normalise`, then accents removed, the Latin letters that do not decompose spelled in
+  ASCII ("ł" -> "l", "ø" -> "o", "æ" -> "ae", "þ" -> "th"; "ß" is already "ss" by case-folding),
+  and every run of anything but letters (any script: "Москва" stays "москва") and ASCII digits a
+  single space. Migration 0021's SQL `brainstream_name_fold` computes the same from `normalise`'s
+  output (same decomposition, the same mark range, the same letter table): a property test on
+  the real Postgres compares them (tests/resolution/test_fold_sql.py).
 - `segments`: the pieces of an identifier ("parseHttpRequest", "parse_http_request",
   "pkg.mod.Class", "src/api/app.py"), lower-cased.
 - `numbers`: the digit runs of a name: two names whose numbers differ are never the same entity
@@ -22,7 +27,17 @@ import unicodedata
 _SPACE = re.compile(r"\s+")
 _EDGE_PUNCT = "\"'`()[]{}<>.,;:!?\u201c\u201d\u2018\u2019\u00ab\u00bb"
 _ARTICLE = re.compile(r"^(the|a|an)\s+(?=\S)")
-_NON_ALNUM = re.compile(r"[^0-9a-z]+")
+# What `fold` removes after the NFKD decomposition: the Combining Diacritical Marks block (the
+# accents of Latin, Greek and Cyrillic letters: "é" -> "e", "й" -> "и"). Other marks
+# recompose with their letter ("ば" stays); one that cannot is a separator.
+_DIACRITICS = re.compile("[\u0300-\u036f]+")
+# Latin-1 Supplement and Latin Extended-A/B letters that have no decomposition, as unaccent's
+# rules spell them (lower case: the input is case-folded). The SQL side of migration 0021 holds
+# the same two strings and the same replacements: change them together.
+LATIN_FROM = "ðøđħıĸłŋŧƀƃƈƌƒƙƚƞƥƫƭƴƶǥȡȥȴȵȶȷȼȿɀɇɉɍɏ"
+LATIN_TO = "dodhiqlntbbcdfklnpttyzgdzlntjcszejry"
+LATIN_MULTI = {"æ": "ae", "þ": "th", "œ": "oe", "ƕ": "hv", "ƣ": "oi", "ȸ": "db", "ȹ": "qp"}
+_LATIN = str.maketrans({**dict(zip(LATIN_FROM, LATIN_TO, strict=True)), **LATIN_MULTI})
 _DIGITS = re.compile(r"\d+")
 # Identifier boundaries: separators, and case changes inside a word (HTTPServer -> HTTP Server).
 _SEPARATORS = re.compile(r"[\s_./\\:\-#]+")
@@ -38,9 +53,15 @@ def normalise(name: str) -> str:
 
 def fold(name: str) -> str:
     """`normalise` without accents and punctuation: the resolver's fold layer compares these."""
-    decomposed = unicodedata.normalize("NFKD", normalise(name))
-    plain = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
-    return _NON_ALNUM.sub(" ", plain).strip()
+    plain = _DIACRITICS.sub("", unicodedata.normalize("NFKD", normalise(name))).translate(_LATIN)
+    # recomposed: a mark outside the diacritics block joins its letter again ("ば")
+    plain = unicodedata.normalize("NFC", plain)
+    return " ".join("".join(ch if _is_word(ch) else " " for ch in plain).split())
+
+
+def _is_word(ch: str) -> bool:
+    """A letter of any script, or an ASCII digit: what `fold` keeps."""
+    return ch.isalpha() or "0" <= ch <= "9"
 
 
 def segments(identifier: str) -> list[str]:

@@ -56,6 +56,7 @@ class Candidate:
     method: str
     numbers_differ: bool = False
     proposable: bool = True  # may be merged or held with the phrase's entity
+    mixed: bool = False  # a typed name and an untyped one: held at most (likeness.Likeness)
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,8 @@ def rank(phrase: str, rows: list[CandidateRow], *, label: str = "NAME",
         if seen is None or found.confidence > seen.confidence:
             best[row.entity_id] = Candidate(row.entity_id, row.name, row.label, row.part_count,
                                             found.confidence, found.method,
-                                            found.numbers_differ, found.proposable)
+                                            found.numbers_differ, found.proposable,
+                                            found.mixed)
     return sorted(best.values(), key=lambda c: (-c.confidence, -c.part_count, c.name))
 
 
@@ -129,11 +131,11 @@ def decide(phrase: str, rows: list[CandidateRow], config: ResolverConfig, *,
 def pair_decision(likeness: Likeness | Candidate | None, config: ResolverConfig) -> str:
     """What the proposal pass does with two entities: `merge` them (at the merge threshold),
     hold them as `possibly_same`, or leave them `distinct`. Names whose numbers differ, and
-    homonyms, are always distinct."""
+    homonyms, are always distinct; a typed name and an untyped one are held, not merged."""
     if likeness is None or not likeness.proposable:
         return DISTINCT
     if likeness.confidence >= config.merge_threshold:
-        return MERGE
+        return POSSIBLY_SAME if likeness.mixed else MERGE
     if likeness.confidence >= config.possibly_same_threshold:
         return POSSIBLY_SAME
     return DISTINCT

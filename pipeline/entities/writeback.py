@@ -3,10 +3,14 @@
 For the extracted rows whose text did not change meanwhile (compare-and-set on the text hash;
 the others stay pending), the rows' mentions are replaced, each mention's entity resolved by
 exact name then alias (created when neither knows it), surface and extractor aliases added and
-RELATES edges written for the triples. Then, for every entity and pair whose rows changed
-(extracted rows, soft-deleted or revived rows, hard-deleted rows), `part_count` and the
-CO_OCCURS weights are recomputed from the live rows, and the graph is told through the outbox:
-MENTIONS_SYNC for each root, ENTITY_SYNC for each touched entity.
+RELATES edges written for the triples. Entities are keyed by (namespace, normalised name,
+label class): a typed mention (PERSON "Jordan") names the entity of its class, an untyped one
+(the heuristic's shape labels) the untyped entity of its name, else the one typed entity of that
+name when there is exactly one (`pipeline/stores/postgres/entities.py: by_norm`). Then, for
+every entity and pair whose rows changed (extracted rows, soft-deleted or revived rows,
+hard-deleted rows), `part_count` and the CO_OCCURS weights are recomputed from the live rows,
+and the graph is told through the outbox: MENTIONS_SYNC for each root, ENTITY_SYNC for each
+touched entity.
 
 Writers of the same entities serialize on advisory locks taken in one global order before any
 write, so two workers cannot deadlock; a rollback (deadlock with another writer such as the
@@ -25,6 +29,7 @@ import psycopg
 from pipeline.domain.mentions import Extraction, Mention
 from pipeline.domain.settings import Settings
 from pipeline.entities.ids import Pair, counted_entities, entity_id, pairs
+from pipeline.entities.likeness import label_class
 from pipeline.entities.names import normalise
 from pipeline.outbox import store as outbox
 from pipeline.outbox.ops import ENTITY_SYNC, MENTIONS_SYNC
@@ -32,7 +37,7 @@ from pipeline.stores.postgres import entities as sql, extraction as rows_sql
 from pipeline.stores.postgres.extraction import RowText
 
 Conn = psycopg.Connection[Any]
-Key = tuple[uuid.UUID, str]  # (namespace, normalised name)
+Key = tuple[uuid.UUID, str, str]  # (namespace, normalised name, label class)
 
 
 @dataclass
@@ -46,13 +51,18 @@ class WriteResult:
     created: list[uuid.UUID] = field(default_factory=list)
 
 
+def key_of(namespace: uuid.UUID, m: Mention) -> Key:
+    """The entity key a mention names."""
+    return namespace, normalise(m.name), label_class(m.label)
+
+
 def mention_keys(rows: Sequence[tuple[RowText, Extraction]]) -> dict[Key, Mention]:
-    """Each (namespace, norm) the rows' mentions name, with the first mention naming it (its
-    name and label describe an entity created for it)."""
+    """Each (namespace, norm, class) the rows' mentions name, with the first mention naming it
+    (its name and label describe an entity created for it)."""
     out: dict[Key, Mention] = {}
     for row, found in rows:
         for m in found.mentions:
-            out.setdefault((row.namespace_id, normalise(m.name)), m)
+            out.setdefault(key_of(row.namespace_id, m), m)
     return out
 
 
@@ -78,20 +88,30 @@ def write_batch(conn: Conn, settings: Settings, extractor: str,
 
     old = sql.mention_counts(conn, [row.id for row, _ in keep] + recount)
     firsts = mention_keys(keep)
-    triple_keys = {(row.namespace_id, normalise(name)) for row, found in keep
+    # a triple names no class: its names are looked up untyped (or in its row, `_relations`)
+    triple_keys = {(row.namespace_id, normalise(name), "") for row, found in keep
                    for t in found.triples for name in (t.subject, t.object)}
     known = sql.by_norm(conn, set(firsts) | triple_keys)
     new = {key: m for key, m in firsts.items() if key not in known}
     sql.lock_entities(conn, [*known.values(), *(entity_id(*key) for key in new),
                              *(e for counts in old.values() for e in counts),
                              *(e for g in gone for e in g.mentions)])
-    if new:
+    # Typed entities first: an untyped mention of a name this batch types once ("Jordan" in
+    # quotes beside PERSON "Jordan") then names that entity instead of a second one.
+    for typed in (True, False):
+        batch = {key: m for key, m in new.items() if bool(key[2]) == typed}
+        if not typed:
+            known.update(sql.by_norm(conn, [k for k in {*batch, *triple_keys}
+                                            if k not in known]))
+            batch = {key: m for key, m in batch.items() if key not in known}
+        if not batch:
+            continue
         sql.create_entities(conn, [
             sql.NewEntity(entity_id(*key), key[0], m.name.strip(), key[1], m.label,
-                          embeddings.get(key)) for key, m in new.items()])
+                          embeddings.get(key)) for key, m in batch.items()])
         # The ids now there: ours, or those of a writer that created the name first.
-        created = sql.by_norm(conn, new)
-        result.created = [eid for key, eid in created.items() if eid == entity_id(*key)]
+        created = sql.by_norm(conn, batch)
+        result.created += [eid for key, eid in created.items() if eid == entity_id(*key)]
         known.update(created)
 
     mention_rows, aliases = _mentions(keep, known)
@@ -135,7 +155,7 @@ def _mentions(keep: Sequence[tuple[RowText, Extraction]], known: Mapping[Key, uu
     for row, found in keep:
         ns = row.namespace_id
         for m in found.mentions:
-            eid = known.get((ns, normalise(m.name)))
+            eid = known.get(key_of(ns, m))
             if eid is None:
                 continue
             out.setdefault((row.id, m.field, m.start, m.end), sql.MentionRow(
@@ -159,9 +179,16 @@ def _relations(conn: Conn, keep: Sequence[tuple[RowText, Extraction]],
     edges: dict[tuple[uuid.UUID, uuid.UUID, str, uuid.UUID], set[uuid.UUID]] = {}
     for row, found in keep:
         ns = row.namespace_id
+        # a triple's name is first the entity a mention of its own row gives that name (two
+        # homonyms in the namespace are no ambiguity for the row that typed it)
+        own: dict[str, uuid.UUID] = {}
+        for m in found.mentions:
+            eid = known.get(key_of(ns, m))
+            if eid is not None:
+                own.setdefault(normalise(m.name), eid)
         for t in found.triples:
-            subject = known.get((ns, normalise(t.subject)))
-            obj = known.get((ns, normalise(t.object)))
+            subject = own.get(normalise(t.subject)) or known.get((ns, normalise(t.subject), ""))
+            obj = own.get(normalise(t.object)) or known.get((ns, normalise(t.object), ""))
             predicate = normalise(t.predicate)
             # A name no mention of this batch or entity of the namespace carries is not
             # created from a triple alone (it would have no label and no mention).

@@ -88,6 +88,9 @@ class BatchProcessor:
                 # The roots whose text was written are the ones whose extraction is pending;
                 # the worker extracts them off the consumer's path.
                 self.trigger.extract(sorted(outcome.embed_roots))
+            elif outcome.entity_decisions:
+                # the extraction round applies recorded decisions whose entities exist
+                self.trigger.extract([])
             if outcome.outbox_rows:
                 self.trigger.relay()
             if outcome.memory_sessions:

@@ -9,8 +9,9 @@ Given a publisher key (`pipeline.kafka.signing`), every record sent is signed wi
 from __future__ import annotations
 
 import json
+import threading
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -111,3 +112,35 @@ def _prepare_all(lines: Iterable[str], *, namespace: uuid.UUID | None, source: s
 def read_lines(path: Path) -> list[str]:
     with path.open(encoding="utf-8", errors="surrogateescape") as handle:
         return handle.readlines()
+
+
+class LazyPublisher:
+    """An `EventPublisher` made on first use and shared by threads, one send-and-flush at a time:
+    what the API publishes through (memory's write-through, curators' decisions), so the API
+    starts and serves reads while the broker is down."""
+
+    def __init__(self, make_publisher: Callable[[], EventPublisher], *,
+                 timeout: float) -> None:
+        self._make = make_publisher
+        self._publisher: EventPublisher | None = None
+        self._lock = threading.Lock()
+        self.timeout = timeout
+
+    def publish(self, envelope: dict[str, Any]) -> None:
+        """Send one event and wait until the broker has it (`Unavailable` when it does not
+        answer within the timeout; `InvalidInput` for an event the schemas refuse)."""
+        with self._lock:
+            if self._publisher is None:
+                try:
+                    self._publisher = self._make()
+                except Exception as exc:  # no broker to bootstrap from (NoBrokersAvailable)
+                    raise Unavailable(f"cannot connect a producer: {exc}") from exc
+            self._publisher.send_event(envelope)
+            self._publisher.flush(timeout=self.timeout)
+
+    def close(self) -> None:
+        """Close the producer, if one was made."""
+        with self._lock:
+            if self._publisher is not None:
+                self._publisher.producer.close()
+                self._publisher = None

@@ -10,7 +10,6 @@ exactly like one from any other publisher.
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -18,8 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from pipeline.domain.errors import Unavailable
-from pipeline.kafka.publisher import EventPublisher
+from pipeline.kafka.publisher import EventPublisher, LazyPublisher
 from pipeline.memory.model import Message, session_key
 from schemas.memory import MESSAGES_ADD
 
@@ -46,21 +44,9 @@ class MessageWriter:
 
     def __init__(self, make_publisher: Callable[[], EventPublisher], *, wait_seconds: float,
                  poll_seconds: float = 0.05) -> None:
-        self._make = make_publisher
-        self._publisher: EventPublisher | None = None
-        self._lock = threading.Lock()  # one send-and-flush at a time on the shared producer
+        self._publisher = LazyPublisher(make_publisher, timeout=wait_seconds + 10.0)
         self.wait_seconds = wait_seconds
         self.poll_seconds = poll_seconds
-
-    def _publish(self, envelope: dict[str, Any]) -> None:
-        with self._lock:
-            if self._publisher is None:
-                try:
-                    self._publisher = self._make()
-                except Exception as exc:  # no broker to bootstrap from (NoBrokersAvailable)
-                    raise Unavailable(f"cannot connect a producer: {exc}") from exc
-            self._publisher.send_event(envelope)
-            self._publisher.flush(timeout=self.wait_seconds + 10.0)
 
     async def add(self, ns: uuid.UUID, session_id: str, messages: Sequence[dict[str, Any]], *,
                   wait: bool, stored: StoredMessages) -> WriteResult:
@@ -75,7 +61,7 @@ class MessageWriter:
             "datacontenttype": "application/json", "namespace": str(ns),
             "data": {"session_id": session_id, "messages": list(messages)},
         }
-        await asyncio.to_thread(self._publish, envelope)
+        await asyncio.to_thread(self._publisher.publish, envelope)
         result = WriteResult(event_id, applied=False)
         if not wait:
             return result
@@ -92,7 +78,4 @@ class MessageWriter:
 
     def close(self) -> None:
         """Close the producer, if one was made."""
-        with self._lock:
-            if self._publisher is not None:
-                self._publisher.producer.close()
-                self._publisher = None
+        self._publisher.close()

@@ -1,8 +1,8 @@
 """The replay's loop body: consume a batch into the new generation, then do in-process what the
-workers do for the live one (embed, extract entities and propose merges, run the message
-extractors and the summariser, relay, refresh the search vocabulary), since the workers keep
-serving the active generation meanwhile: a switched generation has its objects and its
-messages embedded and searchable."""
+workers do for the live one (embed, extract entities, apply curators' decisions and propose
+merges, run the message extractors and the summariser, relay, build the lexical index, refresh
+the search vocabulary), since the workers keep serving the active generation meanwhile: a
+switched generation has its objects and its messages embedded and searchable."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from kafka import KafkaConsumer
 from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders import build_embedder
 from pipeline.embedding.service import EmbeddingService, pending_count
+from pipeline.entities.decisions import apply_pending
 from pipeline.entities.extractors import build_extractor
 from pipeline.entities.merging import propose_all
 from pipeline.entities.resolving import ResolveConfig
@@ -108,6 +109,9 @@ class InProcessWork:
         extracted = self.extraction.run(max_batches=rounds)
         result.extracted += extracted.extracted
         result.extract_failed += extracted.failed
+        # the curators' decisions the topic recorded, once their entities exist again, and
+        # before the proposal pass (a refusal holds it back)
+        apply_pending(self.pool, batch=self.settings.entity_decision_batch)
         if extracted.entities_created:
             propose_all(self.pool, batch=self.settings.entity_proposal_batch,
                         config=ResolveConfig.from_settings(self.settings))

@@ -37,6 +37,12 @@ class EventStore(Protocol):
     def set_outcome(self, namespace: uuid.UUID, source: str, event_id: str,
                     outcome: str) -> None: ...
 
+    def record_entity_decision(self, namespace: uuid.UUID, source: str, event_id: str,
+                               decision: str, from_id: uuid.UUID, to_id: uuid.UUID,
+                               decided_by: str, note: str | None) -> None:
+        """Record a curator's decision on two entities as pending (once per event)."""
+        ...
+
     def load_catalog(self) -> KindCatalog: ...
 
     def set_event_time(self, at: datetime | None) -> None:

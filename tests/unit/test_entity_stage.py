@@ -72,4 +72,17 @@ def test_mention_keys_are_normalised_and_keep_the_first_mention() -> None:
     r = row(title="The Beatles and the beatles")
     first = m("The Beatles", "title", 0, 11, "The Beatles")
     found = Extraction([first, m("the beatles", "title", 16, 27, "the beatles")])
-    assert mention_keys([(r, found)]) == {(NS, "beatles"): first}
+    assert mention_keys([(r, found)]) == {(NS, "beatles", ""): first}
+
+
+def test_a_model_label_is_part_of_the_key_a_shape_label_is_not() -> None:
+    r = row(title="Jordan met Jordan in Jordan")
+    person = m("Jordan", "title", 0, 6, "Jordan", label="PERSON")
+    country = m("Jordan", "title", 21, 27, "Jordan", label="GPE")
+    quoted = m("Jordan", "title", 11, 17, "Jordan", label="QUOTED")
+    keys = mention_keys([(r, Extraction([person, quoted, country]))])
+    assert keys == {(NS, "jordan", "PERSON"): person, (NS, "jordan", ""): quoted,
+                    (NS, "jordan", "GPE"): country}
+    # the untyped id is the one entities had before classes were part of the identity
+    assert entity_id(NS, "jordan") == entity_id(NS, "jordan", "")
+    assert len({entity_id(*key) for key in keys}) == 3

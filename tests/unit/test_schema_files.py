@@ -17,7 +17,8 @@ def test_committed_schema_files_are_not_stale() -> None:
 def test_expected_files_and_format() -> None:
     files = generate_schema_files()
     assert sorted(files) == [
-        "envelope.schema.json", "link_delete.schema.json", "link_put.schema.json",
+        "entity_decision.schema.json", "envelope.schema.json", "link_delete.schema.json",
+        "link_put.schema.json",
         "message_metadata.schema.json", "messages_add.schema.json",
         "object_put.schema.json", "object_soft_delete.schema.json",
         "session_delete.schema.json", "session_put.schema.json", "summary_put.schema.json",
@@ -34,6 +35,7 @@ def test_expected_files_and_format() -> None:
         "brainstream.link.put", "brainstream.link.delete",
         "brainstream.session.put", "brainstream.session.delete", "brainstream.messages.add",
         "brainstream.message.metadata", "brainstream.summary.put",
+        "brainstream.entity.decision",
     }
 
 

@@ -36,13 +36,24 @@ SELECT DISTINCT ON (start) start, id FROM chain ORDER BY start, depth DESC
 """
 
 # An alias's entity when several share the norm: what a person said first, then merges, then
-# what extractors stated, then surface forms; ties by id, so every worker picks the same one.
+# what extractors stated, then surface forms; ties by id, so every worker picks the same one. A
+# typed key takes only an entity of its class: PERSON "Jordan" never joins GPE "Jordan" through
+# the surface alias the country left.
 _ALIASES = """
-SELECT DISTINCT ON (a.namespace_id, a.norm) a.namespace_id, a.norm, a.entity_id
-FROM entity_aliases a JOIN unnest(%s::uuid[], %s::text[]) AS q(ns, norm)
+SELECT DISTINCT ON (q.ns, q.norm, q.cls) q.ns, q.norm, q.cls, a.entity_id
+FROM entity_aliases a JOIN unnest(%s::uuid[], %s::text[], %s::text[]) AS q(ns, norm, cls)
      ON a.namespace_id = q.ns AND a.norm = q.norm
-ORDER BY a.namespace_id, a.norm,
+JOIN entities e ON e.id = a.entity_id AND (q.cls = '' OR e.label_class = q.cls)
+ORDER BY q.ns, q.norm, q.cls,
          array_position(ARRAY['manual', 'merge', 'extractor', 'surface'], a.source), a.entity_id
+"""
+
+# The live entities of these names, every class.
+_BY_NAME = """
+SELECT e.namespace_id, e.norm, e.label_class, e.id FROM entities e
+JOIN (SELECT DISTINCT * FROM unnest(%s::uuid[], %s::text[])) AS q(ns, norm)
+  ON e.namespace_id = q.ns AND e.norm = q.norm
+WHERE e.merged_into IS NULL
 """
 
 # One statement for all the entities: their live mentioning rows counted in one grouped join
@@ -132,24 +143,35 @@ def lock_entities(conn: Conn, ids: Iterable[uuid.UUID]) -> None:
                      (_LOCK_CLASS, buckets))
 
 
-def by_norm(conn: Conn, keys: Iterable[tuple[uuid.UUID, str]]
-            ) -> dict[tuple[uuid.UUID, str], uuid.UUID]:
-    """Exact resolution: (namespace, norm) -> the live entity of that name, else the entity an
-    alias of that norm names (merges followed to the survivor)."""
+def by_norm(conn: Conn, keys: Iterable[tuple[uuid.UUID, str, str]]
+            ) -> dict[tuple[uuid.UUID, str, str], uuid.UUID]:
+    """Exact resolution: (namespace, norm, label class) -> the live entity of that name and
+    class; for an untyped key ('' class) with no untyped entity, the one typed entity of that
+    name when there is exactly one (several: homonyms, no guess, no alias either); else the
+    entity an alias of that norm names, of the key's class when it has one (merges followed to
+    the survivor)."""
     wanted = sorted(set(keys))
     if not wanted:
         return {}
-    nss, norms = [k[0] for k in wanted], [k[1] for k in wanted]
-    found: dict[tuple[uuid.UUID, str], uuid.UUID] = {
-        (ns, norm): eid for ns, norm, eid in conn.execute(
-            "SELECT e.namespace_id, e.norm, e.id FROM entities e"
-            " JOIN unnest(%s::uuid[], %s::text[]) AS q(ns, norm)"
-            " ON e.namespace_id = q.ns AND e.norm = q.norm WHERE e.merged_into IS NULL",
-            (nss, norms)).fetchall()}
-    rest = [k for k in wanted if k not in found]
+    classes: dict[tuple[uuid.UUID, str], dict[str, uuid.UUID]] = {}
+    for ns, norm, cls, eid in conn.execute(
+            _BY_NAME, ([k[0] for k in wanted], [k[1] for k in wanted])).fetchall():
+        classes.setdefault((ns, norm), {})[cls] = eid
+    found: dict[tuple[uuid.UUID, str, str], uuid.UUID] = {}
+    rest = []
+    for key in wanted:
+        named = classes.get((key[0], key[1]), {})
+        typed = [eid for cls, eid in named.items() if cls]
+        if key[2] in named:
+            found[key] = named[key[2]]
+        elif not key[2] and len(typed) == 1:
+            found[key] = typed[0]
+        elif key[2] or not typed:
+            rest.append(key)
     if rest:
-        aliased = {(ns, norm): eid for ns, norm, eid in conn.execute(
-            _ALIASES, ([k[0] for k in rest], [k[1] for k in rest])).fetchall()}
+        aliased = {(ns, norm, cls): eid for ns, norm, cls, eid in conn.execute(
+            _ALIASES, ([k[0] for k in rest], [k[1] for k in rest], [k[2] for k in rest])
+        ).fetchall()}
         found.update(follow(conn, aliased))
     return found
 

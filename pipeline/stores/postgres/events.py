@@ -24,6 +24,7 @@ from psycopg_pool import ConnectionPool
 from pipeline.domain.kinds import KindCatalog
 from pipeline.domain.write_model import DeferredRow, LinkHead, ObjectHead, ObjectWrite
 from pipeline.outbox import store as outbox
+from pipeline.stores.postgres import decisions
 from pipeline.stores.postgres.errors import port_error
 from pipeline.stores.postgres.kinds import read_catalog
 from pipeline.stores.postgres.memory import PgMemoryWriter
@@ -139,6 +140,13 @@ class PgEventStore:
         )
 
     # -- kinds ----------------------------------------------------------------------------
+
+    def record_entity_decision(self, namespace: uuid.UUID, source: str, event_id: str,
+                               decision: str, from_id: uuid.UUID, to_id: uuid.UUID,
+                               decided_by: str, note: str | None) -> None:
+        """Record a curator's decision as pending (pipeline/stores/postgres/decisions.py)."""
+        self.conn.execute(decisions.RECORD, (namespace, source, event_id, decision, from_id,
+                                             to_id, decided_by, note))
 
     def load_catalog(self) -> KindCatalog:
         return KindCatalog(read_catalog(self.conn))

@@ -24,9 +24,9 @@ _TRIGRAM_THRESHOLD = "SELECT set_config('pg_trgm.similarity_threshold', %s, true
 
 # Candidates, one branch per way a name can be found, each on an index of its own (a single
 # WHERE with ORs lets the planner use the namespace on one branch only): names and aliases
-# equal to a key, near the phrase by trigrams, beginning with the phrase's words, or (an
-# acronym) whose words' initials spell it. The same entity may come from several branches: the
-# resolver keeps its best.
+# equal to a key, near the phrase by trigrams, beginning with the phrase's words, folding to the
+# phrase's fold, or (an acronym) whose words' initials spell it. The same entity may come from
+# several branches: the resolver keeps its best.
 _NAME_COLUMNS = sql.SQL(
     "SELECT e.id, e.name, e.label, e.part_count, e.name, 'name', similarity(e.norm, %(q)s),"
     " NULL::text, {key} FROM entities e WHERE e.namespace_id = %(ns)s"
@@ -38,6 +38,9 @@ _ALIAS_COLUMNS = sql.SQL(
 _BY_KEY = sql.SQL("e.norm = ANY(%(keys)s)")
 _BY_TRIGRAM = sql.SQL("e.norm %% {}")
 _BY_PREFIX = sql.SQL("e.norm LIKE %(prefix)s")
+# the fold layer's own lookup: names that differ only in accents and letters trigrams do not
+# bridge ("Łódź" / "Lodz", "Crème Brûlée" / "Creme Brulee"), on 0015's fold index
+_BY_FOLD = sql.SQL("brainstream_name_fold(e.norm) = %(f)s")
 _BY_INITIALS = sql.SQL(
     "e.norm LIKE '%% %%' AND (brainstream_initials(e.norm, true) = %(acronym)s"
     " OR brainstream_initials(e.norm, false) = %(acronym)s)")
@@ -149,6 +152,8 @@ def _candidates_query(lookup: Lookup, labelled: bool) -> sql.Composed:
         branches.append(_ALIAS_COLUMNS.format(key=alias_key, labels=labels)
                         + _ALIAS_BY_TRIGRAM.format(term))
     branches.append(_NAME_COLUMNS.format(key=key, labels=labels) + _BY_PREFIX)
+    if lookup.folded:
+        branches.append(_NAME_COLUMNS.format(key=key, labels=labels) + _BY_FOLD)
     if lookup.acronym is not None:
         branches.append(_NAME_COLUMNS.format(key=key, labels=labels) + _BY_INITIALS)
     return _RANKED.format(sql.SQL(" UNION ALL ").join(sql.SQL("({})").format(b)
