@@ -72,7 +72,7 @@ class MemorySettings(BaseModel):
 
 class ModelHttpSettings(BaseModel):
     """The OpenAI-compatible HTTP client shared by the http embedder, entity extractor and
-    summariser (pipeline/openai_compat/, docs/parts/openai-client.md)."""
+    summariser (pipeline/openai_compat/, docs/parts/review-mends.md)."""
 
     # Review mends (task E): the bearer keys the embedder and the summariser had no setting for
     # (the extractor's is ENTITY_HTTP_API_KEY), and the retries inside one request. The stages
