@@ -158,3 +158,14 @@ def test_control_characters_are_refused_and_tabs_and_newlines_kept(
                        headers=a.headers)
     assert kept.status_code == 200, kept.text
     assert a.ids["company"] in [o["id"] for o in kept.json()["objects"]]
+
+
+def test_a_session_id_of_a_lone_nul_is_refused(client: TestClient,
+                                               tenants: dict[str, Tenant]) -> None:
+    # the path's pattern asked for a non-blank character, and `\S` matches NUL
+    for method, suffix in (("GET", ""), ("GET", "/memory"), ("POST", "/search")):
+        response = client.request(method, f"/v1/sessions/%00{suffix}",
+                                  json={"query": "hello"} if method == "POST" else None,
+                                  headers=tenants["a"].headers)
+        assert response.status_code == 422, response.text
+        assert response.json()["error"]["field"] == "session_id"
