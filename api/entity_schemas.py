@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -53,27 +53,6 @@ class NodeOut(BaseModel):
                    name=info.name, label=info.label, part_count=info.part_count)
 
 
-class CitationOut(BaseModel):
-    """What states an edge: a live row (`row_id`, a part or an object without parts, of
-    `object_id`) with the span [start, end) of `field` and a snippet around it; or, for a link,
-    its note and metadata."""
-
-    row_id: uuid.UUID | None = None
-    object_id: uuid.UUID | None = None
-    field: str | None = None
-    start: int | None = None
-    end: int | None = None
-    text: str | None = None
-    snippet: str | None = None
-    note: str | None = None
-    meta: dict[str, Any] = Field(default_factory=dict)
-
-    @classmethod
-    def of(cls, c: Citation) -> CitationOut:
-        return cls(row_id=c.row_id, object_id=c.object_id, field=c.field, start=c.start,
-                   end=c.end, text=c.text, snippet=c.snippet, note=c.note, meta=c.meta)
-
-
 class PathEdgeOut(BaseModel):
     type: Literal["LINK", "MENTIONS", "CO_OCCURS", "RELATES", "POSSIBLY_SAME"]
     relation_type: str | None = Field(default=None, description="LINK: the link's type")
@@ -83,7 +62,8 @@ class PathEdgeOut(BaseModel):
     forward: bool = Field(description="the path follows the edge as stored")
     weight: float
     strength: float
-    evidence: list[CitationOut]
+    # The domain's own Citation (a dataclass pydantic serialises): one shape, no copy to drift.
+    evidence: list[Citation]
 
     @classmethod
     def of(cls, step: PathStep) -> PathEdgeOut:
@@ -93,7 +73,7 @@ class PathEdgeOut(BaseModel):
                    predicate=edge.relation if edge.type == "RELATES" else None,
                    from_id=edge.a.id, to_id=edge.b.id, forward=step.forward,
                    weight=edge.weight, strength=step.strength,
-                   evidence=[CitationOut.of(c) for c in step.evidence])
+                   evidence=list(step.evidence))
 
 
 class PathOut(BaseModel):

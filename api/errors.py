@@ -9,6 +9,7 @@ text names hosts, ports and users, so it goes to the log only.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import Request
@@ -102,15 +103,50 @@ async def http_error(request: Request, exc: StarletteHTTPException) -> JSONRespo
 
 async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
     """A request the schemas refuse: 422 naming the first field at fault."""
-    first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
-    loc = [str(p) for p in first.get("loc", ())]
-    if loc and loc[0] in ("body", "query", "path", "header"):
-        loc = loc[1:]  # where it came from, not which field
-    field = ".".join(loc) or None
-    empty = first.get("type") in ("missing", "string_too_short", "string_pattern_mismatch")
+    first = _first_error(exc.errors(), exc.body)
+    field = ".".join(first[0]) or None
+    error = first[1]
+    empty = error.get("type") in ("missing", "string_too_short", "string_pattern_mismatch")
     code = "query_required" if field == "query" and empty else "invalid_request"
-    message = f"{field or 'request'}: {first.get('msg')}"
-    if field is None and first.get("type") == "model_attributes_type":
+    message = f"{field or 'request'}: {error.get('msg')}"
+    if field is None and error.get("type") == "model_attributes_type":
         message = "the body must be a JSON object (send Content-Type: application/json)"
     return JSONResponse(status_code=422, content={"error": {
         "code": code, "message": message, "field": field or "body"}})
+
+
+def _first_error(errors: Sequence[Any], body: Any) -> tuple[list[str], dict[str, Any]]:
+    """(field path, error) of the first error that says what is wrong: a union's branch that
+    only reports the wrong type (`kind` is not a string) gives way to the branch that matched
+    the type and found the fault (`kind[0]` holds NUL)."""
+    found = [(_field_path(e.get("loc", ()), body), e) for e in errors]
+    if not found:
+        return [], {"loc": (), "msg": "invalid request"}
+    for path, error in found:
+        branch_miss = str(error.get("type", "")).endswith("_type") and any(
+            other[:len(path)] == path and not str(e.get("type", "")).endswith("_type")
+            for other, e in found)
+        if not branch_miss:
+            return path, error
+    return found[0]
+
+
+def _field_path(loc: Sequence[Any], body: Any) -> list[str]:
+    """The steps of `loc` that name a field or an item of the request. Pydantic adds a union
+    branch's tag (`str`, `list[...]`, `function-after[...]`) to the loc, which names no part of
+    the request: a step that is no key or index of the value reached is left out."""
+    steps = list(loc)
+    if steps and steps[0] in ("body", "query", "path", "header"):
+        node = body if steps.pop(0) == "body" else None  # where it came from, not which field
+    else:
+        node = None
+    parts = []
+    for step in steps:
+        if isinstance(node, dict):
+            node = node.get(step)  # a field, given or missing
+        elif isinstance(node, list) and isinstance(step, int):
+            node = node[step] if 0 <= step < len(node) else None
+        elif node is not None:
+            continue  # a union branch's tag
+        parts.append(str(step))
+    return parts

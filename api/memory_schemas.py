@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
+from api.plain_text import PLAIN_JSON, PLAIN_TEXT
 from pipeline.memory.model import Memory, Message, Session, Summary
-from schemas.limits import MESSAGES_PER_EVENT
-from schemas.memory import MessageIn
+from schemas.limits import MESSAGE_CONTENT_MAX, MESSAGES_PER_EVENT, METADATA_KEYS_MAX
+from schemas.memory import MessageIn, Metadata
 
 
 class SessionOut(BaseModel):
@@ -80,12 +81,24 @@ class MemoryOut(BaseModel):
                    metadata=m.session.metadata, summary_lag=m.summary_lag)
 
 
+class MessageBody(MessageIn):
+    """One message of `POST /v1/sessions/{id}/messages`: the event's message, its content and
+    metadata refused here when they hold a control character (the consumer would dead-letter
+    a NUL the API had already accepted with a 202)."""
+
+    model_config = ConfigDict(title="MessageBody")
+
+    content: Annotated[StrictStr, Field(max_length=MESSAGE_CONTENT_MAX), PLAIN_TEXT]
+    metadata: Annotated[Metadata, PLAIN_JSON] = Field(default_factory=dict,
+                                                      max_length=METADATA_KEYS_MAX)
+
+
 class PostMessagesBody(BaseModel):
     """Messages to add to the session (published as a `brainstream.messages.add` event)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    messages: list[MessageIn] = Field(min_length=1, max_length=MESSAGES_PER_EVENT)
+    messages: list[MessageBody] = Field(min_length=1, max_length=MESSAGES_PER_EVENT)
     wait: bool = Field(default=False, description="wait (bounded) until the messages are stored")
 
 

@@ -8,6 +8,7 @@ from uuid import UUID
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
 
+from api.plain_text import PLAIN_TEXT, PlainJson
 from api.schemas import Query
 from pipeline.domain.memory_values import MemoryRow
 from pipeline.memory_services.search import MemoryAnswer, MemoryHit, MemoryQuery
@@ -22,7 +23,7 @@ class MemorySearchBody(BaseModel):
     query: Query
     limit: Annotated[int, Field(ge=1, le=1000)] = 10
     search_scope: Literal["messages", "summary", "both"] = "messages"
-    where: dict[str, Any] | None = Field(
+    where: PlainJson | None = Field(
         default=None, description="metadata filter: {'jsonpath': '$.key', 'eq': value}, or "
                                   "{'and': [...]} / {'or': [...]} of such conditions")
     since: AwareDatetime | None = Field(default=None, description="created at or after")
@@ -41,8 +42,7 @@ class MemorySearchBody(BaseModel):
 
 
 class UserMemorySearchBody(MemorySearchBody):
-    user_id: Annotated[str, StringConstraints(min_length=1, max_length=USER_ID_MAX,
-                                              pattern=r"^[^\x00]*$")]
+    user_id: Annotated[str, StringConstraints(min_length=1, max_length=USER_ID_MAX), PLAIN_TEXT]
 
 
 class TurnOut(BaseModel):

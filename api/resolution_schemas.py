@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from api.plain_text import PLAIN_TEXT
 from pipeline.domain.resolution import Evidence
 from pipeline.entities.merging import PairDecision
 from pipeline.entities.resolver import Candidate, Resolution
@@ -17,9 +18,10 @@ from pipeline.stores.postgres.merges import MergeReport
 # Entity labels: what extractors write (NAME, ACRONYM, PERSON, ORG, ...).
 Label = Annotated[str, StringConstraints(min_length=1, max_length=64,
                                          pattern=r"^[A-Za-z][A-Za-z0-9_]*$")]
-# A phrase to resolve: a name, not a passage; NUL refused at the boundary, like every text.
-Phrase = Annotated[str, StringConstraints(min_length=1, max_length=500,
-                                          pattern=r"^[^\x00]*[^\x00\s][^\x00]*$")]
+# A phrase to resolve: a name, not a passage, non-blank; control characters refused at the
+# boundary, like every text.
+Phrase = Annotated[str, StringConstraints(min_length=1, max_length=500, pattern=r"\S"),
+                   PLAIN_TEXT]
 
 
 class _Strict(BaseModel):

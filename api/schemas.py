@@ -8,15 +8,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from api.plain_text import PLAIN_TEXT
 from pipeline.domain.mentions import ObjectEntity
 from pipeline.domain.read_model import Filters, Page, RichObject, SearchMode
 from pipeline.domain.relations import RELATION_TYPE_PATTERN
 from pipeline.retrieval.paging import RESULT_SET_ID_PATTERN
 
-# Postgres text cannot hold NUL: refused at the boundary (422), never a 500 further in.
-Text = Annotated[str, StringConstraints(max_length=2000, pattern=r"^[^\x00]*$")]
-Query = Annotated[str, StringConstraints(min_length=1, max_length=2000,
-                                         pattern=r"^[^\x00]*\S[^\x00]*$")]
+# Text refuses NUL and control characters at the boundary (422, api/plain_text.py), never a
+# 500 further in; a query must also hold a non-blank character.
+Text = Annotated[str, StringConstraints(max_length=2000), PLAIN_TEXT]
+Query = Annotated[str, StringConstraints(min_length=1, max_length=2000, pattern=r"\S"), PLAIN_TEXT]
 Number = Annotated[float, Field(allow_inf_nan=False)]
 Limit = Annotated[int, Field(ge=1, le=100)]
 RelationType = Annotated[str, StringConstraints(pattern=RELATION_TYPE_PATTERN)]

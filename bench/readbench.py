@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -20,7 +20,7 @@ import psycopg
 from runenv import BENCH_DIR, log
 
 from pipeline.domain.settings import EmbedderName, Settings
-from pipeline.embedding.service import EmbeddingService, pending_count
+from pipeline.embedding.service import EmbeddingService
 from pipeline.entities.stage import ExtractionStage
 from pipeline.graph.falkordb.schema import prepare_graph
 from pipeline.graph.falkordb.writer import FalkorGraphWriter
@@ -99,20 +99,14 @@ def embed_and_relay(settings: Settings, embedder: Embedder, *, progress_every: f
     pool = make_pool(settings, max_size=2)
     try:
         service = EmbeddingService(settings, pool, embedder)
-        embedded = 0
-        started = last = time.perf_counter()
-        while True:
+
+        def step() -> tuple[int, int]:
             stats = service.run(max_batches=5)
-            embedded += stats.embedded + stats.failed
             if stats.failed:
                 raise RuntimeError(f"{stats.failed} rows failed to embed")
-            if stats.claimed == 0:
-                break
-            if time.perf_counter() - last > progress_every:
-                last = time.perf_counter()
-                rate = embedded / (last - started)
-                log(f"embedded {embedded} rows ({rate:.0f}/s), {pending_count(pool)} pending")
-        embed_s = time.perf_counter() - started
+            return stats.embedded, stats.claimed
+
+        embedded, embed_s = run_until_idle(step, "embedded", progress_every=progress_every)
     finally:
         pool.close()
     return embedded, embed_s, drain_outbox(settings)
@@ -151,18 +145,30 @@ def extract_pending(settings: Settings, extractor: str) -> tuple[int, float]:
     pool = make_pool(settings, max_size=2)
     try:
         stage = ExtractionStage(settings, pool, chosen)
-        rows = 0
-        started = last = time.perf_counter()
-        while True:
+
+        def step() -> tuple[int, int]:
             stats = stage.run(max_batches=20)
-            rows += stats.extracted + stats.failed
-            if stats.claimed == 0:
-                return rows, time.perf_counter() - started
-            if time.perf_counter() - last > 30:
-                last = time.perf_counter()
-                log(f"{extractor}: {rows} rows extracted ({rows / (last - started):.0f}/s)")
+            return stats.extracted + stats.failed, stats.claimed
+
+        return run_until_idle(step, f"{extractor}: extracted", progress_every=30.0)
     finally:
         pool.close()
+
+
+def run_until_idle(step: Callable[[], tuple[int, int]], what: str, *,
+                   progress_every: float) -> tuple[int, float]:
+    """Call `step` (one run of a stage: rows done, rows claimed) until it claims nothing,
+    logging the rate every `progress_every` seconds: (rows done, seconds)."""
+    rows = 0
+    started = last = time.perf_counter()
+    while True:
+        done, claimed = step()
+        rows += done
+        if claimed == 0:
+            return rows, time.perf_counter() - started
+        if time.perf_counter() - last > progress_every:
+            last = time.perf_counter()
+            log(f"{what} {rows} rows ({rows / (last - started):.0f}/s)")
 
 
 # -- reporting -------------------------------------------------------------------------------

@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
 
+import psycopg
+from psycopg import sql
+
+from pipeline.domain.kinds import load_catalog
 from pipeline.domain.settings import Settings
+from pipeline.ops.migrations import apply_migrations
+from pipeline.stores.postgres.kinds import apply_catalog
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO.parent / "shared" / "examples"
@@ -68,3 +75,20 @@ def restore_stack(settings: Settings) -> list[str]:
         service.start()
         restored.append(f"{service.name} ({status.state}: {status.detail})")
     return restored
+
+
+def fresh_database(stack: Settings, prefix: str, *, example_catalog: bool = False,
+                   **overrides: object) -> Settings:
+    """Settings (with `overrides`) on a new, migrated database `<prefix>_<random>` of the
+    running test stack; with `example_catalog`, the example kinds (company, note, ...) are
+    registered, else the catalog is empty (open)."""
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(stack.effective_postgres_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    dsn = stack.effective_postgres_dsn.rsplit("/", 1)[0] + f"/{name}"
+    settings = make_settings(postgres_dsn=dsn, **overrides)
+    apply_migrations(settings)
+    if example_catalog:
+        with psycopg.connect(dsn) as conn:
+            apply_catalog(conn, load_catalog((EXAMPLES / "kinds.yaml").read_text()))
+    return settings

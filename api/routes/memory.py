@@ -31,7 +31,7 @@ router = APIRouter(tags=["memory"], responses=ERRORS)
 # Postgres text cannot hold NUL: refused at the boundary (422), never a 500 further in.
 NO_NUL = r"^[^\x00]*$"
 SessionId = Annotated[str, Path(min_length=1, max_length=SESSION_ID_MAX,
-                                pattern=r"^[^\x00]*\S[^\x00]*$")]
+                                pattern=r"^[^\x00]*[^\x00\s][^\x00]*$")]  # \S matches NUL
 
 
 def _missing() -> MemorySessionNotFound:

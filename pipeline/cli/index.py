@@ -88,9 +88,9 @@ def verify(ctx: click.Context, repair: bool, sample: int, generation: int | None
     settings = active_settings(ctx, generation)
     drift = run_verify(settings, vector_sample=sample)
     ents = drift.entities
-    click.echo(f"checked {drift.nodes_checked} objects and {drift.edges_checked} links, "
-               f"{ents.entities_checked} entities, {ents.mentions_checked} MENTIONS and "
-               f"{ents.edges_checked} entity edges")
+    click.echo(f"checked {drift.nodes.checked} objects and {drift.edges.checked} links, "
+               f"{ents.entities.checked} entities, {ents.mentions.checked} MENTIONS and "
+               f"{ents.edges.checked} entity edges")
     for name, count in drift.summary():
         click.echo(f"  {name:42} {count}")
     for ns, (pg, gr) in ents.namespaces.items():

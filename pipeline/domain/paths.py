@@ -104,9 +104,12 @@ class PathQuery:
 
 @dataclass(frozen=True)
 class Citation:
-    """What states an edge: a row (part or object) of a live object, the span it names, and a
-    snippet around it; or, for a link, its note and metadata."""
+    """What states an edge: a live row (`row_id`, a part or an object without parts, of
+    `object_id`) with the span [start, end) of `field` and a snippet around it; or, for a link,
+    its note and metadata."""
 
+    # `POST /v1/paths` answers this type as it is (api/entity_schemas.py): the OpenAPI
+    # document's `Citation`, so a field added here is documented and answered at once.
     row_id: uuid.UUID | None = None
     object_id: uuid.UUID | None = None
     field: str | None = None

@@ -23,7 +23,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pipeline.domain.errors import ConfigError
-from pipeline.domain.settings_parts import LexicalSettings, MemorySettings, PathSettings
+from pipeline.domain.settings_parts import SettingsParts
 
 EmbedderName = Literal["minilm", "static", "http"]
 ExtractorName = Literal["heuristic", "spacy", "http"]
@@ -48,7 +48,7 @@ class PublisherKey(BaseModel):
     privileged: bool = False
 
 
-class Settings(BaseSettings, PathSettings, MemorySettings, LexicalSettings):
+class Settings(BaseSettings, SettingsParts):
     """Every knob of the pipeline, the API and the embedded stack."""
 
     model_config = SettingsConfigDict(

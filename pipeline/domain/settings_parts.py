@@ -1,12 +1,13 @@
 """Groups of settings that `Settings` (pipeline/domain/settings.py) inherits, kept apart so that
-one module does not outgrow the layout's 400 lines: the path search's bounds and conversation
-memory's, the lexical index's. They are read exactly like the others (`BRAINSTREAM_*`, `.env`)."""
+one module does not outgrow the layout's 400 lines: the path search's bounds, conversation
+memory's, the lexical index's and the OpenAI-compatible HTTP client's. They are read exactly like
+the others (`BRAINSTREAM_*`, `.env`)."""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 
 
 class PathSettings(BaseModel):
@@ -94,3 +95,21 @@ class LexicalSettings(BaseModel):
     lexical_fuzzy_distance: int = Field(default=1, ge=1, le=2)
     lexical_fuzzy_min_chars: int = Field(default=4, ge=1, le=64)
     lexical_open_indexes: int = Field(default=256, ge=1, le=100_000)
+
+class ModelHttpSettings(BaseModel):
+    """The OpenAI-compatible HTTP client shared by the http embedder, entity extractor and
+    summariser (pipeline/openai_compat/, docs/parts/review-mends.md)."""
+
+    # Review mends (task E): the bearer keys the embedder and the summariser had no setting for
+    # (the extractor's is ENTITY_HTTP_API_KEY), and the retries inside one request. The stages
+    # already retry whole batches (EMBED_RETRY_*, EXTRACT_RETRY_*, MEMORY_EXTRACT_RETRY_*), so
+    # one attempt per request is the default; more multiply with those, and the API's query
+    # embedder answers lexical-only only after them.
+    embedder_api_key: SecretStr | None = None
+    summariser_api_key: SecretStr | None = None
+    model_http_retry_attempts: int = Field(default=1, ge=1, le=10)
+    model_http_retry_max_wait: float = Field(default=2.0, gt=0, le=60)
+
+
+class SettingsParts(PathSettings, MemorySettings, LexicalSettings, ModelHttpSettings):
+    """Every group above, inherited by `Settings` as one."""

@@ -10,9 +10,6 @@ fill the token budget, near-repeats skipped, in conversation order.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
-
-import httpx
 
 from pipeline.domain.chunking import count_tokens
 from pipeline.domain.errors import ConfigError, Unavailable
@@ -20,9 +17,17 @@ from pipeline.domain.memory_errors import SummariserError
 from pipeline.domain.settings import Settings
 from pipeline.memory import summary_text as st
 from pipeline.memory_services.ports import Summariser
+from pipeline.openai_compat import (
+    NO_RETRY,
+    CallerErrors,
+    OpenAICompatClient,
+    RetryPolicy,
+    retry_policy,
+    secret,
+)
 from pipeline.ports import Embedder
 
-_TRANSIENT_STATUSES = frozenset({408, 429})
+ERRORS = CallerErrors("summariser", "summariser_url", Unavailable, SummariserError)
 _PROMPT = (
     "You maintain the running summary of a conversation. Merge the previous summary with the new "
     "lines into one concise summary in the third person that keeps names, dates, numbers, "
@@ -60,39 +65,25 @@ class HttpSummariser:
 
     name = "http"
 
-    def __init__(self, url: str, *, model: str | None = None, timeout: float = 60.0) -> None:
-        parsed = httpx.URL(url)
-        if parsed.scheme not in ("http", "https") or not parsed.host:
-            raise ConfigError(f"summariser URL {url!r} must be an absolute http(s) URL",
-                              field="summariser_url")
-        base = url.rstrip("/")
-        self.endpoint = base if base.endswith("/chat/completions") else f"{base}/chat/completions"
+    def __init__(self, url: str, *, model: str | None = None, api_key: str | None = None,
+                 timeout: float = 60.0, retry: RetryPolicy = NO_RETRY) -> None:
+        """`model` is sent as given (omitted when None); `api_key` becomes a bearer token."""
+        self._client = OpenAICompatClient(url, "chat/completions", ERRORS, model=model,
+                                          api_key=api_key, timeout=timeout, retry=retry)
+        self.endpoint = self._client.endpoint
         self.model = model
-        self._client = httpx.Client(timeout=httpx.Timeout(timeout))
+
+    def close(self) -> None:
+        """Close the pooled connections."""
+        self._client.close()
 
     def summarise(self, previous: str | None, lines: Sequence[str], budget_tokens: int) -> str:
         """One chat call; transport errors, 408, 429 and 5xx raise `Unavailable`."""
         user = (f"Previous summary:\n{previous or '(none)'}\n\nNew lines:\n" + "\n".join(lines))
-        payload: dict[str, Any] = {"messages": [
+        text = self._client.chat([
             {"role": "system", "content": _PROMPT.format(budget=budget_tokens)},
-            {"role": "user", "content": user}]}
-        if self.model is not None:
-            payload["model"] = self.model
-        try:
-            response = self._client.post(self.endpoint, json=payload)
-        except httpx.TransportError as exc:
-            raise Unavailable(f"summariser {self.endpoint} unreachable: {exc}") from exc
-        status = response.status_code
-        if status in _TRANSIENT_STATUSES or status >= 500:
-            raise Unavailable(f"summariser {self.endpoint} answered {status}")
-        if status != 200:
-            raise SummariserError(f"summariser {self.endpoint} answered {status}")
-        try:
-            text = response.json()["choices"][0]["message"]["content"]
-        except (ValueError, KeyError, IndexError, TypeError) as exc:
-            raise SummariserError(
-                f"summariser {self.endpoint} answered off the chat-completions contract") from exc
-        if not isinstance(text, str) or not text.strip():
+            {"role": "user", "content": user}])
+        if not text.strip():
             raise SummariserError(f"summariser {self.endpoint} answered an empty summary")
         return _within_budget(text.strip(), budget_tokens)
 
@@ -121,5 +112,6 @@ def build_summariser(settings: Settings, embedder: Embedder) -> Summariser:
             raise ConfigError("BRAINSTREAM_SUMMARISER_URL must be set when "
                               "BRAINSTREAM_SUMMARISER=http", field="summariser_url")
         return HttpSummariser(settings.summariser_url, model=settings.summariser_model,
-                              timeout=settings.summariser_timeout)
+                              api_key=secret(settings.summariser_api_key),
+                              timeout=settings.summariser_timeout, retry=retry_policy(settings))
     return ExtractiveSummariser(embedder)

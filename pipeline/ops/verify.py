@@ -22,6 +22,7 @@ from redis.exceptions import ResponseError
 from pipeline.domain.index_text import entity_index_text
 from pipeline.domain.settings import Settings
 from pipeline.graph.falkordb.schema import NODE_LABEL, connect, rebuild_vector_index
+from pipeline.ops.drift import Diff
 from pipeline.ops.verify_entities import EntityDrift, repair_entities, verify_entities
 from pipeline.outbox import store as outbox
 from pipeline.outbox.ops import EDGE_SYNC, NODE_SYNC, edge_payload
@@ -31,33 +32,22 @@ EdgeKey = tuple[str, str, str]
 
 @dataclass
 class Drift:
-    missing_nodes: list[str] = field(default_factory=list)
-    extra_nodes: list[str] = field(default_factory=list)
-    stale_nodes: list[str] = field(default_factory=list)
+    nodes: Diff[str] = field(default_factory=lambda: Diff("nodes", "node properties"))
+    edges: Diff[EdgeKey] = field(default_factory=lambda: Diff("edges", "edge metadata"))
     stale_vectors: list[str] = field(default_factory=list)
-    missing_edges: list[EdgeKey] = field(default_factory=list)
-    extra_edges: list[EdgeKey] = field(default_factory=list)
-    stale_edges: list[EdgeKey] = field(default_factory=list)
     vector_misses: list[str] = field(default_factory=list)
     vector_sampled: int = 0
-    nodes_checked: int = 0
-    edges_checked: int = 0
     entities: EntityDrift = field(default_factory=EntityDrift)
 
     @property
     def clean(self) -> bool:
-        return self.entities.clean and not any((
-            self.missing_nodes, self.extra_nodes, self.stale_nodes, self.stale_vectors,
-            self.missing_edges, self.extra_edges, self.stale_edges, self.vector_misses))
+        return (self.nodes.clean and self.edges.clean and self.entities.clean
+                and not (self.stale_vectors or self.vector_misses))
 
     def summary(self) -> list[tuple[str, int]]:
-        return [("missing nodes", len(self.missing_nodes)),
-                ("extra nodes", len(self.extra_nodes)),
-                ("stale node properties", len(self.stale_nodes)),
+        return [*self.nodes.summary(),
                 ("stale or missing vectors", len(self.stale_vectors)),
-                ("missing edges", len(self.missing_edges)),
-                ("extra edges", len(self.extra_edges)),
-                ("stale edge metadata", len(self.stale_edges)),
+                *self.edges.summary(),
                 (f"vector index misses (of {self.vector_sampled} sampled)",
                  len(self.vector_misses)),
                 *self.entities.summary()]
@@ -119,25 +109,25 @@ def verify(settings: Settings, *, vector_sample: int = 200, seed: int = 0) -> Dr
         drift.entities = verify_entities(conn, graph, settings)
     gr_nodes = _graph_nodes(graph)
     gr_edges = _graph_edges(graph)
-    drift.nodes_checked, drift.edges_checked = len(pg_nodes), len(pg_edges)
+    drift.nodes.checked, drift.edges.checked = len(pg_nodes), len(pg_edges)
     for oid, pg in pg_nodes.items():
         gr = gr_nodes.get(oid)
         if gr is None or not gr["kind"]:
-            drift.missing_nodes.append(oid)
+            drift.nodes.missing.append(oid)
             continue
         if any(pg[k] != gr[k] for k in ("namespace", "kind", "title", "index_text")):
-            drift.stale_nodes.append(oid)
+            drift.nodes.stale.append(oid)
         if pg["embedded_hash"] != gr["embedded_hash"]:
             drift.stale_vectors.append(oid)
     # a placeholder (kind '') is an endpoint created ahead of its node: extra if never filled
-    drift.extra_nodes = sorted(set(gr_nodes) - set(pg_nodes))
+    drift.nodes.extra = sorted(set(gr_nodes) - set(pg_nodes))
     for key, pg in pg_edges.items():
         gr = gr_edges.get(key)
         if gr is None:
-            drift.missing_edges.append(key)
+            drift.edges.missing.append(key)
         elif _edge_stale(pg, gr):
-            drift.stale_edges.append(key)
-    drift.extra_edges = sorted(set(gr_edges) - set(pg_edges))
+            drift.edges.stale.append(key)
+    drift.edges.extra = sorted(set(gr_edges) - set(pg_edges))
     _check_vector_index(settings, graph, pg_nodes, drift, vector_sample, seed)
     return drift
 
@@ -145,7 +135,7 @@ def verify(settings: Settings, *, vector_sample: int = 200, seed: int = 0) -> Dr
 def _check_vector_index(settings: Settings, graph: Any, pg_nodes: dict[str, dict[str, Any]],
                         drift: Drift, sample: int, seed: int) -> None:
     with_vectors = sorted(i for i, n in pg_nodes.items() if n["embedded_hash"]
-                          and i not in set(drift.stale_vectors) | set(drift.missing_nodes))
+                          and i not in set(drift.stale_vectors) | set(drift.nodes.missing))
     chosen = random.Random(seed).sample(with_vectors, min(sample, len(with_vectors)))
     drift.vector_sampled = len(chosen)
     k = 10
@@ -169,9 +159,8 @@ def repair(settings: Settings, drift: Drift) -> dict[str, int]:
     """Queue every drifted aggregate for the relay; rebuild a vector index that misses."""
     graph = connect(settings).select_graph(settings.graph_name)
     namespaces = _namespaces(settings, graph, drift)
-    node_ids = set(drift.missing_nodes) | set(drift.extra_nodes) | set(drift.stale_nodes) \
-        | set(drift.stale_vectors)
-    edges = set(drift.missing_edges) | set(drift.extra_edges) | set(drift.stale_edges)
+    node_ids = drift.nodes.drifted() | set(drift.stale_vectors)
+    edges = drift.edges.drifted()
     rebuilt = 0
     if drift.vector_misses:
         rebuild_vector_index(settings)
@@ -190,9 +179,8 @@ def repair(settings: Settings, drift: Drift) -> dict[str, int]:
 
 
 def _namespaces(settings: Settings, graph: Any, drift: Drift) -> dict[str, uuid.UUID]:
-    ids: Iterable[str] = set(drift.missing_nodes) | set(drift.extra_nodes) \
-        | set(drift.stale_nodes) | set(drift.stale_vectors) \
-        | {k[0] for k in drift.missing_edges + drift.extra_edges + drift.stale_edges}
+    ids: Iterable[str] = drift.nodes.drifted() | set(drift.stale_vectors) \
+        | {k[0] for k in drift.edges.drifted()}
     wanted = sorted(ids)
     out: dict[str, uuid.UUID] = {}
     with psycopg.connect(settings.effective_postgres_dsn) as conn:

@@ -22,9 +22,9 @@ from pipeline.graph.falkordb.writer import (
     mentions_state,
     named_entity_state,
 )
+from pipeline.ops.drift import Diff
 from pipeline.outbox import store as outbox
 from pipeline.outbox.entity_aggregates import load_entities, load_entity_edges, load_mentions
-from pipeline.outbox.entity_sync import compare_states
 from pipeline.outbox.ops import ENTITY_SYNC, MENTIONS_SYNC
 from pipeline.outbox.store import Conn
 
@@ -35,51 +35,32 @@ Counts = tuple[int, int, int]
 
 @dataclass
 class EntityDrift:
-    missing_entities: list[str] = field(default_factory=list)
-    extra_entities: list[str] = field(default_factory=list)
-    stale_entities: list[str] = field(default_factory=list)
-    missing_mentions: list[MentionKey] = field(default_factory=list)
-    extra_mentions: list[MentionKey] = field(default_factory=list)
-    stale_mentions: list[MentionKey] = field(default_factory=list)
-    missing_edges: list[EntityEdgeKey] = field(default_factory=list)
-    extra_edges: list[EntityEdgeKey] = field(default_factory=list)
-    stale_edges: list[EntityEdgeKey] = field(default_factory=list)
+    entities: Diff[str] = field(default_factory=lambda: Diff("entity nodes", "entity nodes"))
+    mentions: Diff[MentionKey] = field(default_factory=lambda: Diff("MENTIONS", "MENTIONS"))
+    edges: Diff[EntityEdgeKey] = field(
+        default_factory=lambda: Diff("entity edges", "entity edges"))
     # namespace -> (Postgres counts, graph counts), for the namespaces where they differ
     namespaces: dict[str, tuple[Counts, Counts]] = field(default_factory=dict)
     # namespace of every drifted entity and root, for the outbox rows of a repair
     owners: dict[str, str] = field(default_factory=dict)
-    entities_checked: int = 0
-    mentions_checked: int = 0
-    edges_checked: int = 0
 
     @property
     def clean(self) -> bool:
-        return not any((self.missing_entities, self.extra_entities, self.stale_entities,
-                        self.missing_mentions, self.extra_mentions, self.stale_mentions,
-                        self.missing_edges, self.extra_edges, self.stale_edges))
+        return self.entities.clean and self.mentions.clean and self.edges.clean
 
     def summary(self) -> list[tuple[str, int]]:
-        return [("missing entity nodes", len(self.missing_entities)),
-                ("extra entity nodes", len(self.extra_entities)),
-                ("stale entity nodes", len(self.stale_entities)),
-                ("missing MENTIONS", len(self.missing_mentions)),
-                ("extra MENTIONS", len(self.extra_mentions)),
-                ("stale MENTIONS", len(self.stale_mentions)),
-                ("missing entity edges", len(self.missing_edges)),
-                ("extra entity edges", len(self.extra_edges)),
-                ("stale entity edges", len(self.stale_edges))]
+        return [*self.entities.summary(), *self.mentions.summary(), *self.edges.summary()]
 
     def entities_to_sync(self) -> list[str]:
         """The entities a repair re-syncs (with their edges)."""
-        ids = set(self.missing_entities) | set(self.extra_entities) | set(self.stale_entities)
-        for key in self.missing_edges + self.extra_edges + self.stale_edges:
+        ids = self.entities.drifted()
+        for key in self.edges.drifted():
             ids |= {key.from_id, key.to_id}
         return sorted(ids)
 
     def roots_to_sync(self) -> list[str]:
         """The roots whose MENTIONS a repair re-syncs."""
-        return sorted({root for root, _ in
-                       self.missing_mentions + self.extra_mentions + self.stale_mentions})
+        return sorted({root for root, _ in self.mentions.drifted()})
 
 
 def verify_entities(conn: Conn, graph: Any, settings: Settings) -> EntityDrift:
@@ -96,18 +77,10 @@ def verify_entities(conn: Conn, graph: Any, settings: Settings) -> EntityDrift:
     gr_edges = {e.key: e for e in
                 map(entity_edge_state, graph.ro_query(cypher.ALL_ENTITY_EDGES).result_set)}
 
-    drift = EntityDrift(entities_checked=len(pg_entities), mentions_checked=len(pg_mentions),
-                        edges_checked=len(pg_edges))
-    diff = compare_states(gr_entities, pg_entities)
-    drift.missing_entities, drift.stale_entities = sorted(diff.missing), sorted(diff.stale)
-    drift.extra_entities = sorted(diff.extra)
-    mdiff = compare_states(gr_mentions, pg_mentions)
-    drift.missing_mentions, drift.stale_mentions = sorted(mdiff.missing), sorted(mdiff.stale)
-    drift.extra_mentions = sorted(mdiff.extra)
-    ediff = compare_states(gr_edges, pg_edges)
-    drift.missing_edges, drift.stale_edges = sorted(ediff.missing), sorted(ediff.stale)
-    drift.extra_edges = sorted(ediff.extra)
-
+    drift = EntityDrift(
+        entities=Diff.of_states("entity nodes", "entity nodes", gr_entities, pg_entities),
+        mentions=Diff.of_states("MENTIONS", "MENTIONS", gr_mentions, pg_mentions),
+        edges=Diff.of_states("entity edges", "entity edges", gr_edges, pg_edges))
     for source in (gr_entities, pg_entities):
         drift.owners.update({k: v.namespace for k, v in source.items()})
     for states in (gr_mentions, pg_mentions):

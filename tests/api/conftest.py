@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -12,22 +11,12 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from pipeline.domain.settings import Settings
+from tests.apiutil import Tenant, api_keys
 from tests.pipelineutil import envelope, ingest, put
 
 NOTE = ("# Kickoff\n\nAcme wants the pilot in the Rotterdam site first.\n\n"
         "Budget owner is the COO; procurement needs a security review before signature.\n\n"
         "Next step: send the SOC 2 report and a draft order form.")
-
-
-@dataclass
-class Tenant:
-    namespace: uuid.UUID
-    key: str
-    ids: dict[str, str]
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.key}"}
 
 
 def _events(ns: uuid.UUID, ids: dict[str, str]) -> list[dict[str, Any]]:
@@ -73,7 +62,7 @@ def tenants(catalog: Settings) -> dict[str, Tenant]:
 
 @pytest.fixture(scope="session")
 def api_settings(catalog: Settings, tenants: dict[str, Tenant]) -> Settings:
-    keys = {t.key: [str(t.namespace)] for t in tenants.values()}
+    keys = api_keys(tenants.values())
     keys["key-both"] = [str(tenants["a"].namespace), str(tenants["b"].namespace)]
     return catalog.model_copy(update={"api_keys": keys})
 

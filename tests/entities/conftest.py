@@ -18,35 +18,25 @@ from typing import Any
 import psycopg
 import pytest
 from fastapi.testclient import TestClient
-from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from api.app import create_app
-from pipeline.domain.kinds import load_catalog
 from pipeline.domain.settings import Settings
 from pipeline.entities.names import normalise
 from pipeline.graph.falkordb.schema import connect, prepare_graph
-from pipeline.ops.migrations import apply_migrations
-from pipeline.stores.postgres.kinds import apply_catalog
 from pipeline.stores.postgres.pool import make_pool
+from tests.apiutil import ApiTenant, api_client
+from tests.entities.pathsutil import World
 from tests.entities.projutil import settings_for
 from tests.pipeline.conftest import db
 from tests.pipelineutil import ingest, put
-from tests.stackutil import EXAMPLES, make_settings
+from tests.stackutil import fresh_database
 
 
 @pytest.fixture(scope="module")
 def edb(stack_settings: Settings) -> Settings:
     """Settings of a fresh migrated database with the example catalog (company, note...)."""
-    name = f"entities_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(stack_settings.effective_postgres_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    dsn = stack_settings.effective_postgres_dsn.rsplit("/", 1)[0] + f"/{name}"
-    settings = make_settings(postgres_dsn=dsn)
-    apply_migrations(settings)
-    with psycopg.connect(dsn) as conn:
-        apply_catalog(conn, load_catalog((EXAMPLES / "kinds.yaml").read_text()))
-    return settings
+    return fresh_database(stack_settings, "entities", example_catalog=True)
 
 
 @pytest.fixture(scope="module")
@@ -57,16 +47,10 @@ def epool(edb: Settings) -> Iterator[ConnectionPool]:
 
 
 @dataclass
-class Tenant:
-    namespace: uuid.UUID
-    key: str
+class Tenant(ApiTenant):
     curator_key: str
     notes: list[str]  # object ids whose titles the mentions point into
     entities: dict[str, uuid.UUID] = field(default_factory=dict)
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.key}"}
 
     @property
     def curator(self) -> dict[str, str]:
@@ -134,6 +118,13 @@ def api_settings(catalog: Settings, tenants: dict[str, Tenant]) -> Settings:
 @pytest.fixture(scope="module")
 def client(api_settings: Settings) -> Iterator[TestClient]:
     with TestClient(create_app(api_settings)) as test_client:
+        yield test_client
+
+
+@pytest.fixture(scope="module")
+def worlds_client(catalog: Settings, worlds: dict[str, World]) -> Iterator[TestClient]:
+    """The API with a key per world of the requesting module's `worlds` fixture."""
+    with api_client(catalog, worlds.values()) as test_client:
         yield test_client
 
 

@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 
 from pipeline.domain.settings import Settings
 from pipeline.entities.names import normalise
+from tests.apiutil import ApiTenant
 from tests.pipelineutil import envelope, ingest, put
 
 # O1 -cites- O2, O2 names X1 in its part, X1 -CO_OCCURS- X2 (stated by O2's part), X2 -RELATES
@@ -26,15 +27,9 @@ DEL_TEXT = "Neil Armstrong worked for NASA."
 
 
 @dataclass
-class World:
-    namespace: uuid.UUID
-    key: str
+class World(ApiTenant):
     objects: dict[str, str] = field(default_factory=dict)
     entities: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.key}"}
 
     def paths(self, client: TestClient, sources: list[str], targets: list[str],
               **extra: Any) -> Any:

@@ -4,15 +4,13 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from typing import Any
 
 import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
-from api.app import create_app
 from pipeline.domain.settings import Settings
+from tests.apiutil import api_client, ok
 from tests.entities.pathsutil import DEL_TEXT, World, build_world, mention
 
 pytestmark = pytest.mark.stack
@@ -40,23 +38,10 @@ def worlds(catalog: Settings) -> dict[str, World]:
     return {"a": a, "b": b}
 
 
-@pytest.fixture(scope="module")
-def client(catalog: Settings, worlds: dict[str, World]) -> Iterator[TestClient]:
-    keys = {w.key: [str(w.namespace)] for w in worlds.values()}
-    with TestClient(create_app(catalog.model_copy(update={"api_keys": keys}))) as test_client:
-        yield test_client
-
-
-def _ok(response: Any) -> dict[str, Any]:
-    assert response.status_code == 200, response.text
-    body: dict[str, Any] = response.json()
-    return body
-
-
 def test_schema_lists_entity_labels_and_edge_types_per_namespace(
-        client: TestClient, worlds: dict[str, World]) -> None:
+        worlds_client: TestClient, worlds: dict[str, World]) -> None:
     a, b = worlds["a"], worlds["b"]
-    schema = _ok(client.get("/v1/schema", headers=a.headers))
+    schema = ok(worlds_client.get("/v1/schema", headers=a.headers))
     assert schema["kinds"]  # the kinds are still there
     entities = schema["entities"]
     # the ghost entity is named by no live row: not counted
@@ -66,12 +51,13 @@ def test_schema_lists_entity_labels_and_edge_types_per_namespace(
                                       {"type": "RELATES", "count": 2}]
     assert entities["predicates"] == [{"predicate": "launched_by", "count": 1},
                                       {"predicate": "worked_for", "count": 1}]
-    other = _ok(client.get("/v1/schema", headers=b.headers))["entities"]
+    other = ok(worlds_client.get("/v1/schema", headers=b.headers))["entities"]
     assert {"label": "QUANTITY", "count": 1} in other["labels"]
     assert "QUANTITY" not in [x["label"] for x in entities["labels"]]
 
 
-def test_schema_counts_possibly_same_by_status(catalog: Settings, client: TestClient) -> None:
+def test_schema_counts_possibly_same_by_status(catalog: Settings,
+                                               worlds_client: TestClient) -> None:
     world = build_world(catalog)
     with psycopg.connect(catalog.effective_postgres_dsn, autocommit=True) as conn:
         for status, (x, y) in (("held", ("X1", "X4")), ("verified", ("X2", "X4")),
@@ -80,68 +66,68 @@ def test_schema_counts_possibly_same_by_status(catalog: Settings, client: TestCl
             conn.execute("INSERT INTO entity_edges (namespace_id, from_id, to_id, edge_type,"
                          " status, confidence) VALUES (%s, %s, %s, 'POSSIBLY_SAME', %s, 0.8)",
                          (world.namespace, a, b, status))
-    keys = {world.key: [str(world.namespace)]}
-    with TestClient(create_app(catalog.model_copy(update={"api_keys": keys}))) as own:
-        types = _ok(own.get("/v1/schema", headers=world.headers))["entities"]["edge_types"]
+    with api_client(catalog, [world]) as own:
+        types = ok(own.get("/v1/schema", headers=world.headers))["entities"]["edge_types"]
     assert {"type": "POSSIBLY_SAME", "count": 3,
             "by_status": {"held": 1, "refused": 1, "verified": 1}} in types
 
 
-def test_find_objects_returns_entities_when_asked(client: TestClient,
+def test_find_objects_returns_entities_when_asked(worlds_client: TestClient,
                                                   worlds: dict[str, World]) -> None:
     a = worlds["a"]
-    found = _ok(client.post("/v1/find_objects", json={"query": "Neil Armstrong",
-                                                      "include_entities": True},
-                            headers=a.headers))
+    found = ok(worlds_client.post("/v1/find_objects", json={"query": "Neil Armstrong",
+                                                            "include_entities": True},
+                                  headers=a.headers))
     first = found["entities"][0]
     assert (first["id"], first["type"], first["matched"], first["score"]) == (
         a.entities["X1"], "entity", "exact", 1.0)
     assert first["name"] == "Neil Armstrong" and first["label"] == "NAME"
     assert "objects" in found and "has_more" in found  # the objects' page is still there
 
-    alias = _ok(client.post("/v1/find_objects", json={
+    alias = ok(worlds_client.post("/v1/find_objects", json={
         "query": "National Aeronautics and Space Administration", "include_entities": True},
         headers=a.headers))["entities"]
     assert (alias[0]["id"], alias[0]["matched"], alias[0]["via"]) == (
         a.entities["X3"], "alias", "National Aeronautics and Space Administration")
 
-    near = _ok(client.post("/v1/find_objects", json={"query": "Armstrong",
-                                                     "include_entities": True},
-                           headers=a.headers))["entities"]
+    near = ok(worlds_client.post("/v1/find_objects", json={"query": "Armstrong",
+                                                           "include_entities": True},
+                                 headers=a.headers))["entities"]
     # trigram-near; the entity only a deleted object names never comes back
     assert [e["id"] for e in near] == [a.entities["X1"]]
     assert near[0]["matched"] == "trigram" and 0 < near[0]["score"] < 0.95
 
 
-def test_find_objects_is_unchanged_without_the_option(client: TestClient,
+def test_find_objects_is_unchanged_without_the_option(worlds_client: TestClient,
                                                       worlds: dict[str, World]) -> None:
     a = worlds["a"]
     body = {"query": "Neil Armstrong"}
-    plain = _ok(client.post("/v1/find_objects", json=body, headers=a.headers))
+    plain = ok(worlds_client.post("/v1/find_objects", json=body, headers=a.headers))
     assert "entities" not in plain
     assert set(plain) == {"objects", "result_set_id", "has_more", "degrade", "mode",
                           "truncated", "explain"}  # every page's keys (explain: search's)
-    off = _ok(client.post("/v1/find_objects", json={**body, "include_entities": False},
-                          headers=a.headers))
+    off = ok(worlds_client.post("/v1/find_objects", json={**body, "include_entities": False},
+                                headers=a.headers))
     assert "entities" not in off
 
 
-def test_find_objects_entities_are_per_namespace(client: TestClient,
+def test_find_objects_entities_are_per_namespace(worlds_client: TestClient,
                                                  worlds: dict[str, World]) -> None:
     a, b = worlds["a"], worlds["b"]
-    mine = _ok(client.post("/v1/find_objects", json={"query": "NASA", "include_entities": True},
-                           headers=b.headers))["entities"]
+    mine = ok(worlds_client.post("/v1/find_objects",
+                                 json={"query": "NASA", "include_entities": True},
+                                 headers=b.headers))["entities"]
     assert [e["id"] for e in mine] == [b.entities["X3"]]
-    other = _ok(client.post("/v1/find_objects", json={"query": "42 km",
-                                                      "include_entities": True},
-                            headers=a.headers))["entities"]
+    other = ok(worlds_client.post("/v1/find_objects", json={"query": "42 km",
+                                                            "include_entities": True},
+                                  headers=a.headers))["entities"]
     assert other == []
 
 
-def test_find_objects_refuses_a_bad_option(client: TestClient,
+def test_find_objects_refuses_a_bad_option(worlds_client: TestClient,
                                            worlds: dict[str, World]) -> None:
-    response = client.post("/v1/find_objects", json={"query": "NASA",
-                                                     "include_entities": "maybe"},
-                           headers=worlds["a"].headers)
+    response = worlds_client.post("/v1/find_objects", json={"query": "NASA",
+                                                            "include_entities": "maybe"},
+                                  headers=worlds["a"].headers)
     assert response.status_code == 422
     assert response.json()["error"]["field"] == "include_entities"

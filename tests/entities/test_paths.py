@@ -6,19 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
-from api.app import create_app
 from pipeline.domain.paths import NodeRef, PathAnswer, PathQuery
 from pipeline.domain.settings import Settings
 from pipeline.retrieval.paths import PathConfig, PathFinder
 from pipeline.stores.postgres.paths import PgPathGraph
 from pipeline.stores.postgres.pool import make_async_pool
+from tests.apiutil import api_client, ok
 from tests.entities.pathsutil import World, build_world, entity_edge, mention
 from tests.pipelineutil import envelope, ingest
 
@@ -60,34 +59,21 @@ def _hub_chain(settings: Settings, world: World) -> None:
             mention(conn, ns, ids[n], f"{n} names Polaris.", hub, "Polaris", "NAME")
 
 
-@pytest.fixture(scope="module")
-def client(catalog: Settings, worlds: dict[str, World]) -> Iterator[TestClient]:
-    keys = {w.key: [str(w.namespace)] for w in worlds.values()}
-    with TestClient(create_app(catalog.model_copy(update={"api_keys": keys}))) as test_client:
-        yield test_client
-
-
-def _ok(response: Any) -> dict[str, Any]:
-    assert response.status_code == 200, response.text
-    body: dict[str, Any] = response.json()
-    return body
-
-
 def _types(path: dict[str, Any]) -> list[str]:
     return [e["type"] for e in path["edges"]]
 
 
-def test_paths_of_one_to_four_hops_cite_their_evidence(client: TestClient,
+def test_paths_of_one_to_four_hops_cite_their_evidence(worlds_client: TestClient,
                                                        worlds: dict[str, World]) -> None:
     a = worlds["a"]
-    one = _ok(a.paths(client, ["O1"], ["O2"]))
+    one = ok(a.paths(worlds_client, ["O1"], ["O2"]))
     assert one["status"] == "found" and not one["search_incomplete"]
     link = one["paths"][0]["edges"][0]
     assert (one["paths"][0]["hops"], link["type"], link["relation_type"]) == (1, "LINK", "cites")
     assert link["evidence"][0]["note"] == "the archive cites the crew notes"
     assert link["evidence"][0]["meta"]["confidence"] == 0.9 and link["strength"] == 0.9
 
-    two = _ok(a.paths(client, ["O1"], ["X1"]))["paths"][0]
+    two = ok(a.paths(worlds_client, ["O1"], ["X1"]))["paths"][0]
     assert two["hops"] == 2 and _types(two) == ["LINK", "MENTIONS"]
     cite = two["edges"][1]["evidence"][0]
     # the part states it, the object is its parent; the span is the name as written
@@ -96,14 +82,14 @@ def test_paths_of_one_to_four_hops_cite_their_evidence(client: TestClient,
     assert [n["type"] for n in two["nodes"]] == ["object", "object", "entity"]
     assert two["nodes"][2]["name"] == "Neil Armstrong" and two["nodes"][0]["title"]
 
-    three = _ok(a.paths(client, ["O1"], ["X3"]))["paths"][0]
+    three = ok(a.paths(worlds_client, ["O1"], ["X3"]))["paths"][0]
     assert three["hops"] == 3 and _types(three) == ["LINK", "MENTIONS", "RELATES"]
     relates = three["edges"][2]
     assert relates["predicate"] == "launched_by" and relates["forward"]
     assert relates["evidence"][0]["row_id"] == a.objects["O4"]
     assert "launched by NASA" in relates["evidence"][0]["snippet"]
 
-    four = _ok(a.paths(client, ["O1"], ["O5"]))
+    four = ok(a.paths(worlds_client, ["O1"], ["O5"]))
     assert four["status"] == "found"
     best = four["paths"][0]
     assert best["hops"] == 4 and _types(best) == ["LINK", "MENTIONS", "RELATES", "MENTIONS"]
@@ -113,36 +99,36 @@ def test_paths_of_one_to_four_hops_cite_their_evidence(client: TestClient,
     assert best["edges"][3]["evidence"][0]["row_id"] == a.objects["O5"]
 
 
-def test_paths_rank_fewest_hops_first(client: TestClient, worlds: dict[str, World]) -> None:
+def test_paths_rank_fewest_hops_first(worlds_client: TestClient, worlds: dict[str, World]) -> None:
     a = worlds["a"]
-    answer = _ok(a.paths(client, ["O1"], ["X2"], k=5))
+    answer = ok(a.paths(worlds_client, ["O1"], ["X2"], k=5))
     hops = [p["hops"] for p in answer["paths"]]
     assert hops == sorted(hops) and hops[0] == 2 and 3 in hops  # direct, and via X1
     co = next(p for p in answer["paths"] if p["hops"] == 3)["edges"][2]
     assert co["type"] == "CO_OCCURS" and co["evidence"][0]["row_id"] == a.objects["O2p"]
-    assert _ok(a.paths(client, ["O1"], ["X2"], k=1))["paths"][0]["hops"] == 2
+    assert ok(a.paths(worlds_client, ["O1"], ["X2"], k=1))["paths"][0]["hops"] == 2
 
 
-def test_bounds_beyond_max_length_and_not_connected(client: TestClient,
+def test_bounds_beyond_max_length_and_not_connected(worlds_client: TestClient,
                                                     worlds: dict[str, World]) -> None:
     a = worlds["a"]
-    beyond = _ok(a.paths(client, ["O1"], ["O7"]))  # 5 hops away
+    beyond = ok(a.paths(worlds_client, ["O1"], ["O7"]))  # 5 hops away
     assert (beyond["status"], beyond["paths"], beyond["shortest_beyond"]) == (
         "connected_beyond_max_length", [], 5)
-    short = _ok(a.paths(client, ["O1"], ["X3"], max_hops=2))
+    short = ok(a.paths(worlds_client, ["O1"], ["X3"], max_hops=2))
     assert (short["status"], short["shortest_beyond"]) == ("connected_beyond_max_length", 3)
-    alone = _ok(a.paths(client, ["O1"], ["O6"]))
+    alone = ok(a.paths(worlds_client, ["O1"], ["O6"]))
     assert (alone["status"], alone["paths"], alone["search_incomplete"]) == (
         "not_connected", [], False)
 
 
-def test_soft_deleted_objects_are_never_on_a_path_nor_cited(client: TestClient,
+def test_soft_deleted_objects_are_never_on_a_path_nor_cited(worlds_client: TestClient,
                                                             worlds: dict[str, World]) -> None:
     a = worlds["a"]
     deleted = a.objects["Odel"]
     # through Odel, O5 would be 2 hops from O1 and X3 2 from X1 (a RELATES only Odel states)
     for target in ("O5", "X3", "X1"):
-        answer = _ok(a.paths(client, ["O1"], [target], k=10))
+        answer = ok(a.paths(worlds_client, ["O1"], [target], k=10))
         assert answer["paths"]
         for path in answer["paths"]:
             assert deleted not in [n["id"] for n in path["nodes"]]
@@ -150,26 +136,26 @@ def test_soft_deleted_objects_are_never_on_a_path_nor_cited(client: TestClient,
                      for key in ("row_id", "object_id")]
             assert deleted not in cited
             assert "worked_for" not in [e["predicate"] for e in path["edges"]]
-    assert _ok(a.paths(client, ["O1"], ["O5"]))["paths"][0]["hops"] == 4
-    gone = a.paths(client, ["Odel"], ["O5"])
+    assert ok(a.paths(worlds_client, ["O1"], ["O5"]))["paths"][0]["hops"] == 4
+    gone = a.paths(worlds_client, ["Odel"], ["O5"])
     assert gone.status_code == 404 and gone.json()["error"]["field"] == "from[0]"
 
 
-def test_two_tenants_see_only_their_own_graph(client: TestClient,
+def test_two_tenants_see_only_their_own_graph(worlds_client: TestClient,
                                               worlds: dict[str, World]) -> None:
     a, b = worlds["a"], worlds["b"]
     mine = set(a.objects.values()) | set(a.entities.values())
-    for path in _ok(a.paths(client, ["O1"], ["O5"], k=10))["paths"]:
+    for path in ok(a.paths(worlds_client, ["O1"], ["O5"], k=10))["paths"]:
         assert {n["id"] for n in path["nodes"]} <= mine
         assert {c["row_id"] for e in path["edges"] for c in e["evidence"]
                 if c["row_id"]} <= mine
     # B's ids do not exist for A: not found, naming the endpoint
-    foreign = client.post("/v1/paths", json={"from": [a.objects["O1"]],
-                                             "to": [b.objects["O5"]]}, headers=a.headers)
+    foreign = worlds_client.post("/v1/paths", json={"from": [a.objects["O1"]],
+                                                    "to": [b.objects["O5"]]}, headers=a.headers)
     assert foreign.status_code == 404, foreign.text
     assert foreign.json()["error"] == {"code": "not_found", "field": "to[0]",
                                        "message": f"no object or entity {b.objects['O5']}"}
-    assert _ok(b.paths(client, ["O1"], ["O5"]))["paths"][0]["hops"] == 4
+    assert ok(b.paths(worlds_client, ["O1"], ["O5"]))["paths"][0]["hops"] == 4
 
 
 @pytest.mark.parametrize(("body", "status", "field"), [
@@ -180,11 +166,11 @@ def test_two_tenants_see_only_their_own_graph(client: TestClient,
     ({"from": ["O2p"], "to": ["O1"]}, 422, "from[0]"),
     ({"from": ["O1"], "to": ["O2"], "depth": 2}, 422, "depth"),
 ])
-def test_bad_requests_name_the_field(client: TestClient, worlds: dict[str, World],
+def test_bad_requests_name_the_field(worlds_client: TestClient, worlds: dict[str, World],
                                      body: dict[str, Any], status: int, field: str) -> None:
     a = worlds["a"]
     sent = {k: [a.id(n) for n in v] if k in ("from", "to") else v for k, v in body.items()}
-    response = client.post("/v1/paths", json=sent, headers=a.headers)
+    response = worlds_client.post("/v1/paths", json=sent, headers=a.headers)
     assert response.status_code == status, response.text
     assert response.json()["error"]["field"] == field
 
@@ -250,21 +236,20 @@ def test_possibly_same_is_walked_once_verified_and_merged_entities_resolve(
         mention(conn, d.namespace, d.objects["OL"], luna_text, luna, "Luna", "NAME")
         entity_edge(conn, d.namespace, d.entities["X4"], luna, "POSSIBLY_SAME",
                     evidence=[d.objects["O2p"]], status="held")
-    keys = {d.key: [str(d.namespace)]}
-    with TestClient(create_app(catalog.model_copy(update={"api_keys": keys}))) as own:
-        held = _ok(d.paths(own, ["O1"], ["OL"]))
+    with api_client(catalog, [d]) as own:
+        held = ok(d.paths(own, ["O1"], ["OL"]))
         assert (held["status"], held["paths"]) == ("not_connected", [])
         with psycopg.connect(catalog.effective_postgres_dsn, autocommit=True) as conn:
             conn.execute("UPDATE entity_edges SET status = 'verified' WHERE namespace_id = %s"
                          " AND edge_type = 'POSSIBLY_SAME'", (d.namespace,))
-        verified = _ok(d.paths(own, ["O1"], ["OL"]))["paths"][0]
+        verified = ok(d.paths(own, ["O1"], ["OL"]))["paths"][0]
         assert _types(verified) == ["LINK", "MENTIONS", "POSSIBLY_SAME", "MENTIONS"]
         assert verified["nodes"][2]["name"] == "Moon"
         # a merged entity is answered as the one it was merged into
         with psycopg.connect(catalog.effective_postgres_dsn, autocommit=True) as conn:
             conn.execute("UPDATE entities SET merged_into = %s WHERE id = %s",
                          (d.entities["X2"], d.entities["X1"]))
-        merged = _ok(d.paths(own, ["O1"], ["X1"]))["paths"][0]
+        merged = ok(d.paths(own, ["O1"], ["X1"]))["paths"][0]
         assert merged["nodes"][-1]["id"] == d.entities["X2"]
-        assert d.entities["X1"] not in [n["id"] for p in _ok(d.paths(
+        assert d.entities["X1"] not in [n["id"] for p in ok(d.paths(
             own, ["O1"], ["X3"], k=10))["paths"] for n in p["nodes"]]

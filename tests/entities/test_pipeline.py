@@ -13,20 +13,16 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg import sql
 
-from pipeline.domain.kinds import load_catalog
 from pipeline.domain.mentions import TextField
 from pipeline.domain.settings import Settings
 from pipeline.entities.extractors import build_extractor
 from pipeline.entities.ids import counted_entities, pairs
 from pipeline.entities.stage import valid_mentions
-from pipeline.ops.migrations import apply_migrations
 from pipeline.stores.postgres import extraction
-from pipeline.stores.postgres.kinds import apply_catalog
 from tests.entities.stageutil import apply, put, q
 from tests.pipelineutil import Proc, Publisher, pipeline_env, wait_for
-from tests.stackutil import EXAMPLES, TEST_DATA_DIR, make_settings, settings_env
+from tests.stackutil import TEST_DATA_DIR, fresh_database, settings_env
 
 PEOPLE = ["Ada Lovelace", "Charles Babbage", "Grace Hopper", "Alan Turing", "Edsger Dijkstra",
           "Barbara Liskov", "Donald Knuth", "Margaret Hamilton"]
@@ -41,15 +37,7 @@ def text(i: int) -> str:
 
 def fresh_db(stack: Settings, **overrides: object) -> Settings:
     """A new migrated database with the example catalog, and settings that address it."""
-    name = f"entities_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(stack.effective_postgres_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    dsn = stack.effective_postgres_dsn.rsplit("/", 1)[0] + f"/{name}"
-    settings = make_settings(postgres_dsn=dsn, **overrides)
-    apply_migrations(settings)
-    with psycopg.connect(dsn) as conn:
-        apply_catalog(conn, load_catalog((EXAMPLES / "kinds.yaml").read_text()))
-    return settings
+    return fresh_database(stack, "entities", example_catalog=True, **overrides)
 
 
 def check_consistent(settings: Settings, ns: uuid.UUID) -> int:

@@ -11,19 +11,18 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
-from api.app import create_app
 from pipeline.domain.settings import Settings
 from pipeline.entities.extractors import build_extractor
 from pipeline.entities.names import normalise
 from pipeline.entities.stage import ExtractionStage
 from pipeline.stores.postgres.pool import make_pool
+from tests.apiutil import Tenant, api_client
 from tests.pipelineutil import ingest, put
 
 # The question needs two passages: "Moonfall Harbor" names its director, and only the
@@ -54,17 +53,6 @@ MENTIONS = {
     "s1": ["Corvid Studio"], "s2": ["Corvid Studio"], "s3": ["Corvid Studio"],
     "s4": ["Corvid Studio"],
 }
-
-
-@dataclass
-class Tenant:
-    namespace: uuid.UUID
-    key: str
-    ids: dict[str, str]
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.key}"}
 
 
 def _without_entities(settings: Settings, tenant: Tenant) -> None:
@@ -142,13 +130,10 @@ def tenants(catalog: Settings) -> dict[str, Tenant]:
 def client(catalog: Settings, tenants: dict[str, Tenant]) -> Iterator[TestClient]:
     # this corpus (20 live rows: a hub limit of 2 by the fraction) is far smaller than the
     # default floor of 20 rows: 3 keeps Elara Vantreck (part, part, title) and drops Corvid Studio
-    settings = catalog.model_copy(update={
-        "api_keys": {t.key: [str(t.namespace)] for t in tenants.values()},
-        "ppr_hub_min_rows": 3, "decay_lambda": 0.0,
-        # the walk from entities alone: the hybrid list's distractors as weak seeds would
-        # outweigh one bridge in a corpus of ten passages
-        "ppr_passage_seed_weight": 0.0})
-    with TestClient(create_app(settings)) as test_client:
+    with api_client(catalog, tenants.values(), ppr_hub_min_rows=3, decay_lambda=0.0,
+                    # the walk from entities alone: the hybrid list's distractors as weak
+                    # seeds would outweigh one bridge in a corpus of ten passages
+                    ppr_passage_seed_weight=0.0) as test_client:
         yield test_client
 
 

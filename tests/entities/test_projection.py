@@ -206,11 +206,11 @@ def test_verify_repair_and_rebuild(db: psycopg.Connection[Any], proj_settings: S
     graph.query("CREATE (:NamedEntity {id: $id, namespace: $ns, name: 'Ghost'})",
                 {"id": ghost, "ns": str(w.b)})
     drift = verify(settings).entities
-    assert drift.missing_edges and drift.missing_edges[0].edge_type == "CO_OCCURS"
-    assert drift.missing_mentions == [(w.o2, str(w.cobalt))]
-    assert drift.stale_mentions == [(w.o1, str(w.acme))]
-    assert drift.stale_entities == [str(w.bolt)]
-    assert drift.extra_entities == [ghost]
+    assert drift.edges.missing and drift.edges.missing[0].edge_type == "CO_OCCURS"
+    assert drift.mentions.missing == [(w.o2, str(w.cobalt))]
+    assert drift.mentions.stale == [(w.o1, str(w.acme))]
+    assert drift.entities.stale == [str(w.bolt)]
+    assert drift.entities.extra == [ghost]
     assert set(drift.namespaces) == {str(w.a), str(w.b)}  # counts differ in both
     cli = subprocess.run([sys.executable, "-m", "pipeline.cli", "verify", "--sample", "0"],
                          env={**settings_env(settings), "BRAINSTREAM_GRAPH_NAME":

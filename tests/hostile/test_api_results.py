@@ -24,6 +24,7 @@ from api.app import create_app
 from pipeline.domain.errors import ConfigError
 from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders import StaticEmbedder
+from tests.apiutil import ApiTenant, api_keys
 from tests.embedders.test_http_embedder import EmbeddingsHandler, ServerState
 from tests.httpserve import serve
 from tests.pipelineutil import envelope, ingest, put, wait_for
@@ -36,16 +37,10 @@ SECRET_WORD = "quillwort"
 
 
 @dataclass
-class Tenant:
-    namespace: uuid.UUID
-    key: str
+class Tenant(ApiTenant):
     hub: str
     spokes: list[str]
     notes: list[str]
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.key}"}
 
 
 def _tenant(settings: Settings) -> Tenant:
@@ -73,8 +68,7 @@ def tenants(catalog: Settings) -> dict[str, Tenant]:
 
 @pytest.fixture(scope="module")
 def settings(catalog: Settings, tenants: dict[str, Tenant]) -> Settings:
-    keys = {t.key: [str(t.namespace)] for t in tenants.values()}
-    return catalog.model_copy(update={"api_keys": keys})
+    return catalog.model_copy(update={"api_keys": api_keys(tenants.values())})
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg import sql
 
 from pipeline.domain.errors import Unavailable
 from pipeline.domain.index_text import part_index_text, text_hash
@@ -28,14 +27,13 @@ from pipeline.ingest.batch import apply_batch
 from pipeline.ingest.records import RawRecord, ingest_options
 from pipeline.kafka.io import H_CODE, H_MESSAGE, H_TOPIC, DeadLetterWriter, make_producer
 from pipeline.ops.dlq import DeadLetter, read_all, retry
-from pipeline.ops.migrations import apply_migrations
 from pipeline.outbox.ops import EDGE_SYNC
 from pipeline.outbox.store import backlog_by_op
 from pipeline.stores.postgres.events import PgEventStore
 from pipeline.stores.postgres.pool import make_pool
 from tests.httpserve import json_handler, serve
 from tests.pipelineutil import Proc, Publisher, indexed, put, wait_for
-from tests.stackutil import make_settings, settings_env
+from tests.stackutil import fresh_database, settings_env
 
 pytestmark = pytest.mark.stack
 
@@ -204,14 +202,8 @@ def refusing_server() -> Iterator[tuple[RefusingEmbeddings, str]]:
 def own_database(stack_settings: Settings) -> Settings:
     """Settings on a fresh migrated database of the stack, so the running workers (which embed
     with the static model) do not claim the rows this test embeds through its own server."""
-    name = f"workers_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(stack_settings.effective_postgres_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    dsn = stack_settings.effective_postgres_dsn.rsplit("/", 1)[0] + f"/{name}"
-    settings = make_settings(postgres_dsn=dsn, embed_retry_attempts=2,
-                             embed_retry_max_wait=0.1)
-    apply_migrations(settings)
-    return settings
+    return fresh_database(stack_settings, "workers", embed_retry_attempts=2,
+                          embed_retry_max_wait=0.1)
 
 
 def _apply(settings: Settings, events: list[dict[str, Any]]) -> None:

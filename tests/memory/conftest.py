@@ -6,23 +6,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pytest
 from fastapi.testclient import TestClient
 
-from api.app import create_app
 from pipeline.domain.settings import Settings
-
-
-@dataclass
-class Tenant:
-    namespace: uuid.UUID
-    key: str
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.key}"}
+from tests.apiutil import ApiTenant as Tenant, api_client
 
 
 @pytest.fixture(scope="session")
@@ -34,8 +23,5 @@ def mem_tenants() -> dict[str, Tenant]:
 @pytest.fixture(scope="session")
 def mem_client(catalog: Settings, mem_tenants: dict[str, Tenant]) -> Iterator[TestClient]:
     """The API over the test stack, with one key per tenant (short write-through wait)."""
-    settings = catalog.model_copy(update={
-        "api_keys": {t.key: [str(t.namespace)] for t in mem_tenants.values()},
-        "memory_write_wait": 15.0})
-    with TestClient(create_app(settings)) as client:
+    with api_client(catalog, mem_tenants.values(), memory_write_wait=15.0) as client:
         yield client

@@ -13,6 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from pipeline.domain.settings import Settings
+from tests.apiutil import api_client
 from tests.memory.conftest import Tenant
 from tests.memory.memutil import add, message, session_put
 from tests.pipelineutil import Proc, envelope, ingest
@@ -172,16 +173,12 @@ def test_write_through_without_a_broker_is_a_503(catalog: Settings,
                                                  mem_tenants: dict[str, Tenant]) -> None:
     import socket
 
-    from api.app import create_app
-
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
         closed = probe.getsockname()[1]
     a = mem_tenants["a"]
-    settings = catalog.model_copy(update={
-        "api_keys": {a.key: [str(a.namespace)]}, "kafka_bootstrap": f"127.0.0.1:{closed}",
-        "memory_write_wait": 2.0})
-    with TestClient(create_app(settings)) as client:
+    with api_client(catalog, [a], kafka_bootstrap=f"127.0.0.1:{closed}",
+                    memory_write_wait=2.0) as client:
         answer = client.post("/v1/sessions/nowhere/messages",
                              json={"messages": [message("lost?")]}, headers=a.headers)
         assert (answer.status_code, answer.json()["error"]["code"]) == (503, "unavailable")

@@ -3,18 +3,15 @@ are in the root conftest, shared with tests/hostile)."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
-from psycopg import sql
 
 from pipeline.domain.settings import Settings
-from pipeline.ops.migrations import apply_migrations
 from tests.pipelineutil import indexed
-from tests.stackutil import EXAMPLES, make_settings
+from tests.stackutil import EXAMPLES, fresh_database
 
 __all__ = ["EXAMPLES", "indexed"]  # re-exported for the tests that import them here
 
@@ -22,10 +19,6 @@ __all__ = ["EXAMPLES", "indexed"]  # re-exported for the tests that import them 
 @pytest.fixture()
 def db(stack_settings: Settings) -> Iterator[psycopg.Connection[Any]]:
     """A fresh, migrated database with an empty (open) kind catalog."""
-    name = f"apply_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(stack_settings.effective_postgres_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    dsn = stack_settings.effective_postgres_dsn.rsplit("/", 1)[0] + f"/{name}"
-    apply_migrations(make_settings(postgres_dsn=dsn))
+    dsn = fresh_database(stack_settings, "apply").effective_postgres_dsn
     with psycopg.connect(dsn, autocommit=True) as conn:
         yield conn

@@ -63,12 +63,12 @@ def test_verify_detects_and_repairs_drift(db: psycopg.Connection[Any],
     graph.query("MATCH (a:Entity {id: $a}), (b:Entity {id: $b}) CREATE (a)-[:hates]->(b)",
                 {"a": ids[1], "b": ids[0]})  # extra edge
     drift = verify(settings)
-    assert drift.missing_nodes == [ids[2]]
-    assert len(drift.extra_nodes) == 1
-    assert drift.stale_nodes == [ids[0]]
-    assert drift.missing_edges == [(ids[1], "knows", ids[2])]
-    assert drift.extra_edges == [(ids[1], "hates", ids[0])]
-    assert drift.stale_edges == [(ids[0], "knows", ids[1])]
+    assert drift.nodes.missing == [ids[2]]
+    assert len(drift.nodes.extra) == 1
+    assert drift.nodes.stale == [ids[0]]
+    assert drift.edges.missing == [(ids[1], "knows", ids[2])]
+    assert drift.edges.extra == [(ids[1], "hates", ids[0])]
+    assert drift.edges.stale == [(ids[0], "knows", ids[1])]
 
     cli = subprocess.run([sys.executable, "-m", "pipeline.cli", "verify"],
                          env={**settings_env(settings), "BRAINSTREAM_GRAPH_NAME":

@@ -4,34 +4,26 @@ an event loop that lives as long as the module, and an async pool opened in it."
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
 from pgvector.psycopg import register_vector
-from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
 from pipeline.domain.settings import Settings
-from pipeline.ops.migrations import apply_migrations
 from pipeline.stores.postgres.pool import make_async_pool
 from pipeline.stores.postgres.read import PgObjectReader
 from pipeline.stores.postgres.search import PgPartSearcher
 from tests.search.corpus import build_corpus
-from tests.stackutil import make_settings
+from tests.stackutil import fresh_database, make_settings
 
 
 @pytest.fixture(scope="module")
 def search_dsn(stack_settings: Settings) -> str:
     """A fresh, migrated database (open kind catalog) for this module only."""
-    name = f"search_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(stack_settings.effective_postgres_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    dsn = stack_settings.effective_postgres_dsn.rsplit("/", 1)[0] + f"/{name}"
-    apply_migrations(make_settings(postgres_dsn=dsn))
-    return dsn
+    return fresh_database(stack_settings, "search").effective_postgres_dsn
 
 
 @pytest.fixture(scope="module")

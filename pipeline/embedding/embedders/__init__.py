@@ -11,6 +11,7 @@ from pipeline.embedding.embedders.base import normalize_rows
 from pipeline.embedding.embedders.http import HttpEmbedder
 from pipeline.embedding.embedders.minilm import MINILM_DIM, MiniLMEmbedder
 from pipeline.embedding.embedders.static import STATIC_DIM, StaticEmbedder
+from pipeline.openai_compat import retry_policy, secret
 from pipeline.ports import Embedder, Vectors
 
 __all__ = [
@@ -38,7 +39,9 @@ def build_embedder(settings: Settings, *, num_threads: int | None = None) -> Emb
                 "BRAINSTREAM_EMBEDDER_URL must be set when BRAINSTREAM_EMBEDDER=http",
                 field="embedder_url",
             )
-        return HttpEmbedder(settings.embedder_url, dim=dim, model=settings.embedder_model)
+        return HttpEmbedder(settings.embedder_url, dim=dim, model=settings.embedder_model,
+                            api_key=secret(settings.embedder_api_key),
+                            retry=retry_policy(settings))
     native = MINILM_DIM if settings.embedder == "minilm" else STATIC_DIM
     if dim != native:
         # The vector columns are sized from vector_dim: a mismatch would fail on every write.

@@ -10,6 +10,7 @@ from pipeline.domain.errors import ConfigError
 from pipeline.domain.settings import Settings
 from pipeline.entities.extractors.heuristic import HeuristicExtractor
 from pipeline.entities.extractors.http import HttpExtractor
+from pipeline.openai_compat import retry_policy, secret
 from pipeline.ports import Extractor
 
 __all__ = ["HeuristicExtractor", "HttpExtractor", "build_extractor"]
@@ -27,10 +28,10 @@ def build_extractor(settings: Settings) -> Extractor:
             raise ConfigError(
                 "BRAINSTREAM_ENTITY_HTTP_URL must be set when BRAINSTREAM_ENTITY_EXTRACTOR=http",
                 field="entity_http_url")
-        key = settings.entity_http_api_key
         return HttpExtractor(
             settings.entity_http_url, model=settings.entity_http_model,
-            api_key=key.get_secret_value() if key is not None else None,
-            timeout=settings.entity_http_timeout, batch_rows=settings.entity_http_batch_rows,
-            batch_chars=settings.entity_http_batch_chars, max_mentions=cap)
+            api_key=secret(settings.entity_http_api_key), timeout=settings.entity_http_timeout,
+            batch_rows=settings.entity_http_batch_rows,
+            batch_chars=settings.entity_http_batch_chars, max_mentions=cap,
+            retry=retry_policy(settings))
     return HeuristicExtractor(max_mentions=cap)

@@ -20,15 +20,13 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-import httpx
-
-from pipeline.domain.errors import ConfigError, ExtractorError, ExtractorUnavailable
+from pipeline.domain.errors import ExtractorError, ExtractorUnavailable
 from pipeline.domain.mentions import Extraction, Mention, TextField, Triple
 from pipeline.entities.extractors.spans import longest_first, occurrences
 from pipeline.entities.names import normalise
+from pipeline.openai_compat import NO_RETRY, CallerErrors, OpenAICompatClient, RetryPolicy, excerpt
 
-_TRANSIENT_STATUSES = frozenset({408, 429})
-_EXCERPT = 200
+ERRORS = CallerErrors("extractor", "entity_http_url", ExtractorUnavailable, ExtractorError)
 _DEFAULT_LABEL = "ENTITY"
 SYSTEM_PROMPT = (
     "You extract named entities and the relations the text states between them. The user "
@@ -41,41 +39,27 @@ SYSTEM_PROMPT = (
 )
 
 
-def chat_endpoint(url: str) -> str:
-    """`url` if it already names the `/chat/completions` route, else `url` + that route."""
-    base = url.rstrip("/")
-    return base if base.endswith("/chat/completions") else f"{base}/chat/completions"
-
-
 class HttpExtractor:
     """Client of an OpenAI-compatible chat endpoint; create it in the process that uses it
-    (it owns a pooled `httpx.Client`)."""
+    (it owns a pooled HTTP client)."""
 
     name = "http"
 
     def __init__(self, url: str, *, model: str | None = None, api_key: str | None = None,
                  timeout: float = 60.0, batch_rows: int = 16, batch_chars: int = 24_000,
-                 max_mentions: int = 200) -> None:
+                 max_mentions: int = 200, retry: RetryPolicy = NO_RETRY) -> None:
         """`model` is sent as given (omitted when None); `api_key` becomes a bearer token."""
-        if min(batch_rows, batch_chars, max_mentions) < 1 or timeout <= 0:
-            raise ValueError("batch sizes, max_mentions and timeout must be positive")
-        try:
-            parsed = httpx.URL(url)
-        except httpx.InvalidURL as exc:
-            raise ConfigError(f"extractor URL {url!r} is invalid: {exc}",
-                              field="entity_http_url") from exc
-        if parsed.scheme not in ("http", "https") or not parsed.host:
-            raise ConfigError(f"extractor URL {url!r} must be an absolute http(s) URL",
-                              field="entity_http_url")
-        self.endpoint = chat_endpoint(url)
+        if min(batch_rows, batch_chars, max_mentions) < 1:
+            raise ValueError("batch sizes and max_mentions must be positive")
+        self._client = OpenAICompatClient(url, "chat/completions", ERRORS, model=model,
+                                          api_key=api_key, timeout=timeout, retry=retry)
+        self.endpoint = self._client.endpoint
         self.model = model
         self.batch_rows = batch_rows
         self.batch_chars = batch_chars
         self.max_mentions = max_mentions
         self.unfound_names = 0
         self.dropped_triples = 0
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(timeout=httpx.Timeout(timeout), headers=headers)
 
     def close(self) -> None:
         """Close the pooled connections."""
@@ -109,29 +93,10 @@ class HttpExtractor:
         """The answer's rows by index; transport trouble and 408/429/5xx are transient."""
         question = {"rows": [{"row": i, "fields": {f.field: f.text for f in row if f.text}}
                              for i, row in rows.items()]}
-        payload: dict[str, Any] = {
-            "messages": [{"role": "system", "content": SYSTEM_PROMPT},
-                         {"role": "user", "content": json.dumps(question, ensure_ascii=False)}],
-            "temperature": 0,
-            "response_format": {"type": "json_object"},
-        }
-        if self.model is not None:
-            payload["model"] = self.model
-        try:
-            response = self._client.post(self.endpoint, json=payload)
-        except httpx.UnsupportedProtocol as exc:
-            raise ExtractorError(f"extractor {self.endpoint}: {exc}") from exc
-        except httpx.TransportError as exc:
-            raise ExtractorUnavailable(
-                f"extractor {self.endpoint} unreachable: {type(exc).__name__}: {exc}") from exc
-        status = response.status_code
-        if status in _TRANSIENT_STATUSES or status >= 500:
-            raise ExtractorUnavailable(
-                f"extractor {self.endpoint} answered {status}: {_excerpt(response.text)}")
-        if status != 200:
-            raise ExtractorError(
-                f"extractor {self.endpoint} answered {status}: {_excerpt(response.text)}")
-        return _answer_rows(self.endpoint, response, set(rows))
+        body = self._client.chat_json([
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": json.dumps(question, ensure_ascii=False)}])
+        return _answer_rows(self.endpoint, body, set(rows))
 
     def _extraction(self, row: Sequence[TextField], answer: dict[str, Any]) -> Extraction:
         candidates: list[Mention] = []
@@ -156,28 +121,13 @@ class HttpExtractor:
         return Extraction(mentions=mentions, triples=triples)
 
 
-def _answer_rows(where: str, response: httpx.Response,
-                 asked: set[int]) -> dict[int, dict[str, Any]]:
-    """The rows of a 200 answer, checked against the contract; anything off it is permanent
-    (asking again gets the same answer from a deterministic model)."""
-    try:
-        content = response.json()["choices"][0]["message"]["content"]
-    except (ValueError, KeyError, IndexError, TypeError) as exc:
-        raise ExtractorError(f"extractor {where} returned no chat completion "
-                             f"(choices[0].message.content): {_excerpt(response.text)}") from exc
-    if not isinstance(content, str):
-        raise ExtractorError(f"extractor {where} returned a message content that is not text")
-    text = content.strip()
-    if text.startswith("```"):  # models often fence JSON even when asked not to
-        text = text.strip("`").removeprefix("json").strip()
-    try:
-        body = json.loads(text)
-    except ValueError as exc:
-        raise ExtractorError(f"extractor {where} returned content that is not JSON: {exc}: "
-                             f"{_excerpt(text)}") from exc
+def _answer_rows(where: str, body: Any, asked: set[int]) -> dict[int, dict[str, Any]]:
+    """The rows of an answer's JSON, checked against the contract; anything off it is
+    permanent (asking again gets the same answer from a deterministic model)."""
     rows = body.get("rows") if isinstance(body, dict) else None
     if not isinstance(rows, list):
-        raise ExtractorError(f"extractor {where} returned no 'rows' list: {_excerpt(text)}")
+        raise ExtractorError(f"extractor {where} returned no 'rows' list: "
+                             f"{excerpt(json.dumps(body))}")
     out: dict[int, dict[str, Any]] = {}
     for item in rows:
         index = item.get("row") if isinstance(item, dict) else None
@@ -199,7 +149,7 @@ def _entities(where: str, items: object) -> list[dict[str, str]]:
         label = (item.get("label") or _DEFAULT_LABEL) if isinstance(item, dict) else None
         if not (isinstance(name, str) and isinstance(text, str) and isinstance(label, str)):
             raise ExtractorError(f"extractor {where} returned an entity without string "
-                                 f"'name', 'text' and 'label': {_excerpt(json.dumps(item))}")
+                                 f"'name', 'text' and 'label': {excerpt(json.dumps(item))}")
         if name.strip() and text.strip():
             out.append({"name": name.strip(), "label": label.strip().upper(), "text": text})
     return out
@@ -215,12 +165,8 @@ def _triples(where: str, items: object) -> list[dict[str, str]]:
         if not all(isinstance(p, str) and p.strip() for p in parts):
             raise ExtractorError(f"extractor {where} returned a triple without string "
                                  f"'subject', 'predicate' and 'object': "
-                                 f"{_excerpt(json.dumps(item))}")
+                                 f"{excerpt(json.dumps(item))}")
         subject, predicate, obj = (str(p).strip() for p in parts)
         out.append({"subject": subject, "predicate": predicate, "object": obj})
     return out
 
-
-def _excerpt(text: str) -> str:
-    text = " ".join(text.split())
-    return text[:_EXCERPT] + ("..." if len(text) > _EXCERPT else "")

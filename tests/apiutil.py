@@ -1,0 +1,54 @@
+"""What the API tests share: a tenant (a namespace and the key bound to it), the API client
+keyed for a set of tenants, and reading a 200 answer. Each suite's tenants extend `ApiTenant`
+with what they hold."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from pipeline.domain.settings import Settings
+
+
+@dataclass
+class ApiTenant:
+    """A tenant of an API test: its namespace and the API key bound to it alone."""
+
+    namespace: uuid.UUID
+    key: str
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.key}"}
+
+
+@dataclass
+class Tenant(ApiTenant):
+    """A tenant with the ids of its objects by name."""
+
+    ids: dict[str, str]
+
+
+def api_keys(tenants: Iterable[ApiTenant]) -> dict[str, list[str]]:
+    """API_KEYS binding each tenant's key to its namespace."""
+    return {t.key: [str(t.namespace)] for t in tenants}
+
+
+def api_client(settings: Settings, tenants: Iterable[ApiTenant],
+               **overrides: Any) -> TestClient:
+    """The API over `settings` (with `overrides`), a key per tenant; enter it (`with`) to
+    start the app."""
+    update = {"api_keys": api_keys(tenants), **overrides}
+    return TestClient(create_app(settings.model_copy(update=update)))
+
+
+def ok(response: Any) -> dict[str, Any]:
+    """The JSON of a 200 answer (the answer's text in the failure message otherwise)."""
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
