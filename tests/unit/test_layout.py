@@ -154,3 +154,13 @@ def test_wings_depend_on_each_other_one_way() -> None:
     both = sorted({tuple(sorted((a, b))) for a, deps in wings.items() for b in deps
                    if a in wings.get(b, set())})
     assert not both, f"wings importing each other: {both}"
+
+
+def test_test_modules_have_unique_basenames() -> None:
+    # tests/ has no __init__.py: pytest imports each test module by its basename, so two
+    # test_pipeline.py in different folders refuse to be collected in one run.
+    root = Path(__file__).resolve().parents[1]
+    seen: dict[str, list[str]] = {}
+    for path in root.rglob("test_*.py"):
+        seen.setdefault(path.name, []).append(str(path.relative_to(root)))
+    assert not {name: paths for name, paths in seen.items() if len(paths) > 1}
