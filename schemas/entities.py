@@ -2,7 +2,7 @@
 
 Entities are derived from the content, but a person's decision about them (these two are one;
 these two are not) is not: it is recorded on the input topic like every other fact, so a replay
-into a new generation applies it again (docs/parts/resolution.md). The API's curator routes
+into a new generation applies it again (docs/entities.md). The API's curator routes
 publish it (`POST /v1/entities/merge`, `POST /v1/entities/possibly_same/{from}/{to}`); a
 publisher trusted with a namespace may too. Registered with the other payloads in
 `schemas.payloads`; the record key is `from` (`schemas.events.record_key`).

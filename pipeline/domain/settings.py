@@ -196,7 +196,7 @@ class Settings(BaseSettings, SettingsParts):
     # rounds or the L1 change fell below nodes x PPR_TOLERANCE. PPR_RRF_K: RRF's k fusing the
     # hybrid and PPR lists. PPR_PASSAGE_SEEDS / PPR_PASSAGE_SEED_WEIGHT: the hybrid list's best
     # rows as weak seeds (0: off; 0.05 keeps SciFact within 0.005 of hybrid: bench/multihop.py;
-    # 30 rows, not 5: HotpotQA R@5 +0.005 to +0.03, SciFact unchanged: docs/parts/ppr-quality.md).
+    # 30 rows, not 5: HotpotQA R@5 +0.005 to +0.03, SciFact unchanged: docs/entities.md).
     ppr_max_ngram: int = Field(default=8, ge=1, le=16)
     ppr_hub_fraction: float = Field(default=0.10, gt=0, le=1)
     ppr_hub_min_rows: int = Field(default=20, ge=0, le=1_000_000)

@@ -69,7 +69,7 @@ class MemorySettings(BaseModel):
     memory_search_max_conditions: int = Field(default=20, ge=1, le=200)
     memory_search_max_sessions: int = Field(default=1000, ge=1, le=100_000)
 
-    # Memory search fusion (issue 12; docs/parts/memory-search.md has the table behind the
+    # Memory search fusion (issue 12; docs/memory.md has the table behind the
     # defaults): candidates per channel, RRF's k, and the weight of the dense channels against
     # lexical's 1 (1 with k 60 is the object search's equal fusion, which let a weak dense
     # channel pull memory search below lexical alone).
@@ -81,7 +81,7 @@ class MemorySettings(BaseModel):
 class LexicalSettings(BaseModel):
     """The lexical index on Tantivy: which engine answers, the writer, fuzzy terms, readers."""
 
-    # The lexical index on Tantivy (issue 13 item 1; pipeline/lexical/, docs/parts/lexical.md).
+    # The lexical index on Tantivy (issue 13 item 1; pipeline/lexical/, docs/lexical.md).
     # LEXICAL_ENGINE: which engine answers the lexical channel (and near-spellings: the trigram
     # channel on postgres, fuzzy term queries on tantivy); the index is kept either way, so the
     # switch needs no rebuild. The writer applies LEXICAL_BATCH_SIZE queued roots per commit with
@@ -98,7 +98,7 @@ class LexicalSettings(BaseModel):
 
 class ModelHttpSettings(BaseModel):
     """The OpenAI-compatible HTTP client shared by the http embedder, entity extractor and
-    summariser (pipeline/openai_compat/, docs/parts/review-mends.md)."""
+    summariser (pipeline/openai_compat/, docs/architecture.md)."""
 
     # Review mends (task E): the bearer keys the embedder and the summariser had no setting for
     # (the extractor's is ENTITY_HTTP_API_KEY), and the retries inside one request. The stages

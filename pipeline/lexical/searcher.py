@@ -7,7 +7,7 @@ within about half a second in every API process. A namespace without an index ye
 written) answers nothing.
 
 BM25 is Tantivy's: k1 = 1.2 and b = 0.75, fixed in Tantivy (the SQL BM25 uses 0.9 and 0.4, see
-docs/parts/lexical.md), IDF as ours, document lengths stored in one byte (exact up to 40 tokens,
+docs/lexical.md), IDF as ours, document lengths stored in one byte (exact up to 40 tokens,
 then within a few percent). The query's lexemes come from `lexemes` (Postgres's `to_tsvector`,
 cached), so query and documents share one analysis.
 """

@@ -4,7 +4,7 @@ summaries.
 Channels: BM25 and cosine over messages, and over summaries (`search_scope` picks which kinds),
 each `candidates` deep, fused by weighted reciprocal rank fusion (`pipeline/retrieval/fusion.py:
 rrf`; memory's own `rrf_k`, the dense channels weighted `dense_weight` against lexical's 1:
-docs/parts/memory-search.md says why and on what figures). A hit's `score` is its fused score
+docs/memory.md says why and on what figures). A hit's `score` is its fused score
 over the best possible one (first in every channel searched): in (0, 1], so `min_score` means
 the same whatever the channels. Optional MMR (`mmr_lambda`) re-ranks
 the fused candidates for variety; `context: N` adds each message hit's N turns either side.

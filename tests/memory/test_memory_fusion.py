@@ -1,4 +1,4 @@
-"""Memory search fusion on the real pipeline (docs/parts/memory-search.md): the hybrid answer is
+"""Memory search fusion on the real pipeline (docs/memory.md): the hybrid answer is
 the weighted reciprocal rank fusion of the lexical and dense answers (memory's own k, the dense
 channel at MEMORY_SEARCH_DENSE_WEIGHT), its scores over the best possible fused score; a turn
 that shares no word with the query, found by meaning alone, ranks beside the lexical hits; and

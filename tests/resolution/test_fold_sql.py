@@ -7,7 +7,7 @@ The alphabet: ASCII, the Latin letters with and without decompositions (Latin-1 
 Extended-A and -B), combining diacritics, Greek, Cyrillic, Armenian, unpointed Hebrew and
 Arabic, Arabic-Indic digits, kana, CJK, Hangul, Thai, punctuation, symbols and spaces. Pointed
 Hebrew, vocalised Arabic and Indic scripts are left out: their marks split a Python fold where
-the SQL one keeps them (docs/parts/resolution.md).
+the SQL one keeps them (docs/entities.md).
 """
 
 from __future__ import annotations

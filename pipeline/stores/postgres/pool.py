@@ -57,7 +57,7 @@ async def check_idle_connection(conn: AsyncConn) -> None:
     by neither this nor a query check (a query waits on the same dead link).
 
     Saves one round trip per request against `AsyncConnectionPool.check_connection` (GET
-    memory's latency is mostly round trips: docs/parts/memory-search.md).
+    memory's latency is mostly round trips: docs/memory.md).
     """
     if conn.closed:
         raise psycopg.OperationalError("the connection is closed")
