@@ -26,6 +26,7 @@ from pipeline.entities.names import normalise
 from pipeline.graph.falkordb.schema import connect, prepare_graph
 from pipeline.stores.postgres.pool import make_pool
 from tests.apiutil import ApiTenant, api_client
+from tests.entities.holdutil import hold_extraction
 from tests.entities.pathsutil import World
 from tests.entities.projutil import settings_for
 from tests.pipeline.conftest import db
@@ -85,6 +86,7 @@ def make_tenant(settings: Settings, name: str) -> Tenant:
     notes = [str(uuid.uuid4()) for _ in range(3)]
     ingest(settings, [put(ns, id=n, kind="note", title=f"{name} note {i}")
                       for i, n in enumerate(notes)])
+    hold_extraction(settings, ns)  # the tests write this tenant's entities by hand
     return Tenant(ns, f"key-{name}-{uuid.uuid4().hex[:8]}",
                   f"curator-{name}-{uuid.uuid4().hex[:8]}", notes)
 

@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 from pipeline.domain.settings import Settings
 from pipeline.entities.names import normalise
 from tests.apiutil import ApiTenant
+from tests.entities.holdutil import hold_extraction
 from tests.pipelineutil import envelope, ingest, put
 
 # O1 -cites- O2, O2 names X1 in its part, X1 -CO_OCCURS- X2 (stated by O2's part), X2 -RELATES
@@ -64,6 +65,7 @@ def build_world(settings: Settings) -> World:
         envelope("link.put", ns, {"from": o["Odel"], "to": o["O5"], "relation_type": "cites"}),
         envelope("object.soft_delete", ns, {"id": o["Odel"]}),
     ])
+    hold_extraction(settings, ns)  # this world's entities are written by hand
     e = world.entities = {n: str(uuid.uuid4()) for n in ("X1", "X2", "X3", "X4")}
     names = {"X1": ("Neil Armstrong", "NAME"), "X2": ("Apollo 11", "NAME"),
              "X3": ("NASA", "ACRONYM"), "X4": ("Moon", "NAME")}

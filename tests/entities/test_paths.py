@@ -18,6 +18,7 @@ from pipeline.retrieval.paths import PathConfig, PathFinder
 from pipeline.stores.postgres.paths import PgPathGraph
 from pipeline.stores.postgres.pool import make_async_pool
 from tests.apiutil import api_client, ok
+from tests.entities.holdutil import hold_extraction
 from tests.entities.pathsutil import World, build_world, entity_edge, mention
 from tests.pipelineutil import envelope, ingest
 
@@ -51,6 +52,7 @@ def _hub_chain(settings: Settings, world: World) -> None:
                                       "content": f"{n} names Polaris."}) for n in ids],
         envelope("link.put", ns, {"from": ids["H2"], "to": ids["H3"], "relation_type": "next"}),
         envelope("link.put", ns, {"from": ids["H3"], "to": ids["H4"], "relation_type": "next"})])
+    hold_extraction(settings, ns, keep=world.entities.values())
     hub = world.entities["Hub"] = str(uuid.uuid4())
     with psycopg.connect(settings.effective_postgres_dsn, autocommit=True) as conn:
         conn.execute("INSERT INTO entities (id, namespace_id, name, norm, label, part_count)"

@@ -23,6 +23,7 @@ from pipeline.entities.names import normalise
 from pipeline.entities.stage import ExtractionStage
 from pipeline.stores.postgres.pool import make_pool
 from tests.apiutil import Tenant, api_client
+from tests.entities.holdutil import hold_extraction
 from tests.pipelineutil import ingest, put
 
 # The question needs two passages: "Moonfall Harbor" names its director, and only the
@@ -53,21 +54,6 @@ MENTIONS = {
     "s1": ["Corvid Studio"], "s2": ["Corvid Studio"], "s3": ["Corvid Studio"],
     "s4": ["Corvid Studio"],
 }
-
-
-def _without_entities(settings: Settings, tenant: Tenant) -> None:
-    """Mark the tenant's rows extracted and drop whatever the session's worker already
-    extracted from them: `ingest` returns once rows are embedded and projected, and the
-    worker's extraction (now about as fast) may have run by then. Marking first waits for a
-    write-back in flight (it locks these rows) and makes any later one skip them."""
-    ns = (tenant.namespace,)
-    with psycopg.connect(settings.effective_postgres_dsn) as conn, conn.transaction():
-        conn.execute("UPDATE entity_extraction SET status = 'done', extracted_hash = text_hash,"
-                     " recount = false WHERE namespace_id = %s", ns)
-        conn.execute("DELETE FROM mentions WHERE namespace_id = %s", ns)
-        conn.execute("DELETE FROM entity_merges WHERE namespace_id = %s", ns)
-        conn.execute("UPDATE entities SET merged_into = NULL WHERE namespace_id = %s", ns)
-        conn.execute("DELETE FROM entities WHERE namespace_id = %s", ns)  # aliases, edges cascade
 
 
 def _fill_entities(settings: Settings, tenant: Tenant) -> None:
@@ -112,7 +98,7 @@ def tenants(catalog: Settings) -> dict[str, Tenant]:
                          for doc, (title, text) in DOCS.items()])
         tenant = Tenant(ns, f"key-ppr-{name}-{uuid.uuid4().hex[:8]}", ids)
         if name in ("a", "b"):
-            _without_entities(catalog, tenant)
+            hold_extraction(catalog, tenant.namespace)
         if name == "a":
             _fill_entities(catalog, tenant)
         if name == "c":
