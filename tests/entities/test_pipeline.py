@@ -112,6 +112,7 @@ def own_worker(worker_settings: Settings) -> Iterator[Proc]:
     proc.stop()
 
 
+@pytest.mark.slow  # a kill -9 and a restart: `make faults` runs it
 def test_worker_kill9_mid_extraction_loses_and_doubles_nothing(
         worker_settings: Settings, own_worker: Proc) -> None:
     ns = uuid.uuid4()

@@ -100,6 +100,7 @@ def _meta_mtime(path: Any) -> float:
         return 0.0
 
 
+@pytest.mark.slow  # a kill -9 and a restart: `make faults` runs it
 def test_writer_killed_mid_commit_reopens_and_converges(
         lex_settings: Settings, db: psycopg.Connection[Any], writer: LexicalWriter) -> None:
     writer.run()  # start from an empty queue

@@ -111,6 +111,7 @@ def test_a_refused_message_is_dead_lettered_and_the_others_go_on(
     assert headers["brainstream.error.code"] == "extractor_failed"
 
 
+@pytest.mark.slow  # a kill -9 and a restart: `make faults` runs it
 def test_worker_kill9_mid_extraction_loses_and_doubles_nothing(
         procs: dict[str, Proc], catalog: Settings, publisher: Publisher) -> None:
     ns, total = uuid.uuid4(), 300
