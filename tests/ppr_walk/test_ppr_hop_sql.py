@@ -164,6 +164,16 @@ def tenant(catalog: Settings) -> tuple[uuid.UUID, dict[str, str]]:
         conn.execute("UPDATE entities SET merged_into = %s WHERE id = %s",
                      (e["Moonfall Harbor"], e["Lost Reel"]))
         conn.execute("UPDATE objects SET deleted_at = now() WHERE id = %s", (ids["river"],))
+        # The session's live worker must not change this graph between the two walks a test
+        # compares (its recount of the deleted document, its proposal pass adding POSSIBLY_SAME
+        # edges): mark the rows extracted and the entities examined. The updates wait for a
+        # write-back or a pass in flight (they lock these rows) and make later ones skip them.
+        with conn.transaction():
+            conn.execute("UPDATE entity_extraction SET status = 'done',"
+                         " extracted_hash = text_hash, recount = false"
+                         " WHERE namespace_id = %s", (ns,))
+            conn.execute("UPDATE entities SET proposed_at = now() WHERE namespace_id = %s"
+                         " AND proposed_at IS NULL", (ns,))
     return ns, ids
 
 
