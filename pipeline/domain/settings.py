@@ -193,10 +193,10 @@ class Settings(BaseSettings, PathSettings, MemorySettings):
     # from the second hop the PPR_FRONTIER nodes with the best forward-push estimate (pushes
     # stop below PPR_PUSH_EPSILON) expanded per hop. Power iteration: PPR_DAMPING, at most
     # PPR_MAX_ITERATIONS, stopped when the top PPR_STABLE_K rows stayed put PPR_STABLE_ROUNDS
-    # rounds or the L1 change fell below nodes x PPR_TOLERANCE. PPR_RRF_K: RRF's k fusing the
-    # hybrid and PPR lists. PPR_PASSAGE_SEEDS / PPR_PASSAGE_SEED_WEIGHT: the hybrid list's best
-    # rows as weak seeds (0: off; 0.05 keeps SciFact within 0.005 of hybrid: bench/multihop.py;
-    # 30 rows, not 5: HotpotQA R@5 +0.005 to +0.03, SciFact unchanged: docs/parts/ppr-quality.md).
+    # rounds or the L1 change fell below nodes x PPR_TOLERANCE. PPR re-ranks the hybrid list's best
+    # PPR_RERANK_DEPTH objects (0: RRF of both lists, k PPR_RRF_K). PPR_PASSAGE_SEEDS x _WEIGHT:
+    # the hybrid list's best rows as weak seeds (0: off; 0.05 keeps SciFact within 0.005 of
+    # hybrid, 30 rows: HotpotQA R@5 +0.005 to +0.03; bench/multihop.py, docs/parts/ppr-*.md).
     ppr_max_ngram: int = Field(default=8, ge=1, le=16)
     ppr_hub_fraction: float = Field(default=0.10, gt=0, le=1)
     ppr_hub_min_rows: int = Field(default=20, ge=0, le=1_000_000)
@@ -214,6 +214,7 @@ class Settings(BaseSettings, PathSettings, MemorySettings):
     ppr_rrf_k: int = Field(default=5, ge=0, le=10_000)
     ppr_passage_seeds: int = Field(default=30, ge=0, le=100)
     ppr_passage_seed_weight: float = Field(default=0.05, ge=0, le=10)
+    ppr_rerank_depth: int = Field(default=0, ge=0, le=1000)  # B3: docs/parts/ppr-quality.md
 
     # entity extraction (pipeline/entities/extractors/, docs/entities.md)
     entity_extractor: ExtractorName = "heuristic"
