@@ -1,5 +1,5 @@
-"""PPR as the re-ranker of the hybrid list, objects scored by all their rows (issue 11, B3),
-through the API on the real stack.
+"""PPR as the re-ranker of the hybrid list, objects scored by all their rows, and a name
+written with a possessive as a seed (issue 11, B3), through the API on the real stack.
 
 The question names one entity, "Zorvex Labs". Two parts of the long "twin" document name it,
 one part of the short "single" document names it together with an entity nothing else names
@@ -11,8 +11,8 @@ probability of standing on any of its rows. Mode auto orders the hybrid list's b
 that score when `PPR_RERANK_DEPTH` is set, so the twin comes first, the single second (the
 hybrid list ranks the single higher, and so does the best-row score RRF fuses: RRF puts it
 first), then the lookalike and the distractor (never reached by the walk), wherever the hybrid
-list put them. Tenant B holds the same texts without entities: auto answers it hybrid, with
-B's objects alone.
+list put them. "Hollin Quay's" seeds Hollin Quay. Tenant B holds the same texts without
+entities: auto answers it hybrid, with B's objects alone.
 """
 
 from __future__ import annotations
@@ -151,3 +151,17 @@ def test_the_default_fusion_stays_rrf_of_best_rows(catalog: Settings,
     ids = [o["id"] for o in answer["objects"]]
     assert answer["mode"] == "ppr"
     assert ids.index(a.ids["single"]) < ids.index(a.ids["twin"])
+
+
+def test_a_possessive_name_seeds_its_entity(client: TestClient,
+                                            tenants: dict[str, Tenant]) -> None:
+    a, b = tenants["a"], tenants["b"]
+    answer = _search(client, a, query="What stands at Hollin Quay's edge?", mode="auto",
+                     explain=True)
+    assert answer["mode"] == "ppr"
+    assert [(s["name"], s["text"], s["strong"]) for s in answer["explain"]["seeds"]] == [
+        ("Hollin Quay", "Hollin Quay", True)]
+    assert answer["objects"][0]["id"] == a.ids["single"]
+    other = _search(client, b, query="What stands at Hollin Quay's edge?", mode="auto")
+    assert other["mode"] == "hybrid"  # A's entity is no seed of B's
+    assert not set(a.ids.values()) & {o["id"] for o in other["objects"]}
