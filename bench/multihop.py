@@ -16,8 +16,8 @@ row, and evaluates every query through the engine as `pipeline.wiring.build_serv
 Metrics: passage recall@2 and @5 on HotpotQA (|gold ∩ top k| / |gold|, 2 gold passages each,
 averaged), nDCG@10 on SciFact train. The sweep: the stage fusion (RRF's k, or PPR re-ranking
 the hybrid list's best N objects), with and without the hybrid list's best rows as weak PPR
-seeds. Targets: HotpotQA R@5 >= 0.88 with auto; SciFact
-nDCG@10 of auto within 0.005 of hybrid.
+seeds. Targets: HotpotQA R@5 >= 0.88 with auto; SciFact nDCG@10 of auto within 0.005 of
+hybrid.
 
 Usage: python bench/multihop.py [--embedder minilm|static] [--extractors heuristic,spacy]
        [--rrf-ks 1,2,5,10,20,60] [--rerank-depths 0,30] [--passage-weights 0,0.05]
@@ -228,8 +228,9 @@ def main() -> None:
     args = parser.parse_args()
     quiet_logging()
     args.extractors = [e.strip() for e in args.extractors.split(",") if e.strip()]
+    # a re-rank reads no RRF k: one variant per depth (k 0)
     args.variants = list(dict.fromkeys(
-        Variant(int(k) if not int(d) else 5, float(w), int(n) if float(w) else 0, int(d))
+        Variant(0 if int(d) else int(k), float(w), int(n) if float(w) else 0, int(d))
         for d in args.rerank_depths.split(",") for n in args.passage_seeds.split(",")
         for w in args.passage_weights.split(",") for k in args.rrf_ks.split(",")))
     names = {d.strip() for d in args.datasets.split(",")}

@@ -57,7 +57,8 @@ def rerank_stages(first: Sequence[Promoted], ppr: PprResult, *, depth: int
                   ) -> tuple[list[Promoted], dict[uuid.UUID, StageRanks]]:
     """The first stage's best `depth` objects ordered by their PPR mass (the sum over their
     rows; ties and objects the walk never reached keep the first stage's order), then the rest
-    of the first stage: PPR as a re-ranker, adding no object the first stage did not find."""
+    of the first stage: PPR as a re-ranker, adding no object the first stage did not find.
+    An object's fused score is 1 / its new rank; its PPR rank is its rank by mass."""
     by_mass = sorted(ppr.objects, key=lambda h: (-ppr.mass.get(h.id, 0.0), str(h.id)))
     ppr_rank = {h.id: rank for rank, h in enumerate(by_mass, start=1)}
     head = sorted(enumerate(first[: max(0, depth)], start=1),
