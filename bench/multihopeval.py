@@ -48,18 +48,22 @@ class CachedChannel:
 
 @dataclass(frozen=True)
 class Variant:
-    """One engine configuration of the sweep: the stage fusion's k, and the hybrid list's best
-    rows as weak seeds (how many, their total weight)."""
+    """One engine configuration of the sweep: the stage fusion (RRF's k, or PPR re-ranking the
+    hybrid list's best `rerank_depth` objects when > 0), and the hybrid list's best rows as
+    weak seeds (how many, their total weight)."""
 
     rrf_k: int
     passage_weight: float
     passage_seeds: int = 5
+    rerank_depth: int = 0
 
     @property
     def label(self) -> str:
         seeds = (f", passage seeds {self.passage_seeds} x {self.passage_weight:g}"
                  if self.passage_weight and self.passage_seeds else "")
-        return f"rrf_k {self.rrf_k}{seeds}"
+        fusion = (f"re-rank top {self.rerank_depth}" if self.rerank_depth
+                  else f"rrf_k {self.rrf_k}")
+        return f"{fusion}{seeds}"
 
 
 @dataclass
@@ -82,7 +86,8 @@ def engines(wired: RetrievalEngine, variant: Variant,
     stage = PprStage(wired.ppr.graph, replace(wired.ppr.config,
                                               passage_seed_weight=variant.passage_weight,
                                               passage_seeds=variant.passage_seeds))
-    config = replace(wired.config, ppr_rrf_k=variant.rrf_k)
+    config = replace(wired.config, ppr_rrf_k=variant.rrf_k,
+                     ppr_rerank_depth=variant.rerank_depth)
     return RetrievalEngine(wired.searcher, wired.reader, wired.result_sets, wired.catalog,
                            wired.embed_query, config, channels=list(channels), ppr=stage)
 

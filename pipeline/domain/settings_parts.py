@@ -111,5 +111,41 @@ class ModelHttpSettings(BaseModel):
     model_http_retry_max_wait: float = Field(default=2.0, gt=0, le=60)
 
 
-class SettingsParts(PathSettings, MemorySettings, LexicalSettings, ModelHttpSettings):
+class PprSettings(BaseModel):
+    """PPR retrieval's seeds, walk bounds, iteration and fusion (`mode` ppr / auto)."""
+
+    # PPR retrieval (issue 11, item 4; docs/entities.md): search `mode` ppr / auto. Seeds are
+    # query n-grams of up to PPR_MAX_NGRAM words matched to entities; an entity named by more
+    # than PPR_HUB_FRACTION of a namespace's live rows (and more than PPR_HUB_MIN_ROWS) is a hub:
+    # never a seed, never expanded. The query-time subgraph: at most PPR_MAX_HOPS hops,
+    # PPR_MAX_NODES nodes, PPR_MAX_EDGES edges, PPR_ROWS_PER_ENTITY rows read per entity, and
+    # from the second hop the PPR_FRONTIER nodes with the best forward-push estimate (pushes
+    # stop below PPR_PUSH_EPSILON) expanded per hop. Power iteration: PPR_DAMPING, at most
+    # PPR_MAX_ITERATIONS, stopped when the top PPR_STABLE_K rows stayed put PPR_STABLE_ROUNDS
+    # rounds or the L1 change fell below nodes x PPR_TOLERANCE. PPR re-ranks the hybrid list's best
+    # PPR_RERANK_DEPTH objects (0: RRF of both lists, k PPR_RRF_K). PPR_PASSAGE_SEEDS x _WEIGHT:
+    # the hybrid list's best rows as weak seeds (0: off; 0.05 keeps SciFact within 0.005 of
+    # hybrid, 30 rows: HotpotQA R@5 +0.005 to +0.03; bench/multihop.py, docs/entities.md).
+    ppr_max_ngram: int = Field(default=8, ge=1, le=16)
+    ppr_hub_fraction: float = Field(default=0.10, gt=0, le=1)
+    ppr_hub_min_rows: int = Field(default=20, ge=0, le=1_000_000)
+    ppr_max_hops: int = Field(default=3, ge=1, le=3)
+    ppr_max_nodes: int = Field(default=2000, ge=10, le=100_000)
+    ppr_max_edges: int = Field(default=8000, ge=10, le=1_000_000)
+    ppr_rows_per_entity: int = Field(default=100, ge=1, le=10_000)
+    ppr_frontier: int = Field(default=64, ge=1, le=10_000)
+    ppr_push_epsilon: float = Field(default=1e-4, gt=0, le=1)
+    ppr_damping: float = Field(default=0.5, gt=0, lt=1)
+    ppr_max_iterations: int = Field(default=50, ge=1, le=1000)
+    ppr_tolerance: float = Field(default=1e-6, gt=0, le=1)
+    ppr_stable_k: int = Field(default=20, ge=1, le=1000)
+    ppr_stable_rounds: int = Field(default=3, ge=0, le=100)
+    ppr_rrf_k: int = Field(default=5, ge=0, le=10_000)
+    ppr_passage_seeds: int = Field(default=30, ge=0, le=100)
+    ppr_passage_seed_weight: float = Field(default=0.05, ge=0, le=10)
+    ppr_rerank_depth: int = Field(default=0, ge=0, le=1000)
+
+
+class SettingsParts(PathSettings, MemorySettings, LexicalSettings, ModelHttpSettings,
+                    PprSettings):
     """Every group above, inherited by `Settings` as one."""

@@ -49,6 +49,7 @@ from pipeline.retrieval.multihop import (
     hits_explain,
     plan_explain,
     ppr_explain,
+    rerank_stages,
 )
 from pipeline.retrieval.paging import Item, ResultPager
 from pipeline.retrieval.requests import (
@@ -79,6 +80,8 @@ class EngineConfig:
     exact_channels: tuple[str, ...] = ("lexical", "trigram")
     # RRF's k when the hybrid list and the PPR list are fused (small: see multihop.py)
     ppr_rrf_k: int = 5
+    # > 0: PPR re-ranks the hybrid list's best `ppr_rerank_depth` objects instead of RRF
+    ppr_rerank_depth: int = 0
 
 
 class RetrievalEngine:
@@ -162,8 +165,11 @@ class RetrievalEngine:
         result = await self.ppr.rank(namespace, plan, request.filters, request.scope_ids, rows)
         missing = [p.id for p in result.parts if p.id not in meta]
         meta |= await self.searcher.row_meta(namespace, missing)
-        promoted, ranks = fuse_stages(first, result, meta, k=self.config.ppr_rrf_k,
-                                      evidence_n=self.config.evidence_n)
+        promoted, ranks = (
+            rerank_stages(first, result, depth=self.config.ppr_rerank_depth)
+            if self.config.ppr_rerank_depth > 0 else
+            fuse_stages(first, result, meta, k=self.config.ppr_rrf_k,
+                        evidence_n=self.config.evidence_n))
         page = await self._page(namespace, query, promoted, meta, request.limit, degrade,
                                 mode="ppr")
         if request.explain:

@@ -1,5 +1,6 @@
 """The second stage of a multi-hop search: the first stage's object list (hybrid) and the PPR
-stage's object list fused by reciprocal rank with a small k, and the explain block.
+stage's object list fused by reciprocal rank with a small k, or the first stage's best objects
+re-ranked by their PPR score (`rerank_stages`, `PPR_RERANK_DEPTH`), and the explain block.
 
 Pure functions; the engine (`pipeline.retrieval.engine`) runs the stages and calls these.
 A small k lets a passage ranked high by one stage alone climb: with k = 60, RRF is nearly flat
@@ -50,6 +51,22 @@ def fuse_stages(first: Sequence[Promoted], ppr: PprResult, meta: Mapping[uuid.UU
         out.append(Promoted(f.id, f.score, evidence))
         ranks[f.id] = StageRanks(f.ranks.get(FIRST), f.ranks.get(PPR), f.score)
     return out, ranks
+
+
+def rerank_stages(first: Sequence[Promoted], ppr: PprResult, *, depth: int
+                  ) -> tuple[list[Promoted], dict[uuid.UUID, StageRanks]]:
+    """The first stage's best `depth` objects ordered by their PPR mass (the sum over their
+    rows; ties and objects the walk never reached keep the first stage's order), then the rest
+    of the first stage: PPR as a re-ranker, adding no object the first stage did not find.
+    An object's fused score is 1 / its new rank; its PPR rank is its rank by mass."""
+    by_mass = sorted(ppr.objects, key=lambda h: (-ppr.mass.get(h.id, 0.0), str(h.id)))
+    ppr_rank = {h.id: rank for rank, h in enumerate(by_mass, start=1)}
+    head = sorted(enumerate(first[: max(0, depth)], start=1),
+                  key=lambda item: (-ppr.mass.get(item[1].id, 0.0), item[0]))
+    order = [*(p for _, p in head), *first[max(0, depth):]]
+    out = [Promoted(p.id, 1.0 / rank, p.evidence) for rank, p in enumerate(order, start=1)]
+    first_rank = {p.id: rank for rank, p in enumerate(first, start=1)}
+    return out, {p.id: StageRanks(first_rank[p.id], ppr_rank.get(p.id), p.score) for p in out}
 
 
 def plan_explain(plan: SeedPlan | None) -> dict[str, object]:

@@ -40,14 +40,22 @@ class Ngram:
     last: int = 0
 
 
+_POSSESSIVE = re.compile(r"['\u2019]s$", re.IGNORECASE)
+
+
 def query_ngrams(query: str, *, max_tokens: int = 8) -> list[Ngram]:
-    """Every run of 1..`max_tokens` consecutive words of `query`."""
+    """Every run of 1..`max_tokens` consecutive words of `query`; a run whose last word ends
+    in a possessive "'s" comes twice, as written and without it ("Grace Krilanovich's" names
+    Grace Krilanovich; "McDonald's" still matches as written)."""
     words = [(m.start(), m.end()) for m in _WORD.finditer(query)]
     grams: list[Ngram] = []
     for i in range(len(words)):
         for j in range(i + 1, min(len(words), i + max_tokens) + 1):
             first, last = words[i][0], words[j - 1][1]
             grams.append(Ngram(i, j, query[first:last], first, last))
+            owner = _POSSESSIVE.search(query, first, last)
+            if owner is not None and owner.start() > first:
+                grams.append(Ngram(i, j, query[first:owner.start()], first, owner.start()))
     return grams
 
 

@@ -140,7 +140,8 @@ async def build_services(settings: Settings) -> Services:
                           result_set_max_items=settings.result_set_max_items,
                           snippet_max_terms=settings.api_snippet_max_terms,
                           max_query_terms=settings.api_max_query_terms,
-                          max_filters=settings.api_max_filters, ppr_rrf_k=settings.ppr_rrf_k)
+                          max_filters=settings.api_max_filters, ppr_rrf_k=settings.ppr_rrf_k,
+                          ppr_rerank_depth=settings.ppr_rerank_depth)
     searcher = PgPartSearcher(pool, stats_ttl=settings.search_stats_ttl,
                               trigram_threshold=settings.trigram_threshold,
                               trigram_max_words=settings.trigram_max_words)

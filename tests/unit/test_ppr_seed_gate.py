@@ -60,3 +60,14 @@ def test_strong_only_keeps_the_hubs_and_the_limit() -> None:
     strong = plan.strong_only()
     assert strong.seeds == () and strong.hubs == plan.hubs
     assert strong.hub_limit == plan.hub_limit
+
+
+def test_a_possessive_run_also_comes_without_its_s() -> None:
+    grams = query_ngrams("Was Grace Krilanovich\u2019s novel McDonald's?", max_tokens=2)
+    texts = [g.text for g in grams]
+    assert "Grace Krilanovich\u2019s" in texts and "Grace Krilanovich" in texts
+    stripped = next(g for g in grams if g.text == "Grace Krilanovich")
+    assert (stripped.start, stripped.end) == (1, 3)
+    assert stripped.last - stripped.first == len("Grace Krilanovich")
+    assert "McDonald's" in texts and "McDonald" in texts
+    assert "Krilanovich\u2019s novel" in texts and "Krilanovich novel" not in texts

@@ -14,7 +14,8 @@
    `max_nodes` are shared by the hop's entities (one statement per hop: `EntityGraph.hop`).
 3. PPR (`rank`): power iteration with damping `damping`, dangling mass back to the seeds,
    stopped once the top `stable_k` rows stay put; rows promoted to their objects (an object
-   scores its best row), kept only when the request's filters and scope allow them.
+   scores its best row; `PprResult.mass` also gives the sum of its rows), kept only when the
+   request's filters and scope allow them.
 
 Optionally the first stage's best rows join as weak seeds (`passage_seed_weight` > 0, shared
 by the `passage_seeds` best rows by reciprocal rank), as HippoRAG 2 seeds passages.
@@ -99,7 +100,8 @@ class SeedPlan:
 
 @dataclass
 class PprResult:
-    """Objects ranked by PPR (best row's score), the part rows behind them, and what ran."""
+    """Objects ranked by PPR (best row's score), the sum of their rows' scores (`mass`), the
+    part rows behind them, and what ran."""
 
     objects: list[Hit]
     parts: list[Hit]
@@ -112,6 +114,7 @@ class PprResult:
     stopped: str = ""
     truncated: bool = False
     hubs: list[EntityRef] = field(default_factory=list)
+    mass: dict[uuid.UUID, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -244,12 +247,17 @@ class PprStage:
                               top_k=cfg.stable_k, stable_rounds=cfg.stable_rounds,
                               max_iterations=cfg.max_iterations, tolerance=cfg.tolerance)
         best: dict[uuid.UUID, float] = {}
+        # The walk's probability of standing on any of an object's rows: one node per passage,
+        # as in HippoRAG, so a passage split in parts is not ranked by a fragment (the re-rank
+        # orders by it; RRF keeps the best row, which measured better there).
+        mass: dict[uuid.UUID, float] = {}
         parts: list[Hit] = []
         for number, row in graph.rows.items():
             score = float(run.scores[number])
             if score <= 0:
                 continue
             best[row.object_id] = max(best.get(row.object_id, 0.0), score)
+            mass[row.object_id] = mass.get(row.object_id, 0.0) + score
             if row.is_part:
                 parts.append(Hit(row.row_id, score))
         # The walk reads only live rows of live objects of the namespace, and a live object
@@ -263,7 +271,8 @@ class PprStage:
         return PprResult(objects, parts, nodes=n, edges=len(graph.edges),
                          entities=n - len(graph.rows), rows=len(graph.rows), hops=hops,
                          iterations=run.iterations, stopped=run.stopped,
-                         truncated=graph.truncated, hubs=list(hubs.values()))
+                         truncated=graph.truncated, hubs=list(hubs.values()),
+                         mass={o.id: mass[o.id] for o in objects})
 
     async def _walk(self, namespace: uuid.UUID, graph: _Subgraph, seeds: dict[int, float],
                     hub_limit: float, hubs: dict[uuid.UUID, EntityRef]) -> int:
