@@ -28,7 +28,8 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from pipeline.domain.settings import Settings
 from pipeline.entities.names import normalise
-from tests.entities.test_ppr import Tenant, _without_entities
+from tests.apiutil import Tenant
+from tests.entities.holdutil import hold_extraction
 from tests.pipelineutil import ingest, put
 
 QUESTION = "Who founded Zorvex Labs?"
@@ -83,7 +84,7 @@ def tenants(catalog: Settings) -> dict[str, Tenant]:
         ingest(catalog, [put(ns, id=ids[doc], kind="note", title=title, content=text)
                          for doc, (title, text) in DOCS.items()])
         tenant = Tenant(ns, f"key-rerank-{name}-{uuid.uuid4().hex[:8]}", ids)
-        _without_entities(catalog, tenant)
+        hold_extraction(catalog, tenant.namespace)
         if name == "a":
             _fill_entities(catalog, tenant)
         out[name] = tenant
