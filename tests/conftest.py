@@ -73,6 +73,17 @@ def procs(catalog: Settings) -> Iterator[dict[str, Proc]]:
             proc.stop()
 
 
+@pytest.fixture(autouse=True)
+def _revive_procs(request: pytest.FixtureRequest) -> None:
+    """A test that stops the shared stack (tests/stack/test_services.py) can take a session
+    process with it (a Celery worker exits when its Redis goes away mid-poll): the next test
+    that needs the pipeline starts what died instead of waiting on a pipeline that is gone."""
+    if "procs" in request.fixturenames:
+        for proc in request.getfixturevalue("procs").values():
+            if not proc.alive:
+                proc.start()
+
+
 @pytest.fixture()
 def publisher(stack_settings: Settings) -> Iterator[Publisher]:
     pub = Publisher(stack_settings)
