@@ -9,8 +9,11 @@ memory, memory search, admin).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
+from typing import Any
 
 import psycopg
 from fastapi import FastAPI
@@ -27,6 +30,21 @@ from pipeline.kafka.publisher import EventPublisher, LazyPublisher
 from pipeline.kafka.signing import signer_for
 from pipeline.memory.writes import MessageWriter
 from pipeline.wiring import ActiveServices, Services
+
+log = logging.getLogger(__name__)
+
+# A stop must not wait forever on a connection that never comes back: closing the services
+# once hung in the degrade test (embedder and graph addresses closed), the event loop idle.
+SHUTDOWN_SECONDS = 10.0
+
+
+async def _bounded(closing: Coroutine[Any, Any, None], seconds: float) -> None:
+    """Run `closing`; past `seconds`, log and leave it cancelled rather than block the stop."""
+    task = asyncio.ensure_future(closing)
+    done, _ = await asyncio.wait({task}, timeout=seconds)
+    if not done:
+        log.warning("closing the API's services took over %.0f s; stopping without them", seconds)
+        task.cancel()
 
 
 def create_app(settings: Settings | None = None,
@@ -48,7 +66,7 @@ def create_app(settings: Settings | None = None,
             try:
                 yield
             finally:
-                await active.close()
+                await _bounded(active.close(), SHUTDOWN_SECONDS)
         finally:
             app.state.memory_writer.close()
             app.state.decision_publisher.close()
