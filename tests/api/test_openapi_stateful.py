@@ -68,7 +68,7 @@ def test_linked_call_sequences_never_fail(client: TestClient,
                                                       content_type_conformance,
                                                       response_schema_conformance])
 
-    Machine.run(settings=settings(max_examples=25, stateful_step_count=6, deadline=None,
+    Machine.run(settings=settings(max_examples=60, stateful_step_count=6, deadline=None,
                                   database=None, suppress_health_check=list(HealthCheck)))
     # The links were followed: objects the API named were read by their ids.
     linked = {path for path, status in served if status == 200}
