@@ -27,6 +27,7 @@ from psycopg_pool import ConnectionPool
 from pipeline.domain.settings import Settings
 from pipeline.lexical import queue
 from pipeline.lexical.documents import ROOT_ID, namespace_dir, open_index, to_document
+from pipeline.outbox.single_writer import single_writer
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +57,8 @@ class LexicalWriter:
     def run(self, *, max_rounds: int = 1000) -> WriterStats:
         """Drain the queue (up to `max_rounds` batches) unless another writer is at it."""
         stats = WriterStats()
-        with self.pool.connection() as lock_conn:
-            got = lock_conn.execute("SELECT pg_try_advisory_lock(%s)",
-                                    (WRITER_LOCK,)).fetchone()
-            if not got or not got[0]:
+        with single_writer(self.pool, WRITER_LOCK) as held:
+            if not held:
                 stats.skipped = True
                 return stats
             try:
@@ -68,7 +67,6 @@ class LexicalWriter:
                         break
             finally:
                 self._close()
-                lock_conn.execute("SELECT pg_advisory_unlock(%s)", (WRITER_LOCK,))
         return stats
 
     def rebuild(self, namespaces: Sequence[uuid.UUID]) -> WriterStats:
@@ -77,8 +75,7 @@ class LexicalWriter:
         until it). Waits for a running writer; queue rows older than the rebuild are covered
         by it and dropped, newer ones stay for the next writer run."""
         stats = WriterStats()
-        with self.pool.connection() as lock_conn:
-            lock_conn.execute("SELECT pg_advisory_lock(%s)", (WRITER_LOCK,))
+        with single_writer(self.pool, WRITER_LOCK, wait=True):
             try:
                 with self.pool.connection() as conn:
                     covered = queue.max_id(conn)
@@ -88,7 +85,6 @@ class LexicalWriter:
                     queue.forget_up_to(conn, covered)
             finally:
                 self._close()
-                lock_conn.execute("SELECT pg_advisory_unlock(%s)", (WRITER_LOCK,))
         return stats
 
     def _rebuild_namespace(self, namespace: uuid.UUID, stats: WriterStats) -> None:

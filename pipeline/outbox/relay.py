@@ -45,6 +45,7 @@ from pipeline.outbox.ops import (
     edge_key,
     edge_payload,
 )
+from pipeline.outbox.single_writer import single_writer
 from pipeline.outbox.store import OutboxRow
 from pipeline.ports import ChangeSink, DeadLetterSink, GraphWriter
 
@@ -95,17 +96,13 @@ class OutboxRelay:
     def run(self, *, max_rounds: int = 1000) -> RelayStats:
         """Drain the outbox (up to `max_rounds` batches) unless another relay is at it."""
         stats = RelayStats()
-        with self.pool.connection() as lock_conn:
-            got = lock_conn.execute("SELECT pg_try_advisory_lock(%s)", (_RELAY_LOCK,)).fetchone()
-            if not got or not got[0]:
+        with single_writer(self.pool, _RELAY_LOCK) as held:
+            if not held:
                 stats.skipped = True
                 return stats
-            try:
-                for _ in range(max_rounds):
-                    if not self._round(stats):
-                        break
-            finally:
-                lock_conn.execute("SELECT pg_advisory_unlock(%s)", (_RELAY_LOCK,))
+            for _ in range(max_rounds):
+                if not self._round(stats):
+                    break
         return stats
 
     def _round(self, stats: RelayStats) -> bool:
