@@ -1,7 +1,8 @@
 """Tests that fill the entity layer by hand share the session's database with a live pipeline,
 whose worker extracts the same rows (as fast as it embeds them): its write-back would replace the
 hand-made mentions and recount the hand-made part counts. `hold_extraction` marks a namespace's
-rows extracted and drops what the worker already wrote, so only the test writes them."""
+rows extracted and drops what the worker already wrote, so only the test writes them;
+`extract_now` runs the real extraction stage over some roots in the test's own process."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from collections.abc import Collection
 import psycopg
 
 from pipeline.domain.settings import Settings
+from pipeline.entities.extractors import build_extractor
+from pipeline.entities.stage import ExtractionStage
+from pipeline.stores.postgres.pool import make_pool
 
 
 def hold_extraction(settings: Settings, namespace: uuid.UUID,
@@ -30,3 +34,13 @@ def hold_extraction(settings: Settings, namespace: uuid.UUID,
                      " AND merged_into IS NOT NULL", args)
         conn.execute("DELETE FROM entities WHERE namespace_id = %(ns)s"
                      " AND id <> ALL(%(keep)s::uuid[])", args)  # aliases, edges cascade
+
+
+def extract_now(settings: Settings, roots: Collection[str | uuid.UUID]) -> None:
+    """The extraction stage over these roots' pending rows, now, with the configured extractor."""
+    pool = make_pool(settings, max_size=2)
+    try:
+        ExtractionStage(settings, pool, build_extractor(settings)).run(
+            roots=[uuid.UUID(str(r)) for r in roots])
+    finally:
+        pool.close()

@@ -18,12 +18,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from pipeline.domain.settings import Settings
-from pipeline.entities.extractors import build_extractor
 from pipeline.entities.names import normalise
-from pipeline.entities.stage import ExtractionStage
-from pipeline.stores.postgres.pool import make_pool
 from tests.apiutil import Tenant, api_client
-from tests.entities.holdutil import hold_extraction
+from tests.entities.holdutil import extract_now, hold_extraction
 from tests.pipelineutil import ingest, put
 
 # The question needs two passages: "Moonfall Harbor" names its director, and only the
@@ -102,12 +99,7 @@ def tenants(catalog: Settings) -> dict[str, Tenant]:
         if name == "a":
             _fill_entities(catalog, tenant)
         if name == "c":
-            pool = make_pool(catalog, max_size=2)
-            try:
-                ExtractionStage(catalog, pool, build_extractor(catalog)).run(
-                    roots=[uuid.UUID(i) for i in ids.values()])
-            finally:
-                pool.close()
+            extract_now(catalog, ids.values())
         out[name] = tenant
     return out
 

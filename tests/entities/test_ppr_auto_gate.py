@@ -18,9 +18,7 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from pipeline.domain.settings import Settings
-from pipeline.entities.extractors import build_extractor
-from pipeline.entities.stage import ExtractionStage
-from pipeline.stores.postgres.pool import make_pool
+from tests.entities.holdutil import extract_now
 from tests.entities.test_ppr import DOCS, QUESTION, Tenant
 from tests.pipelineutil import ingest, put
 
@@ -40,12 +38,7 @@ def tenants(catalog: Settings) -> dict[str, Tenant]:
                          for doc, (title, text) in DOCS.items()])
         tenant = Tenant(ns, f"key-gate-{name}-{uuid.uuid4().hex[:8]}", ids)
         if name == "x":
-            pool = make_pool(catalog, max_size=2)
-            try:
-                ExtractionStage(catalog, pool, build_extractor(catalog)).run(
-                    roots=[uuid.UUID(i) for i in ids.values()])
-            finally:
-                pool.close()
+            extract_now(catalog, ids.values())
         out[name] = tenant
     return out
 

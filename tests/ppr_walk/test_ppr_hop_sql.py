@@ -19,14 +19,13 @@ from psycopg import sql
 from pipeline.domain.entity_reads import EntityLink, Hop, RowMention
 from pipeline.domain.read_model import Filters
 from pipeline.domain.settings import Settings
-from pipeline.entities.extractors import build_extractor
 from pipeline.entities.ids import entity_id
 from pipeline.entities.names import normalise
-from pipeline.entities.stage import ExtractionStage
 from pipeline.retrieval.channels.ppr import PprConfig, PprResult, PprStage, RowRef
 from pipeline.stores.postgres.entity_graph import PgEntityGraph
 from pipeline.stores.postgres.filters import SEARCHABLE_FROM, searchable
-from pipeline.stores.postgres.pool import make_async_pool, make_pool
+from pipeline.stores.postgres.pool import make_async_pool
+from tests.entities.holdutil import extract_now
 from tests.pipelineutil import ingest, put
 
 # The statements of the walk before the one-statement hop, verbatim: the reference.
@@ -134,12 +133,7 @@ def tenant(catalog: Settings) -> tuple[uuid.UUID, dict[str, str]]:
     ids = {doc: str(uuid.uuid4()) for doc in DOCS}
     ingest(catalog, [put(ns, id=ids[doc], kind="note", title=title, content=_content(parts))
                      for doc, (title, parts) in DOCS.items()])
-    pool = make_pool(catalog, max_size=2)
-    try:
-        ExtractionStage(catalog, pool, build_extractor(catalog)).run(
-            roots=[uuid.UUID(i) for i in ids.values()])
-    finally:
-        pool.close()
+    extract_now(catalog, ids.values())
     e = {name: _entity(ns, name) for name in ("Moonfall Harbor", "Elara Vantreck", "Quillon",
                                               "Ostravia", "Corvid Studio", "Marek Dunmore",
                                               "Ostra River", "Lost Reel")}
