@@ -124,12 +124,12 @@ def sweep() -> dict[str, Any]:
     rt = runtime()
     deferred = rt.processor.retry_due_deferred()
     pending = pending_count(rt.pool, older_than=2 * rt.settings.sweep_interval)
-    with rt.pool.connection() as conn:
+    with rt.pool.connection() as conn:  # the backlogs nobody may hold, on one connection
         extract_pending = extraction.pending_count(conn,
                                                    older_than=2 * rt.settings.sweep_interval)
-    outbox = backlog(rt.pool)
-    with rt.pool.connection() as conn:
         memory_pending = pending_work(conn, older_than=2 * rt.settings.sweep_interval)
+        lexical_backlog = lexical_queue.backlog(conn)
+    outbox = backlog(rt.pool)
     if memory_pending:
         memory.delay(None)
     if pending:
@@ -144,8 +144,6 @@ def sweep() -> dict[str, Any]:
                                config=ResolveConfig.from_settings(rt.settings))
     if outbox or decided.applied or (proposals is not None and proposals.merged):
         relay.delay()
-    with rt.pool.connection() as conn:
-        lexical_backlog = lexical_queue.backlog(conn)
     if lexical_backlog:
         lexical.delay()
     with rt.pool.connection() as conn:
