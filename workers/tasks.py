@@ -10,7 +10,7 @@ from typing import Any
 
 from pipeline.domain.errors import Unavailable
 from pipeline.embedding.service import EmbeddingService, pending_count
-from pipeline.entities.merging import ProposalStats, propose_all, propose_if_due
+from pipeline.entities.merging import ProposalStats, proposals_due, propose_all, propose_if_due
 from pipeline.entities.resolving import ResolveConfig
 from pipeline.entities.stage import ExtractionStage
 from pipeline.memory_services.extraction import MessageExtraction
@@ -22,7 +22,15 @@ from pipeline.outbox.store import backlog
 from pipeline.stores.postgres import extraction
 from pipeline.stores.postgres.memory_fold import PgSummaryWork
 from pipeline.stores.postgres.memory_work import PgMessageWork, pending_work
-from workers.app import EMBED_TASK, EXTRACT_TASK, MEMORY_TASK, RELAY_TASK, SWEEP_TASK, app
+from workers.app import (
+    EMBED_TASK,
+    EXTRACT_TASK,
+    MEMORY_TASK,
+    PROPOSE_TASK,
+    RELAY_TASK,
+    SWEEP_TASK,
+    app,
+)
 from workers.runtime import Runtime, runtime
 
 log = logging.getLogger(__name__)
@@ -54,6 +62,21 @@ def extract(roots: list[str] | None = None) -> dict[str, Any]:
     if stats.extracted or stats.recounted or stats.failed or proposals.merged:
         relay.delay()
     return {**stats.__dict__, "proposals": proposals.__dict__}
+
+
+@app.task(name=PROPOSE_TASK)
+def propose() -> dict[str, Any]:
+    """The proposal pass over every entity nobody examined yet (sent by the sweep, run on the
+    extraction queue); idempotent: an entity leaves the pass's queue in the transaction that
+    examined it, and a merge is a compare-and-set."""
+    rt = runtime()
+    proposals = propose_if_due(rt.pool, batch=rt.settings.entity_proposal_batch,
+                               config=ResolveConfig.from_settings(rt.settings))
+    if proposals is None:  # an extraction's own pass examined them meanwhile
+        return {"examined": 0}
+    if proposals.merged:
+        relay.delay()
+    return proposals.__dict__
 
 
 def _propose(rt: Runtime) -> ProposalStats:
@@ -92,7 +115,7 @@ def relay() -> dict[str, Any]:
 @app.task(name=SWEEP_TASK)
 def sweep() -> dict[str, Any]:
     """Find work whose trigger was lost (killed worker, flushed Redis) and trigger it again
-    (extraction also: rows whose deleted state changed wait for it to recount them); run the
+    (extraction also: rows whose deleted state changed wait for it to recount them); send the
     resolver's proposal pass when entities nobody examined wait for it; apply deferred events
     that are due even when no new events arrive; run memory work (message extractors,
     summaries) nobody holds; add new words to the search vocabulary (the trigram channel's)."""
@@ -111,15 +134,16 @@ def sweep() -> dict[str, Any]:
         embed.delay(None)
     if extract_pending:
         extract.delay(None)
-    # entities a killed worker created but never examined; nothing claimed when none waits
-    proposals = propose_if_due(rt.pool, batch=rt.settings.entity_proposal_batch,
-                               config=ResolveConfig.from_settings(rt.settings))
-    if outbox or (proposals is not None and proposals.merged):
+    # entities a killed worker created but never examined: the pass runs on the extraction
+    # queue, so a long one never holds the embedding queue; nothing is sent when none waits
+    proposals_waiting = proposals_due(rt.pool)
+    if proposals_waiting:
+        propose.delay()
+    if outbox:
         relay.delay()
     with rt.pool.connection() as conn:
         vocab_rows = refresh_vocab(conn) or 0
     return {"embed_pending": pending, "extract_pending": extract_pending,
             "outbox_backlog": outbox, "memory_pending": memory_pending,
             "deferred_applied": deferred, "vocab_rows": vocab_rows,
-            "proposal_pass": proposals is not None,
-            "entities_examined": proposals.examined if proposals is not None else 0}
+            "proposal_pass": proposals_waiting}
