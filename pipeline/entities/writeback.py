@@ -56,10 +56,19 @@ def mention_keys(rows: Sequence[tuple[RowText, Extraction]]) -> dict[Key, Mentio
     return out
 
 
+def triple_keys(rows: Sequence[tuple[RowText, Extraction]]) -> set[Key]:
+    """Each (namespace, norm) the rows' triples name as subject or object."""
+    return {(row.namespace_id, normalise(name)) for row, found in rows
+            for t in found.triples for name in (t.subject, t.object)}
+
+
 def write_batch(conn: Conn, settings: Settings, extractor: str,
                 extracted: Sequence[tuple[RowText, Extraction]], recount: Sequence[uuid.UUID],
-                embeddings: Mapping[Key, Any]) -> WriteResult:
-    """Write one batch back in the caller's transaction (see the module docstring)."""
+                embeddings: Mapping[Key, Any], seen: Mapping[Key, uuid.UUID]) -> WriteResult:
+    """Write one batch back in the caller's transaction (see the module docstring). `seen`:
+    the batch's names resolved before the transaction (`entities.by_norm`); only the names it
+    lacks are looked up here, and its entities are followed to whatever they were merged into
+    meanwhile."""
     result = WriteResult()
     state = rows_sql.lock_rows(conn, [r.id for r, _ in extracted] + list(recount))
     keep = [(row, found) for row, found in extracted
@@ -78,9 +87,9 @@ def write_batch(conn: Conn, settings: Settings, extractor: str,
 
     old = sql.mention_counts(conn, [row.id for row, _ in keep] + recount)
     firsts = mention_keys(keep)
-    triple_keys = {(row.namespace_id, normalise(name)) for row, found in keep
-                   for t in found.triples for name in (t.subject, t.object)}
-    known = sql.by_norm(conn, set(firsts) | triple_keys)
+    keys = set(firsts) | triple_keys(keep)
+    known = sql.follow(conn, {key: seen[key] for key in keys if key in seen})
+    known.update(sql.by_norm(conn, [key for key in keys if key not in seen]))
     new = {key: m for key, m in firsts.items() if key not in known}
     sql.lock_entities(conn, [*known.values(), *(entity_id(*key) for key in new),
                              *(e for counts in old.values() for e in counts),
