@@ -135,6 +135,9 @@ def main() -> None:
     parser.add_argument("--minilm-parts", type=int, default=64, help="0 skips MiniLM")
     parser.add_argument("--stage-docs", type=int, default=1500,
                         help="SciFact documents the stage rows ingest (0 skips them)")
+    parser.add_argument("--stage-port-offset", type=int, default=1700,
+                        help="ports of the stage rows' stack: defaults + this (and its own "
+                             "data directory when not 1700), to run beside another one")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", type=Path, default=None, help="also write the report here")
     args = parser.parse_args()
@@ -191,7 +194,8 @@ def main() -> None:
     }
     text = report(rows, agree, args.rounds)
     if args.stage_docs:
-        text += "\n\n" + "\n".join(stage_report(*stage_rows(args.stage_docs)))
+        text += "\n\n" + "\n".join(stage_report(*stage_rows(args.stage_docs,
+                                                                port_offset=args.stage_port_offset)))
     emit_report(text, args.out)
 
 

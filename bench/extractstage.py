@@ -5,18 +5,23 @@ SciFact documents go in through the consumer's write path (`apply_batch`), which
 row pending for extraction and for embedding. Then, in this process and one after the other on
 the same rows: the extraction stage (`ExtractionStage` with the heuristic extractor, as the
 worker builds it: claim, extract, write mentions, entities, aliases, counts and edges back,
-enqueue the outbox, commit) and the embedding stage (`EmbeddingService` with the static
-embedder, the worker's embed path: claim, embed, write vectors into the HNSW-indexed table,
-enqueue the outbox, commit). Each is timed from its first claim to its last commit, in rows/s
-and rows per CPU-second of this process and of the database server (the write-back's work is
-mostly the server's; the bare embed call's CPU is this process's only).
+enqueue the outbox, commit), the resolver's proposal pass over the entities it created (the
+worker's extract task runs it after the stage; a row of its own) and the embedding stage
+(`EmbeddingService` with the static embedder, the worker's embed path: claim, embed, write
+vectors into the HNSW-indexed table, enqueue the outbox, commit). Each is timed from its first
+claim to its last commit, in rows/s and rows per CPU-second of this process and of the
+database server (the write-back's work is mostly the server's; the bare embed call's CPU is
+this process's only).
 
 "Extraction is never the ingest bottleneck" means the stage keeps up with embedding: its rate
 is at least the embedding stage's in rows/s and in rows per CPU-second (PASS), so a backlog of
 extraction cannot grow while embedding keeps up. The stage is also run without entity-name
 embeddings (the stage's `embedder` unset, then the tables reset): the difference is what the
-HNSW index of name vectors costs. The bare embed call (static embedder, the same texts, no
-database) is shown too: an upper bound of any embedding stage.
+HNSW index of name vectors costs. The share of HOT updates of `entities` during the stage with
+name embeddings and the proposal pass after it is reported: an update that is not HOT
+re-inserts the entity into every index of the table, the HNSW index of name vectors among
+them. The bare embed call (static embedder, the same texts, no database) is shown too: an
+upper bound of any embedding stage.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from dataclasses import dataclass
 
 import psutil
 from ingestcorpus import cycle_docs, load_corpus, put_envelope
+from psycopg_pool import ConnectionPool
 from readbench import apply_events, bench_settings, bench_stack
 from runenv import log
 
@@ -35,6 +41,8 @@ from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders import StaticEmbedder
 from pipeline.embedding.service import EmbeddingService
 from pipeline.entities.extractors.heuristic import HeuristicExtractor
+from pipeline.entities.merging import propose_all
+from pipeline.entities.resolving import ResolveConfig
 from pipeline.entities.stage import ExtractionStage
 from pipeline.stores.postgres.pool import make_pool
 
@@ -83,10 +91,29 @@ def _timed(settings: Settings | None, run: Callable[[], object]) -> tuple[float,
     return time.perf_counter() - wall, time.process_time() - cpu + server() - before
 
 
-def stage_rows(docs: int, fresh: bool = True) -> tuple[list[StageRow], dict[str, float]]:
+def _entity_updates(pool: ConnectionPool) -> tuple[int, int]:
+    """(updates, HOT updates) of `entities` so far, once every session's statistics arrived
+    (a backend reports them when idle, at most about a second late: read until they hold)."""
+    last: tuple[int, int] | None = None
+    while True:
+        with pool.connection() as conn:
+            conn.execute("SELECT pg_stat_clear_snapshot()")
+            row = conn.execute("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables"
+                               " WHERE relname = 'entities'").fetchone()
+        assert row is not None
+        now = (int(row[0]), int(row[1]))
+        if now == last:
+            return now
+        last = now
+        time.sleep(1.5)
+
+
+def stage_rows(docs: int, fresh: bool = True, port_offset: int = PORT_OFFSET
+               ) -> tuple[list[StageRow], dict[str, float]]:
     """Ingest `docs` SciFact documents and run both stages over their rows; the rows of the
-    table and the write-back's own figures (mentions per row, entities)."""
-    settings = bench_settings("extract-stage", PORT_OFFSET, "static")
+    table and the write-back's own figures (mentions per row, entities, HOT share)."""
+    suffix = "" if port_offset == PORT_OFFSET else f"-{port_offset}"
+    settings = bench_settings("extract-stage" + suffix, port_offset, "static")
     with bench_stack(settings, fresh=fresh):
         corpus = load_corpus()
         events = [put_envelope(NAMESPACE, key, doc) for key, doc in cycle_docs(corpus, docs)]
@@ -106,6 +133,12 @@ def stage_rows(docs: int, fresh: bool = True) -> tuple[list[StageRow], dict[str,
                 counted.update(rows=stats.extracted + stats.failed, mentions=stats.mentions,
                                entities=stats.entities_created)
 
+            def propose() -> None:
+                stats = propose_all(pool, batch=settings.entity_proposal_batch,
+                                    config=ResolveConfig.from_settings(settings),
+                                    max_rounds=1_000_000)
+                counted["examined"] = stats.examined
+
             # First without name embeddings, then reset and with them (as the worker runs):
             # the difference is the HNSW insert of each new entity's name vector.
             log("extraction stage, no name embeddings")
@@ -120,7 +153,11 @@ def stage_rows(docs: int, fresh: bool = True) -> tuple[list[StageRow], dict[str,
                 conn.execute("VACUUM ANALYZE entities, entity_extraction")
             stage.embedder = embedder
             log("extraction stage")
+            updates_before = _entity_updates(pool)
             x_wall, x_cpu = _timed(settings, extract)
+            log("proposal pass")
+            p_wall, p_cpu = _timed(settings, propose)
+            updates_after = _entity_updates(pool)
             service = EmbeddingService(settings, pool, embedder)
 
             def embed() -> None:
@@ -146,9 +183,14 @@ def stage_rows(docs: int, fresh: bool = True) -> tuple[list[StageRow], dict[str,
             StageRow("extraction stage, heuristic", counted["rows"], x_wall, x_cpu),
             StageRow("extraction stage, heuristic, no name embeddings", counted["rows_plain"],
                      n_wall, n_cpu),
+            # rows: the extraction rows whose entities it examined (per-row rate, as the others)
+            StageRow(f"proposal pass ({counted['examined']} entities examined)",
+                     counted["rows"], p_wall, p_cpu),
             StageRow("bare embed call, static", len(texts), b_wall, b_cpu)]
     figures = {"mentions/row": counted["mentions"] / max(counted["rows"], 1),
-               "entities": float(counted["entities"])}
+               "entities": float(counted["entities"]),
+               "updates": float(updates_after[0] - updates_before[0]),
+               "hot": float(updates_after[1] - updates_before[1])}
     return rows, figures
 
 
@@ -169,5 +211,9 @@ def stage_report(rows: list[StageRow], figures: dict[str, float]) -> list[str]:
     lines += ["", f"{verdict}: the extraction stage at {ratio:.2f}x the embedding stage's rows/s "
               f"and {cpu_ratio:.2f}x its rows/CPU-s (never the ingest bottleneck = stage rate >= "
               f"embedder rate, both); {figures['mentions/row']:.1f} mentions per row, "
-              f"{figures['entities']:.0f} entities created."]
+              f"{figures['entities']:.0f} entities created.", "",
+              f"`entities` during the stage with name embeddings and the proposal pass: "
+              f"{figures['hot']:.0f} of "
+              f"{figures['updates']:.0f} updates HOT "
+              f"({figures['hot'] / max(figures['updates'], 1.0):.1%})."]
     return lines

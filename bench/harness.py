@@ -75,7 +75,8 @@ def fresh_stack(settings: Settings) -> Stack:
 
 @dataclass
 class PipelineProcesses:
-    """The consumer, the embedding workers and the relay, as children of the benchmark."""
+    """The consumer, the embedding workers, the extraction worker and the relay, as children of
+    the benchmark."""
 
     settings: Settings
     workers: int
@@ -87,6 +88,7 @@ class PipelineProcesses:
             "consumer": ["consumer"],
             "worker": ["worker", "--queues", "celery", "--concurrency", str(self.workers),
                        "--beat"],
+            "extract": ["worker", "--queues", "extract", "--concurrency", "1", "--no-beat"],
             "relay": ["worker", "--queues", "relay", "--concurrency", "1", "--no-beat"],
         }
 

@@ -46,8 +46,8 @@ PAIRS = REPO / "tests" / "data" / "resolution_pairs.jsonl"
 # beside the other benchmarks' stacks; moved like the test stack's by its offset
 PORT = 56332 + int(os.environ.get("BRAINSTREAM_TEST_PORT_OFFSET", "0"))
 _NS = uuid.UUID("5b1c9a52-6f0e-4c1e-9a57-2c4f0d6b7e11")
-_INSERT = ("INSERT INTO entities (id, namespace_id, name, norm, label, part_count, created_at,"
-           " proposed_at) VALUES (%s, %s, %s, %s, %s, 1, now() - %s * interval '1 minute', now())")
+_INSERT = ("INSERT INTO entities (id, namespace_id, name, norm, label, part_count, created_at)"
+           " VALUES (%s, %s, %s, %s, %s, 1, now() - %s * interval '1 minute')")
 
 
 def load_pairs() -> list[dict[str, Any]]:
@@ -133,14 +133,13 @@ def latency(conn: psycopg.Connection[Any], per_namespace: int) -> str:
     for namespace in spaces:
         _clear(conn, namespace)
         seen: set[str] = set()
-        with conn.cursor().copy("COPY entities (id, namespace_id, name, norm, label, part_count,"
-                                " proposed_at) FROM STDIN") as copy:
+        with conn.cursor().copy("COPY entities (id, namespace_id, name, norm, label, part_count)"
+                                " FROM STDIN") as copy:
             while len(seen) < per_namespace:
                 name = " ".join(word() for _ in range(rng.randint(1, 3)))
                 if normalise(name) not in seen:
                     seen.add(normalise(name))
-                    copy.write_row((uuid.uuid4(), namespace, name, normalise(name), "NAME", 1,
-                                    "now"))
+                    copy.write_row((uuid.uuid4(), namespace, name, normalise(name), "NAME", 1))
     conn.execute("ANALYZE entities")
     names = [r[0] for r in conn.execute("SELECT name FROM entities WHERE namespace_id = %s"
                                         " ORDER BY md5(name) LIMIT 70", (spaces[0],))]

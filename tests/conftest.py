@@ -55,11 +55,13 @@ def catalog(stack_settings: Settings) -> Settings:
 
 @pytest.fixture(scope="session")
 def procs(catalog: Settings) -> Iterator[dict[str, Proc]]:
-    """consumer + worker + relay, ready (a probe put went all the way into the graph)."""
+    """consumer + worker + extract + relay, ready (a probe put went all the way into the
+    graph)."""
     settings = catalog
     env = pipeline_env(settings)
     log_dir = settings.resolved_data_dir / "proc-logs"
-    running = {name: Proc(name, env, log_dir).start() for name in ("consumer", "worker", "relay")}
+    running = {name: Proc(name, env, log_dir).start()
+               for name in ("consumer", "worker", "extract", "relay")}
     try:
         probe = put(uuid.uuid4(), title="readiness probe")
         pub = Publisher(settings)

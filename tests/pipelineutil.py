@@ -36,6 +36,8 @@ T = TypeVar("T")
 PROCESS_ARGS: dict[str, list[str]] = {
     "consumer": ["consumer"],
     "worker": ["worker", "--queues", "celery", "--concurrency", "2", "--beat"],
+    "extract": ["worker", "--queues", "extract", "--concurrency", "1", "--no-beat",
+                "--metrics-port", "0"],
     "relay": ["worker", "--queues", "relay", "--concurrency", "1", "--no-beat",
               "--metrics-port", "0"],
 }
@@ -85,7 +87,8 @@ def pipeline_env(settings: Settings, **extra: str) -> dict[str, str]:
 
 @dataclass
 class Proc:
-    """One pipeline process (consumer, worker, relay) run as a child of the test session."""
+    """One pipeline process (consumer, worker, extract, relay) run as a child of the test
+    session."""
 
     name: str
     env: dict[str, str]

@@ -33,7 +33,8 @@ INFRA_IMAGES = {
     "falkordb": {"falkordb/falkordb"},
     "redis": {"redis"},
 }
-APP_COMMANDS = {"migrate": "migrate", "consumer": "consumer", "worker": "worker", "api": "api"}
+APP_COMMANDS = {"migrate": "migrate", "consumer": "consumer", "worker": "worker",
+                "extract": "worker", "api": "api"}
 EXTERNAL_URLS = (
     "BRAINSTREAM_POSTGRES_DSN",
     "BRAINSTREAM_KAFKA_BOOTSTRAP",
@@ -277,7 +278,7 @@ def test_migrate_waits_for_healthy_infra(services: dict[str, Any]) -> None:
     assert services["migrate"].get("restart", "no") in ("no", False), "migrate is one-shot"
 
 
-@pytest.mark.parametrize("name", ["consumer", "worker", "api"])
+@pytest.mark.parametrize("name", ["consumer", "worker", "extract", "api"])
 def test_migrate_gates_long_running_services(services: dict[str, Any], name: str) -> None:
     assert _depends_on(services[name]).get("migrate") == "service_completed_successfully"
 

@@ -15,6 +15,8 @@ from pipeline.domain.settings import load_settings
 EMBED_TASK = "brainstream.embed"
 EXTRACT_TASK = "brainstream.extract"
 RELAY_TASK = "brainstream.relay"
+# The resolver's proposal pass over entities nobody examined (what the sweep finds waiting).
+PROPOSE_TASK = "brainstream.propose"
 SWEEP_TASK = "brainstream.sweep"
 # The memory work of sessions (extractors and summariser; args: [session keys as strings]).
 MEMORY_TASK = "brainstream.memory"
@@ -22,6 +24,11 @@ MEMORY_TASK = "brainstream.memory"
 # keeps it a single writer and runs it in every deployment (the index is kept whichever engine
 # answers, so switching LEXICAL_ENGINE needs no rebuild).
 LEXICAL_TASK = "brainstream.lexical"
+# Queues: embedding, memory and the sweep on Celery's default `celery`; extraction and the
+# proposal pass on `extract`, so a backlog of extraction never holds a new document's embed
+# task behind it (FIFO, prefetch 1); the outbox relay on `relay`.
+EXTRACT_QUEUE = "extract"
+RELAY_QUEUE = "relay"
 
 
 def create_app() -> Celery:
@@ -36,7 +43,9 @@ def create_app() -> Celery:
         accept_content=["json"],
         broker_connection_retry_on_startup=True,
         broker_transport_options={"visibility_timeout": 600},
-        task_routes={RELAY_TASK: {"queue": "relay"}, LEXICAL_TASK: {"queue": "relay"}},
+        task_routes={RELAY_TASK: {"queue": RELAY_QUEUE}, LEXICAL_TASK: {"queue": RELAY_QUEUE},
+                     EXTRACT_TASK: {"queue": EXTRACT_QUEUE},
+                     PROPOSE_TASK: {"queue": EXTRACT_QUEUE}},
         beat_schedule={
             "sweep": {"task": SWEEP_TASK, "schedule": settings.sweep_interval},
         },

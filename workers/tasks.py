@@ -11,7 +11,7 @@ from typing import Any
 from pipeline.domain.errors import Unavailable
 from pipeline.embedding.service import EmbeddingService, pending_count
 from pipeline.entities.decisions import apply_pending
-from pipeline.entities.merging import ProposalStats, propose_all, propose_if_due
+from pipeline.entities.merging import ProposalStats, proposals_due, propose_all, propose_if_due
 from pipeline.entities.resolving import ResolveConfig
 from pipeline.entities.stage import ExtractionStage
 from pipeline.lexical import queue as lexical_queue
@@ -30,6 +30,7 @@ from workers.app import (
     EXTRACT_TASK,
     LEXICAL_TASK,
     MEMORY_TASK,
+    PROPOSE_TASK,
     RELAY_TASK,
     SWEEP_TASK,
     app,
@@ -69,6 +70,21 @@ def extract(roots: list[str] | None = None) -> dict[str, Any]:
             or decided.applied:
         relay.delay()
     return {**stats.__dict__, "proposals": proposals.__dict__, "decisions": decided.__dict__}
+
+
+@app.task(name=PROPOSE_TASK)
+def propose() -> dict[str, Any]:
+    """The proposal pass over every entity nobody examined yet (sent by the sweep, run on the
+    extraction queue); idempotent: an entity leaves the pass's queue in the transaction that
+    examined it, and a merge is a compare-and-set."""
+    rt = runtime()
+    proposals = propose_if_due(rt.pool, batch=rt.settings.entity_proposal_batch,
+                               config=ResolveConfig.from_settings(rt.settings))
+    if proposals is None:  # an extraction's own pass examined them meanwhile
+        return {"examined": 0}
+    if proposals.merged:
+        relay.delay()
+    return proposals.__dict__
 
 
 def _propose(rt: Runtime) -> ProposalStats:
@@ -117,7 +133,7 @@ def lexical() -> dict[str, Any]:
 @app.task(name=SWEEP_TASK)
 def sweep() -> dict[str, Any]:
     """Find work whose trigger was lost (killed worker, flushed Redis) and trigger it again
-    (extraction also: rows whose deleted state changed wait for it to recount them); run the
+    (extraction also: rows whose deleted state changed wait for it to recount them); send the
     resolver's proposal pass when entities nobody examined wait for it; apply deferred events
     that are due even when no new events arrive; run memory work (message extractors,
     summaries) nobody holds; add new words to the search vocabulary (the trigram channel's)."""
@@ -139,10 +155,12 @@ def sweep() -> dict[str, Any]:
     # curators' decisions recorded but not applied yet (a killed worker), before the proposal
     # pass, so a refusal keeps the resolver from proposing the pair again
     decided = apply_pending(rt.pool, batch=rt.settings.entity_decision_batch)
-    # entities a killed worker created but never examined; nothing claimed when none waits
-    proposals = propose_if_due(rt.pool, batch=rt.settings.entity_proposal_batch,
-                               config=ResolveConfig.from_settings(rt.settings))
-    if outbox or decided.applied or (proposals is not None and proposals.merged):
+    # entities a killed worker created but never examined: the pass runs on the extraction
+    # queue, so a long one never holds the embedding queue; nothing is sent when none waits
+    proposals_waiting = proposals_due(rt.pool)
+    if proposals_waiting:
+        propose.delay()
+    if outbox or decided.applied:
         relay.delay()
     if lexical_backlog:
         lexical.delay()
@@ -151,6 +169,5 @@ def sweep() -> dict[str, Any]:
     return {"embed_pending": pending, "extract_pending": extract_pending,
             "outbox_backlog": outbox, "memory_pending": memory_pending,
             "deferred_applied": deferred, "vocab_rows": vocab_rows,
-            "proposal_pass": proposals is not None,
-            "entities_examined": proposals.examined if proposals is not None else 0,
+            "proposal_pass": proposals_waiting,
             "lexical_backlog": lexical_backlog}

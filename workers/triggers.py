@@ -7,7 +7,15 @@ from collections.abc import Sequence
 
 from celery import Celery
 
-from workers.app import EMBED_TASK, EXTRACT_TASK, LEXICAL_TASK, MEMORY_TASK, RELAY_TASK
+from workers.app import (
+    EMBED_TASK,
+    EXTRACT_QUEUE,
+    EXTRACT_TASK,
+    LEXICAL_TASK,
+    MEMORY_TASK,
+    RELAY_QUEUE,
+    RELAY_TASK,
+)
 
 # Roots per embed (or extract) task: small enough to spread over worker processes, large
 # enough to batch.
@@ -30,12 +38,13 @@ class CeleryTrigger:
     def extract(self, roots: Sequence[uuid.UUID]) -> None:
         ids = [str(r) for r in roots]
         for start in range(0, len(ids), ROOTS_PER_TASK):
-            self.app.send_task(EXTRACT_TASK, args=[ids[start:start + ROOTS_PER_TASK]])
+            self.app.send_task(EXTRACT_TASK, args=[ids[start:start + ROOTS_PER_TASK]],
+                               queue=EXTRACT_QUEUE)
 
     def relay(self) -> None:
         """The graph relay, and the lexical writer: the batch's rows were queued for both."""
-        self.app.send_task(RELAY_TASK, queue="relay")
-        self.app.send_task(LEXICAL_TASK, queue="relay")
+        self.app.send_task(RELAY_TASK, queue=RELAY_QUEUE)
+        self.app.send_task(LEXICAL_TASK, queue=RELAY_QUEUE)
 
     def memory(self, sessions: Sequence[uuid.UUID]) -> None:
         ids = [str(s) for s in sessions]

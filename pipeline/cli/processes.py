@@ -24,8 +24,9 @@ def consumer() -> None:
 @click.command()
 @click.option("--concurrency", type=int, default=None,
               help="Worker processes (default: BRAINSTREAM_WORKER_CONCURRENCY).")
-@click.option("--queues", default="celery,relay", show_default=True,
-              help="Queues to consume: `celery` (embedding, sweep) and `relay` (graph outbox).")
+@click.option("--queues", default="celery,extract,relay", show_default=True,
+              help="Queues to consume: `celery` (embedding, memory, sweep), `extract` (entity "
+                   "extraction, proposal pass) and `relay` (graph outbox).")
 @click.option("--beat/--no-beat", default=True, show_default=True,
               help="Also run the periodic sweep scheduler (run it in one worker only).")
 @click.option("--metrics-port", type=int, default=None,
@@ -33,7 +34,7 @@ def consumer() -> None:
 @click.pass_context
 def worker(ctx: click.Context, concurrency: int | None, queues: str, beat: bool,
            metrics_port: int | None) -> None:
-    """Run a Celery worker (embedding, outbox relay, sweeps) in the foreground."""
+    """Run a Celery worker (embedding, extraction, outbox relay, sweeps) in the foreground."""
     follow_supervisor()
     settings = context_settings(ctx)
     settings.resolved_data_dir.mkdir(parents=True, exist_ok=True)

@@ -102,16 +102,22 @@ def propose_all(pool: ConnectionPool, *, batch: int, config: ResolveConfig,
     return stats
 
 
+def proposals_due(pool: ConnectionPool) -> bool:
+    """Whether an entity waits for the proposal pass (one probe of its queue; no lock taken).
+    The queue is filled as entities are created, so entities a killed worker created and never
+    examined are still found."""
+    with pool.connection() as conn:
+        return run(conn, merges.any_unproposed())
+
+
 def propose_if_due(pool: ConnectionPool, *, batch: int, config: ResolveConfig
                    ) -> ProposalStats | None:
     """`propose_all` when an entity waits for the pass, else None without claiming (what the
-    sweep runs every tick: most ticks nothing changed, and the claim's pass lock would make an
-    extraction's own pass meanwhile find it taken and skip its entities until the next tick).
-    The check reads the entities' own state, so entities a killed worker created and never
-    examined are still found."""
-    with pool.connection() as conn:
-        if not run(conn, merges.any_unproposed()):
-            return None
+    sweep's propose task runs: most ticks nothing changed, and the claim's pass lock would make
+    an extraction's own pass meanwhile find it taken and skip its entities until the next
+    tick)."""
+    if not proposals_due(pool):
+        return None
     return propose_all(pool, batch=batch, config=config)
 
 

@@ -34,7 +34,7 @@ from pipeline.domain.mentions import Extraction, Mention, TextField
 from pipeline.domain.retry import give_up_error, isolate_refused, retry_transient
 from pipeline.domain.settings import Settings
 from pipeline.entities.names import normalise
-from pipeline.entities.writeback import Key, WriteResult, mention_keys, write_batch
+from pipeline.entities.writeback import Key, WriteResult, mention_keys, triple_keys, write_batch
 from pipeline.kafka.io import dead_letter_headers
 from pipeline.metrics import instruments as metrics
 from pipeline.ports import DeadLetterSink, Embedder, Extractor
@@ -186,12 +186,21 @@ class ExtractionStage:
 
     def _write(self, extracted: Sequence[tuple[RowText, Extraction]],
                recount: Sequence[uuid.UUID]) -> WriteResult:
-        embeddings = self._name_embeddings(extracted)
+        # The names are looked up once, here: the write-back only looks up those unknown now
+        # (another writer may create them meanwhile) and follows merges of the others.
+        firsts = mention_keys(extracted)
+        keys = set(firsts) | triple_keys(extracted)
+        seen: dict[Key, uuid.UUID] = {}
+        if keys:
+            with self.pool.connection() as conn:
+                seen = entities_sql.by_norm(conn, keys)
+        embeddings = self._name_embeddings(
+            [(key, m.name.strip()) for key, m in firsts.items() if key not in seen])
 
         def once() -> WriteResult:
             with self.pool.connection() as conn, conn.transaction():
                 return write_batch(conn, self.settings, self.extractor.name, extracted,
-                                   recount, embeddings)
+                                   recount, embeddings, seen)
 
         # Another writer of the same rows or entities (the resolver merging, a consumer batch
         # deleting stale chunks) may lock in another order: Postgres then aborts one side. The
@@ -201,16 +210,12 @@ class ExtractionStage:
                                on_retry=lambda n, exc: log.warning(
                                    "extraction write-back attempt %d rolled back: %s", n, exc))
 
-    def _name_embeddings(self, extracted: Sequence[tuple[RowText, Extraction]]
-                         ) -> dict[Key, Any]:
+    def _name_embeddings(self, new: Sequence[tuple[Key, str]]) -> dict[Key, Any]:
         """The name embeddings of the entities this batch will create (names no entity or
-        alias knows yet), computed before the write transaction so it stays short."""
-        if self.embedder is None or not extracted:
+        alias knows yet: key and display name), computed before the write transaction so it
+        stays short."""
+        if self.embedder is None or not new:
             return {}
-        firsts = mention_keys(extracted)
-        with self.pool.connection() as conn:
-            known = entities_sql.by_norm(conn, firsts)
-        new = [(key, m.name.strip()) for key, m in firsts.items() if key not in known]
         out: dict[Key, Any] = {}
         step = self.settings.embed_batch_size
         for start in range(0, len(new), step):

@@ -66,10 +66,20 @@ def mention_keys(rows: Sequence[tuple[RowText, Extraction]]) -> dict[Key, Mentio
     return out
 
 
+def triple_keys(rows: Sequence[tuple[RowText, Extraction]]) -> set[Key]:
+    """Each key the rows' triples name as subject or object: a triple names no class, so its
+    names are looked up untyped (or in its row, `_relations`)."""
+    return {(row.namespace_id, normalise(name), "") for row, found in rows
+            for t in found.triples for name in (t.subject, t.object)}
+
+
 def write_batch(conn: Conn, settings: Settings, extractor: str,
                 extracted: Sequence[tuple[RowText, Extraction]], recount: Sequence[uuid.UUID],
-                embeddings: Mapping[Key, Any]) -> WriteResult:
-    """Write one batch back in the caller's transaction (see the module docstring)."""
+                embeddings: Mapping[Key, Any], seen: Mapping[Key, uuid.UUID]) -> WriteResult:
+    """Write one batch back in the caller's transaction (see the module docstring). `seen`:
+    the batch's names resolved before the transaction (`entities.by_norm`); only the names it
+    lacks are looked up here, and its entities are followed to whatever they were merged into
+    meanwhile."""
     result = WriteResult()
     state = rows_sql.lock_rows(conn, [r.id for r, _ in extracted] + list(recount))
     keep = [(row, found) for row, found in extracted
@@ -88,10 +98,10 @@ def write_batch(conn: Conn, settings: Settings, extractor: str,
 
     old = sql.mention_counts(conn, [row.id for row, _ in keep] + recount)
     firsts = mention_keys(keep)
-    # a triple names no class: its names are looked up untyped (or in its row, `_relations`)
-    triple_keys = {(row.namespace_id, normalise(name), "") for row, found in keep
-                   for t in found.triples for name in (t.subject, t.object)}
-    known = sql.by_norm(conn, set(firsts) | triple_keys)
+    triples = triple_keys(keep)
+    keys = set(firsts) | triples
+    known = sql.follow(conn, {key: seen[key] for key in keys if key in seen})
+    known.update(sql.by_norm(conn, [key for key in keys if key not in seen]))
     new = {key: m for key, m in firsts.items() if key not in known}
     sql.lock_entities(conn, [*known.values(), *(entity_id(*key) for key in new),
                              *(e for counts in old.values() for e in counts),
@@ -101,7 +111,7 @@ def write_batch(conn: Conn, settings: Settings, extractor: str,
     for typed in (True, False):
         batch = {key: m for key, m in new.items() if bool(key[2]) == typed}
         if not typed:
-            known.update(sql.by_norm(conn, [k for k in {*batch, *triple_keys}
+            known.update(sql.by_norm(conn, [k for k in {*batch, *triples}
                                             if k not in known]))
             batch = {key: m for key, m in batch.items() if key not in known}
         if not batch:

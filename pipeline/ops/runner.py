@@ -49,6 +49,10 @@ def app_processes(settings: Settings, env: dict[str, str] | None = None
     registered = [
         ("consumer", ["consumer"], ""),
         ("worker", ["worker", "--queues", "celery", "--beat"], ""),
+        # extraction and the resolver's proposal pass on their own queue and process, so
+        # a backlog of extraction never delays embedding
+        ("extract", ["worker", "--queues", "extract", "--concurrency", "1", "--no-beat",
+                     "--metrics-port", str(settings.worker_metrics_port + 2)], ""),
         ("relay", ["worker", "--queues", "relay", "--concurrency", "1", "--no-beat",
                    "--metrics-port", str(settings.worker_metrics_port + 1)], ""),
         ("api", ["api"], api),

@@ -104,12 +104,17 @@ def worker_settings(stack_settings: Settings) -> Settings:
 
 @pytest.fixture()
 def own_worker(worker_settings: Settings) -> Iterator[Proc]:
+    """This test's extraction worker (not started), beside its own embedding worker whose
+    sweep sends the extraction tasks."""
     env = pipeline_env(worker_settings, BRAINSTREAM_EXTRACT_BATCH_SIZE="2",
                        BRAINSTREAM_EXTRACT_LEASE_SECONDS="2",
                        BRAINSTREAM_WORKER_METRICS_PORT="0")
-    proc = Proc("worker", env, worker_settings.resolved_data_dir / "logs")
+    log_dir = worker_settings.resolved_data_dir / "logs"
+    sweeper = Proc("worker", env, log_dir).start()
+    proc = Proc("extract", env, log_dir)
     yield proc
     proc.stop()
+    sweeper.stop()
 
 
 @pytest.mark.slow  # a kill -9 and a restart: `make faults` runs it
@@ -124,7 +129,7 @@ def test_worker_kill9_mid_extraction_loses_and_doubles_nothing(
         return int(q(worker_settings, "SELECT count(*) FROM entity_extraction"
                      " WHERE namespace_id = %s AND status = 'done'", ns)[0][0])
 
-    own_worker.start()  # its sweep finds the pending rows
+    own_worker.start()  # the sweep finds the pending rows
     wait_for(lambda: done() >= 20, timeout=60, interval=0.02,
              what="the worker to be under way")
     own_worker.kill9()

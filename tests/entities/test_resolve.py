@@ -219,8 +219,8 @@ def test_the_runner_examines_each_new_entity_once(base_db: psycopg.Connection[An
     while batch := propose_pending(base_db, batch=50):
         examined.extend(batch)
     assert any(p.entity_id == fresh and p.merged_into == target for p in examined)
-    left = base_db.execute("SELECT count(*) FROM entities WHERE proposed_at IS NULL"
-                      " AND merged_into IS NULL").fetchone()
+    left = base_db.execute("SELECT count(*) FROM entity_proposal_queue q JOIN entities e"
+                           " ON e.id = q.entity_id WHERE e.merged_into IS NULL").fetchone()
     assert left == (0,)
 
 

@@ -27,7 +27,7 @@ from tests.pipelineutil import (
 
 log = logging.getLogger("tests.faults")
 EXAMPLES = Path(__file__).resolve().parents[3] / "shared" / "examples"
-PIPELINE = ("consumer", "worker", "relay")
+PIPELINE = ("consumer", "worker", "extract", "relay")
 
 
 # -- processes ----------------------------------------------------------------------------

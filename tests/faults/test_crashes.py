@@ -127,7 +127,8 @@ def test_worker_and_relay_kill9_mid_work_converge(pipeline_procs: ProcSet) -> No
     settings = procs.settings
     ns = uuid.uuid4()
     count = 400
-    procs.stop("worker", "relay")  # let the backlog build up first
+    # let the backlog build up first (extraction too: its outbox rows would join the backlog)
+    procs.stop("worker", "extract", "relay")
     events, parts = _puts(ns, count, every_content=4, chunk_max=settings.chunk_max_tokens,
                           overlap=settings.chunk_overlap_tokens, label="work")
     ids = [key for _, key in events]
@@ -161,7 +162,7 @@ def test_worker_and_relay_kill9_mid_work_converge(pipeline_procs: ProcSet) -> No
     assert killed["pending"] > 0, f"the worker had finished before the kill: {killed}"
     assert killed["backlog"] > 0, f"the relay had finished before the kill: {killed}"
     assert graph_node_summary(settings, ns), "the relay had projected nothing"
-    procs.start("worker", "relay")
+    procs.start("worker", "extract", "relay")
 
     converged = wait_converged(settings, ns, objects=count, timeout=90, procs=procs)
     assert converged["failed"] == 0

@@ -134,16 +134,17 @@ def test_lost_task_messages_are_recovered_by_the_sweep(pipeline_procs: ProcSet) 
     settings = procs.settings
     ns = uuid.uuid4()
     count = 120
-    procs.stop("worker", "relay")  # the consumer's triggers pile up in Redis
+    procs.stop("worker", "extract", "relay")  # the consumer's triggers pile up in Redis
     links = _ingest(settings, ns, count, "flushq")
     broker = _celery_redis(settings)
-    queued = int(broker.llen("celery")) + int(broker.llen("relay"))
+    queues = ("celery", "extract", "relay")
+    queued = sum(int(broker.llen(queue)) for queue in queues)
     assert queued > 0, "the consumer queued no task"
     broker.flushall()
-    assert int(broker.llen("celery")) + int(broker.llen("relay")) == 0
+    assert sum(int(broker.llen(queue)) for queue in queues) == 0
     before = ns_counts(settings, ns)
     assert before["pending"] == before["objects"] and before["backlog"] == count + links
-    procs.start("worker", "relay")
+    procs.start("worker", "extract", "relay")
     converged = wait_converged(settings, ns, objects=count, timeout=60, procs=procs)
     assert converged["failed"] == 0
     assert_graph_matches_postgres(settings, ns)

@@ -46,7 +46,7 @@ from tests.stackutil import (
 
 pytestmark = [pytest.mark.stack]
 
-PIPELINE = ("consumer", "worker", "relay", "api")
+PIPELINE = ("consumer", "worker", "extract", "relay", "api")
 _OFFSET = int(os.environ.get("BRAINSTREAM_TEST_PORT_OFFSET", "0"))
 API_PORT = 28050 + _OFFSET  # beside the test stack's ports, moved by the same offset
 

@@ -176,9 +176,13 @@ def quiet(settings: Settings, corpus: Corpus) -> bool:
             " (SELECT count(*) FROM outbox WHERE done_at IS NULL),"
             " (SELECT count(*) FROM objects WHERE embed_status = 'pending'"
             "   AND deleted_at IS NULL),"
-            " (SELECT count(*) FROM deferred_events)", (corpus.namespaces,)).fetchone()
+            " (SELECT count(*) FROM deferred_events),"
+            # extraction runs in its own process (the `extract` queue), behind embedding
+            " (SELECT count(*) FROM entity_extraction WHERE status = 'pending'),"
+            " (SELECT count(*) FROM entity_proposal_queue q JOIN entities e ON e.id = q.entity_id"
+            "   AND e.merged_into IS NULL)", (corpus.namespaces,)).fetchone()
     assert row is not None
-    return row[0] == corpus.valid_events and row[1] == 0 and row[2] == 0 and row[3] == 0
+    return row[0] == corpus.valid_events and not any(row[1:])
 
 
 def pg_snapshot(settings: Settings, namespaces: list[str]) -> dict[str, Any]:

@@ -94,7 +94,8 @@ def replayed(rp: Settings) -> Iterator[Replayed]:
     settings = rp
     env = _env(settings)
     log_dir = settings.resolved_data_dir / "proc-logs"
-    procs = {name: Proc(name, env, log_dir).start() for name in ("consumer", "worker", "relay")}
+    procs = {name: Proc(name, env, log_dir).start()
+             for name in ("consumer", "worker", "extract", "relay")}
     pub = _publisher(settings)
     try:
         corpus = _publish_corpus(settings, pub)

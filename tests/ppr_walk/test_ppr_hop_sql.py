@@ -166,8 +166,7 @@ def tenant(catalog: Settings) -> tuple[uuid.UUID, dict[str, str]]:
             conn.execute("UPDATE entity_extraction SET status = 'done',"
                          " extracted_hash = text_hash, recount = false"
                          " WHERE namespace_id = %s", (ns,))
-            conn.execute("UPDATE entities SET proposed_at = now() WHERE namespace_id = %s"
-                         " AND proposed_at IS NULL", (ns,))
+            conn.execute("DELETE FROM entity_proposal_queue WHERE namespace_id = %s", (ns,))
     return ns, ids
 
 

@@ -80,10 +80,12 @@ def test_poison_decisions_are_dead_lettered_and_the_next_event_is_recorded(
 
     # the entities appear (as extraction would make them): A's decision applies, B's waits
     with psycopg.connect(settings.effective_postgres_dsn) as conn:
-        conn.execute("INSERT INTO entities (id, namespace_id, name, norm, label, proposed_at)"
-                     " VALUES (%s, %s, 'Acme Ltd', 'acme ltd', 'NAME', now()),"
-                     " (%s, %s, 'Acme Holdings', 'acme holdings', 'NAME', now())",
+        conn.execute("INSERT INTO entities (id, namespace_id, name, norm, label)"
+                     " VALUES (%s, %s, 'Acme Ltd', 'acme ltd', 'NAME'),"
+                     " (%s, %s, 'Acme Holdings', 'acme holdings', 'NAME')",
                      (x, a, y, a))
+        # examined already (as a loader of examined entities does): no proposal pass between them
+        conn.execute("DELETE FROM entity_proposal_queue WHERE entity_id IN (%s, %s)", (x, y))
 
     def applied() -> bool:
         # what the worker's extraction round (or the sweep) runs; it may have run already

@@ -31,18 +31,21 @@ def pool(db: psycopg.Connection[Any]) -> Iterator[ConnectionPool]:
 
 
 def _entity(conn: psycopg.Connection[Any], ns: uuid.UUID, name: str, *,
-            merged_into: uuid.UUID | None = None) -> uuid.UUID:
-    """An entity as extraction's write-back leaves it: not examined (`proposed_at` NULL)."""
+            merged_into: uuid.UUID | None = None, examined: bool = False) -> uuid.UUID:
+    """An entity as extraction's write-back leaves it: not examined (in the pass's queue),
+    unless `examined`."""
     eid = uuid.uuid4()
     conn.execute("INSERT INTO entities (id, namespace_id, name, norm, label, part_count,"
                  " merged_into) VALUES (%s, %s, %s, %s, 'NAME', 1, %s)",
                  (eid, ns, name, normalise(name), merged_into))
+    if examined:
+        conn.execute("DELETE FROM entity_proposal_queue WHERE entity_id = %s", (eid,))
     return eid
 
 
 def _proposed(conn: psycopg.Connection[Any], eid: uuid.UUID) -> bool:
-    row = conn.execute("SELECT proposed_at IS NOT NULL FROM entities WHERE id = %s",
-                       (eid,)).fetchone()
+    row = conn.execute("SELECT NOT EXISTS (SELECT 1 FROM entity_proposal_queue"
+                       " WHERE entity_id = %s)", (eid,)).fetchone()
     return bool(row and row[0])
 
 
@@ -52,8 +55,7 @@ def test_the_sweep_claims_only_when_an_entity_waits(db: psycopg.Connection[Any],
     assert propose_if_due(pool, batch=50, config=config) is None  # nothing ever extracted
 
     ns = uuid.uuid4()
-    survivor = _entity(db, ns, "Acme Corporation")
-    db.execute("UPDATE entities SET proposed_at = now() WHERE id = %s", (survivor,))
+    survivor = _entity(db, ns, "Acme Corporation", examined=True)
     _entity(db, ns, "Acme Corp", merged_into=survivor)  # merged away: never examined again
     assert propose_if_due(pool, batch=50, config=config) is None
 

@@ -204,21 +204,29 @@ def decide(namespace: uuid.UUID, a: uuid.UUID, b: uuid.UUID,
     return (float(confidence) if confidence is not None else None, method)
 
 
-# -- the proposal pass's state (migration 0013) ----------------------------------------------
+# -- the proposal pass's state (migrations 0013, 0028) -----------------------------------------
 
 # One proposal pass at a time: its merges lock entities, and two passes would propose the same
 # new pair from both ends.
 _PASS_LOCK = "SELECT pg_try_advisory_xact_lock(hashtext('brainstream.entity_proposals'))"
 
+# The queue's entities merged away before their pass: nothing left to examine.
+_DROP_MERGED = """
+DELETE FROM entity_proposal_queue q USING entities e
+WHERE e.id = q.entity_id AND e.merged_into IS NOT NULL"""
+
 _UNPROPOSED = """
-SELECT namespace_id, id FROM entities WHERE proposed_at IS NULL AND merged_into IS NULL
-ORDER BY created_at, id LIMIT %s"""
+SELECT q.namespace_id, q.entity_id FROM entity_proposal_queue q
+JOIN entities e ON e.id = q.entity_id AND e.merged_into IS NULL
+ORDER BY q.created_at, q.entity_id LIMIT %s"""
 
-_MARK_PROPOSED = "UPDATE entities SET proposed_at = now() WHERE id = ANY(%s::uuid[])"
+# The entity's own row is not written: an update would add a row version of the entity (name
+# vector and all), and (before 0028) re-insert it into every index of `entities`.
+_MARK_PROPOSED = "DELETE FROM entity_proposal_queue WHERE entity_id = ANY(%s::uuid[])"
 
-# The sweep's check, one probe of the partial index `entities_unproposed`; no lock taken.
-_ANY_UNPROPOSED = ("SELECT EXISTS (SELECT 1 FROM entities"
-                   " WHERE proposed_at IS NULL AND merged_into IS NULL)")
+# The sweep's check: one probe of the queue; no lock taken.
+_ANY_UNPROPOSED = ("SELECT EXISTS (SELECT 1 FROM entity_proposal_queue q JOIN entities e"
+                   " ON e.id = q.entity_id AND e.merged_into IS NULL)")
 
 
 def any_unproposed() -> Plan[bool]:
@@ -234,10 +242,11 @@ def claim_unproposed(limit: int) -> Plan[list[tuple[uuid.UUID, uuid.UUID]]]:
     locked = yield Statement(_PASS_LOCK)
     if not locked[0][0]:
         return []
+    yield Statement(_DROP_MERGED)
     rows = yield Statement(_UNPROPOSED, (limit,))
     return [(r[0], r[1]) for r in rows]
 
 
 def mark_proposed(ids: list[uuid.UUID]) -> Plan[None]:
-    """The proposal pass examined these entities."""
+    """The proposal pass examined these entities: they leave its queue."""
     yield Statement(_MARK_PROPOSED, (ids,))
