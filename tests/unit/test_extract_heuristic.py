@@ -50,6 +50,14 @@ def test_sentence_start_function_words_are_not_names() -> None:
     assert spans("The Bank of England raised rates.") == [("NAME", "Bank of England")]
 
 
+def test_chat_interjections_and_contractions_are_not_names() -> None:
+    # a chat turn is short: the lower-case rule has no other use of the word to go by
+    assert spans("Sure! I can help with that.") == []
+    assert spans("Wow, that sounds great Caroline!") == [("NAME", "Caroline")]
+    assert spans("Hey Melanie, how are you?") == [("NAME", "Melanie")]
+    assert spans("I'm going to Paris. I\u2019ve seen Rome.") == [("NAME", "Paris"), ("NAME", "Rome")]
+
+
 def test_lone_sentence_start_word_used_in_lower_case_is_not_a_name() -> None:
     assert spans("Aspirin lowers risk. We gave aspirin daily.") == []
     assert spans("Paris is large. We love it.") == [("NAME", "Paris")]

@@ -8,7 +8,8 @@ from __future__ import annotations
 import re
 
 # Function words, pronouns, common sentence openers and section headings: capitalised, they are
-# still not names ("The", "However", "This", "Results"). Compared lower-cased.
+# still not names ("The", "However", "This", "Results"); the interjections and contractions that
+# open chat turns ("Sure!", "Wow,", "I'm") likewise. Compared lower-cased.
 # A word list reads better as lines of prose width than as 300 quoted strings.
 STOP_WORDS = frozenset("""
 a about above according across after afterwards again against all almost along already also
@@ -28,6 +29,10 @@ towards under unless until up upon us very via was we well were what whatever wh
 whenever where whereas whereby wherever whether which while who whoever whole whom whose why
 will with within without would yet you your yours yourself yourselves
 yes ok okay oh please thanks thank dear hello hi today yesterday tomorrow
+sure yeah yep yup nope hey wow whoa yay aww oops ah ahh haha hahaha lol omg ugh hmm um uh
+congrats congratulations absolutely awesome definitely totally honestly sorry bye goodbye
+i'm i've i'd i'll it's that's let's there's what's he's she's we're you're they're we've you've
+i’m i’ve i’d i’ll it’s that’s let’s there’s what’s he’s she’s we’re you’re they’re we’ve you’ve
 note notes see also finally firstly secondly thirdly lastly importantly notably similarly
 conversely consequently additionally specifically interestingly surprisingly collectively
 taken together
