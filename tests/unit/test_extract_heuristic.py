@@ -55,7 +55,8 @@ def test_chat_interjections_and_contractions_are_not_names() -> None:
     assert spans("Sure! I can help with that.") == []
     assert spans("Wow, that sounds great Caroline!") == [("NAME", "Caroline")]
     assert spans("Hey Melanie, how are you?") == [("NAME", "Melanie")]
-    assert spans("I'm going to Paris. I\u2019ve seen Rome.") == [("NAME", "Paris"), ("NAME", "Rome")]
+    assert spans("I'm going to Paris. I\u2019ve seen Rome.") == [
+        ("NAME", "Paris"), ("NAME", "Rome")]
 
 
 def test_lone_sentence_start_word_used_in_lower_case_is_not_a_name() -> None:

@@ -32,7 +32,6 @@ yes ok okay oh please thanks thank dear hello hi today yesterday tomorrow
 sure yeah yep yup nope hey wow whoa yay aww oops ah ahh haha hahaha lol omg ugh hmm um uh
 congrats congratulations absolutely awesome definitely totally honestly sorry bye goodbye
 i'm i've i'd i'll it's that's let's there's what's he's she's we're you're they're we've you've
-i’m i’ve i’d i’ll it’s that’s let’s there’s what’s he’s she’s we’re you’re they’re we’ve you’ve
 note notes see also finally firstly secondly thirdly lastly importantly notably similarly
 conversely consequently additionally specifically interestingly surprisingly collectively
 taken together
@@ -46,6 +45,8 @@ previous previously current currently new novel further future present prior ear
 zero two three four five six seven eight nine ten twelve hundred thousand million billion
 importance rationale aims hypothesis study studies analysis analyses data trial trials
 """.split())  # noqa: SIM905
+# the same contractions typed with a typographic apostrophe (U+2019)
+STOP_WORDS = STOP_WORDS | {w.replace("'", "\u2019") for w in STOP_WORDS if "'" in w}
 
 # Stop words that open a name when a capitalised word follows in the same run ("New York",
 # "North Carolina", "Early Modern English", "Second World War"); alone, or before a common word
