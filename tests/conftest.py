@@ -11,10 +11,16 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from pipeline.domain.settings import Settings
 from tests.pipelineutil import Proc, Publisher, indexed, pipeline_env, put, wait_for
 from tests.stackutil import EXAMPLES, TEST_DATA_DIR, make_settings
+
+# Tests never assert wall-clock times: Hypothesis's per-example deadline (200 ms by default) is
+# one, and it failed test_pathological_json at 559 ms on a machine at load 30.
+hypothesis_settings.register_profile("brainstream", deadline=None)
+hypothesis_settings.load_profile("brainstream")
 
 
 @pytest.fixture(scope="session")
