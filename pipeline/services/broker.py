@@ -92,17 +92,21 @@ def project_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
-def s3rver_bin() -> str:
-    """The s3rver executable: the project's node_modules first, then PATH."""
-    local = project_root() / "node_modules" / ".bin" / "s3rver"
-    if local.exists():
-        return str(local)
-    found = shutil.which("s3rver")
-    if found is None:
+S3STORE_SCRIPT = Path(__file__).with_name("s3store.cjs")
+
+
+def s3store_argv() -> list[str]:
+    """How to run the S3 store: s3rver from the project's node_modules, patched by
+    `s3store.cjs` to honour conditional writes (If-Match / If-None-Match), which tansu's
+    storage relies on for its offsets (docs/parts/broker-durability.md)."""
+    node = shutil.which("node")
+    if node is None:
+        raise ServiceError("node is not installed: the broker's S3 store (s3rver) runs on it")
+    if not (project_root() / "node_modules" / "s3rver" / "package.json").exists():
         raise ServiceError(
             "s3rver is not installed: run `npm install` in the project root (make install does)"
         )
-    return found
+    return [node, str(S3STORE_SCRIPT)]
 
 
 def tansu_bin() -> str:
@@ -152,7 +156,7 @@ class S3StoreService(Service):
         require_free_port("s3store (the broker's topic storage)", self.settings.s3_port,
                           "S3_PORT")
         self.directory.mkdir(parents=True, exist_ok=True)
-        daemon.launch([s3rver_bin(), "-d", str(self.directory), "-a", "127.0.0.1",
+        daemon.launch([*s3store_argv(), "-d", str(self.directory), "-a", "127.0.0.1",
                        "-p", str(self.settings.s3_port), "--silent",
                        "--allow-mismatched-signatures", "--configure-bucket", S3_BUCKET],
                       ready=self._ready, timeout=self.settings.service_start_timeout)
