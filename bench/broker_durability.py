@@ -39,8 +39,9 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError
 
 from pipeline.domain.settings import Settings
+from pipeline.services import broker as broker_module
 from pipeline.services.base import Service
-from pipeline.services.broker import BrokerService, S3StoreService
+from pipeline.services.broker import BrokerService, S3StoreService, project_root
 
 FAULTS = ("none", "broker-term", "broker-kill", "store-term", "store-kill")
 
@@ -240,6 +241,10 @@ class OwnBroker:
         return lines
 
 
+def _plain_s3rver() -> list[str]:
+    return [str(project_root() / "node_modules" / ".bin" / "s3rver")]
+
+
 def _size(path: Path | None) -> int:
     return path.stat().st_size if path is not None and path.exists() else 0
 
@@ -298,8 +303,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--seed", type=int, default=1)
     offset = int(os.environ.get("BRAINSTREAM_TEST_PORT_OFFSET", "0"))
-    parser.add_argument("--kafka-port", type=int, default=29092 + 70 + offset)
-    parser.add_argument("--s3-port", type=int, default=29000 + 70 + offset)
+    parser.add_argument("--kafka-port", type=int, default=29092 + 80 + offset)
+    parser.add_argument("--s3-port", type=int, default=29000 + 80 + offset)
+    parser.add_argument("--plain-s3rver", action="store_true",
+                        help="run s3rver unpatched (ignoring conditional writes), as before the "
+                             "fix, to reproduce the loss")
     parser.add_argument("--keep", action="store_true", help="keep the data dir (for forensics)")
     parser.add_argument("--show-logs", type=int, default=5,
                         help="log lines shown per cycle (what broker and store logged)")
@@ -308,6 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(faults) - set(FAULTS)
     if unknown:
         parser.error(f"unknown faults: {', '.join(sorted(unknown))}")
+    if args.plain_s3rver:
+        broker_module.s3store_argv = _plain_s3rver
     data_dir = Path(tempfile.mkdtemp(prefix="broker-durability-"))
     own = OwnBroker(data_dir, args.kafka_port, args.s3_port)
     rng = random.Random(args.seed)
