@@ -77,7 +77,7 @@ class _Batch:
         out: list[Candidate] = []
         resolver = self.config.resolver
         for c in rank(entity.name, self.looked[entity.id].rows, label=entity.label,
-                      exclude=entity.id):
+                      exclude=entity.id, floor=resolver.possibly_same_threshold):
             if c.confidence < resolver.possibly_same_threshold:
                 break
             out.append(c)
