@@ -13,8 +13,9 @@ claim to its last commit, in rows/s and rows per CPU-second of this process and 
 database server (the write-back's work is mostly the server's; the bare embed call's CPU is
 this process's only).
 
-"Extraction is never the ingest bottleneck" means the stage keeps up with embedding: its rate
-is at least the embedding stage's in rows/s and in rows per CPU-second (PASS), so a backlog of
+"Extraction is never the ingest bottleneck" means extraction keeps up with embedding: the
+stage and the proposal pass together (what the extract worker's task runs; a row of their own)
+at least the embedding stage's rate in rows/s and in rows per CPU-second (PASS), so a backlog of
 extraction cannot grow while embedding keeps up. The stage is also run without entity-name
 embeddings (the stage's `embedder` unset, then the tables reset): the difference is what the
 HNSW index of name vectors costs. The share of HOT updates of `entities` during the stage with
@@ -186,6 +187,9 @@ def stage_rows(docs: int, fresh: bool = True, port_offset: int = PORT_OFFSET
             # rows: the extraction rows whose entities it examined (per-row rate, as the others)
             StageRow(f"proposal pass ({counted['examined']} entities examined)",
                      counted["rows"], p_wall, p_cpu),
+            # what the extract worker's task runs: the stage, then the pass over what it made
+            StageRow("extraction, stage + proposal pass (the extract worker)", counted["rows"],
+                     x_wall + p_wall, x_cpu + p_cpu),
             StageRow("bare embed call, static", len(texts), b_wall, b_cpu)]
     figures = {"mentions/row": counted["mentions"] / max(counted["rows"], 1),
                "entities": float(counted["entities"]),
@@ -204,13 +208,15 @@ def stage_report(rows: list[StageRow], figures: dict[str, float]) -> list[str]:
     for r in rows:
         lines.append(f"| {r.name} | {r.rows} | {r.per_second:,.0f} | {r.per_second / base:.2f} | "
                      f"{r.per_cpu_second:,.0f} | {r.per_cpu_second / cpu_base:.2f} |")
-    ratio, cpu_ratio = rows[1].per_second / base, rows[1].per_cpu_second / cpu_base
+    worker = rows[4]  # the stage and the proposal pass together
+    ratio, cpu_ratio = worker.per_second / base, worker.per_cpu_second / cpu_base
     # Both must hold: rows/s alone moves with whatever else loads the machine, and the CPU
     # figure is what the two stages cost when they share one.
     verdict = "PASS" if min(ratio, cpu_ratio) >= 1.0 else "FAIL"
-    lines += ["", f"{verdict}: the extraction stage at {ratio:.2f}x the embedding stage's rows/s "
-              f"and {cpu_ratio:.2f}x its rows/CPU-s (never the ingest bottleneck = stage rate >= "
-              f"embedder rate, both); {figures['mentions/row']:.1f} mentions per row, "
+    lines += ["", f"{verdict}: extraction (the stage and the proposal pass, as the extract "
+              f"worker runs them) at {ratio:.2f}x the embedding stage's rows/s and "
+              f"{cpu_ratio:.2f}x its rows/CPU-s (never the ingest bottleneck = extraction rate "
+              f">= embedding rate, both); {figures['mentions/row']:.1f} mentions per row, "
               f"{figures['entities']:.0f} entities created.", "",
               f"`entities` during the stage with name embeddings and the proposal pass: "
               f"{figures['hot']:.0f} of "

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from pipeline.entities.names import fold, normalise, numbers, segments
 
@@ -98,6 +99,21 @@ _NICKNAMES: dict[str, frozenset[str]] = {
 }
 
 
+# The proposal pass compares each name with dozens of candidates, and names recur across a
+# batch: the name functions are pure, so their answers are kept (bounded).
+_CACHED = 16_384
+# `cap` rounds confidences to 4 places: a rule pruned by a caller's floor keeps this margin
+_ROUNDING = 1e-4
+_normalise = lru_cache(maxsize=_CACHED)(normalise)
+_fold = lru_cache(maxsize=_CACHED)(fold)
+_numbers = lru_cache(maxsize=_CACHED)(numbers)
+
+
+@lru_cache(maxsize=_CACHED)
+def _pieces(name: str) -> tuple[str, ...]:
+    return tuple(segments(name))
+
+
 @dataclass(frozen=True)
 class Likeness:
     """Which rule found two names alike, and how sure it is."""
@@ -132,11 +148,13 @@ def label_conflict(label_a: str, label_b: str) -> bool:
 
 
 def compare(a: str, b: str, *, label_a: str = "NAME", label_b: str = "NAME",
-            trigram: float | None = None) -> Likeness | None:
+            trigram: float | None = None, floor: float = 0.0) -> Likeness | None:
     """The best rule relating names `a` and `b` (None: nothing relates them). `trigram` is
     pg_trgm's similarity of the normalised names when the database measured it; otherwise
-    `trigram_similarity` estimates it."""
-    found = _rule(a, b, trigram)
+    `trigram_similarity` estimates it. A caller that drops every answer below `floor` (the
+    proposal pass) lets the spelling rule, the costly one, be skipped where it cannot reach
+    it: an answer at or above `floor` is the same whatever `floor` is."""
+    found = _rule(a, b, trigram, floor)
     if found is None:
         return None
     return cap(found, a, b, label_a, label_b)
@@ -149,17 +167,17 @@ def cap(found: Likeness, a: str, b: str, label_a: str, label_b: str) -> Likeness
     if homonym:
         confidence = min(confidence, HOMONYM_CAP if found.method in STRONG_METHODS
                          else WEAK_CAP)
-    differ = numbers(a) != numbers(b)
+    differ = _numbers(a) != _numbers(b)
     if differ:
         confidence = min(confidence, NUMBERS_CAP)
     mixed = (label_class(label_a) == "") != (label_class(label_b) == "")
     return Likeness(found.method, round(confidence, 4), differ, homonym, mixed)
 
 
-def _rule(a: str, b: str, trigram: float | None) -> Likeness | None:
-    if normalise(a) == normalise(b):
+def _rule(a: str, b: str, trigram: float | None, floor: float) -> Likeness | None:
+    if _normalise(a) == _normalise(b):
         return Likeness("exact", 1.0)
-    fa, fb = fold(a), fold(b)
+    fa, fb = _fold(a), _fold(b)
     if not fa or not fb:
         return None
     if (fa == fb and _same_symbols(a, b, fa)) or _spelled_out(fa, fb):
@@ -172,8 +190,8 @@ def _rule(a: str, b: str, trigram: float | None) -> Likeness | None:
     found = [r for r in (_segments(a, b), _initials(fa, fb), _nickname(fa, fb),
                          _prefix(fa, fb)) if r is not None]
     # identifiers name exact things: "get_user" and "get_users" are two functions
-    if not (len(segments(a)) > 1 and len(segments(b)) > 1 and _is_code(a) and _is_code(b)):
-        found.extend(r for r in [_spelling(fa, fb, trigram)] if r is not None)
+    if not (len(_pieces(a)) > 1 and len(_pieces(b)) > 1 and _is_code(a) and _is_code(b)):
+        found.extend(r for r in [_spelling(fa, fb, trigram, floor)] if r is not None)
     return max(found, key=lambda r: r.confidence, default=None)
 
 
@@ -185,14 +203,14 @@ def _canon(folded: str) -> str:
 
 def _is_code(name: str) -> bool:
     """Written as an identifier: no spaces, and pieces joined by case or separators."""
-    return " " not in name.strip() and len(segments(name)) > 1
+    return " " not in name.strip() and len(_pieces(name)) > 1
 
 
 def _same_symbols(a: str, b: str, folded: str) -> bool:
     """Folding drops symbols: in a short name they are the name ("C++" / "C#")."""
     if len(folded) >= 4:
         return True
-    return _SYMBOLS.sub("", normalise(a)) == _SYMBOLS.sub("", normalise(b))
+    return _SYMBOLS.sub("", _normalise(a)) == _SYMBOLS.sub("", _normalise(b))
 
 
 def _spelled_out(fa: str, fb: str) -> bool:
@@ -205,7 +223,7 @@ def _spelled_out(fa: str, fb: str) -> bool:
 
 
 def _segments(a: str, b: str) -> Likeness | None:
-    sa, sb = segments(a), segments(b)
+    sa, sb = _pieces(a), _pieces(b)
     if len(sa) < 2 or len(sb) < 2:
         return None
     if sa == sb:
@@ -254,13 +272,20 @@ def _prefix(fa: str, fb: str) -> Likeness | None:
     return None
 
 
-def _spelling(fa: str, fb: str, trigram: float | None) -> Likeness | None:
-    ratio = max(edit_similarity(fa, fb),
-                trigram if trigram is not None else trigram_similarity(fa, fb))
-    if ratio < 0.5:
-        return None
+def _spelling(fa: str, fb: str, trigram: float | None, floor: float) -> Likeness | None:
     # short names differ in few letters by chance ("Rome" / "Rose"): a lead at most
     ceiling = SPELLING_CAP if min(len(fa), len(fb)) >= 5 else 0.6
+    reach = floor - _ROUNDING  # what rounds up to `floor` is kept
+    if ceiling < reach:
+        return None
+    ratio = trigram if trigram is not None else trigram_similarity(fa, fb)
+    # the edit similarity is at most 1 - (length difference / longer length): computed only
+    # when that bound could raise the ratio to something kept
+    bound = 1.0 - abs(len(fa) - len(fb)) / max(len(fa), len(fb))
+    if bound > ratio and bound >= 0.5 and SPELLING_CAP * bound >= reach:
+        ratio = max(ratio, edit_similarity(fa, fb))
+    if ratio < 0.5 or SPELLING_CAP * ratio < reach:
+        return None
     return Likeness("spelling", min(ceiling, SPELLING_CAP * ratio))
 
 

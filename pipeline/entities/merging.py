@@ -5,7 +5,9 @@ The proposal pass looks each new entity up like a phrase (its name, its label, i
 embedding when it has one) and, per candidate, by `pipeline/entities/resolver.py:
 pair_decision`: merges the pair automatically at the merge threshold (the entity with more
 mentions survives; the older one on a tie), holds it as POSSIBLY_SAME (status held) above the
-possibly-same threshold, and never proposes a pair a person refused. Everything runs as plans
+possibly-same threshold, and never proposes a pair a person refused. A batch of entities is
+read in a few statements and decided in turn (`pipeline/entities/proposals.py`). Everything
+runs as plans
 (`pipeline/stores/postgres/plans.py`): `propose_for` and `propose_pending` on a synchronous
 connection or pool (the worker), `merge_plan` and `check_pair` also on the API's async one.
 """
@@ -22,27 +24,11 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from pipeline.domain.errors import EntityMerged, InvalidInput, NotFound
-from pipeline.entities.resolver import MERGE, POSSIBLY_SAME, pair_decision, rank
-from pipeline.entities.resolving import ResolveConfig, lookup
+from pipeline.entities.proposals import Proposal, propose_batch
+from pipeline.entities.resolving import ResolveConfig
 from pipeline.stores.postgres import merges, resolution as store
 from pipeline.stores.postgres.merges import MergeReport
 from pipeline.stores.postgres.plans import Plan, run
-
-RESOLVER = "resolver"  # `decided_by` of the automatic merges
-
-
-@dataclass(frozen=True)
-class Proposal:
-    """What the pass did with one pair: `merge` (`merged_into` the survivor) or
-    `possibly_same` (`applied` False when a person had already decided the pair)."""
-
-    entity_id: uuid.UUID
-    other_id: uuid.UUID
-    decision: str
-    confidence: float
-    method: str
-    applied: bool
-    merged_into: uuid.UUID | None = None
 
 
 @contextmanager
@@ -69,14 +55,11 @@ def propose_for(conn_or_pool: psycopg.Connection[Any] | ConnectionPool, namespac
                 entity_ids: Sequence[uuid.UUID],
                 config: ResolveConfig | None = None) -> list[Proposal]:
     """Run the proposal pass over `entity_ids` (entities of `namespace` the extraction stage
-    just created), one transaction per entity; what it merged and held. Idempotent: a held
+    just created), in one transaction; what it merged and held. Idempotent: a held
     pair is refreshed, a merged entity is no longer live and is skipped."""
-    config = config or ResolveConfig()
-    out: list[Proposal] = []
     with connection_of(conn_or_pool) as conn:
-        for entity_id in entity_ids:
-            out.extend(run(conn, propose_plan(namespace, entity_id, config)))
-    return out
+        return run(conn, propose_batch([(namespace, entity_id) for entity_id in entity_ids],
+                                       config or ResolveConfig()))
 
 
 def propose_pending(conn_or_pool: psycopg.Connection[Any] | ConnectionPool, *, batch: int,
@@ -126,57 +109,10 @@ def _propose_round(conn_or_pool: psycopg.Connection[Any] | ConnectionPool, batch
     out: list[Proposal] = []
     with connection_of(conn_or_pool) as conn, conn.transaction():
         claimed = run(conn, merges.claim_unproposed(batch))
-        for namespace, entity_id in claimed:
-            out.extend(run(conn, propose_plan(namespace, entity_id, config)))
         if claimed:
+            out = run(conn, propose_batch(claimed, config))
             run(conn, merges.mark_proposed([entity_id for _, entity_id in claimed]))
     return len(claimed), out
-
-
-def propose_plan(namespace: uuid.UUID, entity_id: uuid.UUID,
-                 config: ResolveConfig) -> Plan[list[Proposal]]:
-    """The proposal pass for one entity."""
-    found = yield from store.entities(namespace, [entity_id])
-    entity = found.get(entity_id)
-    if entity is None or entity.merged_into is not None:
-        return []
-    rows = yield from store.candidates(namespace, lookup(entity.name), labels=None,
-                                       limit=config.pool,
-                                       trigram_threshold=config.trigram_threshold)
-    if entity.has_embedding:
-        vector = yield from store.entity_embedding(entity_id)
-        if vector is not None:
-            rows += yield from store.nearest(namespace, vector, labels=None,
-                                             k=config.resolver.candidates, exclude=[entity_id])
-    proposals: list[Proposal] = []
-    for candidate in rank(entity.name, rows, label=entity.label, exclude=entity_id):
-        if len(proposals) == config.resolver.candidates \
-                or candidate.confidence < config.resolver.possibly_same_threshold:
-            break  # ranked best first: the rest are below the thresholds too
-        decision = pair_decision(candidate, config.resolver)
-        if decision not in (MERGE, POSSIBLY_SAME):
-            continue  # a homonym or a different number: shown by a resolve, never proposed
-        other = candidate.entity_id
-        if (yield from merges.pair_status(namespace, entity_id, other)) == "refused":
-            continue  # a person said no: never proposed again, never merged
-        if decision == MERGE:
-            # the better-known entity survives; on a tie the existing one
-            into, from_ = ((entity_id, other) if entity.part_count > candidate.part_count
-                           else (other, entity_id))
-            yield from merges.merge(namespace, from_, into, confidence=candidate.confidence,
-                                    method=candidate.method, decided_by=RESOLVER,
-                                    dry_run=False)
-            proposals.append(Proposal(entity_id, other, MERGE, candidate.confidence,
-                                      candidate.method, True, into))
-            if from_ == entity_id:
-                break  # this entity is gone; the survivor keeps its own proposals
-            continue
-        applied = yield from merges.hold(namespace, entity_id, other,
-                                         confidence=candidate.confidence,
-                                         method=candidate.method)
-        proposals.append(Proposal(entity_id, other, POSSIBLY_SAME, candidate.confidence,
-                                  candidate.method, applied))
-    return proposals
 
 
 def merge_plan(namespace: uuid.UUID, from_id: uuid.UUID, into_id: uuid.UUID, *, dry_run: bool,

@@ -76,10 +76,12 @@ class Resolution:
         return self.entity is None
 
 
-def score(phrase: str, row: CandidateRow, *, label: str = "NAME") -> Likeness | None:
-    """How a candidate row relates to `phrase` (a name of label `label`), by its best layer."""
+def score(phrase: str, row: CandidateRow, *, label: str = "NAME",
+          floor: float = 0.0) -> Likeness | None:
+    """How a candidate row relates to `phrase` (a name of label `label`), by its best layer
+    (`floor`: see `likeness.compare`)."""
     if row.via == "embedding":
-        by_name = compare(phrase, row.name, label_a=label, label_b=row.label)
+        by_name = compare(phrase, row.name, label_a=label, label_b=row.label, floor=floor)
         capped = None
         if row.similarity >= EMBEDDING_FLOOR:
             semantic = Likeness("embedding", min(EMBEDDING_CAP, EMBEDDING_CAP * row.similarity))
@@ -90,17 +92,19 @@ def score(phrase: str, row: CandidateRow, *, label: str = "NAME") -> Likeness | 
         found = Likeness("alias", ALIAS_CONFIDENCE.get(row.alias_source or "", 0.96))
         return cap(found, phrase, row.matched, label, row.label)
     return compare(phrase, row.matched, label_a=label, label_b=row.label,
-                   trigram=row.similarity if row.via == "name" else None)
+                   trigram=row.similarity if row.via == "name" else None, floor=floor)
 
 
 def rank(phrase: str, rows: list[CandidateRow], *, label: str = "NAME",
-         exclude: uuid.UUID | None = None) -> list[Candidate]:
-    """Each entity once, with its best layer, best first (ties: the more mentioned first)."""
+         exclude: uuid.UUID | None = None, floor: float = 0.0) -> list[Candidate]:
+    """Each entity once, with its best layer, best first (ties: the more mentioned first).
+    With `floor` (the proposal pass's threshold), candidates below it may be missing; those at
+    or above it are the same."""
     best: dict[uuid.UUID, Candidate] = {}
     for row in rows:
         if row.entity_id == exclude:
             continue
-        found = score(phrase, row, label=label)
+        found = score(phrase, row, label=label, floor=floor)
         if found is None:
             continue
         seen = best.get(row.entity_id)

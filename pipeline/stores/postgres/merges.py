@@ -13,6 +13,7 @@ ENTITY_SYNC for both and MENTIONS_SYNC for every object whose mentions moved.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pipeline.domain.errors import EntityMerged, InvalidInput, NotFound
@@ -105,6 +106,19 @@ ON CONFLICT (from_id, edge_type, predicate, to_id) DO UPDATE SET
 WHERE entity_edges.status = 'held'
 RETURNING status"""
 
+_HOLD_MANY = """
+INSERT INTO entity_edges (namespace_id, from_id, to_id, edge_type, weight, status, confidence,
+                          method)
+SELECT ns, a, b, 'POSSIBLY_SAME', c, 'held', c, m
+FROM unnest(%(ns)s::uuid[], %(a)s::uuid[], %(b)s::uuid[], %(c)s::float8[], %(m)s::text[])
+     AS h(ns, a, b, c, m)
+ORDER BY a, b
+ON CONFLICT (from_id, edge_type, predicate, to_id) DO UPDATE SET
+    confidence = EXCLUDED.confidence, weight = EXCLUDED.weight, method = EXCLUDED.method,
+    updated_at = now()
+WHERE entity_edges.status = 'held'
+RETURNING from_id, to_id"""
+
 _DECIDE = """
 INSERT INTO entity_edges (namespace_id, from_id, to_id, edge_type, weight, status, confidence,
                           method)
@@ -128,6 +142,17 @@ class MergeReport:
     objects: list[uuid.UUID]  # whose MENTIONS change
     merge_id: int | None = None
     part_count: int | None = None  # the survivor's, after the merge
+
+
+@dataclass(frozen=True)
+class Hold:
+    """A pair the proposal pass holds as possibly the same."""
+
+    namespace: uuid.UUID
+    a: uuid.UUID
+    b: uuid.UUID
+    confidence: float
+    method: str
 
 
 def ordered(a: uuid.UUID, b: uuid.UUID) -> tuple[uuid.UUID, uuid.UUID]:
@@ -191,6 +216,30 @@ def hold(namespace: uuid.UUID, a: uuid.UUID, b: uuid.UUID, *, confidence: float,
     if rows:
         yield Statement(ENQUEUE_IDS, (namespace, ENTITY_SYNC, [low, high]))
     return bool(rows)
+
+
+def hold_many(holds: Sequence[Hold]) -> Plan[set[tuple[uuid.UUID, uuid.UUID]]]:
+    """`hold` for many pairs in one statement (the proposal pass's batch), in their order: a
+    pair proposed twice keeps its last confidence and method, as two holds in turn would. The
+    pairs (as stored) whose hold applied."""
+    last: dict[tuple[uuid.UUID, uuid.UUID], Hold] = {}
+    for h in holds:
+        last[ordered(h.a, h.b)] = h
+    if not last:
+        return set()
+    pairs = list(last)
+    rows = yield Statement(_HOLD_MANY, {
+        "ns": [last[p].namespace for p in pairs], "a": [p[0] for p in pairs],
+        "b": [p[1] for p in pairs], "c": [last[p].confidence for p in pairs],
+        "m": [last[p].method for p in pairs]})
+    applied = {(r[0], r[1]) for r in rows}
+    # one ENTITY_SYNC per end of each applied hold, in the holds' order, as `hold` enqueues
+    for ns in dict.fromkeys(h.namespace for h in holds):
+        ids = [x for h in holds if h.namespace == ns and ordered(h.a, h.b) in applied
+               for x in ordered(h.a, h.b)]
+        if ids:
+            yield Statement(ENQUEUE_IDS, (ns, ENTITY_SYNC, ids))
+    return applied
 
 
 def decide(namespace: uuid.UUID, a: uuid.UUID, b: uuid.UUID,

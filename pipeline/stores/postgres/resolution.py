@@ -58,7 +58,7 @@ _NEAREST = """
 SELECT id, name, label, part_count, name, 'embedding', (1 - (embedding <=> %(v)s::vector))::float8
 FROM entities
 WHERE namespace_id = %(ns)s AND merged_into IS NULL AND embedding IS NOT NULL
-  AND (%(labels)s::text[] IS NULL OR label = ANY(%(labels)s)) AND id <> ALL(%(exclude)s::uuid[])
+  AND (%(labels)s::text[] IS NULL OR label = ANY(%(labels)s))
 ORDER BY embedding <=> %(v)s::vector LIMIT %(k)s"""
 
 # A few live rows naming each entity, with the object each row belongs to.
@@ -161,13 +161,13 @@ def _candidates_query(lookup: Lookup, labelled: bool) -> sql.Composed:
 
 
 def nearest(namespace: uuid.UUID, vector: Sequence[float], *, labels: Sequence[str] | None,
-            k: int, exclude: Sequence[uuid.UUID] = ()) -> Plan[list[CandidateRow]]:
+            k: int) -> Plan[list[CandidateRow]]:
     """The `k` live entities whose name embeddings are nearest `vector` (HNSW, iterative scan:
     the namespace filter must not starve it)."""
     yield Statement(_HNSW, (str(max(40, k * 4)),))
     rows = yield Statement(_NEAREST, {
         "ns": namespace, "v": [float(x) for x in vector], "k": k,
-        "labels": list(labels) if labels else None, "exclude": list(exclude)})
+        "labels": list(labels) if labels else None})
     return [CandidateRow(r[0], r[1], r[2], int(r[3]), r[4], r[5], max(0.0, float(r[6])))
             for r in rows]
 
@@ -191,14 +191,6 @@ def entities(namespace: uuid.UUID,
     rows = yield Statement(_ENTITY, (namespace, list(ids)))
     return {r[0]: EntityRecord(r[0], r[1], r[2], r[3], int(r[4]), r[5], r[6], r[7], bool(r[8]))
             for r in rows}
-
-
-def entity_embedding(entity_id: uuid.UUID) -> Plan[list[float] | None]:
-    """The name embedding of an entity, None while it has none."""
-    rows = yield Statement("SELECT embedding FROM entities WHERE id = %s", (entity_id,))
-    if not rows or rows[0][0] is None:
-        return None
-    return [float(x) for x in rows[0][0]]
 
 
 def details(namespace: uuid.UUID, entity_id: uuid.UUID,
