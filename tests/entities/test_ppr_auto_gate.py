@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from pipeline.domain.settings import Settings
-from tests.entities.holdutil import extract_now
+from tests.entities.holdutil import extract_now, hold_extraction
 from tests.entities.test_ppr import DOCS, QUESTION, Tenant
 from tests.pipelineutil import ingest, put
 
@@ -39,6 +39,8 @@ def tenants(catalog: Settings) -> dict[str, Tenant]:
         tenant = Tenant(ns, f"key-gate-{name}-{uuid.uuid4().hex[:8]}", ids)
         if name == "x":
             extract_now(catalog, ids.values())
+        else:  # the live pipeline's extract process must not give y entities either
+            hold_extraction(catalog, ns)
         out[name] = tenant
     return out
 
