@@ -29,7 +29,7 @@ CREATE INDEX ppr_snapshot_log_xid ON ppr_snapshot_log (xid);
 -- long (a reader that has not read for longer rebuilds instead).
 CREATE TABLE ppr_snapshot_horizons (
     observed_at  timestamptz PRIMARY KEY,
-    xmin         xid8 NOT NULL
+    horizon      xid8 NOT NULL   -- the oldest running transaction then
 );
 
 CREATE FUNCTION brainstream_log_mentions() RETURNS trigger LANGUAGE plpgsql AS $$

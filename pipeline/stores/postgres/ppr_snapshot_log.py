@@ -13,13 +13,13 @@ from typing import Any
 
 import psycopg
 
-OBSERVE = ("INSERT INTO ppr_snapshot_horizons (observed_at, xmin)"
+OBSERVE = ("INSERT INTO ppr_snapshot_horizons (observed_at, horizon)"
            " VALUES (clock_timestamp(), pg_snapshot_xmin(pg_current_snapshot()))"
            " ON CONFLICT DO NOTHING")
 _OLD = ("(SELECT max(observed_at) FROM ppr_snapshot_horizons"
         " WHERE observed_at < clock_timestamp() - make_interval(secs => %(r)s))")
 PRUNE = ("DELETE FROM ppr_snapshot_log WHERE xid <"
-         " (SELECT xmin FROM ppr_snapshot_horizons WHERE observed_at = " + _OLD + ")")
+         " (SELECT horizon FROM ppr_snapshot_horizons WHERE observed_at = " + _OLD + ")")
 FORGET = "DELETE FROM ppr_snapshot_horizons WHERE observed_at < " + _OLD
 
 
