@@ -12,9 +12,12 @@ from fastapi.testclient import TestClient
 
 from pipeline.domain.settings import Settings
 from tests.apiutil import api_client
-from tests.entities.test_ppr import QUESTION, Tenant
-from tests.entities.test_ppr import client as client  # the fixtures, shared
-from tests.entities.test_ppr import tenants as tenants
+from tests.entities.test_ppr import (
+    QUESTION,
+    Tenant,
+    client as client,  # the fixtures, shared
+    tenants as tenants,
+)
 
 
 def _search(client: TestClient, tenant: Tenant) -> dict[str, Any]:

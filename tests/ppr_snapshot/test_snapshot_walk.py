@@ -22,8 +22,13 @@ from pipeline.stores.postgres.entity_graph import PgEntityGraph
 from tests.entities.holdutil import extract_now
 from tests.pipelineutil import ingest, put
 from tests.ppr_snapshot.snaputil import fresh_view, snapshots_on
-from tests.ppr_walk.test_ppr_hop_sql import DOCS, QUERY, _content, _entity
-from tests.ppr_walk.test_ppr_hop_sql import tenant as tenant  # the fixture, shared
+from tests.ppr_walk.test_ppr_hop_sql import (
+    DOCS,
+    QUERY,
+    _content,
+    _entity,
+    tenant as tenant,  # the fixture, shared
+)
 
 CONFIGS = [PprConfig(hub_min_rows=100),
            PprConfig(hub_min_rows=3, hub_fraction=0.2),  # Harbor Guild is a hub
@@ -51,7 +56,7 @@ def _weak_seed(settings: Settings, film: str) -> list[RowRef]:
 
 def test_every_hop_answers_as_the_sql_hop(
         catalog: Settings, tenant: tuple[uuid.UUID, dict[str, str]]) -> None:
-    ns, ids = tenant
+    ns, _ = tenant
     with psycopg.connect(catalog.effective_postgres_dsn) as conn:
         entities = [r[0] for r in conn.execute(
             "SELECT id FROM entities WHERE namespace_id = %s ORDER BY id", (ns,))]
