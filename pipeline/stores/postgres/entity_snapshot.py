@@ -10,6 +10,7 @@ not merged away.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -90,6 +91,32 @@ def _link(r: tuple[Any, ...]) -> SnapshotLink:
     return SnapshotLink(r[0], r[1], r[2], r[3], r[4])
 
 
+def _assemble(xmin: int, entity_data: bytes, row_data: bytes, pair_data: bytes,
+              links: list[SnapshotLink]) -> SnapshotBuild:
+    """The build from the three binary COPYs: mention pairs mapped to entity and row numbers
+    (both key arrays are sorted: ORDER BY id, and bytes order is uuid order)."""
+    entities = _tuples(entity_data, _ENTITY_TUPLE)
+    rows = _tuples(row_data, _ROW_TUPLE)
+    pairs = _tuples(pair_data, _PAIR_TUPLE)
+    entity_keys = entities["id"].copy().view("S16")
+    row_keys = rows["id"].copy().view("S16")
+    e_at = np.searchsorted(entity_keys, pairs["entity"])
+    r_at = np.searchsorted(row_keys, pairs["row"])
+    known = ((e_at < len(entity_keys)) & (r_at < len(row_keys)))
+    known[known] &= ((entity_keys[e_at[known]] == pairs["entity"][known])
+                     & (row_keys[r_at[known]] == pairs["row"][known]))
+    row_ids, objects = _uuids(rows["id"]), _uuids(rows["obj"])
+    return SnapshotBuild(
+        xmin=xmin, entity_ids=_uuids(entities["id"]),
+        entity_counts=entities["count"].astype(np.int64),
+        entity_live=entities["live"].astype(bool),
+        rows=[SnapshotRow(i, o, bool(p), bool(v)) for i, o, p, v in
+              zip(row_ids, objects, rows["part"].tolist(), rows["live"].tolist(),
+                  strict=True)],
+        mention_rows=r_at[known].astype(np.int64),
+        mention_entities=e_at[known].astype(np.int64), links=links)
+
+
 class PgEntitySnapshotSource:
     """The entity layer of one database for in-memory PPR snapshots."""
 
@@ -110,29 +137,13 @@ class PgEntitySnapshotSource:
             await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             row = await (await conn.execute(_XMIN)).fetchone()
             assert row is not None
-            entities = _tuples(await self._copy(conn, _ENTITIES, namespace), _ENTITY_TUPLE)
-            rows = _tuples(await self._copy(conn, _ROWS, namespace), _ROW_TUPLE)
-            pairs = _tuples(await self._copy(conn, _MENTIONS, namespace), _PAIR_TUPLE)
+            entities = await self._copy(conn, _ENTITIES, namespace)
+            rows = await self._copy(conn, _ROWS, namespace)
+            pairs = await self._copy(conn, _MENTIONS, namespace)
             cur = await conn.execute(_LINKS, {"ns": namespace}, prepare=False)
             links = [_link(r) for r in await cur.fetchall()]
-        entity_keys = entities["id"].copy().view("S16")
-        row_keys = rows["id"].copy().view("S16")
-        # mention pairs to numbers: both key arrays are sorted (ORDER BY id, bytes = uuid order)
-        e_at = np.searchsorted(entity_keys, pairs["entity"])
-        r_at = np.searchsorted(row_keys, pairs["row"])
-        known = ((e_at < len(entity_keys)) & (r_at < len(row_keys)))
-        known[known] &= ((entity_keys[e_at[known]] == pairs["entity"][known])
-                         & (row_keys[r_at[known]] == pairs["row"][known]))
-        row_ids, objects = _uuids(rows["id"]), _uuids(rows["obj"])
-        return SnapshotBuild(
-            xmin=int(row[0]), entity_ids=_uuids(entities["id"]),
-            entity_counts=entities["count"].astype(np.int64),
-            entity_live=entities["live"].astype(bool),
-            rows=[SnapshotRow(i, o, bool(p), bool(v)) for i, o, p, v in
-                  zip(row_ids, objects, rows["part"].tolist(), rows["live"].tolist(),
-                      strict=True)],
-            mention_rows=r_at[known].astype(np.int64),
-            mention_entities=e_at[known].astype(np.int64), links=links)
+        # parsed off the event loop: a few hundred thousand ids at 100k parts
+        return await asyncio.to_thread(_assemble, int(row[0]), entities, rows, pairs, links)
 
     async def changes(self, since: int, namespace: uuid.UUID | None = None) -> LogRead:
         """Log entries of transactions `>= since` and the reading snapshot's xmin."""
