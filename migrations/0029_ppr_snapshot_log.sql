@@ -63,31 +63,34 @@ CREATE TRIGGER mentions_log_update AFTER UPDATE ON mentions
     REFERENCING OLD TABLE AS old_mentions NEW TABLE AS new_mentions
     FOR EACH STATEMENT EXECUTE FUNCTION brainstream_log_mentions();
 
--- Only a change of the deleted state (or parent) matters to the walk; other updates of objects
--- (embedding, index text) log nothing.
-CREATE FUNCTION brainstream_log_objects() RETURNS trigger LANGUAGE plpgsql AS $$
+-- Only a change of the deleted state (or parent) matters to the walk. A row trigger with a column
+-- list: the write path's other updates of objects (embeddings, index text) do not fire it at all,
+-- where a statement trigger would copy every updated row (vectors included) into transition
+-- tables. Hard deletes (a shortened document's chunks) log once per statement.
+CREATE FUNCTION brainstream_log_object() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF TG_OP = 'DELETE' THEN
-        INSERT INTO ppr_snapshot_log (namespace_id, kind, ids)
-        SELECT namespace_id, 'object', array_agg(id) FROM old_objects GROUP BY namespace_id;
-    ELSE
-        INSERT INTO ppr_snapshot_log (namespace_id, kind, ids)
-        SELECT n.namespace_id, 'object', array_agg(n.id)
-        FROM new_objects n JOIN old_objects o ON o.id = n.id
-        WHERE (n.deleted_at IS NULL) <> (o.deleted_at IS NULL)
-           OR n.parent_id IS DISTINCT FROM o.parent_id
-        GROUP BY n.namespace_id;
-    END IF;
+    INSERT INTO ppr_snapshot_log (namespace_id, kind, ids)
+    VALUES (NEW.namespace_id, 'object', ARRAY[NEW.id]);
     RETURN NULL;
 END
 $$;
 
-CREATE TRIGGER objects_log_update AFTER UPDATE ON objects
-    REFERENCING OLD TABLE AS old_objects NEW TABLE AS new_objects
-    FOR EACH STATEMENT EXECUTE FUNCTION brainstream_log_objects();
+CREATE TRIGGER objects_log_update AFTER UPDATE OF deleted_at, parent_id ON objects
+    FOR EACH ROW WHEN ((OLD.deleted_at IS NULL) <> (NEW.deleted_at IS NULL)
+                       OR OLD.parent_id IS DISTINCT FROM NEW.parent_id)
+    EXECUTE FUNCTION brainstream_log_object();
+
+CREATE FUNCTION brainstream_log_objects_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO ppr_snapshot_log (namespace_id, kind, ids)
+    SELECT namespace_id, 'object', array_agg(id) FROM old_objects GROUP BY namespace_id;
+    RETURN NULL;
+END
+$$;
+
 CREATE TRIGGER objects_log_delete AFTER DELETE ON objects
     REFERENCING OLD TABLE AS old_objects
-    FOR EACH STATEMENT EXECUTE FUNCTION brainstream_log_objects();
+    FOR EACH STATEMENT EXECUTE FUNCTION brainstream_log_objects_deleted();
 
 CREATE FUNCTION brainstream_log_entities() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
