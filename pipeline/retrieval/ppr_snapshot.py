@@ -73,21 +73,23 @@ class EntitySnapshot:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def _rows(self, entity: int) -> IntArray:
-        over = self._rows_over.get(entity)
-        if over is not None:
-            return over
-        if entity + 1 >= len(self._rows_ptr):
+    @staticmethod
+    def _segment(over: dict[int, IntArray], indptr: IntArray, indices: IntArray, owner: int
+                 ) -> IntArray:
+        """An owner's incidence list: its override, else its CSR slice (empty for an owner
+        first seen after the build)."""
+        found = over.get(owner)
+        if found is not None:
+            return found
+        if owner + 1 >= len(indptr):
             return np.empty(0, dtype=np.int64)
-        return self._rows_idx[self._rows_ptr[entity]: self._rows_ptr[entity + 1]]
+        return indices[indptr[owner]: indptr[owner + 1]]
+
+    def _rows(self, entity: int) -> IntArray:
+        return self._segment(self._rows_over, self._rows_ptr, self._rows_idx, entity)
 
     def _ents(self, row: int) -> IntArray:
-        over = self._ents_over.get(row)
-        if over is not None:
-            return over
-        if row + 1 >= len(self._ents_ptr):
-            return np.empty(0, dtype=np.int64)
-        return self._ents_idx[self._ents_ptr[row]: self._ents_ptr[row + 1]]
+        return self._segment(self._ents_over, self._ents_ptr, self._ents_idx, row)
 
     def live_row(self, row_id: uuid.UUID) -> bool:
         """Whether the row is known and live."""
