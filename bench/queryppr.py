@@ -80,6 +80,7 @@ async def measure_ppr(settings: Settings, inputs: Inputs, n: int, budget: float
     stopped: dict[str, int] = {}
     seeded = truncated = 0
     ranked: dict[str, dict[str, list[tuple[object, float]]]] = {"snapshot": {}, "sql": {}}
+    sources: dict[str, int] = {}  # where the timed snapshot walks read (sql: it went stale)
     try:
         snapshot_note = await _build_snapshot(stage)
         for claim in claims:  # the first stage's rows (weak seeds), outside the timing
@@ -102,7 +103,7 @@ async def measure_ppr(settings: Settings, inputs: Inputs, n: int, budget: float
                 result = await on.rank(NAMESPACE, plan, Filters(), (), first[claim])
                 ranked[walk][claim] = [(h.id, h.score) for h in result.objects]
                 if walk == "snapshot":
-                    assert result.source == "snapshot", "the snapshot went stale"
+                    sources[result.source] = sources.get(result.source, 0) + 1
                     seeded += 1
                     sizes.append((result.nodes, result.edges, result.hops, result.iterations))
                     stopped[result.stopped] = stopped.get(result.stopped, 0) + 1
@@ -126,7 +127,8 @@ async def measure_ppr(settings: Settings, inputs: Inputs, n: int, budget: float
     both = set(ranked["snapshot"]) & set(ranked["sql"])
     differ = sum(ranked["snapshot"][c] != ranked["sql"][c] for c in both)
     same = (f"snapshot and SQL walks ranked {len(both) - differ} of {len(both)} claims "
-            f"identically")
+            f"identically; the timed snapshot walks read: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(sources.items())))
     return ([hybrid, stage_timing, sql_timing, auto],
             "; ".join([snapshot_note, same, subgraph_note(sizes, stage_timing.count, seeded,
                                                           truncated, stopped)]))
