@@ -130,7 +130,8 @@ def ppr_stage(settings: Settings, pool: AsyncConnectionPool[AsyncConn]) -> PprSt
         passage_seed_weight=settings.ppr_passage_seed_weight)
     snapshots = None
     if settings.ppr_walk == "snapshot":
-        snapshots = PprSnapshots(PgEntitySnapshotSource(pool), SnapshotConfig(
+        source = PgEntitySnapshotSource(pool, build_timeout=settings.ppr_snapshot_build_timeout)
+        snapshots = PprSnapshots(source, SnapshotConfig(
             max_age=settings.ppr_snapshot_max_age,
             max_namespaces=settings.ppr_snapshot_max_namespaces,
             max_bytes=settings.ppr_snapshot_max_bytes,

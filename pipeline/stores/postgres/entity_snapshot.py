@@ -38,7 +38,8 @@ _ROW_STATE = ("o.id, p.id, o.parent_id IS NOT NULL,"
               " FROM objects o JOIN objects p ON p.id = coalesce(o.parent_id, o.id)")
 _ROWS = ("COPY (SELECT " + _ROW_STATE + " WHERE o.namespace_id = {ns} ORDER BY o.id)"
          " TO STDOUT (FORMAT BINARY)")
-_MENTIONS = ("COPY (SELECT DISTINCT row_id, entity_id FROM mentions WHERE namespace_id = {ns})"
+# not DISTINCT: the CSR build drops repeated pairs after its sort, cheaper than a sort here
+_MENTIONS = ("COPY (SELECT row_id, entity_id FROM mentions WHERE namespace_id = {ns})"
              " TO STDOUT (FORMAT BINARY)")
 _WALKABLE = ("edge_type IN ('RELATES', 'POSSIBLY_SAME') AND status IS DISTINCT FROM 'refused'")
 _LINKS = sql.SQL("SELECT from_id, to_id, edge_type, status, predicate FROM entity_edges"
@@ -120,8 +121,10 @@ def _assemble(xmin: int, entity_data: bytes, row_data: bytes, pair_data: bytes,
 class PgEntitySnapshotSource:
     """The entity layer of one database for in-memory PPR snapshots."""
 
-    def __init__(self, pool: AsyncConnectionPool[AsyncConn]) -> None:
+    def __init__(self, pool: AsyncConnectionPool[AsyncConn], *, build_timeout: float = 300.0
+                 ) -> None:
         self.pool = pool
+        self.build_timeout = build_timeout  # the build's statements, not the API's timeout
 
     async def _copy(self, conn: AsyncConn, statement: str, namespace: uuid.UUID) -> bytes:
         query = sql.SQL(statement).format(ns=sql.Literal(str(namespace)))  # a uuid literal
@@ -135,6 +138,8 @@ class PgEntitySnapshotSource:
         """The namespace's entity layer in one REPEATABLE READ transaction."""
         async with read_connection(self.pool) as conn, conn.transaction():
             await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            await conn.execute("SELECT set_config('statement_timeout', %s, true)",
+                               (f"{int(self.build_timeout * 1000)}ms",))
             row = await (await conn.execute(_XMIN)).fetchone()
             assert row is not None
             entities = await self._copy(conn, _ENTITIES, namespace)
