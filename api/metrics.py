@@ -22,6 +22,11 @@ DEPENDENCY_UP = Gauge(
     "brainstream_api_dependency_up", "Whether a dependency answered the last readiness check "
     "(1) or not (0); the reason is in the API's log", ["dependency"], registry=REGISTRY)
 
+PPR_SNAPSHOT = Gauge(
+    "brainstream_ppr_snapshot", "This process's in-memory PPR snapshots: namespaces held, "
+    "bytes held (estimated), builds so far, seconds of the last build, seconds since the "
+    "stalest snapshot's last refresh read", ["measure"], registry=REGISTRY)
+
 
 async def observe(request: Request,
                   call_next: Callable[[Request], Awaitable[Response]]) -> Response:

@@ -37,7 +37,16 @@ from dataclasses import replace
 from typing import cast
 
 import psycopg
-from multihopeval import CachedChannel, ModeRun, Variant, costs, engines, run_mode, stage_latency
+from multihopeval import (
+    CachedChannel,
+    ModeRun,
+    Variant,
+    costs,
+    engines,
+    run_mode,
+    snapshot_ready,
+    stage_latency,
+)
 from qualitydata import Dataset, counts, ingest, load_hotpot, load_scifact
 from qualityref import evaluate
 from readbench import bench_settings, bench_stack, extract_pending, md_table
@@ -86,7 +95,8 @@ async def measure(args: argparse.Namespace, datasets: list[Dataset]) -> str:
     """Start the stack, ingest, extract with each extractor, evaluate; the Markdown report."""
     # FalkorDB rebuilds its indexes at start (--reuse): minutes on a loaded machine
     settings = bench_settings(args.stack or f"multihop-{args.embedder}", args.port_offset,
-                              cast(EmbedderName, args.embedder), service_start_timeout=600.0)
+                              cast(EmbedderName, args.embedder), service_start_timeout=600.0,
+                              ppr_walk=args.ppr_walk)
     hotpot = next(ds for ds in datasets if ds.name == "hotpotqa")
     scifact = next((ds for ds in datasets if ds.name == "scifact"), None)
     info: dict[str, str] = {}
@@ -153,6 +163,8 @@ async def measure(args: argparse.Namespace, datasets: list[Dataset]) -> str:
                 for variant in [wired_variant] + [v for v in args.variants
                                                   if v != wired_variant]:
                     engine = engines(wired, variant, cached)
+                    for ds in datasets:
+                        await snapshot_ready(engine, ds.namespace)
                     log(f"{extractor}, {variant.label} ...")
                     hp_ppr, run_ppr = await score(engine, hotpot, "ppr")
                     hp_auto, run_auto = await score(engine, hotpot, "auto")
@@ -223,6 +235,9 @@ def main() -> None:
                         help="the stack's data dir under .brainstream-bench (default "
                              "multihop-<embedder>): one per embedder and extractor lets a "
                              "second run reuse each entity layer")
+    parser.add_argument("--ppr-walk", default="snapshot", choices=["snapshot", "sql"],
+                        help="where the PPR stage walks (PPR_WALK): its in-memory snapshot "
+                             "(waited for before each evaluation) or SQL; same answers")
     parser.add_argument("--port-offset", type=int, default=PORT_OFFSET,
                         help="added to every default port (two stacks at once need two)")
     add_reuse_and_out(parser, "keep the stack's data from an earlier run and skip ingestion")

@@ -76,6 +76,7 @@ class ModeRun:
     iterations: list[int] = field(default_factory=list)
     truncated: int = 0
     degraded: int = 0  # answers a channel failed (dense timing out on a loaded machine)
+    walks: dict[str, int] = field(default_factory=dict)  # where the walk read: snapshot / sql
     seconds: float = 0.0
 
 
@@ -85,7 +86,8 @@ def engines(wired: RetrievalEngine, variant: Variant,
     assert wired.ppr is not None, "the wired engine has no PPR stage"
     stage = PprStage(wired.ppr.graph, replace(wired.ppr.config,
                                               passage_seed_weight=variant.passage_weight,
-                                              passage_seeds=variant.passage_seeds))
+                                              passage_seeds=variant.passage_seeds),
+                     wired.ppr.snapshots)
     config = replace(wired.config, ppr_rrf_k=variant.rrf_k,
                      ppr_rerank_depth=variant.rerank_depth)
     return RetrievalEngine(wired.searcher, wired.reader, wired.result_sets, wired.catalog,
@@ -112,6 +114,8 @@ async def run_mode(engine: RetrievalEngine, ds: Dataset, key_of: dict[uuid.UUID,
                 out.nodes.append(int(graph["nodes"]))
             out.iterations.append(int(str(explain.get("iterations", 0))))
             out.truncated += bool(explain.get("truncated"))
+            source = str(explain.get("walk_source"))
+            out.walks[source] = out.walks.get(source, 0) + 1
 
     started = time.perf_counter()
     await asyncio.gather(*(one(qid, text) for qid, text in ds.queries.items()))
@@ -123,8 +127,21 @@ def costs(run: ModeRun) -> str:
     """The PPR stage's subgraph and iterations over the queries that ran it."""
     if not run.nodes:
         return "-"
+    walks = ", ".join(f"{k} {v}" for k, v in sorted(run.walks.items()))
     return (f"nodes p50 {np.median(run.nodes):.0f} / max {max(run.nodes)}, iterations p50 "
-            f"{np.median(run.iterations):.0f}, truncated {run.truncated}")
+            f"{np.median(run.iterations):.0f}, truncated {run.truncated}; walked on: {walks}")
+
+
+async def snapshot_ready(engine: RetrievalEngine, namespace: uuid.UUID,
+                         timeout: float = 300.0) -> None:
+    """Wait for the namespace's PPR snapshot (PPR_WALK=snapshot), so the evaluation walks it;
+    past the timeout the SQL walk answers (counted per run)."""
+    snaps = engine.ppr.snapshots if engine.ppr is not None else None
+    deadline = time.perf_counter() + timeout
+    while snaps is not None and snaps.view(namespace) is None:
+        if time.perf_counter() > deadline:
+            return
+        await asyncio.sleep(0.1)
 
 
 async def stage_latency(engine: RetrievalEngine, ds: Dataset) -> str:

@@ -25,6 +25,7 @@ from pipeline.outbox.store import backlog
 from pipeline.stores.postgres import extraction
 from pipeline.stores.postgres.memory_fold import PgSummaryWork
 from pipeline.stores.postgres.memory_work import PgMessageWork, pending_work
+from pipeline.stores.postgres.ppr_snapshot_log import prune_log
 from workers.app import (
     EMBED_TASK,
     EXTRACT_TASK,
@@ -166,8 +167,9 @@ def sweep() -> dict[str, Any]:
         lexical.delay()
     with rt.pool.connection() as conn:
         vocab_rows = refresh_vocab(conn) or 0
+        ppr_log_pruned = prune_log(conn, rt.settings.ppr_snapshot_log_retention)
     return {"embed_pending": pending, "extract_pending": extract_pending,
             "outbox_backlog": outbox, "memory_pending": memory_pending,
             "deferred_applied": deferred, "vocab_rows": vocab_rows,
             "proposal_pass": proposals_waiting,
-            "lexical_backlog": lexical_backlog}
+            "lexical_backlog": lexical_backlog, "ppr_log_pruned": ppr_log_pruned}

@@ -144,6 +144,21 @@ class PprSettings(BaseModel):
     ppr_passage_seeds: int = Field(default=30, ge=0, le=100)
     ppr_passage_seed_weight: float = Field(default=0.05, ge=0, le=10)
     ppr_rerank_depth: int = Field(default=0, ge=0, le=1000)
+    # PPR snapshot (issue 11, task A; docs/parts/ppr-snapshot.md): PPR_WALK=snapshot walks an
+    # in-memory snapshot of the namespace's entity layer per API process (sql: every hop is a
+    # statement, as before). A snapshot answers only when its last refresh read started at most
+    # PPR_SNAPSHOT_MAX_AGE seconds ago (the SQL walk answers otherwise): a write committed at T
+    # is walked by every search after T + MAX_AGE. At most PPR_SNAPSHOT_MAX_NAMESPACES snapshots
+    # and PPR_SNAPSHOT_MAX_BYTES (estimated) per process, least recently used out. The sweep
+    # prunes the change log (migration 0029) after PPR_SNAPSHOT_LOG_RETENTION seconds; a process
+    # that has not read it for half that long rebuilds its snapshots. A build's statements may
+    # run PPR_SNAPSHOT_BUILD_TIMEOUT seconds (the API's statement timeout is for requests).
+    ppr_walk: Literal["snapshot", "sql"] = "snapshot"
+    ppr_snapshot_max_age: float = Field(default=5.0, ge=0.2, le=3600)
+    ppr_snapshot_max_namespaces: int = Field(default=64, ge=1, le=100_000)
+    ppr_snapshot_max_bytes: int = Field(default=1 << 30, ge=1 << 20, le=1 << 40)
+    ppr_snapshot_log_retention: float = Field(default=3600.0, ge=60, le=30 * 86400)
+    ppr_snapshot_build_timeout: float = Field(default=300.0, gt=0, le=86400)
 
 
 class SettingsParts(PathSettings, MemorySettings, LexicalSettings, ModelHttpSettings,

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from pipeline.domain.entity_reads import Hop, NameMatch
+from pipeline.domain.entity_snapshot import KeyState, LogRead, SnapshotBuild
 from pipeline.domain.kinds import KindCatalog
 from pipeline.domain.mentions import ObjectEntity
 from pipeline.domain.paths import Citation, GraphEdge, Hub, NodeInfo, NodeRef
@@ -44,7 +45,40 @@ class Channel(Protocol):
         ...
 
 
-class EntityGraph(Protocol):
+class EntityHops(Protocol):
+    """Where the PPR walk reads its hops: the database (`EntityGraph`) or an in-memory
+    snapshot of the namespace (`pipeline/retrieval/ppr_snapshot.py`), with the same answers."""
+
+    async def hop(self, namespace: uuid.UUID, entity_ids: Sequence[uuid.UUID],
+                  row_ids: Sequence[uuid.UUID], per_entity: int, link_limit: int) -> Hop:
+        """One hop at once: the live rows naming each of `entity_ids` (at most `per_entity`
+        each, the first by row id), the live entities each of `row_ids` names, and the
+        walkable entity edges with an end among `entity_ids` (at most `link_limit`)."""
+        ...
+
+
+class EntitySnapshotSource(Protocol):
+    """What in-memory PPR snapshots are built and kept fresh from: a namespace's entity layer
+    at once, the change log since a position, and the current state of the keys it named."""
+
+    async def build(self, namespace: uuid.UUID) -> SnapshotBuild:
+        """The namespace's entities, rows, mentions and walkable edges, read in one
+        transaction, with that read's position."""
+        ...
+
+    async def changes(self, since: int, namespace: uuid.UUID | None = None) -> LogRead:
+        """Log entries written by transactions `>= since` (of one namespace, and truncations,
+        when `namespace` is given), and the read's position."""
+        ...
+
+    async def read_keys(self, namespace: uuid.UUID, rows: Sequence[uuid.UUID],
+                        objects: Sequence[uuid.UUID], entities: Sequence[uuid.UUID],
+                        edge_entities: Sequence[uuid.UUID]) -> KeyState:
+        """The current state of those keys, read in one transaction."""
+        ...
+
+
+class EntityGraph(EntityHops, Protocol):
     """The entity layer as PPR retrieval walks it (`pipeline/retrieval/channels/ppr.py`): name
     lookup, the namespace's size, and one hop at a time from entities and rows. Only live rows
     (whose promoted objects are live too) and live (not merged) entities of the namespace are
@@ -58,13 +92,6 @@ class EntityGraph(Protocol):
 
     async def live_rows(self, namespace: uuid.UUID) -> int:
         """How many live rows the namespace holds (the hub rule's denominator; may be cached)."""
-        ...
-
-    async def hop(self, namespace: uuid.UUID, entity_ids: Sequence[uuid.UUID],
-                  row_ids: Sequence[uuid.UUID], per_entity: int, link_limit: int) -> Hop:
-        """One hop at once: the live rows naming each of `entity_ids` (at most `per_entity`
-        each, the first by row id), the live entities each of `row_ids` names, and the
-        walkable entity edges with an end among `entity_ids` (at most `link_limit`)."""
         ...
 
     async def visible_objects(self, namespace: uuid.UUID, object_ids: Sequence[uuid.UUID],

@@ -91,6 +91,9 @@ def ppr_explain(result: PprResult | None, *, max_hubs: int) -> dict[str, object]
                          "hops": result.hops},
             "iterations": result.iterations, "stopped": result.stopped or None,
             "truncated": result.truncated,
+            "walk_source": result.source,
+            "snapshot_age": (None if result.snapshot_age is None
+                             else round(result.snapshot_age, 3)),
             "hubs_met": len(result.hubs),
             "hubs_met_sample": [{"entity_id": str(h.id), "rows": h.part_count}
                                 for h in result.hubs[:max_hubs]]}

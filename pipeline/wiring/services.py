@@ -29,8 +29,10 @@ from pipeline.retrieval.engine import EngineConfig, RetrievalEngine
 from pipeline.retrieval.entity_reads import EntityQueries
 from pipeline.retrieval.graph_queries import GraphConfig, GraphQueries
 from pipeline.retrieval.paths import PathConfig, PathFinder
+from pipeline.retrieval.ppr_snapshots import PprSnapshots, SnapshotConfig
 from pipeline.stores.postgres.entity_graph import PgEntityGraph
 from pipeline.stores.postgres.entity_reads import PgEntityReader
+from pipeline.stores.postgres.entity_snapshot import PgEntitySnapshotSource
 from pipeline.stores.postgres.kinds import CachedCatalog
 from pipeline.stores.postgres.memory_read import PgMemoryReader
 from pipeline.stores.postgres.mention_read import PgMentionReader
@@ -62,6 +64,7 @@ class Services:
     paths: PathFinder
     entities: EntityQueries
     memory: PgMemoryReader
+    ppr_snapshots: PprSnapshots | None = None  # PPR_WALK=snapshot: this process's snapshots
 
     @property
     def embedder(self) -> Embedder | None:
@@ -86,6 +89,8 @@ class Services:
     async def close(self) -> None:
         """Stop loading the embedder and close the connections (Redis, Postgres, the graph)."""
         await self.embedder_loader.close()
+        if self.ppr_snapshots is not None:
+            await self.ppr_snapshots.close()
         await self.result_sets.close()
         await self.pool.close()
         await self.graph_reader.aclose()
@@ -111,7 +116,8 @@ def query_embedder(embedder: Callable[[], Embedder | None]) -> QueryEmbedder:
 
 
 def ppr_stage(settings: Settings, pool: AsyncConnectionPool[AsyncConn]) -> PprStage:
-    """The PPR stage of search modes ppr and auto, over the entity layer in Postgres."""
+    """The PPR stage of search modes ppr and auto, over the entity layer in Postgres (walked
+    on in-memory snapshots of it with PPR_WALK=snapshot)."""
     config = PprConfig(
         max_ngram=settings.ppr_max_ngram, hub_fraction=settings.ppr_hub_fraction,
         hub_min_rows=settings.ppr_hub_min_rows, max_hops=settings.ppr_max_hops,
@@ -122,7 +128,15 @@ def ppr_stage(settings: Settings, pool: AsyncConnectionPool[AsyncConn]) -> PprSt
         stable_rounds=settings.ppr_stable_rounds, push_epsilon=settings.ppr_push_epsilon,
         passage_seeds=settings.ppr_passage_seeds,
         passage_seed_weight=settings.ppr_passage_seed_weight)
-    return PprStage(PgEntityGraph(pool, rows_ttl=settings.search_stats_ttl), config)
+    snapshots = None
+    if settings.ppr_walk == "snapshot":
+        source = PgEntitySnapshotSource(pool, build_timeout=settings.ppr_snapshot_build_timeout)
+        snapshots = PprSnapshots(source, SnapshotConfig(
+            max_age=settings.ppr_snapshot_max_age,
+            max_namespaces=settings.ppr_snapshot_max_namespaces,
+            max_bytes=settings.ppr_snapshot_max_bytes,
+            log_retention=settings.ppr_snapshot_log_retention))
+    return PprStage(PgEntityGraph(pool, rows_ttl=settings.search_stats_ttl), config, snapshots)
 
 
 async def build_services(settings: Settings) -> Services:
@@ -152,8 +166,9 @@ async def build_services(settings: Settings) -> Services:
         channels = [*lexical_channels(settings, searcher),
                     *(c for c in channels if c.name not in ("lexical", "trigram"))]
         config = replace(config, exact_channels=("lexical", "fuzzy"))
+    ppr = ppr_stage(settings, pool)
     engine = RetrievalEngine(searcher, reader, result_sets, catalog, embed_query, config,
-                             channels=channels, ppr=ppr_stage(settings, pool))
+                             channels=channels, ppr=ppr)
     graph_reader = ReconnectingGraphReader(settings)
     graph = GraphQueries(graph_reader, reader=reader, pager=engine.pager, catalog=catalog,
                          embed_query=embed_query, fallback=engine.search,
@@ -173,7 +188,7 @@ async def build_services(settings: Settings) -> Services:
                     entities=EntityQueries(
                         PgEntityReader(pool, trigram_threshold=settings.trigram_threshold),
                         max_query_terms=settings.api_max_query_terms),
-                    memory=PgMemoryReader(pool))
+                    memory=PgMemoryReader(pool), ppr_snapshots=ppr.snapshots)
 
 
 def lexical_channels(settings: Settings, searcher: PgPartSearcher) -> list[Channel]:

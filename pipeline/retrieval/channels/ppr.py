@@ -11,7 +11,9 @@
    `max_edges` edges (`truncated` when a bound cut it). From the second hop on, only the
    `frontier` unexpanded nodes with the highest forward-push estimate are expanded. An
    expanded entity brings at most `rows_per_entity` rows, fewer when the nodes left under
-   `max_nodes` are shared by the hop's entities (one statement per hop: `EntityGraph.hop`).
+   `max_nodes` are shared by the hop's entities. The hops are read from the namespace's
+   in-memory snapshot when it is fresh (`PprSnapshots`, no SQL), else one statement per hop
+   (`EntityGraph.hop`); both answer the same (`PprResult.source` says which).
 3. PPR (`rank`): power iteration with damping `damping`, dangling mass back to the seeds,
    stopped once the top `stable_k` rows stay put; rows promoted to their objects (an object
    scores its best row; `PprResult.mass` also gives the sum of its rows), kept only when the
@@ -33,8 +35,9 @@ import scipy.sparse as sp
 from pipeline.domain.entity_reads import EntityRef, RowMention
 from pipeline.domain.read_model import Filters, Hit
 from pipeline.entities.names import fold, normalise
-from pipeline.ports import EntityGraph
+from pipeline.ports import EntityGraph, EntityHops
 from pipeline.retrieval.ppr import forward_push, power_iteration, seed_vector, transition_arrays
+from pipeline.retrieval.ppr_snapshots import PprSnapshots
 from pipeline.retrieval.seeds import (
     common_word_match,
     longest_matches,
@@ -115,6 +118,8 @@ class PprResult:
     truncated: bool = False
     hubs: list[EntityRef] = field(default_factory=list)
     mass: dict[uuid.UUID, float] = field(default_factory=dict)
+    source: str = "sql"  # where the walk read its hops: "sql" or "snapshot"
+    snapshot_age: float | None = None  # seconds since the snapshot's last refresh read
 
 
 @dataclass(frozen=True)
@@ -178,9 +183,11 @@ class PprStage:
 
     name = "ppr"
 
-    def __init__(self, graph: EntityGraph, config: PprConfig | None = None) -> None:
+    def __init__(self, graph: EntityGraph, config: PprConfig | None = None,
+                 snapshots: PprSnapshots | None = None) -> None:
         self.graph = graph
         self.config = config or PprConfig()
+        self.snapshots = snapshots  # None: every walk reads its hops in SQL
 
     async def plan(self, namespace: uuid.UUID, query: str) -> SeedPlan:
         """The query's seed entities (longest match wins) with weights, and the hubs named."""
@@ -238,7 +245,13 @@ class PprStage:
         if not seeds:
             return PprResult([], [], hubs=list(plan.hubs))
         hubs = {h.id: h for h in plan.hubs}
-        hops = await self._walk(namespace, graph, seeds, plan.hub_limit, hubs)
+        # one source for the whole walk: a snapshot refreshed between two hops would mix states
+        view, age = None, None
+        if self.snapshots is not None:
+            view = self.snapshots.view(namespace)
+            age = None if view is None else max(0.0, self.snapshots.clock() - view.as_of)
+        reader: EntityHops = view if view is not None else self.graph
+        hops = await self._walk(reader, namespace, graph, seeds, plan.hub_limit, hubs)
         n = len(graph.keys)
         matrix = graph.matrix()
         vector = seed_vector(n, seeds)
@@ -272,10 +285,12 @@ class PprStage:
                          entities=n - len(graph.rows), rows=len(graph.rows), hops=hops,
                          iterations=run.iterations, stopped=run.stopped,
                          truncated=graph.truncated, hubs=list(hubs.values()),
-                         mass={o.id: mass[o.id] for o in objects})
+                         mass={o.id: mass[o.id] for o in objects},
+                         source="sql" if view is None else "snapshot", snapshot_age=age)
 
-    async def _walk(self, namespace: uuid.UUID, graph: _Subgraph, seeds: dict[int, float],
-                    hub_limit: float, hubs: dict[uuid.UUID, EntityRef]) -> int:
+    async def _walk(self, reader: EntityHops, namespace: uuid.UUID, graph: _Subgraph,
+                    seeds: dict[int, float], hub_limit: float, hubs: dict[uuid.UUID, EntityRef]
+                    ) -> int:
         """Grow `graph` from the seeds hop by hop; the hops taken. Hubs met are recorded in
         `hubs` and left out."""
         cfg = self.config
@@ -295,7 +310,7 @@ class PprStage:
             nodes_left = max(0, cfg.max_nodes - len(graph.keys))
             per_entity = min(cfg.rows_per_entity,
                              max(1, -(-nodes_left // max(1, len(entity_ids)))))
-            found = await self.graph.hop(namespace, entity_ids, row_ids, per_entity, room + 1)
+            found = await reader.hop(namespace, entity_ids, row_ids, per_entity, room + 1)
             counts: dict[uuid.UUID, int] = {}
             for m in found.rows_of:
                 counts[m.entity_id] = counts.get(m.entity_id, 0) + 1

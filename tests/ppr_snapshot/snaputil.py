@@ -1,0 +1,44 @@
+"""Shared by the PPR snapshot tests: a pool with the process's snapshots over it, and waiting
+for a namespace's snapshot to be fresh (or to have read past a moment)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from psycopg_pool import AsyncConnectionPool
+
+from pipeline.domain.settings import Settings
+from pipeline.retrieval.ppr_snapshot import EntitySnapshot
+from pipeline.retrieval.ppr_snapshots import PprSnapshots, SnapshotConfig
+from pipeline.stores.postgres.entity_snapshot import PgEntitySnapshotSource
+from pipeline.stores.postgres.pool import AsyncConn, make_async_pool
+
+
+@asynccontextmanager
+async def snapshots_on(settings: Settings, max_age: float = 2.0
+                       ) -> AsyncIterator[tuple[AsyncConnectionPool[AsyncConn], PprSnapshots]]:
+    """A read pool and snapshots over it, closed after."""
+    pool = await make_async_pool(settings)
+    snaps = PprSnapshots(PgEntitySnapshotSource(pool), SnapshotConfig(max_age=max_age))
+    try:
+        yield pool, snaps
+    finally:
+        await snaps.close()
+        await pool.close()
+
+
+async def fresh_view(snaps: PprSnapshots, namespace: uuid.UUID, *, after: float = 0.0,
+                     timeout: float = 60.0) -> EntitySnapshot:
+    """The namespace's snapshot once it answers and its last read started after `after` (a
+    monotonic time); the timeout only turns a hang into a failure."""
+    deadline = time.monotonic() + timeout
+    while True:
+        view = snaps.view(namespace)
+        if view is not None and view.as_of >= after:
+            return view
+        assert time.monotonic() < deadline, "the snapshot never caught up"
+        await asyncio.sleep(0.05)

@@ -1,0 +1,164 @@
+"""`PprSnapshots` (pipeline/retrieval/ppr_snapshots.py) over an in-memory source: a view only
+when fresh, builds in the background, least recently used out past the bounds, a log gap or a
+truncation drops the snapshots, a failed build is retried later, and a change is applied by key
+(with `EntitySnapshot.apply` idempotent)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Sequence
+
+import numpy as np
+
+from pipeline.domain.entity_snapshot import (
+    EntityState,
+    KeyState,
+    LogEntry,
+    LogRead,
+    SnapshotBuild,
+    SnapshotRow,
+)
+from pipeline.retrieval.ppr_snapshots import PprSnapshots, SnapshotConfig
+
+E = sorted(uuid.uuid4() for _ in range(3))
+R = sorted(uuid.uuid4() for _ in range(3))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeSource:
+    """Each namespace: entities E, rows R (R[2] a part of R[0]), R[i] naming E[i]."""
+
+    def __init__(self) -> None:
+        self.entries: list[LogEntry] = []
+        self.xid = 10
+        self.builds: list[uuid.UUID] = []
+        self.fail = False
+        self.state = KeyState()
+
+    async def build(self, namespace: uuid.UUID) -> SnapshotBuild:
+        self.builds.append(namespace)
+        if self.fail:
+            raise OSError("database down")
+        rows = [SnapshotRow(R[0], R[0], False, True), SnapshotRow(R[1], R[1], False, True),
+                SnapshotRow(R[2], R[0], True, True)]
+        return SnapshotBuild(self.xid, list(E), np.array([1, 1, 1]), np.array([True] * 3),
+                             rows, np.array([0, 1, 2]), np.array([0, 1, 2]), [])
+
+    async def changes(self, since: int, namespace: uuid.UUID | None = None) -> LogRead:
+        return LogRead([e for e in self.entries if e.xid >= since
+                        and (namespace in (None, e.namespace_id) or e.kind == "truncate")],
+                       self.xid)
+
+    async def read_keys(self, namespace: uuid.UUID, rows: Sequence[uuid.UUID],
+                        objects: Sequence[uuid.UUID], entities: Sequence[uuid.UUID],
+                        edge_entities: Sequence[uuid.UUID]) -> KeyState:
+        return self.state
+
+
+async def _built(snaps: PprSnapshots, ns: uuid.UUID) -> None:
+    assert snaps.view(ns) is None  # never waits: the build runs in the background
+    for _ in range(200):
+        await asyncio.sleep(0)
+        if ns in snaps._held:
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError("not built")
+
+
+def test_a_view_only_when_fresh_and_lru_out_past_the_bounds() -> None:
+    async def run() -> None:
+        clock, source = Clock(), FakeSource()
+        snaps = PprSnapshots(source, SnapshotConfig(max_age=5, max_namespaces=2), clock)
+        a, b, c = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+        for ns in (a, b):
+            await _built(snaps, ns)
+        assert snaps.view(a) is not None
+        clock.now += 6  # no refresh read for longer than max_age: the SQL walk answers
+        assert snaps.view(a) is None
+        clock.now -= 6
+        assert snaps.view(a) is not None  # a used last: b is the least recently used
+        await _built(snaps, c)
+        assert set(snaps._held) == {a, c}
+        assert snaps.status()["namespaces"] == 2
+        await snaps.close()
+
+    asyncio.run(run())
+
+
+def test_a_snapshot_over_the_bytes_bound_is_not_held() -> None:
+    async def run() -> None:
+        clock, source = Clock(), FakeSource()
+        snaps = PprSnapshots(source, SnapshotConfig(max_bytes=100), clock)
+        ns = uuid.uuid4()
+        assert snaps.view(ns) is None
+        for _ in range(50):
+            await asyncio.sleep(0.001)
+        assert snaps.view(ns) is None and not snaps._held
+        assert source.builds == [ns]  # not built again at once
+        await snaps.close()
+
+    asyncio.run(run())
+
+
+def test_a_failed_build_is_retried_later() -> None:
+    async def run() -> None:
+        clock, source = Clock(), FakeSource()
+        source.fail = True
+        snaps = PprSnapshots(source, SnapshotConfig(), clock)
+        ns = uuid.uuid4()
+        snaps.view(ns)
+        for _ in range(20):
+            await asyncio.sleep(0.001)
+        snaps.view(ns)
+        assert source.builds == [ns]
+        source.fail = False
+        clock.now += 31
+        await _built(snaps, ns)
+        await snaps.close()
+
+    asyncio.run(run())
+
+
+def test_changes_apply_by_key_and_a_gap_or_truncation_drops_all() -> None:
+    async def run() -> None:
+        clock, source = Clock(), FakeSource()
+        snaps = PprSnapshots(source, SnapshotConfig(log_retention=100), clock)
+        ns = uuid.uuid4()
+        await _built(snaps, ns)
+        view = snaps.view(ns)
+        assert view is not None and view.live_row(R[1])
+        # R[1] deleted and E[0] merged away, in one logged transaction
+        source.entries.append(LogEntry(1, 11, ns, "object", (R[1],)))
+        source.xid = 12
+        source.state = KeyState(asked_rows={R[1]}, rows=[SnapshotRow(R[1], R[1], False, False)],
+                                entities=[EntityState(E[0], 1, False)])
+        clock.now += 1
+        await snaps.refresh()
+        await snaps.refresh()  # the same entry is not applied twice; applying is idempotent
+        assert not view.live_row(R[1]) and view.as_of == clock.now
+        hop = await view.hop(ns, E, R, 10, 10)
+        assert [m.entity_id for m in hop.rows_of] == [E[2]]  # E[0] merged, R[1] dead
+        assert view.counts()["entities"] == 3
+        # another namespace's entry is not this snapshot's business
+        source.entries.append(LogEntry(2, 12, uuid.uuid4(), "row", (R[0],)))
+        source.state = KeyState(asked_rows={R[0]}, mentions={R[0]: ()})
+        await snaps.refresh()
+        assert (await view.hop(ns, [E[2]], [], 10, 10)).rows_of
+        clock.now += 51  # no read for more than half the retention: the log may have a gap
+        await snaps.refresh()
+        assert not snaps._held
+        await _built(snaps, ns)
+        source.entries.append(LogEntry(3, 12, uuid.UUID(int=0), "truncate", ()))
+        await snaps.refresh()
+        assert not snaps._held
+        await snaps.close()
+
+    asyncio.run(run())
