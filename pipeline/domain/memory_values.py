@@ -38,27 +38,35 @@ DateIn = Literal["none", "lexical", "both"]
 
 @dataclass(frozen=True)
 class ContextRule:
-    """What a message is embedded and found lexically by: the `turns` turns before it, then
-    itself (a reply alone often lacks the subject its question named, and the answer to a
-    question often comes a turn or two after it), with its date ("8 May 2023", UTC) first in
-    the lexical text (`date` "lexical"), in both texts ("both") or in neither ("none"): "when"
-    questions name months and years that the words of a turn seldom carry. Chosen on one
-    LoCoMo dev conversation (docs/parts/memory-recall.md)."""
+    """What a message is embedded and found lexically by: the turns before it, then itself (a
+    reply alone often lacks the subject its question named, and an answer often comes a turn or
+    two after its question). Lexical search reads the `lexical_turns` turns before it, the
+    embedder the `dense_turns` before it (an embedder blurs a longer text into its average;
+    words stay words); its date ("8 May 2023", UTC) goes first in the lexical text (`date`
+    "lexical"), in both texts ("both") or in neither ("none"): "when" questions name months
+    and years that the words of a turn seldom carry. Chosen on one LoCoMo dev conversation
+    (docs/parts/memory-recall.md)."""
 
-    turns: int = 2
+    lexical_turns: int = 2
+    dense_turns: int = 1
     date: DateIn = "lexical"
+
+    @property
+    def turns(self) -> int:
+        """How many turns before a message the texts need."""
+        return max(self.lexical_turns, self.dense_turns)
 
     def dense_text(self, message: ClaimedMessage) -> str:
         """The text the embedder gets."""
-        return self._text(message, dated=self.date == "both")
+        return self._text(message, self.dense_turns, dated=self.date == "both")
 
     def lexical_text(self, message: ClaimedMessage) -> str:
         """The text whose lexemes lexical search reads (`messages.context_lexical`)."""
-        return self._text(message, dated=self.date != "none")
+        return self._text(message, self.lexical_turns, dated=self.date != "none")
 
-    def _text(self, message: ClaimedMessage, *, dated: bool) -> str:
-        # previous[-0:] would be every turn
-        kept = message.previous[-self.turns:] if self.turns else ()
+    @staticmethod
+    def _text(message: ClaimedMessage, turns: int, *, dated: bool) -> str:
+        kept = message.previous[-turns:] if turns else ()  # previous[-0:] is every turn
         lines = [*kept, message.content]
         if dated and message.created_at is not None:
             when = message.created_at.astimezone(UTC)

@@ -9,10 +9,11 @@ nothing.
 
 - token: the approximate token count of the content (`pipeline/domain/chunking.py: count_tokens`);
 - embed: the pipeline's embedder, the same model as the objects', over the message after the
-  turns before it in its session (`ContextRule.dense_text`: `MEMORY_CONTEXT_TURNS`); the lexemes
-  of the same turns, dated (`ContextRule.lexical_text`: `MEMORY_CONTEXT_DATE`), go to
-  `context_lexical`, which lexical search reads (a reply is found by the words of the question
-  it answers, a turn by the month it was said in);
+  turns before it in its session (`ContextRule.dense_text`: `MEMORY_DENSE_CONTEXT_TURNS`); the
+  lexemes of the message after its `MEMORY_LEXICAL_CONTEXT_TURNS` turns before, dated
+  (`ContextRule.lexical_text`: `MEMORY_CONTEXT_DATE`), go to `context_lexical`, which lexical
+  search reads (a reply is found by the words of the question it answers, a turn by the month
+  it was said in);
 - entities: mentions with character spans of the content, stored as
   `metadata.system.entities = [{name, label, matches: [{start, end, text}]}]`.
 
@@ -70,7 +71,9 @@ class MessageExtraction:
         self.work = work
         self.dead_letters = dead_letters
         cap = settings.embed_text_cap_chars
-        self.context = ContextRule(settings.memory_context_turns, settings.memory_context_date)
+        self.context = ContextRule(settings.memory_lexical_context_turns,
+                                   settings.memory_dense_context_turns,
+                                   settings.memory_context_date)
         rule = self.context
         self.extractors: dict[str, Compute] = {
             TOKEN_EXTRACTOR: lambda rows: [count_tokens(r.content) for r in rows],

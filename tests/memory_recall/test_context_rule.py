@@ -1,8 +1,9 @@
 """What a message is indexed by (docs/parts/memory-recall.md), on the real pipeline with two
-tenants: the embed extractor embeds a message after the MEMORY_CONTEXT_TURNS (2) turns before it,
-and lexical search finds it by the words of those turns and by its date (MEMORY_CONTEXT_DATE
-"lexical"), never by a turn further back; a worker run with other settings indexes by its rule;
-another tenant's session of the same id stays apart.
+tenants: lexical search finds a message by the words of the MEMORY_LEXICAL_CONTEXT_TURNS (2)
+turns before it and by its date (MEMORY_CONTEXT_DATE "lexical"), never by a turn further back;
+the embed extractor embeds it after the MEMORY_DENSE_CONTEXT_TURNS (1) turn before it, undated;
+a worker run with other settings indexes by its rule; another tenant's session of the same id
+stays apart.
 """
 
 from __future__ import annotations
@@ -90,18 +91,18 @@ def _cosine(x: Any, y: Any) -> float:
     return float(np.dot(x, y) / (np.linalg.norm(x) * np.linalg.norm(y)))
 
 
-def test_the_embedding_is_of_the_two_turns_before_and_the_turn_undated(
+def test_the_embedding_is_of_the_turn_before_and_the_turn_undated(
         catalog: Settings, recall_tenants: dict[str, ApiTenant],
         recall_session: dict[str, list[str]]) -> None:
     embedder = build_embedder(catalog)
     texts = [t for _, t in A_TURNS]
-    candidates = {"two turns": "\n".join(texts[1:4]), "one turn": "\n".join(texts[2:4]),
-                  "two turns, dated": "20 June 2023\n" + "\n".join(texts[1:4])}
+    candidates = {"one turn": "\n".join(texts[2:4]), "two turns": "\n".join(texts[1:4]),
+                  "one turn, dated": "20 June 2023\n" + "\n".join(texts[2:4])}
     expected = dict(zip(candidates, embedder.embed(list(candidates.values())), strict=True))
     stored = _vector(catalog, recall_tenants["a"].namespace, recall_session["a"][3])
     scores = {name: _cosine(stored, vector) for name, vector in expected.items()}
-    assert scores["two turns"] == pytest.approx(1.0, abs=1e-4), scores
-    assert max(scores["one turn"], scores["two turns, dated"]) < 0.999, scores
+    assert scores["one turn"] == pytest.approx(1.0, abs=1e-4), scores
+    assert max(scores["two turns"], scores["one turn, dated"]) < 0.999, scores
     # B's first turn: nothing before it in B's session (A's turns never leak in)
     b_first = _vector(catalog, recall_tenants["b"].namespace, recall_session["b"][0])
     [alone] = embedder.embed([B_TURNS[0][1]])
@@ -111,9 +112,10 @@ def test_the_embedding_is_of_the_two_turns_before_and_the_turn_undated(
 def test_a_worker_with_another_rule_indexes_by_it(
         procs: dict[str, Proc], catalog: Settings,
         recall_tenants: dict[str, ApiTenant], recall_session: dict[str, list[str]]) -> None:
-    """MEMORY_CONTEXT_TURNS 0 and MEMORY_CONTEXT_DATE none: each turn by its own words."""
+    """MEMORY_LEXICAL_CONTEXT_TURNS 0 and MEMORY_CONTEXT_DATE none: each turn by its own
+    words."""
     sid = f"{SID}-own"
-    with own_worker(procs, BRAINSTREAM_MEMORY_CONTEXT_TURNS="0",
+    with own_worker(procs, BRAINSTREAM_MEMORY_LEXICAL_CONTEXT_TURNS="0",
                     BRAINSTREAM_MEMORY_CONTEXT_DATE="none"):
         uuids = {name: _publish(catalog, recall_tenants[name], sid, turns)
                  for name, turns in (("a", A_TURNS[:3]), ("b", B_TURNS))}

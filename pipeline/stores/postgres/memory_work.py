@@ -69,7 +69,9 @@ class PgMessageWork:
             rows = conn.execute(_CLAIM_MESSAGES, {
                 "extractor": extractor, "lease": lease, "limit": limit, "turns": context_turns,
                 "sessions": list(sessions) if sessions is not None else None}).fetchall()
-        return [ClaimedMessage(*row[:6], tuple(row[6] or ()), row[7]) for row in rows]
+        return [ClaimedMessage(ns, uid, session, until, content, event, tuple(previous or ()),
+                               created)
+                for ns, uid, session, until, content, event, previous, created in rows]
 
     def write_results(self, extractor: str,
                       results: Sequence[tuple[ClaimedMessage, Any]]) -> int:
