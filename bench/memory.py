@@ -131,6 +131,7 @@ async def recall_table(settings: Settings, ns: uuid.UUID, conversations: list[da
                     r = data.recall(retrieved, q.evidence, k)
                     sums[f"c{q.category}@{k}"].append(r)
                     sums[f"{group}@{k}"].append(r)
+                    sums[f"{q.user_id}:{group}@{k}"].append(r)  # per conversation
             out[mode] = {key: sum(v) / len(v) for key, v in sums.items()}
             log(f"{mode}: R@10 over 1-4 = {out[mode]['1-4@10']:.3f}")
         if fusion:

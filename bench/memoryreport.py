@@ -101,7 +101,21 @@ def _recall(r: Results) -> list[str]:
                      + f" | {x['1-4@5']:.3f} | {x['1-4@10']:.3f} | "
                      f"{x['1-4@10'] / base if base else 0:.2f}x | "
                      f"{x.get('5@5', 0):.3f} / {x.get('5@10', 0):.3f} |")
+    lines += ["", *_per_conversation(r)]
     lines += ["", "Turn level: a hit is a retrieved turn whose dia_id is in the question's "
               "evidence; a summary hit stands for the turns whose sentences it kept. Questions "
               "are asked across the user's sessions (POST /v1/memory/search's path)."]
+    return lines
+
+
+def _per_conversation(r: Results) -> list[str]:
+    """R@5 / R@10 per mode and conversation (categories 1-4, and 5): the memory defaults were
+    chosen on conv-26 alone, so conv-30 is the held-out figure (docs/parts/memory-recall.md)."""
+    users = sorted({q.user_id for q in r.questions})
+    lines = ["| mode | " + " | ".join(f"{u} 1-4 R@5 / R@10 | {u} cat 5 R@10" for u in users)
+             + " |", "|---|" + "---|---|" * len(users)]
+    for mode, x in r.recall.items():
+        lines.append(f"| {mode} | " + " | ".join(
+            f"{x.get(f'{u}:1-4@5', 0):.3f} / {x.get(f'{u}:1-4@10', 0):.3f} | "
+            f"{x.get(f'{u}:5@10', 0):.3f}" for u in users) + " |")
     return lines

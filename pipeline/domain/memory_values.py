@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, TypeAlias
+from datetime import UTC, datetime
+from typing import Any, Literal, TypeAlias
 from uuid import UUID
 
 MESSAGE = "message"
@@ -20,7 +20,8 @@ SUMMARY = "summary"
 @dataclass(frozen=True)
 class ClaimedMessage:
     """One message claimed for one extractor; `lease` (the claim's stamp) is its token;
-    `previous` the content of the turn before it in its session (None for the first)."""
+    `previous` the contents of the turns before it in its session, oldest first (as many as
+    the claim asked for; none for the first); `created_at` its time."""
 
     namespace_id: uuid.UUID
     message_uuid: uuid.UUID
@@ -28,15 +29,58 @@ class ClaimedMessage:
     lease: datetime
     content: str
     event_id: str | None
-    previous: str | None = None
+    previous: tuple[str, ...] = ()
+    created_at: datetime | None = None
 
 
-def context_text(message: ClaimedMessage) -> str:
-    """What a message is embedded and found lexically by: the turn before it, then itself (a
-    reply alone often lacks the subject its question named)."""
-    if message.previous is None:
-        return message.content
-    return f"{message.previous}\n{message.content}"
+DateIn = Literal["none", "lexical", "both"]
+
+
+@dataclass(frozen=True)
+class ContextRule:
+    """What a message is embedded and found lexically by: the turns before it, then itself (a
+    reply alone often lacks the subject its question named, and an answer often comes a turn or
+    two after its question). Lexical search reads the `lexical_turns` turns before it, the
+    embedder the `dense_turns` before it (an embedder blurs a longer text into its average;
+    words stay words); its date ("8 May 2023", UTC) goes first in the lexical text (`date`
+    "lexical"), in both texts ("both") or in neither ("none"): "when" questions name months
+    and years that the words of a turn seldom carry. Chosen on one LoCoMo dev conversation
+    (docs/parts/memory-recall.md)."""
+
+    lexical_turns: int = 2
+    dense_turns: int = 1
+    date: DateIn = "lexical"
+
+    @property
+    def turns(self) -> int:
+        """How many turns before a message the texts need."""
+        return max(self.lexical_turns, self.dense_turns)
+
+    def dense_text(self, message: ClaimedMessage) -> str:
+        """The text the embedder gets."""
+        return self._text(message, self.dense_turns, dated=self.date == "both")
+
+    def lexical_text(self, message: ClaimedMessage) -> str:
+        """The text whose lexemes lexical search reads (`messages.context_lexical`)."""
+        return self._text(message, self.lexical_turns, dated=self.date != "none")
+
+    @staticmethod
+    def _text(message: ClaimedMessage, turns: int, *, dated: bool) -> str:
+        kept = message.previous[-turns:] if turns else ()  # previous[-0:] is every turn
+        lines = [*kept, message.content]
+        if dated and message.created_at is not None:
+            when = message.created_at.astimezone(UTC)
+            lines.insert(0, f"{when.day} {when:%B %Y}")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class MessageIndex:
+    """The embed extractor's result for one message: the vector of its dense text and its
+    lexical text (`ContextRule`), stored together."""
+
+    vector: Any
+    lexical: str
 
 
 @dataclass(frozen=True)

@@ -73,7 +73,7 @@ def isolate_refused(rows: Sequence[R], compute: Callable[[Sequence[R]], T], *,
     the batch whole: the dependency is down for every row alike, and halving would only multiply
     the calls to it. A refusal (any other `BrainstreamError`) halves the batch (`on_split` told)
     until each refused row is alone; a refused row that `lighter` can make lighter (a message
-    without the turn before it) is tried once more in that form; then it fails alone, and every
+    without the turns before it) is tried once more in that form; then it fails alone, and every
     other row is stored."""
     def attempt(batch: Sequence[R]) -> None:
         try:

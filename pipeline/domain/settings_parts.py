@@ -77,6 +77,16 @@ class MemorySettings(BaseModel):
     memory_search_rrf_k: int = Field(default=10, ge=0, le=10_000)
     memory_search_dense_weight: float = Field(default=0.5, gt=0, le=10)
 
+    # Memory recall (issue 12, task D; docs/parts/memory-recall.md): what a message is indexed
+    # by. Lexical search reads it with the MEMORY_LEXICAL_CONTEXT_TURNS turns before it, the
+    # embedder gets it with the MEMORY_DENSE_CONTEXT_TURNS before it (1 suits MiniLM, the default
+    # embedder; 2 the static one); MEMORY_CONTEXT_DATE puts its date into the lexical text
+    # ("lexical"), both texts, or neither. A change applies to messages extracted from then on
+    # (`brainstream replay` re-indexes the others).
+    memory_lexical_context_turns: int = Field(default=2, ge=0, le=10)
+    memory_dense_context_turns: int = Field(default=1, ge=0, le=10)
+    memory_context_date: Literal["none", "lexical", "both"] = "lexical"
+
 
 class LexicalSettings(BaseModel):
     """The lexical index on Tantivy: which engine answers, the writer, fuzzy terms, readers."""

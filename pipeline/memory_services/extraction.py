@@ -8,14 +8,17 @@ rows are claimed again once its lease runs out, and a slow worker whose lease ex
 nothing.
 
 - token: the approximate token count of the content (`pipeline/domain/chunking.py: count_tokens`);
-- embed: the pipeline's embedder, the same model as the objects', over the message after the turn
-  before it in its session (`context_text`); the lexemes of that text go to `context_lexical`,
-  which lexical search reads (a reply is found by the words of the question it answers);
+- embed: the pipeline's embedder, the same model as the objects', over the message after the
+  turns before it in its session (`ContextRule.dense_text`: `MEMORY_DENSE_CONTEXT_TURNS`); the
+  lexemes of the message after its `MEMORY_LEXICAL_CONTEXT_TURNS` turns before, dated
+  (`ContextRule.lexical_text`: `MEMORY_CONTEXT_DATE`), go to `context_lexical`, which lexical
+  search reads (a reply is found by the words of the question it answers, a turn by the month
+  it was said in);
 - entities: mentions with character spans of the content, stored as
   `metadata.system.entities = [{name, label, matches: [{start, end, text}]}]`.
 
 Transient failures (`Unavailable`) are retried by the one policy (`pipeline/domain/retry.py`); what
-exhausts it, or a message the extractor refuses (alone, without the turn before it: a refused turn
+exhausts it, or a message the extractor refuses (alone, without the turns before it: a refused turn
 must not fail its reply too), is marked failed and dead-lettered with `extractor_failed`, and the
 other messages of the batch go on.
 """
@@ -33,7 +36,7 @@ from pipeline.domain.chunking import count_tokens
 from pipeline.domain.errors import BrainstreamError, Unavailable
 from pipeline.domain.index_text import embedder_text
 from pipeline.domain.memory_errors import ExtractorFailed
-from pipeline.domain.memory_values import ClaimedMessage, context_text
+from pipeline.domain.memory_values import ClaimedMessage, ContextRule, MessageIndex
 from pipeline.domain.mentions import Extraction, TextField
 from pipeline.domain.retry import give_up_error, isolate_refused
 from pipeline.domain.settings import Settings
@@ -68,10 +71,16 @@ class MessageExtraction:
         self.work = work
         self.dead_letters = dead_letters
         cap = settings.embed_text_cap_chars
+        self.context = ContextRule(settings.memory_lexical_context_turns,
+                                   settings.memory_dense_context_turns,
+                                   settings.memory_context_date)
+        rule = self.context
         self.extractors: dict[str, Compute] = {
             TOKEN_EXTRACTOR: lambda rows: [count_tokens(r.content) for r in rows],
-            EMBED_EXTRACTOR: lambda rows: list(embedder.embed(
-                [embedder_text(context_text(r), cap_chars=cap) for r in rows])),
+            EMBED_EXTRACTOR: lambda rows: [
+                MessageIndex(vector, rule.lexical_text(r)) for r, vector in zip(
+                    rows, embedder.embed([embedder_text(rule.dense_text(r), cap_chars=cap)
+                                          for r in rows]), strict=True)],
             ENTITIES_EXTRACTOR: lambda rows: [_entities(x) for x in entities.extract(
                 [[TextField("content", r.content)] for r in rows])],
         }
@@ -84,7 +93,8 @@ class MessageExtraction:
             for _ in range(max_batches):
                 claimed = self.work.claim_messages(
                     name, sessions, lease=self.settings.memory_extract_lease_seconds,
-                    limit=self.settings.memory_extract_batch_size)
+                    limit=self.settings.memory_extract_batch_size,
+                    context_turns=self.context.turns if name == EMBED_EXTRACTOR else 0)
                 if not claimed:
                     break
                 self._batch(name, compute, claimed, stats)
@@ -93,7 +103,7 @@ class MessageExtraction:
     def _batch(self, name: str, compute: Compute, rows: Sequence[ClaimedMessage],
                stats: ExtractStats) -> None:
         """Compute and store; a refused batch is halved until each refused message is alone,
-        which is tried once more without the turn before it (that may be what was refused: a
+        which is tried once more without the turns before it (they may be what was refused: a
         refused turn must not fail its reply too)."""
         attempts = self.settings.memory_extract_retry_attempts
 
@@ -111,7 +121,7 @@ class MessageExtraction:
             max_wait=self.settings.memory_extract_retry_max_wait,
             on_retry=lambda n, exc: log.warning("%s extractor attempt %d failed: %s", name, n,
                                                 exc),
-            lighter=lambda row: None if row.previous is None else replace(row, previous=None))
+            lighter=lambda row: replace(row, previous=()) if row.previous else None)
 
     def _fail(self, name: str, rows: Sequence[ClaimedMessage], error: ExtractorFailed,
               stats: ExtractStats) -> None:

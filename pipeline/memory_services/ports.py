@@ -44,7 +44,8 @@ class MessageWork(Protocol):
     (a write whose lease stamp is no longer the row's, or whose message changed, is dropped)."""
 
     def claim_messages(self, extractor: str, sessions: Sequence[uuid.UUID] | None, *,
-                       lease: float, limit: int) -> list[ClaimedMessage]: ...
+                       lease: float, limit: int, context_turns: int = 0
+                       ) -> list[ClaimedMessage]: ...
 
     def write_results(self, extractor: str,
                       results: Sequence[tuple[ClaimedMessage, Any]]) -> int:

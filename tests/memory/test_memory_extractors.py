@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import UTC
 
 import pytest
 
@@ -98,9 +99,15 @@ def test_a_refused_message_is_dead_lettered_and_the_others_go_on(
     states = extraction_states(catalog, ns)
     assert states["embed:done"] == 5 and states["embed:failed"] == 1
     assert states["token:done"] == 6 and states["entities:done"] == 6
-    # the reply after the refused turn: embedded and indexed by its own words only
-    reply = query(catalog, "SELECT context_lexical = to_tsvector('english', content) FROM"
-                  " messages WHERE namespace_id = %s AND uuid = %s", str(ns), good[1]["uuid"])
+    # the reply after the refused turn: embedded and indexed by its own words (and its date,
+    # MEMORY_CONTEXT_DATE) only
+    [(content, created)] = query(catalog, "SELECT content, created_at FROM messages"
+                                 " WHERE namespace_id = %s AND uuid = %s", str(ns),
+                                 good[1]["uuid"])
+    day = created.astimezone(UTC)
+    reply = query(catalog, "SELECT context_lexical = to_tsvector('english', %s) FROM"
+                  " messages WHERE namespace_id = %s AND uuid = %s",
+                  f"{day.day} {day:%B %Y}\n{content}", str(ns), good[1]["uuid"])
     assert reply == [(True,)]
     error = query(catalog, "SELECT error FROM message_extraction WHERE namespace_id = %s"
                   " AND message_uuid = %s AND extractor = 'embed'", str(ns), bad["uuid"])

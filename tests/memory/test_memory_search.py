@@ -109,12 +109,14 @@ def test_where_dates_min_score_mmr_and_context(
     assert dated
     top = a("/v1/sessions/pets/search", query="beagle Biscuit", min_score=0.9).json()["results"]
     assert top and all(h["score"] >= 0.9 for h in top)
-    # the two identical turns: the fused top 3 holds both, MMR keeps one and takes another
+    # the two identical turns: the fused top 3 holds both, MMR never both (it may take
+    # neither: the reply after the first, indexed with it as context, can rank first and make
+    # both look like repeats of it) and fills the 3 with other turns
     plain = a("/v1/sessions/pets/search", query="adopted beagle Biscuit", limit=3).json()
     assert [h["content"] for h in plain["results"]].count(TURNS[0][1]) == 2
     varied = a("/v1/sessions/pets/search", query="adopted beagle Biscuit", limit=3,
-               mmr_lambda=0.3).json()
-    assert [h["content"] for h in varied["results"]].count(TURNS[0][1]) == 1
+               mmr_lambda=0.3).json()["results"]
+    assert [h["content"] for h in varied].count(TURNS[0][1]) <= 1 and len(varied) == 3
     ctx = a("/v1/sessions/pets/search", query="Vienna violin sister", limit=1, context=1,
             where={"jsonpath": "$.topic", "eq": "family"}).json()["results"][0]
     assert ctx["seq"] in (4, 5)  # the sister's turn, or the reply that carries it as context

@@ -33,8 +33,8 @@ from pipeline.retrieval.bm25 import DEFAULT_B, DEFAULT_K1
 from pipeline.stores.postgres.pool import AsyncConn, read_connection
 
 _TABLE = {MESSAGE: sql.Identifier("messages"), SUMMARY: sql.Identifier("summaries")}
-# What BM25 reads: a message's words with its preceding turn's once the embed extractor wrote
-# them (migrations/0018), its own until then; a summary's own.
+# What BM25 reads: a message's words with its preceding turns' and its date once the embed
+# extractor wrote them (migrations/0018; ContextRule), its own until then; a summary's own.
 _LEXICAL = {MESSAGE: sql.SQL("coalesce(r.context_lexical, r.lexical)"),
             SUMMARY: sql.SQL("r.lexical")}
 

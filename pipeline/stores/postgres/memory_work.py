@@ -18,7 +18,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
-from pipeline.domain.memory_values import ClaimedMessage, context_text
+from pipeline.domain.memory_values import ClaimedMessage, MessageIndex
 
 _CLAIM_MESSAGES = """
 UPDATE message_extraction x SET lease_until = now() + make_interval(secs => %(lease)s),
@@ -35,15 +35,18 @@ WHERE x.extractor = %(extractor)s AND x.namespace_id = c.namespace_id
   AND x.message_uuid = c.message_uuid
   AND m.namespace_id = x.namespace_id AND m.uuid = x.message_uuid
 RETURNING x.namespace_id, x.message_uuid, x.session_pk, x.lease_until, m.content, m.event_id,
-  (SELECT p.content FROM messages p WHERE p.session_pk = m.session_pk AND p.seq < m.seq
-   AND p.deleted_at IS NULL ORDER BY p.seq DESC LIMIT 1)
+  (SELECT array_agg(p.content ORDER BY p.seq) FROM
+     (SELECT p.content, p.seq FROM messages p WHERE p.session_pk = m.session_pk
+      AND p.seq < m.seq AND p.deleted_at IS NULL ORDER BY p.seq DESC LIMIT %(turns)s) p),
+  m.created_at
 """
 
 # The message's column written by each extractor; its state row is marked done in the same
 # statement's transaction, only while the claim's lease stamp is still the row's.
 _SET: dict[str, LiteralString] = {
     "token": "token_count = %(value)s",
-    # the vector and the lexemes of the same text: the message after the turn before it
+    # the vector of the message's dense text and the lexemes of its lexical text
+    # (pipeline/domain/memory_values.py: ContextRule)
     "embed": "embedding = %(value)s, context_lexical = to_tsvector('english', %(context)s)",
     "entities": "metadata = jsonb_set(metadata, '{system}', coalesce(metadata -> 'system',"
                 " '{}'::jsonb) || jsonb_build_object('entities', %(value)s::jsonb))",
@@ -57,20 +60,25 @@ class PgMessageWork:
         self.pool = pool
 
     def claim_messages(self, extractor: str, sessions: Sequence[uuid.UUID] | None, *,
-                       lease: float, limit: int) -> list[ClaimedMessage]:
+                       lease: float, limit: int, context_turns: int = 0
+                       ) -> list[ClaimedMessage]:
         """Pending rows of `extractor` (of `sessions`, or any) nobody holds, leased to the
-        caller. A message deleted since (cascade) is simply absent."""
+        caller, each with the contents of up to `context_turns` visible turns before it. A
+        message deleted since (cascade) is simply absent."""
         with self.pool.connection() as conn:
             rows = conn.execute(_CLAIM_MESSAGES, {
-                "extractor": extractor, "lease": lease, "limit": limit,
+                "extractor": extractor, "lease": lease, "limit": limit, "turns": context_turns,
                 "sessions": list(sessions) if sessions is not None else None}).fetchall()
-        return [ClaimedMessage(*row) for row in rows]
+        return [ClaimedMessage(ns, uid, session, until, content, event, tuple(previous or ()),
+                               created)
+                for ns, uid, session, until, content, event, previous, created in rows]
 
     def write_results(self, extractor: str,
                       results: Sequence[tuple[ClaimedMessage, Any]]) -> int:
-        """Store each claimed message's result and mark its row done, where the claim still
-        holds (same lease stamp, message content unchanged); the number stored. One
-        transaction; rows in one order (namespace, uuid) so writers cannot deadlock."""
+        """Store each claimed message's result (the embed extractor's: a `MessageIndex`) and
+        mark its row done, where the claim still holds (same lease stamp, message content
+        unchanged); the number stored. One transaction; rows in one order (namespace, uuid) so
+        writers cannot deadlock."""
         stored = 0
         statement = sql.SQL(
             "UPDATE messages SET {}, updated_at = now()"
@@ -84,8 +92,10 @@ class PgMessageWork:
             for claimed, value in ordered:
                 params = {"ns": claimed.namespace_id, "uuid": claimed.message_uuid,
                           "content": claimed.content, "extractor": extractor,
-                          "lease": claimed.lease, "context": context_text(claimed),
+                          "lease": claimed.lease,
                           "value": Jsonb(value) if extractor == "entities" else value}
+                if isinstance(value, MessageIndex):
+                    params.update(value=value.vector, context=value.lexical)
                 if conn.execute(statement, params).rowcount != 1:
                     continue
                 conn.execute(
