@@ -140,7 +140,7 @@ def test_worker_kill9_mid_extraction_loses_and_doubles_nothing(
         assert sum(killed.get(f"{x}:done", 0) for x in ("token", "embed", "entities")) \
             < 3 * total, f"the worker had finished before the kill: {killed}"
         worker.start()
-        done = wait_for(lambda: all_done(catalog, ns, total), timeout=30,
+        done = wait_for(lambda: all_done(catalog, ns, total), timeout=150,
                         what="every message extracted after the restart")
     assert all(done.get(f"{x}:attempts=1") == total for x in ("token", "embed", "entities")), \
         f"some result was stored twice (or never): {done}, at the kill {at_kill}"

@@ -48,7 +48,7 @@ def fusion_session(procs: dict[str, Proc], catalog: Settings,
             send(pub, ns, SID, session_put(ns, SID), add(ns, SID, *msgs))
     finally:
         pub.close()
-    wait_for(lambda: extracted(catalog, uuids), timeout=30, what="the messages extracted")
+    wait_for(lambda: extracted(catalog, uuids), timeout=120, what="the messages extracted")
 
 
 def _search(client: TestClient, tenant: Tenant, **body: Any) -> list[dict[str, Any]]:
