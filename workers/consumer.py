@@ -37,7 +37,7 @@ class BrokerRestartConsumer(Consumer):  # type: ignore[misc]  # Celery is untype
         super().__init__(*args, **kwargs)
         # read by Celery when it acks or rejects a message, and when it decides whether an
         # error that left the event loop is a connection loss (reconnect) or fatal
-        self.connection_errors = (*self.connection_errors, AttributeError)
+        self.connection_errors = (*self.conninfo.connection_errors, AttributeError)
 
     def on_connection_error_after_connected(self, exc: Exception) -> None:
         connection = self.connection
