@@ -219,6 +219,11 @@ class Settings(BaseSettings, SettingsParts):
     # API_KEYS entry names), each with the name recorded as `decided_by`: key -> name.
     entity_curators: dict[str, str] = Field(default_factory=dict)
     entity_decision_batch: int = Field(default=500, ge=1, le=100_000)  # decisions applied per run
+    # Resilience (docs/parts/resilience.md): `brainstream up` starts a pipeline process that died
+    # again after SUPERVISOR_RESTART_BACKOFF seconds, doubled with each death in a row, at most
+    # SUPERVISOR_RESTART_BACKOFF_MAX (a process that ran longer than that starts the count again).
+    supervisor_restart_backoff: float = Field(default=1.0, gt=0, le=3600)
+    supervisor_restart_backoff_max: float = Field(default=60.0, gt=0, le=86400)
     # Which index generation these settings address (pipeline/ops/generations.py). Not settings an
     # operator sets: `Settings.for_generation` fills them from the control table. Generation 1
     # is the base database and graph, so unresolved settings address it.

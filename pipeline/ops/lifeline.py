@@ -214,3 +214,10 @@ def _in_group(proc: psutil.Process, pgid: int) -> bool:
         return os.getpgid(proc.pid) == pgid
     except (ProcessLookupError, PermissionError):
         return False
+
+
+def stop_orphans(pgid: int, timeout: float = 10.0) -> None:
+    """Stop what is left in the process group of a leader that exited and was reaped (its
+    pool processes or spawned workers): while any member lives, no new process can take the
+    group's id, so nothing else is signalled."""
+    _stop_all({p for p in psutil.process_iter() if _in_group(p, pgid)}, timeout)
