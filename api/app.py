@@ -33,18 +33,37 @@ from pipeline.wiring import ActiveServices, Services
 
 log = logging.getLogger(__name__)
 
-# A stop must not wait forever on a connection that never comes back: closing the services
-# once hung in the degrade test (embedder and graph addresses closed), the event loop idle.
+# A safety net: closing the services must never block the stop. It once hung in the degrade
+# test: the embedder's background retry swallowed the cancellation that `close` sent it while an
+# attempt ran, and went on retrying (fixed in pipeline/domain/retry.py). Hitting this bound is a
+# bug of the same kind: it is logged as an error with where the close was waiting.
 SHUTDOWN_SECONDS = 10.0
 
 
 async def _bounded(closing: Coroutine[Any, Any, None], seconds: float) -> None:
-    """Run `closing`; past `seconds`, log and leave it cancelled rather than block the stop."""
+    """Run `closing`; past `seconds`, log an error naming where it waits, and leave it
+    cancelled rather than block the stop."""
     task = asyncio.ensure_future(closing)
     done, _ = await asyncio.wait({task}, timeout=seconds)
     if not done:
-        log.warning("closing the API's services took over %.0f s; stopping without them", seconds)
+        log.error("closing the API's services took over %.0f s (a close that never returns: "
+                  "a bug); stopping without them. It was waiting at:\n%s", seconds,
+                  "\n".join(_awaiting(task.get_coro())))
         task.cancel()
+
+
+def _awaiting(awaitable: object) -> list[str]:
+    """Where a suspended coroutine waits: each coroutine of its await chain, then what the
+    innermost one awaits (a future, another task)."""
+    where = []
+    while awaitable is not None:
+        frame = getattr(awaitable, "cr_frame", None)
+        if frame is None:
+            where.append(f"  awaiting {awaitable!r}")
+            break
+        where.append(f"  {frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}")
+        awaitable = getattr(awaitable, "cr_await", None)
+    return where
 
 
 def create_app(settings: Settings | None = None,

@@ -221,7 +221,8 @@ async def channel_breakdown(settings: Settings, inputs: Inputs, n: int, budget: 
 
 async def measure_http(settings: Settings, inputs: Inputs, n: int,
                        concurrencies: Sequence[int], budget: float) -> list[Timing]:
-    """search and 2-hop expand through the real API process (uvicorn, one worker)."""
+    """search and 2-hop expand through the real API process (uvicorn, API_WORKERS worker
+    processes: the cores by default)."""
     key = "bench-key"
     port = settings.api_port
     env = child_env(settings) | {"BRAINSTREAM_API_KEYS": json.dumps({key: [str(NAMESPACE)]})}

@@ -42,6 +42,17 @@ def create_app() -> Celery:
         task_serializer="json",
         accept_content=["json"],
         broker_connection_retry_on_startup=True,
+        # Outlive a restart (or a long outage) of Redis: reconnect forever, also after a
+        # channel error (a LOADING reply while Redis reads its AOF back), and close the lost
+        # connection without ending the worker (workers/consumer.py).
+        broker_connection_retry=True,
+        broker_connection_max_retries=None,
+        broker_channel_error_retry=True,
+        worker_consumer="workers.consumer:BrokerRestartConsumer",
+        # A running task whose ack can no longer reach the broker finishes its work (Celery 6
+        # will cancel it by default): its redelivery is then a no-op, every task being
+        # idempotent, where a cancelled one would leave the work for the sweep.
+        worker_cancel_long_running_tasks_on_connection_loss=False,
         broker_transport_options={"visibility_timeout": 600},
         task_routes={RELAY_TASK: {"queue": RELAY_QUEUE}, LEXICAL_TASK: {"queue": RELAY_QUEUE},
                      EXTRACT_TASK: {"queue": EXTRACT_QUEUE},

@@ -16,8 +16,9 @@ from pipeline.cli.common import CliGroup, active_settings, context_settings, gen
 @generation_option
 @click.pass_context
 def status(ctx: click.Context, as_json: bool, generation: int | None) -> None:
-    """Services, consumer lag per partition, outbox and embedding backlog, waiting events and
-    dead letters of the active index generation; exit status 1 when something is unhealthy."""
+    """Services, consumer lag per partition, the outbox, embedding, extraction, lexical index,
+    entity decision and proposal pass backlogs, the Celery queues, waiting events and dead
+    letters of the active index generation; exit status 1 when something is unhealthy."""
     import psycopg
 
     from pipeline.ops.status import collect, render

@@ -9,7 +9,7 @@ import os
 import click
 
 from pipeline.cli.common import context_settings, echo
-from pipeline.ops.lifeline import follow_supervisor
+from pipeline.ops.lifeline import API_PARENT_ENV, follow_supervisor
 
 
 @click.command()
@@ -67,6 +67,7 @@ def worker(ctx: click.Context, concurrency: int | None, queues: str, beat: bool,
 def api(ctx: click.Context, host: str | None, port: int | None) -> None:
     """Run the read API (JSON over HTTP, OpenAPI at /docs) in the foreground."""
     follow_supervisor()
+    os.environ[API_PARENT_ENV] = str(os.getpid())  # what its spawned workers die with
     import uvicorn
 
     settings = context_settings(ctx)

@@ -124,9 +124,12 @@ async def retry_until_done(call: Callable[[], Awaitable[T]], *, max_wait: float,
     recovery that must not end: a dependency that may come back). `give_up` errors (a bad
     setting, say) are re-raised at once; cancel the awaiting task to stop it."""
 
+    # Only errors are retried: tenacity catches BaseException around each attempt, so a
+    # cancellation landing inside `call` (say, an API stopping while the embedder loads) would
+    # otherwise count as one more failure and the loop would go on, its canceller waiting forever.
     retrying = AsyncRetrying(
         wait=wait_random_exponential(multiplier=0.2, max=max_wait),
-        retry=retry_if_not_exception_type(give_up) if give_up else retry_if_exception_type(),
+        retry=retry_if_exception_type(Exception) & retry_if_not_exception_type(give_up),
         before_sleep=_reporter(on_retry),
         reraise=True,
     )

@@ -7,6 +7,7 @@ one without keeping the old name working through `validation_alias`.
 from __future__ import annotations
 
 import json
+import os
 import re
 import uuid
 from pathlib import Path
@@ -147,7 +148,7 @@ class Settings(BaseSettings, SettingsParts):
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8000, ge=1, le=65535)
     api_keys: dict[str, list[str]] = Field(default_factory=dict)
-    api_workers: int = Field(default=1, ge=1, le=64)
+    api_workers: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1, le=64)
     result_set_ttl: int = Field(default=900, ge=10, le=86400)
     # Result sets live in their own Redis database, never the Celery broker's (the URL's, 0 by
     # default): an eviction or a FLUSHDB for result sets must not touch queued tasks.
@@ -219,6 +220,17 @@ class Settings(BaseSettings, SettingsParts):
     # API_KEYS entry names), each with the name recorded as `decided_by`: key -> name.
     entity_curators: dict[str, str] = Field(default_factory=dict)
     entity_decision_batch: int = Field(default=500, ge=1, le=100_000)  # decisions applied per run
+    # Resilience (docs/parts/resilience.md): `brainstream up` starts a pipeline process that died
+    # again after SUPERVISOR_RESTART_BACKOFF seconds, doubled with each death in a row, at most
+    # SUPERVISOR_RESTART_BACKOFF_MAX (a process that ran longer than that starts the count again).
+    supervisor_restart_backoff: float = Field(default=1.0, gt=0, le=3600)
+    supervisor_restart_backoff_max: float = Field(default=60.0, gt=0, le=86400)
+    # API processes (issue 13 item 3): API_WORKERS defaults to the cores; each holds a read pool
+    # of at most API_POOL_MAX connections, less when API_WORKERS x API_POOL_MAX x 2 (a replay's
+    # switch keeps the old generation's pool open for its grace period) would pass
+    # API_CONNECTION_BUDGET (the embedded Postgres allows 300; the rest is the pipeline's).
+    api_pool_max: int = Field(default=8, ge=1, le=256)
+    api_connection_budget: int = Field(default=200, ge=2, le=100_000)
     # Which index generation these settings address (pipeline/ops/generations.py). Not settings an
     # operator sets: `Settings.for_generation` fills them from the control table. Generation 1
     # is the base database and graph, so unresolved settings address it.
@@ -269,6 +281,12 @@ class Settings(BaseSettings, SettingsParts):
         return value
 
     # -- derived values -------------------------------------------------------------------
+
+    @property
+    def api_pool_size(self) -> int:
+        """The read pool of one API process: API_POOL_MAX, or its share of the connection
+        budget across API_WORKERS processes and two generations (at least 2)."""
+        return max(2, min(self.api_pool_max, self.api_connection_budget // (2 * self.api_workers)))
 
     @property
     def resolved_data_dir(self) -> Path:

@@ -214,3 +214,23 @@ def _in_group(proc: psutil.Process, pgid: int) -> bool:
         return os.getpgid(proc.pid) == pgid
     except (ProcessLookupError, PermissionError):
         return False
+
+
+def stop_orphans(pgid: int, timeout: float = 10.0) -> None:
+    """Stop what is left in the process group of a leader that exited and was reaped (its
+    pool processes or spawned workers): while any member lives, no new process can take the
+    group's id, so nothing else is signalled."""
+    _stop_all({p for p in psutil.process_iter() if _in_group(p, pgid)}, timeout)
+
+
+API_PARENT_ENV = "BRAINSTREAM_API_PARENT_PID"
+
+
+def follow_api_parent() -> None:
+    """In an API worker that uvicorn spawned (API_WORKERS > 1) under `up`: die with the uvicorn
+    process that spawned it, which dies with the supervisor. A spawned process runs no fork
+    hook, so `follow_supervisor`'s arming does not reach it; with one worker the app runs in the
+    uvicorn process itself, already armed."""
+    parent = os.environ.get(API_PARENT_ENV)
+    if parent and os.environ.get(SUPERVISOR_ENV) and int(parent) != os.getpid():
+        die_with(int(parent))

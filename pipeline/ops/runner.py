@@ -2,8 +2,11 @@
 
 Starts the embedded services (reusing running ones), migrates, then runs each pipeline process
 (consumers, workers, API) as a child with its output prefixed by its name. Ctrl-C (or SIGTERM)
-stops the children, then the embedded services; a child that dies takes the others down with a
-non-zero exit so a broken process is never hidden.
+stops the children, then the embedded services. A child that dies is started again after a
+back-off that doubles with each death in a row (SUPERVISOR_RESTART_BACKOFF up to
+SUPERVISOR_RESTART_BACKOFF_MAX; a child that ran longer than the maximum starts the count
+again), each death and restart logged with its status, so a broken process is never hidden and
+a transient one (its service restarting) never takes the pipeline down.
 
 A supervisor killed outright takes its children with it, and the next `up` stops whatever an
 earlier one left running before it starts (`pipeline.ops.lifeline`).
@@ -20,12 +23,12 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import FrameType
 
 from pipeline.domain.settings import Settings
-from pipeline.ops.lifeline import SUPERVISOR_ENV, PidRecords
+from pipeline.ops.lifeline import SUPERVISOR_ENV, PidRecords, stop_orphans
 from pipeline.services.process import terminate_tree
 
 Report = Callable[[str], None]
@@ -79,7 +82,7 @@ class _Stop(Exception):
 
 
 def run_up(settings: Settings, *, stop_services: bool, report: Report) -> None:
-    """Start everything and supervise it until Ctrl-C or a child exits."""
+    """Start everything and supervise it until Ctrl-C (or SIGTERM)."""
     from pipeline.kafka.topics import ensure_topics
     from pipeline.ops.generations import migrate_generations
     from pipeline.services.stack import Stack
@@ -90,13 +93,13 @@ def run_up(settings: Settings, *, stop_services: bool, report: Report) -> None:
     for stale in records.claim(os.getpid()):
         report(f"stopped {stale}, left running by an earlier `brainstream up`")
     stack.start(report=report)
-    children: list[tuple[ProcessSpec, subprocess.Popen[bytes]]] = []
+    supervisor = Supervisor(records, report, backoff=settings.supervisor_restart_backoff,
+                            backoff_max=settings.supervisor_restart_backoff_max)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         raise _Stop()
 
     signal.signal(signal.SIGTERM, on_signal)
-    exit_code = 0
     try:
         migrate_generations(settings, report=report)
         ensure_topics(settings, report=report)
@@ -107,60 +110,122 @@ def run_up(settings: Settings, *, stop_services: bool, report: Report) -> None:
             report(f"development API key: {key}  (namespace {namespace}; publish bare objects "
                    f"with --namespace {namespace}; set BRAINSTREAM_API_KEYS to use your own)")
         for spec in app_processes(settings, env):
-            proc = subprocess.Popen(spec.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    env={**os.environ, **spec.env}, start_new_session=True)
-            children.append((spec, proc))
-            records.write(spec.name, proc.pid, spec.argv)
-            report(f"{spec.name:9} started   pid {proc.pid}"
-                   + (f", listening on {spec.listens}" if spec.listens else ""))
+            supervisor.start(spec)
         _banner(settings, report)
-        exit_code = _supervise(children, report)
+        supervisor.run()
     except (KeyboardInterrupt, _Stop):
         report("stopping ...")
     finally:
-        for spec, proc in reversed(children):
-            if proc.poll() is None:
-                terminate_tree(proc.pid, timeout=20)
-                report(f"{spec.name:9} stopped")
-            records.remove(spec.name)
+        supervisor.stop_all()
         records.remove("supervisor")
         if stop_services:
             stack.stop(report=report)
         else:
             report("embedded services left running (brainstream services stop)")
-    if exit_code:
-        sys.exit(exit_code)
 
 
 def _banner(settings: Settings, report: Report) -> None:
     report("ready. Ctrl-C stops everything.")
 
 
-def _supervise(children: list[tuple[ProcessSpec, subprocess.Popen[bytes]]],
-               report: Report) -> int:
-    """Relay children's output line by line; return when one exits (its code) or forever."""
-    if not children:
-        while True:
-            time.sleep(3600)
-    selector = selectors.DefaultSelector()
-    pending: dict[str, bytes] = {}  # a child's last, unfinished line
-    for spec, proc in children:
+@dataclass
+class _Child:
+    spec: ProcessSpec
+    proc: subprocess.Popen[bytes] | None = None
+    started: float = 0.0
+    deaths: int = 0  # in a row, each after a short run: what the back-off doubles with
+    restart_at: float | None = None
+
+
+class Supervisor:
+    """Runs `up`'s children, relays their output line by line, and starts a dead one again."""
+
+    def __init__(self, records: PidRecords, report: Report, *, backoff: float,
+                 backoff_max: float) -> None:
+        self.records = records
+        self.report = report
+        self.backoff = backoff
+        self.backoff_max = backoff_max
+        self.children: list[_Child] = []
+        self.selector = selectors.DefaultSelector()
+        self.pending: dict[int, bytes] = {}  # per output pipe: its last, unfinished line
+
+    def start(self, spec: ProcessSpec) -> None:
+        """Start a new child."""
+        child = _Child(spec)
+        self.children.append(child)
+        self._launch(child)
+
+    def _launch(self, child: _Child) -> None:
+        spec = child.spec
+        proc = subprocess.Popen(spec.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                env={**os.environ, **spec.env}, start_new_session=True)
+        child.proc, child.started, child.restart_at = proc, time.monotonic(), None
         assert proc.stdout is not None
-        selector.register(proc.stdout.fileno(), selectors.EVENT_READ, spec)
-        pending[spec.name] = b""
-    while True:
-        for key, _ in selector.select(timeout=1.0):
-            # What the pipe holds now, unbuffered: a buffered readline() would keep the lines
-            # after the first in its buffer, unseen by select(), until the child wrote again.
-            chunk = os.read(key.fd, 65536)
-            if not chunk:  # the child closed its output: its last line, if unfinished
-                selector.unregister(key.fd)
-                chunk = b"\n" if pending[key.data.name] else b""
-            *lines, pending[key.data.name] = (pending[key.data.name] + chunk).split(b"\n")
-            for line in lines:
-                report(f"[{key.data.name}] {line.decode(errors='replace').rstrip()}")
-        for spec, proc in children:
-            code = proc.poll()
-            if code is not None:
-                report(f"{spec.name} exited with status {code}; stopping the others")
-                return code or 1
+        self.selector.register(proc.stdout.fileno(), selectors.EVENT_READ, (child, proc))
+        self.pending[proc.stdout.fileno()] = b""
+        self.records.write(spec.name, proc.pid, spec.argv)
+        self.report(f"{spec.name:9} started   pid {proc.pid}"
+                    + (f", listening on {spec.listens}" if spec.listens else ""))
+
+    def run(self) -> None:
+        """Supervise until interrupted."""
+        while True:
+            self.step(timeout=1.0)
+
+    def step(self, timeout: float) -> None:
+        """Relay what the children wrote, note the ones that died, start those due again."""
+        if self.selector.get_map():
+            for key, _ in self.selector.select(timeout=timeout):
+                self._relay(key.fd, key.data)
+        else:
+            time.sleep(timeout)
+        now = time.monotonic()
+        for child in self.children:
+            if child.proc is not None and child.proc.poll() is not None:
+                self._died(child, child.proc, now)
+            elif child.restart_at is not None and now >= child.restart_at:
+                self._launch(child)
+
+    def _relay(self, fd: int, data: tuple[_Child, subprocess.Popen[bytes]]) -> None:
+        child, proc = data
+        # What the pipe holds now, unbuffered: a buffered readline() would keep the lines after
+        # the first in its buffer, unseen by select(), until the child wrote again.
+        chunk = os.read(fd, 65536)
+        eof = not chunk
+        if eof:  # the child closed its output: its last line, if unfinished
+            self.selector.unregister(fd)
+            chunk = b"\n" if self.pending[fd] else b""
+        *lines, self.pending[fd] = (self.pending[fd] + chunk).split(b"\n")
+        for line in lines:
+            self.report(f"[{child.spec.name}] {line.decode(errors='replace').rstrip()}")
+        if eof:
+            del self.pending[fd]
+            assert proc.stdout is not None
+            proc.stdout.close()
+
+    def _died(self, child: _Child, proc: subprocess.Popen[bytes], now: float) -> None:
+        # a Celery pool process or uvicorn worker it left behind would hold the work (or the
+        # port) of the next one: its process group goes with it
+        stop_orphans(proc.pid)
+        child.proc = None
+        ran = now - child.started
+        child.deaths = 1 if ran > self.backoff_max else child.deaths + 1
+        delay = min(self.backoff_max, self.backoff * 2 ** (child.deaths - 1))
+        child.restart_at = now + delay
+        self.report(f"{child.spec.name} exited with status {proc.returncode} after {ran:.0f} s;"
+                    f" restarting it in {delay:.0f} s ({child.deaths} in a row)")
+
+    def _running(self) -> Iterator[tuple[_Child, subprocess.Popen[bytes]]]:
+        for child in reversed(self.children):
+            if child.proc is not None:
+                yield child, child.proc
+
+    def stop_all(self) -> None:
+        """Stop the children, the last started first, and drop their pid records."""
+        for child, proc in self._running():
+            if proc.poll() is None:
+                terminate_tree(proc.pid, timeout=20)
+                self.report(f"{child.spec.name:9} stopped")
+        for child in reversed(self.children):
+            self.records.remove(child.spec.name)

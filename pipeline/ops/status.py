@@ -14,6 +14,7 @@ from pipeline.domain.settings import Settings
 from pipeline.embedding.service import counts_by_status
 from pipeline.kafka.offsets import committed_offsets, read_tails
 from pipeline.ops.memory import MemoryBacklog, read_memory_backlog
+from pipeline.ops.status_queues import read_celery_queues, read_queue_backlogs
 from pipeline.outbox.store import OpBacklog, backlog_by_op
 from pipeline.services.stack import Stack
 from pipeline.stores.postgres import extraction
@@ -30,6 +31,11 @@ class StatusReport:
     extraction: dict[str, int] = field(default_factory=dict)
     deferred: dict[str, Any] = field(default_factory=dict)
     memory: dict[str, Any] = field(default_factory=dict)
+    # the lexical index's queue, curators' decisions and the proposal pass (status_queues.py)
+    lexical: dict[str, Any] = field(default_factory=dict)
+    decisions: dict[str, Any] = field(default_factory=dict)
+    proposals: dict[str, Any] = field(default_factory=dict)
+    celery_queues: dict[str, int] = field(default_factory=dict)
     dead_letters: dict[str, Any] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
 
@@ -62,7 +68,8 @@ def read_backlogs(conn: psycopg.Connection[Any], memory_window: int) -> Backlogs
 
 # What each part of the report reads: a part whose service is down is skipped, not waited on
 # (the Kafka client alone spends half a minute failing to bootstrap from a closed port).
-_NEEDS = {"lag": "broker", "dead_letters": "broker", "database": "postgres"}
+_NEEDS = {"lag": "broker", "dead_letters": "broker", "database": "postgres",
+          "celery_queues": "redis"}
 
 
 def collect(settings: Settings, *, group: str = CONSUMER_GROUP) -> StatusReport:
@@ -71,7 +78,9 @@ def collect(settings: Settings, *, group: str = CONSUMER_GROUP) -> StatusReport:
     state = {s["name"]: s["state"] for s in report.services}
     for name, part in (("lag", lambda: _lag(settings, group)),
                        ("dead_letters", lambda: _dead_letters(settings)),
-                       ("database", lambda: _database(settings, report))):
+                       ("database", lambda: _database(settings, report)),
+                       ("celery_queues",
+                        lambda: read_celery_queues(settings.effective_redis_url))):
         needed = _NEEDS[name]
         if state.get(needed, "healthy") != "healthy":
             report.errors[name] = f"not collected: {needed} is {state[needed]}"
@@ -137,6 +146,9 @@ def _database(settings: Settings, report: StatusReport) -> None:
             "summariser_pending": memory.summariser_pending,
             "summary_lag_messages": memory.summary_lag_messages,
             "summary_lag_max": memory.summary_lag_max}
+        queues = read_queue_backlogs(conn)
+        report.lexical, report.decisions, report.proposals = (
+            queues["lexical"], queues["decisions"], queues["proposals"])
 
 
 def render(report: StatusReport) -> str:
@@ -179,9 +191,30 @@ def render(report: StatusReport) -> str:
         for name, e in m["extractors"].items():
             lines.append(f"  extractor {name}: {e['pending']} pending (oldest "
                          f"{e['oldest_pending_seconds']} s), {e['failed']} failed")
+    for title, queue in (("lexical index queue", report.lexical),
+                         ("entity decisions pending", report.decisions),
+                         ("entity proposal pass queue", report.proposals)):
+        if queue:
+            lines.append(_queue_line(title, queue))
+    if report.celery_queues:
+        q = report.celery_queues
+        lines.append("celery queues: " + ", ".join(
+            f"{name} {count}" for name, count in q.items() if name != "unacknowledged")
+            + f"; {q['unacknowledged']} delivered, not acknowledged")
     if report.dead_letters:
         lines.append(f"dead letters: {report.dead_letters['count']}"
                      + ("" if report.dead_letters["exact"] else " (at least)"))
     for name, error in report.errors.items():
         lines.append(f"error collecting {name}: {error}")
     return "\n".join(lines)
+
+
+def _queue_line(title: str, queue: dict[str, Any]) -> str:
+    line = f"{title}: {queue['count']}"
+    if queue["count"]:
+        largest = ", ".join(f"{ns} {n}" for ns, n in list(queue["namespaces"].items())[:3])
+        line += (f" (oldest {queue['oldest_seconds']} s) in {queue['namespace_count']}"
+                 f" namespaces; largest: {largest}")
+    if "failed" in queue:
+        line += f"; {queue['failed']} failed (recorded with their code, not retried)"
+    return line

@@ -142,7 +142,8 @@ def ppr_stage(settings: Settings, pool: AsyncConnectionPool[AsyncConn]) -> PprSt
 async def build_services(settings: Settings) -> Services:
     """Connect the adapters and build the read side on them; the graph and the embedder may be
     down (answers degrade)."""
-    pool = await make_async_pool(settings, statement_timeout=settings.api_statement_timeout)
+    pool = await make_async_pool(settings, max_size=settings.api_pool_size,
+                                 statement_timeout=settings.api_statement_timeout)
     catalog = CachedCatalog(pool)
     embedder = QueryEmbedderLoader(settings)
     await embedder.start()

@@ -119,7 +119,8 @@ class Supervisor:
         # is this one's.
         children = wait_for(all_recorded, timeout=120, interval=0.5,
                             what=f"every pipeline process of `up` (log {self.log})")
-        wait_for(lambda: _answers(API_PORT), timeout=60, interval=0.5,
+        # API_WORKERS defaults to the cores: each spawned worker imports the whole stack
+        wait_for(lambda: _answers(API_PORT), timeout=120, interval=0.5,
                  what=f"`up` to serve its API (log {self.log})")
         wait_for(lambda: "[consumer]" in self.output() and "[^Worker]: Ready" in self.output(),
                  timeout=60, interval=0.5, what=f"the consumer to join its group ({self.log})")
