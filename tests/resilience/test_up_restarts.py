@@ -8,6 +8,8 @@ import re
 import signal
 import uuid
 
+import pytest
+
 from pipeline.domain.settings import Settings
 from tests.hostile.test_processes import (  # noqa: F401 - fixtures used by name
     Supervisor,
@@ -17,6 +19,7 @@ from tests.hostile.test_processes import (  # noqa: F401 - fixtures used by name
 from tests.pipelineutil import Publisher, indexed, put, wait_for
 
 
+@pytest.mark.slow  # a private stack and a whole `up`: about 100 s
 def test_up_restarts_a_process_that_died(services_up: Settings) -> None:  # noqa: F811
     settings = services_up
     up = Supervisor.start(settings)
