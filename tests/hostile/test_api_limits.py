@@ -93,7 +93,10 @@ def api(catalog: Settings, tenants: Tenants) -> Iterator[Api]:
            "BRAINSTREAM_API_KEYS": json.dumps(tenants.keys),
            "BRAINSTREAM_API_REQUEST_TIMEOUT": str(DEADLINE),
            "BRAINSTREAM_API_STATEMENT_TIMEOUT": "60",
-           "BRAINSTREAM_API_MAX_CONCURRENT_PER_KEY": str(PER_KEY)}
+           "BRAINSTREAM_API_MAX_CONCURRENT_PER_KEY": str(PER_KEY),
+           # the per-key limit is held per API process (docs/operations.md, "Limits"): one
+           # process, so the key's next request meets the same counter
+           "BRAINSTREAM_API_WORKERS": "1"}
     log_path = catalog.resolved_data_dir / "hostile-logs" / "api.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as out:
