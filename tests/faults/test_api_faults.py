@@ -60,7 +60,11 @@ class Api:
     def start(self) -> None:
         env = {**settings_env(self.settings),
                "BRAINSTREAM_API_KEYS": json.dumps({KEY: [str(self.namespace)]}),
-               "PYTHONUNBUFFERED": "1"}
+               "PYTHONUNBUFFERED": "1",
+               # one process: /readyz then speaks for the process the load reaches (with two,
+               # each recovers its pool on its own, and a green readyz from one says nothing
+               # of the other)
+               "BRAINSTREAM_API_WORKERS": "1"}
         log_path = self.settings.resolved_data_dir / "fault-logs" / "api.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "ab") as out:
