@@ -5,7 +5,6 @@ worker created and died before examining."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -15,19 +14,11 @@ from psycopg_pool import ConnectionPool
 from pipeline.entities.merging import propose_if_due
 from pipeline.entities.names import normalise
 from pipeline.entities.resolving import ResolveConfig
-from pipeline.stores.postgres.pool import make_pool
 from tests.pipeline.conftest import db
-from tests.stackutil import make_settings
+from tests.writeside.pools import pool
 
 pytestmark = pytest.mark.stack
-__all__ = ["db"]
-
-
-@pytest.fixture()
-def pool(db: psycopg.Connection[Any]) -> Iterator[ConnectionPool]:
-    pool = make_pool(make_settings(postgres_dsn=db.info.dsn), max_size=2)
-    yield pool
-    pool.close()
+__all__ = ["db", "pool"]
 
 
 def _entity(conn: psycopg.Connection[Any], ns: uuid.UUID, name: str, *,
