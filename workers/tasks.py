@@ -146,6 +146,7 @@ def sweep() -> dict[str, Any]:
                                                    older_than=2 * rt.settings.sweep_interval)
         memory_pending = pending_work(conn, older_than=2 * rt.settings.sweep_interval)
         lexical_backlog = lexical_queue.backlog(conn)
+        proposals_waiting = proposals_due(conn)
     outbox = backlog(rt.pool)
     if memory_pending:
         memory.delay(None)
@@ -158,7 +159,6 @@ def sweep() -> dict[str, Any]:
     decided = apply_pending(rt.pool, batch=rt.settings.entity_decision_batch)
     # entities a killed worker created but never examined: the pass runs on the extraction
     # queue, so a long one never holds the embedding queue; nothing is sent when none waits
-    proposals_waiting = proposals_due(rt.pool)
     if proposals_waiting:
         propose.delay()
     if outbox or decided.applied:

@@ -85,12 +85,11 @@ def propose_all(pool: ConnectionPool, *, batch: int, config: ResolveConfig,
     return stats
 
 
-def proposals_due(pool: ConnectionPool) -> bool:
+def proposals_due(conn: psycopg.Connection[Any]) -> bool:
     """Whether an entity waits for the proposal pass (one probe of its queue; no lock taken).
     The queue is filled as entities are created, so entities a killed worker created and never
     examined are still found."""
-    with pool.connection() as conn:
-        return run(conn, merges.any_unproposed())
+    return run(conn, merges.any_unproposed())
 
 
 def propose_if_due(pool: ConnectionPool, *, batch: int, config: ResolveConfig
@@ -99,7 +98,9 @@ def propose_if_due(pool: ConnectionPool, *, batch: int, config: ResolveConfig
     sweep's propose task runs: most ticks nothing changed, and the claim's pass lock would make
     an extraction's own pass meanwhile find it taken and skip its entities until the next
     tick)."""
-    if not proposals_due(pool):
+    with pool.connection() as conn:
+        due = proposals_due(conn)
+    if not due:
         return None
     return propose_all(pool, batch=batch, config=config)
 
