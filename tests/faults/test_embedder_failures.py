@@ -182,8 +182,8 @@ def test_embedder_that_always_fails_marks_rows_failed_and_dead_letters_them(
     wait_for(lambda: (c := ns_counts(settings, ns))["objects"] > len(events)
              and c["failed"] == c["objects"], timeout=60, what="every row marked failed")
     failed = {str(oid): (error, attempts) for oid, error, attempts in rows(
-        settings, "SELECT id, embed_error, embed_attempts FROM objects WHERE namespace_id = %s"
-        " AND embed_status = 'failed' AND embedding IS NULL", ns)}
+        settings, "SELECT id, embed_error, embed_attempts FROM object_embeddings"
+        " WHERE namespace_id = %s AND embed_status = 'failed' AND embedding IS NULL", ns)}
     counts = ns_counts(settings, ns)
     assert len(failed) == counts["objects"]
     for oid, (error, attempts) in failed.items():
