@@ -156,7 +156,8 @@ def test_flaky_embedder_is_retried_until_it_recovers(http_procs: ProcSet,
     # Every row holds the server's vector for its own index text (order kept through HTTP).
     texts = _index_texts(settings, ns)
     stored = {str(oid): np.asarray(vec, dtype=np.float32) for oid, vec in rows(
-        settings, "SELECT id, embedding::real[] FROM objects WHERE namespace_id = %s", ns)}
+        settings, "SELECT id, embedding::real[] FROM object_embeddings WHERE namespace_id = %s",
+        ns)}
     ids = sorted(texts)
     expected = StaticEmbedder().embed([texts[i] for i in ids])
     for oid, want in zip(ids, expected, strict=True):

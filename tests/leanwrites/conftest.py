@@ -11,7 +11,6 @@ from typing import Any
 import psycopg
 import pytest
 from pgvector.psycopg import register_vector
-from psycopg_pool import ConnectionPool
 
 from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders import build_embedder

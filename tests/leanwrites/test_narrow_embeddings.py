@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import psycopg
 import pytest
+from psycopg import sql
 
 from pipeline.domain.read_model import Filters
 from pipeline.domain.settings import Settings
@@ -27,10 +28,10 @@ LONG = "\n\n".join(f"Paragraph {i} is about subject {i} and some more words." fo
 
 def _versions(conn: psycopg.Connection[Any], table: str, root: str) -> dict[str, str]:
     """id -> (xmin, ctid) of `table`'s rows of one object: a rewrite changes both."""
-    column = "coalesce(parent_id, id)" if table == "objects" else "root_id"
+    root_of = sql.SQL("coalesce(parent_id, id)" if table == "objects" else "root_id")
     return {str(r[0]): r[1] for r in conn.execute(
-        f"SELECT id, xmin::text || ctid::text FROM {table} WHERE {column} = %s",  # noqa: S608
-        (root,)).fetchall()}
+        sql.SQL("SELECT id, xmin::text || ctid::text FROM {} WHERE {} = %s").format(
+            sql.Identifier(table), root_of), (root,)).fetchall()}
 
 
 def test_embedding_does_not_rewrite_the_wide_row(db: psycopg.Connection[Any],
@@ -95,17 +96,22 @@ def test_a_failed_row_is_retried_by_a_put_and_a_hidden_one_never_claimed(
                       (hidden["data"]["id"],)).fetchone() == ("pending",)
 
 
-def test_the_claim_is_a_hot_update(db: psycopg.Connection[Any]) -> None:
+def test_the_claim_is_a_hot_update(lean: Settings, db: psycopg.Connection[Any]) -> None:
+    """A claim of a full batch on a table of many pending rows: every lease is a HOT update of
+    the narrow row, and the wide rows are not written."""
     ns = uuid.uuid4()
-    apply(db, *(put(ns, kind="doc", title=f"doc {i}", content=LONG) for i in range(5)))
-    pending = db.execute("SELECT count(*) FROM object_embeddings").fetchone()
+    apply(db, put(ns, kind="doc", title="written by the write path", content=LONG))
+    # many more rows, as a bulk load writes them (the trigger makes each pending)
+    db.execute("INSERT INTO objects (id, namespace_id, kind, title, index_text_hash)"
+               " SELECT gen_random_uuid(), %s, 'doc', 'row ' || i, md5(i::text)"
+               " FROM generate_series(1, 2000) AS i", (ns,))
     with db.transaction():
-        claimed = claim(db, None, lease=60.0, limit=1000)
+        claimed = claim(db, None, lease=60.0, limit=lean.embed_batch_size)
         upd, hot = db.execute("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables"
                               " WHERE relname = 'object_embeddings'").fetchone() or (0, 0)
         wide = db.execute("SELECT n_tup_upd FROM pg_stat_xact_user_tables"
                           " WHERE relname = 'objects'").fetchone()
-    assert pending is not None and len(claimed) == pending[0] > 10
+    assert len(claimed) == lean.embed_batch_size
     assert upd == hot == len(claimed)
     assert wide == (0,)
 
