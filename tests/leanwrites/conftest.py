@@ -5,6 +5,7 @@ when rows are embedded (the live pipeline's processes serve the stack's own data
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +20,7 @@ from pipeline.ingest.batch import apply_batch
 from pipeline.ingest.records import IngestOptions, RawRecord
 from pipeline.stores.postgres.events import PgEventStore
 from pipeline.stores.postgres.pool import make_pool
+from tests.pipelineutil import put
 from tests.stackutil import fresh_database
 
 OPTIONS = IngestOptions(chunk_max_tokens=20, chunk_overlap_tokens=0)
@@ -52,3 +54,13 @@ def apply(conn: psycopg.Connection[Any], *events: dict[str, Any]) -> Any:
     records = [RawRecord("t", 0, i, None, json.dumps(e).encode()) for i, e in enumerate(events)]
     with conn.transaction():
         return apply_batch(PgEventStore(conn), records, OPTIONS)
+
+
+def many_rows(conn: psycopg.Connection[Any], namespace: uuid.UUID, count: int = 2000) -> None:
+    """A put through the write path, then `count` more rows as a bulk load writes them (the
+    triggers make each pending for embedding and extraction): claims then take full batches
+    from full tables."""
+    apply(conn, put(namespace, kind="doc", title="written by the write path", content="text"))
+    conn.execute("INSERT INTO objects (id, namespace_id, kind, title, index_text_hash)"
+                 " SELECT gen_random_uuid(), %s, 'doc', 'row ' || i, md5(i::text)"
+                 " FROM generate_series(1, %s) AS i", (namespace, count))

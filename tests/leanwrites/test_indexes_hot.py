@@ -14,14 +14,12 @@ import pytest
 
 from pipeline.domain.settings import Settings
 from pipeline.stores.postgres import extraction
-from tests.leanwrites.conftest import apply
-from tests.pipelineutil import put
+from tests.leanwrites.conftest import many_rows
 
 pytestmark = pytest.mark.stack
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "parts" / "lean-writes.md"
 TABLES = ("objects", "object_embeddings", "outbox", "links")
-LONG = "\n\n".join(f"Paragraph {i} is about subject {i} and some more words." for i in range(4))
 
 
 def _documented() -> dict[str, set[str]]:
@@ -48,11 +46,7 @@ def test_the_extraction_claim_is_a_hot_update(lean: Settings,
                                               db: psycopg.Connection[Any]) -> None:
     """A claim of a full batch on a table of many pending rows: every lease is a HOT update."""
     ns = uuid.uuid4()
-    apply(db, put(ns, kind="doc", title="written by the write path", content=LONG))
-    # many more rows, as a bulk load writes them (the triggers queue each for extraction)
-    db.execute("INSERT INTO objects (id, namespace_id, kind, title, index_text_hash)"
-               " SELECT gen_random_uuid(), %s, 'doc', 'row ' || i, md5(i::text)"
-               " FROM generate_series(1, 2000) AS i", (ns,))
+    many_rows(db, ns)
     with db.transaction():
         claimed = extraction.claim(db, recount=False, lease=60.0, roots=None,
                                    limit=lean.extract_batch_size)

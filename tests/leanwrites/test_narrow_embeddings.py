@@ -18,7 +18,7 @@ from pipeline.domain.settings import Settings
 from pipeline.embedding.service import EmbeddingService, claim
 from pipeline.stores.postgres.pool import make_async_pool
 from pipeline.stores.postgres.search import PgPartSearcher
-from tests.leanwrites.conftest import apply
+from tests.leanwrites.conftest import apply, many_rows
 from tests.pipelineutil import Proc, Publisher, indexed, put, wait_for
 
 pytestmark = pytest.mark.stack
@@ -53,9 +53,9 @@ def test_embedding_does_not_rewrite_the_wide_row(db: psycopg.Connection[Any],
                       " e.embedded_hash = o.index_text_hash FROM object_embeddings e"
                       " JOIN objects o ON o.id = e.id WHERE e.root_id = %s", (oid,)).fetchall()
     assert set(rows) == {("done", embedding.embedder.name, True, True)}
-    # the root went to the graph's outbox once complete
+    # the root went to the graph's outbox once complete (the put's own sync before that)
     assert db.execute("SELECT count(*) FROM outbox WHERE aggregate_id = %s AND op = 'node_sync'",
-                      (oid,)).fetchone() == (1,)
+                      (oid,)).fetchone() == (2,)
 
 
 def test_unchanged_put_leaves_the_narrow_row_alone(db: psycopg.Connection[Any],
@@ -100,11 +100,7 @@ def test_the_claim_is_a_hot_update(lean: Settings, db: psycopg.Connection[Any]) 
     """A claim of a full batch on a table of many pending rows: every lease is a HOT update of
     the narrow row, and the wide rows are not written."""
     ns = uuid.uuid4()
-    apply(db, put(ns, kind="doc", title="written by the write path", content=LONG))
-    # many more rows, as a bulk load writes them (the trigger makes each pending)
-    db.execute("INSERT INTO objects (id, namespace_id, kind, title, index_text_hash)"
-               " SELECT gen_random_uuid(), %s, 'doc', 'row ' || i, md5(i::text)"
-               " FROM generate_series(1, 2000) AS i", (ns,))
+    many_rows(db, ns)
     with db.transaction():
         claimed = claim(db, None, lease=60.0, limit=lean.embed_batch_size)
         upd, hot = db.execute("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables"
