@@ -37,8 +37,11 @@ PORT_OFFSETS: dict[str, int] = {"static": 700, "minilm": 800}
 def bench_settings(embedder: EmbedderName) -> Settings:
     """Settings of an embedder's benchmark stack: own data dir, own ports, the project's
     defaults for everything else."""
-    offset = PORT_OFFSETS[embedder] + int(os.environ.get("BRAINSTREAM_TEST_PORT_OFFSET", "0"))
+    shift = int(os.environ.get("BRAINSTREAM_TEST_PORT_OFFSET", "0"))
+    offset = PORT_OFFSETS[embedder] + shift
     ports = {name: port + offset for name, port in DEFAULT_PORTS.items()}
+    if shift:  # Postgres below the ephemeral range, where a client's local port cannot take it
+        ports["pg_port"] = 15432 + offset
     # model_validate, not the constructor: no environment variable or .env is consulted.
     return Settings.model_validate({"data_dir": BENCH_DIR / embedder, "embedder": embedder,
                                     **ports})
