@@ -9,10 +9,13 @@ defaults) and the queries are embedded as the API embeds them (kept float32: a q
 stored). Reported: nDCG@10 and recall@100 per storage, their delta, and how many queries'
 top 10 changed at all. One process, no stack: quality figures are deterministic.
 
-`--passages` caps the passages per document (MiniLM embeds about 10 passages/s per core here:
-`--passages 1` embeds each document's first part only, about 5,200 passages).
+`--passages` caps the passages per document and `--distractors` the documents no query judges
+(all judged documents are kept): MiniLM embeds about 10 passages per CPU-second here, so on a
+loaded machine `--passages 1 --distractors 1000` (about 2,000 passages) is what fits; the
+figures are then those of that smaller corpus, for both storages alike.
 
 Usage: python bench/halfvec.py [--embedders static,minilm] [--passages N] [--queries N]
+       [--distractors N]
 """
 
 from __future__ import annotations
@@ -62,11 +65,17 @@ def rankings(doc_keys: np.ndarray, vectors: np.ndarray, queries: np.ndarray, k: 
     return out
 
 
-def measure(name: EmbedderName, cap: int | None, max_queries: int | None) -> list[str]:
+def measure(name: EmbedderName, cap: int | None, max_queries: int | None,
+            distractors: int | None) -> list[str]:
     """The table rows of one embedder."""
     settings = Settings.model_validate({"embedder": name})
     dataset = load_scifact(max_queries)
-    keys, texts = passages(dataset.docs, cap, settings)
+    docs = dataset.docs
+    if distractors is not None:
+        judged = {d for rels in dataset.qrels.values() for d in rels}
+        others = [k for k in docs if k not in judged][:distractors]
+        docs = {k: v for k, v in docs.items() if k in judged or k in set(others)}
+    keys, texts = passages(docs, cap, settings)
     embedder = build_embedder(settings)
     say(f"[{name}] embedding {len(texts)} passages and {len(dataset.queries)} queries")
     started = time.perf_counter()
@@ -103,12 +112,15 @@ def main() -> None:
                         help="parts per document at most (default: all)")
     parser.add_argument("--queries", type=int, default=None,
                         help="train queries (default: all 809)")
+    parser.add_argument("--distractors", type=int, default=None,
+                        help="documents no query judges, at most (default: all)")
     args = parser.parse_args()
     quiet_logging()
     started = time.perf_counter()
     rows = []
     for name in args.embedders.split(","):
-        rows += measure(cast(EmbedderName, name.strip()), args.passages, args.queries)
+        rows += measure(cast(EmbedderName, name.strip()), args.passages, args.queries,
+                        args.distractors)
     info = machine()
     print(f"## bench/halfvec.py, {info['date']}\n")
     print(f"Command: python bench/halfvec.py {' '.join(sys.argv[1:])} "
