@@ -128,9 +128,15 @@ def embedder_alone(settings: Settings, texts: Sequence[str], processes: int,
 # -- naive synchronous loop -----------------------------------------------------------------
 
 _INSERT = """
-INSERT INTO objects (id, namespace_id, kind, title, content, parent_id, position, embedding,
-                     index_text_hash, embedded_hash, embed_status, properties, event_id)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'done', %s, %s)
+INSERT INTO objects (id, namespace_id, kind, title, content, parent_id, position,
+                     index_text_hash, properties, event_id)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+"""
+
+# The row's vector beside it (`object_embeddings`, whose row the insert's trigger made).
+_STORE_VECTOR = """
+UPDATE object_embeddings SET embedding = %s, embedded_hash = %s, embed_status = 'done'
+WHERE id = %s
 """
 
 
@@ -174,15 +180,16 @@ def naive_loop(settings: Settings, docs: Sequence[Doc], namespace: uuid.UUID,
             title = doc.title or None
             parent_hash = text_hash(texts.parent)
             rows: list[tuple[Any, ...]] = [(oid, namespace, KIND, title, doc.text, None, None,
-                                            vectors[0], parent_hash, parent_hash, Jsonb({}),
-                                            "naive")]
+                                            parent_hash, Jsonb({}), "naive")]
             rows += [(part_id(namespace, oid, pos), namespace, KIND, None, chunk, oid, pos,
-                      vector, text_hash(text), text_hash(text), Jsonb({}), "naive")
-                     for pos, (chunk, text, vector)
-                     in enumerate(zip(texts.chunks, texts.parts, vectors[1:], strict=True))]
+                      text_hash(text), Jsonb({}), "naive")
+                     for pos, (chunk, text)
+                     in enumerate(zip(texts.chunks, texts.parts, strict=True))]
+            stored = [(vector, row[7], row[0]) for row, vector in zip(rows, vectors, strict=True)]
             with conn.transaction():
                 with conn.cursor() as cur:
                     cur.executemany(_INSERT, rows)
+                    cur.executemany(_STORE_VECTOR, stored)
                 graph.upsert_nodes([NodeState(
                     id=str(oid), namespace=str(namespace), kind=KIND, title=title,
                     index_text=texts.parent, embedding=tuple(float(x) for x in vectors[0]),

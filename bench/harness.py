@@ -27,7 +27,8 @@ from pipeline.services.process import terminate_tree
 from pipeline.services.stack import Stack
 
 # Ports are the defaults moved by an offset per embedder, so both stacks (and the developer's
-# and the tests' stacks) can exist side by side.
+# and the tests' stacks) can exist side by side; plus BRAINSTREAM_TEST_PORT_OFFSET when set, so
+# several worktrees can benchmark at once on one machine.
 DEFAULT_PORTS = {"pg_port": 55432, "kafka_port": 19092, "s3_port": 19000,
                  "falkordb_port": 16379, "redis_port": 16380}
 PORT_OFFSETS: dict[str, int] = {"static": 700, "minilm": 800}
@@ -36,8 +37,11 @@ PORT_OFFSETS: dict[str, int] = {"static": 700, "minilm": 800}
 def bench_settings(embedder: EmbedderName) -> Settings:
     """Settings of an embedder's benchmark stack: own data dir, own ports, the project's
     defaults for everything else."""
-    offset = PORT_OFFSETS[embedder]
+    shift = int(os.environ.get("BRAINSTREAM_TEST_PORT_OFFSET", "0"))
+    offset = PORT_OFFSETS[embedder] + shift
     ports = {name: port + offset for name, port in DEFAULT_PORTS.items()}
+    if shift:  # Postgres below the ephemeral range, where a client's local port cannot take it
+        ports["pg_port"] = 15432 + offset
     # model_validate, not the constructor: no environment variable or .env is consulted.
     return Settings.model_validate({"data_dir": BENCH_DIR / embedder, "embedder": embedder,
                                     **ports})

@@ -40,6 +40,7 @@ from ingestcorpus import CORPUS, Doc, cycle_docs, load_corpus
 from ingestflow import IDLE_TIMEOUT, ChangeWatcher, TimedPublisher, stage_breakdown
 from ingestreport import Latency, Result, Throughput, report
 from runenv import bench_parser, code_version, load_average, machine, quiet_logging, say
+from writeamp import difference, snapshot
 
 from pipeline.domain.settings import EmbedderName, Settings
 
@@ -122,6 +123,7 @@ def throughput(name: str, settings: Settings, docs: Sequence[Doc], meter: CpuMet
     watcher.watch(namespace)
     load_before = load_average()
     say(f"[{name}] throughput: publishing {len(docs)} docs, load {load_before}")
+    writes_before = snapshot(settings, wait=True)
     meter.start()
     sent = publisher.burst(namespace, cycle_docs(docs, len(docs)))
     say(f"[{name}]   published in {max(sent.values()) - min(sent.values()):.1f}s")
@@ -130,6 +132,7 @@ def throughput(name: str, settings: Settings, docs: Sequence[Doc], meter: CpuMet
     if not done:
         raise RuntimeError("no document was indexed")
     cpu_wall, cpu = meter.stop()
+    writes = difference(settings, writes_before, snapshot(settings, wait=True))
     seconds = max(done.values()) - min(sent.values())
     with psycopg.connect(settings.effective_postgres_dsn) as conn:
         row = conn.execute(
@@ -144,7 +147,7 @@ def throughput(name: str, settings: Settings, docs: Sequence[Doc], meter: CpuMet
         f"{len(done) / seconds:.1f} docs/s, {parts / seconds:.1f} parts/s")
     return Throughput(published=len(sent), docs=len(done), parts=parts, all_parts=all_parts,
                       seconds=seconds, cpu_wall=cpu_wall, cpu=cpu,
-                      load=(load_before, load_average()))
+                      load=(load_before, load_average()), writes=writes)
 
 
 def latency(name: str, settings: Settings, rate: float, corpus: Sequence[Doc],

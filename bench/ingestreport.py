@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from baselines import EmbedRate, NaiveRate
 from ingestflow import IDLE_TIMEOUT
 from timing import percentile
+from writeamp import WriteCost, table_lines
 
 TARGET_MINILM_VS_EMBEDDER = 0.85
 TARGET_STATIC_VS_NAIVE = 5.0
@@ -33,6 +34,7 @@ class Throughput:
     cpu_wall: float
     cpu: dict[str, float]
     load: tuple[str, str]
+    writes: WriteCost
 
     @property
     def passages(self) -> int:
@@ -185,4 +187,7 @@ def report(result: Result) -> str:
               + ", ".join(f"{name} {value:.1f}" for value, name in busy) + ". "
               f"1-min load average: throughput {t.load[0]} -> {t.load[1]}, "
               f"latency {lat.load[0]} -> {lat.load[1]}."]
+    lines += ["", f"Write amplification of the throughput phase ({t.published} docs, "
+              f"{t.all_parts} parts; bench/writeamp.py):", "", *table_lines(t.writes,
+                                                                          t.published)]
     return "\n".join(lines)

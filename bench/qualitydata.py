@@ -103,10 +103,11 @@ def counts(settings: Settings, namespace: uuid.UUID) -> tuple[int, int, int]:
     """(documents, parts, rows embedded) of a namespace."""
     with psycopg.connect(settings.effective_postgres_dsn) as conn:
         row = conn.execute(
-            "SELECT count(*) FILTER (WHERE parent_id IS NULL),"
-            " count(*) FILTER (WHERE parent_id IS NOT NULL),"
-            " count(*) FILTER (WHERE embed_status = 'done')"
-            " FROM objects WHERE namespace_id = %s", (namespace,)).fetchone()
+            "SELECT count(*) FILTER (WHERE o.parent_id IS NULL),"
+            " count(*) FILTER (WHERE o.parent_id IS NOT NULL),"
+            " count(*) FILTER (WHERE e.embed_status = 'done')"
+            " FROM objects o JOIN object_embeddings e ON e.id = o.id"
+            " WHERE o.namespace_id = %s", (namespace,)).fetchone()
     assert row is not None
     return int(row[0]), int(row[1]), int(row[2])
 

@@ -40,6 +40,11 @@ _COLUMNS = ("id", "namespace_id", "kind", "title", "content", "parent_id", "posi
             "context_title")
 _TYPES = ("uuid", "uuid", "text", "text", "text", "uuid", "int4", "bool", "vector", "text",
           "text", "text", "text", "text")
+# The vector and its state go to `object_embeddings` (migration 0033), the rest to `objects`.
+_EMBEDDING_COLUMNS = ("embedding", "embedded_hash", "embed_status")
+_OBJECT_AT = [i for i, c in enumerate(_COLUMNS) if c not in _EMBEDDING_COLUMNS]
+_EMBEDDING_AT = [_COLUMNS.index(c) for c in ("id", "namespace_id", "parent_id",
+                                              "index_text_hash", *_EMBEDDING_COLUMNS)]
 
 
 # -- synthetic corpus --------------------------------------------------------------------------
@@ -133,7 +138,8 @@ def load_rows(settings: Settings, rows: Sequence[tuple[Any, ...]],
         register_vector(conn)
         indexes = conn.execute(
             "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public'"
-            " AND tablename = 'objects' AND indexname <> 'objects_pkey'").fetchall()
+            " AND tablename IN ('objects', 'object_embeddings')"
+            " AND indexname NOT IN ('objects_pkey', 'object_embeddings_pkey')").fetchall()
         started = time.perf_counter()
         for name, _ in indexes:
             conn.execute(f'DROP INDEX "{name}"')
@@ -141,11 +147,22 @@ def load_rows(settings: Settings, rows: Sequence[tuple[Any, ...]],
         # in bulk below by the function the trigger uses (migration 0009), without the primary
         # key meanwhile (one index build after the insert is faster than keeping it up to date).
         conn.execute("ALTER TABLE objects DISABLE TRIGGER objects_postings_insert")
+        # the rows come with their vectors: written directly, not made pending by the trigger
+        conn.execute("ALTER TABLE objects DISABLE TRIGGER objects_embedding_insert")
         with conn.cursor() as cur, cur.copy(
-                f"COPY objects ({', '.join(_COLUMNS)}) FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(list(_TYPES))
+                f"COPY objects ({', '.join(_COLUMNS[i] for i in _OBJECT_AT)})"
+                " FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types([_TYPES[i] for i in _OBJECT_AT])
             for row in rows:
-                copy.write_row(row)
+                copy.write_row([row[i] for i in _OBJECT_AT])
+        with conn.cursor() as cur, cur.copy(
+                "COPY object_embeddings (id, namespace_id, root_id, index_text_hash, embedding,"
+                " embedded_hash, embed_status) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(["uuid", "uuid", "uuid", "text", "vector", "text", "text"])
+            for row in rows:
+                oid, ns, parent, *rest = (row[i] for i in _EMBEDDING_AT)
+                copy.write_row([oid, ns, parent or oid, *rest])
+        conn.execute("ALTER TABLE objects ENABLE TRIGGER objects_embedding_insert")
         times["copy objects"] = time.perf_counter() - started
         started = time.perf_counter()
         conn.execute("SET maintenance_work_mem = '1GB'")
@@ -179,6 +196,7 @@ def load_rows(settings: Settings, rows: Sequence[tuple[Any, ...]],
                 copy.write_row((NAMESPACE, from_id, EDGE_SYNC, Jsonb(
                     {"from": str(from_id), "relation_type": rel, "to": str(to_id)})))
         conn.execute("VACUUM (ANALYZE) objects")
+        conn.execute("VACUUM (ANALYZE) object_embeddings")
         conn.execute("VACUUM (ANALYZE) links")
         times["links, outbox, vacuum"] = time.perf_counter() - started
         started = time.perf_counter()

@@ -102,7 +102,8 @@ async def floors(settings: Settings, inputs: Inputs, k: int, ef: int, span: tupl
         return call
 
     try:
-        dense = bare("SELECT id FROM objects ORDER BY embedding <=> %(p)s LIMIT %(k)s")
+        dense = bare("SELECT id FROM object_embeddings ORDER BY embedding <=> %(p)s"
+                     " LIMIT %(k)s")
         text = bare("SELECT id FROM objects WHERE lexical @@ %(p)s::tsquery"
                     " ORDER BY ts_rank(lexical, %(p)s::tsquery) DESC LIMIT %(k)s")
         await run_concurrent("warm-up", dense, inputs.vectors[-20:], concurrency)

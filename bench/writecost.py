@@ -56,15 +56,17 @@ def load_documents(settings: Settings, roots: int, parts: int, names: int,
     entities = [uuid.uuid4() for _ in range(max(roots, 10))]
     with psycopg.connect(settings.effective_postgres_dsn, autocommit=True) as conn, \
             conn.cursor() as cur:
-        with cur.copy("COPY objects (id, namespace_id, kind, title, embed_status) FROM STDIN"
-                      ) as cp:
+        with cur.copy("COPY objects (id, namespace_id, kind, title) FROM STDIN") as cp:
             for r in ids:
-                cp.write_row((r, NS, "note", "document", "done"))
+                cp.write_row((r, NS, "note", "document"))
         part_rows = [(uuid.uuid4(), r, i) for r in ids for i in range(parts)]
-        with cur.copy("COPY objects (id, namespace_id, kind, parent_id, position, content,"
-                      " embed_status) FROM STDIN") as cp:
+        with cur.copy("COPY objects (id, namespace_id, kind, parent_id, position, content)"
+                      " FROM STDIN") as cp:
             for part, root, i in part_rows:
-                cp.write_row((part, NS, "note", root, i, "x" * 300, "done"))
+                cp.write_row((part, NS, "note", root, i, "x" * 300))
+        # done without a vector, as the rows were before: the relay projects them at once
+        cur.execute("UPDATE object_embeddings SET embed_status = 'done' WHERE namespace_id = %s",
+                    (NS,))
         with cur.copy("COPY entities (id, namespace_id, name, norm, label, part_count)"
                       " FROM STDIN") as cp:
             for i, e in enumerate(entities):

@@ -232,9 +232,9 @@ def _settled(pool: Any, ids: list[str]) -> bool:
     no lexical queue row of them for the lexical index."""
     with pool.connection() as conn:
         row = conn.execute(
-            "SELECT (SELECT count(*) FROM objects WHERE (id::text = ANY(%(ids)s)"
-            "   OR parent_id::text = ANY(%(ids)s)) AND embed_status = 'pending'"
-            "   AND deleted_at IS NULL)"
+            "SELECT (SELECT count(*) FROM objects o JOIN object_embeddings e ON e.id = o.id"
+            "   WHERE e.root_id::text = ANY(%(ids)s) AND e.embed_status = 'pending'"
+            "   AND o.deleted_at IS NULL)"
             " + (SELECT count(*) FROM outbox WHERE done_at IS NULL"
             "   AND aggregate_id::text = ANY(%(ids)s))"
             " + (SELECT count(*) FROM lexical_queue WHERE root_id::text = ANY(%(ids)s))",
@@ -248,9 +248,9 @@ def indexed(settings: Settings, object_id: str) -> bool:
 
     with psycopg.connect(settings.effective_postgres_dsn) as conn:
         row = conn.execute(
-            "SELECT bool_and(embed_status = 'done') FROM objects"
-            " WHERE (id = %s OR parent_id = %s) AND deleted_at IS NULL",
-            (object_id, object_id)).fetchone()
+            "SELECT bool_and(e.embed_status = 'done') FROM objects o"
+            " JOIN object_embeddings e ON e.id = o.id"
+            " WHERE e.root_id = %s AND o.deleted_at IS NULL", (object_id,)).fetchone()
     if not row or not row[0]:
         return False
     graph = falkordb.FalkorDB.from_url(settings.effective_falkordb_url).select_graph(

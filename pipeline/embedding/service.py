@@ -37,16 +37,18 @@ from pipeline.ports import DeadLetterSink, Embedder
 
 log = logging.getLogger(__name__)
 
+# Rows live in `object_embeddings` (migration 0033): the lease is a HOT update of a narrow row,
+# the wide `objects` row is only read (is it visible?).
 _CLAIM = """
-UPDATE objects SET embed_lease_until = now() + make_interval(secs => %(lease)s)
+UPDATE object_embeddings SET embed_lease_until = now() + make_interval(secs => %(lease)s)
 WHERE id IN (
-    SELECT id FROM objects
-    WHERE embed_status = 'pending' AND deleted_at IS NULL
-      AND (embed_lease_until IS NULL OR embed_lease_until < now())
-      AND (%(roots)s::uuid[] IS NULL OR coalesce(parent_id, id) = ANY(%(roots)s::uuid[]))
-    ORDER BY updated_at, id
+    SELECT e.id FROM object_embeddings e JOIN objects o ON o.id = e.id
+    WHERE e.embed_status = 'pending' AND o.deleted_at IS NULL
+      AND (e.embed_lease_until IS NULL OR e.embed_lease_until < now())
+      AND (%(roots)s::uuid[] IS NULL OR e.root_id = ANY(%(roots)s::uuid[]))
+    ORDER BY e.queued_at, e.id
     LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED)
+    FOR UPDATE OF e SKIP LOCKED)
 RETURNING id
 """
 
@@ -105,12 +107,8 @@ class EmbeddingService:
 
     def _claim(self, roots: Sequence[uuid.UUID] | None) -> list[uuid.UUID]:
         with self.pool.connection() as conn:
-            rows = conn.execute(_CLAIM, {
-                "lease": self.settings.embed_lease_seconds,
-                "roots": list(roots) if roots is not None else None,
-                "limit": self.settings.embed_batch_size,
-            }).fetchall()
-        return [row[0] for row in rows]
+            return claim(conn, roots, lease=self.settings.embed_lease_seconds,
+                         limit=self.settings.embed_batch_size)
 
     def _load(self, ids: Sequence[uuid.UUID]) -> list[_Row]:
         cap = self.settings.content_cap_chars
@@ -168,9 +166,10 @@ class EmbeddingService:
 
     def _store_once(self, rows: Sequence[_Row], vectors: np.ndarray[Any, Any],
                     stats: EmbedStats) -> None:
-        params = sorted(((vector, row.index_text_hash, row.id, row.index_text_hash)
+        model = self.embedder.name
+        params = sorted(((vector, row.index_text_hash, model, row.id, row.index_text_hash)
                          for row, vector in zip(rows, vectors, strict=True)),
-                        key=lambda p: p[2])  # one row order for every writer
+                        key=lambda p: p[3])  # one row order for every writer
         roots = sorted({row.root for row in rows})
         with self.pool.connection() as conn, conn.transaction():
             # Workers finishing rows of the same root serialize here; otherwise each could see
@@ -181,8 +180,8 @@ class EmbeddingService:
                          " FROM unnest(%s::uuid[]) AS r", (roots,))
             with conn.cursor() as cur:
                 cur.executemany(
-                    "UPDATE objects SET embedding = %s, embedded_hash = %s, embed_status = 'done',"
-                    " embed_lease_until = NULL, embed_error = NULL"
+                    "UPDATE object_embeddings SET embedding = %s, embedded_hash = %s, model = %s,"
+                    " embed_status = 'done', embed_lease_until = NULL, embed_error = NULL"
                     " WHERE id = %s AND index_text_hash = %s",
                     params,
                 )
@@ -190,8 +189,9 @@ class EmbeddingService:
             done = conn.execute(
                 "SELECT r.id, r.namespace_id FROM objects r WHERE r.id = ANY(%s)"
                 " AND r.parent_id IS NULL AND r.deleted_at IS NULL"
-                " AND NOT EXISTS (SELECT 1 FROM objects x WHERE coalesce(x.parent_id, x.id) = r.id"
-                "   AND x.deleted_at IS NULL AND x.embed_status = 'pending')",
+                " AND NOT EXISTS (SELECT 1 FROM object_embeddings x JOIN objects y ON y.id = x.id"
+                "   WHERE x.root_id = r.id AND x.embed_status = 'pending'"
+                "   AND y.deleted_at IS NULL)",
                 (roots,),
             ).fetchall()
             outbox.enqueue_many(conn, [outbox.Entry(ns, root, NODE_SYNC) for root, ns in done])
@@ -220,7 +220,7 @@ class EmbeddingService:
         stats.failed += len(rows)
         with self.pool.connection() as conn, conn.transaction():
             conn.execute(
-                "UPDATE objects SET embed_status = 'failed', embed_error = %s,"
+                "UPDATE object_embeddings SET embed_status = 'failed', embed_error = %s,"
                 " embed_attempts = embed_attempts + 1, embed_lease_until = NULL"
                 " WHERE id = ANY(%s) AND embed_status = 'pending'",
                 (error.message[:2000], [row.id for row in rows]),
@@ -230,15 +230,24 @@ class EmbeddingService:
             outbox.enqueue_many(conn, [outbox.Entry(ns, root, NODE_SYNC) for root, ns in roots])
 
 
+def claim(conn: psycopg.Connection[Any], roots: Sequence[uuid.UUID] | None, *, lease: float,
+          limit: int) -> list[uuid.UUID]:
+    """Lease up to `limit` pending visible rows (of `roots`, or any), oldest first; their ids."""
+    rows = conn.execute(_CLAIM, {"lease": lease, "roots": list(roots) if roots is not None
+                                 else None, "limit": limit}).fetchall()
+    return [row[0] for row in rows]
+
+
 def pending_count(pool: ConnectionPool, *, older_than: float = 0.0) -> int:
     """Rows waiting for an embedding; with `older_than`, only those nobody is working on that
     have waited that many seconds (what the sweep must re-trigger: a live task will get the
     others, and claiming them in a big sweep batch would delay the documents they belong to)."""
     with pool.connection() as conn:
         row = conn.execute(
-            "SELECT count(*) FROM objects WHERE embed_status = 'pending' AND deleted_at IS NULL"
-            " AND (%(age)s = 0 OR (updated_at < now() - make_interval(secs => %(age)s)"
-            " AND (embed_lease_until IS NULL OR embed_lease_until < now())))",
+            "SELECT count(*) FROM object_embeddings e JOIN objects o ON o.id = e.id"
+            " WHERE e.embed_status = 'pending' AND o.deleted_at IS NULL"
+            " AND (%(age)s = 0 OR (e.queued_at < now() - make_interval(secs => %(age)s)"
+            " AND (e.embed_lease_until IS NULL OR e.embed_lease_until < now())))",
             {"age": older_than}).fetchone()
     return int(row[0]) if row else 0
 
@@ -246,6 +255,7 @@ def pending_count(pool: ConnectionPool, *, older_than: float = 0.0) -> int:
 def counts_by_status(conn: psycopg.Connection[Any]) -> dict[str, int]:
     """Visible rows per embedding status (`pending`, `done`, `failed`; absent ones have none),
     for `brainstream status` and the metrics exporter."""
-    rows = conn.execute("SELECT embed_status, count(*) FROM objects WHERE deleted_at IS NULL"
-                        " GROUP BY embed_status").fetchall()
+    rows = conn.execute("SELECT e.embed_status, count(*) FROM object_embeddings e"
+                        " JOIN objects o ON o.id = e.id WHERE o.deleted_at IS NULL"
+                        " GROUP BY e.embed_status").fetchall()
     return {str(status): int(count) for status, count in rows}

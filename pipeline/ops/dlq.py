@@ -153,8 +153,8 @@ def _redrive(conn: Conn, producer: KafkaProducer, settings: Settings,
     source = letter.header(H_TOPIC)
     if letter.code == EMBEDDING_FAILED and source == "embedding":
         object_id = uuid.UUID(json.loads(letter.value)["id"])
-        conn.execute("UPDATE objects SET embed_status = 'pending', embed_attempts = 0,"
-                     " embed_error = NULL, embed_lease_until = NULL"
+        conn.execute("UPDATE object_embeddings SET embed_status = 'pending', embed_attempts = 0,"
+                     " embed_error = NULL, embed_lease_until = NULL, queued_at = now()"
                      " WHERE id = %s AND embed_status = 'failed'", (object_id,))
         return "reembed"
     if letter.code == ExtractionFailed.code and source == EXTRACTION_SOURCE:

@@ -68,8 +68,10 @@ def reembed(settings: Settings) -> int:
     """Mark every visible row for embedding with the configured model, embed, re-project."""
     with psycopg.connect(settings.effective_postgres_dsn) as conn, conn.transaction():
         marked = conn.execute(
-            "UPDATE objects SET embed_status = 'pending', embed_attempts = 0, embed_error = NULL,"
-            " embedded_hash = NULL, embed_lease_until = NULL WHERE deleted_at IS NULL").rowcount
+            "UPDATE object_embeddings e SET embed_status = 'pending', embed_attempts = 0,"
+            " embed_error = NULL, embedded_hash = NULL, embed_lease_until = NULL,"
+            " queued_at = now() FROM objects o WHERE o.id = e.id AND o.deleted_at IS NULL"
+            ).rowcount
     pool = make_pool(settings, max_size=2, name="brainstream-reembed")
     producer = make_producer(settings)
     progress = Progress("re-embedding (rows)", marked)

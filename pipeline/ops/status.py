@@ -122,8 +122,9 @@ def _database(settings: Settings, report: StatusReport) -> None:
                       for b in backlogs.outbox}}
         embed = backlogs.embedding
         oldest = conn.execute(
-            "SELECT extract(epoch FROM now() - min(updated_at)) FROM objects"
-            " WHERE embed_status = 'pending' AND deleted_at IS NULL").fetchone()
+            "SELECT extract(epoch FROM now() - min(e.queued_at)) FROM object_embeddings e"
+            " JOIN objects o ON o.id = e.id WHERE e.embed_status = 'pending'"
+            " AND o.deleted_at IS NULL").fetchone()
         report.embedding = {"pending": int(embed.get("pending", 0)),
                             "failed": int(embed.get("failed", 0)),
                             "done": int(embed.get("done", 0)),

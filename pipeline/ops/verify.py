@@ -55,8 +55,10 @@ class Drift:
 
 def _pg_nodes(conn: psycopg.Connection[Any], cap: int) -> dict[str, dict[str, Any]]:
     rows = conn.execute(
-        "SELECT id, namespace_id, kind, title, summary, properties, content, embedded_hash,"
-        " embedding IS NOT NULL FROM objects WHERE parent_id IS NULL AND deleted_at IS NULL"
+        "SELECT o.id, o.namespace_id, o.kind, o.title, o.summary, o.properties, o.content,"
+        " e.embedded_hash, e.embedding IS NOT NULL FROM objects o"
+        " LEFT JOIN object_embeddings e ON e.id = o.id"
+        " WHERE o.parent_id IS NULL AND o.deleted_at IS NULL"
     ).fetchall()
     return {str(r[0]): {"namespace": str(r[1]), "kind": r[2], "title": r[3],
                         "index_text": entity_index_text(r[3], r[4], r[5] or {}, r[6],

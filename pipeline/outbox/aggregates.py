@@ -50,11 +50,13 @@ class EdgeRow(NamedTuple):
 
 _NODES = """
 SELECT o.id, o.namespace_id, o.kind, o.title, o.summary, o.properties, o.content, o.parent_id,
-       o.deleted_at, o.embedding, o.embedded_hash, o.embed_status, o.updated_at,
-       (SELECT count(*) FROM objects x WHERE x.parent_id = o.id AND x.deleted_at IS NULL
-          AND x.embed_status = 'pending') AS parts_pending,
+       o.deleted_at, e.embedding, e.embedded_hash, coalesce(e.embed_status, 'pending'),
+       o.updated_at,
+       (SELECT count(*) FROM object_embeddings y JOIN objects x ON x.id = y.id
+        WHERE y.root_id = o.id AND y.embed_status = 'pending' AND x.parent_id = o.id
+          AND x.deleted_at IS NULL) AS parts_pending,
        (SELECT count(*) FROM objects x WHERE x.parent_id = o.id AND x.deleted_at IS NULL)
-FROM objects o WHERE o.id = ANY(%s)
+FROM objects o LEFT JOIN object_embeddings e ON e.id = o.id WHERE o.id = ANY(%s)
 """
 
 _EDGES = """

@@ -17,8 +17,9 @@ from tests.pipelineutil import Proc, Publisher, wait_for
 def _status(settings: Settings, ids: list[uuid.UUID]) -> tuple[int, int]:
     """(rows embedded, rows extracted) among these objects' rows."""
     embedded, extracted = q(
-        settings, "SELECT count(*) FILTER (WHERE o.embed_status = 'done'),"
+        settings, "SELECT count(*) FILTER (WHERE e.embed_status = 'done'),"
         " count(*) FILTER (WHERE x.status = 'done') FROM objects o"
+        " JOIN object_embeddings e ON e.id = o.id"
         " LEFT JOIN entity_extraction x ON x.row_id = o.id"
         " WHERE o.id = ANY(%s) OR o.parent_id = ANY(%s)", ids, ids)[0]
     return int(embedded), int(extracted)

@@ -172,12 +172,13 @@ def ns_counts(settings: Settings, ns: uuid.UUID) -> dict[str, int]:
     """Row, embedding and outbox counts of one namespace (live rows only)."""
     (objects, first_class, parts, pending, done, failed), = rows(
         settings,
-        "SELECT count(*), count(*) FILTER (WHERE parent_id IS NULL),"
-        " count(*) FILTER (WHERE parent_id IS NOT NULL),"
-        " count(*) FILTER (WHERE embed_status = 'pending'),"
-        " count(*) FILTER (WHERE embed_status = 'done'),"
-        " count(*) FILTER (WHERE embed_status = 'failed')"
-        " FROM objects WHERE namespace_id = %s AND deleted_at IS NULL", ns)
+        "SELECT count(*), count(*) FILTER (WHERE o.parent_id IS NULL),"
+        " count(*) FILTER (WHERE o.parent_id IS NOT NULL),"
+        " count(*) FILTER (WHERE e.embed_status = 'pending'),"
+        " count(*) FILTER (WHERE e.embed_status = 'done'),"
+        " count(*) FILTER (WHERE e.embed_status = 'failed')"
+        " FROM objects o JOIN object_embeddings e ON e.id = o.id"
+        " WHERE o.namespace_id = %s AND o.deleted_at IS NULL", ns)
     backlog = scalar(settings, "SELECT count(*) FROM outbox WHERE namespace_id = %s"
                      " AND done_at IS NULL", ns)
     return {"objects": objects, "first_class": first_class, "parts": parts,
@@ -239,8 +240,9 @@ def assert_graph_matches_postgres(settings: Settings, ns: uuid.UUID, *,
                                   expect_vectors: bool = True) -> None:
     """Every live first-class object is exactly one node (with its vector), every link one edge."""
     pg_nodes = {str(oid): hsh for oid, hsh in rows(
-        settings, "SELECT id, embedded_hash FROM objects WHERE namespace_id = %s"
-        " AND parent_id IS NULL AND deleted_at IS NULL", ns)}
+        settings, "SELECT o.id, e.embedded_hash FROM objects o JOIN object_embeddings e"
+        " ON e.id = o.id WHERE o.namespace_id = %s AND o.parent_id IS NULL"
+        " AND o.deleted_at IS NULL", ns)}
     nodes = graph_node_summary(settings, ns)
     assert set(nodes) == set(pg_nodes), (
         f"graph nodes differ from Postgres: {len(set(pg_nodes) - set(nodes))} missing, "
@@ -291,7 +293,8 @@ def _missing_vectors(settings: Settings, ns: uuid.UUID) -> str:
         return "no node lacks a vector"
     (embedded, with_parts, synced_after), = rows(
         settings,
-        "SELECT count(*) FILTER (WHERE o.embedding IS NOT NULL),"
+        "SELECT count(*) FILTER (WHERE (SELECT e.embedding IS NOT NULL FROM object_embeddings e"
+        "   WHERE e.id = o.id)),"
         " count(*) FILTER (WHERE EXISTS (SELECT 1 FROM objects p WHERE p.parent_id = o.id)),"
         " count(*) FILTER (WHERE (SELECT count(*) FROM outbox b WHERE b.aggregate_id = o.id)"
         "   > 1)"

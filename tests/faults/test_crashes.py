@@ -167,9 +167,9 @@ def test_worker_and_relay_kill9_mid_work_converge(pipeline_procs: ProcSet) -> No
     converged = wait_converged(settings, ns, objects=count, timeout=90, procs=procs)
     assert converged["failed"] == 0
     assert converged["done"] == converged["objects"] == count + sum(parts.values())
-    assert rows(settings, "SELECT count(*) FROM objects WHERE namespace_id = %s"
-                " AND (embedding IS NULL OR embedded_hash IS DISTINCT FROM index_text_hash)",
-                ns) == [(0,)]
+    assert rows(settings, "SELECT count(*) FROM objects o JOIN object_embeddings e"
+                " ON e.id = o.id WHERE o.namespace_id = %s AND (e.embedding IS NULL"
+                " OR e.embedded_hash IS DISTINCT FROM o.index_text_hash)", ns) == [(0,)]
     assert_graph_matches_postgres(settings, ns)
     assert len(pg_edges(settings, ns)) == len(links)
     check_against_postgres(settings, ns, expected_from_published(

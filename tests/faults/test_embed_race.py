@@ -130,8 +130,8 @@ def test_concurrent_embedders_of_one_root_still_sync_its_node(fault_catalog: Set
             thread.join(timeout=60)
         assert all(not isinstance(r, BaseException) for r in results), results
         assert sorted(r.embedded for r in results) == [1, 1], "each worker embeds one row"
-        assert rows(settings, "SELECT count(*) FILTER (WHERE embed_status = 'done') FROM objects"
-                    " WHERE coalesce(parent_id, id) = %s", root) == [(2,)]
+        assert rows(settings, "SELECT count(*) FILTER (WHERE embed_status = 'done')"
+                    " FROM object_embeddings WHERE root_id = %s", root) == [(2,)]
 
         # The relay makes the graph agree with Postgres: the node must get its vector.
         relay = OutboxRelay(settings, pool, FalkorGraphWriter.from_settings(settings), _Sink())

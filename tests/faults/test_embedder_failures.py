@@ -156,7 +156,8 @@ def test_flaky_embedder_is_retried_until_it_recovers(http_procs: ProcSet,
     # Every row holds the server's vector for its own index text (order kept through HTTP).
     texts = _index_texts(settings, ns)
     stored = {str(oid): np.asarray(vec, dtype=np.float32) for oid, vec in rows(
-        settings, "SELECT id, embedding::real[] FROM objects WHERE namespace_id = %s", ns)}
+        settings, "SELECT id, embedding::real[] FROM object_embeddings WHERE namespace_id = %s",
+        ns)}
     ids = sorted(texts)
     expected = StaticEmbedder().embed([texts[i] for i in ids])
     for oid, want in zip(ids, expected, strict=True):
@@ -182,8 +183,8 @@ def test_embedder_that_always_fails_marks_rows_failed_and_dead_letters_them(
     wait_for(lambda: (c := ns_counts(settings, ns))["objects"] > len(events)
              and c["failed"] == c["objects"], timeout=60, what="every row marked failed")
     failed = {str(oid): (error, attempts) for oid, error, attempts in rows(
-        settings, "SELECT id, embed_error, embed_attempts FROM objects WHERE namespace_id = %s"
-        " AND embed_status = 'failed' AND embedding IS NULL", ns)}
+        settings, "SELECT id, embed_error, embed_attempts FROM object_embeddings"
+        " WHERE namespace_id = %s AND embed_status = 'failed' AND embedding IS NULL", ns)}
     counts = ns_counts(settings, ns)
     assert len(failed) == counts["objects"]
     for oid, (error, attempts) in failed.items():

@@ -227,7 +227,8 @@ def _embed(settings: Settings, url: str) -> EmbedStats:
 
 def _statuses(settings: Settings) -> dict[str, tuple[str, str | None]]:
     with psycopg.connect(settings.effective_postgres_dsn) as conn:
-        rows = conn.execute("SELECT id, embed_status, embed_error FROM objects").fetchall()
+        rows = conn.execute("SELECT id, embed_status, embed_error FROM object_embeddings"
+                            ).fetchall()
     return {str(oid): (status, error) for oid, status, error in rows}
 
 
@@ -299,8 +300,9 @@ def test_explicit_parts_are_reembedded_when_their_parent_is_retitled(
     wait_for(lambda: indexed(settings, pid), timeout=30, what="the parent and its part")
 
     def part_row() -> tuple[Any, ...]:
-        return _one(settings, "SELECT context_title, index_text_hash, embedded_hash,"
-                    " embed_status, embedding::text FROM objects WHERE id = %s", part_id)
+        return _one(settings, "SELECT o.context_title, o.index_text_hash, e.embedded_hash,"
+                    " e.embed_status, e.embedding::text FROM objects o"
+                    " JOIN object_embeddings e ON e.id = o.id WHERE o.id = %s", part_id)
 
     before = part_row()
     assert before[1] == before[2] == text_hash(part_index_text("Kickoff with Acme", content))

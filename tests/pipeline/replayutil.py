@@ -174,8 +174,8 @@ def quiet(settings: Settings, corpus: Corpus) -> bool:
         row = conn.execute(
             "SELECT (SELECT count(*) FROM processed_events WHERE namespace_id::text = ANY(%s)),"
             " (SELECT count(*) FROM outbox WHERE done_at IS NULL),"
-            " (SELECT count(*) FROM objects WHERE embed_status = 'pending'"
-            "   AND deleted_at IS NULL),"
+            " (SELECT count(*) FROM object_embeddings e JOIN objects o ON o.id = e.id"
+            "   WHERE e.embed_status = 'pending' AND o.deleted_at IS NULL),"
             " (SELECT count(*) FROM deferred_events),"
             # extraction runs in its own process (the `extract` queue), behind embedding
             " (SELECT count(*) FROM entity_extraction WHERE status = 'pending'),"
@@ -190,12 +190,13 @@ def pg_snapshot(settings: Settings, namespaces: list[str]) -> dict[str, Any]:
     and without the embedding state of hidden rows (a race with the delete, invisible)."""
     with psycopg.connect(settings.effective_postgres_dsn) as conn:
         objects = conn.execute(
-            "SELECT id, kind, title, summary, properties, md5(coalesce(content, '')), parent_id,"
-            " position, index_text_hash,"
+            "SELECT o.id, o.kind, o.title, o.summary, o.properties,"
+            " md5(coalesce(o.content, '')), o.parent_id, o.position, o.index_text_hash,"
             # a hidden row's embedding depends on whether a worker got to it before the delete
-            " CASE WHEN deleted_at IS NULL THEN embedded_hash END,"
-            " CASE WHEN deleted_at IS NULL THEN embed_status END, deleted_at IS NULL"
-            " FROM objects WHERE namespace_id::text = ANY(%s) ORDER BY id",
+            " CASE WHEN o.deleted_at IS NULL THEN e.embedded_hash END,"
+            " CASE WHEN o.deleted_at IS NULL THEN e.embed_status END, o.deleted_at IS NULL"
+            " FROM objects o JOIN object_embeddings e ON e.id = o.id"
+            " WHERE o.namespace_id::text = ANY(%s) ORDER BY o.id",
             (namespaces,)).fetchall()
         links = conn.execute(
             "SELECT from_id, relation_type, to_id, meta, deleted_at IS NULL FROM links"
@@ -312,7 +313,7 @@ def live_traffic(pub: Publisher, ns: str, ids: list[str], stop: threading.Event)
 
 def all_indexed(settings: Settings, ids: list[str]) -> bool:
     with psycopg.connect(settings.effective_postgres_dsn) as conn:
-        row = conn.execute("SELECT count(*) FROM objects WHERE id::text = ANY(%s)"
+        row = conn.execute("SELECT count(*) FROM object_embeddings WHERE id::text = ANY(%s)"
                            " AND embed_status = 'done'", (ids,)).fetchone()
     if not row or row[0] != len(ids):
         return False

@@ -31,8 +31,9 @@ def _apply(conn: psycopg.Connection[Any], *events: dict[str, Any] | bytes) -> An
 
 
 def _parts(conn: psycopg.Connection[Any], parent: str) -> list[tuple[Any, ...]]:
-    return conn.execute("SELECT position, content, embed_status FROM objects WHERE parent_id = %s"
-                        " AND deleted_at IS NULL ORDER BY position", (parent,)).fetchall()
+    return conn.execute("SELECT o.position, o.content, e.embed_status FROM objects o"
+                        " JOIN object_embeddings e ON e.id = o.id WHERE o.parent_id = %s"
+                        " AND o.deleted_at IS NULL ORDER BY o.position", (parent,)).fetchall()
 
 
 LONG = "\n\n".join(f"Paragraph {i} talks about topic {i} in some detail here." for i in range(6))
@@ -56,9 +57,9 @@ def test_rechunk_replaces_stale_parts_and_keeps_unchanged_embeddings(
     oid = first["data"]["id"]
     _apply(db, first)
     # pretend the worker embedded everything
-    db.execute("UPDATE objects SET embedding = array_fill(0.1::real, ARRAY[256])::vector,"
+    db.execute("UPDATE object_embeddings SET embedding = array_fill(0.1::real, ARRAY[256])::vector,"
                " embedded_hash = index_text_hash, embed_status = 'done'"
-               " WHERE id = %s OR parent_id = %s", (oid, oid))
+               " WHERE root_id = %s", (oid,))
     before = _parts(db, oid)
     shorter = "\n\n".join(LONG.split("\n\n")[:2])
     second = put(ns, id=oid, title="Doc", content=shorter)
@@ -70,16 +71,16 @@ def test_rechunk_replaces_stale_parts_and_keeps_unchanged_embeddings(
     # part 0 kept its text: its embedding is kept, not recomputed
     assert after[0][1] == before[0][1] and after[0][2] == "done"
     # the parent's index text changed (content): it must be re-embedded
-    assert db.execute("SELECT embed_status FROM objects WHERE id = %s", (oid,)).fetchone() \
-        == ("pending",)
+    assert db.execute("SELECT embed_status FROM object_embeddings WHERE id = %s",
+                      (oid,)).fetchone() == ("pending",)
     # an identical re-put (new event id) changes no embedding status at all
-    db.execute("UPDATE objects SET embedding = array_fill(0.1::real, ARRAY[256])::vector,"
+    db.execute("UPDATE object_embeddings SET embedding = array_fill(0.1::real, ARRAY[256])::vector,"
                " embedded_hash = index_text_hash, embed_status = 'done'"
-               " WHERE id = %s OR parent_id = %s", (oid, oid))
+               " WHERE root_id = %s", (oid,))
     _apply(db, put(ns, id=oid, title="Doc", content=shorter))
     assert {row[0] for row in db.execute(
-        "SELECT embed_status FROM objects WHERE id = %s OR parent_id = %s",
-        (oid, oid)).fetchall()} == {"done"}
+        "SELECT embed_status FROM object_embeddings WHERE root_id = %s",
+        (oid,)).fetchall()} == {"done"}
 
 
 def test_explicit_parts_are_kept_as_sent(db: psycopg.Connection[Any]) -> None:

@@ -112,8 +112,9 @@ def test_graph_rebuild_and_reembed(db: psycopg.Connection[Any], stack_settings: 
     assert verify(settings).clean
     assert graph.query("MATCH (n:Entity) RETURN count(n)").result_set == [[5]]
 
-    before = db.execute("SELECT count(*) FROM objects WHERE embed_status = 'done'").fetchone()
+    before = db.execute("SELECT count(*) FROM object_embeddings"
+                        " WHERE embed_status = 'done'").fetchone()
     assert reembed(settings) == before[0]
-    assert db.execute("SELECT count(*) FROM objects WHERE embed_status <> 'done'"
+    assert db.execute("SELECT count(*) FROM object_embeddings WHERE embed_status <> 'done'"
                       " OR embedded_hash IS NULL").fetchone() == (0,)
     assert verify(settings).clean

@@ -66,8 +66,8 @@ def test_example_events_land(procs: dict[str, Proc], catalog: Settings,
     assert _rows(settings, "SELECT deleted_at IS NOT NULL FROM links WHERE relation_type ="
                  " 'about' AND from_id = %s", note) == [(True,)]
     # vectors in Postgres and the graph, properties as sent
-    (props, dims), = _rows(settings, "SELECT properties, vector_dims(embedding) FROM objects"
-                           " WHERE id = %s", deal)
+    (props, dims), = _rows(settings, "SELECT o.properties, vector_dims(e.embedding) FROM objects o"
+                           " JOIN object_embeddings e ON e.id = o.id WHERE o.id = %s", deal)
     assert props["stage"] == "prospect" and dims == settings.vector_dim
     kinds = {c["type"] for c in wait_for(lambda: _changes(settings, deal), what="changes")}
     assert {"brainstream.object.indexed", "brainstream.link.indexed"} <= kinds

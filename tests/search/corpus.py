@@ -77,7 +77,8 @@ def build_corpus(db: psycopg.Connection[Any]) -> dict[str, Any]:
     rng = np.random.default_rng(3)
     ids = [r[0] for r in db.execute("SELECT id FROM objects ORDER BY id").fetchall()]
     with db.cursor() as cur:
-        cur.executemany("UPDATE objects SET embedding = %s, embed_status = 'done' WHERE id = %s",
+        cur.executemany("UPDATE object_embeddings SET embedding = %s, embed_status = 'done'"
+                        " WHERE id = %s",
                         [(rng.random(256).astype(np.float32), i) for i in ids])
     rows = load_rows(db)
     return {"a": ns_a, "b": ns_b, "rows": rows}

@@ -43,10 +43,14 @@ def dense(db: psycopg.Connection[Any]) -> dict[str, Any]:
     with db.cursor() as cur:
         # synthetic rows straight into the table (the write path would only slow this down);
         # the HNSW index is live, as in production
-        cur.executemany("INSERT INTO objects (id, namespace_id, kind, title, properties,"
-                        " embedding, embed_status) VALUES (%s, %s, 'doc', %s, %s, %s, 'done')",
-                        rows)
+        cur.executemany("WITH o AS (INSERT INTO objects (id, namespace_id, kind, title,"
+                        " properties) VALUES (%(id)s, %(ns)s, 'doc', %(title)s, %(props)s))"
+                        " SELECT 1", [dict(zip(("id", "ns", "title", "props"), r[:4], strict=True))
+                                      for r in rows])
+        cur.executemany("UPDATE object_embeddings SET embedding = %s, embed_status = 'done'"
+                        " WHERE id = %s", [(r[4], r[0]) for r in rows])
     db.execute("ANALYZE objects")
+    db.execute("ANALYZE object_embeddings")
     sims = vec_a @ query
     return {"a": ns_a, "query": query, "ids": ids_a, "sims": sims, "rare": rare_a}
 
@@ -100,7 +104,8 @@ def test_plain_hnsw_would_starve(dense: dict[str, Any], db: psycopg.Connection[A
         db.execute("SET LOCAL hnsw.iterative_scan = off")
         db.execute("SET LOCAL enable_seqscan = off")
         rows = db.execute(
-            "SELECT id FROM objects WHERE namespace_id = %s AND properties @> %s"
-            " ORDER BY embedding <=> %s LIMIT %s",
+            "SELECT o.id FROM object_embeddings e JOIN objects o ON o.id = e.id"
+            " WHERE o.namespace_id = %s AND o.properties @> %s"
+            " ORDER BY e.embedding <=> %s LIMIT %s",
             (dense["a"], Jsonb({"bucket": "rare"}), dense["query"], K)).fetchall()
     assert len(rows) < K

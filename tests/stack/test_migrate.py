@@ -47,13 +47,14 @@ def test_migrate_twice(fresh_db: Settings) -> None:
     with psycopg.connect(fresh_db.effective_postgres_dsn) as conn:
         exts = {r[0] for r in conn.execute("SELECT extname FROM pg_extension").fetchall()}
         indexes = {r[0] for r in conn.execute(
-            "SELECT indexname FROM pg_indexes WHERE tablename = 'objects'").fetchall()}
+            "SELECT indexname FROM pg_indexes"
+            " WHERE tablename IN ('objects', 'object_embeddings')").fetchall()}
         dim = conn.execute(
-            "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'objects'::regclass"
+            "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'object_embeddings'::regclass"
             " AND attname = 'embedding'").fetchone()
     assert {"vector", "pg_trgm"} <= exts
     assert {"objects_lexical", "objects_title_trgm", "objects_properties",
-            "objects_embedding"} <= indexes
+            "object_embeddings_hnsw"} <= indexes
     assert dim is not None and dim[0] == fresh_db.vector_dim
 
 

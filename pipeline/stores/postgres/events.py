@@ -39,26 +39,19 @@ _OBJECT_HEAD = ("SELECT id, namespace_id, kind, title, parent_id, source_version
 
 _UPSERT_OBJECT = f"""
 INSERT INTO objects (id, namespace_id, kind, title, summary, properties, content, content_type,
-                     parent_id, position, chunked, context_title, index_text_hash, embed_status,
+                     parent_id, position, chunked, context_title, index_text_hash,
                      source_version, event_id, created_at, updated_at)
 VALUES (%(id)s, %(namespace_id)s, %(kind)s, %(title)s, %(summary)s, %(properties)s, %(content)s,
         %(content_type)s, %(parent_id)s, %(position)s, %(chunked)s, %(context_title)s,
-        %(index_text_hash)s,
-        'pending', %(source_version)s, %(event_id)s, {EVENT_TIME}, {EVENT_TIME})
+        %(index_text_hash)s, %(source_version)s, %(event_id)s, {EVENT_TIME}, {EVENT_TIME})
 ON CONFLICT (id) DO UPDATE SET
     kind = EXCLUDED.kind, title = EXCLUDED.title, summary = EXCLUDED.summary,
     properties = EXCLUDED.properties, content = EXCLUDED.content,
     content_type = EXCLUDED.content_type, parent_id = EXCLUDED.parent_id,
     position = EXCLUDED.position, chunked = EXCLUDED.chunked,
     context_title = EXCLUDED.context_title,
-    -- unchanged index text keeps its embedding: no re-embed
-    embed_status = CASE WHEN objects.embedding IS NOT NULL
-                         AND objects.embedded_hash = EXCLUDED.index_text_hash
-                        THEN 'done' ELSE 'pending' END,
-    embed_attempts = CASE WHEN objects.index_text_hash IS DISTINCT FROM EXCLUDED.index_text_hash
-                          THEN 0 ELSE objects.embed_attempts END,
-    embed_error = CASE WHEN objects.index_text_hash IS DISTINCT FROM EXCLUDED.index_text_hash
-                       THEN NULL ELSE objects.embed_error END,
+    -- the embedding state follows in `object_embeddings` (migration 0033's trigger): an
+    -- unchanged index text keeps its embedding, no re-embed
     index_text_hash = EXCLUDED.index_text_hash,
     source_version = coalesce(EXCLUDED.source_version, objects.source_version),
     event_id = EXCLUDED.event_id,
@@ -195,19 +188,12 @@ class PgEventStore:
     def retitle_parts(self, parent_id: uuid.UUID, title: str | None,
                       hashes: Sequence[tuple[uuid.UUID, str]]) -> None:
         """Give parts their parent's new title and index text hash; a part whose hash changed is
-        pending again (unless its embedding already is of that text), as in the upsert."""
+        pending again (unless its embedding already is of that text), as after the upsert
+        (migration 0033's trigger)."""
         if not hashes:
             return
         self.conn.execute(
-            "UPDATE objects o SET context_title = %(title)s, index_text_hash = v.hash,"
-            " embed_status = CASE WHEN o.index_text_hash IS NOT DISTINCT FROM v.hash"
-            "   THEN o.embed_status"
-            "   WHEN o.embedding IS NOT NULL AND o.embedded_hash = v.hash THEN 'done'"
-            "   ELSE 'pending' END,"
-            " embed_attempts = CASE WHEN o.index_text_hash IS DISTINCT FROM v.hash THEN 0"
-            "   ELSE o.embed_attempts END,"
-            " embed_error = CASE WHEN o.index_text_hash IS DISTINCT FROM v.hash THEN NULL"
-            "   ELSE o.embed_error END"
+            "UPDATE objects o SET context_title = %(title)s, index_text_hash = v.hash"
             " FROM unnest(%(ids)s::uuid[], %(hashes)s::text[]) AS v(id, hash)"
             " WHERE o.id = v.id AND o.parent_id = %(parent)s",
             {"title": title, "ids": [h[0] for h in hashes], "hashes": [h[1] for h in hashes],

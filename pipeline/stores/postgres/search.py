@@ -227,22 +227,21 @@ class PgPartSearcher:
             return []
         frag = searchable(namespace, filters, scope_ids)
         params = {**frag.params, "v": vec, "k": k}
-        embedded = search_sql.with_embedding(frag.where)
-        exact = search_sql.over_searchable(search_sql.DENSE_EXACT, embedded)
+        exact = search_sql.over_embedded(search_sql.DENSE_EXACT, frag.where)
         async with read_connection(self.pool) as conn, conn.transaction():
             if filters.empty and not scope_ids:
                 # the namespace's searchable rows (cached with the BM25 statistics) bound it
                 passing = (await self.corpus(conn, namespace)).n_docs
             else:
                 rows = await self._fetch(
-                    conn, search_sql.over_searchable(search_sql.DENSE_PASSING, embedded),
+                    conn, search_sql.over_embedded(search_sql.DENSE_PASSING, frag.where),
                     {**frag.params, "bound": self.exact_dense_threshold + 1})
                 passing = int(rows[0][0])
             if passing <= self.exact_dense_threshold:
                 return self._hits(await self._fetch(conn, exact, params))
             fetch = min(max(2 * k, 40), _HNSW_MAX_EF)
             await conn.execute(search_sql.HNSW_SETTINGS, (str(fetch),), prepare=False)
-            approx = search_sql.over_searchable(search_sql.DENSE_APPROX, embedded)
+            approx = search_sql.over_embedded(search_sql.DENSE_APPROX, frag.where)
             hits = self._hits(await self._fetch(conn, approx, {**params, "fetch": fetch}))
             if len(hits) < min(k, passing):
                 # HNSW gave up early (hnsw.max_scan_tuples): never starve, score exactly.

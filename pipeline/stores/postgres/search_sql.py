@@ -93,15 +93,21 @@ DOCUMENT_FREQUENCIES = sql.SQL(
     " AND lexeme = ANY(%(terms)s::text[]) GROUP BY lexeme")
 
 
-def with_embedding(where: Query) -> sql.Composed:
-    """`where`, and the row has a vector (the dense channel's condition)."""
-    return sql.SQL("{} AND o.embedding IS NOT NULL").format(where)
+# The searchable rows with their vectors (`object_embeddings`, migration 0033) as `e`; the HNSW
+# index is on `e.embedding`, so the approximate plan walks it and joins the wide rows by id.
+EMBEDDED_FROM = sql.SQL("object_embeddings e JOIN {} ON o.id = e.id").format(SEARCHABLE_FROM)
+
+
+def over_embedded(template: sql.SQL, where: Query) -> sql.Composed:
+    """`template` over the searchable rows with a vector (`{from_}`) that pass `where`."""
+    return template.format(from_=EMBEDDED_FROM,
+                           where=sql.SQL("{} AND e.embedding IS NOT NULL").format(where))
 
 
 # Dense: the exact cosine top k of the rows passing {where} (the `+ 0` keeps it off the index).
 DENSE_EXACT = sql.SQL(
-    "SELECT o.id, 1 - (o.embedding <=> %(v)s) AS score FROM {from_} WHERE {where}"
-    " ORDER BY (o.embedding <=> %(v)s) + 0, o.id LIMIT %(k)s")
+    "SELECT o.id, 1 - (e.embedding <=> %(v)s) AS score FROM {from_} WHERE {where}"
+    " ORDER BY (e.embedding <=> %(v)s) + 0, o.id LIMIT %(k)s")
 
 # Dense: how many rows pass, counted up to a bound (is an exact scan cheap enough?).
 DENSE_PASSING = sql.SQL(
@@ -114,8 +120,8 @@ HNSW_SETTINGS = sql.SQL(
 
 # Dense: HNSW candidates, re-sorted by their exact distance.
 DENSE_APPROX = sql.SQL(
-    "WITH c AS MATERIALIZED (SELECT o.id, o.embedding <=> %(v)s AS d FROM {from_} WHERE {where}"
-    " ORDER BY o.embedding <=> %(v)s LIMIT %(fetch)s)"
+    "WITH c AS MATERIALIZED (SELECT o.id, e.embedding <=> %(v)s AS d FROM {from_} WHERE {where}"
+    " ORDER BY e.embedding <=> %(v)s LIMIT %(fetch)s)"
     " SELECT id, 1 - d AS score FROM c ORDER BY d + 0, id LIMIT %(k)s")
 
 # Row meta: parent, position and content of searchable rows, with their promoted object's title
