@@ -40,7 +40,8 @@ unit: install
 	$(BIN)/pytest tests/unit -q
 
 # The suite (under 15 minutes on 2 cores) leaves out the tests marked `slow` (kill -9 and
-# restarts of processes and services, replays, outages): `make faults` runs those. CI runs both.
+# restarts of processes and services, replays, outages): `make faults` runs those (.ci/run says
+# whether CI runs them too).
 test: install install-spacy lint typecheck
 	HF_HUB_OFFLINE=1 $(BIN)/pytest -q -m "not slow" --durations=40
 
