@@ -58,13 +58,14 @@ from qualitymodes import (
 )
 from qualityref import Reference, evaluate, formula_check, lexical_agreement, reference_bm25
 from qualityreport import EmbedderResult, report
+from querylexical import build_lexical_index
 from readbench import bench_settings, bench_stack
 from runenv import BENCH_DIR, add_reuse_and_out, bench_parser, emit_report, log, quiet_logging
 
 from pipeline.domain.settings import EmbedderName
 from pipeline.ops.vocab import refresh_vocab
 from pipeline.retrieval.engine import EngineConfig, RetrievalEngine
-from pipeline.wiring import build_services
+from pipeline.wiring import Services, build_services
 
 PORT_OFFSET = 900
 
@@ -76,6 +77,7 @@ async def evaluate_embedder(embedder: EmbedderName, args: argparse.Namespace,
     settings = bench_settings(f"quality-{embedder}", PORT_OFFSET, embedder)
     with bench_stack(settings, fresh=not args.reuse):
         services = await build_services(settings)
+        extra_services: list[Services] = []
         try:
             info = await asyncio.to_thread(ingest, settings, services, datasets, args.reuse)
             with psycopg.connect(settings.effective_postgres_dsn, autocommit=True) as conn:
@@ -85,6 +87,18 @@ async def evaluate_embedder(embedder: EmbedderName, args: argparse.Namespace,
                 docs, parts, _ = counts(settings, ds.namespace)
                 info[ds.name] = f"{docs} documents, {parts} parts ({info.get(ds.name, '')})"
             wired = services.engine
+            # the wired engine's lexical engine first, then the others asked for
+            lexical_engines = list(dict.fromkeys(
+                [settings.lexical_engine, *(e.strip() for e in args.lexical_engines.split(",")
+                                            if e.strip())]))
+            engines = {settings.lexical_engine: wired}
+            for lex in lexical_engines[1:]:
+                if lex == "tantivy":
+                    documents, took = build_lexical_index(settings)
+                    info["Tantivy lexical index"] = f"{documents} documents in {took:.0f} s"
+                other = await build_services(settings.model_copy(update={"lexical_engine": lex}))
+                extra_services.append(other)
+                engines[lex] = other.engine
             wired_config = {"k": float(wired.config.candidate_k),
                             "rrf": float(wired.config.rrf_k),
                             "decay": wired.config.decay_lambda}
@@ -117,14 +131,19 @@ async def evaluate_embedder(embedder: EmbedderName, args: argparse.Namespace,
                     f"{np.mean(cache.seconds):.2f} s, p50 {np.median(cache.seconds):.2f} s, "
                     f"max {max(cache.seconds):.2f} s per call "
                     f"({args.trigram_concurrency} at a time)")
-            for number, config in enumerate(configs):
-                label = config_label(config) + (" (wired defaults)" if number == 0 else "")
+            variants = [(config, lex) for lex in lexical_engines for config in configs]
+            for number, (config, lex) in enumerate(variants):
+                label = (config_label(config) + f", lexical={lex}"
+                         + (" (wired defaults)" if number == 0 else ""))
+                channels = engines[lex].channels
                 engine = RetrievalEngine(
                     wired.searcher, wired.reader, wired.result_sets, wired.catalog,
                     wired.embed_query,
                     EngineConfig(candidate_k=int(config["k"]), rrf_k=int(config["rrf"]),
                                  decay_lambda=config["decay"],
-                                 evidence_n=wired.config.evidence_n))
+                                 evidence_n=wired.config.evidence_n,
+                                 exact_channels=engines[lex].config.exact_channels),
+                    channels=[channels[name] for name in channels if name != "ppr"])
                 rows: dict[str, dict[str, float]] = {}
                 for ds in datasets:
                     log(f"{embedder}: {ds.name}, {label}: {len(ds.queries)} queries ...")
@@ -153,6 +172,8 @@ async def evaluate_embedder(embedder: EmbedderName, args: argparse.Namespace,
                 tables[label] = rows
             return EmbedderResult(embedder, info, tables, agreement, seconds)
         finally:
+            for other in extra_services:
+                await other.close()
             await services.close()
 
 
@@ -166,6 +187,9 @@ def main() -> None:
                                 "k=50,rrf=10,decay=0",
                         help="extra engine configurations after the wired defaults, "
                              "';'-separated k=candidate_k,rrf=rrf_k,decay=decay_lambda")
+    parser.add_argument("--lexical-engines", default="postgres",
+                        help="comma-separated lexical engines to evaluate each configuration "
+                             "on (postgres, tantivy); the wired one comes first")
     parser.add_argument("--scifact-queries", type=int, default=None,
                         help="evaluate only the first N train queries (default: all 809)")
     parser.add_argument("--concurrency", type=int, default=4,

@@ -131,18 +131,25 @@ async def run_modes(engine: RetrievalEngine, dataset: Dataset, key_of: dict[uuid
     k = engine.config.candidate_k
     embed = engine.embed_query
     assert embed is not None
+    near = "fuzzy" if "fuzzy" in engine.channels else "trigram"
+
+    async def near_spellings(qid: str, text: str) -> list[Hit]:
+        """The engine's near-spelling channel: trigram (cached) on Postgres, fuzzy on Tantivy."""
+        if "fuzzy" in engine.channels:
+            return await engine.channels["fuzzy"].candidates(ns, text, no_filters, (), k)
+        hits = cache.get(dataset.name, qid)
+        assert hits is not None
+        return hits[:k]
 
     async def one(number: int, qid: str, raw: str) -> None:
         text = query_text(raw)  # stripped, as search() does before every channel
-        lexical = await engine.searcher.search_lexical(ns, text, no_filters, (), k)
-        trigram = cache.get(dataset.name, qid)
-        assert trigram is not None
-        trigram = trigram[:k]
+        lexical = await engine.channels["lexical"].candidates(ns, text, no_filters, (), k)
+        trigram = await near_spellings(qid, text)
         dense = await engine.searcher.search_dense(ns, await embed(text), no_filters, (), k)
         channels = {"lexical": {"lexical": lexical}, "dense": {"dense": dense},
-                    "trigram": {"trigram": trigram},
+                    "trigram": {near: trigram},
                     "lexical+dense": {"lexical": lexical, "dense": dense},
-                    "hybrid": {"lexical": lexical, "trigram": trigram, "dense": dense}}
+                    "hybrid": {"lexical": lexical, near: trigram, "dense": dense}}
         for mode, chans in channels.items():
             page = await engine.rank_and_page(ns, text, chans, PAGE, None)
             out.runs[mode][qid] = [key_of[o.id] for o in page.objects]

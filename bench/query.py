@@ -1,4 +1,4 @@
-"""Read-path latency and throughput at 10k and 100k parts, against bare-query floors.
+"""Read-path latency and throughput at 10k, 100k and 1M parts, against bare-query floors.
 
 The benchmark starts its own embedded stack (`.brainstream-bench/query`, ports = defaults +
 1000, static embedder: embedding 100k parts with MiniLM takes hours on 2 cores), then for each
@@ -39,7 +39,12 @@ Modules: `querydata.py` (corpus, bulk load, relay), `querymeasure.py` (floors, e
 
 Usage: python bench/query.py [--scales 10000,100000] [--requests 150] [--http] [--reuse]
        [--ppr 100] [--ppr-only] [--ppr-load auto|stage|bulk] [--port-offset 1000]
-                             [--no-lexical]
+       [--no-lexical] [--load-only]
+
+At 1M parts (`--scales 10000,100000,1000000`) the data are loaded by COPY with the same triggers
+and functions as at 100k (see 2.), not by the write path: a million parts through the consumer
+and the embedding worker take hours on 2 cores. Build once with `--load-only`, measure with
+`--reuse` on a quiet machine.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ import time
 
 from querydata import graph_and_link_counts, grow_to, load_source, part_count
 from queryentities import bulk_extract, pending_rows
+from queryfootprint import footprint
 from querylexical import build_lexical_index, measure_lexical
 from querymeasure import make_inputs, measure_scale, slices
 from queryppr import measure_ppr
@@ -93,6 +99,9 @@ def main() -> None:
                         help="measure only the PPR stage and search in modes hybrid and auto")
     parser.add_argument("--no-lexical", dest="lexical", action="store_false",
                         help="skip the Tantivy lexical index (its build, channels and floor)")
+    parser.add_argument("--load-only", action="store_true",
+                        help="build the scales (and the lexical index and entity layer as the "
+                             "other options ask) and stop: measure later with --reuse")
     add_reuse_and_out(parser, "keep the data of an earlier run (only grow it)")
     args = parser.parse_args()
     quiet_logging()
@@ -118,6 +127,11 @@ def main() -> None:
             log(f"scale {parts}: {stored} parts, {docs} documents, {links} links; measuring")
             need = sum(stop - start for start, stop in
                        slices(args.requests, concurrencies).values()) + 50
+            if args.load_only:
+                if args.ppr and pending_rows(settings):
+                    bulk_extract(settings)
+                log(f"scale {parts}: loaded (--load-only), {footprint(settings)[0][0]}")
+                continue
             inputs = make_inputs(settings, source, embedder, need)
             http = args.http and parts == scales[0]  # the overhead does not depend on scale
             timings = [] if args.ppr_only else asyncio.run(
@@ -145,7 +159,8 @@ def main() -> None:
                                                             args.budget))
                 timings += ppr_timings
                 notes.append(note)
-            results.append(ScaleResult(stored, docs, links, load, timings, notes))
+            disk, memory = footprint(settings)
+            results.append(ScaleResult(stored, docs, links, load, timings, notes, disk, memory))
     text = report(results, args, time.perf_counter() - started, ef, k)
     emit_report(text, args.out)
 

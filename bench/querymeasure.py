@@ -24,6 +24,7 @@ import psycopg
 from harness import child_env
 from pgvector.psycopg import register_vector_async
 from querydata import NAMESPACE, SEED, SourceText, existing_parents
+from queryfootprint import serving_cpu
 from runenv import log
 from timing import Timing, run_concurrent
 
@@ -164,7 +165,9 @@ async def measure_engine(settings: Settings, inputs: Inputs, n: int,
             items: list[Any] = getattr(inputs, kind)
             await run_concurrent("warm-up", call, items[-30:], 4, budget / 4)
             for c, (lo, hi) in slices(n, concurrencies).items():
+                cpu = serving_cpu(settings, os.getpid())
                 timing = await run_concurrent(name, call, items[lo:hi], c, budget)
+                timing = replace(timing, cpu=serving_cpu(settings, os.getpid()) - cpu)
                 log(f"{name} c={c}: p50 {timing.ms(50):.1f} ms, p95 {timing.ms(95):.1f} ms, "
                     f"{timing.throughput:.1f}/s")
                 out.append(timing)
@@ -268,8 +271,11 @@ async def measure_http(settings: Settings, inputs: Inputs, n: int,
                                       ("HTTP expand (2 hops)", expand, inputs.docs)):
                 await run_concurrent("warm-up", call, items[-30:], 4, budget / 4)
                 for c, (lo, hi) in slices(n, concurrencies).items():
+                    cpu = serving_cpu(settings, proc.pid)
                     timing = await run_concurrent(name, call, items[lo:hi], c, budget)
-                    log(f"{name} c={c}: p50 {timing.ms(50):.1f} ms, p95 {timing.ms(95):.1f} ms")
+                    timing = replace(timing, cpu=serving_cpu(settings, proc.pid) - cpu)
+                    log(f"{name} c={c}: p50 {timing.ms(50):.1f} ms, p95 {timing.ms(95):.1f} ms"
+                        f", {timing.cpu / timing.wall:.2f} cores busy")
                     out.append(timing)
     finally:
         if proc.poll() is None:

@@ -38,6 +38,8 @@ class Timing:
     latencies: tuple[float, ...]
     wall: float
     errors: int = 0
+    # CPU-seconds the serving processes spent during the run, where measured (0: not measured)
+    cpu: float = 0.0
 
     @property
     def count(self) -> int:
