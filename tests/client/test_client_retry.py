@@ -123,9 +123,9 @@ def test_a_request_that_may_have_arrived_is_retried_only_when_harmless(slept: li
               "aliases": 0, "edges_moved": 0, "edges_dropped": 0, "objects": [],
               "merge_id": 1, "part_count": 1}
     handler, seen = _script(httpx.ReadTimeout("slow"), httpx.Response(200, json=merged))
-    with _client(handler) as client:
-        with pytest.raises(ConnectionFailed):  # a merge done twice is not a merge done once
-            client.merge_entities(merged["from"], merged["into"])
+    # a merge done twice is not a merge done once: not repeated
+    with _client(handler) as client, pytest.raises(ConnectionFailed):
+        client.merge_entities(merged["from"], merged["into"])
     assert len(seen) == 1
     handler, seen = _script(httpx.ReadTimeout("slow"), httpx.Response(200, json=PAGE))
     with _client(handler) as client:
