@@ -59,7 +59,8 @@ def test_operation_agrees_with_the_api(op: Operation[Any], document: dict[str, A
 
 def check_operation(op: Operation[Any], document: dict[str, Any]) -> None:
     """Parameters, body and answer of `op` against the document's operation."""
-    api = _api_operations(document)[(op.method, op.path)]
+    api = _api_operations(document).get((op.method, op.path))
+    assert api is not None, f"the API has no {op.method} {op.path}"
     params = api.get("parameters", [])
     assert {p["name"] for p in params if p["in"] == "path"} == set(
         re.findall(r"\{(\w+)\}", op.path))
