@@ -17,7 +17,10 @@ PUBLISHING = "client.publish("  # blocks that need POST /v1/events
 
 
 def blocks() -> list[str]:
-    return BLOCK.findall(README.read_text(encoding="utf-8"))
+    """The Python blocks, each padded with blank lines to where it stands in the README, so a
+    traceback names the README's own line."""
+    text = README.read_text(encoding="utf-8")
+    return ["\n" * text.count("\n", 0, m.start(1)) + m.group(1) for m in BLOCK.finditer(text)]
 
 
 def run_block(code: str, url: str, key: str, monkeypatch: pytest.MonkeyPatch) -> str:

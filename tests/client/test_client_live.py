@@ -182,14 +182,28 @@ def test_memory_pages_and_search_per_tenant(live_api: LiveApi, clients: dict[str
 
 def test_the_async_client_pages_and_reads(live_api: LiveApi) -> None:
     tenant = live_api.tenants["a"]
+    session_id = f"async-{uuid.uuid4().hex[:8]}"
+    said = [f"async turn {i}" for i in range(5)]
 
-    async def run() -> tuple[list[str], str | None]:
+    async def stored(client: AsyncClient) -> list[str]:
+        for _ in range(120):
+            contents = [m.content async for m in client.iter_messages(session_id, limit=2)]
+            if len(contents) == len(said):
+                return contents
+            await asyncio.sleep(0.5)
+        raise AssertionError(f"the messages of {session_id} were not all stored")
+
+    async def run() -> tuple[list[str], str | None, list[str]]:
         async with AsyncClient(live_api.url, api_key=tenant.key) as client:
             first = await client.search("Quillwort gaskets", limit=10)
             ids = [str(o.id) async for o in client.iter_objects(first, limit=10)]
             note = await client.read(tenant.ids["note"])
-            return ids, note.title
+            await client.add_messages(session_id, [
+                {"uuid": str(uuid.uuid4()), "role": "user", "content": text} for text in said],
+                wait=True)
+            return ids, note.title, await stored(client)
 
-    ids, title = asyncio.run(run())
+    ids, title, contents = asyncio.run(run())
     assert set(tenant.paged) <= set(ids) <= _all_ids(tenant) and len(ids) == len(set(ids))
     assert title == "Kickoff call with Acme Robotics"
+    assert contents == said  # three pages of two, in seq order
