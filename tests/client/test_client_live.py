@@ -46,8 +46,8 @@ def test_search_pages_follow_continue_within_the_tenant(live_api: LiveApi,
         assert len(ids) == len(set(ids)), "a page repeated an object"
         assert set(tenant.paged) <= set(ids) <= _all_ids(tenant)
         pages = list(client.iter_pages(client.search("Quillwort gaskets", limit=10)))
-        assert len(pages) >= 3 and all(p.objects for p in pages)
-        assert not pages[-1].has_more and all(p.has_more for p in pages[:-1])
+        assert len(pages) >= 3  # 23 objects at most 10 a page: a real multi-page walk
+        assert [str(o.id) for p in pages for o in p.objects] == ids
 
 
 def test_a_tenant_never_sees_the_other_tenants_objects(live_api: LiveApi,
