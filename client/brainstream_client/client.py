@@ -1,0 +1,346 @@
+"""`Client`: the synchronous client, one method per endpoint (`operations.py`), plus paging
+iterators and the publisher helper. `aio.AsyncClient` is the same with `await`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Literal, TypeVar
+from uuid import UUID
+
+import httpx
+from pydantic import BaseModel
+
+from brainstream_client import operations as ops
+from brainstream_client._core import answer, connection, prepare, retry_wait
+from brainstream_client.errors import ConnectionFailed
+from brainstream_client.events import Event, PublishBody, PublishOut
+from brainstream_client.models.entities import (
+    DecisionBody,
+    DecisionOut,
+    EntityOut,
+    MergeBody,
+    MergeOut,
+    ResolveBody,
+    ResolveOut,
+)
+from brainstream_client.models.graph import (
+    Direction,
+    ExpandBody,
+    ExpandManyBody,
+    FindLinksBody,
+    FindObjectsBody,
+    FindObjectsOut,
+    PathsBody,
+    PathsOut,
+    RecipeBody,
+    RecipeListOut,
+    RecipeOut,
+    RecipeRunBody,
+)
+from brainstream_client.models.memory import (
+    Channel,
+    MemoryOut,
+    MemorySearchBody,
+    MemorySearchOut,
+    MessageBody,
+    MessageOut,
+    MessagesOut,
+    PostMessagesBody,
+    SessionOut,
+    SessionsOut,
+    UserMemorySearchBody,
+    WriteOut,
+)
+from brainstream_client.models.read import (
+    ChildrenOut,
+    ContinueBody,
+    FiltersBody,
+    FindExactBody,
+    ObjectOut,
+    PageOut,
+    RichObjectOut,
+    SearchBody,
+    SearchMode,
+)
+from brainstream_client.retry import RetryPolicy
+
+T = TypeVar("T")
+Id = UUID | str
+Filters = FiltersBody | Mapping[str, Any] | None
+Scope = Literal["messages", "summary", "both"]
+
+
+class Client:
+    """The brainstream API over HTTP, for one API key (and namespace).
+
+    `base_url`, `api_key` and `namespace` default to BRAINSTREAM_API_URL (else
+    http://127.0.0.1:8000), BRAINSTREAM_API_KEY and BRAINSTREAM_NAMESPACE. 503 and 429
+    answers and connection failures are retried by `retry`; other refusals raise `ApiError`.
+    Use it as a context manager, or `close()` it.
+    """
+
+    def __init__(self, base_url: str | None = None, *, api_key: str | None = None,
+                 namespace: str | UUID | None = None, timeout: float = 30.0,
+                 retry: RetryPolicy | None = None,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        url, headers = connection(base_url, api_key, str(namespace) if namespace else None)
+        self.retry = retry or RetryPolicy()
+        self._http = httpx.Client(base_url=url, headers=headers, timeout=timeout,
+                                  transport=transport)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connections."""
+        self._http.close()
+
+    def _call(self, op: ops.Operation[T], *, path: Mapping[str, object] | None = None,
+              query: Mapping[str, object] | None = None, body: BaseModel | None = None) -> T:
+        url, params, payload = prepare(op, path, query, body)
+        retry = 0
+        while True:
+            try:
+                response = self._http.request(op.method, url, params=params, json=payload)
+            except httpx.TransportError as exc:
+                wait = retry_wait(self.retry, op, retry, error=exc)
+                if wait is None:
+                    raise ConnectionFailed(f"{op.method} {url}: {exc!r}") from exc
+            else:
+                wait = retry_wait(self.retry, op, retry, response=response)
+                if wait is None:
+                    return answer(op, response)
+            time.sleep(wait)
+            retry += 1
+
+    # ops
+    def healthz(self) -> dict[str, Any]:
+        """Liveness: `{"status": "ok"}`."""
+        return self._call(ops.HEALTHZ)
+
+    def readyz(self) -> dict[str, Any]:
+        """Readiness: each dependency "ok" or "down" (not ready is an answer, not an error)."""
+        return self._call(ops.READYZ)
+
+    # search
+    def search(self, query: str, *, filters: Filters = None, limit: int = 10,
+               mode: SearchMode = "hybrid", explain: bool = False,
+               scope_ids: Sequence[Id] | None = None) -> PageOut:
+        """Hybrid search over parts, promoted to their objects with evidence."""
+        return self._call(ops.SEARCH, body=SearchBody.model_validate(dict(
+            query=query, filters=filters, limit=limit, mode=mode, explain=explain,
+            scope_ids=scope_ids)))
+
+    def find_exact(self, query: str, *, filters: Filters = None, limit: int = 10,
+                   scope_ids: Sequence[Id] | None = None) -> PageOut:
+        """Equality first (id, title, property value, quoted phrase), then lexical."""
+        return self._call(ops.FIND_EXACT, body=FindExactBody.model_validate(dict(
+            query=query, filters=filters, limit=limit, scope_ids=scope_ids)))
+
+    def continue_(self, result_set_id: str, *, limit: int = 10) -> PageOut:
+        """The next page of a result set (`iter_pages` and `iter_objects` call it)."""
+        return self._call(ops.CONTINUE, body=ContinueBody(result_set_id=result_set_id,
+                                                           limit=limit))
+
+    # graph
+    def find_objects(self, query: str, *, kinds: Sequence[str] | None = None,
+                     filters: Filters = None, limit: int = 10,
+                     include_entities: bool = False) -> FindObjectsOut:
+        """Objects found in the graph by text and vector; with `include_entities`, the
+        entities named like the query too."""
+        return self._call(ops.FIND_OBJECTS, body=FindObjectsBody.model_validate(dict(
+            query=query, kinds=kinds, filters=filters, limit=limit,
+            include_entities=include_entities)))
+
+    def find_links(self, relation_type: str, query: str, *, limit: int = 10) -> PageOut:
+        """Links of one relation type whose note matches; each hit is the target object."""
+        return self._call(ops.FIND_LINKS, body=FindLinksBody(
+            relation_type=relation_type, query=query, limit=limit))
+
+    def expand(self, object_id: Id, *, relation_types: Sequence[str] | None = None,
+               max_hops: int = 1, direction: Direction = "both", limit: int = 20,
+               want_containment: bool = True) -> PageOut:
+        """Parts and graph neighbours of one object."""
+        return self._call(ops.EXPAND, body=ExpandBody.model_validate(dict(
+            object_id=object_id, relation_types=relation_types, max_hops=max_hops,
+            direction=direction, limit=limit, want_containment=want_containment)))
+
+    def expand_many(self, object_ids: Sequence[Id], *,
+                    relation_types: Sequence[str] | None = None, max_hops: int = 1,
+                    direction: Direction = "both", neighbor_budget: int = 50,
+                    limit: int = 20, want_containment: bool = False) -> PageOut:
+        """Neighbours of many objects within a budget."""
+        return self._call(ops.EXPAND_MANY, body=ExpandManyBody.model_validate(dict(
+            object_ids=object_ids, relation_types=relation_types, max_hops=max_hops,
+            direction=direction, neighbor_budget=neighbor_budget, limit=limit,
+            want_containment=want_containment)))
+
+    def put_recipe(self, name: str, spec: RecipeBody) -> RecipeBody:
+        """Register (or replace) a named expand template of the namespace."""
+        return self._call(ops.PUT_RECIPE, path={"name": name}, body=spec)
+
+    def get_recipe(self, name: str) -> RecipeOut:
+        """One expand template as the namespace sees it."""
+        return self._call(ops.GET_RECIPE, path={"name": name})
+
+    def delete_recipe(self, name: str) -> None:
+        """Delete the namespace's own template."""
+        self._call(ops.DELETE_RECIPE, path={"name": name})
+
+    def list_recipes(self) -> RecipeListOut:
+        """The namespace's templates and the operator's defaults."""
+        return self._call(ops.LIST_RECIPES)
+
+    def run_recipe(self, name: str, object_ids: Sequence[Id], *,
+                   limit: int | None = None) -> PageOut:
+        """Run an expand template on one or more objects."""
+        body = RecipeRunBody.model_validate(dict(object_ids=object_ids, limit=limit))
+        return self._call(ops.RUN_RECIPE, path={"name": name}, body=body)
+
+    def paths(self, sources: Sequence[Id], targets: Sequence[Id], *, max_hops: int = 4,
+              k: int = 3) -> PathsOut:
+        """The `k` best paths from any of `sources` to any of `targets` (objects or
+        entities), each edge with its evidence."""
+        return self._call(ops.PATHS, body=PathsBody.model_validate(
+            {"from": sources, "to": targets, "max_hops": max_hops, "k": k}))
+
+    # objects
+    def read(self, object_id: Id) -> ObjectOut:
+        """One object with its content and the entities it names."""
+        return self._call(ops.READ, path={"object_id": object_id})
+
+    def children(self, object_id: Id, *, offset: int = 0, limit: int = 100) -> ChildrenOut:
+        """The parts of an object, in order."""
+        return self._call(ops.CHILDREN, path={"object_id": object_id},
+                          query={"offset": offset, "limit": limit})
+
+    def schema(self, kind: str | None = None) -> dict[str, Any]:
+        """The kinds and their filterable fields, and the namespace's entity labels."""
+        return self._call(ops.SCHEMA, query={"kind": kind})
+
+    # entities
+    def resolve(self, query: str | None = None, *, queries: Sequence[str] | None = None,
+                limit: int | None = None, labels: Sequence[str] | None = None) -> ResolveOut:
+        """Resolve one phrase (`query`) or several (`queries`) to entities."""
+        return self._call(ops.RESOLVE, body=ResolveBody.model_validate(dict(
+            query=query, queries=queries, limit=limit, labels=labels)))
+
+    def entity(self, entity_id: Id) -> EntityOut:
+        """One entity with its aliases and counts (a merged one: its survivor)."""
+        return self._call(ops.ENTITY, path={"entity_id": entity_id})
+
+    def merge_entities(self, from_id: Id, into_id: Id, *, dry_run: bool = False) -> MergeOut:
+        """Merge one entity into another (a curator key), or say what would move."""
+        return self._call(ops.MERGE_ENTITIES, body=MergeBody.model_validate(
+            {"from": from_id, "into": into_id, "dry_run": dry_run}))
+
+    def decide_pair(self, from_id: Id, to_id: Id,
+                    decision: Literal["verify", "refuse"]) -> DecisionOut:
+        """Verify (merge) or refuse a possibly-same pair (a curator key)."""
+        return self._call(ops.DECIDE_PAIR, path={"from_id": from_id, "to_id": to_id},
+                          body=DecisionBody(decision=decision))
+
+    # memory
+    def session(self, session_id: str) -> SessionOut:
+        """One live session."""
+        return self._call(ops.SESSION, path={"session_id": session_id})
+
+    def sessions(self, *, user_id: str | None = None, after: str | None = None,
+                 limit: int = 100) -> SessionsOut:
+        """A page of live sessions (of one user), by session id (`iter_sessions` pages)."""
+        return self._call(ops.SESSIONS, query={"user_id": user_id, "after": after,
+                                               "limit": limit})
+
+    def memory(self, session_id: str, *, lastn: int | None = None) -> MemoryOut:
+        """A session's latest summary and recent messages."""
+        return self._call(ops.MEMORY, path={"session_id": session_id},
+                          query={"lastn": lastn})
+
+    def messages(self, session_id: str, *, after_seq: int = 0,
+                 limit: int = 100) -> MessagesOut:
+        """A page of a session's messages by seq (`iter_messages` pages)."""
+        return self._call(ops.MESSAGES, path={"session_id": session_id},
+                          query={"after_seq": after_seq, "limit": limit})
+
+    def add_messages(self, session_id: str,
+                     messages: Iterable[MessageBody | Mapping[str, Any]], *,
+                     wait: bool = False) -> WriteOut:
+        """Add messages to a session (created if new); with `wait`, until stored."""
+        return self._call(ops.ADD_MESSAGES, path={"session_id": session_id},
+                          body=PostMessagesBody.model_validate(
+                              {"messages": list(messages), "wait": wait}))
+
+    def search_session(self, session_id: str, query: str, *, limit: int = 10,
+                       search_scope: Scope = "messages",
+                       where: Mapping[str, Any] | None = None,
+                       since: datetime | None = None, until: datetime | None = None,
+                       min_score: float = 0.0, mmr_lambda: float | None = None,
+                       context: int = 0, channels: Sequence[Channel] = ("lexical", "dense"),
+                       ) -> MemorySearchOut:
+        """Hybrid search (BM25 + dense) over one session's messages and/or summaries, with a
+        metadata filter (`where`), a date range, `min_score`, MMR and neighbouring turns."""
+        return self._call(ops.SEARCH_SESSION, path={"session_id": session_id},
+                          body=MemorySearchBody.model_validate(dict(
+                              query=query, limit=limit, search_scope=search_scope,
+                              where=where, since=since, until=until, min_score=min_score,
+                              mmr_lambda=mmr_lambda, context=context, channels=channels)))
+
+    def search_memory(self, user_id: str, query: str, *, limit: int = 10,
+                      search_scope: Scope = "messages",
+                      where: Mapping[str, Any] | None = None,
+                      since: datetime | None = None, until: datetime | None = None,
+                      min_score: float = 0.0, mmr_lambda: float | None = None,
+                      context: int = 0, channels: Sequence[Channel] = ("lexical", "dense"),
+                      ) -> MemorySearchOut:
+        """The same search across every live session of `user_id`."""
+        return self._call(ops.SEARCH_MEMORY, body=UserMemorySearchBody.model_validate(dict(
+            user_id=user_id, query=query, limit=limit, search_scope=search_scope, where=where,
+            since=since, until=until, min_score=min_score, mmr_lambda=mmr_lambda,
+            context=context, channels=channels)))
+
+    # publishing
+    def publish(self, events: Iterable[Event], *, wait: bool = False) -> PublishOut:
+        """Publish put / soft delete / link events (build them with `brainstream_client.
+        events`); with `wait`, answer once the pipeline applied them all (else each stays
+        `accepted`). One invalid event refuses the whole request: `ApiError` naming it."""
+        return self._call(ops.PUBLISH, body=PublishBody(events=list(events), wait=wait))
+
+    # paging
+    def iter_pages(self, first: PageOut, *, limit: int = 10) -> Iterator[PageOut]:
+        """`first`, then each next page of its result set, `limit` objects a page."""
+        page = first
+        yield page
+        while page.has_more and page.result_set_id:
+            page = self.continue_(page.result_set_id, limit=limit)
+            yield page
+
+    def iter_objects(self, first: PageOut, *, limit: int = 10) -> Iterator[RichObjectOut]:
+        """Every object of `first`'s result set, in rank order, fetching pages as needed."""
+        for page in self.iter_pages(first, limit=limit):
+            yield from page.objects
+
+    def iter_messages(self, session_id: str, *, after_seq: int = 0,
+                      limit: int = 100) -> Iterator[MessageOut]:
+        """Every message of a session after `after_seq`, by seq, `limit` a request."""
+        cursor: int | None = after_seq
+        while cursor is not None:
+            page = self.messages(session_id, after_seq=cursor, limit=limit)
+            yield from page.messages
+            cursor = page.next_after_seq
+
+    def iter_sessions(self, *, user_id: str | None = None,
+                      limit: int = 100) -> Iterator[SessionOut]:
+        """Every live session (of one user), by session id, `limit` a request."""
+        after: str | None = None
+        while True:
+            page = self.sessions(user_id=user_id, after=after, limit=limit)
+            yield from page.sessions
+            if page.next_after is None:
+                return
+            after = page.next_after
+

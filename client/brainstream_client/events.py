@@ -1,0 +1,100 @@
+"""Events for `POST /v1/events` (the publisher helper): builders for the four event types the
+endpoint takes, and its body and answer.
+
+Each builder gives the event an id at once: the pipeline applies an event id once, so a
+publish retried after a lost answer cannot apply anything twice. `namespace`, `time`,
+`source` and `specversion` may be left out: the API fills them (the caller's namespace,
+now, `api`, `1.0`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field
+
+from brainstream_client.models.base import Answer, Body
+
+EventType = Literal["brainstream.object.put", "brainstream.object.soft_delete",
+                    "brainstream.link.put", "brainstream.link.delete"]
+
+
+class Event(Body):
+    """One CloudEvents envelope (`data` is the type's payload)."""
+
+    type: EventType
+    data: dict[str, Any]
+    id: str = Field(default_factory=lambda: str(uuid.uuid4()))
+    namespace: uuid.UUID | None = None
+    source: str | None = None
+    time: datetime | None = None
+    specversion: str | None = None
+    datacontenttype: str | None = None
+    version: int | None = None
+
+
+class PublishBody(Body):
+    events: list[Event]
+    wait: bool = False
+
+
+class EventStatusOut(Answer):
+    event_id: str
+    type: str
+    status: Literal["accepted", "applied"]
+
+
+class PublishOut(Answer):
+    """Per event, in order: `accepted` (published) or `applied` (with `wait`, once the
+    pipeline applied it)."""
+
+    events: list[EventStatusOut]
+
+
+def put_object(kind: str, *, id: uuid.UUID | str | None = None, title: str | None = None,
+               summary: str | None = None, properties: dict[str, Any] | None = None,
+               content: str | None = None, content_type: str | None = None,
+               parent_id: uuid.UUID | str | None = None, position: int | None = None,
+               version: int | None = None, namespace: uuid.UUID | None = None) -> Event:
+    """A `brainstream.object.put`: create or replace an object (a part when `parent_id` is
+    set). Without `id`, a new object (a fresh UUID); `version` orders writes of one object."""
+    data: dict[str, Any] = {"id": str(id or uuid.uuid4()), "kind": kind}
+    for name, value in (("title", title), ("summary", summary), ("properties", properties),
+                        ("content", content), ("content_type", content_type),
+                        ("parent_id", parent_id), ("position", position)):
+        if value is not None:
+            data[name] = str(value) if isinstance(value, uuid.UUID) else value
+    return Event(type="brainstream.object.put", data=data, version=version,
+                 namespace=namespace)
+
+
+def soft_delete(object_id: uuid.UUID | str, *, version: int | None = None,
+                namespace: uuid.UUID | None = None) -> Event:
+    """A `brainstream.object.soft_delete`: the object (and its parts) leave every answer."""
+    return Event(type="brainstream.object.soft_delete", data={"id": str(object_id)},
+                 version=version, namespace=namespace)
+
+
+def put_link(from_id: uuid.UUID | str, to_id: uuid.UUID | str, relation_type: str, *,
+             note: str | None = None, status: str | None = None, role: str | None = None,
+             confidence: float | None = None, evidence_id: uuid.UUID | str | None = None,
+             namespace: uuid.UUID | None = None) -> Event:
+    """A `brainstream.link.put`: a typed edge from one object to another; `note` is what
+    `find_links` searches."""
+    meta = {name: str(value) if isinstance(value, uuid.UUID) else value
+            for name, value in (("note", note), ("status", status), ("role", role),
+                                ("confidence", confidence), ("evidence_id", evidence_id))
+            if value is not None}
+    return Event(type="brainstream.link.put", namespace=namespace,
+                 data={"from": str(from_id), "to": str(to_id),
+                       "relation_type": relation_type, "meta": meta})
+
+
+def delete_link(from_id: uuid.UUID | str, to_id: uuid.UUID | str, relation_type: str, *,
+                namespace: uuid.UUID | None = None) -> Event:
+    """A `brainstream.link.delete`: remove the edge of that type between the two objects."""
+    return Event(type="brainstream.link.delete", namespace=namespace,
+                 data={"from": str(from_id), "to": str(to_id),
+                       "relation_type": relation_type})

@@ -1,0 +1,103 @@
+"""Entity resolution, entity reads and curators' decisions: their bodies and answers (the
+API's `api/resolution_schemas.py`)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from pydantic import Field
+
+from brainstream_client.models.base import Answer, Body
+
+
+class ResolveBody(Body):
+    """Either `query` (one phrase) or `queries` (several)."""
+
+    query: str | None = None
+    queries: list[str] | None = None
+    limit: int | None = None
+    labels: list[str] | None = None
+
+
+class CandidateOut(Answer):
+    entity_id: UUID
+    name: str
+    label: str
+    confidence: float
+    method: str
+
+
+class ResolutionEvidenceOut(Answer):
+    """A passage naming a candidate (the API's `api.resolution_schemas.EvidenceOut`)."""
+
+    row_id: UUID
+    text: str
+    object_id: UUID
+
+
+class AnswerOut(Answer):
+    query: str
+    unresolved: bool = False
+    reason: Literal["no_candidates", "tie", "below_threshold"] | None = None
+    entity_id: UUID | None = None
+    name: str | None = None
+    label: str | None = None
+    confidence: float | None = None
+    method: str | None = None
+    candidates: list[CandidateOut]
+    evidence: list[ResolutionEvidenceOut] = Field(default_factory=list)
+    skipped: list[str] = Field(default_factory=list)
+
+
+class ResolveOut(Answer):
+    results: list[AnswerOut]
+
+
+class AliasOut(Answer):
+    alias: str
+    source: str
+
+
+class EntityOut(Answer):
+    id: UUID
+    name: str
+    label: str
+    part_count: int
+    created_at: datetime
+    updated_at: datetime
+    aliases: list[AliasOut]
+    counts: dict[str, Any]
+    merged_from: UUID | None = None
+    note: str | None = None
+
+
+class MergeBody(Body):
+    from_: UUID = Field(alias="from")
+    into: UUID
+    dry_run: bool = False
+
+
+class MergeOut(Answer):
+    from_: UUID = Field(alias="from")
+    into: UUID
+    dry_run: bool
+    mentions: int
+    aliases: int
+    edges_moved: int
+    edges_dropped: int
+    objects: list[UUID]
+    merge_id: int | None
+    part_count: int | None
+
+
+class DecisionBody(Body):
+    decision: Literal["verify", "refuse"]
+
+
+class DecisionOut(Answer):
+    from_: UUID = Field(alias="from")
+    to: UUID
+    status: str
+    merge: MergeOut | None

@@ -1,0 +1,137 @@
+"""Search, exact find, `continue` and object reads: their bodies and answers, and the error
+body every endpoint answers with (the API's `api/schemas.py`)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from pydantic import ConfigDict, Field
+
+from brainstream_client.models.base import Answer, Body
+
+SearchMode = Literal["hybrid", "ppr", "auto"]
+Scalar = str | int | float | bool
+
+
+class ErrorDetail(Answer):
+    code: str
+    message: str
+    field: str | None = None
+
+
+class ErrorOut(Answer):
+    error: ErrorDetail
+
+
+class FiltersBody(Body):
+    """`kind`, `title`, the date bounds, and any property: a scalar (equal) or a non-empty
+    list (one of), e.g. `FiltersBody(kind="deal", stage=["prospect", "won"])`."""
+
+    model_config = ConfigDict(extra="allow")
+    __pydantic_extra__: dict[str, Scalar | list[Scalar]]
+
+    kind: str | list[str] | None = None
+    title: str | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    updated_after: datetime | None = None
+    updated_before: datetime | None = None
+
+
+class FindExactBody(Body):
+    query: str
+    filters: FiltersBody | None = None
+    limit: int = 10
+    scope_ids: list[UUID] | None = None
+
+
+class SearchBody(FindExactBody):
+    mode: SearchMode = "hybrid"
+    explain: bool = False
+
+
+class ContinueBody(Body):
+    result_set_id: str
+    limit: int = 10
+
+
+class EvidenceOut(Answer):
+    part_id: UUID
+    title: str | None
+    snippet: str
+    score: float
+    position: int | None
+    properties: dict[str, Any]
+
+
+class RelationOut(Answer):
+    type: str
+    direction: Literal["out", "in"] | None
+    depth: int
+    source_id: UUID | None = None
+    note: str | None = None
+    status: str | None = None
+    role: str | None = None
+    confidence: float | None = None
+    evidence_id: UUID | None = None
+
+
+class RichObjectOut(Answer):
+    """An object or part in a ranked answer, with the evidence that ranked it."""
+
+    id: UUID
+    kind: str
+    title: str | None
+    summary: str | None
+    score: float
+    properties: dict[str, Any]
+    content_type: str | None
+    parent_id: UUID | None
+    position: int | None
+    evidence: list[EvidenceOut]
+    relation: RelationOut | None
+    created_at: datetime
+    updated_at: datetime
+    content: str | None = None
+
+
+class PageOut(Answer):
+    """One page of a ranked answer; `has_more` with `result_set_id` means `continue` has
+    more (the client's `iter_objects` follows it)."""
+
+    objects: list[RichObjectOut]
+    result_set_id: str | None
+    has_more: bool
+    degrade: str | None = None
+    mode: str | None = None
+    truncated: bool = False
+    explain: dict[str, Any] | None = None
+
+
+class MentionOut(Answer):
+    row_id: UUID
+    field: Literal["title", "summary", "content"]
+    start: int
+    end: int
+    text: str
+
+
+class ObjectEntityOut(Answer):
+    entity_id: UUID
+    name: str
+    label: str
+    mention_count: int
+    mentions: list[MentionOut]
+
+
+class ObjectOut(RichObjectOut):
+    """One object read in full: its content and the entities it names."""
+
+    entities: list[ObjectEntityOut] = Field(default_factory=list)
+    entities_truncated: bool = False
+
+
+class ChildrenOut(Answer):
+    objects: list[RichObjectOut]
