@@ -38,6 +38,7 @@ Labels on answers:
   answer, so paraphrases and synonyms may be missed. Retry later or rephrase with exact words.
 - degrade "graph_unavailable": the graph database is unavailable; expand answers containment
   (parts) only and find_objects falls back to text search; find_links fails until it returns.
+- degraded "lexical_only" on memory_search: the same, for conversation memory.
 - mode: which search ran ("hybrid" or "ppr"; with mode=auto, the one auto chose).
 - truncated: a bound cut the answer; more matches may exist: narrow the request.
 - has_more + result_set_id: more results; call continue.
