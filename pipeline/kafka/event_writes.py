@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from pipeline.domain.errors import InvalidInput, NamespaceForbidden
+from pipeline.domain.errors import InvalidInput, MalformedJson, NamespaceForbidden
 from pipeline.domain.kinds import KindCatalog
 from pipeline.kafka.publisher import EventPublisher, LazyPublisher
 from schemas.events import (
@@ -86,7 +86,11 @@ def admit_one(raw: object, index: int, namespace: uuid.UUID, catalog: KindCatalo
         raise InvalidInput(f"{where}: type must be one of {', '.join(PUBLISHABLE)}",
                            field=f"{where}.type")
     try:
-        event = parse_event(json_bytes(envelope), max_bytes=max_bytes)
+        value = json_bytes(envelope)
+    except (ValueError, RecursionError):  # nested past what JSON encoding allows
+        raise MalformedJson(f"{where}: the event cannot be encoded as JSON", field=where) from None
+    try:
+        event = parse_event(value, max_bytes=max_bytes)
         if isinstance(event.payload, ObjectPut):
             catalog.validate_put(event.payload.kind, event.payload.properties)
     except InvalidInput as exc:
