@@ -9,7 +9,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from pipeline.domain.settings import Settings
-from tests.apiutil import ApiTenant, ok
+from tests.apiutil import ApiTenant, api_client, ok
 from tests.mcp.conftest import EVENTS_MAX, in_ledger
 from tests.pipelineutil import wait_for
 
@@ -118,3 +118,21 @@ def test_too_many_events_is_422_naming_events(
     assert _error(ev_client.post("/v1/events", json={"events": []}, headers=a.headers),
                   422)["field"] == "events"
     assert ev_client.post("/v1/events", json={"events": [_put()]}).status_code == 401
+
+
+def test_an_event_the_pipeline_refuses_stays_accepted_past_the_wait(
+        catalog: Settings, ev_client: TestClient, ev_tenants: dict[str, ApiTenant]) -> None:
+    a, b = ev_tenants["a"], ev_tenants["b"]
+    theirs = str(uuid.uuid4())
+    ok(ev_client.post("/v1/events", json={"events": [_put(id=theirs, title="B keeps this")],
+                                          "wait": True}, headers=b.headers))
+    # valid to the schemas and the catalog, but the id is B's: the consumer dead-letters it
+    with api_client(catalog, ev_tenants.values(), memory_write_wait=1.0) as short:
+        response = short.post("/v1/events", json={"events": [
+            _put(title="A's fine one"), _put(id=theirs, title="A takes B's id")],
+            "wait": True}, headers=a.headers)
+    assert response.status_code == 202, response.text
+    statuses = [e["status"] for e in response.json()["events"]]
+    assert statuses[1] == "accepted"
+    assert ok(ev_client.get(f"/v1/objects/{theirs}", headers=b.headers))["title"] == \
+        "B keeps this"
