@@ -171,3 +171,37 @@ def test_memory_tools_write_and_read_a_session(
                 "status"] == 404
 
     asyncio.run(session())
+
+
+def test_links_and_deletes_through_the_tools(
+        mcp_http: str, ev_tenants: dict[str, ApiTenant]) -> None:
+    a = ev_tenants["a"]
+
+    async def session() -> None:
+        async with http_client(mcp_http, a.headers) as client:
+            deal = answer(await _ask(client, "save_object", kind="deal", title="Larkspur refit",
+                                     properties={"stage": "won"}, wait=True))
+            buyer = answer(await _ask(client, "save_object", kind="company",
+                                      title="Larkspur Ferries", wait=True))
+            link = answer(await _ask(client, "save_link", from_id=deal["object_id"],
+                                     to_id=buyer["object_id"], relation_type="buyer",
+                                     meta={"note": "the ferry operator buys"}, wait=True))
+            assert link["status"] == "applied"
+            # the graph is written by the relay after the event is applied
+            for _ in range(120):
+                near = answer(await _ask(client, "expand", object_id=deal["object_id"],
+                                         relation_types=["buyer"]))
+                if near["objects"]:
+                    break
+                await asyncio.sleep(0.25)
+            assert [o["id"] for o in near["objects"]] == [buyer["object_id"]]
+            gone = answer(await _ask(client, "delete_object", object_id=buyer["object_id"],
+                                     wait=True))
+            assert gone["status"] == "applied"
+            assert tool_error(await _ask(client, "read", object_id=buyer["object_id"]))[
+                "status"] == 404
+            won = answer(await _ask(client, "search", query="Larkspur",
+                                    filters={"kind": "deal", "stage": "won"}))
+            assert [o["id"] for o in won["objects"]] == [deal["object_id"]]
+
+    asyncio.run(session())
