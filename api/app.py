@@ -4,7 +4,7 @@ It parses and authenticates requests, calls the engine under the caller's namesp
 results and errors to JSON. No SQL, ranking or validation logic lives here. This module only
 assembles the application: the services' lifespan, the error handlers, the request limits
 (`api/limits.py`) and the routers (`api/routes/`: search, graph, paths, objects, entities,
-memory, memory search, admin).
+memory, memory search, events, admin).
 """
 
 from __future__ import annotations
@@ -22,9 +22,20 @@ from psycopg_pool import PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api import errors, limits, metrics
-from api.routes import admin, entities, graph, memory, memory_search, objects, paths, search
+from api.routes import (
+    admin,
+    entities,
+    events,
+    graph,
+    memory,
+    memory_search,
+    objects,
+    paths,
+    search,
+)
 from pipeline.domain.errors import BrainstreamError, ConfigError
 from pipeline.domain.settings import Settings, load_settings
+from pipeline.kafka.event_writes import EventWriter
 from pipeline.kafka.io import make_producer
 from pipeline.kafka.publisher import EventPublisher, LazyPublisher
 from pipeline.kafka.signing import signer_for
@@ -89,6 +100,7 @@ def create_app(settings: Settings | None = None,
         finally:
             app.state.memory_writer.close()
             app.state.decision_publisher.close()
+            app.state.event_writer.close()
 
     app = FastAPI(title="brainstream read API", version="1", lifespan=lifespan,
                   description="Hybrid search, exact find, entity and link find, graph "
@@ -98,17 +110,19 @@ def create_app(settings: Settings | None = None,
     # the write-through of memory messages publishes events like any publisher (its key signs);
     # a broker that does not answer fails the request within the wait, not the request deadline
     block_ms = round(settings.memory_write_wait * 1000)
-    app.state.memory_writer = MessageWriter(
-        lambda: EventPublisher(make_producer(settings, bootstrap_timeout_ms=block_ms,
-                                             max_block_ms=block_ms),
-                               settings.topic_events, signer_for(settings)),
-        wait_seconds=settings.memory_write_wait)
+
+    def make_publisher() -> EventPublisher:
+        return EventPublisher(make_producer(settings, bootstrap_timeout_ms=block_ms,
+                                            max_block_ms=block_ms),
+                              settings.topic_events, signer_for(settings))
+
+    app.state.memory_writer = MessageWriter(make_publisher,
+                                            wait_seconds=settings.memory_write_wait)
     # curators' decisions on entities are events too (pipeline/entities/decision_events.py)
-    app.state.decision_publisher = LazyPublisher(
-        lambda: EventPublisher(make_producer(settings, bootstrap_timeout_ms=block_ms,
-                                             max_block_ms=block_ms),
-                               settings.topic_events, signer_for(settings)),
-        timeout=settings.memory_write_wait + 10.0)
+    app.state.decision_publisher = LazyPublisher(make_publisher,
+                                                 timeout=settings.memory_write_wait + 10.0)
+    # POST /v1/events: callers' object and link events, with the same wait bound
+    app.state.event_writer = EventWriter(make_publisher, wait_seconds=settings.memory_write_wait)
 
     app.exception_handler(BrainstreamError)(errors.brainstream_error)
     app.exception_handler(psycopg.OperationalError)(errors.database_down)
@@ -118,7 +132,7 @@ def create_app(settings: Settings | None = None,
     limits.install(app, settings)  # before the metrics: their refusals are timed too
     app.middleware("http")(metrics.observe)
 
-    for area in (search, graph, paths, objects, entities, memory, memory_search, admin):
+    for area in (search, graph, paths, objects, entities, memory, memory_search, events, admin):
         app.include_router(area.router)
     return app
 

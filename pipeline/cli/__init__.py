@@ -1,8 +1,8 @@
 """The `brainstream` command: one entry point for operators.
 
 Each area has its module (`services`, `schema`, `events`, `index`, `generations`, `processes`,
-`entities`, `memory`, `lexical`); this one only assembles them under `main`, the console script of
-pyproject.toml.
+`entities`, `memory`, `lexical`, `mcp`); this one only assembles them under `main`, the console
+script of pyproject.toml.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pipeline.cli.events import dlq, publish
 from pipeline.cli.generations import generations, replay
 from pipeline.cli.index import graph, purge, reembed, status, verify
 from pipeline.cli.lexical import lexical
+from pipeline.cli.mcp import mcp
 from pipeline.cli.memory import memory
 from pipeline.cli.processes import api, consumer, up, worker
 from pipeline.cli.schema import kinds, migrate
@@ -31,5 +32,5 @@ def main() -> None:
 
 
 for _command in (services, migrate, kinds, publish, status, dlq, purge, verify, graph, reembed,
-                 consumer, worker, api, up, replay, generations, entities, memory, lexical):
+                 consumer, worker, api, up, replay, generations, entities, memory, lexical, mcp):
     main.add_command(_command)

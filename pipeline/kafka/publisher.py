@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -129,13 +129,20 @@ class LazyPublisher:
     def publish(self, envelope: dict[str, Any]) -> None:
         """Send one event and wait until the broker has it (`Unavailable` when it does not
         answer within the timeout; `InvalidInput` for an event the schemas refuse)."""
+        self.publish_all([envelope])
+
+    def publish_all(self, envelopes: Sequence[dict[str, Any]]) -> None:
+        """Send the events in order and wait once until the broker has them all (one flush:
+        a request of many events does not pay a round trip each). The caller validates them
+        first: `InvalidInput` here means those before the refused one were sent."""
         with self._lock:
             if self._publisher is None:
                 try:
                     self._publisher = self._make()
                 except Exception as exc:  # no broker to bootstrap from (NoBrokersAvailable)
                     raise Unavailable(f"cannot connect a producer: {exc}") from exc
-            self._publisher.send_event(envelope)
+            for envelope in envelopes:
+                self._publisher.send_event(envelope)
             self._publisher.flush(timeout=self.timeout)
 
     def close(self) -> None:

@@ -10,13 +10,12 @@ exactly like one from any other publisher.
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
+from pipeline.kafka.event_writes import event_time, poll_until
 from pipeline.kafka.publisher import EventPublisher, LazyPublisher
 from pipeline.memory.model import Message, session_key
 from schemas.memory import MESSAGES_ADD
@@ -57,7 +56,7 @@ class MessageWriter:
         envelope = {
             "specversion": "1.0", "id": event_id, "source": API_SOURCE,
             "type": MESSAGES_ADD,
-            "time": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "time": event_time(),
             "datacontenttype": "application/json", "namespace": str(ns),
             "data": {"session_id": session_id, "messages": list(messages)},
         }
@@ -67,14 +66,16 @@ class MessageWriter:
             return result
         key = session_key(ns, session_id)
         uuids = [uuid.UUID(str(m["uuid"])) for m in messages]
-        deadline = time.monotonic() + self.wait_seconds
-        while True:
+
+        async def all_stored() -> list[Message] | None:
             found = await stored(key, uuids)
-            if len(found) == len(uuids):
-                return WriteResult(result.event_id, applied=True, messages=found)
-            if time.monotonic() >= deadline:
-                return result
-            await asyncio.sleep(self.poll_seconds)
+            return found if len(found) == len(uuids) else None
+
+        found = await poll_until(all_stored, seconds=self.wait_seconds,
+                                 interval=self.poll_seconds)
+        if found is None:
+            return result
+        return WriteResult(result.event_id, applied=True, messages=found)
 
     def close(self) -> None:
         """Close the producer, if one was made."""

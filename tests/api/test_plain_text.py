@@ -43,6 +43,8 @@ BASES: dict[tuple[str, str], dict[str, Any]] = {
     ("post", "/v1/sessions/{session_id}/messages"): {"messages": [MESSAGE]},
     ("post", "/v1/sessions/{session_id}/search"): {"query": "hello"},
     ("post", "/v1/memory/search"): {"query": "hello", "user_id": "u1"},
+    ("post", "/v1/events"): {"events": [{"type": "brainstream.object.put",
+                                         "data": {"kind": "company", "title": "plain"}}]},
 }
 BAD = "a\x00b"
 

@@ -1,0 +1,177 @@
+"""The read tools: one API call each, the arguments passed as the API's body (unset ones left
+out, so the API's defaults and bounds apply), the API's JSON answered as is.
+
+No `from __future__ import annotations` here: the SDK reads these functions' signatures to
+build each tool's input schema and must see real types, not strings.
+"""
+
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from pydantic import Field
+
+from api.mcp.backend import ApiBackend, segment
+from api.mcp.guide import filters_text, relations_text
+
+Json = dict[str, Any]
+Ids = list[str]
+
+Query = Annotated[str, Field(description="the words to look for")]
+Limit = Annotated[int | None, Field(description="results per page (API default if unset)")]
+ObjectId = Annotated[str, Field(description="an object id (UUID) from an earlier answer")]
+RelationTypes = Annotated[list[str] | None, Field(
+    description="only links of these relation types (all when unset)")]
+MaxHops = Annotated[int | None, Field(description="how far to walk, 1-4 (default 1)")]
+Direction = Annotated[str | None, Field(description='"out", "in" or "both" (default)')]
+
+
+def body(**values: Any) -> Json:
+    """The request body: the arguments given (None means "the API's default")."""
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None) -> None:
+    """Add the read tools to `server`; `schema` (the live /v1/schema, or None) describes the
+    filters."""
+    filters_doc = filters_text(schema)
+    Filters = Annotated[Json | None, Field(description=filters_doc)]
+
+    async def search(ctx: Context, query: Query, mode: Annotated[str | None, Field(
+            description='"hybrid" (default), "ppr" (multi-hop over entities) or "auto"')] = None,
+            filters: Filters = None, limit: Limit = None,
+            scope_ids: Annotated[Ids | None, Field(
+                description="only these objects and their parts")] = None,
+            explain: Annotated[bool | None, Field(
+                description="add how the answer was ranked")] = None) -> Json:
+        result: Json = await api.call(ctx, "POST", "/v1/search", body=body(
+            query=query, mode=mode, filters=filters, limit=limit, scope_ids=scope_ids,
+            explain=explain))
+        return result
+
+    async def find_exact(ctx: Context, query: Query, filters: Filters = None,
+                         limit: Limit = None, scope_ids: Ids | None = None) -> Json:
+        result: Json = await api.call(ctx, "POST", "/v1/find_exact", body=body(
+            query=query, filters=filters, limit=limit, scope_ids=scope_ids))
+        return result
+
+    async def find_objects(ctx: Context, query: Query, kinds: Annotated[list[str] | None, Field(
+            description="only these kinds")] = None, filters: Filters = None,
+            limit: Limit = None, include_entities: Annotated[bool | None, Field(
+                description="also the entities named like the query")] = None) -> Json:
+        result: Json = await api.call(ctx, "POST", "/v1/find_objects", body=body(
+            query=query, kinds=kinds, filters=filters, limit=limit,
+            include_entities=include_entities))
+        return result
+
+    async def find_links(ctx: Context, relation_type: Annotated[str, Field(
+            description="the links' relation type")], query: Query,
+            limit: Limit = None) -> Json:
+        result: Json = await api.call(ctx, "POST", "/v1/find_links", body=body(
+            relation_type=relation_type, query=query, limit=limit))
+        return result
+
+    async def expand(ctx: Context, object_id: ObjectId, relation_types: RelationTypes = None,
+                     max_hops: MaxHops = None, direction: Direction = None,
+                     limit: Limit = None, want_containment: Annotated[bool | None, Field(
+                         description="include parts and parents (default true)")] = None,
+                     ) -> Json:
+        result: Json = await api.call(ctx, "POST", "/v1/expand", body=body(
+            object_id=object_id, relation_types=relation_types, max_hops=max_hops,
+            direction=direction, limit=limit, want_containment=want_containment))
+        return result
+
+    async def expand_many(ctx: Context, object_ids: Annotated[Ids, Field(
+            description="up to 100 object ids")], relation_types: RelationTypes = None,
+            max_hops: MaxHops = None, direction: Direction = None,
+            neighbor_budget: Annotated[int | None, Field(
+                description="neighbours explored in all (default 50)")] = None,
+            limit: Limit = None, want_containment: bool | None = None) -> Json:
+        result: Json = await api.call(ctx, "POST", "/v1/expand_many", body=body(
+            object_ids=object_ids, relation_types=relation_types, max_hops=max_hops,
+            direction=direction, neighbor_budget=neighbor_budget, limit=limit,
+            want_containment=want_containment))
+        return result
+
+    async def list_recipes(ctx: Context) -> Json:
+        result: Json = await api.call(ctx, "GET", "/v1/expand/recipes")
+        return result
+
+    async def run_recipe(ctx: Context, name: Annotated[str, Field(
+            description="a recipe name from list_recipes")], object_ids: Ids,
+            limit: Limit = None) -> Json:
+        result: Json = await api.call(ctx, "POST", f"/v1/expand/recipe/{segment(name)}",
+                                      body=body(object_ids=object_ids, limit=limit))
+        return result
+
+    async def next_page(ctx: Context, result_set_id: Annotated[str, Field(
+            description="the result_set_id of the page before")], limit: Limit = None) -> Json:
+        result: Json = await api.call(ctx, "POST", "/v1/continue", body=body(
+            result_set_id=result_set_id, limit=limit))
+        return result
+
+    async def read(ctx: Context, object_id: ObjectId) -> Json:
+        result: Json = await api.call(ctx, "GET", f"/v1/objects/{segment(object_id)}")
+        return result
+
+    async def children(ctx: Context, object_id: ObjectId, offset: int | None = None,
+                       limit: Limit = None) -> Json:
+        result: Json = await api.call(ctx, "GET", f"/v1/objects/{segment(object_id)}/children",
+                                      params={"offset": offset, "limit": limit})
+        return result
+
+    async def schema_tool(ctx: Context, kind: Annotated[str | None, Field(
+            description="one kind only")] = None) -> Json:
+        result: Json = await api.call(ctx, "GET", "/v1/schema", params={"kind": kind})
+        return result
+
+    async def resolve(ctx: Context, query: Annotated[str | None, Field(
+            description="one name")] = None, queries: Annotated[list[str] | None, Field(
+                description="several names at once")] = None, limit: Limit = None,
+            labels: Annotated[list[str] | None, Field(
+                description="only entities with these labels")] = None) -> Json:
+        result: Json = await api.call(ctx, "POST", "/v1/resolve", body=body(
+            query=query, queries=queries, limit=limit, labels=labels))
+        return result
+
+    async def paths(ctx: Context, from_ids: Annotated[Ids, Field(
+            description="object or entity ids the paths start at")],
+            to_ids: Annotated[Ids, Field(description="object or entity ids they end at")],
+            max_hops: Annotated[int | None, Field(description="1-4 (default 4)")] = None,
+            k: Annotated[int | None, Field(description="how many paths (default 3)")] = None,
+            ) -> Json:
+        result: Json = await api.call(ctx, "POST", "/v1/paths", body=body(
+            **{"from": from_ids, "to": to_ids}, max_hops=max_hops, k=k))
+        return result
+
+    tools: list[tuple[Any, str, str]] = [
+        (search, "search", "Search the knowledge base with a question or keywords (hybrid "
+         "ranking; mode, filters, explain). The default tool for a question. " + filters_doc),
+        (find_exact, "find_exact", "Find objects containing the exact words or identifier "
+         "(codes, numbers, quoted phrases); same filters as search."),
+        (find_objects, "find_objects", "Find objects (and optionally entities) named like the "
+         "query, optionally of given kinds; same filters as search."),
+        (find_links, "find_links", "Find links of one relation type whose note or metadata "
+         "matches the query. " + relations_text(schema)),
+        (expand, "expand", "The graph neighbourhood of one object: linked objects (by "
+         "relation type, direction, hops) and its parts. " + relations_text(schema)),
+        (expand_many, "expand_many", "The neighbourhood of several objects at once, ranked "
+         "by how many of them reach each neighbour."),
+        (list_recipes, "list_recipes", "The named expand recipes this namespace can run (its "
+         "own and the operator's defaults)."),
+        (run_recipe, "run_recipe", "Run a named expand recipe from some objects."),
+        (next_page, "continue", "The next page of a ranked answer that said has_more: pass "
+         "its result_set_id."),
+        (read, "read", "One object by id: title, summary, properties, content, entities, "
+         "links and evidence."),
+        (children, "children", "The parts of an object (its content cut in order), with "
+         "their text."),
+        (schema_tool, "schema", "The kinds with their fields and filters, and this "
+         "namespace's entity labels and edge types: call it before filtering on a kind you "
+         "do not know."),
+        (resolve, "resolve", "Which entity a name refers to: candidates with confidence and "
+         "evidence (query, or queries for several names)."),
+        (paths, "paths", "How objects or entities are connected: the best k paths between "
+         "`from_ids` and `to_ids`, with the evidence of each edge."),
+    ]
+    for fn, name, description in tools:
+        server.add_tool(fn, name=name, description=description)

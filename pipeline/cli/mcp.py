@@ -1,0 +1,23 @@
+"""`brainstream mcp`: the MCP server (issue 15 item 1, docs/parts/mcp.md), a thin adapter over
+the HTTP API for models, on stdio or streamable HTTP."""
+
+from __future__ import annotations
+
+import click
+
+from pipeline.cli.common import context_settings
+
+
+@click.command()
+@click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio",
+              show_default=True, help="stdio (a client spawns the server) or streamable HTTP.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP bind address.")
+@click.option("--port", type=int, default=8765, show_default=True, help="HTTP port.")
+@click.pass_context
+def mcp(ctx: click.Context, transport: str, host: str, port: int) -> None:
+    """Serve the API's tools to MCP clients. stdio acts with BRAINSTREAM_MCP_API_KEY; HTTP
+    (http://HOST:PORT/mcp) forwards each caller's Authorization header. The API is
+    BRAINSTREAM_MCP_API_URL (default: this API_HOST and API_PORT)."""
+    from api.mcp.server import run
+
+    run(context_settings(ctx), "stdio" if transport == "stdio" else "http", host, port)

@@ -1,0 +1,158 @@
+"""`POST /v1/events` (issue 15): the API publishes object and link events for a caller like any
+publisher (keyed by aggregate, signed with the API's publisher key if it has one) and, when
+asked, waits a bounded time until the pipeline has applied them.
+
+Every event of a request is completed (id, time, source, namespace defaults) and validated as
+the consumer would validate it (`schemas.events.parse_event`, then the kind catalog) before the
+first one is sent, so a request with one bad event publishes nothing. The event is still the
+only way in: what is published here is replayed, dead-lettered and counted like any event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from pipeline.domain.errors import InvalidInput, MalformedJson, NamespaceForbidden
+from pipeline.domain.kinds import KindCatalog
+from pipeline.kafka.publisher import EventPublisher, LazyPublisher
+from schemas.events import (
+    LINK_DELETE,
+    LINK_PUT,
+    OBJECT_PUT,
+    OBJECT_SOFT_DELETE,
+    ObjectPut,
+    parse_event,
+)
+
+# The types a caller may publish here; messages and sessions have their own endpoints, and a
+# curator's decision is not an event a plain key may send.
+PUBLISHABLE = (OBJECT_PUT, OBJECT_SOFT_DELETE, LINK_PUT, LINK_DELETE)
+# The CloudEvents `source` of an event sent without one.
+DEFAULT_SOURCE = "api"
+
+T = TypeVar("T")
+
+# (source, event id) of the events to look for -> those the pipeline has applied.
+AppliedEvents = Callable[[Sequence[tuple[str, str]]], Awaitable[set[tuple[str, str]]]]
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """One validated event, ready to send: its complete envelope and identity."""
+
+    envelope: dict[str, Any]
+    event_id: str
+    source: str
+    type: str
+
+
+def event_time() -> str:
+    """Now, as the API stamps the `time` of the events it publishes."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _refuse(exc: InvalidInput, where: str) -> InvalidInput:
+    """The same error (same class, so the same code) with its field placed in the request."""
+    field = f"{where}.{exc.field}" if exc.field else where
+    return type(exc)(f"{where}: {exc.message}", field=field)
+
+
+def admit_one(raw: object, index: int, namespace: uuid.UUID, catalog: KindCatalog,
+              *, max_bytes: int) -> Admitted:
+    """Complete one caller's envelope with its defaults and validate it (`InvalidInput` naming
+    `events.<index>.<field>`; `NamespaceForbidden` for another namespace)."""
+    where = f"events.{index}"
+    if not isinstance(raw, dict):
+        raise InvalidInput(f"{where}: an event is a JSON object (an envelope)", field=where)
+    envelope: dict[str, Any] = {"specversion": "1.0", "source": DEFAULT_SOURCE,
+                                "time": event_time(), **raw}
+    envelope.setdefault("id", str(uuid.uuid4()))
+    given = envelope.setdefault("namespace", str(namespace))
+    try:
+        foreign = isinstance(given, str) and uuid.UUID(given) != namespace
+    except ValueError:
+        foreign = False  # not a UUID: parse_event names it below
+    if foreign:
+        raise NamespaceForbidden(f"{where}: the key is not bound to that namespace",
+                                 field=f"{where}.namespace")
+    if envelope.get("type") not in PUBLISHABLE:
+        raise InvalidInput(f"{where}: type must be one of {', '.join(PUBLISHABLE)}",
+                           field=f"{where}.type")
+    try:
+        value = json_bytes(envelope)
+    except (ValueError, RecursionError):  # nested past what JSON encoding allows
+        raise MalformedJson(f"{where}: the event cannot be encoded as JSON", field=where) from None
+    try:
+        event = parse_event(value, max_bytes=max_bytes)
+        if isinstance(event.payload, ObjectPut):
+            catalog.validate_put(event.payload.kind, event.payload.properties)
+    except InvalidInput as exc:
+        raise _refuse(exc, where) from None
+    return Admitted(envelope, event.event_id, event.source, event.type)
+
+
+def json_bytes(envelope: dict[str, Any]) -> bytes:
+    """The record value the publisher will send (the parser checks exactly these bytes)."""
+    return json.dumps(envelope, ensure_ascii=False).encode("utf-8", "surrogatepass")
+
+
+def admit(events: Sequence[object], namespace: uuid.UUID, catalog: KindCatalog, *,
+          max_bytes: int) -> list[Admitted]:
+    """Validate every event of a request, in order; the first bad one refuses them all."""
+    return [admit_one(raw, index, namespace, catalog, max_bytes=max_bytes)
+            for index, raw in enumerate(events)]
+
+
+async def poll_until(probe: Callable[[], Awaitable[T | None]], *, seconds: float,
+                     interval: float) -> T | None:
+    """Call `probe` until it answers something (returned) or `seconds` have passed (None);
+    at least once. The write-through endpoints wait this way for their events' effects."""
+    deadline = time.monotonic() + seconds
+    while True:
+        found = await probe()
+        if found is not None:
+            return found
+        if time.monotonic() >= deadline:
+            return None
+        await asyncio.sleep(interval)
+
+
+class EventWriter:
+    """Publishes admitted events for the API; the producer is made on first use (the API starts
+    and serves reads while the broker is down)."""
+
+    def __init__(self, make_publisher: Callable[[], EventPublisher], *, wait_seconds: float,
+                 poll_seconds: float = 0.05) -> None:
+        self._publisher = LazyPublisher(make_publisher, timeout=wait_seconds + 10.0)
+        self.wait_seconds = wait_seconds
+        self.poll_seconds = poll_seconds
+
+    async def publish(self, admitted: Sequence[Admitted], *, wait: bool,
+                      applied: AppliedEvents) -> set[tuple[str, str]]:
+        """Send the events (`Unavailable` when the broker does not acknowledge them); with
+        `wait`, poll `applied` until all are applied or the wait runs out. Returns the
+        (source, event id) of those known applied (none without `wait`)."""
+        await asyncio.to_thread(self._publisher.publish_all, [a.envelope for a in admitted])
+        if not wait:
+            return set()
+        keys = [(a.source, a.event_id) for a in admitted]
+        last: set[tuple[str, str]] = set()
+
+        async def all_applied() -> set[tuple[str, str]] | None:
+            nonlocal last
+            last = await applied(keys)
+            return last if len(last) >= len(set(keys)) else None
+
+        await poll_until(all_applied, seconds=self.wait_seconds, interval=self.poll_seconds)
+        return last
+
+    def close(self) -> None:
+        """Close the producer, if one was made."""
+        self._publisher.close()

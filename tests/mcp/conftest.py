@@ -1,0 +1,96 @@
+"""Issue 15 item 1: `POST /v1/events` and the MCP server, on the real stack with the pipeline
+running (`procs`), two tenants everywhere. The events tests call the API in-process; the MCP
+tests run `brainstream api` as a process (the MCP server reaches it over HTTP) and spawn
+`brainstream mcp` or run it over streamable HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import httpx
+import psycopg
+import pytest
+from fastapi.testclient import TestClient
+
+from pipeline.domain.settings import Settings
+from tests.apiutil import ApiTenant, api_client, api_keys
+from tests.pipelineutil import Proc, wait_for
+from tests.stackutil import REPO, settings_env
+
+# Small enough that a test can pass it with a handful of events.
+EVENTS_MAX = 5
+
+
+@dataclass
+class RunningApi:
+    """A `brainstream api` process: its base URL and its environment (keys included)."""
+
+    url: str
+    env: dict[str, str]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def in_ledger(settings: Settings, namespace: uuid.UUID, event_id: str) -> bool:
+    """Whether the consumer has applied an event (the processed-event ledger holds it)."""
+    with psycopg.connect(settings.effective_postgres_dsn) as conn:
+        row = conn.execute("SELECT 1 FROM processed_events WHERE namespace_id = %s"
+                           " AND event_id = %s", (namespace, event_id)).fetchone()
+    return row is not None
+
+
+@pytest.fixture(scope="session")
+def ev_tenants() -> dict[str, ApiTenant]:
+    return {name: ApiTenant(uuid.uuid4(), f"ev-{name}-{uuid.uuid4().hex[:8]}")
+            for name in ("a", "b")}
+
+
+@pytest.fixture(scope="session")
+def ev_client(catalog: Settings, procs: dict[str, Proc],
+              ev_tenants: dict[str, ApiTenant]) -> Iterator[TestClient]:
+    """The API in-process over the running pipeline, a key per tenant."""
+    with api_client(catalog, ev_tenants.values(), memory_write_wait=20.0,
+                    api_events_max=EVENTS_MAX) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def api_process(catalog: Settings, procs: dict[str, Proc],
+                ev_tenants: dict[str, ApiTenant]) -> Iterator[RunningApi]:
+    """`brainstream api` (one worker) over the running pipeline, a key per tenant."""
+    port = free_port()
+    env = {**settings_env(catalog), "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1",
+           "BRAINSTREAM_API_KEYS": json.dumps(api_keys(ev_tenants.values())),
+           "BRAINSTREAM_API_WORKERS": "1", "BRAINSTREAM_MEMORY_WRITE_WAIT": "20"}
+    log_path = catalog.resolved_data_dir / "mcp-logs" / "api.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as out:
+        popen = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "api", "--port",
+                                  str(port)], env=env, cwd=str(REPO), stdout=out,
+                                 stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: _ready(url), timeout=120, what="the API to be ready")
+        yield RunningApi(url, env)
+    finally:
+        os.killpg(popen.pid, signal.SIGTERM)
+        popen.wait(timeout=30)
+
+
+def _ready(url: str) -> bool:
+    try:
+        return httpx.get(url + "/readyz", timeout=5).status_code == 200
+    except httpx.TransportError:
+        return False

@@ -1,0 +1,207 @@
+"""`brainstream mcp` (issue 15 item 1) with the SDK's own client, over stdio (spawned) and over
+streamable HTTP, in front of a running `brainstream api` over the running pipeline: a question
+answered with the tools, two tenants, and bad arguments as tool errors naming the field."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from mcp import Client
+
+from tests.apiutil import ApiTenant
+from tests.mcp.conftest import RunningApi, free_port
+from tests.mcp.mcputil import answer, http_client, stdio_params, tool_error
+from tests.pipelineutil import wait_for
+from tests.stackutil import REPO
+
+EXPECTED_TOOLS = {
+    "search", "find_exact", "find_objects", "find_links", "expand", "expand_many",
+    "list_recipes", "run_recipe", "continue", "read", "children", "schema", "resolve", "paths",
+    "memory_get", "memory_search", "save_object", "delete_object", "save_link", "add_messages"}
+
+
+def _mcp_env(api: RunningApi, **extra: str) -> dict[str, str]:
+    return {**api.env, "BRAINSTREAM_MCP_API_URL": api.url, **extra}
+
+
+@pytest.fixture(scope="module")
+def mcp_http(api_process: RunningApi) -> Iterator[str]:
+    """`brainstream mcp --transport http`: its endpoint URL."""
+    port = free_port()
+    popen = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli", "mcp", "--transport", "http", "--port",
+         str(port)], env=_mcp_env(api_process), cwd=str(REPO), stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        wait_for(lambda: _listening(url), timeout=60, what="the MCP server to listen")
+        yield url
+    finally:
+        os.killpg(popen.pid, signal.SIGTERM)
+        popen.wait(timeout=30)
+
+
+def _listening(url: str) -> bool:
+    try:
+        httpx.get(url, timeout=2)
+        return True
+    except httpx.TransportError:
+        return False
+
+
+async def _ask(client: Any, tool: str, **arguments: Any) -> Any:
+    return await client.call_tool(tool, arguments)
+
+
+def test_stdio_answers_a_question_with_the_tools(
+        api_process: RunningApi, ev_tenants: dict[str, ApiTenant]) -> None:
+    a = ev_tenants["a"]
+
+    async def session() -> None:
+        async with Client(stdio_params(_mcp_env(api_process, BRAINSTREAM_MCP_API_KEY=a.key))
+                          ) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert set(tools) == EXPECTED_TOOLS
+            # the filters are described from the live schema: kinds and filterable fields
+            assert "deal" in (tools["search"].description or "")
+            assert "stage" in (tools["search"].description or "")
+            saved = answer(await _ask(client, "save_object", kind="company",
+                                      title="Brindlewood Kilns",
+                                      summary="Kiln maker that fires porcelain for labs.",
+                                      properties={"industry": "ceramics"}, wait=True))
+            assert saved["status"] == "applied"
+            found = answer(await _ask(client, "search", query="Brindlewood porcelain kilns"))
+            assert saved["object_id"] in [o["id"] for o in found["objects"]]
+            read = answer(await _ask(client, "read", object_id=saved["object_id"]))
+            assert (read["title"], read["properties"]["industry"]) == \
+                ("Brindlewood Kilns", "ceramics")
+
+    asyncio.run(session())
+
+
+def test_http_forwards_each_callers_key(
+        mcp_http: str, ev_tenants: dict[str, ApiTenant]) -> None:
+    a, b = ev_tenants["a"], ev_tenants["b"]
+
+    async def session() -> None:
+        async with http_client(mcp_http, a.headers) as client_a:
+            saved = answer(await _ask(client_a, "save_object", kind="company",
+                                      title="Saltmarsh Turbines", wait=True))
+            assert saved["status"] == "applied"
+            mine = answer(await _ask(client_a, "find_exact", query="Saltmarsh Turbines"))
+            assert [o["id"] for o in mine["objects"]] == [saved["object_id"]]
+        async with http_client(mcp_http, b.headers) as client_b:
+            theirs = answer(await _ask(client_b, "find_exact", query="Saltmarsh Turbines"))
+            assert theirs["objects"] == []
+            missing = tool_error(await _ask(client_b, "read", object_id=saved["object_id"]))
+            assert missing["status"] == 404
+        # B's key naming A's namespace: refused, nothing saved there
+        foreign = {**b.headers, "X-Namespace": str(a.namespace)}
+        async with http_client(mcp_http, foreign) as client_x:
+            refused = tool_error(await _ask(client_x, "save_object", kind="company",
+                                            title="Smuggled into A", wait=True))
+            assert (refused["status"], refused["error"]["code"]) == (403, "namespace_forbidden")
+        async with http_client(mcp_http, {}) as anonymous:
+            assert tool_error(await _ask(anonymous, "search", query="Saltmarsh"))["status"] \
+                == 401
+        async with http_client(mcp_http, a.headers) as client_a:
+            none = answer(await _ask(client_a, "find_exact", query="Smuggled into A"))
+            assert none["objects"] == []
+
+    asyncio.run(session())
+
+
+def test_a_bad_argument_is_a_tool_error_naming_the_field(
+        mcp_http: str, ev_tenants: dict[str, ApiTenant]) -> None:
+    a = ev_tenants["a"]
+
+    async def session() -> None:
+        async with http_client(mcp_http, a.headers) as client:
+            mode = tool_error(await _ask(client, "search", query="kilns", mode="sideways"))
+            assert (mode["status"], mode["error"]["field"]) == (422, "mode")
+            kind = tool_error(await _ask(client, "save_object", kind="no_such_kind",
+                                         title="Nope"))
+            assert (kind["status"], kind["error"]["field"]) == (422, "events.0.data.kind")
+            stage = tool_error(await _ask(client, "search", query="kilns",
+                                          filters={"no_such_field": "x"}))
+            assert stage["error"]["field"] == "filters.no_such_field"
+            # a path argument stays one URL segment: no reaching /v1/schema through `read`
+            bad_id = tool_error(await _ask(client, "read", object_id="../schema"))
+            assert (bad_id["status"], bad_id["error"]["code"]) == (404, "not_found")
+            # an argument the tool's own schema refuses (no API call): named too
+            result = await _ask(client, "search")
+            assert result.is_error and "query" in result.content[0].text
+
+    asyncio.run(session())
+
+
+def test_memory_tools_write_and_read_a_session(
+        mcp_http: str, ev_tenants: dict[str, ApiTenant]) -> None:
+    a, b = ev_tenants["a"], ev_tenants["b"]
+    session_id = f"mcp-{uuid.uuid4().hex[:8]}"
+
+    async def session() -> None:
+        async with http_client(mcp_http, a.headers) as client:
+            added = answer(await _ask(client, "add_messages", session_id=session_id, messages=[
+                {"role": "user", "content": "My heron sanctuary opens in April."}], wait=True))
+            assert added["status"] == "applied"
+            memory = answer(await _ask(client, "memory_get", session_id=session_id))
+            assert [m["content"] for m in memory["messages"]] == [
+                "My heron sanctuary opens in April."]
+            # searchable once the memory worker has extracted the message (after it is stored)
+            for _ in range(120):
+                hits = answer(await _ask(client, "memory_search", session_id=session_id,
+                                         query="heron sanctuary"))
+                if hits["results"]:
+                    break
+                await asyncio.sleep(0.25)
+            assert [(h["session_id"], h["content"]) for h in hits["results"]] == [
+                (session_id, "My heron sanctuary opens in April.")]
+        async with http_client(mcp_http, b.headers) as other:
+            assert tool_error(await _ask(other, "memory_get", session_id=session_id))[
+                "status"] == 404
+
+    asyncio.run(session())
+
+
+def test_links_and_deletes_through_the_tools(
+        mcp_http: str, ev_tenants: dict[str, ApiTenant]) -> None:
+    a = ev_tenants["a"]
+
+    async def session() -> None:
+        async with http_client(mcp_http, a.headers) as client:
+            deal = answer(await _ask(client, "save_object", kind="deal", title="Larkspur refit",
+                                     properties={"stage": "won"}, wait=True))
+            buyer = answer(await _ask(client, "save_object", kind="company",
+                                      title="Larkspur Ferries", wait=True))
+            link = answer(await _ask(client, "save_link", from_id=deal["object_id"],
+                                     to_id=buyer["object_id"], relation_type="buyer",
+                                     meta={"note": "the ferry operator buys"}, wait=True))
+            assert link["status"] == "applied"
+            # the graph is written by the relay after the event is applied
+            for _ in range(120):
+                near = answer(await _ask(client, "expand", object_id=deal["object_id"],
+                                         relation_types=["buyer"]))
+                if near["objects"]:
+                    break
+                await asyncio.sleep(0.25)
+            assert [o["id"] for o in near["objects"]] == [buyer["object_id"]]
+            gone = answer(await _ask(client, "delete_object", object_id=buyer["object_id"],
+                                     wait=True))
+            assert gone["status"] == "applied"
+            assert tool_error(await _ask(client, "read", object_id=buyer["object_id"]))[
+                "status"] == 404
+            won = answer(await _ask(client, "search", query="Larkspur",
+                                    filters={"kind": "deal", "stage": "won"}))
+            assert [o["id"] for o in won["objects"]] == [deal["object_id"]]
+
+    asyncio.run(session())
