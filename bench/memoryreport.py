@@ -110,7 +110,7 @@ def _recall(r: Results) -> list[str]:
 
 def _per_conversation(r: Results) -> list[str]:
     """R@5 / R@10 per mode and conversation (categories 1-4, and 5): the memory defaults were
-    chosen on conv-26 alone, so conv-30 is the held-out figure (docs/parts/memory-recall.md)."""
+    chosen on conv-26 alone, so conv-30 is the held-out figure (docs/operations.md)."""
     users = sorted({q.user_id for q in r.questions})
     lines = ["| mode | " + " | ".join(f"{u} 1-4 R@5 / R@10 | {u} cat 5 R@10" for u in users)
              + " |", "|---|" + "---|---|" * len(users)]

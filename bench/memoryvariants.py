@@ -1,7 +1,7 @@
 """What a message is indexed by, compared on LoCoMo dev without the pipeline: each variant of the
 lexical text and of the embedded text (windows of turns, the date, the speaker's name), alone
 and fused, with recall@10 per conversation (the defaults are chosen on conv-26; conv-30 is the
-held-out figure; docs/parts/memory-recall.md).
+held-out figure; docs/operations.md).
 
 The turns are lexed by memory search's own BM25 statement on a Postgres of this benchmark's
 (`to_tsvector('english', ...)`, the same k1 and b) and embedded in-process (exact cosine over a

@@ -1,4 +1,4 @@
-"""`brainstream mcp`: the MCP server (issue 15 item 1, docs/parts/mcp.md), a thin adapter over
+"""`brainstream mcp`: the MCP server (issue 15 item 1, docs/operations.md), a thin adapter over
 the HTTP API for models, on stdio or streamable HTTP."""
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ class ContextRule:
     words stay words); its date ("8 May 2023", UTC) goes first in the lexical text (`date`
     "lexical"), in both texts ("both") or in neither ("none"): "when" questions name months
     and years that the words of a turn seldom carry. Chosen on one LoCoMo dev conversation
-    (docs/parts/memory-recall.md)."""
+    (docs/operations.md)."""
 
     lexical_turns: int = 2
     dense_turns: int = 1

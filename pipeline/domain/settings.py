@@ -220,7 +220,7 @@ class Settings(BaseSettings, SettingsParts):
     # API_KEYS entry names), each with the name recorded as `decided_by`: key -> name.
     entity_curators: dict[str, str] = Field(default_factory=dict)
     entity_decision_batch: int = Field(default=500, ge=1, le=100_000)  # decisions applied per run
-    # Resilience (docs/parts/resilience.md): `brainstream up` starts a pipeline process that died
+    # Resilience (docs/operations.md): `brainstream up` starts a pipeline process that died
     # again after SUPERVISOR_RESTART_BACKOFF seconds, doubled with each death in a row, at most
     # SUPERVISOR_RESTART_BACKOFF_MAX (a process that ran longer than that starts the count again).
     supervisor_restart_backoff: float = Field(default=1.0, gt=0, le=3600)
@@ -231,7 +231,7 @@ class Settings(BaseSettings, SettingsParts):
     # API_CONNECTION_BUDGET (the embedded Postgres allows 300; the rest is the pipeline's).
     api_pool_max: int = Field(default=8, ge=1, le=256)
     api_connection_budget: int = Field(default=200, ge=2, le=100_000)
-    # MCP server and POST /v1/events (issue 15 item 1; docs/parts/mcp.md): events per request;
+    # MCP server and POST /v1/events (issue 15 item 1; docs/operations.md): events per request;
     # the API `brainstream mcp` calls (None: this API_HOST/API_PORT), its key over stdio (and
     # the namespace, for a key with several), and seconds per API call.
     api_events_max: int = Field(default=500, ge=1, le=100_000)

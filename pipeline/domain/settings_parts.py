@@ -77,7 +77,7 @@ class MemorySettings(BaseModel):
     memory_search_rrf_k: int = Field(default=10, ge=0, le=10_000)
     memory_search_dense_weight: float = Field(default=0.5, gt=0, le=10)
 
-    # Memory recall (issue 12, task D; docs/parts/memory-recall.md): what a message is indexed
+    # Memory recall (issue 12, task D; docs/operations.md): what a message is indexed
     # by. Lexical search reads it with the MEMORY_LEXICAL_CONTEXT_TURNS turns before it, the
     # embedder gets it with the MEMORY_DENSE_CONTEXT_TURNS before it (1 suits MiniLM, the default
     # embedder; 2 the static one); MEMORY_CONTEXT_DATE puts its date into the lexical text
@@ -154,7 +154,7 @@ class PprSettings(BaseModel):
     ppr_passage_seeds: int = Field(default=30, ge=0, le=100)
     ppr_passage_seed_weight: float = Field(default=0.05, ge=0, le=10)
     ppr_rerank_depth: int = Field(default=0, ge=0, le=1000)
-    # PPR snapshot (issue 11, task A; docs/parts/ppr-snapshot.md): PPR_WALK=snapshot walks an
+    # PPR snapshot (issue 11, task A; docs/operations.md): PPR_WALK=snapshot walks an
     # in-memory snapshot of the namespace's entity layer per API process (sql: every hop is a
     # statement, as before). A snapshot answers only when its last refresh read started at most
     # PPR_SNAPSHOT_MAX_AGE seconds ago (the SQL walk answers otherwise): a write committed at T

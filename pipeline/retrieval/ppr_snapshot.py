@@ -24,7 +24,7 @@ from pipeline.domain.entity_snapshot import KeyState, SnapshotBuild, SnapshotLin
 
 IntArray = npt.NDArray[np.int64]
 # Per key held (entities and rows): the id object, its dict entry and list slots; an estimate
-# for the memory bound (measured with tracemalloc at 100k parts: see docs/parts/ppr-snapshot.md).
+# for the memory bound (measured with tracemalloc at 100k parts: see docs/operations.md).
 KEY_BYTES = 260
 LINK_BYTES = 200
 _Link = tuple[int, int, str, str | None, str]  # from, to (entity numbers), type, status, predicate

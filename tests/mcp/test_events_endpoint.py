@@ -1,4 +1,4 @@
-"""`POST /v1/events` (issue 15 item 1; the contract in docs/parts/mcp.md): events published as
+"""`POST /v1/events` (issue 15 item 1; the contract in docs/operations.md): events published as
 the caller, validated before anything is sent, waited for until the pipeline applied them."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What a message is indexed by (docs/parts/memory-recall.md), on the real pipeline with two
+"""What a message is indexed by (docs/operations.md), on the real pipeline with two
 tenants: lexical search finds a message by the words of the MEMORY_LEXICAL_CONTEXT_TURNS (2)
 turns before it and by its date (MEMORY_CONTEXT_DATE "lexical"), never by a turn further back;
 the embed extractor embeds it after the MEMORY_DENSE_CONTEXT_TURNS (1) turn before it, undated;
