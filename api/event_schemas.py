@@ -2,9 +2,36 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import uuid
+from datetime import datetime
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
+
+from api.plain_text import PLAIN_TEXT, PlainJson
+
+Text = Annotated[StrictStr, PLAIN_TEXT]
+
+
+class EventEnvelope(BaseModel):
+    """One CloudEvents envelope, typed for the API's document; everything else about it (the
+    type's payload, the kind catalog, sizes) is checked by the consumer's own validator."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["brainstream.object.put", "brainstream.object.soft_delete",
+                  "brainstream.link.put", "brainstream.link.delete"] = Field(
+        description="what the event does (messages, sessions and entity decisions have "
+                    "endpoints of their own)")
+    data: PlainJson = Field(description="the type's payload, as in the DESIGN's events")
+    id: Text = Field(default_factory=lambda: str(uuid.uuid4()),
+                     description="the event id (a new UUID4 when omitted)")
+    namespace: uuid.UUID | None = Field(default=None, description="the caller's when omitted")
+    source: Text | None = None
+    time: datetime | None = None
+    specversion: Text | None = None
+    datacontenttype: Text | None = None
+    version: int | None = Field(default=None, description="orders writes of one object")
 
 
 class PublishEventsBody(BaseModel):
@@ -12,7 +39,7 @@ class PublishEventsBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    events: list[Any] = Field(
+    events: list[EventEnvelope] = Field(
         min_length=1,
         description="CloudEvents envelopes of type brainstream.object.put, "
                     "brainstream.object.soft_delete, brainstream.link.put or "

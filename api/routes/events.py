@@ -30,7 +30,8 @@ async def publish_events(body: PublishEventsBody, ns: Ns, svc: Svc,
     if len(body.events) > settings.api_events_max:
         raise InvalidInput(f"at most {settings.api_events_max} events per request "
                            "(API_EVENTS_MAX)", field="events")
-    admitted = admit(body.events, ns, await svc.catalog(), max_bytes=settings.max_event_bytes)
+    envelopes = [e.model_dump(mode="json", exclude_none=True) for e in body.events]
+    admitted = admit(envelopes, ns, await svc.catalog(), max_bytes=settings.max_event_bytes)
     writer: EventWriter = request.app.state.event_writer
     ledger = PgEventLedger(svc.pool)
     applied = await writer.publish(admitted, wait=body.wait,

@@ -55,7 +55,8 @@ def test_publish_and_wait_applies_per_tenant(clients: dict[str, Client]) -> None
     a, b = clients["a"], clients["b"]
     supplier, deal = str(uuid.uuid4()), str(uuid.uuid4())
     done = a.publish([put_object("company", id=supplier, title="Borealis Bearings"),
-                      put_object("deal", id=deal, title="Borealis bearing order"),
+                      put_object("deal", id=deal, title="Borealis bearing order",
+                                 properties={"stage": "prospect"}),
                       put_link(deal, supplier, "buyer", note="Borealis supplies bearings")],
                      wait=True)
     assert [(e.type, e.status) for e in done.events] == [
