@@ -70,7 +70,8 @@ class PprRun:
 
 
 def power_iteration(matrix: sp.csr_matrix, seeds: Vector, *, damping: float = 0.5,
-                    candidates: Sequence[int] | None = None, top_k: int = 20,
+                    candidates: Sequence[int] | NDArray[np.int64] | None = None,
+                    top_k: int = 20,
                     stable_rounds: int = 3, max_iterations: int = 50,
                     tolerance: float = 1e-6) -> PprRun:
     """x <- damping * (x P + dangling(x) * s) + (1 - damping) * s, from x = s.
