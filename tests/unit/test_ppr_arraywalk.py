@@ -11,8 +11,7 @@ import asyncio
 import uuid
 
 import numpy as np
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from pipeline.domain.entity_reads import EntityRef
 from pipeline.domain.entity_snapshot import (
@@ -108,12 +107,12 @@ def test_seeds_are_matched_on_the_snapshots_names_and_kept_current() -> None:
         aliases=[("nyt", entities[1]), ("gc", entities[3])])
     snap = EntitySnapshot(NS, build, 0.0)
 
-    def found(keys: list[str], folds: list[str] = []) -> set[tuple[str, str, str]]:
-        return {(m.key, m.method, m.entity.name) for m in snap.match_names(keys, folds)}
+    def found(keys: list[str], folds: tuple[str, ...] = ()) -> set[tuple[str, str, str]]:
+        return {(m.key, m.method, m.entity.name) for m in snap.match_names(keys, list(folds))}
 
     assert found(["new york times"]) == {("new york times", "exact", "New York Times")}
     assert found(["nyt"]) == {("nyt", "alias", "New York Times")}
-    assert found([], [fold("zurich-bank")]) == {("zurich bank", "fold", "Zürich Bank")}
+    assert found([], (fold("zurich-bank"),)) == {("zurich bank", "fold", "Zürich Bank")}
     assert found(["gone corp", "gc"]) == set()  # merged away: never a seed
     [m] = snap.match_names(["new york"], [])
     assert (m.entity.id, m.entity.part_count) == (entities[0], 3)
