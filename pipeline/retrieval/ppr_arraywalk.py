@@ -38,6 +38,7 @@ from pipeline.retrieval.ppr_types import (
     PprConfig,
     RowRef,
     Walked,
+    id_halves,
 )
 
 # Kinds of node: an entity or row of the snapshot, or an id the snapshot does not know (a seed
@@ -159,18 +160,7 @@ def array_walk(snap: EntitySnapshot, cfg: PprConfig,
     """Grow the subgraph from the seeds (entities, then the first stage's rows) on the
     snapshot; hubs met are recorded in `hubs`. Synchronous: no refresh interleaves."""
     g = _Grown(snap, cfg)
-    seeds: dict[int, float] = {}
-    for entity_id, weight in seed_entities:
-        e = snap.e_index.get(entity_id)
-        number = (g.entity(e) if e is not None and e < g.ne
-                  else g.other(OTHER_ENTITY, entity_id, None))
-        if number is not None:
-            seeds[number] = weight
-    for ref, weight in weak:
-        r = snap.r_index.get(ref.row_id)
-        number = g.row(r) if r is not None and r < g.nr else g.other(OTHER_ROW, ref.row_id, ref)
-        if number is not None:
-            seeds[number] = seeds.get(number, 0.0) + weight
+    seeds = _seed(g, seed_entities, weak)
     hops = 0
     for hop in range(cfg.max_hops if seeds else 0):
         frontier = np.flatnonzero(~g.expanded[: g.n])
@@ -181,6 +171,39 @@ def array_walk(snap: EntitySnapshot, cfg: PprConfig,
         g.expanded[chosen] = True
         _expand(g, chosen, hub_limit, hubs)
     return _walked(g, seeds, hops, hubs)
+
+
+def _seed(g: _Grown, seed_entities: Sequence[tuple[uuid.UUID, float]],
+          weak: Sequence[tuple[RowRef, float]]) -> dict[int, float]:
+    """Number the seeds, entities first, then the first stage's rows (a row met twice adds
+    its weights); the seed weights by node."""
+    snap = g.snap
+    entities = [snap.e_index.get(entity_id) for entity_id, _ in seed_entities]
+    rows = [snap.r_index.get(ref.row_id) for ref, _ in weak]
+    seeds: dict[int, float] = {}
+    if all(e is not None and e < g.ne for e in entities) and all(
+            r is not None and r < g.nr for r in rows):
+        # all known to the snapshot (the usual case): numbered at once, in the same order
+        g.add(np.asarray([*entities, *(g.ne + r for r in rows if r is not None)],
+                         dtype=np.int64))
+        numbers: list[int | None] = [
+            *(int(g.entity_node[e]) for e in entities if e is not None),
+            *(int(g.row_node[r]) for r in rows if r is not None)]
+        numbers = [n if n is not None and n >= 0 else None for n in numbers]
+    else:
+        numbers = [g.entity(e) if e is not None and e < g.ne else
+                   g.other(OTHER_ENTITY, entity_id, None)
+                   for e, (entity_id, _) in zip(entities, seed_entities, strict=True)]
+        numbers += [g.row(r) if r is not None and r < g.nr else
+                    g.other(OTHER_ROW, ref.row_id, ref)
+                    for r, (ref, _) in zip(rows, weak, strict=True)]
+    for number, (_, weight) in zip(numbers[: len(entities)], seed_entities, strict=True):
+        if number is not None:
+            seeds[number] = weight
+    for number, (_, weight) in zip(numbers[len(entities):], weak, strict=True):
+        if number is not None:
+            seeds[number] = seeds.get(number, 0.0) + weight
+    return seeds
 
 
 def _expand(g: _Grown, chosen: IntArray, hub_limit: float, hubs: dict[uuid.UUID, EntityRef]
@@ -283,6 +306,12 @@ def _walked(g: _Grown, seeds: dict[int, float], hops: int, hubs: dict[uuid.UUID,
         is_part[i] = ref.is_part
     objects = list(other_objects)
     r_keys = snap.r_keys
+    rows_at, objects_at = (np.where(c < g.nr, c, 0) for c in (row_codes, object_codes))
+    row_halves = np.stack([snap.r_hi[rows_at], snap.r_lo[rows_at]], axis=1)
+    object_halves = np.stack([snap.r_hi[objects_at], snap.r_lo[objects_at]], axis=1)
+    for i in np.flatnonzero(~known).tolist():  # ids the snapshot does not know
+        ref = other_rows[int(row_codes[i]) - g.nr]
+        row_halves[i], object_halves[i] = id_halves([ref.row_id, ref.object_id])
 
     def row_key(code: int) -> uuid.UUID:
         return r_keys[code] if code < g.nr else other_rows[code - g.nr].row_id
@@ -294,5 +323,6 @@ def _walked(g: _Grown, seeds: dict[int, float], hops: int, hubs: dict[uuid.UUID,
     return Walked(n=g.n, u=u, v=v, w=w, seeds=seeds, row_nodes=row_nodes.astype(np.int64),
                   row_codes=row_codes.astype(np.int64),
                   object_codes=object_codes.astype(np.int64), is_part=is_part.astype(bool),
-                  row_key=row_key, object_key=object_key, hops=hops, truncated=g.truncated,
+                  row_key=row_key, object_key=object_key, row_halves=row_halves,
+                  object_halves=object_halves, hops=hops, truncated=g.truncated,
                   hubs=hubs)

@@ -26,6 +26,7 @@ import numpy.typing as npt
 from pipeline.domain.entity_reads import EntityLink, EntityRef, Hop, NameMatch, RowMention
 from pipeline.domain.entity_snapshot import KeyState, SnapshotBuild, SnapshotLink
 from pipeline.retrieval.ppr_names import NameIndex
+from pipeline.retrieval.ppr_types import id_halves
 
 IntArray = npt.NDArray[np.int64]
 # Per key held (entities and rows): the id object, its dict entry and list slots; an estimate
@@ -83,6 +84,11 @@ class EntitySnapshot:
                              len(self.r_keys))
         # each row's promoted object as a row number (an object is a row of the namespace),
         # so the ranking groups rows by object with array operations
+        # each row's id as two unsigned halves (uuid order = their order): the ranking sorts
+        # its hits by id with numpy instead of comparing uuid strings
+        halves = id_halves(self.r_keys)
+        self.r_hi = _grown(halves[:, 0], len(self.r_keys))
+        self.r_lo = _grown(halves[:, 1], len(self.r_keys))
         self.r_obj = _grown(np.asarray([self.r_index.get(o, -1) for o in self.r_object],
                                        dtype=np.int64), len(self.r_keys))
         for r in np.flatnonzero(self.r_obj[: len(self.r_keys)] < 0).tolist():
@@ -210,6 +216,8 @@ class EntitySnapshot:
             self.r_object.append(object_id)
             self.r_part, self.r_live = _room(self.r_part, r), _room(self.r_live, r)
             self.r_obj = _room(self.r_obj, r)
+            self.r_hi, self.r_lo = _room(self.r_hi, r), _room(self.r_lo, r)
+            self.r_hi[r], self.r_lo[r] = id_halves([row_id])[0]
             self.r_part[r] = is_part
             # an object first seen now: known as a row (not live until its state is read)
             self.r_obj[r] = r if object_id == row_id else self._row(object_id, object_id, False)
@@ -281,7 +289,8 @@ class EntitySnapshot:
         """An estimate of the memory held: the arrays, plus per key and per edge."""
         arrays = (self._rows_ptr.nbytes + self._rows_idx.nbytes + self._ents_ptr.nbytes
                   + self._ents_idx.nbytes + self.r_live.nbytes + self.r_part.nbytes
-                  + self.r_obj.nbytes + self.e_count.nbytes + self.e_live.nbytes
+                  + self.r_obj.nbytes + self.r_hi.nbytes + self.r_lo.nbytes
+                  + self.e_count.nbytes + self.e_live.nbytes
                   + sum(a.nbytes for a in self._rows_over.values())
                   + sum(a.nbytes for a in self._ents_over.values()))
         links = sum(len(v) for v in self._links.values()) // 2

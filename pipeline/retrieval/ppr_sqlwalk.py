@@ -25,6 +25,7 @@ from pipeline.retrieval.ppr_types import (
     PprConfig,
     RowRef,
     Walked,
+    id_halves,
 )
 
 
@@ -91,6 +92,8 @@ class _Subgraph:
             object_codes=np.asarray(codes, dtype=np.int64),
             is_part=np.asarray([r.is_part for r in refs], dtype=bool),
             row_key=lambda c: refs[c].row_id, object_key=object_ids.__getitem__,
+            row_halves=id_halves([r.row_id for r in refs]),
+            object_halves=id_halves([r.object_id for r in refs]),
             hops=hops, truncated=self.truncated, hubs=hubs)
 
 

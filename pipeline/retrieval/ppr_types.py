@@ -7,7 +7,7 @@ as arrays the ranking (`channels/ppr.py`) reads without a Python loop per node.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,6 +22,13 @@ IntArray = npt.NDArray[np.int64]
 MENTION_WEIGHT = 1.0
 LINK_WEIGHTS = {("RELATES", None): 1.0, ("POSSIBLY_SAME", "verified"): 1.0,
                 ("POSSIBLY_SAME", "held"): 0.5}
+
+
+def id_halves(ids: Sequence[uuid.UUID]) -> npt.NDArray[np.uint64]:
+    """Each id's 16 bytes as two unsigned 64-bit halves (big-endian: sorting by (hi, lo) is
+    sorting by id, and by its string)."""
+    raw = b"".join(i.bytes for i in ids)
+    return np.frombuffer(raw, dtype=">u8").reshape(-1, 2).astype(np.uint64)
 
 
 @dataclass(frozen=True)
@@ -61,7 +68,8 @@ class Walked:
     """A grown subgraph: `n` nodes numbered in the order they were met, the undirected edges
     `(u, v, w)` in the order they were added, the seed weights by node, and the row nodes
     (ascending) with an integer code for each row and for its object (equal codes, equal
-    keys; `row_key` / `object_key` turn a code back into its id)."""
+    keys; `row_key` / `object_key` turn a code back into its id; `row_halves` /
+    `object_halves` are the ids as `id_halves`, for sorting by id without the ids)."""
 
     n: int
     u: IntArray
@@ -74,6 +82,8 @@ class Walked:
     is_part: npt.NDArray[np.bool_]
     row_key: Callable[[int], uuid.UUID]
     object_key: Callable[[int], uuid.UUID]
+    row_halves: npt.NDArray[np.uint64]
+    object_halves: npt.NDArray[np.uint64]
     hops: int = 0
     truncated: bool = False
     hubs: dict[uuid.UUID, EntityRef] = field(default_factory=dict)

@@ -73,22 +73,24 @@ def _flat(w: Walked) -> dict[str, object]:
 @given(seed=st.integers(0, 10_000), max_nodes=st.integers(1, 120),
        max_edges=st.integers(0, 200), rows_per_entity=st.integers(1, 12),
        frontier=st.integers(1, 12), max_hops=st.integers(1, 3), hub=st.integers(1, 30),
-       n_seeds=st.integers(0, 4), n_weak=st.integers(0, 4))
+       n_seeds=st.integers(0, 4), n_weak=st.integers(0, 4), strangers=st.booleans())
 def test_the_array_walk_grows_the_hop_walks_subgraph(
         seed: int, max_nodes: int, max_edges: int, rows_per_entity: int, frontier: int,
-        max_hops: int, hub: int, n_seeds: int, n_weak: int) -> None:
+        max_hops: int, hub: int, n_seeds: int, n_weak: int, strangers: bool) -> None:
     snap = _layer(seed)
     rng = np.random.default_rng(seed + 1)
     cfg = PprConfig(max_nodes=max_nodes, max_edges=max_edges, rows_per_entity=rows_per_entity,
                     frontier=frontier, max_hops=max_hops, push_epsilon=1e-3)
     picked = [snap.e_keys[int(i)] for i in rng.integers(0, len(snap.e_keys), n_seeds)]
-    picked = list(dict.fromkeys([*picked, uuid.uuid4()]))  # one the snapshot does not know
-    entities = [(e, 1.0 / len(picked)) for e in picked]
+    if strangers:  # a seed entity the snapshot does not know
+        picked.append(uuid.uuid4())
+    picked = list(dict.fromkeys(picked))
+    entities = [(e, 1.0 / max(1, len(picked))) for e in picked]
     weak: list[tuple[RowRef, float]] = []
     for i in rng.integers(0, len(snap.r_keys), n_weak).tolist():
         weak.append((RowRef(snap.r_keys[i], snap.r_object[i], bool(snap.r_part[i])), 0.01))
-    unknown = uuid.uuid4()
-    weak.append((RowRef(unknown, snap.r_keys[0], True), 0.01))  # newer than the snapshot
+    if strangers:  # a first-stage row newer than the snapshot
+        weak.append((RowRef(uuid.uuid4(), snap.r_keys[0], True), 0.01))
     weak = list({r.row_id: (r, w) for r, w in weak}.values())
     start: dict[uuid.UUID, EntityRef] = {}
     hops = asyncio.run(sql_walk(snap, NS, cfg, entities, weak, float(hub), dict(start)))

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
 from pipeline.domain.entity_reads import EntityRef, NameMatch
 from pipeline.domain.read_model import Filters, Hit
@@ -195,7 +196,8 @@ class PprStage:
         scores = run.scores[walked.row_nodes]
         positive = scores > 0
         kept = scores[positive]
-        codes, which = np.unique(walked.object_codes[positive], return_inverse=True)
+        codes, first, which = np.unique(walked.object_codes[positive], return_index=True,
+                                        return_inverse=True)
         best = np.zeros(len(codes), dtype=np.float64)
         np.maximum.at(best, which, kept)
         # The walk's probability of standing on any of an object's rows: one node per passage,
@@ -203,22 +205,33 @@ class PprStage:
         # orders by it; RRF keeps the best row, which measured better there). Summed in node
         # order, as a loop over the rows would.
         mass = np.bincount(which, weights=kept, minlength=len(codes))
-        ids = [walked.object_key(c) for c in codes.tolist()]
+        order = _by_score_then_id(best, walked.object_halves[positive][first])
         # The walk reads only live rows of live objects of the namespace, and a live object
         # always has a searchable row (its live parts, or itself when it has none): without
         # filters or scope every object found is one a search may return.
-        visible = (set(ids) if filters.empty and not scope_ids else
-                   await self.graph.visible_objects(namespace, ids, filters, scope_ids))
-        objects = sorted((Hit(o, s) for o, s in zip(ids, best.tolist(), strict=True)
-                          if o in visible), key=lambda h: (-h.score, str(h.id)))
+        if not (filters.empty and not scope_ids):
+            ids = [walked.object_key(c) for c in codes.tolist()]
+            visible = await self.graph.visible_objects(namespace, ids, filters, scope_ids)
+            order = order[np.asarray([ids[i] in visible for i in order.tolist()], dtype=bool)]
+        objects = [Hit(walked.object_key(c), s) for c, s in
+                   zip(codes[order].tolist(), best[order].tolist(), strict=True)]
         part = walked.is_part[positive]
-        parts = sorted((Hit(walked.row_key(c), s) for c, s in
-                        zip(walked.row_codes[positive][part].tolist(), kept[part].tolist(),
-                            strict=True)), key=lambda h: (-h.score, str(h.id)))
-        by_id = dict(zip(ids, mass.tolist(), strict=True))
+        part_scores = kept[part]
+        at = _by_score_then_id(part_scores, walked.row_halves[positive][part])
+        parts = [Hit(walked.row_key(c), s) for c, s in
+                 zip(walked.row_codes[positive][part][at].tolist(), part_scores[at].tolist(),
+                     strict=True)]
         rows = len(walked.row_nodes)
         return PprResult(objects, parts, nodes=walked.n, edges=len(walked.u),
                          entities=walked.n - rows, rows=rows, hops=walked.hops,
                          iterations=run.iterations, stopped=run.stopped,
                          truncated=walked.truncated, hubs=list(walked.hubs.values()),
-                         mass={o.id: by_id[o.id] for o in objects})
+                         mass=dict(zip((o.id for o in objects), mass[order].tolist(),
+                                       strict=True)))
+
+
+def _by_score_then_id(scores: npt.NDArray[np.float64], halves: npt.NDArray[np.uint64]
+                      ) -> npt.NDArray[np.int64]:
+    """The order of best score first, ties by id (the ids as `id_halves`)."""
+    order: npt.NDArray[np.int64] = np.lexsort((halves[:, 1], halves[:, 0], -scores))
+    return order
