@@ -39,7 +39,6 @@ from pipeline.entities.names import fold, normalise
 from pipeline.ports import EntityGraph
 from pipeline.retrieval.ppr import power_iteration, seed_vector, transition_arrays
 from pipeline.retrieval.ppr_arraywalk import array_walk
-from pipeline.retrieval.ppr_snapshot import EntitySnapshot
 from pipeline.retrieval.ppr_snapshots import PprSnapshots
 from pipeline.retrieval.ppr_sqlwalk import sql_walk
 from pipeline.retrieval.ppr_types import PprConfig, RowRef, Walked
@@ -117,8 +116,6 @@ class PprStage:
         self.config = config or PprConfig()
         self.snapshots = snapshots  # None: every walk reads its hops in SQL
 
-    def _view(self, namespace: uuid.UUID) -> EntitySnapshot | None:
-        return None if self.snapshots is None else self.snapshots.view(namespace)
 
     async def plan(self, namespace: uuid.UUID, query: str) -> SeedPlan:
         """The query's seed entities (longest match wins) with weights, and the hubs named."""
@@ -127,7 +124,7 @@ class PprStage:
         folds = {g: fold(g.text) for g in grams}
         wanted = (sorted({k for k in keys.values() if k}), sorted({f for f in folds.values()
                                                                    if f}))
-        view = self._view(namespace)
+        view = None if self.snapshots is None else self.snapshots.peek(namespace)
         matches: list[NameMatch] = (view.match_names(*wanted) if view is not None else
                                     await self.graph.match_names(namespace, *wanted))
         matches.sort(key=lambda m: (_METHOD_ORDER.get(m.method, 3), m.entity.id))
@@ -169,7 +166,8 @@ class PprStage:
                 for rank, row in enumerate(weak, start=1)]
         hubs = {h.id: h for h in plan.hubs}
         # one source for the whole walk: a snapshot refreshed between two hops would mix states
-        view = self._view(namespace) if entities or rows else None
+        view = (self.snapshots.view(namespace) if self.snapshots is not None
+                and (entities or rows) else None)
         age: float | None = None
         if view is not None and self.snapshots is not None:
             age = max(0.0, self.snapshots.clock() - view.as_of)

@@ -2,8 +2,11 @@
 PPR snapshot, the change log of migration 0029, and the current state of the keys it names.
 
 The build reads in one REPEATABLE READ transaction (entities, rows, mention pairs and walkable
-edges of one moment, and that moment's `xmin`), the three big tables by binary COPY parsed with
-numpy (a mention pair is 42 bytes on the wire; no Python object per pair). What "live" means is
+edges of one moment, the entities' names and the alias table for the seed lookup, and that
+moment's `xmin`), the three big tables by binary COPY parsed with numpy (a mention pair is 42
+bytes on the wire; no Python object per pair). A key's state (`read_keys`) carries an
+entity's name, norm and alias norms, and an entity merged away brings its survivor's state
+(a merge moves the aliases to the survivor, which may log nothing itself). What "live" means is
 what `PgEntityGraph` means: a row whose object and promoted object are not deleted, an entity
 not merged away.
 """
