@@ -57,7 +57,15 @@ def _layer(seed: int) -> EntitySnapshot:
               for i in range(nr)],
         mention_rows=pairs_r.astype(np.int64), mention_entities=pairs_e.astype(np.int64),
         links=links)
-    return EntitySnapshot(NS, build, 0.0)
+    snap = EntitySnapshot(NS, build, 0.0)
+    if seed % 2:  # changes since the build: override lists, an entity and a row first seen now
+        born, late = uuid.uuid4(), uuid.uuid4()
+        changed = {rows[int(i)]: (*(entities[int(e)] for e in rng.integers(0, ne, 3)), born)
+                   for i in rng.integers(0, nr, 4)}
+        snap.apply(KeyState(rows=[SnapshotRow(late, rows[0], True, True)],
+                            mentions={**changed, late: (born, entities[0])},
+                            entities=[EntityState(born, 5, True)]), 1.0)
+    return snap
 
 
 def _flat(w: Walked) -> dict[str, object]:
