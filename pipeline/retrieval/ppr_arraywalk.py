@@ -216,16 +216,23 @@ def _expand(g: _Grown, chosen: IntArray, hub_limit: float, hubs: dict[uuid.UUID,
     asked = int(np.isin(kinds, (ENTITY, OTHER_ENTITY)).sum())
     per_entity = share_per_entity(cfg, g.n, asked)
     room = max(0, cfg.max_edges - g.m)
-    asked_entities = np.asarray(entities, dtype=np.int64)
-    asked_rows = np.asarray(rows, dtype=np.int64)
-    named, naming, capped = snap.live_rows_of_many(
-        asked_entities[snap.e_live[asked_entities]], per_entity)
-    g.truncated |= capped
-    read, found = snap.live_entities_of_many(asked_rows[snap.r_live[asked_rows]])
+    of_entity: list[IntArray] = []
+    of_row: list[IntArray] = []
+    for e in entities:
+        if snap.e_live[e]:
+            found = snap.live_rows_of(e, per_entity)
+            g.truncated |= len(found) >= per_entity
+            of_entity.append(np.full(len(found), e, dtype=np.int64))
+            of_row.append(found)
+    for r in rows:
+        if snap.r_live[r]:
+            found = snap.live_entities_of(r)
+            of_entity.append(found)
+            of_row.append(np.full(len(found), r, dtype=np.int64))
     links = snap.links_touching(entities, room + 1)
     g.truncated |= len(links) > room
-    ents, rws = np.concatenate([named, found]), np.concatenate([naming, read])
-    if len(ents):
+    if of_entity:
+        ents, rws = np.concatenate(of_entity), np.concatenate(of_row)
         hub = snap.e_count[ents] > hub_limit
         if hub.any():
             met, first = np.unique(ents[hub], return_index=True)

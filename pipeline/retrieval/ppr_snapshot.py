@@ -147,44 +147,6 @@ class EntitySnapshot:
         found: IntArray = ents[self.e_live[ents]]
         return found
 
-    def _gather(self, over: dict[int, IntArray], indptr: IntArray, indices: IntArray,
-                owners: IntArray) -> tuple[IntArray, IntArray]:
-        """(owner, member) of the owners' incidence lists, owner by owner in the given order
-        (members in their list's order): the CSR ranges cut at once, without a Python step
-        per owner unless one has an override or was first seen after the build."""
-        if any(o in over or o + 1 >= len(indptr) for o in owners.tolist()):
-            parts = [self._segment(over, indptr, indices, o) for o in owners.tolist()]
-            sizes = np.asarray([len(p) for p in parts], dtype=np.int64)
-            members = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
-            return np.repeat(owners, sizes), members.astype(np.int64)
-        starts = indptr[owners]
-        sizes = indptr[owners + 1] - starts
-        firsts = np.cumsum(sizes) - sizes
-        at = np.arange(int(sizes.sum()), dtype=np.int64) + np.repeat(starts - firsts, sizes)
-        return np.repeat(owners, sizes), indices[at]
-
-    def live_rows_of_many(self, entities: IntArray, cap: int
-                          ) -> tuple[IntArray, IntArray, bool]:
-        """`live_rows_of` for each of `entities` (distinct, in the order given) at once: the
-        (entity, row) pairs, and whether some entity had `cap` live rows or more."""
-        owner, rows = self._gather(self._rows_over, self._rows_ptr, self._rows_idx, entities)
-        live = self.r_live[rows]
-        owner, rows = owner[live], rows[live]
-        if not len(owner):
-            return owner, rows, False
-        starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
-        sizes = np.diff(np.r_[starts, len(owner)])
-        rank = np.arange(len(owner)) - np.repeat(starts, sizes)
-        keep = rank < max(cap, 0)
-        return owner[keep], rows[keep], bool((sizes >= cap).any())
-
-    def live_entities_of_many(self, rows: IntArray) -> tuple[IntArray, IntArray]:
-        """`live_entities_of` for each of `rows` (distinct, in the order given) at once: the
-        (row, entity) pairs."""
-        owner, ents = self._gather(self._ents_over, self._ents_ptr, self._ents_idx, rows)
-        live = self.e_live[ents]
-        return owner[live], ents[live]
-
     def links_touching(self, entities: Iterable[int], limit: int) -> list[_Link]:
         """The walkable edges with an end among `entities` and both ends live, in the SQL's
         order (from id, to id, type, status, predicate), at most `limit`."""
