@@ -47,7 +47,8 @@ class SnapshotRow:
 class SnapshotBuild:
     """A namespace's entity layer read at once (one transaction): entities and rows sorted by
     id, the distinct (row, entity) mention pairs as indices into them, the walkable edges, and
-    the read's `xmin`."""
+    the read's `xmin`; for the seed lookup, each entity's name and normalised name (in entity
+    order) and the alias table as (alias norm, entity id) pairs."""
 
     xmin: int
     entity_ids: list[uuid.UUID]
@@ -57,6 +58,9 @@ class SnapshotBuild:
     mention_rows: npt.NDArray[np.int64]
     mention_entities: npt.NDArray[np.int64]
     links: list[SnapshotLink]
+    entity_names: list[str] = field(default_factory=list)
+    entity_norms: list[str] = field(default_factory=list)
+    aliases: list[tuple[str, uuid.UUID]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -82,11 +86,15 @@ class LogRead:
 @dataclass(frozen=True)
 class EntityState:
     """An entity as it is now: its live rows count (`part_count`) and whether it is live (not
-    merged away). An entity that no longer exists is not live."""
+    merged away). An entity that no longer exists is not live. For the seed lookup: its name,
+    normalised name and alias norms (None: not read, keep what is held)."""
 
     id: uuid.UUID
     part_count: int
     live: bool
+    name: str = ""
+    norm: str = ""
+    aliases: tuple[str, ...] | None = None
 
 
 @dataclass

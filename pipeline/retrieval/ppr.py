@@ -36,15 +36,15 @@ def transition(n: int, edges: Iterable[tuple[int, int, float]]) -> sp.csr_matrix
 def transition_arrays(n: int, u: NDArray[np.int64], v: NDArray[np.int64], w: Vector
                       ) -> sp.csr_matrix:
     """`transition` of the edges given as three arrays (the PPR stage keeps its subgraph's
-    edges so, to build the matrix without a Python loop per edge)."""
+    edges so, to build the matrix without a Python loop per edge). Each entry is scaled by
+    its row's degree before the one COO -> CSR conversion (which sums repeated pairs), rather
+    than a diagonal matrix product after it."""
     keep = (w > 0) & (u != v)
     u, v, w = u[keep], v[keep], w[keep]
-    adj = sp.csr_matrix((np.concatenate([w, w]), (np.concatenate([u, v]),
-                                                  np.concatenate([v, u]))), shape=(n, n))
-    adj.sum_duplicates()
-    degree = np.asarray(adj.sum(axis=1)).ravel()
+    rows, cols, data = np.concatenate([u, v]), np.concatenate([v, u]), np.concatenate([w, w])
+    degree = np.bincount(rows, weights=data, minlength=n).astype(np.float64)
     inverse = np.divide(1.0, degree, out=np.zeros_like(degree), where=degree > 0)
-    return sp.csr_matrix(sp.diags(inverse) @ adj)
+    return sp.csr_matrix((data * inverse[rows], (rows, cols)), shape=(n, n))
 
 
 def seed_vector(n: int, seeds: Mapping[int, float]) -> Vector:
@@ -70,7 +70,8 @@ class PprRun:
 
 
 def power_iteration(matrix: sp.csr_matrix, seeds: Vector, *, damping: float = 0.5,
-                    candidates: Sequence[int] | None = None, top_k: int = 20,
+                    candidates: Sequence[int] | NDArray[np.int64] | None = None,
+                    top_k: int = 20,
                     stable_rounds: int = 3, max_iterations: int = 50,
                     tolerance: float = 1e-6) -> PprRun:
     """x <- damping * (x P + dangling(x) * s) + (1 - damping) * s, from x = s.

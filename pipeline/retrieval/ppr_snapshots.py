@@ -77,6 +77,14 @@ class PprSnapshots:
             task.add_done_callback(lambda _: self._building.pop(namespace, None))
         return None
 
+    def peek(self, namespace: uuid.UUID) -> EntitySnapshot | None:
+        """`view` without starting a build: the seed lookup uses a fresh snapshot when there
+        is one, and a namespace's first search still walks in SQL (its walk starts the
+        build), whatever the build's speed."""
+        snap = self._held.get(namespace)
+        return snap if snap is not None and self.clock() - snap.as_of <= self.config.max_age \
+            else None
+
     def status(self) -> dict[str, float]:
         """What is held, for the metrics and the status page."""
         now = self.clock()

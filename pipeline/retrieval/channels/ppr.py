@@ -11,13 +11,14 @@
    `max_edges` edges (`truncated` when a bound cut it). From the second hop on, only the
    `frontier` unexpanded nodes with the highest forward-push estimate are expanded. An
    expanded entity brings at most `rows_per_entity` rows, fewer when the nodes left under
-   `max_nodes` are shared by the hop's entities. The hops are read from the namespace's
-   in-memory snapshot when it is fresh (`PprSnapshots`, no SQL), else one statement per hop
-   (`EntityGraph.hop`); both answer the same (`PprResult.source` says which).
+   `max_nodes` are shared by the hop's entities. When the namespace's in-memory snapshot is
+   fresh (`PprSnapshots`), the seeds are matched against its names and the subgraph grown on
+   its arrays (`ppr_arraywalk.py`, no SQL); else the names are looked up and each hop read in
+   SQL (`ppr_sqlwalk.py`); both answer the same (`PprResult.source` says which).
 3. PPR (`rank`): power iteration with damping `damping`, dangling mass back to the seeds,
-   stopped once the top `stable_k` rows stay put; rows promoted to their objects (an object
-   scores its best row; `PprResult.mass` also gives the sum of its rows), kept only when the
-   request's filters and scope allow them.
+   stopped once the top `stable_k` rows stay put; rows promoted to their objects by array
+   operations (an object scores its best row; `PprResult.mass` also gives the sum of its
+   rows), kept only when the request's filters and scope allow them.
 
 Optionally the first stage's best rows join as weak seeds (`passage_seed_weight` > 0, shared
 by the `passage_seeds` best rows by reciprocal rank), as HippoRAG 2 seeds passages.
@@ -30,14 +31,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-import scipy.sparse as sp
+import numpy.typing as npt
 
-from pipeline.domain.entity_reads import EntityRef, RowMention
+from pipeline.domain.entity_reads import EntityRef, NameMatch
 from pipeline.domain.read_model import Filters, Hit
 from pipeline.entities.names import fold, normalise
-from pipeline.ports import EntityGraph, EntityHops
-from pipeline.retrieval.ppr import forward_push, power_iteration, seed_vector, transition_arrays
+from pipeline.ports import EntityGraph
+from pipeline.retrieval.ppr import power_iteration, seed_vector, transition_arrays
+from pipeline.retrieval.ppr_arraywalk import array_walk
 from pipeline.retrieval.ppr_snapshots import PprSnapshots
+from pipeline.retrieval.ppr_sqlwalk import sql_walk
+from pipeline.retrieval.ppr_types import PprConfig, RowRef, Walked
 from pipeline.retrieval.seeds import (
     common_word_match,
     longest_matches,
@@ -46,34 +50,13 @@ from pipeline.retrieval.seeds import (
     query_ngrams,
 )
 
-# Edge weights of the walk: a mention and a stated relation count alike; a pair the resolver
-# held as possibly the same entity passes half as much as one a person verified.
-MENTION_WEIGHT = 1.0
-LINK_WEIGHTS = {("RELATES", None): 1.0, ("POSSIBLY_SAME", "verified"): 1.0,
-                ("POSSIBLY_SAME", "held"): 0.5}
+__all__ = ["EXPLAIN_MAX_HUBS", "PprConfig", "PprResult", "PprStage", "RowRef", "Seed",
+           "SeedPlan"]
+
 EXPLAIN_MAX_HUBS = 20  # hubs named in an explain block (the count is always given)
-
-
-@dataclass(frozen=True)
-class PprConfig:
-    """The PPR stage's bounds and constants (settings `BRAINSTREAM_PPR_*`)."""
-
-    max_ngram: int = 8
-    hub_fraction: float = 0.10
-    hub_min_rows: int = 20
-    max_hops: int = 3
-    max_nodes: int = 2000
-    max_edges: int = 8000
-    frontier: int = 64
-    rows_per_entity: int = 100
-    damping: float = 0.5
-    max_iterations: int = 50
-    tolerance: float = 1e-6
-    stable_k: int = 20
-    stable_rounds: int = 3
-    push_epsilon: float = 1e-4
-    passage_seeds: int = 30
-    passage_seed_weight: float = 0.0
+# The order matches are taken in, whichever source answered: exact name before alias before
+# fold, then entity id (the seeds' order numbers their nodes, and node numbers break ties).
+_METHOD_ORDER = {"exact": 0, "alias": 1, "fold": 2}
 
 
 @dataclass(frozen=True)
@@ -122,62 +105,6 @@ class PprResult:
     snapshot_age: float | None = None  # seconds since the snapshot's last refresh read
 
 
-@dataclass(frozen=True)
-class RowRef:
-    """A row of the subgraph (or of the first stage's answer, as a weak seed): its object,
-    and whether it is a part."""
-
-    row_id: uuid.UUID
-    object_id: uuid.UUID
-    is_part: bool
-
-
-class _Subgraph:
-    """The growing subgraph: node numbers for entities and rows, weighted undirected edges,
-    each row's object, and the caps."""
-
-    def __init__(self, max_nodes: int, max_edges: int) -> None:
-        self.max_nodes = max_nodes
-        self.max_edges = max_edges
-        self.index: dict[tuple[str, uuid.UUID], int] = {}
-        self.keys: list[tuple[str, uuid.UUID]] = []
-        self.edges: dict[tuple[int, int], float] = {}
-        self.rows: dict[int, RowRef] = {}
-        self.truncated = False
-        # the edges again as columns, in insertion order, for `matrix`
-        self._ends: tuple[list[int], list[int], list[float]] = ([], [], [])
-
-    def node(self, kind: str, key: uuid.UUID) -> tuple[int | None, bool]:
-        """The node's number and whether it is new; None when the node cap refuses it."""
-        found = self.index.get((kind, key))
-        if found is not None:
-            return found, False
-        if len(self.keys) >= self.max_nodes:
-            self.truncated = True
-            return None, False
-        self.index[(kind, key)] = len(self.keys)
-        self.keys.append((kind, key))
-        return len(self.keys) - 1, True
-
-    def edge(self, a: int, b: int, weight: float) -> None:
-        pair = (min(a, b), max(a, b))
-        if pair in self.edges or a == b:
-            return
-        if len(self.edges) >= self.max_edges:
-            self.truncated = True
-            return
-        self.edges[pair] = weight
-        self._ends[0].append(pair[0])
-        self._ends[1].append(pair[1])
-        self._ends[2].append(weight)
-
-    def matrix(self) -> sp.csr_matrix:
-        """The transition matrix of the subgraph as it stands."""
-        u, v, w = self._ends
-        return transition_arrays(len(self.keys), np.asarray(u, dtype=np.int64),
-                                 np.asarray(v, dtype=np.int64), np.asarray(w, dtype=np.float64))
-
-
 class PprStage:
     """Seeds, a bounded subgraph and PPR over one namespace's entity layer (`EntityGraph`)."""
 
@@ -189,14 +116,18 @@ class PprStage:
         self.config = config or PprConfig()
         self.snapshots = snapshots  # None: every walk reads its hops in SQL
 
+
     async def plan(self, namespace: uuid.UUID, query: str) -> SeedPlan:
         """The query's seed entities (longest match wins) with weights, and the hubs named."""
         grams = query_ngrams(query, max_tokens=self.config.max_ngram)
         keys = {g: normalise(g.text) for g in grams}
         folds = {g: fold(g.text) for g in grams}
-        matches = await self.graph.match_names(
-            namespace, sorted({k for k in keys.values() if k}),
-            sorted({f for f in folds.values() if f}))
+        wanted = (sorted({k for k in keys.values() if k}), sorted({f for f in folds.values()
+                                                                   if f}))
+        view = None if self.snapshots is None else self.snapshots.peek(namespace)
+        matches: list[NameMatch] = (view.match_names(*wanted) if view is not None else
+                                    await self.graph.match_names(namespace, *wanted))
+        matches.sort(key=lambda m: (_METHOD_ORDER.get(m.method, 3), m.entity.id))
         named: dict[str, dict[uuid.UUID, tuple[EntityRef, str]]] = {}
         folded: dict[str, dict[uuid.UUID, tuple[EntityRef, str]]] = {}
         for m in matches:
@@ -227,146 +158,78 @@ class PprStage:
         """PPR from the plan's seeds (and `first_rows`, the first stage's best rows, as weak
         seeds when configured), rows promoted to objects the filters and scope allow."""
         cfg = self.config
-        graph = _Subgraph(cfg.max_nodes, cfg.max_edges)
-        seeds: dict[int, float] = {}
         total = sum(s.weight for s in plan.seeds)
-        for seed in plan.seeds:
-            number, _ = graph.node("e", seed.entity.id)
-            if number is not None:
-                seeds[number] = seed.weight / total
+        entities = [(s.entity.id, s.weight / total) for s in plan.seeds]
         weak = list(first_rows[: cfg.passage_seeds]) if cfg.passage_seed_weight > 0 else []
         harmonic = sum(1.0 / r for r in range(1, len(weak) + 1))
-        for rank, row in enumerate(weak, start=1):
-            number, _ = graph.node("r", row.row_id)
-            if number is not None:
-                graph.rows[number] = row
-                seeds[number] = seeds.get(number, 0.0) + (
-                    cfg.passage_seed_weight / rank / harmonic)
-        if not seeds:
-            return PprResult([], [], hubs=list(plan.hubs))
+        rows = [(row, cfg.passage_seed_weight / rank / harmonic)
+                for rank, row in enumerate(weak, start=1)]
         hubs = {h.id: h for h in plan.hubs}
         # one source for the whole walk: a snapshot refreshed between two hops would mix states
-        view, age = None, None
-        if self.snapshots is not None:
-            view = self.snapshots.view(namespace)
-            age = None if view is None else max(0.0, self.snapshots.clock() - view.as_of)
-        reader: EntityHops = view if view is not None else self.graph
-        hops = await self._walk(reader, namespace, graph, seeds, plan.hub_limit, hubs)
-        n = len(graph.keys)
-        matrix = graph.matrix()
-        vector = seed_vector(n, seeds)
-        candidates = sorted(graph.rows)
-        run = power_iteration(matrix, vector, damping=cfg.damping, candidates=candidates,
-                              top_k=cfg.stable_k, stable_rounds=cfg.stable_rounds,
+        view = (self.snapshots.view(namespace) if self.snapshots is not None
+                and (entities or rows) else None)
+        age: float | None = None
+        if view is not None and self.snapshots is not None:
+            age = max(0.0, self.snapshots.clock() - view.as_of)
+            walked = array_walk(view, cfg, entities, rows, plan.hub_limit, hubs)
+        else:
+            walked = await sql_walk(self.graph, namespace, cfg, entities, rows,
+                                    plan.hub_limit, hubs)
+        if not walked.seeds:
+            return PprResult([], [], hubs=list(plan.hubs))
+        result = await self._ranked(namespace, walked, filters, scope_ids)
+        result.source, result.snapshot_age = ("sql" if view is None else "snapshot"), age
+        return result
+
+    async def _ranked(self, namespace: uuid.UUID, walked: Walked, filters: Filters,
+                      scope_ids: Sequence[uuid.UUID]) -> PprResult:
+        """Power iteration over the walked subgraph; rows promoted to objects by array
+        operations."""
+        cfg = self.config
+        run = power_iteration(transition_arrays(walked.n, walked.u, walked.v, walked.w),
+                              seed_vector(walked.n, walked.seeds), damping=cfg.damping,
+                              candidates=walked.row_nodes, top_k=cfg.stable_k,
+                              stable_rounds=cfg.stable_rounds,
                               max_iterations=cfg.max_iterations, tolerance=cfg.tolerance)
-        best: dict[uuid.UUID, float] = {}
+        scores = run.scores[walked.row_nodes]
+        positive = scores > 0
+        kept = scores[positive]
+        codes, first, which = np.unique(walked.object_codes[positive], return_index=True,
+                                        return_inverse=True)
+        best = np.zeros(len(codes), dtype=np.float64)
+        np.maximum.at(best, which, kept)
         # The walk's probability of standing on any of an object's rows: one node per passage,
         # as in HippoRAG, so a passage split in parts is not ranked by a fragment (the re-rank
-        # orders by it; RRF keeps the best row, which measured better there).
-        mass: dict[uuid.UUID, float] = {}
-        parts: list[Hit] = []
-        for number, row in graph.rows.items():
-            score = float(run.scores[number])
-            if score <= 0:
-                continue
-            best[row.object_id] = max(best.get(row.object_id, 0.0), score)
-            mass[row.object_id] = mass.get(row.object_id, 0.0) + score
-            if row.is_part:
-                parts.append(Hit(row.row_id, score))
+        # orders by it; RRF keeps the best row, which measured better there). Summed in node
+        # order, as a loop over the rows would.
+        mass = np.bincount(which, weights=kept, minlength=len(codes))
+        order = _by_score_then_id(best, walked.object_halves[positive][first])
         # The walk reads only live rows of live objects of the namespace, and a live object
         # always has a searchable row (its live parts, or itself when it has none): without
         # filters or scope every object found is one a search may return.
-        visible = (set(best) if filters.empty and not scope_ids else
-                   await self.graph.visible_objects(namespace, list(best), filters, scope_ids))
-        objects = sorted((Hit(o, s) for o, s in best.items() if o in visible),
-                         key=lambda h: (-h.score, str(h.id)))
-        parts.sort(key=lambda h: (-h.score, str(h.id)))
-        return PprResult(objects, parts, nodes=n, edges=len(graph.edges),
-                         entities=n - len(graph.rows), rows=len(graph.rows), hops=hops,
+        if not (filters.empty and not scope_ids):
+            ids = [walked.object_key(c) for c in codes.tolist()]
+            visible = await self.graph.visible_objects(namespace, ids, filters, scope_ids)
+            order = order[np.asarray([ids[i] in visible for i in order.tolist()], dtype=bool)]
+        objects = [Hit(walked.object_key(c), s) for c, s in
+                   zip(codes[order].tolist(), best[order].tolist(), strict=True)]
+        part = walked.is_part[positive]
+        part_scores = kept[part]
+        at = _by_score_then_id(part_scores, walked.row_halves[positive][part])
+        parts = [Hit(walked.row_key(c), s) for c, s in
+                 zip(walked.row_codes[positive][part][at].tolist(), part_scores[at].tolist(),
+                     strict=True)]
+        rows = len(walked.row_nodes)
+        return PprResult(objects, parts, nodes=walked.n, edges=len(walked.u),
+                         entities=walked.n - rows, rows=rows, hops=walked.hops,
                          iterations=run.iterations, stopped=run.stopped,
-                         truncated=graph.truncated, hubs=list(hubs.values()),
-                         mass={o.id: mass[o.id] for o in objects},
-                         source="sql" if view is None else "snapshot", snapshot_age=age)
+                         truncated=walked.truncated, hubs=list(walked.hubs.values()),
+                         mass=dict(zip((o.id for o in objects), mass[order].tolist(),
+                                       strict=True)))
 
-    async def _walk(self, reader: EntityHops, namespace: uuid.UUID, graph: _Subgraph,
-                    seeds: dict[int, float], hub_limit: float, hubs: dict[uuid.UUID, EntityRef]
-                    ) -> int:
-        """Grow `graph` from the seeds hop by hop; the hops taken. Hubs met are recorded in
-        `hubs` and left out."""
-        cfg = self.config
-        frontier = set(seeds)
-        hops = 0
-        for hop in range(cfg.max_hops):
-            chosen = set(frontier) if hop == 0 else self._choose(graph, seeds, frontier)
-            if not chosen:
-                break
-            hops += 1
-            frontier -= chosen
-            entity_ids = sorted(graph.keys[i][1] for i in chosen if graph.keys[i][0] == "e")
-            row_ids = sorted(graph.keys[i][1] for i in chosen if graph.keys[i][0] == "r")
-            room = max(0, cfg.max_edges - len(graph.edges))
-            # Rows past the node bound would be read only to be refused: the hop's entities
-            # share the nodes left (at least one row each, for the edges to rows already in).
-            nodes_left = max(0, cfg.max_nodes - len(graph.keys))
-            per_entity = min(cfg.rows_per_entity,
-                             max(1, -(-nodes_left // max(1, len(entity_ids)))))
-            found = await reader.hop(namespace, entity_ids, row_ids, per_entity, room + 1)
-            counts: dict[uuid.UUID, int] = {}
-            for m in found.rows_of:
-                counts[m.entity_id] = counts.get(m.entity_id, 0) + 1
-            if any(c >= per_entity for c in counts.values()) or len(found.links) > room:
-                graph.truncated = True
-            for m in [*found.rows_of, *found.entities_of]:
-                if m.entity_part_count > hub_limit:
-                    hubs.setdefault(m.entity_id, EntityRef(m.entity_id, "", m.entity_part_count))
-                    continue
-                self._mention(graph, m, frontier)
-            for link in found.links:
-                self._link(graph, link.from_id, link.from_part_count, link.to_id,
-                           link.to_part_count, LINK_WEIGHTS.get((link.edge_type, link.status),
-                                                                0.0), hub_limit, hubs, frontier)
-        return hops
 
-    @staticmethod
-    def _mention(graph: _Subgraph, m: RowMention, frontier: set[int]) -> None:
-        entity, new_entity = graph.node("e", m.entity_id)
-        row, new_row = graph.node("r", m.row_id)
-        if row is not None:
-            graph.rows.setdefault(row, RowRef(m.row_id, m.object_id, m.is_part))
-        for number, new in ((entity, new_entity), (row, new_row)):
-            if number is not None and new:
-                frontier.add(number)
-        if entity is not None and row is not None:
-            graph.edge(entity, row, MENTION_WEIGHT)
-
-    @staticmethod
-    def _link(graph: _Subgraph, a: uuid.UUID, a_count: int, b: uuid.UUID, b_count: int,
-              weight: float, hub_limit: float, hubs: dict[uuid.UUID, EntityRef],
-              frontier: set[int]) -> None:
-        if weight <= 0:
-            return
-        ends = []
-        for key, count in ((a, a_count), (b, b_count)):
-            if count > hub_limit:
-                hubs.setdefault(key, EntityRef(key, "", count))
-                return
-            number, new = graph.node("e", key)
-            if number is None:
-                return
-            if new:
-                frontier.add(number)
-            ends.append(number)
-        graph.edge(ends[0], ends[1], weight)
-
-    def _choose(self, graph: _Subgraph, seeds: dict[int, float], frontier: set[int]
-                ) -> set[int]:
-        """The `frontier` unexpanded nodes with the highest forward-push estimate."""
-        if len(frontier) <= self.config.frontier:
-            return set(frontier)
-        n = len(graph.keys)
-        push = forward_push(graph.matrix(), seed_vector(n, seeds),
-                            damping=self.config.damping, epsilon=self.config.push_epsilon)
-        estimate = push.p + push.r
-        ranked = sorted(frontier, key=lambda i: (-float(estimate[i]), i))
-        return set(ranked[: self.config.frontier])
-
+def _by_score_then_id(scores: npt.NDArray[np.float64], halves: npt.NDArray[np.uint64]
+                      ) -> npt.NDArray[np.int64]:
+    """The order of best score first, ties by id (the ids as `id_halves`)."""
+    order: npt.NDArray[np.int64] = np.lexsort((halves[:, 1], halves[:, 0], -scores))
+    return order

@@ -2,8 +2,11 @@
 PPR snapshot, the change log of migration 0029, and the current state of the keys it names.
 
 The build reads in one REPEATABLE READ transaction (entities, rows, mention pairs and walkable
-edges of one moment, and that moment's `xmin`), the three big tables by binary COPY parsed with
-numpy (a mention pair is 42 bytes on the wire; no Python object per pair). What "live" means is
+edges of one moment, the entities' names and the alias table for the seed lookup, and that
+moment's `xmin`), the three big tables by binary COPY parsed with numpy (a mention pair is 42
+bytes on the wire; no Python object per pair). A key's state (`read_keys`) carries an
+entity's name, norm and alias norms, and an entity merged away brings its survivor's state
+(a merge moves the aliases to the survivor, which may log nothing itself). What "live" means is
 what `PgEntityGraph` means: a row whose object and promoted object are not deleted, an entity
 not merged away.
 """
@@ -13,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -56,8 +60,14 @@ _MENTIONS_OF = sql.SQL(
     "SELECT row_id, array_agg(DISTINCT entity_id) FROM mentions"
     " WHERE namespace_id = %(ns)s AND row_id = ANY(%(rows)s::uuid[]) GROUP BY row_id")
 _ENTITY_STATES = sql.SQL(
-    "SELECT id, part_count, merged_into IS NULL FROM entities"
+    "SELECT id, part_count, merged_into IS NULL, name, norm, merged_into FROM entities"
     " WHERE namespace_id = %(ns)s AND id = ANY(%(ids)s::uuid[])")
+# The seed lookup's names: in entity order (the COPY's), and the alias table.
+_NAMES = sql.SQL("SELECT name, norm FROM entities WHERE namespace_id = %(ns)s ORDER BY id")
+_ALIASES = sql.SQL("SELECT norm, entity_id FROM entity_aliases WHERE namespace_id = %(ns)s")
+_ALIASES_OF = sql.SQL(
+    "SELECT entity_id, array_agg(norm) FROM entity_aliases"
+    " WHERE namespace_id = %(ns)s AND entity_id = ANY(%(ids)s::uuid[]) GROUP BY entity_id")
 # One statement, one snapshot: the entries and the xmin of the snapshot that saw them.
 _CHANGES = sql.SQL(
     "WITH s AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin)"
@@ -93,7 +103,8 @@ def _link(r: tuple[Any, ...]) -> SnapshotLink:
 
 
 def _assemble(xmin: int, entity_data: bytes, row_data: bytes, pair_data: bytes,
-              links: list[SnapshotLink]) -> SnapshotBuild:
+              links: list[SnapshotLink], names: list[tuple[str, str]],
+              aliases: list[tuple[str, uuid.UUID]]) -> SnapshotBuild:
     """The build from the three binary COPYs: mention pairs mapped to entity and row numbers
     (both key arrays are sorted: ORDER BY id, and bytes order is uuid order)."""
     entities = _tuples(entity_data, _ENTITY_TUPLE)
@@ -115,7 +126,9 @@ def _assemble(xmin: int, entity_data: bytes, row_data: bytes, pair_data: bytes,
               zip(row_ids, objects, rows["part"].tolist(), rows["live"].tolist(),
                   strict=True)],
         mention_rows=r_at[known].astype(np.int64),
-        mention_entities=e_at[known].astype(np.int64), links=links)
+        mention_entities=e_at[known].astype(np.int64), links=links,
+        entity_names=[n for n, _ in names], entity_norms=[k for _, k in names],
+        aliases=aliases)
 
 
 class PgEntitySnapshotSource:
@@ -147,8 +160,13 @@ class PgEntitySnapshotSource:
             pairs = await self._copy(conn, _MENTIONS, namespace)
             cur = await conn.execute(_LINKS, {"ns": namespace}, prepare=False)
             links = [_link(r) for r in await cur.fetchall()]
+            cur = await conn.execute(_NAMES, {"ns": namespace}, prepare=False)
+            names = [(r[0], r[1]) for r in await cur.fetchall()]
+            cur = await conn.execute(_ALIASES, {"ns": namespace}, prepare=False)
+            aliases = [(r[0], r[1]) for r in await cur.fetchall()]
         # parsed off the event loop: a few hundred thousand ids at 100k parts
-        return await asyncio.to_thread(_assemble, int(row[0]), entities, rows, pairs, links)
+        return await asyncio.to_thread(_assemble, int(row[0]), entities, rows, pairs, links,
+                                       names, aliases)
 
     async def changes(self, since: int, namespace: uuid.UUID | None = None) -> LogRead:
         """Log entries of transactions `>= since` and the reading snapshot's xmin."""
@@ -193,8 +211,19 @@ class PgEntitySnapshotSource:
                       *(e for links in state.links.values() for x in links
                         for e in (x.from_id, x.to_id))}
             found: dict[uuid.UUID, EntityState] = {e: EntityState(e, 0, False) for e in wanted}
-            if wanted:
-                for r in await fetch(_ENTITY_STATES, {"ns": namespace, "ids": list(wanted)}):
-                    found[r[0]] = EntityState(r[0], int(r[1]), bool(r[2]))
-            state.entities = list(found.values())
+            ask = set(wanted)
+            while ask:
+                # A merge moves the merged entity's aliases to its survivor, whose own state
+                # may log nothing (no mention moved, the same count): it is read too.
+                survivors: set[uuid.UUID] = set()
+                for r in await fetch(_ENTITY_STATES, {"ns": namespace, "ids": list(ask)}):
+                    found[r[0]] = EntityState(r[0], int(r[1]), bool(r[2]), r[3], r[4])
+                    if r[5] is not None and r[5] not in found:
+                        survivors.add(r[5])
+                ask = survivors
+            aliases: dict[uuid.UUID, tuple[str, ...]] = {e: () for e in found}
+            if found:
+                aliases.update((r[0], tuple(r[1])) for r in await fetch(
+                    _ALIASES_OF, {"ns": namespace, "ids": list(found)}))
+            state.entities = [replace(e, aliases=aliases[e.id]) for e in found.values()]
         return state
