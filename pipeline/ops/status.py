@@ -1,7 +1,8 @@
 """`brainstream status`: what is stuck, and where. Each part is collected independently, so a
 down service shows up as an error in its own line instead of hiding the others.
 
-The backlogs (`read_backlogs`) are read the same way for the metrics exporter's gauges."""
+The backlogs (`read_backlogs`) are read the same way for the metrics exporter's gauges, and the
+whole report (`collect_active`) for `brainstream up`'s status line (pipeline/ops/console.py)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,8 @@ class StatusReport:
     celery_queues: dict[str, int] = field(default_factory=dict)
     dead_letters: dict[str, Any] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
+    # which index generation was read (its graph and consumer group), or why that is unknown
+    index: dict[str, Any] = field(default_factory=dict)
 
     @property
     def healthy(self) -> bool:
@@ -70,6 +73,25 @@ def read_backlogs(conn: psycopg.Connection[Any], memory_window: int) -> Backlogs
 # (the Kafka client alone spends half a minute failing to bootstrap from a closed port).
 _NEEDS = {"lag": "broker", "dead_letters": "broker", "database": "postgres",
           "celery_queues": "redis"}
+
+
+def collect_active(base: Settings, generation: int | None = None) -> StatusReport:
+    """`collect` for the active index generation (or the named one). When the base database
+    cannot be reached, which generation is active is unknown: every part is still collected
+    against `base` (Postgres among them, as down), and `errors["generation"]` says why."""
+    from pipeline.ops.generations import resolve
+
+    try:
+        settings = resolve(base, generation)
+    except psycopg.OperationalError as exc:
+        report = collect(base, group=base.consumer_group)
+        report.index = {"generation": None, "error": f"{type(exc).__name__}: {exc}"}
+        report.errors["generation"] = report.index["error"]
+        return report
+    report = collect(settings, group=settings.consumer_group)
+    report.index = {"generation": settings.generation, "graph": settings.graph_name,
+                    "consumer_group": settings.consumer_group}
+    return report
 
 
 def collect(settings: Settings, *, group: str = CONSUMER_GROUP) -> StatusReport:
