@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from types import FrameType
 
 from pipeline.domain.settings import Settings
-from pipeline.ops.console import Console, StatusPoller
 from pipeline.ops.lifeline import SUPERVISOR_ENV, PidRecords, stop_orphans
 from pipeline.ops.logfiles import ProcessLog, log_dir
 from pipeline.services.process import terminate_tree
@@ -88,6 +87,7 @@ class _Stop(Exception):
 def run_up(settings: Settings, *, stop_services: bool) -> None:
     """Start everything and supervise it until Ctrl-C (or SIGTERM)."""
     from pipeline.kafka.topics import ensure_topics
+    from pipeline.ops.console import Console, StatusPoller
     from pipeline.ops.generations import migrate_generations
     from pipeline.services.stack import Stack
 
