@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from pipeline.domain.settings import Settings
-from pipeline.ops.status import StatusReport, collect_active
+from pipeline.ops.status import DeadLetterTally, StatusReport, collect_active
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,8 @@ def status_line(report: StatusReport, processes: tuple[int, int], events_per_sec
         backlogs = _backlogs(report)
         parts.append("backlog " + (", ".join(backlogs) if backlogs else "none"))
     if report.dead_letters:
-        parts.append(f"dlq {report.dead_letters['count']}")
+        parts.append(f"dlq {report.dead_letters['count']}"
+                     + ("" if report.dead_letters["exact"] else "+"))
     if events_per_second is not None:
         parts.append(f"{events_per_second:.0f} ev/s")
     if report.errors:
@@ -164,9 +165,10 @@ class StatusPoller:
 
     def _run(self) -> None:
         previous: Reading | None = None
+        tally = DeadLetterTally()
         while not self.stopped.is_set():
             try:
-                reading = Reading(collect_active(self.settings), time.monotonic())
+                reading = Reading(collect_active(self.settings, tally=tally), time.monotonic())
                 line = status_line(reading.report, self.processes(), rate(previous, reading))
                 previous = reading
             except Exception as exc:  # collect reports a down part itself; this is a bug

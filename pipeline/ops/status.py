@@ -75,7 +75,19 @@ _NEEDS = {"lag": "broker", "dead_letters": "broker", "database": "postgres",
           "celery_queues": "redis"}
 
 
-def collect_active(base: Settings, generation: int | None = None) -> StatusReport:
+@dataclass
+class DeadLetterTally:
+    """The dead-letter topic as far as an earlier collection read it, so that a collection
+    repeated every few seconds (`up`'s status line) reads only the records added since instead
+    of the whole topic again."""
+
+    topic: str = ""
+    ends: dict[int, int] = field(default_factory=dict)  # per partition: one past the last read
+    count: int = 0
+
+
+def collect_active(base: Settings, generation: int | None = None, *,
+                   tally: DeadLetterTally | None = None) -> StatusReport:
     """`collect` for the active index generation (or the named one). When the base database
     cannot be reached, which generation is active is unknown: every part is still collected
     against `base` (Postgres among them, as down), and `errors["generation"]` says why."""
@@ -84,22 +96,23 @@ def collect_active(base: Settings, generation: int | None = None) -> StatusRepor
     try:
         settings = resolve(base, generation)
     except psycopg.OperationalError as exc:
-        report = collect(base, group=base.consumer_group)
+        report = collect(base, group=base.consumer_group, tally=tally)
         report.index = {"generation": None, "error": f"{type(exc).__name__}: {exc}"}
         report.errors["generation"] = report.index["error"]
         return report
-    report = collect(settings, group=settings.consumer_group)
+    report = collect(settings, group=settings.consumer_group, tally=tally)
     report.index = {"generation": settings.generation, "graph": settings.graph_name,
                     "consumer_group": settings.consumer_group}
     return report
 
 
-def collect(settings: Settings, *, group: str = CONSUMER_GROUP) -> StatusReport:
+def collect(settings: Settings, *, group: str = CONSUMER_GROUP,
+            tally: DeadLetterTally | None = None) -> StatusReport:
     report = StatusReport()
     report.services = [asdict(s) for s in Stack(settings).status()]
     state = {s["name"]: s["state"] for s in report.services}
     for name, part in (("lag", lambda: _lag(settings, group)),
-                       ("dead_letters", lambda: _dead_letters(settings)),
+                       ("dead_letters", lambda: _dead_letters(settings, tally)),
                        ("database", lambda: _database(settings, report)),
                        ("celery_queues",
                         lambda: read_celery_queues(settings.effective_redis_url))):
@@ -126,10 +139,17 @@ def _lag(settings: Settings, group: str) -> dict[str, Any]:
             "exact": all(p["exact"] for p in partitions), "partitions": partitions}
 
 
-def _dead_letters(settings: Settings) -> dict[str, Any]:
-    tails = read_tails(settings, settings.topic_dlq)
-    return {"topic": settings.topic_dlq, "count": sum(t.count for t in tails),
-            "exact": all(t.exact for t in tails)}
+def _dead_letters(settings: Settings, tally: DeadLetterTally | None) -> dict[str, Any]:
+    topic = settings.topic_dlq
+    if tally is None:
+        tally = DeadLetterTally(topic)
+    elif tally.topic != topic:  # another generation's settings name another topic
+        tally.topic, tally.ends, tally.count = topic, {}, 0
+    tails = read_tails(settings, topic, tally.ends)
+    # A read the bound stopped early counted what it read: the next goes on from there.
+    tally.ends = {t.partition: t.end for t in tails}
+    tally.count += sum(t.count for t in tails)
+    return {"topic": topic, "count": tally.count, "exact": all(t.exact for t in tails)}
 
 
 def _database(settings: Settings, report: StatusReport) -> None:

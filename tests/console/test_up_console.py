@@ -15,6 +15,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
 
 import httpx
@@ -85,6 +86,24 @@ def test_up_prints_a_status_line_and_none_of_its_processes_output(up: Supervisor
         assert noise not in out, f"{noise!r} in `up`'s output:\n{out[-3000:]}"
     assert "ready. Ctrl-C stops everything. Logs:" in out
     assert "Scheduler: Sending due task sweep" in "\n".join(_history(up.settings, "worker"))
+
+
+def test_the_status_line_is_printed_again_when_it_changes(up: Supervisor) -> None:
+    def dead_letters() -> list[int]:
+        return [int(m.group(1)) for m in re.finditer(r" · dlq (\d+)", up.output())]
+
+    before = wait_for(dead_letters, timeout=60, what="a status line")[-1]
+    publisher = Publisher(up.settings)
+    try:
+        publisher.send(b"{not json", "poison")  # dead-lettered by the consumer
+    finally:
+        publisher.close()
+    wait_for(lambda: before + 1 in dead_letters(), timeout=60, interval=0.5,
+             what=f"a status line with {before + 1} dead letters ({up.log})")
+    # not a terminal: a line per change, not one per collection (every 0.5 s here)
+    lines = [m.group(1) for m in re.finditer(r"^\d\d:\d\d:\d\d (processes .*)$",
+                                              up.output(), re.M)]
+    assert all(a != b for a, b in pairwise(lines)), lines
 
 
 def test_each_process_logs_to_its_own_rotating_file(up: Supervisor) -> None:
