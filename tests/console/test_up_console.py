@@ -137,7 +137,7 @@ def test_each_process_logs_to_its_own_rotating_file(up: Supervisor) -> None:
         assert "SecurityWarning" not in history and "superuser" not in history, history
 
 
-def test_logs_prints_and_follows_a_process_and_interleaves_all(up: Supervisor) -> None:
+def test_logs_prints_a_process_last_lines(up: Supervisor) -> None:
     settings = up.settings
     one = _logs_command(settings, "relay", "-n", "4")
     assert one.returncode == 0, one.stderr
@@ -147,6 +147,9 @@ def test_logs_prints_and_follows_a_process_and_interleaves_all(up: Supervisor) -
     at = history.index(lines[0])
     assert history[at:at + 4] == lines
 
+
+def test_logs_interleaves_every_process_and_refuses_an_unknown_one(up: Supervisor) -> None:
+    settings = up.settings
     every = _logs_command(settings, "-n", "60")
     assert every.returncode == 0, every.stderr
     prefixed = [re.match(r"^\[(\w+)\] (\S+) ", line) for line in every.stdout.splitlines()]
@@ -159,6 +162,9 @@ def test_logs_prints_and_follows_a_process_and_interleaves_all(up: Supervisor) -
     assert unknown.returncode == 2
     assert "'nosuch'" in unknown.stderr and "relay" in unknown.stderr, unknown.stderr
 
+
+def test_logs_follows_a_process(up: Supervisor) -> None:
+    settings = up.settings
     follow = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "logs", "worker", "-f",
                                "-n", "0"], env=settings_env(settings),
                               stdout=subprocess.PIPE, text=True, start_new_session=True)
