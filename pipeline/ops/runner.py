@@ -126,6 +126,7 @@ def run_up(settings: Settings, *, stop_services: bool) -> None:
         poller.start()
         supervisor.run()
     except (KeyboardInterrupt, _Stop):
+        console.close()  # the last status stays on screen, the stop's events below it
         report("stopping ...")
     finally:
         poller.stop()
