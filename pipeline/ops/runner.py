@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import select
 import selectors
 import signal
 import subprocess
@@ -227,6 +228,15 @@ class Supervisor:
             assert proc.stdout is not None
             proc.stdout.close()
 
+    def _drain(self, child: _Child, proc: subprocess.Popen[bytes]) -> None:
+        """Into its log, what a stopped child wrote on its way out (a shutdown's lines, a
+        traceback), up to the end of its output or, if a straggler still holds the pipe open,
+        until nothing more comes for a moment."""
+        assert proc.stdout is not None
+        fd = proc.stdout.fileno() if not proc.stdout.closed else -1
+        while fd in self.pending and select.select([fd], [], [], 0.2)[0]:
+            self._relay(fd, (child, proc))
+
     def _died(self, child: _Child, proc: subprocess.Popen[bytes], now: float) -> None:
         # a Celery pool process or uvicorn worker it left behind would hold the work (or the
         # port) of the next one: its process group goes with it
@@ -252,6 +262,7 @@ class Supervisor:
             if proc.poll() is None:
                 terminate_tree(proc.pid, timeout=20)
                 self.report(f"{child.spec.name:9} stopped")
+            self._drain(child, proc)
         for child in reversed(self.children):
             self.records.remove(child.spec.name)
         for log in self.logs.values():

@@ -197,3 +197,12 @@ def test_a_worker_loads_its_embedder_before_its_first_embedding_task(up: Supervi
               if f"{pool_process.group(1)}] embedder static loaded at start" in line]
     assert loaded and loaded[0] < history.index(ran), \
         f"{pool_process.group(1)} ran an embedding before it had loaded its embedder"
+
+
+def test_stopping_up_keeps_what_its_processes_wrote_on_their_way_out(up: Supervisor) -> None:
+    # the module's last test: it stops the module's `up`
+    assert up.stop() == 0
+    assert "Finished server process" in "\n".join(_history(up.settings, "api"))
+    assert "Warm shutdown" in "\n".join(_history(up.settings, "relay"))
+    out = up.output()
+    assert out.index("stopping ...") < out.index("api       stopped")
