@@ -231,10 +231,12 @@ class Supervisor:
     def _drain(self, child: _Child, proc: subprocess.Popen[bytes]) -> None:
         """Into its log, what a stopped child wrote on its way out (a shutdown's lines, a
         traceback), up to the end of its output or, if a straggler still holds the pipe open,
-        until nothing more comes for a moment."""
+        until nothing more comes for a moment (and for a few seconds at most)."""
         assert proc.stdout is not None
         fd = proc.stdout.fileno() if not proc.stdout.closed else -1
-        while fd in self.pending and select.select([fd], [], [], 0.2)[0]:
+        deadline = time.monotonic() + 5.0
+        while (fd in self.pending and time.monotonic() < deadline
+               and select.select([fd], [], [], 0.2)[0]):
             self._relay(fd, (child, proc))
 
     def _died(self, child: _Child, proc: subprocess.Popen[bytes], now: float) -> None:
