@@ -22,6 +22,11 @@ from typing import TextIO
 from pipeline.domain.settings import Settings
 from pipeline.ops.status import DeadLetterTally, StatusReport, collect_active
 
+# Counting the lag reads the records past the committed offsets, again at every collection: the
+# status line stops at this many ("lag 10000+"), so a large backlog is not re-read every few
+# seconds while the consumer works through it (`brainstream status` counts up to 200,000).
+LAG_RECORDS = 10_000
+
 
 @dataclass(frozen=True)
 class Reading:
@@ -168,7 +173,8 @@ class StatusPoller:
         tally = DeadLetterTally()
         while not self.stopped.is_set():
             try:
-                reading = Reading(collect_active(self.settings, tally=tally), time.monotonic())
+                reading = Reading(collect_active(self.settings, tally=tally,
+                                                 lag_records=LAG_RECORDS), time.monotonic())
                 line = status_line(reading.report, self.processes(), rate(previous, reading))
                 previous = reading
             except Exception as exc:  # collect reports a down part itself; this is a bug

@@ -21,6 +21,9 @@ from pipeline.services.stack import Stack
 from pipeline.stores.postgres import extraction
 
 CONSUMER_GROUP = "brainstream-consumer"
+# The lag is counted by reading the records past the committed offsets (pipeline/kafka/offsets.py):
+# past this many, it is reported as "at least".
+LAG_RECORDS = 200_000
 
 
 @dataclass
@@ -87,7 +90,8 @@ class DeadLetterTally:
 
 
 def collect_active(base: Settings, generation: int | None = None, *,
-                   tally: DeadLetterTally | None = None) -> StatusReport:
+                   tally: DeadLetterTally | None = None,
+                   lag_records: int = LAG_RECORDS) -> StatusReport:
     """`collect` for the active index generation (or the named one). When the base database
     cannot be reached, which generation is active is unknown: every part is still collected
     against `base` (Postgres among them, as down), and `errors["generation"]` says why."""
@@ -96,22 +100,26 @@ def collect_active(base: Settings, generation: int | None = None, *,
     try:
         settings = resolve(base, generation)
     except psycopg.OperationalError as exc:
-        report = collect(base, group=base.consumer_group, tally=tally)
+        report = collect(base, group=base.consumer_group, tally=tally, lag_records=lag_records)
         report.index = {"generation": None, "error": f"{type(exc).__name__}: {exc}"}
         report.errors["generation"] = report.index["error"]
         return report
-    report = collect(settings, group=settings.consumer_group, tally=tally)
+    report = collect(settings, group=settings.consumer_group, tally=tally,
+                     lag_records=lag_records)
     report.index = {"generation": settings.generation, "graph": settings.graph_name,
                     "consumer_group": settings.consumer_group}
     return report
 
 
 def collect(settings: Settings, *, group: str = CONSUMER_GROUP,
-            tally: DeadLetterTally | None = None) -> StatusReport:
+            tally: DeadLetterTally | None = None, lag_records: int = LAG_RECORDS
+            ) -> StatusReport:
+    """Every part of the status; the lag is counted exactly up to `lag_records` records (then
+    as "at least"), dead letters from where `tally` stopped when one is given."""
     report = StatusReport()
     report.services = [asdict(s) for s in Stack(settings).status()]
     state = {s["name"]: s["state"] for s in report.services}
-    for name, part in (("lag", lambda: _lag(settings, group)),
+    for name, part in (("lag", lambda: _lag(settings, group, lag_records)),
                        ("dead_letters", lambda: _dead_letters(settings, tally)),
                        ("database", lambda: _database(settings, report)),
                        ("celery_queues",
@@ -129,9 +137,9 @@ def collect(settings: Settings, *, group: str = CONSUMER_GROUP,
     return report
 
 
-def _lag(settings: Settings, group: str) -> dict[str, Any]:
+def _lag(settings: Settings, group: str, max_records: int) -> dict[str, Any]:
     committed = committed_offsets(settings, settings.topic_events, group)
-    tails = read_tails(settings, settings.topic_events, committed)
+    tails = read_tails(settings, settings.topic_events, committed, max_records=max_records)
     partitions = [{"partition": t.partition, "committed": committed.get(t.partition),
                    "end": t.end, "lag": t.count, "exact": t.exact} for t in tails]
     return {"group": group, "topic": settings.topic_events,
