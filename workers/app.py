@@ -61,8 +61,38 @@ def create_app() -> Celery:
             "sweep": {"task": SWEEP_TASK, "schedule": settings.sweep_interval},
         },
         worker_hijack_root_logger=False,
+        # a pool process loads its embedder before it reports up (workers/runtime.py); Celery
+        # kills one that has not reported within this many seconds (4 by default)
+        worker_proc_alive_timeout=settings.worker_start_timeout,
     )
     return app
+
+
+# Celery accepts these content types only from a trusted broker: unpickling a message runs code.
+_CODE_CARRYING = {"pickle", "application/x-python-serialize", "application/group-python-serialize"}
+
+
+def quiet_root_warning(celery_app: Celery) -> bool:
+    """Silence Celery's "running the worker with superuser privileges" warning when, and only
+    when, the app accepts no content type that carries code (ours: JSON only); True if it did.
+
+    Run as root (a development container; the production image runs as an unprivileged user),
+    the pipeline keeps root: the consumer and the API run as root beside the worker on the same
+    data directory, so dropping the worker alone (Celery's --uid) would protect nothing and split
+    the ownership of the files the relay writes and root's `brainstream` commands rewrite. What
+    Celery guards against, a broker message that runs code as root, needs pickle: with pickle
+    accepted Celery still refuses to start as root (we never set C_FORCE_ROOT), and the warning
+    stays.
+    """
+    import warnings
+
+    from celery.exceptions import SecurityWarning
+
+    if _CODE_CARRYING & set(celery_app.conf.accept_content):
+        return False
+    warnings.filterwarnings("ignore", message="You're running the worker with superuser",
+                            category=SecurityWarning)
+    return True
 
 
 app = create_app()

@@ -2,12 +2,18 @@
 (connections and producers must not cross a fork), for the active index generation: every task
 asks `runtime()`, which re-reads the generation pointer (at most once a second) and rebuilds the
 resources when a replay switched generations, so embedding, extraction, the relay and the sweep
-follow."""
+follow.
+
+The embedder is the exception: a worker that embeds loads it as each pool process starts
+(`load_embedder_at_start`), before the process takes any task, so the first document is not held
+for the model's load (about 13 s for MiniLM on this machine's cores)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
+import time
 from dataclasses import dataclass
 
 from kafka import KafkaProducer
@@ -53,8 +59,13 @@ class Runtime:
         return self._extractor
 
 
+log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _runtime: Runtime | None = None
+# This process's embedders by (name, dimension): loading a model takes seconds, so one is built
+# once and kept across generation switches that keep the model.
+_embedders: dict[tuple[str, int], Embedder] = {}
+_embedders_lock = threading.Lock()
 _pointer: ActivePointer | None = None
 _pid: int | None = None
 
@@ -71,7 +82,7 @@ def runtime() -> Runtime:
         gen = _pointer.current()
         if _runtime is None or _runtime.settings.generation != gen.id:
             previous = _runtime
-            _runtime = _build(gen.settings(_pointer.base), previous)
+            _runtime = _build(gen.settings(_pointer.base))
             if previous is not None:
                 # Celery's prefork pool runs one task at a time per process: nothing else
                 # uses the old generation's connections now
@@ -80,28 +91,48 @@ def runtime() -> Runtime:
         return _runtime
 
 
-def _build(settings: Settings, previous: Runtime | None) -> Runtime:
+def _build(settings: Settings) -> Runtime:
     from workers.app import app
     from workers.triggers import CeleryTrigger
 
     producer = make_producer(settings)
     pool = make_pool(settings, min_size=1, max_size=4, name="brainstream-worker")
     dead_letters = DeadLetterWriter(producer, settings.topic_dlq)
-    if previous is not None and previous.settings.embedder == settings.embedder \
-            and previous.settings.vector_dim == settings.vector_dim:
-        embedder = previous.embedder  # loading a model takes seconds: keep the same one
-    else:
-        # one torch thread per pool process: N processes x default threads would
-        # oversubscribe the cores (measured: 89 vs 72 ms CPU per MiniLM passage)
-        embedder = build_embedder(settings, num_threads=max(
-            1, (os.cpu_count() or 1) // settings.worker_concurrency))
     return Runtime(
         settings=settings,
         pool=pool,
         producer=producer,
-        embedder=embedder,
+        embedder=_embedder(settings),
         dead_letters=dead_letters,
         changes=KafkaChangeSink(producer, settings.topic_changes),
         processor=BatchProcessor(settings, PgEventStores(pool), dead_letters,
                                  CeleryTrigger(app), give_up_after=30.0),
     )
+
+
+def _embedder(settings: Settings) -> Embedder:
+    key = (settings.embedder, settings.vector_dim)
+    with _embedders_lock:
+        if key not in _embedders:
+            # one torch thread per pool process: N processes x default threads would
+            # oversubscribe the cores (measured: 89 vs 72 ms CPU per MiniLM passage)
+            _embedders[key] = build_embedder(settings, num_threads=max(
+                1, (os.cpu_count() or 1) // settings.worker_concurrency))
+        return _embedders[key]
+
+
+def load_embedder_at_start(**_: object) -> None:
+    """In a pool process as it starts (Celery's `worker_process_init`, before the process is
+    handed any task): build the configured embedder and embed once, which loads the model.
+    A failure (an embedding server down) is logged and the process starts anyway: the first
+    task builds it again, under the tasks' own retries."""
+    settings = load_settings()
+    started = time.monotonic()
+    try:
+        _embedder(settings).embed(["warm-up"])
+    except Exception as exc:
+        log.warning("embedder %s not loaded at start (the first task loads it): %s",
+                    settings.embedder, exc)
+        return
+    log.info("embedder %s loaded at start in %.1f s (pid %d), before any task",
+             settings.embedder, time.monotonic() - started, os.getpid())

@@ -17,7 +17,7 @@ from pipeline.cli.index import graph, purge, reembed, status, verify
 from pipeline.cli.lexical import lexical
 from pipeline.cli.mcp import mcp
 from pipeline.cli.memory import memory
-from pipeline.cli.processes import api, consumer, up, worker
+from pipeline.cli.processes import api, consumer, logs, up, worker
 from pipeline.cli.schema import kinds, migrate
 from pipeline.cli.services import services
 
@@ -32,5 +32,6 @@ def main() -> None:
 
 
 for _command in (services, migrate, kinds, publish, status, dlq, purge, verify, graph, reembed,
-                 consumer, worker, api, up, replay, generations, entities, memory, lexical, mcp):
+                 consumer, worker, api, up, logs, replay, generations, entities, memory, lexical,
+                 mcp):
     main.add_command(_command)

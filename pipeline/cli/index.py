@@ -19,30 +19,16 @@ def status(ctx: click.Context, as_json: bool, generation: int | None) -> None:
     """Services, consumer lag per partition, the outbox, embedding, extraction, lexical index,
     entity decision and proposal pass backlogs, the Celery queues, waiting events and dead
     letters of the active index generation; exit status 1 when something is unhealthy."""
-    import psycopg
+    from pipeline.ops.status import collect_active, render
 
-    from pipeline.ops.status import collect, render
-
-    try:
-        settings = active_settings(ctx, generation)
-        where: dict[str, object] = {"generation": settings.generation,
-                                    "graph": settings.graph_name,
-                                    "consumer_group": settings.consumer_group}
-        heading = (f"index generation {settings.generation} (graph {settings.graph_name}, "
-                   f"consumer group {settings.consumer_group})")
-    except psycopg.OperationalError as exc:
-        # Postgres is down, so which generation is active is unknown: still report every
-        # service (Postgres among them, as down) against the base settings, and exit 1.
-        settings = context_settings(ctx)
-        where = {"generation": None, "error": f"{type(exc).__name__}: {exc}"}
-        heading = "index generation unknown (the base database cannot be reached)"
-    report = collect(settings, group=settings.consumer_group)
-    if where["generation"] is None:
-        report.errors["generation"] = str(where["error"])
+    report = collect_active(context_settings(ctx), generation)
     if as_json:
-        click.echo(json.dumps({**report.to_dict(), "index": where}, indent=2, default=str))
+        click.echo(json.dumps(report.to_dict(), indent=2, default=str))
     else:
-        click.echo(heading)
+        index = report.index
+        click.echo(f"index generation {index['generation']} (graph {index['graph']}, consumer "
+                   f"group {index['consumer_group']})" if index["generation"] is not None else
+                   "index generation unknown (the base database cannot be reached)")
         click.echo(render(report))
     if not report.healthy:
         sys.exit(1)

@@ -8,7 +8,7 @@ import os
 
 import click
 
-from pipeline.cli.common import context_settings, echo
+from pipeline.cli.common import context_settings
 from pipeline.ops.lifeline import API_PARENT_ENV, follow_supervisor
 
 
@@ -50,8 +50,15 @@ def worker(ctx: click.Context, concurrency: int | None, queues: str, beat: bool,
         from pipeline.metrics.exporter import serve
 
         serve(settings, port, lag=False)
-    from workers.app import app as celery_app
+    from workers.app import app as celery_app, quiet_root_warning
 
+    quiet_root_warning(celery_app)
+    if set(queues.split(",")) - {"relay"}:  # embedding (celery) or entity names (extract)
+        from celery.signals import worker_process_init
+
+        from workers.runtime import load_embedder_at_start
+
+        worker_process_init.connect(load_embedder_at_start, weak=False)
     argv = ["worker", "--loglevel=INFO", f"--queues={queues}",
             f"--concurrency={concurrency or settings.worker_concurrency}",
             f"--hostname=brainstream-{queues.replace(',', '-')}@%h"]
@@ -92,4 +99,39 @@ def up(ctx: click.Context, stop_services: bool) -> None:
     """
     from pipeline.ops.runner import run_up
 
-    run_up(context_settings(ctx), stop_services=stop_services, report=echo)
+    run_up(context_settings(ctx), stop_services=stop_services)
+
+
+@click.command()
+@click.argument("process", required=False)
+@click.option("-f", "--follow", is_flag=True, help="Keep printing lines as they are written.")
+@click.option("-n", "--lines", "count", type=click.IntRange(min=0), default=20, show_default=True,
+              help="How many of the last lines to print first.")
+@click.pass_context
+def logs(ctx: click.Context, process: str | None, follow: bool, count: int) -> None:
+    """Print the log of a process of `brainstream up` (consumer, worker, extract, relay, api)
+    or of an embedded service (postgres, s3store, broker, falkordb, redis); with no name, the
+    pipeline processes' logs interleaved in time order, each line prefixed with its name.
+
+    Each line starts with the time (UTC) `up` read it from the process.
+    """
+    import time
+
+    from pipeline.ops.logfiles import Follower, interleave, log_dir, resolve_names
+    from pipeline.ops.runner import app_processes
+
+    settings = context_settings(ctx)
+    names = resolve_names(settings, process, [spec.name for spec in app_processes(settings)])
+    follower = Follower({name: log_dir(settings) / f"{name}.log" for name in names})
+    try:
+        history = follower.history(count)
+        for line in history[process] if process else interleave(history, count):
+            click.echo(line)
+        while follow:
+            for name, line in follower.poll():
+                click.echo(line if process else f"[{name}] {line}")
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        follower.close()

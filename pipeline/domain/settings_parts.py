@@ -1,7 +1,7 @@
 """Groups of settings that `Settings` (pipeline/domain/settings.py) inherits, kept apart so that
 one module does not outgrow the layout's 400 lines: the path search's bounds, conversation
-memory's, the lexical index's and the OpenAI-compatible HTTP client's. They are read exactly like
-the others (`BRAINSTREAM_*`, `.env`)."""
+memory's, the lexical index's, the OpenAI-compatible HTTP client's, PPR's and the operator
+console's. They are read exactly like the others (`BRAINSTREAM_*`, `.env`)."""
 
 from __future__ import annotations
 
@@ -171,6 +171,23 @@ class PprSettings(BaseModel):
     ppr_snapshot_build_timeout: float = Field(default=300.0, gt=0, le=86400)
 
 
+class ConsoleSettings(BaseModel):
+    """`brainstream up`'s console, its processes' log files, and its workers' start-up."""
+
+    # Operator console (issue 15 item 4; docs/parts/console.md). `up` collects `brainstream
+    # status` every CONSOLE_STATUS_INTERVAL seconds for its status line (redrawn in place on a
+    # terminal); when its output is not a terminal it prints the line only when it changed, and
+    # at most once per CONSOLE_LINE_INTERVAL seconds. Each pipeline process's output goes to
+    # DATA_DIR/logs/<process>.log, rotated at LOG_MAX_BYTES with LOG_BACKUPS older files kept.
+    # A worker's pool process loads its embedder before it takes work, and may take
+    # WORKER_START_TIMEOUT seconds to do so (Celery kills one that is not up by then).
+    console_status_interval: float = Field(default=2.0, ge=0.2, le=3600)
+    console_line_interval: float = Field(default=30.0, ge=0, le=86400)
+    log_max_bytes: int = Field(default=10 << 20, ge=1024, le=1 << 40)
+    log_backups: int = Field(default=5, ge=1, le=1000)
+    worker_start_timeout: float = Field(default=120.0, ge=4, le=3600)
+
+
 class SettingsParts(PathSettings, MemorySettings, LexicalSettings, ModelHttpSettings,
-                    PprSettings):
+                    PprSettings, ConsoleSettings):
     """Every group above, inherited by `Settings` as one."""

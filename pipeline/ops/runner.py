@@ -1,7 +1,9 @@
 """`brainstream up`: the whole pipeline in the foreground on one machine.
 
 Starts the embedded services (reusing running ones), migrates, then runs each pipeline process
-(consumers, workers, API) as a child with its output prefixed by its name. Ctrl-C (or SIGTERM)
+(consumers, workers, API) as a child. Their output goes to one log file each
+(`pipeline.ops.logfiles`: `brainstream logs` reads them); the console shows a status line and the
+supervisor's own events instead (`pipeline.ops.console`). Ctrl-C (or SIGTERM)
 stops the children, then the embedded services. A child that dies is started again after a
 back-off that doubles with each death in a row (SUPERVISOR_RESTART_BACKOFF up to
 SUPERVISOR_RESTART_BACKOFF_MAX; a child that ran longer than the maximum starts the count
@@ -17,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import select
 import selectors
 import signal
 import subprocess
@@ -29,6 +32,7 @@ from types import FrameType
 
 from pipeline.domain.settings import Settings
 from pipeline.ops.lifeline import SUPERVISOR_ENV, PidRecords, stop_orphans
+from pipeline.ops.logfiles import ProcessLog, log_dir
 from pipeline.services.process import terminate_tree
 
 Report = Callable[[str], None]
@@ -81,12 +85,15 @@ class _Stop(Exception):
     pass
 
 
-def run_up(settings: Settings, *, stop_services: bool, report: Report) -> None:
+def run_up(settings: Settings, *, stop_services: bool) -> None:
     """Start everything and supervise it until Ctrl-C (or SIGTERM)."""
     from pipeline.kafka.topics import ensure_topics
+    from pipeline.ops.console import Console, StatusPoller
     from pipeline.ops.generations import migrate_generations
     from pipeline.services.stack import Stack
 
+    console = Console(sys.stdout, line_interval=settings.console_line_interval)
+    report = console.event
     stack = Stack(settings)
     report(f"data directory: {settings.resolved_data_dir}")
     records = PidRecords(settings.resolved_data_dir)
@@ -94,7 +101,11 @@ def run_up(settings: Settings, *, stop_services: bool, report: Report) -> None:
         report(f"stopped {stale}, left running by an earlier `brainstream up`")
     stack.start(report=report)
     supervisor = Supervisor(records, report, backoff=settings.supervisor_restart_backoff,
-                            backoff_max=settings.supervisor_restart_backoff_max)
+                            backoff_max=settings.supervisor_restart_backoff_max,
+                            logs=lambda name: ProcessLog(log_dir(settings) / f"{name}.log",
+                                                         max_bytes=settings.log_max_bytes,
+                                                         backups=settings.log_backups))
+    poller = StatusPoller(settings, console.status, supervisor.running)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         raise _Stop()
@@ -111,21 +122,22 @@ def run_up(settings: Settings, *, stop_services: bool, report: Report) -> None:
                    f"with --namespace {namespace}; set BRAINSTREAM_API_KEYS to use your own)")
         for spec in app_processes(settings, env):
             supervisor.start(spec)
-        _banner(settings, report)
+        report(f"ready. Ctrl-C stops everything. Logs: {log_dir(settings)} "
+               "(brainstream logs [process] -f)")
+        poller.start()
         supervisor.run()
     except (KeyboardInterrupt, _Stop):
+        console.close()  # the last status stays on screen, the stop's events below it
         report("stopping ...")
     finally:
+        poller.stop()
+        console.close()
         supervisor.stop_all()
         records.remove("supervisor")
         if stop_services:
             stack.stop(report=report)
         else:
             report("embedded services left running (brainstream services stop)")
-
-
-def _banner(settings: Settings, report: Report) -> None:
-    report("ready. Ctrl-C stops everything.")
 
 
 @dataclass
@@ -138,12 +150,15 @@ class _Child:
 
 
 class Supervisor:
-    """Runs `up`'s children, relays their output line by line, and starts a dead one again."""
+    """Runs `up`'s children, writes their output line by line to their log files, and starts
+    a dead one again."""
 
     def __init__(self, records: PidRecords, report: Report, *, backoff: float,
-                 backoff_max: float) -> None:
+                 backoff_max: float, logs: Callable[[str], ProcessLog]) -> None:
         self.records = records
         self.report = report
+        self.open_log = logs
+        self.logs: dict[str, ProcessLog] = {}  # by process name, kept across its restarts
         self.backoff = backoff
         self.backoff_max = backoff_max
         self.children: list[_Child] = []
@@ -154,7 +169,14 @@ class Supervisor:
         """Start a new child."""
         child = _Child(spec)
         self.children.append(child)
+        self.logs[spec.name] = self.open_log(spec.name)
         self._launch(child)
+
+    def running(self) -> tuple[int, int]:
+        """How many children run, of how many (read from the status line's thread: no
+        system call, only what the supervisor's loop last saw)."""
+        alive = sum(1 for c in self.children if c.proc is not None and c.proc.returncode is None)
+        return alive, len(self.children)
 
     def _launch(self, child: _Child) -> None:
         spec = child.spec
@@ -165,6 +187,7 @@ class Supervisor:
         self.selector.register(proc.stdout.fileno(), selectors.EVENT_READ, (child, proc))
         self.pending[proc.stdout.fileno()] = b""
         self.records.write(spec.name, proc.pid, spec.argv)
+        self.logs[spec.name].write(f"--- started pid {proc.pid}: {' '.join(spec.argv)}")
         self.report(f"{spec.name:9} started   pid {proc.pid}"
                     + (f", listening on {spec.listens}" if spec.listens else ""))
 
@@ -197,12 +220,24 @@ class Supervisor:
             self.selector.unregister(fd)
             chunk = b"\n" if self.pending[fd] else b""
         *lines, self.pending[fd] = (self.pending[fd] + chunk).split(b"\n")
+        log = self.logs[child.spec.name]
         for line in lines:
-            self.report(f"[{child.spec.name}] {line.decode(errors='replace').rstrip()}")
+            log.write(line.decode(errors="replace").rstrip())
         if eof:
             del self.pending[fd]
             assert proc.stdout is not None
             proc.stdout.close()
+
+    def _drain(self, child: _Child, proc: subprocess.Popen[bytes]) -> None:
+        """Into its log, what a stopped child wrote on its way out (a shutdown's lines, a
+        traceback), up to the end of its output or, if a straggler still holds the pipe open,
+        until nothing more comes for a moment (and for a few seconds at most)."""
+        assert proc.stdout is not None
+        fd = proc.stdout.fileno() if not proc.stdout.closed else -1
+        deadline = time.monotonic() + 5.0
+        while (fd in self.pending and time.monotonic() < deadline
+               and select.select([fd], [], [], 0.2)[0]):
+            self._relay(fd, (child, proc))
 
     def _died(self, child: _Child, proc: subprocess.Popen[bytes], now: float) -> None:
         # a Celery pool process or uvicorn worker it left behind would hold the work (or the
@@ -213,8 +248,10 @@ class Supervisor:
         child.deaths = 1 if ran > self.backoff_max else child.deaths + 1
         delay = min(self.backoff_max, self.backoff * 2 ** (child.deaths - 1))
         child.restart_at = now + delay
-        self.report(f"{child.spec.name} exited with status {proc.returncode} after {ran:.0f} s;"
-                    f" restarting it in {delay:.0f} s ({child.deaths} in a row)")
+        message = (f"{child.spec.name} exited with status {proc.returncode} after {ran:.0f} s;"
+                   f" restarting it in {delay:.0f} s ({child.deaths} in a row)")
+        self.logs[child.spec.name].write(f"--- {message}")
+        self.report(message)
 
     def _running(self) -> Iterator[tuple[_Child, subprocess.Popen[bytes]]]:
         for child in reversed(self.children):
@@ -227,5 +264,8 @@ class Supervisor:
             if proc.poll() is None:
                 terminate_tree(proc.pid, timeout=20)
                 self.report(f"{child.spec.name:9} stopped")
+            self._drain(child, proc)
         for child in reversed(self.children):
             self.records.remove(child.spec.name)
+        for log in self.logs.values():
+            log.close()

@@ -1,7 +1,8 @@
 """`brainstream status`: what is stuck, and where. Each part is collected independently, so a
 down service shows up as an error in its own line instead of hiding the others.
 
-The backlogs (`read_backlogs`) are read the same way for the metrics exporter's gauges."""
+The backlogs (`read_backlogs`) are read the same way for the metrics exporter's gauges, and the
+whole report (`collect_active`) for `brainstream up`'s status line (pipeline/ops/console.py)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,9 @@ from pipeline.services.stack import Stack
 from pipeline.stores.postgres import extraction
 
 CONSUMER_GROUP = "brainstream-consumer"
+# The lag is counted by reading the records past the committed offsets (pipeline/kafka/offsets.py):
+# past this many, it is reported as "at least".
+LAG_RECORDS = 200_000
 
 
 @dataclass
@@ -38,6 +42,8 @@ class StatusReport:
     celery_queues: dict[str, int] = field(default_factory=dict)
     dead_letters: dict[str, Any] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
+    # which index generation was read (its graph and consumer group), or why that is unknown
+    index: dict[str, Any] = field(default_factory=dict)
 
     @property
     def healthy(self) -> bool:
@@ -72,12 +78,49 @@ _NEEDS = {"lag": "broker", "dead_letters": "broker", "database": "postgres",
           "celery_queues": "redis"}
 
 
-def collect(settings: Settings, *, group: str = CONSUMER_GROUP) -> StatusReport:
+@dataclass
+class DeadLetterTally:
+    """The dead-letter topic as far as an earlier collection read it, so that a collection
+    repeated every few seconds (`up`'s status line) reads only the records added since instead
+    of the whole topic again."""
+
+    topic: str = ""
+    ends: dict[int, int] = field(default_factory=dict)  # per partition: one past the last read
+    count: int = 0
+
+
+def collect_active(base: Settings, generation: int | None = None, *,
+                   tally: DeadLetterTally | None = None,
+                   lag_records: int = LAG_RECORDS) -> StatusReport:
+    """`collect` for the active index generation (or the named one). When the base database
+    cannot be reached, which generation is active is unknown: every part is still collected
+    against `base` (Postgres among them, as down), and `errors["generation"]` says why."""
+    from pipeline.ops.generations import resolve
+
+    try:
+        settings = resolve(base, generation)
+    except psycopg.OperationalError as exc:
+        report = collect(base, group=base.consumer_group, tally=tally, lag_records=lag_records)
+        report.index = {"generation": None, "error": f"{type(exc).__name__}: {exc}"}
+        report.errors["generation"] = report.index["error"]
+        return report
+    report = collect(settings, group=settings.consumer_group, tally=tally,
+                     lag_records=lag_records)
+    report.index = {"generation": settings.generation, "graph": settings.graph_name,
+                    "consumer_group": settings.consumer_group}
+    return report
+
+
+def collect(settings: Settings, *, group: str = CONSUMER_GROUP,
+            tally: DeadLetterTally | None = None, lag_records: int = LAG_RECORDS
+            ) -> StatusReport:
+    """Every part of the status; the lag is counted exactly up to `lag_records` records (then
+    as "at least"), dead letters from where `tally` stopped when one is given."""
     report = StatusReport()
     report.services = [asdict(s) for s in Stack(settings).status()]
     state = {s["name"]: s["state"] for s in report.services}
-    for name, part in (("lag", lambda: _lag(settings, group)),
-                       ("dead_letters", lambda: _dead_letters(settings)),
+    for name, part in (("lag", lambda: _lag(settings, group, lag_records)),
+                       ("dead_letters", lambda: _dead_letters(settings, tally)),
                        ("database", lambda: _database(settings, report)),
                        ("celery_queues",
                         lambda: read_celery_queues(settings.effective_redis_url))):
@@ -94,9 +137,9 @@ def collect(settings: Settings, *, group: str = CONSUMER_GROUP) -> StatusReport:
     return report
 
 
-def _lag(settings: Settings, group: str) -> dict[str, Any]:
+def _lag(settings: Settings, group: str, max_records: int) -> dict[str, Any]:
     committed = committed_offsets(settings, settings.topic_events, group)
-    tails = read_tails(settings, settings.topic_events, committed)
+    tails = read_tails(settings, settings.topic_events, committed, max_records=max_records)
     partitions = [{"partition": t.partition, "committed": committed.get(t.partition),
                    "end": t.end, "lag": t.count, "exact": t.exact} for t in tails]
     return {"group": group, "topic": settings.topic_events,
@@ -104,10 +147,17 @@ def _lag(settings: Settings, group: str) -> dict[str, Any]:
             "exact": all(p["exact"] for p in partitions), "partitions": partitions}
 
 
-def _dead_letters(settings: Settings) -> dict[str, Any]:
-    tails = read_tails(settings, settings.topic_dlq)
-    return {"topic": settings.topic_dlq, "count": sum(t.count for t in tails),
-            "exact": all(t.exact for t in tails)}
+def _dead_letters(settings: Settings, tally: DeadLetterTally | None) -> dict[str, Any]:
+    topic = settings.topic_dlq
+    if tally is None:
+        tally = DeadLetterTally(topic)
+    elif tally.topic != topic:  # another generation's settings name another topic
+        tally.topic, tally.ends, tally.count = topic, {}, 0
+    tails = read_tails(settings, topic, tally.ends)
+    # A read the bound stopped early counted what it read: the next goes on from there.
+    tally.ends = {t.partition: t.end for t in tails}
+    tally.count += sum(t.count for t in tails)
+    return {"topic": topic, "count": tally.count, "exact": all(t.exact for t in tails)}
 
 
 def _database(settings: Settings, report: StatusReport) -> None:

@@ -80,26 +80,48 @@ class Supervisor:
     popen: subprocess.Popen[bytes]
     log: Path
     log_start: int  # where this run's output begins in the log
+    # where this run's lines begin in each process's log file (DATA_DIR/logs/<name>.log)
+    process_log_start: dict[str, int]
 
     @classmethod
-    def start(cls, settings: Settings) -> Supervisor:
+    def start(cls, settings: Settings, env: dict[str, str] | None = None) -> Supervisor:
+        """`up` with `env` added to the settings' environment."""
         env = {**settings_env(settings), "PYTHONUNBUFFERED": "1",
                "BRAINSTREAM_API_PORT": str(API_PORT),
                "BRAINSTREAM_CONSUMER_METRICS_PORT": str(API_PORT + 1),
-               "BRAINSTREAM_WORKER_METRICS_PORT": str(API_PORT + 2)}
+               "BRAINSTREAM_WORKER_METRICS_PORT": str(API_PORT + 2), **(env or {})}
         log = settings.resolved_data_dir / "up.log"
         log.parent.mkdir(parents=True, exist_ok=True)
+        logs = settings.resolved_data_dir / "logs"
+        process_log_start = {name: (logs / f"{name}.log").stat().st_size
+                             if (logs / f"{name}.log").exists() else 0 for name in PIPELINE}
         with open(log, "ab") as out:
             start = out.tell()
             popen = subprocess.Popen(
                 [sys.executable, "-m", "pipeline.cli", "up", "--keep-services"], env=env,
                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        return cls(settings, popen, log, start)
+        return cls(settings, popen, log, start, process_log_start)
 
     def output(self) -> str:
+        """What `up` itself printed (its events and status lines)."""
         with open(self.log, "rb") as log:
             log.seek(self.log_start)
             return log.read().decode(errors="replace")
+
+    def process_output(self, name: str) -> str:
+        """What one pipeline process wrote in this run, from its log file (and the file it
+        rotated to last, if it did since)."""
+        path = self.settings.resolved_data_dir / "logs" / f"{name}.log"
+        start = self.process_log_start[name]
+        parts = [(path.with_name(path.name + ".1"), start), (path, 0)] \
+            if path.exists() and path.stat().st_size < start else [(path, start)]
+        text = ""
+        for file, offset in parts:
+            if file.exists():
+                with open(file, "rb") as log:
+                    log.seek(offset)
+                    text += log.read().decode(errors="replace")
+        return text
 
     def children(self) -> dict[str, psutil.Process]:
         """The pipeline processes it recorded (and that still run)."""
@@ -122,7 +144,7 @@ class Supervisor:
         # API_WORKERS defaults to the cores: each spawned worker imports the whole stack
         wait_for(lambda: _answers(API_PORT), timeout=120, interval=0.5,
                  what=f"`up` to serve its API (log {self.log})")
-        wait_for(lambda: "[consumer]" in self.output() and "[^Worker]: Ready" in self.output(),
+        wait_for(lambda: "[^Worker]: Ready" in self.process_output("consumer"),
                  timeout=60, interval=0.5, what=f"the consumer to join its group ({self.log})")
         if pool:  # Celery forks them after start-up
             wait_for(lambda: len(children["worker"].children()) >= 2, timeout=60,
