@@ -231,6 +231,11 @@ class Settings(BaseSettings, SettingsParts):
     # API_CONNECTION_BUDGET (the embedded Postgres allows 300; the rest is the pipeline's).
     api_pool_max: int = Field(default=8, ge=1, le=256)
     api_connection_budget: int = Field(default=200, ge=2, le=100_000)
+    # Web explorer's operator page (issue 15 item 2, docs/parts/ui.md): the keys that may read
+    # GET /v1/admin/status (every tenant's backlogs: never give one to a tenant), and the most
+    # dead letters that answer lists (oldest first).
+    api_admin_keys: list[str] = Field(default_factory=list)
+    ui_dead_letters_max: int = Field(default=200, ge=1, le=10_000)
     # Which index generation these settings address (pipeline/ops/generations.py). Not settings an
     # operator sets: `Settings.for_generation` fills them from the control table. Generation 1
     # is the base database and graph, so unresolved settings address it.
