@@ -48,8 +48,12 @@ function route() {
                          h("p", {}, "Enter an API key above (kept in this browser only)."));
     return;
   }
-  view.replaceChildren();
-  page(view, rest.map(decodeURIComponent), params).catch(err => view.append(errorBox(err)));
+  // each visit renders into a container of its own: a slower earlier page that answers late
+  // writes into a container no longer shown, never into this one
+  const container = h("div", {"data-page": name});
+  view.replaceChildren(container);
+  page(container, rest.map(decodeURIComponent), params)
+    .catch(err => container.append(errorBox(err)));
 }
 
 document.getElementById("key-form").addEventListener("submit", async (event) => {
