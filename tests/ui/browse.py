@@ -59,10 +59,17 @@ def ids(elements: list[WebElement]) -> list[str]:
     return [str(e.get_attribute("data-id")) for e in elements]
 
 
-def screenshot(driver: WebDriver, name: str) -> None:
-    """docs/screenshots/<name>.png: the page as the browser shows it."""
+def screenshot(driver: WebDriver, name: str, *, max_height: int = 1300) -> None:
+    """docs/screenshots/<name>.png: the whole page as the browser shows it (the window grown
+    to the page's height, at most `max_height`, then put back)."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    assert driver.save_screenshot(str(SCREENSHOTS / f"{name}.png"))
+    size = driver.get_window_size()
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(size["width"], min(max(int(height), size["height"]), max_height))
+    try:
+        assert driver.save_screenshot(str(SCREENSHOTS / f"{name}.png"))
+    finally:
+        driver.set_window_size(size["width"], size["height"])
 
 
 def graph_nodes(driver: WebDriver) -> set[str]:

@@ -51,7 +51,7 @@ export function h(tag, attrs, ...children) {
     else if (name === "class") el.className = value;
     else el.setAttribute(name, value === true ? "" : String(value));
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === undefined || child === null || child === false) continue;
     el.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
@@ -96,9 +96,9 @@ export function table(columns, rows, attrs) {
            h("tbody", {}, rows.map(r => h("tr", {}, r.map(c => h("td", {}, c ?? ""))))));
 }
 
-export function objectLink(obj) {
-  return h("a", {href: `#/object/${obj.id}`, "data-test": "object-link", "data-id": obj.id},
-           obj.title || obj.name || obj.id);
+export function objectLink(obj, className) {
+  return h("a", {href: `#/object/${obj.id}`, "data-test": "object-link", "data-id": obj.id,
+                 class: className}, obj.title || obj.name || obj.id);
 }
 
 /** Render `build()`'s answer into `root`, or the error it threw. */

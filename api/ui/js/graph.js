@@ -17,6 +17,8 @@ export async function graphPage(root, [id]) {
   }
   const cy = window.cytoscape({
     container: canvas,
+    maxZoom: 1.5,  // a few nodes would otherwise fill the frame
+    minZoom: 0.1,
     style: [
       {selector: "node", style: {"label": "data(label)", "font-size": 10, "background-color": "#6ea8fe",
                                  "text-wrap": "ellipsis", "text-max-width": 120}},

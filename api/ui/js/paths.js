@@ -5,7 +5,10 @@ import {api, h, errorBox, objectLink} from "./api.js";
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 async function resolveEnd(text) {
-  if (UUID.test(text)) return {id: text, title: text};
+  if (UUID.test(text)) {
+    // an object's title when it is one (an entity id is answered 404: shown as the id)
+    return api("GET", `/v1/objects/${text}`).catch(() => ({id: text, title: text}));
+  }
   const page = await api("POST", "/v1/find_exact", {query: text, limit: 1});
   if (!page.objects.length) throw new Error(`nothing found for "${text}"`);
   return page.objects[0];

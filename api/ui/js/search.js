@@ -86,7 +86,7 @@ export async function searchPage(root, _rest, params) {
 /** One hit: its title (to the object page), kind, score, summary, and evidence snippets. */
 export function hit(obj, terms) {
   return h("div", {class: "hit", "data-test": "hit", "data-id": obj.id},
-           objectLink(obj), h("span", {class: "badge"}, obj.kind),
+           objectLink(obj, "title"), h("span", {class: "badge"}, obj.kind),
            h("span", {class: "muted"}, ` score ${obj.score.toFixed(4)}`),
            obj.summary ? h("div", {}, highlight(obj.summary, terms)) : "",
            obj.evidence.map(ev => h("p", {class: "snippet", "data-test": "snippet"},
