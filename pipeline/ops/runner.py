@@ -109,6 +109,8 @@ def run_up(settings: Settings, *, stop_services: bool, report: Report) -> None:
             env["BRAINSTREAM_API_KEYS"] = json.dumps({key: [namespace]})
             report(f"development API key: {key}  (namespace {namespace}; publish bare objects "
                    f"with --namespace {namespace}; set BRAINSTREAM_API_KEYS to use your own)")
+            if not settings.api_admin_keys:  # one developer, one tenant: the operator page too
+                env["BRAINSTREAM_API_ADMIN_KEYS"] = json.dumps([key])
         for spec in app_processes(settings, env):
             supervisor.start(spec)
         _banner(settings, report)
@@ -125,6 +127,7 @@ def run_up(settings: Settings, *, stop_services: bool, report: Report) -> None:
 
 
 def _banner(settings: Settings, report: Report) -> None:
+    report(f"web explorer: http://{settings.api_host}:{settings.api_port}/ui")
     report("ready. Ctrl-C stops everything.")
 
 
