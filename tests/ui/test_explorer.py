@@ -128,3 +128,31 @@ def test_key_a_never_shows_b_and_the_chooser_picks_a_namespace(explorer: Explore
         else:
             assert error_code(browser) == refused.json()["error"]["code"]
         go(browser, "#/search")
+
+
+def test_search_filters_and_modes_are_the_schemas(explorer: Explorer, browser: Any) -> None:
+    a = explorer.tenants["a"]
+    schema = explorer.get(a.key, "/v1/schema").json()
+    enter_key(browser, explorer.url, a.key)
+    go(browser, "#/search")
+    kind = Select(one(browser, "#kind"))
+    assert [o.get_attribute("value") for o in kind.options] == [
+        "", *(k["kind"] for k in schema["kinds"])]
+    kind.select_by_value("deal")
+    deal = next(k for k in schema["kinds"] if k["kind"] == "deal")
+    inputs = {i.get_attribute("data-property"): i for i in css(browser, "[data-property]")}
+    assert set(inputs) == {f["name"] for f in deal["fields"] if f["filterable"]}
+    inputs["stage"].send_keys("prospect")
+    for mode in ("ppr", "auto"):
+        Select(one(browser, "#mode")).select_by_value(mode)
+        browser.execute_script("document.getElementById('results').replaceChildren()")
+        one(browser, "#q").clear()
+        one(browser, "#q").send_keys("Acme rollout")
+        one(browser, "#search-button").click()
+        info = one(browser, "#answer-info").text
+        answer = explorer.post(a.key, "/v1/search", {
+            "query": "Acme rollout", "mode": mode, "limit": 10,
+            "filters": {"kind": "deal", "stage": "prospect"}}).json()
+        assert ids(css(browser, "[data-test=hit]")) == [o["id"] for o in answer["objects"]]
+        assert [o["id"] for o in answer["objects"]] == [a.ids["deal"]]
+        assert f"mode {answer['mode']}" in info

@@ -61,19 +61,23 @@ export async function searchPage(root, _rest, params) {
                    page.truncated ? h("span", {class: "badge warn"}, "truncated") : "")];
     if (!page.objects.length) out.push(h("p", {}, "No hits."));
     out.push(...page.objects.map(obj => hit(obj, terms)));
-    if (page.has_more && page.result_set_id) {
-      const more = h("button", {id: "more", onclick: async () => {
-        more.remove();
-        try {
-          const next = await api("POST", "/v1/continue",
-                                 {result_set_id: page.result_set_id, limit: 10});
-          results.append(...next.objects.map(obj => hit(obj, terms)));
-          if (next.has_more) results.append(h("p", {class: "muted"}, "more: search again narrower"));
-        } catch (err) { results.append(errorBox(err)); }
-      }}, "more");
-      out.push(more);
-    }
+    if (page.has_more && page.result_set_id) out.push(more(page.result_set_id, terms));
     return out;
+  }
+
+  // the next page of the result set, appended with a button for the one after it
+  function more(resultSetId, terms) {
+    const button = h("button", {class: "more", onclick: async () => {
+      button.disabled = true;
+      try {
+        const next = await api("POST", "/v1/continue", {result_set_id: resultSetId, limit: 10});
+        button.replaceWith(...next.objects.map(obj => hit(obj, terms)),
+                           next.has_more ? more(resultSetId, terms) : "");
+      } catch (err) {
+        button.replaceWith(errorBox(err));
+      }
+    }}, "more");
+    return button;
   }
 
   root.append(h("h1", {}, "Search"),
