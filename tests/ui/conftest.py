@@ -152,6 +152,8 @@ def explorer(procs: dict[str, Proc], catalog: Settings) -> Iterator[Explorer]:
                 timeout=120, what="the deal's two links in the graph")
             wait_for(lambda t=tenant: found.get(t.key, f"/v1/sessions/{SESSION}/memory")
                      .status_code == 200, timeout=120, what="the session's messages")
+            wait_for(lambda t=tenant: found.get(t.key, f"/v1/objects/{t.ids['visit']}")
+                     .json()["entities"], timeout=120, what="the visit's entities extracted")
         yield found
     finally:
         proc.terminate()

@@ -25,6 +25,12 @@ from tests.ui.conftest import SESSION, Explorer
 QUERY = "Acme robot arms for warehouses"
 
 
+def _object_page(browser: Any, title: str) -> None:
+    """Wait until the object page of `title` is the one shown."""
+    wait(browser, lambda d: css(d, "#properties")
+         and one(d, "#object-title").text.startswith(title), f"the object page of {title}")
+
+
 def test_walk_through_search_object_graph_path_memory_operator(explorer: Explorer,
                                                                browser: Any) -> None:
     a = explorer.tenants["a"]
@@ -52,6 +58,16 @@ def test_walk_through_search_object_graph_path_memory_operator(explorer: Explore
                for k, v in (("industry", '"robotics"'), ("public", "false")))
     assert ids(css(browser, "#links [data-test=object-link]")) == [a.ids["deal"]]
     screenshot(browser, "object")
+    # the site visit's parts and entities, as the API answers them
+    go(browser, f"#/object/{a.ids['visit']}")
+    _object_page(browser, "Rotterdam site visit")
+    visit = explorer.get(a.key, f"/v1/objects/{a.ids['visit']}").json()
+    parts = explorer.get(a.key, f"/v1/objects/{a.ids['visit']}/children").json()["objects"]
+    assert [r.text for r in css(browser, "#entities tbody tr")] == [
+        f"{e['name']} {e['label']} {e['mention_count']}" for e in visit["entities"]]
+    assert len(css(browser, "#parts tbody tr")) == len(parts)
+    go(browser, f"#/object/{a.ids['company']}")
+    _object_page(browser, company["title"])
 
     # its graph: the company and what /v1/expand answers around it; a click expands the deal
     one(browser, "#open-graph").click()
