@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install install-spacy up test faults lint typecheck unit clean-data
+.PHONY: install install-spacy install-browser up test faults lint typecheck unit clean-data
 
 # One pip run resolves everything together: faust caps click<8.4, which must hold the
 # huggingface stack at versions that agree with it. torch is pinned so pip takes the CPU wheel.
@@ -16,7 +16,18 @@ $(STAMP): pyproject.toml client/pyproject.toml package.json package-lock.json
 	npm ci --no-audit --no-fund --silent
 	touch $(STAMP)
 
-install: $(STAMP)
+# The web explorer's browser test (tests/ui/) drives Debian's chromium headless through its
+# chromedriver: installed once, only when the driver is missing (apt-get as root; as another
+# user, the line says what to install).
+CHROMEDRIVER := /usr/bin/chromedriver
+$(CHROMEDRIVER):
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium chromium-driver; \
+	else echo "tests/ui needs Debian's chromium and chromium-driver: apt-get install them as root"; fi
+
+install-browser: $(CHROMEDRIVER)
+
+install: $(STAMP) install-browser
 
 # The spaCy extractor's extra, hash-checked (requirements/spacy.txt says what it holds). A second
 # pip run is safe here: it only adds packages, and in hash-checking mode pip fails rather than

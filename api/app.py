@@ -4,7 +4,7 @@ It parses and authenticates requests, calls the engine under the caller's namesp
 results and errors to JSON. No SQL, ranking or validation logic lives here. This module only
 assembles the application: the services' lifespan, the error handlers, the request limits
 (`api/limits.py`) and the routers (`api/routes/`: search, graph, paths, objects, entities,
-memory, memory search, events, admin).
+memory, memory search, events, admin, the operator's status, and the web explorer at /ui).
 """
 
 from __future__ import annotations
@@ -30,8 +30,10 @@ from api.routes import (
     memory,
     memory_search,
     objects,
+    operator,
     paths,
     search,
+    ui,
 )
 from pipeline.domain.errors import BrainstreamError, ConfigError
 from pipeline.domain.settings import Settings, load_settings
@@ -132,8 +134,10 @@ def create_app(settings: Settings | None = None,
     limits.install(app, settings)  # before the metrics: their refusals are timed too
     app.middleware("http")(metrics.observe)
 
-    for area in (search, graph, paths, objects, entities, memory, memory_search, events, admin):
+    for area in (search, graph, paths, objects, entities, memory, memory_search, events, admin,
+                 operator, ui):
         app.include_router(area.router)
+    ui.install(app)
     return app
 
 

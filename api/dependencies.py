@@ -19,13 +19,18 @@ def get_services(request: Request) -> Services:
     return svc
 
 
+def bearer_key(authorization: str | None) -> str:
+    """The API key of an `Authorization: Bearer` header (401 when there is none)."""
+    if not authorization or not authorization.lower().startswith("bearer "):
+        raise Unauthorized("missing bearer API key", field="Authorization")
+    return authorization[7:].strip()
+
+
 def namespace(request: Request, authorization: Annotated[str | None, Header()] = None,
               x_namespace: Annotated[str | None, Header()] = None) -> uuid.UUID:
     """The caller's namespace, from its API key (and X-Namespace when it has several)."""
     settings: Settings = request.app.state.settings
-    if not authorization or not authorization.lower().startswith("bearer "):
-        raise Unauthorized("missing bearer API key", field="Authorization")
-    namespaces = settings.api_keys.get(authorization[7:].strip())
+    namespaces = settings.api_keys.get(bearer_key(authorization))
     if not namespaces:
         raise Unauthorized("unknown API key", field="Authorization")
     if x_namespace is None:

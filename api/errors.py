@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.schemas import ErrorOut
 from pipeline.domain.errors import (
+    AdminRequired,
     BrainstreamError,
     CuratorRequired,
     InvalidInput,
@@ -41,6 +42,7 @@ STATUS = {
     NamespaceForbidden: 403,
     RecipeReadOnly: 403,
     CuratorRequired: 403,
+    AdminRequired: 403,
     Unavailable: 503,
     InvalidInput: 422,
 }
@@ -51,7 +53,8 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorOut, "description": "missing or unknown API key"},
     403: {"model": ErrorOut, "description": "the key is not bound to that namespace, the"
                                              " recipe is a read-only operator default, the"
-                                             " entity write needs a curator key, or a"
+                                             " entity write needs a curator key, the"
+                                             " operator's status an admin key, or a"
                                              " message's `system` metadata key was given"},
     404: {"model": ErrorOut, "description": "not found in this namespace"},
     408: {"model": ErrorOut, "description": "the body did not arrive in time (api/limits.py)"},

@@ -1,7 +1,8 @@
 """The API's routes, one `APIRouter` per area: search (search, find_exact, continue), graph
 (entity and link find, expansion, recipes), paths (paths between objects and entities),
-objects (read, children, schema) and admin (liveness, readiness, metrics). `api/app.py`
-includes them."""
+objects (read, children, schema), admin (liveness, readiness, metrics), operator (the
+operator's status, admin keys only) and ui (the web explorer at /ui, and `GET /v1/me`).
+`api/app.py` includes them."""
 
 from __future__ import annotations
 

@@ -328,6 +328,13 @@ class CuratorRequired(BrainstreamError):
     code = "curator_required"
 
 
+class AdminRequired(BrainstreamError):
+    """The operator's status (`GET /v1/admin/status`) spans every tenant: it takes a key listed
+    in `BRAINSTREAM_API_ADMIN_KEYS`, not a tenant's key."""
+
+    code = "admin_required"
+
+
 class ResultSetExpired(NotFound):
     """The result set is unknown to this namespace, or its TTL ran out."""
 

@@ -231,14 +231,6 @@ class Settings(BaseSettings, SettingsParts):
     # API_CONNECTION_BUDGET (the embedded Postgres allows 300; the rest is the pipeline's).
     api_pool_max: int = Field(default=8, ge=1, le=256)
     api_connection_budget: int = Field(default=200, ge=2, le=100_000)
-    # MCP server and POST /v1/events (issue 15 item 1; docs/operations.md): events per request;
-    # the API `brainstream mcp` calls (None: this API_HOST/API_PORT), its key over stdio (and
-    # the namespace, for a key with several), and seconds per API call.
-    api_events_max: int = Field(default=500, ge=1, le=100_000)
-    mcp_api_url: str | None = None
-    mcp_api_key: SecretStr | None = None
-    mcp_namespace: str | None = None
-    mcp_api_timeout: float = Field(default=60.0, gt=0, le=3600)
     # Which index generation these settings address (pipeline/ops/generations.py). Not settings an
     # operator sets: `Settings.for_generation` fills them from the control table. Generation 1
     # is the base database and graph, so unresolved settings address it.

@@ -188,6 +188,24 @@ class ConsoleSettings(BaseModel):
     worker_start_timeout: float = Field(default=120.0, ge=4, le=3600)
 
 
+class SurfaceSettings(BaseModel):
+    """The agent and human surfaces: the MCP server, the publish endpoint, the web explorer."""
+
+    # MCP server and POST /v1/events (issue 15 item 1; docs/operations.md): events per request;
+    # the API `brainstream mcp` calls (None: this API_HOST/API_PORT), its key over stdio (and
+    # the namespace, for a key with several), and seconds per API call.
+    api_events_max: int = Field(default=500, ge=1, le=100_000)
+    mcp_api_url: str | None = None
+    mcp_api_key: SecretStr | None = None
+    mcp_namespace: str | None = None
+    mcp_api_timeout: float = Field(default=60.0, gt=0, le=3600)
+    # Web explorer's operator page (issue 15 item 2, docs/operations.md): the keys that may read
+    # GET /v1/admin/status (every tenant's backlogs: never give one to a tenant), and the most
+    # dead letters that answer lists (oldest first).
+    api_admin_keys: list[str] = Field(default_factory=list)
+    ui_dead_letters_max: int = Field(default=200, ge=1, le=10_000)
+
+
 class SettingsParts(PathSettings, MemorySettings, LexicalSettings, ModelHttpSettings,
-                    PprSettings, ConsoleSettings):
+                    PprSettings, ConsoleSettings, SurfaceSettings):
     """Every group above, inherited by `Settings` as one."""

@@ -81,6 +81,16 @@ def development_key(settings: Settings) -> tuple[str, str]:
     return key, namespace
 
 
+def development_access(settings: Settings, key: str, namespace: str) -> dict[str, str]:
+    """The API's keys under `up` without API_KEYS: the development key for its namespace, and
+    the admin key of the explorer's operator page too unless API_ADMIN_KEYS names some (one
+    developer, one tenant: nobody else's data to hide)."""
+    env = {"BRAINSTREAM_API_KEYS": json.dumps({key: [namespace]})}
+    if not settings.api_admin_keys:
+        env["BRAINSTREAM_API_ADMIN_KEYS"] = json.dumps([key])
+    return env
+
+
 class _Stop(Exception):
     pass
 
@@ -117,11 +127,12 @@ def run_up(settings: Settings, *, stop_services: bool) -> None:
         env = {SUPERVISOR_ENV: str(os.getpid())}
         if not settings.api_keys:
             key, namespace = development_key(settings)
-            env["BRAINSTREAM_API_KEYS"] = json.dumps({key: [namespace]})
+            env.update(development_access(settings, key, namespace))
             report(f"development API key: {key}  (namespace {namespace}; publish bare objects "
                    f"with --namespace {namespace}; set BRAINSTREAM_API_KEYS to use your own)")
         for spec in app_processes(settings, env):
             supervisor.start(spec)
+        report(f"web explorer: http://{settings.api_host}:{settings.api_port}/ui")
         report(f"ready. Ctrl-C stops everything. Logs: {log_dir(settings)} "
                "(brainstream logs [process] -f)")
         poller.start()
