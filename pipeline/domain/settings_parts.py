@@ -174,7 +174,7 @@ class PprSettings(BaseModel):
 class ConsoleSettings(BaseModel):
     """`brainstream up`'s console, its processes' log files, and its workers' start-up."""
 
-    # Operator console (issue 15 item 4; docs/parts/console.md). `up` collects `brainstream
+    # Operator console (issue 15 item 4; docs/operations.md). `up` collects `brainstream
     # status` every CONSOLE_STATUS_INTERVAL seconds for its status line (redrawn in place on a
     # terminal); when its output is not a terminal it prints the line only when it changed, and
     # at most once per CONSOLE_LINE_INTERVAL seconds. Each pipeline process's output goes to
