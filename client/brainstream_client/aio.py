@@ -58,6 +58,7 @@ from brainstream_client.models.read import (
     ContinueBody,
     FiltersBody,
     FindExactBody,
+    MeOut,
     ObjectOut,
     PageOut,
     RichObjectOut,
@@ -126,6 +127,15 @@ class AsyncClient:
     async def readyz(self) -> dict[str, Any]:
         """Readiness: each dependency "ok" or "down" (not ready is an answer, not an error)."""
         return await self._call(ops.READYZ)
+
+    async def me(self) -> MeOut:
+        """The namespaces this client's key may read, and whether it is an admin key."""
+        return await self._call(ops.ME)
+
+    async def admin_status(self) -> dict[str, Any]:
+        """The operator's status across every tenant (lag, backlogs, dead letters,
+        generations); an admin key only (403 `admin_required` otherwise)."""
+        return await self._call(ops.ADMIN_STATUS)
 
     # search
     async def search(self, query: str, *, filters: Filters = None, limit: int = 10,

@@ -58,6 +58,7 @@ from brainstream_client.models.read import (
     ContinueBody,
     FiltersBody,
     FindExactBody,
+    MeOut,
     ObjectOut,
     PageOut,
     RichObjectOut,
@@ -126,6 +127,15 @@ class Client:
     def readyz(self) -> dict[str, Any]:
         """Readiness: each dependency "ok" or "down" (not ready is an answer, not an error)."""
         return self._call(ops.READYZ)
+
+    def me(self) -> MeOut:
+        """The namespaces this client's key may read, and whether it is an admin key."""
+        return self._call(ops.ME)
+
+    def admin_status(self) -> dict[str, Any]:
+        """The operator's status across every tenant (lag, backlogs, dead letters,
+        generations); an admin key only (403 `admin_required` otherwise)."""
+        return self._call(ops.ADMIN_STATUS)
 
     # search
     def search(self, query: str, *, filters: Filters = None, limit: int = 10,

@@ -52,6 +52,7 @@ from brainstream_client.models.read import (
     ChildrenOut,
     ContinueBody,
     FindExactBody,
+    MeOut,
     ObjectOut,
     PageOut,
     SearchBody,
@@ -161,11 +162,16 @@ SEARCH_MEMORY: Operation[MemorySearchOut] = Operation("search_memory", "POST", "
 # publishing (events carry their ids: a repeated publish is applied once)
 PUBLISH: Operation[PublishOut] = Operation("publish", "POST", "/v1/events", PublishBody, PublishOut)
 
+# the caller's key, and (admin keys only) the operator's status across tenants
+ME: Operation[MeOut] = Operation("me", "GET", "/v1/me", None, MeOut)
+ADMIN_STATUS: Operation[dict[str, Any]] = Operation("admin_status", "GET", "/v1/admin/status",
+                                                    None, dict)
+
 
 # every operation, for the check against the API document
 OPERATIONS: tuple[Operation[Any], ...] = (
     HEALTHZ, READYZ, SEARCH, FIND_EXACT, CONTINUE, FIND_OBJECTS, FIND_LINKS, EXPAND,
     EXPAND_MANY, PUT_RECIPE, GET_RECIPE, DELETE_RECIPE, LIST_RECIPES, RUN_RECIPE, PATHS, READ,
     CHILDREN, SCHEMA, RESOLVE, ENTITY, MERGE_ENTITIES, DECIDE_PAIR, SESSION, SESSIONS, MEMORY,
-    MESSAGES, ADD_MESSAGES, SEARCH_SESSION, SEARCH_MEMORY, PUBLISH,
+    MESSAGES, ADD_MESSAGES, SEARCH_SESSION, SEARCH_MEMORY, PUBLISH, ME, ADMIN_STATUS,
 )

@@ -135,3 +135,11 @@ class ObjectOut(RichObjectOut):
 
 class ChildrenOut(Answer):
     objects: list[RichObjectOut]
+
+
+class MeOut(Answer):
+    """What the caller's key may read: its namespaces (name one with X-Namespace when there
+    are several) and whether it may read the operator's status."""
+
+    namespaces: list[str]
+    admin: bool
