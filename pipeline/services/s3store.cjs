@@ -19,7 +19,14 @@
  *  - the etag (the .md5 file beside the object) is removed before the rename and written after
  *    it, and never recomputed into that file by a reader: a reader may see a new object with no
  *    or an old etag (its conditional write then fails and it re-reads), never an etag newer than
- *    the content it read.
+ *    the content it read;
+ *  - a listing longer than one page (1,000 keys) works. tansu lists every batch object of a
+ *    partition on each fetch; s3rver answered such a listing with 500, because its continuation
+ *    token is DES-encrypted and Node 17+ (OpenSSL 3) refuses DES, so a partition that had taken
+ *    more than 1,000 produce requests could no longer be read from its start. And s3rver walked
+ *    the directory in readdir order while paging by key (`start-after`), so even with a token its
+ *    pages would skip and repeat keys. Keys are listed in key order here, and the token is the
+ *    last key of the page, base64url-encoded.
  */
 
 const crypto = require('crypto');
@@ -31,7 +38,11 @@ const { pipeline } = require('stream/promises');
 const FilesystemStore = require('s3rver/lib/stores/filesystem');
 const S3Object = require('s3rver/lib/models/object');
 const S3Error = require('s3rver/lib/models/error');
+const bucketCtrl = require('s3rver/lib/controllers/bucket');
 const objectCtrl = require('s3rver/lib/controllers/object');
+const { walk } = require('s3rver/lib/utils');
+
+const OBJECT_SUFFIX = '._S3rver_object';
 
 const locks = new Map();
 
@@ -177,6 +188,102 @@ objectCtrl.putObject = async function conditionalPutObject(ctx) {
     await checkPreconditions(ctx);
     return unconditionalPut(ctx);
   });
+};
+
+/* s3rver's listing, but in key order, as S3 lists and as paging by `start-after` requires. */
+FilesystemStore.prototype.listObjects = async function listObjects(bucket, options) {
+  const { delimiter = '', startAfter = '', prefix = '', maxKeys = Infinity } = options;
+  const bucketPath = this.getBucketPath(bucket);
+  const prefixPath = [bucketPath, FilesystemStore.encodeKeyPath(prefix)].join('/');
+  const intersectsPrefix = dirPath =>
+    dirPath.startsWith(prefixPath) || prefixPath.startsWith(dirPath);
+  const keys = [];
+  for (const keyPath of walk(bucketPath, intersectsPrefix)) {
+    if (!keyPath.endsWith(OBJECT_SUFFIX)) continue;
+    const key = FilesystemStore.decodeKeyPath(
+      keyPath.slice(bucketPath.length + 1, -OBJECT_SUFFIX.length),
+    );
+    if (key > startAfter && key.startsWith(prefix)) keys.push(key);
+  }
+  keys.sort();
+  const commonPrefixes = new Set();
+  const page = [];
+  let isTruncated = false;
+  for (const key of keys) {
+    const idx = delimiter ? key.slice(prefix.length).indexOf(delimiter) : -1;
+    if (idx !== -1) {
+      commonPrefixes.add(key.slice(0, prefix.length + idx + 1));
+    } else if (page.length < maxKeys) {
+      page.push(key);
+    } else {
+      isTruncated = true;
+      break;
+    }
+  }
+  const metadata = await Promise.all(
+    page.map(key =>
+      this.getMetadata(bucket, key).catch(err => {
+        if (err.code === 'ENOENT') return undefined; // deleted since the walk
+        throw err;
+      }),
+    ),
+  );
+  return {
+    objects: page
+      .map((key, i) => metadata[i] && new S3Object(bucket, key, null, metadata[i]))
+      .filter(Boolean),
+    commonPrefixes: [...commonPrefixes].sort(),
+    isTruncated,
+  };
+};
+
+function continuationToken(key) {
+  return Buffer.from(key, 'utf8').toString('base64url');
+}
+
+/*
+ * ListObjectsV2 with our token: s3rver's own is DES-encrypted, and Node 17+ (OpenSSL 3) has no
+ * DES, so a listing past one page was a 500. Our token is the page's last key; s3rver's handler
+ * lists from `start-after` and answers one page, which we mark truncated with the next token.
+ */
+const listBucket = bucketCtrl.getBucket;
+bucketCtrl.getBucket = async function getBucketPaged(ctx) {
+  if (ctx.query['list-type'] !== '2') return listBucket(ctx);
+  const { 'continuation-token': token, ...query } = ctx.query;
+  if (token !== undefined) {
+    const startAfter = Buffer.from(token, 'base64url').toString('utf8');
+    if (!token || continuationToken(startAfter) !== token) {
+      throw new S3Error('InvalidArgument', 'The continuation token provided is incorrect', {
+        ArgumentName: 'continuation-token',
+      });
+    }
+    ctx.query = { ...query, 'start-after': startAfter };
+  }
+  const store = ctx.store;
+  let truncated = false;
+  ctx.store = Object.create(store, {
+    listObjects: {
+      value: async (bucket, options) => {
+        const result = await store.listObjects(bucket, options);
+        truncated = result.isTruncated;
+        return { ...result, isTruncated: false }; // keeps s3rver from making its DES token
+      },
+    },
+  });
+  try {
+    await listBucket(ctx);
+  } finally {
+    ctx.store = store;
+  }
+  const listing = ctx.body.ListBucketResult;
+  if (token !== undefined) {
+    listing.StartAfter = undefined;
+    listing.ContinuationToken = token;
+  }
+  if (truncated && listing.Contents.length > 0) {
+    listing.IsTruncated = true;
+    listing.NextContinuationToken = continuationToken(listing.Contents.at(-1).Key);
+  }
 };
 
 require('s3rver/bin/s3rver.js');

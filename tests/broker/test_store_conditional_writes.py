@@ -1,4 +1,5 @@
-"""The broker's S3 store honours conditional writes and never shows a partly written object.
+"""The broker's S3 store honours conditional writes, never shows a partly written object, and
+lists more than one page of keys.
 
 tansu hands out offsets by rewriting each partition's watermark object with `If-Match` (or
 `If-None-Match: *` before it has read one) and writes each batch with `If-None-Match: *`; a store
@@ -10,10 +11,14 @@ from __future__ import annotations
 import http.client
 import socket
 import threading
+import urllib.parse
 import uuid
+from xml.etree import ElementTree
 
 from bench.broker_durability import OwnBroker
 from pipeline.services.broker import S3_BUCKET
+
+_S3 = "{http://doc.s3.amazonaws.com/2006-03-01/}"  # s3rver's ListBucketResult namespace
 
 
 def _request(own: OwnBroker, method: str, key: str, body: bytes = b"",
@@ -78,3 +83,46 @@ def test_an_upload_cut_short_replaces_nothing(own_broker: OwnBroker) -> None:
     assert _request(own_broker, "GET", key)[:2] == (200, b"whole batch")
     status, listing, _ = _request(own_broker, "GET", f"?prefix={key.rsplit('/', 1)[0]}/")
     assert status == 200 and listing.count(b"<Key>") == 1
+
+
+def test_a_listing_longer_than_one_page_pages_through_every_key_once(
+        own_broker: OwnBroker) -> None:
+    """tansu lists every batch object of a partition on each fetch. s3rver answered a listing of
+    more than 1,000 keys with 500 (its continuation token needs DES, which Node 17+ lacks), so a
+    partition past 1,000 produce requests could not be read at all; and it paged in readdir
+    order, so pages would skip and repeat keys."""
+    prefix = f"list/{uuid.uuid4()}/records/"
+    keys = [f"{prefix}{offset:020d}.batch" for offset in range(1003)]
+
+    def put(chunk: list[str]) -> None:
+        for key in chunk:
+            assert _request(own_broker, "PUT", key, b"batch", {"If-None-Match": "*"})[0] == 200
+
+    threads = [threading.Thread(target=put, args=(keys[n::8],)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    listed: list[str] = []
+    pages = 0
+    token = None
+    while True:
+        query = {"list-type": "2", "prefix": prefix, "max-keys": "400"}
+        if token is not None:
+            query["continuation-token"] = token
+        status, body, _ = _request(own_broker, "GET", "?" + urllib.parse.urlencode(query))
+        assert status == 200, body
+        page = ElementTree.fromstring(body)
+        listed += [e.text or "" for e in page.iter(f"{_S3}Key")]
+        pages += 1
+        token = page.findtext(f"{_S3}NextContinuationToken")
+        if page.findtext(f"{_S3}IsTruncated") != "true":
+            break
+        assert token
+    assert pages == 3 and listed == keys
+    whole = ElementTree.fromstring(_request(
+        own_broker, "GET", "?" + urllib.parse.urlencode({"list-type": "2", "prefix": prefix}))[1])
+    assert len(list(whole.iter(f"{_S3}Key"))) == 1000  # a page holds 1,000 keys at most
+    status, body, _ = _request(own_broker, "GET", "?" + urllib.parse.urlencode(
+        {"list-type": "2", "prefix": prefix, "continuation-token": "not a token"}))
+    assert status == 400 and b"continuation-token" in body

@@ -58,11 +58,17 @@ async def check_idle_connection(conn: AsyncConn) -> None:
 
     Saves one round trip per request against `AsyncConnectionPool.check_connection` (GET
     memory's latency is mostly round trips: docs/memory.md).
+
+    Asked with poll(), not select(): select() refuses a descriptor numbered 1024 or more
+    (ValueError), so in a process with that many files open every check failed, the pool took
+    each healthy connection back and retried until its timeout, and every request was a 503
+    (tests/pipeline/test_replay.py after the broker's 20-cycle test, in `make faults`).
     """
     if conn.closed:
         raise psycopg.OperationalError("the connection is closed")
-    readable, _, _ = select.select([conn.fileno()], [], [], 0)
-    if readable:
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN)
+    if poller.poll(0):
         await AsyncConnectionPool.check_connection(conn)
 
 
