@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install install-spacy install-browser up test faults lint typecheck unit clean-data
+.PHONY: install install-spacy install-browser up test faults screenshots lint typecheck unit clean-data
 
 # One pip run resolves everything together: faust caps click<8.4, which must hold the
 # huggingface stack at versions that agree with it. torch is pinned so pip takes the CPU wheel.
@@ -56,6 +56,10 @@ unit: install
 # whether CI runs them too).
 test: install install-spacy lint typecheck
 	HF_HUB_OFFLINE=1 $(BIN)/pytest -q -m "not slow" --durations=40
+
+# The README's screenshots (docs/screenshots/), from the explorer's browser test.
+screenshots: install
+	BRAINSTREAM_WRITE_SCREENSHOTS=1 HF_HUB_OFFLINE=1 $(BIN)/pytest -q tests/ui/test_explorer.py
 
 faults: install install-spacy
 	HF_HUB_OFFLINE=1 $(BIN)/pytest -q -m slow --durations=20

@@ -144,7 +144,7 @@ def read_back(bootstrap: str, topic: str, partitions: int, acked: list[Ack],
     target. A short idle window is no stop rule here: tansu lists every batch object of a
     partition and reads them one by one on each fetch, so one fetch of a partition that took a few
     thousand produce requests can take longer than any fixed pause between records (a 3 s window
-    reported 10,740 stored records as lost in the fault suite, docs/parts/broker.md). Each fetch is
+    reported 10,740 stored records as lost in the fault suite, docs/operations.md). Each fetch is
     kept small so that none outlasts the client's request timeout."""
     target: dict[int, int] = {}
     for a in acked:

@@ -9,7 +9,7 @@
  * right after a start) and, on 412, reads the object again and retries. It writes each record
  * batch with `If-None-Match: *`. s3rver ignores both headers, so two connections producing to one
  * partition were handed the same offsets, a restarted broker counted offsets from 0 again, and
- * batch objects were overwritten: acknowledged records lost (docs/parts/broker-durability.md).
+ * batch objects were overwritten: acknowledged records lost (docs/operations.md).
  *
  * Patched here:
  *  - PUT honours If-Match and If-None-Match (412 PreconditionFailed otherwise), checked and

@@ -85,7 +85,10 @@ def test_up_prints_a_status_line_and_none_of_its_processes_output(up: Supervisor
                   "Uvicorn running", "Scheduler: Sending due task", "[worker]", "[consumer]"):
         assert noise not in out, f"{noise!r} in `up`'s output:\n{out[-3000:]}"
     assert "ready. Ctrl-C stops everything. Logs:" in out
-    assert "Scheduler: Sending due task sweep" in "\n".join(_history(up.settings, "worker"))
+    # the beat sends the sweep every few seconds: its line reaches the worker's log, not `up`'s
+    wait_for(lambda: "Scheduler: Sending due task sweep"
+             in "\n".join(_history(up.settings, "worker")) or None, timeout=60,
+             what="the sweep's line in worker.log")
 
 
 def test_the_status_line_is_printed_again_when_it_changes(up: Supervisor) -> None:
