@@ -158,7 +158,8 @@ class Settings(BaseSettings, SettingsParts):
     # Back-off cap (seconds) of the API's background retries to load the query embedder.
     embedder_retry_max_wait: float = Field(default=30.0, gt=0, le=3600)
     search_candidate_k: int = Field(default=50, ge=1, le=1000)
-    rrf_k: int = Field(default=60, ge=0, le=10_000)
+    # RRF's k for search, chosen on SciFact and HotpotQA (performance.md, 2026-12-02 tables)
+    rrf_k: int = Field(default=10, ge=0, le=10_000)
     decay_lambda: float = Field(default=0.002, ge=0)
     evidence_n: int = Field(default=3, ge=0, le=20)
     search_stats_ttl: float = Field(default=300.0, ge=0, le=86400)

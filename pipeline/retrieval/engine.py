@@ -66,7 +66,7 @@ from pipeline.retrieval.snippets import MAX_SNIPPET_TERMS
 @dataclass(frozen=True)
 class EngineConfig:
     candidate_k: int = 50
-    rrf_k: int = 60
+    rrf_k: int = 10
     decay_lambda: float = 0.002  # per day: a year-old hit keeps about half its score
     evidence_n: int = 3
     max_results: int = 100

@@ -56,7 +56,7 @@ class GraphConfig:
     max_neighbors: int = 500
     candidate_k: int = 50  # entity candidates per channel (text, vector), first round
     max_candidates: int = 1000  # per channel, when filters leave the page short
-    rrf_k: int = 60
+    rrf_k: int = 10
     max_results: int = 100  # edge hits of find_links
     embed_timeout: float = 5.0
     max_query_terms: int = MAX_QUERY_TERMS
