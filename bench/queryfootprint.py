@@ -32,15 +32,8 @@ def _du(path: Path) -> int:
 
 def _tree_rss(pid: int | None) -> int:
     """Resident bytes of a process and its children (Postgres's backends, node's workers)."""
-    if pid is None:
-        return 0
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return 0
     total = 0
-    for proc in procs:
+    for proc in _tree(pid):
         with contextlib.suppress(psutil.Error):
             total += proc.memory_info().rss
     return total
