@@ -49,8 +49,10 @@ import psycopg
 from qualitydata import Dataset, counts, ingest, load_hotpot, load_scifact, stored_parts
 from qualitymodes import (
     MODES,
+    WEIGHT_KEYS,
     WHAT_IF,
     TrigramCache,
+    channel_weights,
     config_label,
     fill_trigram,
     parse_configs,
@@ -99,9 +101,12 @@ async def evaluate_embedder(embedder: EmbedderName, args: argparse.Namespace,
                 other = await build_services(settings.model_copy(update={"lexical_engine": lex}))
                 extra_services.append(other)
                 engines[lex] = other.engine
+            wired_weights = dict(wired.config.channel_weights)
             wired_config = {"k": float(wired.config.candidate_k),
                             "rrf": float(wired.config.rrf_k),
-                            "decay": wired.config.decay_lambda}
+                            "decay": wired.config.decay_lambda,
+                            **{key: wired_weights.get(names[0], 1.0)
+                               for key, names in WEIGHT_KEYS.items()}}
             configs = [wired_config] + [c for c in parse_configs(args.configs)
                                         if c != wired_config]
             tables: dict[str, dict[str, dict[str, float]]] = {}
@@ -142,6 +147,7 @@ async def evaluate_embedder(embedder: EmbedderName, args: argparse.Namespace,
                     EngineConfig(candidate_k=int(config["k"]), rrf_k=int(config["rrf"]),
                                  decay_lambda=config["decay"],
                                  evidence_n=wired.config.evidence_n,
+                                 channel_weights=channel_weights(config),
                                  exact_channels=engines[lex].config.exact_channels),
                     channels=[channels[name] for name in channels if name != "ppr"])
                 rows: dict[str, dict[str, float]] = {}
@@ -186,7 +192,8 @@ def main() -> None:
                         default="k=50,rrf=60,decay=0;k=100,rrf=60,decay=0;k=50,rrf=20,decay=0;"
                                 "k=50,rrf=10,decay=0",
                         help="extra engine configurations after the wired defaults, "
-                             "';'-separated k=candidate_k,rrf=rrf_k,decay=decay_lambda")
+                             "';'-separated k=candidate_k,rrf=rrf_k,decay=decay_lambda,"
+                             "lex=w,near=w,dense=w (channel weights, 1 by default)")
     parser.add_argument("--lexical-engines", default="postgres",
                         help="comma-separated lexical engines to evaluate each configuration "
                              "on (postgres, tantivy); the wired one comes first")

@@ -149,7 +149,9 @@ async def run_modes(engine: RetrievalEngine, dataset: Dataset, key_of: dict[uuid
         channels = {"lexical": {"lexical": lexical}, "dense": {"dense": dense},
                     "trigram": {near: trigram},
                     "lexical+dense": {"lexical": lexical, "dense": dense},
-                    "hybrid": {"lexical": lexical, near: trigram, "dense": dense}}
+                    "hybrid": {name: hits for name, hits in
+                               (("lexical", lexical), (near, trigram), ("dense", dense))
+                               if name in engine.fused_channels}}
         for mode, chans in channels.items():
             page = await engine.rank_and_page(ns, text, chans, PAGE, None)
             out.runs[mode][qid] = [key_of[o.id] for o in page.objects]
@@ -178,22 +180,36 @@ async def run_modes(engine: RetrievalEngine, dataset: Dataset, key_of: dict[uuid
     return out
 
 
+WEIGHT_KEYS = {"lex": ("lexical",), "near": ("trigram", "fuzzy"), "dense": ("dense",)}
+
+
 def parse_configs(text: str) -> list[dict[str, float]]:
-    """`k=50,rrf=60,decay=0.002;k=100,...` -> list of {k, rrf, decay}."""
+    """`k=50,rrf=60,decay=0.002;k=100,near=0.5,...` -> list of {k, rrf, decay, lex, near,
+    dense}: the last three are channel weights in the fusion (`near` is the near-spelling
+    channel, trigram or fuzzy)."""
     configs = []
     for chunk in text.split(";"):
         if not chunk.strip():
             continue
-        values = {"k": 50.0, "rrf": 60.0, "decay": 0.0}
+        values = {"k": 50.0, "rrf": 60.0, "decay": 0.0, "lex": 1.0, "near": 1.0, "dense": 1.0}
         for pair in chunk.split(","):
             name, value = pair.split("=")
             if name.strip() not in values:
-                raise SystemExit(f"unknown config key {name!r} (k, rrf, decay)")
+                raise SystemExit(f"unknown config key {name!r} (k, rrf, decay, lex, near, dense)")
             values[name.strip()] = float(value)
         configs.append(values)
     return configs
 
 
+def channel_weights(config: dict[str, float]) -> tuple[tuple[str, float], ...]:
+    """The engine's `channel_weights` of a configuration (only those that are not 1)."""
+    return tuple((name, config[key]) for key, names in WEIGHT_KEYS.items() for name in names
+                 if config.get(key, 1.0) != 1.0)
+
+
 def config_label(config: dict[str, float]) -> str:
     """A short label of an engine configuration."""
-    return f"candidate_k={int(config['k'])}, rrf_k={int(config['rrf'])}, decay={config['decay']:g}"
+    weights = "".join(f", {key}={config[key]:g}" for key in WEIGHT_KEYS
+                      if config.get(key, 1.0) != 1.0)
+    return (f"candidate_k={int(config['k'])}, rrf_k={int(config['rrf'])}, "
+            f"decay={config['decay']:g}{weights}")

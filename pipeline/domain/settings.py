@@ -11,7 +11,7 @@ import os
 import re
 import uuid
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
@@ -28,6 +28,8 @@ from pipeline.domain.settings_parts import SettingsParts
 
 EmbedderName = Literal["minilm", "static", "http"]
 ExtractorName = Literal["heuristic", "spacy", "http"]
+SearchChannel = Literal["lexical", "trigram", "fuzzy", "dense"]
+ChannelWeight = Annotated[float, Field(ge=0, le=100)]
 
 # Dimensions of the shipped embedders; an `http` embedder must state its own.
 KNOWN_EMBEDDING_DIMS: dict[str, int] = {"minilm": 384, "static": 256}
@@ -160,6 +162,9 @@ class Settings(BaseSettings, SettingsParts):
     search_candidate_k: int = Field(default=50, ge=1, le=1000)
     # RRF's k for search, chosen on SciFact and HotpotQA (performance.md, 2026-12-02 tables)
     rrf_k: int = Field(default=10, ge=0, le=10_000)
+    # Each search channel's vote in that fusion, by name (lexical, trigram, fuzzy, dense): 1
+    # when absent; 0 retires a channel from search (find_exact keeps its own channels).
+    search_channel_weights: dict[SearchChannel, ChannelWeight] = Field(default_factory=dict)
     decay_lambda: float = Field(default=0.002, ge=0)
     evidence_n: int = Field(default=3, ge=0, le=20)
     search_stats_ttl: float = Field(default=300.0, ge=0, le=86400)
@@ -240,7 +245,7 @@ class Settings(BaseSettings, SettingsParts):
     _consumer_group: str = PrivateAttr(default="brainstream-consumer")
 
     @field_validator("api_keys", "expand_recipes", "publisher_keys", "entity_curators",
-                     mode="before")
+                     "search_channel_weights", mode="before")
     @classmethod
     def _parse_json_object(cls, value: object) -> object:
         if isinstance(value, str):

@@ -78,6 +78,8 @@ class EngineConfig:
     max_filters: int = MAX_FILTERS
     # the channels find_exact fuses under its equality matches (no dense: exact means words)
     exact_channels: tuple[str, ...] = ("lexical", "trigram")
+    # each channel's vote in the fusion, by name (1 when absent; 0 keeps a channel out)
+    channel_weights: tuple[tuple[str, float], ...] = ()
     # RRF's k when the hybrid list and the PPR list are fused (small: see multihop.py)
     ppr_rrf_k: int = 5
     # > 0: PPR re-ranks the hybrid list's best `ppr_rerank_depth` objects instead of RRF
@@ -104,12 +106,17 @@ class RetrievalEngine:
         self.embed_query = embed_query
         self.config = config or EngineConfig()
         self.ppr = ppr
+        self.weights = dict(self.config.channel_weights)
+        if any(w < 0 for w in self.weights.values()):
+            raise ValueError("channel weights must be >= 0")
         if channels is None:
             channels = standard_channels(searcher, embed_query,
                                          embed_timeout=self.config.embed_timeout)
         self.channels: dict[str, Channel] = {c.name: c for c in channels}
         if len(self.channels) != len(channels):
             raise ValueError("two channels share a name")
+        # the channels search runs: a channel weighted 0 is not asked at all
+        self.fused_channels = [n for n in self.channels if self.weights.get(n, 1.0) > 0]
         missing = [n for n in self.config.exact_channels if n not in self.channels]
         if missing:
             raise ValueError(f"find_exact names channels the engine lacks: {missing}")
@@ -134,11 +141,11 @@ class RetrievalEngine:
                                field="mode")
         if self.ppr is None or request.mode == "hybrid":
             hits, degrade = await self.candidates(namespace, query, request,
-                                                  list(self.channels))
+                                                  self.fused_channels)
             plan = None
         else:
             (hits, degrade), plan = await asyncio.gather(
-                self.candidates(namespace, query, request, list(self.channels)),
+                self.candidates(namespace, query, request, self.fused_channels),
                 self.ppr.plan(namespace, query))
         # auto walks only from the words the query writes as names (strong seeds, seeds.py)
         walk = plan.strong_only() if plan is not None and request.mode == "auto" else plan
@@ -159,9 +166,9 @@ class RetrievalEngine:
         ids = list(dict.fromkeys(h.id for found in hits.values() for h in found))
         meta = await self.searcher.row_meta(namespace, ids)
         first = fuse_and_promote(hits, meta, k=self.config.rrf_k,
-                                 evidence_n=self.config.evidence_n)
+                                 evidence_n=self.config.evidence_n, weights=self.weights)
         rows = [RowRef(f.id, meta[f.id].parent_id or f.id, meta[f.id].parent_id is not None)
-                for f in rrf(hits, k=self.config.rrf_k) if f.id in meta]
+                for f in rrf(hits, k=self.config.rrf_k, weights=self.weights) if f.id in meta]
         result = await self.ppr.rank(namespace, plan, request.filters, request.scope_ids, rows)
         missing = [p.id for p in result.parts if p.id not in meta]
         meta |= await self.searcher.row_meta(namespace, missing)
@@ -229,7 +236,7 @@ class RetrievalEngine:
                                  + [h.id for hits in channels.values() for h in hits]))
         meta = await self.searcher.row_meta(namespace, ids)
         promoted = fuse_and_promote(channels, meta, k=self.config.rrf_k,
-                                    evidence_n=self.config.evidence_n)
+                                    evidence_n=self.config.evidence_n, weights=self.weights)
         if first:
             # Exact matches lead, in their own order, above every fused result.
             top = 1.0 + max((p.score for p in promoted), default=0.0)

@@ -86,11 +86,13 @@ def promote(fused: Sequence[Fused], meta: Mapping[uuid.UUID, RowMeta], *,
 
 
 def fuse_and_promote(channels: Mapping[str, Sequence[Hit]], meta: Mapping[uuid.UUID, RowMeta],
-                     *, k: int = 60, evidence_n: int = 3) -> list[Promoted]:
+                     *, k: int = 60, evidence_n: int = 3,
+                     weights: Mapping[str, float] | None = None) -> list[Promoted]:
     """Reciprocal rank fusion over objects: each channel's rows are promoted to their objects
     first (an object takes the rank of its best row in that channel, so one long document
     votes once per channel however many of its parts matched), then the objects' ranks are
-    fused. Evidence: the object's parts ordered by their own fused score over the channels.
+    fused (each channel's vote times its weight in `weights`, 1 when absent). Evidence: the
+    object's parts ordered by their own fused score over the channels.
 
     Fusing rows and then summing or pooling per object distorts both ways: a sum rewards
     length, and with RRF's flat scores (k = 60) even a small share of the other parts
@@ -101,6 +103,7 @@ def fuse_and_promote(channels: Mapping[str, Sequence[Hit]], meta: Mapping[uuid.U
         name: [Hit(row.parent_id or row.id, hit.score) for hit in hits
                if (row := meta.get(hit.id)) is not None]
         for name, hits in channels.items()}
-    objects = rrf(object_channels, k=k)
-    by_object = {p.id: p for p in promote(rrf(channels, k=k), meta, evidence_n=evidence_n)}
+    objects = rrf(object_channels, k=k, weights=weights)
+    by_object = {p.id: p for p in promote(rrf(channels, k=k, weights=weights), meta,
+                                          evidence_n=evidence_n)}
     return [Promoted(o.id, o.score, by_object[o.id].evidence) for o in objects]

@@ -156,7 +156,8 @@ async def build_services(settings: Settings) -> Services:
                           snippet_max_terms=settings.api_snippet_max_terms,
                           max_query_terms=settings.api_max_query_terms,
                           max_filters=settings.api_max_filters, ppr_rrf_k=settings.ppr_rrf_k,
-                          ppr_rerank_depth=settings.ppr_rerank_depth)
+                          ppr_rerank_depth=settings.ppr_rerank_depth,
+                          channel_weights=tuple(settings.search_channel_weights.items()))
     searcher = PgPartSearcher(pool, stats_ttl=settings.search_stats_ttl,
                               trigram_threshold=settings.trigram_threshold,
                               trigram_max_words=settings.trigram_max_words)

@@ -89,3 +89,15 @@ def test_find_exact_must_name_channels_the_engine_has() -> None:
     searcher = _Searcher()
     with pytest.raises(ValueError, match="trigram"):
         _engine(searcher, [standard_channels(searcher, _vector, embed_timeout=1.0)[0]])
+
+
+def test_a_channel_weighted_zero_is_not_asked() -> None:
+    searcher = _Searcher()
+    engine = RetrievalEngine(searcher, _Reader(), None, _catalog, _vector,  # type: ignore[arg-type]
+                             EngineConfig(channel_weights=(("trigram", 0.0),)))
+    page = _search(engine)
+    assert sorted(searcher.calls) == ["dense", "lexical"]
+    assert [o.id for o in page.objects] == [DOC]
+    with pytest.raises(ValueError, match="weights"):
+        RetrievalEngine(searcher, _Reader(), None, _catalog, _vector,  # type: ignore[arg-type]
+                        EngineConfig(channel_weights=(("dense", -1.0),)))

@@ -108,3 +108,16 @@ def test_fusion_over_objects_keeps_every_object_once(rows: list[uuid.UUID], k: i
                                  "b": [Hit(r, 1.0) for r in reversed(rows)]}, meta, k=k)
     assert sorted(p.id for p in promoted) == sorted({m.parent_id or m.id for m in meta.values()})
     assert [p.score for p in promoted] == sorted((p.score for p in promoted), reverse=True)
+
+
+def test_a_channel_weight_scales_its_vote_and_zero_adds_nothing() -> None:
+    a, b = IDS[:2]
+    channels = {"lexical": [Hit(a, 9), Hit(b, 8)], "trigram": [Hit(b, 0.9), Hit(a, 0.8)]}
+    even = rrf(channels, k=10)
+    assert even[0].score == even[1].score  # one first and one second rank each
+    half = rrf(channels, k=10, weights={"trigram": 0.5})
+    assert [f.id for f in half] == [a, b]
+    assert half[0].score == 1 / 11 + 0.5 / 12
+    meta = {a: _meta(a, None), b: _meta(b, None)}
+    muted = fuse_and_promote(channels, meta, k=10, weights={"trigram": 0.0})
+    assert [(p.id, p.score) for p in muted] == [(a, 1 / 11), (b, 1 / 12)]
