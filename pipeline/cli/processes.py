@@ -81,8 +81,11 @@ def api(ctx: click.Context, host: str | None, port: int | None) -> None:
     if not settings.api_keys:
         click.echo("warning: BRAINSTREAM_API_KEYS is empty: every request will get 401",
                    err=True)
+    from api.transport import HTTP_PROTOCOL
+
     uvicorn.run("api.main:app", host=host or settings.api_host, port=port or settings.api_port,
-                workers=settings.api_workers, log_level="info", proxy_headers=False)
+                workers=settings.api_workers, log_level="info", proxy_headers=False,
+                http=HTTP_PROTOCOL)
 
 
 # -- everything ---------------------------------------------------------------------------
