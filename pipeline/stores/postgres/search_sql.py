@@ -131,6 +131,11 @@ ROW_META = sql.SQL(
     " FROM {from_} WHERE {where} AND o.id = ANY(%(ids)s::uuid[])")
 
 
+# The longest property value the GIN index of property values holds (migration 0035): a longer
+# query is compared by the scan of every parent's properties.
+EXACT_PROPERTY_MAX = 256
+
+
 def exact_query(text: str, frag: Fragment, k: int) -> tuple[Query, dict[str, Any]]:
     """The exact-match statement for the stripped query `text` under `frag`, with its
     parameters (see `PgPartSearcher.exact_matches` for what matches and how it scores)."""
@@ -144,6 +149,9 @@ def exact_query(text: str, frag: Fragment, k: int) -> tuple[Query, dict[str, Any
         " AND t.title ILIKE ANY(%(title_like)s::text[])"
         " AND lower(t.title) = ANY(SELECT lower(n) FROM unnest(%(needles)s::text[]) AS n)"),
         sql.SQL(
+        "SELECT t.id, 2 FROM objects t WHERE t.namespace_id = %(ns)s AND t.parent_id IS NULL"
+        " AND t.deleted_at IS NULL AND property_texts(t.properties) && %(needles)s::text[]")
+        if max(len(n) for n in needles) <= EXACT_PROPERTY_MAX else sql.SQL(
         "SELECT t.id, 2 FROM objects t WHERE t.namespace_id = %(ns)s AND t.parent_id IS NULL"
         " AND t.deleted_at IS NULL AND EXISTS (SELECT 1 FROM jsonb_each(t.properties) AS e"
         " WHERE CASE jsonb_typeof(e.value)"
