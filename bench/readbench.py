@@ -43,8 +43,9 @@ DEFAULT_PORTS = {"pg_port": 15432, "kafka_port": 19092, "s3_port": 19000,
 
 def bench_settings(name: str, offset: int, embedder: EmbedderName,
                    **overrides: Any) -> Settings:
-    """Settings of a benchmark stack: own data dir, ports = defaults + offset, no environment
-    variable or .env consulted (model_validate, not the constructor)."""
+    """Settings of a benchmark stack: own data dir, ports = defaults + offset; BRAINSTREAM_*
+    environment variables still apply to everything else (pydantic-settings reads them in
+    `model_validate` too), e.g. `BRAINSTREAM_LEXICAL_ENGINE=tantivy` for the wired engine."""
     ports = {key: port + offset for key, port in DEFAULT_PORTS.items()}
     if max(ports.values()) >= 32768:
         raise ValueError("benchmark ports must stay below 32768 (ephemeral range)")
