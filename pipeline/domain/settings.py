@@ -163,8 +163,10 @@ class Settings(BaseSettings, SettingsParts):
     # RRF's k for search, chosen on SciFact and HotpotQA (performance.md, 2026-12-02 tables)
     rrf_k: int = Field(default=10, ge=0, le=10_000)
     # Each search channel's vote in that fusion, by name (lexical, trigram, fuzzy, dense): 1
-    # when absent; 0 retires a channel from search (find_exact keeps its own channels).
-    search_channel_weights: dict[SearchChannel, ChannelWeight] = Field(default_factory=dict)
+    # when absent; 0 retires a channel from search (find_exact keeps its own channels). The
+    # defaults were chosen on SciFact and HotpotQA (performance.md, 2026-12-02 04:20 tables).
+    search_channel_weights: dict[SearchChannel, ChannelWeight] = Field(
+        default_factory=lambda: {"lexical": 1.25, "trigram": 0.5, "fuzzy": 0.5})
     decay_lambda: float = Field(default=0.002, ge=0)
     evidence_n: int = Field(default=3, ge=0, le=20)
     search_stats_ttl: float = Field(default=300.0, ge=0, le=86400)
