@@ -99,7 +99,7 @@ class LexicalSettings(BaseModel):
     # LEXICAL_FUZZY_MIN_CHARS characters the index does not know, within
     # LEXICAL_FUZZY_DISTANCE edits (transpositions count one). Readers keep at most
     # LEXICAL_OPEN_INDEXES namespaces' indexes open (least recently searched closed first).
-    lexical_engine: Literal["postgres", "tantivy"] = "postgres"
+    lexical_engine: Literal["postgres", "tantivy"] = "tantivy"
     lexical_batch_size: int = Field(default=500, ge=1, le=100_000)
     lexical_writer_heap_bytes: int = Field(default=50_000_000, ge=15_000_000, le=4_000_000_000)
     lexical_fuzzy_distance: int = Field(default=1, ge=1, le=2)
