@@ -95,8 +95,9 @@ class LexicalSettings(BaseModel):
     # LEXICAL_ENGINE: which engine answers the lexical channel (and near-spellings: the trigram
     # channel on postgres, fuzzy term queries on tantivy); the index is kept either way, so the
     # switch needs no rebuild. Tantivy by default: search at 100k parts p95 21-26 ms, where the
-    # SQL BM25 channel alone is p95 320 ms (docs/operations.md). The writer applies LEXICAL_BATCH_SIZE queued roots per commit with
-    # LEXICAL_WRITER_HEAP_BYTES of indexing memory. Fuzzy: query words of at least
+    # SQL BM25 channel alone is p95 320 ms (docs/operations.md). The writer applies
+    # LEXICAL_BATCH_SIZE queued roots per commit with LEXICAL_WRITER_HEAP_BYTES of indexing
+    # memory. Fuzzy: query words of at least
     # LEXICAL_FUZZY_MIN_CHARS characters the index does not know, within
     # LEXICAL_FUZZY_DISTANCE edits (transpositions count one). Readers keep at most
     # LEXICAL_OPEN_INDEXES namespaces' indexes open (least recently searched closed first).
