@@ -199,22 +199,6 @@ def test_infra_data_on_named_volumes(compose: dict[str, Any], services: dict[str
         assert named, f"{name} keeps its data on no named volume (mounts: {mounts})"
 
 
-def test_writer_and_api_share_the_lexical_indexes(compose: dict[str, Any],
-                                                 services: dict[str, Any]) -> None:
-    # LEXICAL_ENGINE=tantivy (the default): the API reads the indexes the relay queue's writer
-    # writes under <data_dir>/lexical; in separate containers only a shared volume joins them
-    data_dir = _environment(services["api"])["BRAINSTREAM_DATA_DIR"]
-    assert "relay" in services["worker"]["command"][services["worker"]["command"].index(
-        "--queues") + 1].split(",")
-    mounts = {name: {str(v).split(":")[1]: str(v).split(":")[0]
-                     for v in services[name].get("volumes") or []} for name in ("worker", "api")}
-    volume = mounts["worker"].get(f"{data_dir}/lexical")
-    assert volume in set(compose.get("volumes") or {}), mounts
-    assert mounts["api"].get(f"{data_dir}/lexical") == volume, mounts
-    assert _environment(services["worker"])["BRAINSTREAM_DATA_DIR"] == data_dir
-    assert re.search(rf"mkdir -p {re.escape(data_dir)}/lexical", DOCKERFILE.read_text())
-
-
 # -- published ports: no unauthenticated listener beyond the host ----------------------------
 
 LOOPBACK = {"127.0.0.1", "::1", "[::1]", "localhost"}
