@@ -243,14 +243,17 @@ def _settled(pool: Any, ids: list[str]) -> bool:
 
 
 def indexed(settings: Settings, object_id: str) -> bool:
-    """True once the object is embedded (with its parts) and its node is in the graph."""
+    """True once the object is embedded (with its parts), in the lexical index (no queue row of
+    it left: the writer deletes it after its commit, which readers load on their next search)
+    and its node is in the graph."""
     import falkordb
 
     with psycopg.connect(settings.effective_postgres_dsn) as conn:
         row = conn.execute(
-            "SELECT bool_and(e.embed_status = 'done') FROM objects o"
-            " JOIN object_embeddings e ON e.id = o.id"
-            " WHERE e.root_id = %s AND o.deleted_at IS NULL", (object_id,)).fetchone()
+            "SELECT bool_and(e.embed_status = 'done')"
+            " AND NOT EXISTS (SELECT 1 FROM lexical_queue q WHERE q.root_id = %(id)s)"
+            " FROM objects o JOIN object_embeddings e ON e.id = o.id"
+            " WHERE e.root_id = %(id)s AND o.deleted_at IS NULL", {"id": object_id}).fetchone()
     if not row or not row[0]:
         return False
     graph = falkordb.FalkorDB.from_url(settings.effective_falkordb_url).select_graph(

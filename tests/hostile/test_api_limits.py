@@ -4,8 +4,10 @@ while the hostile request is still in flight.
 
 The bodies are written by hand on sockets (`RawRequest`), so a test decides how fast and how much
 is sent and sees the answer as soon as it arrives. A slow database is made deterministic by
-holding an ACCESS EXCLUSIVE lock on `search_vocab` (the trigram channel's table): a search waits on
-it until the lock is released or a time budget ends it. No assertion is about wall-clock time.
+holding an ACCESS EXCLUSIVE lock on a table every search reads whatever the lexical engine:
+`object_embeddings` (the dense channel's) or `objects` (the rows a search hydrates); a search
+waits on it until the lock is released or a time budget ends it. No assertion is about
+wall-clock time.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import psutil
 import psycopg
 import pytest
 from fastapi.testclient import TestClient
+from psycopg import sql
 
 from api.app import create_app
 from pipeline.domain.settings import Settings
@@ -250,10 +253,12 @@ def test_snippets_of_later_pages_are_built_when_they_are_read(api: Api,
 
 
 @contextmanager
-def vocab_locked(settings: Settings) -> Iterator[None]:
-    """Every trigram lookup waits while this is open (searches are in flight until it ends)."""
+def table_locked(settings: Settings, table: str) -> Iterator[None]:
+    """Every read of `table` waits while this is open (searches are in flight until it
+    ends)."""
     with psycopg.connect(settings.effective_postgres_dsn) as conn, conn.transaction():
-        conn.execute("LOCK TABLE search_vocab IN ACCESS EXCLUSIVE MODE")
+        conn.execute(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(
+            sql.Identifier(table)))
         yield
 
 
@@ -270,7 +275,8 @@ def test_one_key_over_its_concurrency_gets_429_while_another_key_is_served(
                           headers=tenants.auth(tenants.a_key), timeout=60)
 
     with ThreadPoolExecutor(PER_KEY) as pool:
-        with vocab_locked(catalog):
+        # the dense channel waits (other keys' object reads do not touch the table)
+        with table_locked(catalog, "object_embeddings"):
             slow = [pool.submit(search) for _ in range(PER_KEY)]
             with psycopg.connect(catalog.effective_postgres_dsn, autocommit=True) as probe:
                 wait_for(lambda: _waiting_reads(probe) >= PER_KEY, timeout=30,
@@ -304,7 +310,10 @@ def test_a_search_stuck_in_the_database_gets_503_with_its_code(
     settings = catalog.model_copy(update={"api_keys": tenants.keys, **overrides})
     with TestClient(create_app(settings)) as client:
         headers = tenants.auth(tenants.a_key)
-        with vocab_locked(catalog):
+        # the rows' hydration waits: with the dense channel's table locked instead, the
+        # statement-timeout case answered 200 degraded lexical-only (the Tantivy channel reads
+        # no table), not the 503 this test is about
+        with table_locked(catalog, "objects"):
             resp = client.post("/v1/search", json={"query": "harbour crane"}, headers=headers)
         assert _error(resp.status_code, resp.json()) == (503, code, None)
         assert client.post("/v1/search", json={"query": "harbour crane"},

@@ -177,6 +177,7 @@ def quiet(settings: Settings, corpus: Corpus) -> bool:
             " (SELECT count(*) FROM object_embeddings e JOIN objects o ON o.id = e.id"
             "   WHERE e.embed_status = 'pending' AND o.deleted_at IS NULL),"
             " (SELECT count(*) FROM deferred_events),"
+            " (SELECT count(*) FROM lexical_queue),"
             # extraction runs in its own process (the `extract` queue), behind embedding
             " (SELECT count(*) FROM entity_extraction WHERE status = 'pending'),"
             " (SELECT count(*) FROM entity_proposal_queue q JOIN entities e ON e.id = q.entity_id"
@@ -235,6 +236,17 @@ def graph_snapshot(settings: Settings, namespaces: list[str]) -> dict[str, Any]:
     return {"nodes": nodes, "edges": edges}
 
 
+def compact_lexical(settings: Settings) -> None:
+    """`lexical rebuild` of the active generation, so that API answers compare across
+    generations: Tantivy counts a replaced or deleted document in N, df and the mean length
+    until it merges the segment away, so the lexical channel's BM25 depends on the order the
+    index was written in (live commits, the replay's rounds), not only on the rows it holds.
+    Rebuilt, each index holds exactly its rows (the replay's own index is checked by
+    `lexical verify` first)."""
+    done = cli(settings, "lexical", "rebuild")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def api_answers(client: TestClient, corpus: Corpus) -> dict[str, list[str]]:
     """The ids (in order) the API returns for a fixed set of requests in each namespace."""
     out: dict[str, list[str]] = {}
@@ -288,6 +300,7 @@ class Replayed:
     switched_within: float
     client: TestClient
     pub: Publisher
+    lexical_verify: subprocess.CompletedProcess[str]  # `lexical verify` on the replay's index
 
 
 @dataclass

@@ -46,6 +46,7 @@ from tests.pipeline.replayutil import (
     api_answers,
     clean as _clean,
     cli as _cli,
+    compact_lexical,
     differences as _differences,
     graph_snapshot,
     live_traffic as _live_traffic,
@@ -107,6 +108,7 @@ def replayed(rp: Settings) -> Iterator[Replayed]:
             "api_keys": {corpus.api_key: [*corpus.namespaces, LIVE_NS]}})
         with TestClient(create_app(api_settings)) as client:
             assert _readyz_generation(client) == 1
+            compact_lexical(settings)
             api_before = api_answers(client, corpus)
             replay = _cli(settings, "replay", timeout=900)
             assert replay.returncode == 0, replay.stdout + replay.stderr[-4000:]
@@ -115,9 +117,12 @@ def replayed(rp: Settings) -> Iterator[Replayed]:
                      what="the API to follow the switch")
             switched_within = time.monotonic() - switched
             states = {g.id: g.state for g in list_generations(settings)}
+            # the index the replay built, checked before the comparison rewrites it
+            lexical_verify = _cli(settings, "lexical", "verify", "--sample", "50")
+            compact_lexical(settings)
             api_after = api_answers(client, corpus)
             yield Replayed(settings, corpus, pg_before, graph_before, api_before, api_after,
-                           replay, states, switched_within, client, pub)
+                           replay, states, switched_within, client, pub, lexical_verify)
     finally:
         pub.close()
         for proc in procs.values():
@@ -184,7 +189,7 @@ def test_verify_is_clean_on_the_new_generation(replayed: Replayed) -> None:
 
 
 def test_the_lexical_index_is_built_in_the_new_generation(replayed: Replayed) -> None:
-    done = _cli(replayed.settings, "lexical", "verify", "--sample", "50")
+    done = replayed.lexical_verify
     assert done.returncode == 0, done.stdout + done.stderr
     assert "generation 2:" in done.stdout and "agree" in done.stdout
     g2_dir = replayed.settings.resolved_data_dir / "lexical" / "gen-2"
@@ -300,6 +305,7 @@ def test_drop_old_generations(replayed: Replayed, live_replayed: LiveReplayed) -
     assert states == {1: "dropped", 2: "dropped", 3: "active", 4: "dropped", 5: "dropped"}
     # the API keeps answering from generation 3 (the graph-wide channels of find_objects now
     # also see the live traffic, so only the namespace-local answers are compared)
+    compact_lexical(settings)
     now = api_answers(replayed.client, replayed.corpus)
     local = {k: v for k, v in replayed.api_before.items() if ":find_objects" not in k}
     assert _differences(local, {k: v for k, v in now.items() if k in local}) == []
