@@ -107,9 +107,11 @@ def main() -> None:
     quiet_logging()
     scales = sorted(int(s) for s in args.scales.split(","))
     concurrencies = [int(c) for c in args.concurrency.split(",")]
+    # without the Tantivy index (--no-lexical) the engine must answer from the SQL BM25
     settings = bench_settings("query", args.port_offset, "static",
                               api_port=8000 + args.port_offset,
-                              service_start_timeout=600.0)  # FalkorDB's index rebuild, loaded
+                              service_start_timeout=600.0,  # FalkorDB's index rebuild, loaded
+                              **({} if args.lexical else {"lexical_engine": "postgres"}))
     k = settings.search_candidate_k
     ef = min(max(2 * k, 40), 1000)  # what PgPartSearcher.search_dense sets
     source = load_source()
