@@ -94,10 +94,10 @@ async def evaluate_embedder(embedder: EmbedderName, args: argparse.Namespace,
                 [settings.lexical_engine, *(e.strip() for e in args.lexical_engines.split(",")
                                             if e.strip())]))
             engines = {settings.lexical_engine: wired}
+            if "tantivy" in lexical_engines:  # wired (the default) or asked for
+                documents, took = build_lexical_index(settings)
+                info["Tantivy lexical index"] = f"{documents} documents in {took:.0f} s"
             for lex in lexical_engines[1:]:
-                if lex == "tantivy":
-                    documents, took = build_lexical_index(settings)
-                    info["Tantivy lexical index"] = f"{documents} documents in {took:.0f} s"
                 other = await build_services(settings.model_copy(update={"lexical_engine": lex}))
                 extra_services.append(other)
                 engines[lex] = other.engine
