@@ -30,6 +30,8 @@ EmbedderName = Literal["minilm", "static", "http"]
 ExtractorName = Literal["heuristic", "spacy", "http"]
 SearchChannel = Literal["lexical", "trigram", "fuzzy", "dense"]
 ChannelWeight = Annotated[float, Field(ge=0, le=100)]
+DEFAULT_CHANNEL_WEIGHTS: dict[SearchChannel, float] = {"lexical": 1.25, "trigram": 0.5,
+                                                        "fuzzy": 0.5}
 
 # Dimensions of the shipped embedders; an `http` embedder must state its own.
 KNOWN_EMBEDDING_DIMS: dict[str, int] = {"minilm": 384, "static": 256}
@@ -166,7 +168,7 @@ class Settings(BaseSettings, SettingsParts):
     # when absent; 0 retires a channel from search (find_exact keeps its own channels). The
     # defaults were chosen on SciFact and HotpotQA (performance.md, 2026-12-02 04:20 tables).
     search_channel_weights: dict[SearchChannel, ChannelWeight] = Field(
-        default_factory=lambda: {"lexical": 1.25, "trigram": 0.5, "fuzzy": 0.5})
+        default_factory=lambda: dict(DEFAULT_CHANNEL_WEIGHTS))
     decay_lambda: float = Field(default=0.002, ge=0)
     evidence_n: int = Field(default=3, ge=0, le=20)
     search_stats_ttl: float = Field(default=300.0, ge=0, le=86400)
