@@ -15,6 +15,7 @@ from __future__ import annotations
 import shutil
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
@@ -182,3 +183,32 @@ class StatusPoller:
             if not self.stopped.is_set():
                 self.show(line)
             self.stopped.wait(self.settings.console_status_interval)
+
+
+def api_health_url(settings: Settings) -> str:
+    """Where `up` asks whether the API answers (a wildcard bind is asked on loopback)."""
+    host = settings.api_host if settings.api_host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+    return f"http://{host}:{settings.api_port}/healthz"
+
+
+def announce_when_answering(url: str, report: Callable[[str], None], message: str, *,
+                            stopped: threading.Event, warn_after: float) -> None:
+    """Report `message` once `url` answers 200. uvicorn binds its port before its workers have
+    started (loaded the query embedder, opened pools): 40 s on this machine under load, during
+    which a "ready" would have been a lie. Says so once if nothing answers within
+    `warn_after` seconds, and keeps asking; gives up quietly when `stopped` is set."""
+    deadline = time.monotonic() + warn_after
+    warned = False
+    while not stopped.is_set():
+        try:
+            with urllib.request.urlopen(url, timeout=2) as answer:
+                if answer.status == 200:
+                    report(message)
+                    return
+        except (OSError, ValueError):
+            pass  # not listening yet, or not answering yet
+        if not warned and time.monotonic() > deadline:
+            report(f"the API has not answered {url} within {warn_after:.0f} s: still waiting "
+                   "(brainstream logs api)")
+            warned = True
+        stopped.wait(0.5)

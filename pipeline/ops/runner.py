@@ -24,6 +24,7 @@ import selectors
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -98,7 +99,12 @@ class _Stop(Exception):
 def run_up(settings: Settings, *, stop_services: bool) -> None:
     """Start everything and supervise it until Ctrl-C (or SIGTERM)."""
     from pipeline.kafka.topics import ensure_topics
-    from pipeline.ops.console import Console, StatusPoller
+    from pipeline.ops.console import (
+        Console,
+        StatusPoller,
+        announce_when_answering,
+        api_health_url,
+    )
     from pipeline.ops.generations import migrate_generations
     from pipeline.services.stack import Stack
 
@@ -133,8 +139,13 @@ def run_up(settings: Settings, *, stop_services: bool) -> None:
         for spec in app_processes(settings, env):
             supervisor.start(spec)
         report(f"web explorer: http://{settings.api_host}:{settings.api_port}/ui")
-        report(f"ready. Ctrl-C stops everything. Logs: {log_dir(settings)} "
-               "(brainstream logs [process] -f)")
+        # "ready" once the API answers, from a thread: supervision starts at once meanwhile
+        threading.Thread(target=announce_when_answering, name="ready", daemon=True, args=(
+            api_health_url(settings), report,
+            f"ready. Ctrl-C stops everything. Logs: {log_dir(settings)} "
+            "(brainstream logs [process] -f)"),
+            kwargs={"stopped": poller.stopped,
+                    "warn_after": settings.worker_start_timeout}).start()
         poller.start()
         supervisor.run()
     except (KeyboardInterrupt, _Stop):
