@@ -84,7 +84,9 @@ def test_up_prints_a_status_line_and_none_of_its_processes_output(up: Supervisor
     for noise in ("[queues]", "[tasks]", "SecurityWarning", "superuser", "[^Worker]",
                   "Uvicorn running", "Scheduler: Sending due task", "[worker]", "[consumer]"):
         assert noise not in out, f"{noise!r} in `up`'s output:\n{out[-3000:]}"
-    assert "ready. Ctrl-C stops everything. Logs:" in out
+    # said once the API answers, by a thread of its own: it may follow the first status line
+    wait_for(lambda: "ready. Ctrl-C stops everything. Logs:" in up.output() or None,
+             timeout=60, interval=0.5, what=f"`up`'s ready line ({up.log})")
     # the beat sends the sweep every few seconds: its line reaches the worker's log, not `up`'s
     wait_for(lambda: "Scheduler: Sending due task sweep"
              in "\n".join(_history(up.settings, "worker")) or None, timeout=60,
