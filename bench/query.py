@@ -163,7 +163,8 @@ def main() -> None:
                 notes.append(note)
             disk, memory = footprint(settings)
             results.append(ScaleResult(stored, docs, links, load, timings, notes, disk, memory))
-    text = report(results, args, time.perf_counter() - started, ef, k)
+    text = report(results, args, time.perf_counter() - started, ef, k,
+                  lexical_engine=settings.lexical_engine)
     emit_report(text, args.out)
 
 

@@ -15,8 +15,6 @@ from readbench import md_table
 from runenv import machine_lines
 from timing import Timing
 
-from pipeline.domain.settings import Settings
-
 # issue 13: search p95 (c=1) under 50 ms at 100k parts and 150 ms at 1M; find_exact p95 under
 # 50 ms at 100k; throughput at concurrency 8 at least 3x concurrency 1
 TARGET_SEARCH_MS = {100_000: 50.0, 1_000_000: 150.0}
@@ -46,7 +44,7 @@ class ScaleResult:
 
 
 def report(results: list[ScaleResult], args: argparse.Namespace, total_s: float,
-           ef: int, k: int) -> str:
+           ef: int, k: int, *, lexical_engine: str) -> str:
     """The Markdown report: one table per scale, then the targets."""
     lines = ["### Read-path latency (bench/query.py)", "", *machine_lines(),
              f"- command: `python bench/query.py {' '.join(sys.argv[1:])}`".rstrip(),
@@ -58,7 +56,7 @@ def report(results: list[ScaleResult], args: argparse.Namespace, total_s: float,
              f"engine sets it for candidate_k={k}) and bare `lexical @@ q ORDER BY "
              f"ts_rank(lexical, q) DESC LIMIT {k}` (q = OR of the claim's lexemes)",
              "- in-process: the engine as `pipeline.wiring.build_services` wires it (pool of 8, "
-             f"`LEXICAL_ENGINE={Settings().lexical_engine}`, as the environment says), asyncio "
+             f"`LEXICAL_ENGINE={lexical_engine}`), asyncio "
              "workers on one queue; latency per call, throughput = calls / wall time",
              f"- total wall time: {total_s / 60:.1f} min", ""]
     verdicts: list[str] = []

@@ -16,6 +16,7 @@ from api.mcp.read_tools import register_read_tools
 from api.mcp.write_tools import register_write_tools
 from pipeline.domain.errors import ConfigError
 from pipeline.domain.settings import Settings
+from pipeline.domain.settings_parts import local_http_url
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +28,7 @@ HTTP_PATH = "/mcp"
 def backend_for(settings: Settings, transport: Transport) -> ApiBackend:
     """The API calls of this transport: over stdio with MCP_API_KEY (required), over HTTP with
     each caller's own Authorization header."""
-    url = settings.mcp_api_url or f"http://{settings.api_host}:{settings.api_port}"
+    url = settings.mcp_api_url or local_http_url(settings.api_host, settings.api_port)
     key = settings.mcp_api_key.get_secret_value() if settings.mcp_api_key else None
     if transport == "stdio" and not key:
         raise ConfigError("BRAINSTREAM_MCP_API_KEY is required with --transport stdio (the "

@@ -10,6 +10,15 @@ from typing import Literal
 from pydantic import BaseModel, Field, SecretStr
 
 
+def local_http_url(host: str, port: int) -> str:
+    """The URL a client on this machine reaches a server bound to `host`:`port` by (a wildcard
+    bind on loopback; an IPv6 address in brackets): `up` asking the API whether it answers,
+    the MCP server's default API address."""
+    if host in ("", "0.0.0.0", "::"):
+        host = "127.0.0.1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 class PathSettings(BaseModel):
     """`POST /v1/paths`."""
 

@@ -185,12 +185,6 @@ class StatusPoller:
             self.stopped.wait(self.settings.console_status_interval)
 
 
-def api_health_url(settings: Settings) -> str:
-    """Where `up` asks whether the API answers (a wildcard bind is asked on loopback)."""
-    host = settings.api_host if settings.api_host not in ("0.0.0.0", "::", "") else "127.0.0.1"
-    return f"http://{host}:{settings.api_port}/healthz"
-
-
 def announce_when_answering(url: str, report: Callable[[str], None], message: str, *,
                             stopped: threading.Event, warn_after: float) -> None:
     """Report `message` once `url` answers 200. uvicorn binds its port before its workers have

@@ -98,13 +98,9 @@ class _Stop(Exception):
 
 def run_up(settings: Settings, *, stop_services: bool) -> None:
     """Start everything and supervise it until Ctrl-C (or SIGTERM)."""
+    from pipeline.domain.settings_parts import local_http_url
     from pipeline.kafka.topics import ensure_topics
-    from pipeline.ops.console import (
-        Console,
-        StatusPoller,
-        announce_when_answering,
-        api_health_url,
-    )
+    from pipeline.ops.console import Console, StatusPoller, announce_when_answering
     from pipeline.ops.generations import migrate_generations
     from pipeline.services.stack import Stack
 
@@ -141,7 +137,7 @@ def run_up(settings: Settings, *, stop_services: bool) -> None:
         report(f"web explorer: http://{settings.api_host}:{settings.api_port}/ui")
         # "ready" once the API answers, from a thread: supervision starts at once meanwhile
         threading.Thread(target=announce_when_answering, name="ready", daemon=True, args=(
-            api_health_url(settings), report,
+            local_http_url(settings.api_host, settings.api_port) + "/healthz", report,
             f"ready. Ctrl-C stops everything. Logs: {log_dir(settings)} "
             "(brainstream logs [process] -f)"),
             kwargs={"stopped": poller.stopped,

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from pipeline.domain.settings_parts import local_http_url
 from pipeline.ops.console import announce_when_answering
 
 
@@ -67,3 +68,10 @@ def test_nothing_is_said_when_up_stops_first() -> None:
     announce_when_answering("http://127.0.0.1:9/healthz", said.append, "ready",
                             stopped=stopped, warn_after=0.0)
     assert said == []
+
+
+def test_the_api_is_asked_where_a_local_client_reaches_it() -> None:
+    assert local_http_url("0.0.0.0", 8000) == "http://127.0.0.1:8000"
+    assert local_http_url("::", 8000) == "http://127.0.0.1:8000"
+    assert local_http_url("::1", 8000) == "http://[::1]:8000"
+    assert local_http_url("10.0.0.2", 80) == "http://10.0.0.2:80"

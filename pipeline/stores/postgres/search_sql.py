@@ -132,8 +132,17 @@ ROW_META = sql.SQL(
 
 
 # The longest property value the GIN index of property values holds (migration 0035): a longer
-# query is compared by the scan of every parent's properties.
+# query is compared by the scan of every parent's properties (the same values, as text).
 EXACT_PROPERTY_MAX = 256
+_PROPERTY_INDEXED = sql.SQL("property_texts(t.properties) && %(needles)s::text[]")
+_PROPERTY_SCAN = sql.SQL(
+    "EXISTS (SELECT 1 FROM jsonb_each(t.properties) AS e"
+    " WHERE CASE jsonb_typeof(e.value)"
+    " WHEN 'array' THEN EXISTS (SELECT 1 FROM jsonb_array_elements(e.value) AS x"
+    " WHERE jsonb_typeof(x) IN ('string', 'number', 'boolean')"
+    " AND x #>> '{}' = ANY(%(needles)s::text[]))"
+    " WHEN 'object' THEN false WHEN 'null' THEN false"
+    " ELSE e.value #>> '{}' = ANY(%(needles)s::text[]) END)")
 
 
 def exact_query(text: str, frag: Fragment, k: int) -> tuple[Query, dict[str, Any]]:
@@ -150,16 +159,9 @@ def exact_query(text: str, frag: Fragment, k: int) -> tuple[Query, dict[str, Any
         " AND lower(t.title) = ANY(SELECT lower(n) FROM unnest(%(needles)s::text[]) AS n)"),
         sql.SQL(
         "SELECT t.id, 2 FROM objects t WHERE t.namespace_id = %(ns)s AND t.parent_id IS NULL"
-        " AND t.deleted_at IS NULL AND property_texts(t.properties) && %(needles)s::text[]")
-        if max(len(n) for n in needles) <= EXACT_PROPERTY_MAX else sql.SQL(
-        "SELECT t.id, 2 FROM objects t WHERE t.namespace_id = %(ns)s AND t.parent_id IS NULL"
-        " AND t.deleted_at IS NULL AND EXISTS (SELECT 1 FROM jsonb_each(t.properties) AS e"
-        " WHERE CASE jsonb_typeof(e.value)"
-        " WHEN 'array' THEN EXISTS (SELECT 1 FROM jsonb_array_elements(e.value) AS x"
-        " WHERE jsonb_typeof(x) IN ('string', 'number', 'boolean')"
-        " AND x #>> '{}' = ANY(%(needles)s::text[]))"
-        " WHEN 'object' THEN false WHEN 'null' THEN false"
-        " ELSE e.value #>> '{}' = ANY(%(needles)s::text[]) END)")]
+        " AND t.deleted_at IS NULL AND ")
+        + (_PROPERTY_INDEXED if max(len(n) for n in needles) <= EXACT_PROPERTY_MAX
+           else _PROPERTY_SCAN)]
     rows_sql: list[Query] = []
     ids = [_as_uuid(n) for n in needles]
     if any(ids):
