@@ -241,6 +241,13 @@ def grow_to(settings: Settings, source: SourceText, parts: int, embedder: Static
     """Add documents until the namespace holds `parts` parts; timings of each step."""
     have = part_count(settings)
     if have >= parts:
+        with psycopg.connect(settings.effective_postgres_dsn) as conn:
+            row = conn.execute("SELECT count(*) FROM outbox WHERE done_at IS NULL"
+                               " AND failed_at IS NULL").fetchone()
+        if row and row[0]:  # an earlier run stopped during the projection: finish it first
+            log(f"{row[0]} outbox rows from an earlier run: projecting them ...")
+            return {"relay to FalkorDB (resumed)": drain_outbox(settings, rounds=20,
+                                                                progress=True)}
         return {}
     known = existing_parents(settings)
     rng = random.Random(SEED + len(known))
