@@ -26,10 +26,11 @@ from psycopg_pool import AsyncConnectionPool
 
 TRIGGERS = ("objects_postings_insert", "objects_postings_update", "objects_postings_delete")
 
-# One statement for the state: maintained only when every postings trigger fires ('O': origin
-# and local sessions; 'D': disabled). A partial state (a trigger disabled by hand) is off.
-_STATE = ("SELECT count(*) = %(n)s FROM pg_trigger WHERE tgrelid = 'objects'::regclass"
-          " AND tgname = ANY(%(names)s) AND tgenabled <> 'D'")
+# How many of the postings triggers fire ('O': origin and local sessions; 'D': disabled). The
+# postings are maintained only when all do; a partial state (a trigger switched by hand, a bulk
+# load interrupted) is neither, and the next alignment settles it.
+_ENABLED = ("SELECT count(*) FROM pg_trigger WHERE tgrelid = 'objects'::regclass"
+            " AND tgname = ANY(%(names)s) AND tgenabled <> 'D'")
 _ALTER = "ALTER TABLE objects " + ", ".join(f"{{verb}} TRIGGER {name}" for name in TRIGGERS)
 _EMPTY = "TRUNCATE search_postings, search_vocab, search_vocab_pending"
 # The vocabulary of every row, as migration 0007 filled it and `refresh_vocab` keeps it (one
@@ -47,22 +48,22 @@ NOT_MAINTAINED = ("LEXICAL_ENGINE=postgres but this database does not maintain t
 Engine = Literal["postgres", "tantivy"]
 
 
-def _params() -> dict[str, Any]:
-    return {"n": len(TRIGGERS), "names": list(TRIGGERS)}
+def _enabled(conn: psycopg.Connection[Any]) -> int:
+    row = conn.execute(_ENABLED, {"names": list(TRIGGERS)}).fetchone()
+    return int(row[0]) if row else 0
 
 
 def postings_maintained(conn: psycopg.Connection[Any]) -> bool:
     """Whether the postings triggers are on (the SQL postings and vocabulary kept current)."""
-    row = conn.execute(_STATE, _params()).fetchone()
-    return bool(row and row[0])
+    return _enabled(conn) == len(TRIGGERS)
 
 
 async def postings_maintained_async(pool: AsyncConnectionPool[Any]) -> bool:
     """`postings_maintained` through an async pool (the API's readiness check)."""
     async with pool.connection() as conn:
-        cur = await conn.execute(_STATE, _params())
+        cur = await conn.execute(_ENABLED, {"names": list(TRIGGERS)})
         row = await cur.fetchone()
-    return bool(row and row[0])
+    return bool(row) and int(row[0]) == len(TRIGGERS)
 
 
 def align_sql_postings(conn: psycopg.Connection[Any], engine: Engine) -> str | None:
@@ -75,11 +76,12 @@ def align_sql_postings(conn: psycopg.Connection[Any], engine: Engine) -> str | N
     (`brainstream_rebuild_postings`) and the vocabulary refilled, in the same transaction.
     `conn` must be in autocommit mode (each switch is its own transaction)."""
     wanted = engine == "postgres"
-    if postings_maintained(conn) == wanted:
+    target = len(TRIGGERS) if wanted else 0
+    if _enabled(conn) == target:
         return None
     with conn.transaction():
         conn.execute("LOCK TABLE objects IN SHARE ROW EXCLUSIVE MODE")
-        if postings_maintained(conn) == wanted:  # another process switched meanwhile
+        if _enabled(conn) == target:  # another process switched meanwhile
             return None
         conn.execute(_ALTER.format(verb="ENABLE" if wanted else "DISABLE"))
         conn.execute(_EMPTY)
