@@ -2,9 +2,9 @@
 and, with them, the search vocabulary (`search_vocab`, its queue `search_vocab_pending`, 0007).
 
 Only LEXICAL_ENGINE=postgres reads them (the SQL lexical and trigram channels); under tantivy
-they cost the write path about half of its Postgres CPU and three quarters of its WAL
-(docs/parts/sql-postings.md) for nothing. The switch is the enabled state of the three postings
-triggers on `objects`, not a flag table their function would read:
+they cost the consumer's transaction more than half of its Postgres CPU and three quarters of its
+WAL (bench/leanwrites.py, docs/parts/sql-postings.md) for nothing. The switch is the enabled
+state of the three postings triggers on `objects`, not a flag table their function would read:
 - off costs writers nothing (a disabled trigger is skipped by the executor; a flag would still
   run the PL/pgSQL function and a lookup for every row written);
 - `ALTER TABLE ... ENABLE/DISABLE TRIGGER` takes SHARE ROW EXCLUSIVE on `objects`, the lock a
@@ -58,9 +58,11 @@ def postings_maintained(conn: psycopg.Connection[Any]) -> bool:
     return _enabled(conn) == len(TRIGGERS)
 
 
-async def postings_maintained_async(pool: AsyncConnectionPool[Any]) -> bool:
-    """`postings_maintained` through an async pool (the API's readiness check)."""
-    async with pool.connection() as conn:
+async def postings_maintained_async(pool: AsyncConnectionPool[Any], *,
+                                    timeout: float = 2.0) -> bool:
+    """`postings_maintained` through an async pool (the API's readiness check, which must not
+    hang: waiting longer than `timeout` for a connection raises)."""
+    async with pool.connection(timeout=timeout) as conn:
         cur = await conn.execute(_ENABLED, {"names": list(TRIGGERS)})
         row = await cur.fetchone()
     return bool(row) and int(row[0]) == len(TRIGGERS)
