@@ -77,7 +77,8 @@ async def evaluate_embedder(embedder: EmbedderName, args: argparse.Namespace,
     """Start the embedder's stack, ingest, evaluate every configuration, stop the stack."""
     # The wired defaults of the engine (what the API runs with) come from these settings.
     settings = bench_settings(f"quality-{embedder}", PORT_OFFSET, embedder)
-    with bench_stack(settings, fresh=not args.reuse):
+    sql = "postgres" in {settings.lexical_engine, *args.lexical_engines.split(",")}
+    with bench_stack(settings, fresh=not args.reuse, sql_postings=sql):
         services = await build_services(settings)
         extra_services: list[Services] = []
         try:

@@ -118,7 +118,8 @@ def main() -> None:
     embedder = StaticEmbedder()
     started = time.perf_counter()
     results: list[ScaleResult] = []
-    with bench_stack(settings, fresh=not args.reuse):
+    # the SQL BM25 channel is measured beside Tantivy (querylexical.py): keep its postings
+    with bench_stack(settings, fresh=not args.reuse, sql_postings=True):
         for parts in scales:
             log(f"scale {parts} parts: loading ...")
             load = grow_to(settings, source, parts, embedder)

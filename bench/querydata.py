@@ -25,6 +25,7 @@ from pipeline.domain.index_text import entity_index_text, part_index_text, text_
 from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders.static import StaticEmbedder
 from pipeline.outbox.ops import EDGE_SYNC, NODE_SYNC
+from pipeline.stores.postgres.postings_switch import postings_maintained
 
 NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "brainstream-bench/query")
 KIND = "doc"
@@ -146,7 +147,10 @@ def load_rows(settings: Settings, rows: Sequence[tuple[Any, ...]],
         # The postings trigger would insert each row's postings one by one; they are rebuilt
         # in bulk below by the function the trigger uses (migration 0009), without the primary
         # key meanwhile (one index build after the insert is faster than keeping it up to date).
-        conn.execute("ALTER TABLE objects DISABLE TRIGGER objects_postings_insert")
+        # A database that keeps no SQL postings (LEXICAL_ENGINE=tantivy) gets none.
+        sql_postings = postings_maintained(conn)
+        if sql_postings:
+            conn.execute("ALTER TABLE objects DISABLE TRIGGER objects_postings_insert")
         # the rows come with their vectors: written directly, not made pending by the trigger
         conn.execute("ALTER TABLE objects DISABLE TRIGGER objects_embedding_insert")
         with conn.cursor() as cur, cur.copy(
@@ -170,14 +174,15 @@ def load_rows(settings: Settings, rows: Sequence[tuple[Any, ...]],
         for _, definition in indexes:
             conn.execute(definition)
         times["rebuild indexes"] = time.perf_counter() - started
-        started = time.perf_counter()
-        conn.execute("ALTER TABLE objects ENABLE TRIGGER objects_postings_insert")
-        conn.execute("ALTER TABLE search_postings DROP CONSTRAINT search_postings_pkey")
-        conn.execute("SELECT brainstream_rebuild_postings(%s)", (NAMESPACE,))
-        conn.execute("ALTER TABLE search_postings ADD PRIMARY KEY (namespace_id, lexeme, row_id)"
-                     " INCLUDE (tf, doc_len)")
-        conn.execute("VACUUM (ANALYZE) search_postings")
-        times["search postings"] = time.perf_counter() - started
+        if sql_postings:
+            started = time.perf_counter()
+            conn.execute("ALTER TABLE objects ENABLE TRIGGER objects_postings_insert")
+            conn.execute("ALTER TABLE search_postings DROP CONSTRAINT search_postings_pkey")
+            conn.execute("SELECT brainstream_rebuild_postings(%s)", (NAMESPACE,))
+            conn.execute("ALTER TABLE search_postings ADD PRIMARY KEY"
+                         " (namespace_id, lexeme, row_id) INCLUDE (tf, doc_len)")
+            conn.execute("VACUUM (ANALYZE) search_postings")
+            times["search postings"] = time.perf_counter() - started
         started = time.perf_counter()
         with conn.cursor() as cur, cur.copy(
                 "COPY links (namespace_id, from_id, relation_type, to_id, meta)"
@@ -199,13 +204,14 @@ def load_rows(settings: Settings, rows: Sequence[tuple[Any, ...]],
         conn.execute("VACUUM (ANALYZE) object_embeddings")
         conn.execute("VACUUM (ANALYZE) links")
         times["links, outbox, vacuum"] = time.perf_counter() - started
-        started = time.perf_counter()
-        # the COPY bypassed the trigger that queues rows for the vocabulary: fill it directly
-        conn.execute("INSERT INTO search_vocab (namespace_id, lexeme)"
-                     " SELECT DISTINCT o.namespace_id, l FROM objects o,"
-                     " unnest(tsvector_to_array(o.lexical)) AS l WHERE o.namespace_id = %s"
-                     " ORDER BY 1, 2 ON CONFLICT DO NOTHING", (NAMESPACE,))
-        times["search vocabulary"] = time.perf_counter() - started
+        if sql_postings:
+            started = time.perf_counter()
+            # the COPY bypassed the trigger that queues rows for the vocabulary: fill it
+            conn.execute("INSERT INTO search_vocab (namespace_id, lexeme)"
+                         " SELECT DISTINCT o.namespace_id, l FROM objects o,"
+                         " unnest(tsvector_to_array(o.lexical)) AS l WHERE o.namespace_id = %s"
+                         " ORDER BY 1, 2 ON CONFLICT DO NOTHING", (NAMESPACE,))
+            times["search vocabulary"] = time.perf_counter() - started
     return times
 
 

@@ -54,15 +54,20 @@ def bench_settings(name: str, offset: int, embedder: EmbedderName,
 
 
 @contextmanager
-def bench_stack(settings: Settings, *, fresh: bool) -> Iterator[Stack]:
-    """Start the stack (wiped first when `fresh`), migrate it, and always stop it afterwards."""
+def bench_stack(settings: Settings, *, fresh: bool, sql_postings: bool = False
+                ) -> Iterator[Stack]:
+    """Start the stack (wiped first when `fresh`), migrate it, and always stop it afterwards.
+    With `sql_postings` the database keeps the SQL BM25 postings and vocabulary whatever
+    `settings.lexical_engine` says (migrated as LEXICAL_ENGINE=postgres: a benchmark that
+    measures the SQL lexical channel beside Tantivy needs them)."""
     stack = Stack(settings)
     stack.stop()  # whatever an interrupted earlier run left on this data dir
     if fresh:
         shutil.rmtree(settings.resolved_data_dir, ignore_errors=True)
     try:
         stack.start(report=lambda line: log(f"stack: {line}"))
-        apply_migrations(settings)
+        apply_migrations(settings.model_copy(update={"lexical_engine": "postgres"})
+                         if sql_postings else settings)
         prepare_graph(settings)
         ensure_topics(settings)
         yield stack

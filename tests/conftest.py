@@ -99,3 +99,18 @@ def publisher(stack_settings: Settings) -> Iterator[Publisher]:
     pub = Publisher(stack_settings)
     yield pub
     pub.close()
+
+
+@pytest.fixture(scope="module")
+def sql_postings(catalog: Settings) -> Iterator[None]:
+    """The session database keeps the SQL BM25 postings and vocabulary for this module (as
+    `brainstream migrate` does with LEXICAL_ENGINE=postgres: rebuilt from the rows), and stops
+    keeping them afterwards as the session's default engine wants (the next module starts as
+    every other does)."""
+    from pipeline.ops.migrations import apply_migrations
+
+    apply_migrations(catalog.model_copy(update={"lexical_engine": "postgres"}))
+    try:
+        yield
+    finally:
+        apply_migrations(catalog)

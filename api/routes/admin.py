@@ -11,6 +11,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api import metrics
 from api.dependencies import Svc
+from pipeline.stores.postgres.postings_switch import NOT_MAINTAINED
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +28,8 @@ async def healthz() -> dict[str, str]:
 async def readyz(svc: Svc) -> JSONResponse:
     """Readiness: each dependency "ok" or "down" (503 with code `dependency_unavailable` when one
     is down). Why it is down goes to the log and `brainstream_api_dependency_up`, never to this
-    unauthenticated answer."""
+    unauthenticated answer, except the one fixed text that names no host: `sql_postings` (an
+    API on LEXICAL_ENGINE=postgres over a database that does not keep the SQL postings)."""
     checks = await svc.check()
     for name, why in checks.items():
         metrics.DEPENDENCY_UP.labels(name).set(0 if why else 1)
@@ -40,6 +42,8 @@ async def readyz(svc: Svc) -> JSONResponse:
         "generation": svc.settings.generation}
     if not ready:
         body["code"] = "dependency_unavailable"
+    if checks.get("sql_postings") == NOT_MAINTAINED:
+        body["reasons"] = {"sql_postings": NOT_MAINTAINED}
     return JSONResponse(status_code=200 if ready else 503, content=body)
 
 

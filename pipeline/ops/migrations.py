@@ -4,11 +4,16 @@ Safe to run concurrently (a session-level advisory lock serializes runners; the 
 everything applied) and idempotent. A file that changed after it was applied is an error: schema
 changes are new files, never edits. The one templated value is `{{EMBEDDING_DIM}}`, checked against
 what the database was created with, because vector columns cannot silently change dimension.
+
+After the files, still under the lock, the database is made to maintain the SQL BM25 postings
+exactly when LEXICAL_ENGINE is postgres (pipeline/stores/postgres/postings_switch.py): every start
+migrates, so every start aligns.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +23,9 @@ import psycopg
 
 from pipeline.domain.errors import MigrationError
 from pipeline.domain.settings import Settings
+from pipeline.stores.postgres.postings_switch import align_sql_postings
+
+log = logging.getLogger(__name__)
 
 # Any constant works as long as every runner uses the same one.
 _LOCK_KEY = 0x6272_6169_6E73  # "brains"
@@ -105,6 +113,10 @@ def apply_migrations(settings: Settings, *, report: Report = _noop,
                 applied_now.append(migration.version)
                 report(f"postgres: applied {migration.path.name}")
             _check_dimension(conn, settings)
+            switched = align_sql_postings(conn, settings.lexical_engine)
+            if switched is not None:
+                log.info("postgres: %s", switched)
+                report(f"postgres: {switched}")
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
     return applied_now

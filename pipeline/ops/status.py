@@ -19,6 +19,7 @@ from pipeline.ops.status_queues import read_celery_queues, read_queue_backlogs
 from pipeline.outbox.store import OpBacklog, backlog_by_op
 from pipeline.services.stack import Stack
 from pipeline.stores.postgres import extraction
+from pipeline.stores.postgres.postings_switch import NOT_MAINTAINED, postings_maintained
 
 CONSUMER_GROUP = "brainstream-consumer"
 # The lag is counted by reading the records past the committed offsets (pipeline/kafka/offsets.py):
@@ -44,10 +45,13 @@ class StatusReport:
     errors: dict[str, str] = field(default_factory=dict)
     # which index generation was read (its graph and consumer group), or why that is unknown
     index: dict[str, Any] = field(default_factory=dict)
+    # whether the database keeps the SQL BM25 postings, and whether LEXICAL_ENGINE reads them
+    sql_postings: dict[str, Any] = field(default_factory=dict)
 
     @property
     def healthy(self) -> bool:
-        return not self.errors and all(s["state"] == "healthy" for s in self.services)
+        return (not self.errors and all(s["state"] == "healthy" for s in self.services)
+                and not self.sql_postings.get("problem"))
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "healthy": self.healthy}
@@ -197,6 +201,11 @@ def _database(settings: Settings, report: StatusReport) -> None:
             "summariser_pending": memory.summariser_pending,
             "summary_lag_messages": memory.summary_lag_messages,
             "summary_lag_max": memory.summary_lag_max}
+        maintained = postings_maintained(conn)
+        report.sql_postings = {
+            "maintained": maintained, "lexical_engine": settings.lexical_engine,
+            "problem": NOT_MAINTAINED if settings.lexical_engine == "postgres"
+            and not maintained else None}
         queues = read_queue_backlogs(conn)
         report.lexical, report.decisions, report.proposals = (
             queues["lexical"], queues["decisions"], queues["proposals"])
@@ -247,6 +256,12 @@ def render(report: StatusReport) -> str:
                          ("entity proposal pass queue", report.proposals)):
         if queue:
             lines.append(_queue_line(title, queue))
+    if report.sql_postings:
+        p = report.sql_postings
+        lines.append(p["problem"] or "SQL BM25 postings: " + (
+            ("on" if p["lexical_engine"] == "postgres" else "on, though LEXICAL_ENGINE=tantivy "
+             "does not read them (the next `brainstream migrate` turns them off)")
+            if p["maintained"] else "off (LEXICAL_ENGINE=tantivy reads Tantivy)"))
     if report.celery_queues:
         q = report.celery_queues
         lines.append("celery queues: " + ", ".join(

@@ -38,6 +38,7 @@ from pipeline.stores.postgres.memory_read import PgMemoryReader
 from pipeline.stores.postgres.mention_read import PgMentionReader
 from pipeline.stores.postgres.paths import PgPathGraph
 from pipeline.stores.postgres.pool import AsyncConn, make_async_pool, ping_pool
+from pipeline.stores.postgres.postings_switch import NOT_MAINTAINED, postings_maintained_async
 from pipeline.stores.postgres.read import PgObjectReader
 from pipeline.stores.postgres.recipes import RecipeStore
 from pipeline.stores.postgres.search import PgPartSearcher
@@ -84,6 +85,13 @@ class Services:
             except Exception as exc:
                 checks[name] = f"{type(exc).__name__}: {exc}"
         checks["embedder"] = None if self.embedder is not None else "not loaded"
+        if self.settings.lexical_engine == "postgres" and checks["postgres"] is None:
+            # the SQL channels read postings that only a database migrated for them keeps
+            try:
+                maintained = await postings_maintained_async(self.pool)
+                checks["sql_postings"] = None if maintained else NOT_MAINTAINED
+            except Exception as exc:
+                checks["sql_postings"] = f"{type(exc).__name__}: {exc}"
         return checks
 
     async def close(self) -> None:

@@ -46,6 +46,7 @@ def _note(ns: uuid.UUID, secret: str, **data: Any) -> dict[str, Any]:
                **data)
 
 
+@pytest.mark.usefixtures("sql_postings")  # asserts on the SQL postings
 def test_a_squatted_part_id_never_captures_another_tenants_text(
         procs: dict[str, Proc], catalog: Settings, publisher: Publisher) -> None:
     ns_a, ns_b = uuid.uuid4(), uuid.uuid4()
@@ -129,6 +130,7 @@ def test_the_upsert_leaves_a_foreign_row_alone_even_under_a_namespaced_id(
                  parent, parent) == [(0,)]
 
 
+@pytest.mark.usefixtures("sql_postings")  # asserts on the SQL postings
 def test_migration_0011_returns_taken_over_parts_to_their_owner(
         procs: dict[str, Proc], catalog: Settings, publisher: Publisher) -> None:
     """The repair half of migration 0011, on a row the old upsert let B take over (made here

@@ -28,14 +28,16 @@ from tests.stackutil import make_settings
 
 @pytest.fixture(scope="module")
 def lex_settings(stack_settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    """Settings of a fresh, migrated database (open kind catalog) and a fresh data directory."""
+    """Settings of a fresh, migrated database (open kind catalog) and a fresh data directory;
+    the database keeps the SQL BM25 postings too (migrated as LEXICAL_ENGINE=postgres would),
+    since the parity tests compare the Tantivy index with the SQL channel."""
     name = f"lexical_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(stack_settings.effective_postgres_dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     dsn = stack_settings.effective_postgres_dsn.rsplit("/", 1)[0] + f"/{name}"
     data_dir: Path = tmp_path_factory.mktemp("lexical-data")
     settings = make_settings(postgres_dsn=dsn, data_dir=data_dir)
-    apply_migrations(settings)
+    apply_migrations(settings.model_copy(update={"lexical_engine": "postgres"}))
     return settings
 
 

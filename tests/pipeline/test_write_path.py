@@ -272,6 +272,7 @@ def test_processes_export_metrics(procs: dict[str, Proc], catalog: Settings) -> 
     assert "brainstream_embed_batch_size_bucket" in worker
 
 
+@pytest.mark.usefixtures("sql_postings")  # the vocabulary is kept with them
 def test_sweep_brings_new_words_into_the_search_vocabulary(
         procs: dict[str, Proc], catalog: Settings, publisher: Publisher) -> None:
     """The worker's periodic sweep moves the words of new text into the vocabulary that the

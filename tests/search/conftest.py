@@ -22,8 +22,10 @@ from tests.stackutil import fresh_database, make_settings
 
 @pytest.fixture(scope="module")
 def search_dsn(stack_settings: Settings) -> str:
-    """A fresh, migrated database (open kind catalog) for this module only."""
-    return fresh_database(stack_settings, "search").effective_postgres_dsn
+    """A fresh, migrated database (open kind catalog) for this module only, keeping the SQL
+    BM25 postings and vocabulary that these tests search (LEXICAL_ENGINE=postgres)."""
+    return fresh_database(stack_settings, "search",
+                          lexical_engine="postgres").effective_postgres_dsn
 
 
 @pytest.fixture(scope="module")

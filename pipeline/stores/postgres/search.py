@@ -112,7 +112,11 @@ class PgPartSearcher:
         rows = await self._fetch(conn, search_sql.DOCUMENT_FREQUENCIES,
                                  {"ns": namespace, "terms": missing})
         fresh = {lex: 0 for lex in missing} | {str(r[0]): int(r[1]) for r in rows}
-        self.stats.put(namespace, None, fresh)
+        # A df of 0 is not remembered: it would hide for `stats_ttl` a word written after a
+        # search for it, or every word after the postings were rebuilt (`brainstream migrate`
+        # with LEXICAL_ENGINE=postgres over a database that did not keep them); asking again
+        # is one index probe.
+        self.stats.put(namespace, None, {lex: df for lex, df in fresh.items() if df})
         return dfs | fresh
 
     async def search_lexical(self, namespace: uuid.UUID, query: str, filters: Filters,
