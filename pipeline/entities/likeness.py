@@ -283,27 +283,42 @@ def _spelling(fa: str, fb: str, trigram: float | None, floor: float) -> Likeness
     # when that bound could raise the ratio to something kept
     bound = 1.0 - abs(len(fa) - len(fb)) / max(len(fa), len(fb))
     if bound > ratio and bound >= 0.5 and SPELLING_CAP * bound >= reach:
-        ratio = max(ratio, edit_similarity(fa, fb))
+        ratio = max(ratio, edit_similarity(fa, fb, reach / SPELLING_CAP))
     if ratio < 0.5 or SPELLING_CAP * ratio < reach:
         return None
     return Likeness("spelling", min(ceiling, SPELLING_CAP * ratio))
 
 
-def edit_similarity(a: str, b: str) -> float:
-    """1 - (optimal string alignment distance / longer length): adjacent swaps cost one."""
+def edit_similarity(a: str, b: str, at_least: float = 0.0) -> float:
+    """1 - (optimal string alignment distance / longer length): adjacent swaps cost one. A
+    similarity below `at_least` is answered 0.0 (the proposal pass needs no more): only the
+    cells within the distance that `at_least` allows are computed (a band about the diagonal),
+    and the scan stops once no cell is within it."""
     if not a or not b:
         return 0.0
+    longest = max(len(a), len(b))
+    # the largest distance that keeps the similarity at `at_least`; farther cells count as k + 1
+    k = int((1.0 - max(at_least, 0.0)) * longest + 1e-9)
+    if abs(len(a) - len(b)) > k:
+        return 0.0
+    far = k + 1
     prev2: list[int] = []
-    prev = list(range(len(b) + 1))
+    prev = [j if j <= k else far for j in range(len(b) + 1)]
     for i in range(1, len(a) + 1):
-        cur = [i] + [0] * len(b)
-        for j in range(1, len(b) + 1):
+        cur = [far] * (len(b) + 1)
+        cur[0] = i if i <= k else far
+        for j in range(max(1, i - k), min(len(b), i + k) + 1):
             cost = 0 if a[i - 1] == b[j - 1] else 1
-            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+            d = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
             if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
-                cur[j] = min(cur[j], prev2[j - 2] + 1)
+                d = min(d, prev2[j - 2] + 1)
+            cur[j] = d if d <= k else far
+        # every later cell comes from this row or the one before (plus one): none can get back
+        if min(cur) > k and min(prev) >= k:
+            return 0.0
         prev2, prev = prev, cur
-    return 1.0 - prev[len(b)] / max(len(a), len(b))
+    distance = prev[len(b)]
+    return 0.0 if distance > k else 1.0 - distance / longest
 
 
 def _trigrams(text: str) -> set[str]:

@@ -101,10 +101,17 @@ def rank(phrase: str, rows: list[CandidateRow], *, label: str = "NAME",
     With `floor` (the proposal pass's threshold), candidates below it may be missing; those at
     or above it are the same."""
     best: dict[uuid.UUID, Candidate] = {}
+    # The lookup's branches find the same name more than once (by key and by trigrams, through
+    # the name and an alias equal to it): about a quarter of the rows repeat what a score reads.
+    scored: dict[tuple[object, ...], Likeness | None] = {}
     for row in rows:
         if row.entity_id == exclude:
             continue
-        found = score(phrase, row, label=label, floor=floor)
+        what = (row.via, row.matched, row.name, row.label, row.similarity, row.alias_source)
+        if what in scored:
+            found = scored[what]
+        else:
+            found = scored[what] = score(phrase, row, label=label, floor=floor)
         if found is None:
             continue
         seen = best.get(row.entity_id)

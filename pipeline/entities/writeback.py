@@ -22,6 +22,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import psycopg
@@ -39,6 +40,11 @@ from pipeline.stores.postgres.extraction import RowText
 Conn = psycopg.Connection[Any]
 Key = tuple[uuid.UUID, str, str]  # (namespace, normalised name, label class)
 
+# A batch normalises each mention's name, surface text and aliases several times (its keys
+# before and inside the transaction, its aliases, its triples), and names recur across rows:
+# the function is pure, its answers are kept (bounded).
+_normalise = lru_cache(maxsize=16_384)(normalise)
+
 
 @dataclass
 class WriteResult:
@@ -53,7 +59,7 @@ class WriteResult:
 
 def key_of(namespace: uuid.UUID, m: Mention) -> Key:
     """The entity key a mention names."""
-    return namespace, normalise(m.name), label_class(m.label)
+    return namespace, _normalise(m.name), label_class(m.label)
 
 
 def mention_keys(rows: Sequence[tuple[RowText, Extraction]]) -> dict[Key, Mention]:
@@ -69,7 +75,7 @@ def mention_keys(rows: Sequence[tuple[RowText, Extraction]]) -> dict[Key, Mentio
 def triple_keys(rows: Sequence[tuple[RowText, Extraction]]) -> set[Key]:
     """Each key the rows' triples name as subject or object: a triple names no class, so its
     names are looked up untyped (or in its row, `_relations`)."""
-    return {(row.namespace_id, normalise(name), "") for row, found in rows
+    return {(row.namespace_id, _normalise(name), "") for row, found in rows
             for t in found.triples for name in (t.subject, t.object)}
 
 
@@ -172,7 +178,7 @@ def _mentions(keep: Sequence[tuple[RowText, Extraction]], known: Mapping[Key, uu
                 row.id, m.field, m.start, m.end, ns, eid, m.label, m.text))
             for alias, source in [(m.text, "surface"), (m.name, "surface"),
                                   *((a, "extractor") for a in m.aliases)]:
-                norm = normalise(alias)
+                norm = _normalise(alias)
                 if norm:
                     aliases.add((ns, norm, alias.strip(), eid, source))
     return list(out.values()), aliases
@@ -195,11 +201,11 @@ def _relations(conn: Conn, keep: Sequence[tuple[RowText, Extraction]],
         for m in found.mentions:
             eid = known.get(key_of(ns, m))
             if eid is not None:
-                own.setdefault(normalise(m.name), eid)
+                own.setdefault(_normalise(m.name), eid)
         for t in found.triples:
-            subject = own.get(normalise(t.subject)) or known.get((ns, normalise(t.subject), ""))
-            obj = own.get(normalise(t.object)) or known.get((ns, normalise(t.object), ""))
-            predicate = normalise(t.predicate)
+            subject = own.get(_normalise(t.subject)) or known.get((ns, _normalise(t.subject), ""))
+            obj = own.get(_normalise(t.object)) or known.get((ns, _normalise(t.object), ""))
+            predicate = _normalise(t.predicate)
             # A name no mention of this batch or entity of the namespace carries is not
             # created from a triple alone (it would have no label and no mention).
             if subject is None or obj is None or subject == obj or not predicate:

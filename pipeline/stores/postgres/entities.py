@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import psycopg
 
 Conn = psycopg.Connection[Any]
@@ -143,6 +144,13 @@ def lock_entities(conn: Conn, ids: Iterable[uuid.UUID]) -> None:
                      (_LOCK_CLASS, buckets))
 
 
+# The name lookups below run unprepared (`prepare=False`): psycopg prepares a statement after
+# its fifth run and Postgres may then keep a generic plan. One made while the entity tables were
+# (nearly) empty joined them by scanning `entities` once per looked-up name, and stayed in use
+# as they grew: the alias lookup cost 300-600 ms a batch instead of about 2 ms until autovacuum
+# analyzed the table. They run a few times per batch; planning each costs about a millisecond.
+
+
 def by_norm(conn: Conn, keys: Iterable[tuple[uuid.UUID, str, str]]
             ) -> dict[tuple[uuid.UUID, str, str], uuid.UUID]:
     """Exact resolution: (namespace, norm, label class) -> the live entity of that name and
@@ -155,7 +163,8 @@ def by_norm(conn: Conn, keys: Iterable[tuple[uuid.UUID, str, str]]
         return {}
     classes: dict[tuple[uuid.UUID, str], dict[str, uuid.UUID]] = {}
     for ns, norm, cls, eid in conn.execute(
-            _BY_NAME, ([k[0] for k in wanted], [k[1] for k in wanted])).fetchall():
+            _BY_NAME, ([k[0] for k in wanted], [k[1] for k in wanted]), prepare=False
+    ).fetchall():
         classes.setdefault((ns, norm), {})[cls] = eid
     found: dict[tuple[uuid.UUID, str, str], uuid.UUID] = {}
     rest = []
@@ -170,8 +179,8 @@ def by_norm(conn: Conn, keys: Iterable[tuple[uuid.UUID, str, str]]
             rest.append(key)
     if rest:
         aliased = {(ns, norm, cls): eid for ns, norm, cls, eid in conn.execute(
-            _ALIASES, ([k[0] for k in rest], [k[1] for k in rest], [k[2] for k in rest])
-        ).fetchall()}
+            _ALIASES, ([k[0] for k in rest], [k[1] for k in rest], [k[2] for k in rest]),
+            prepare=False).fetchall()}
         found.update(follow(conn, aliased))
     return found
 
@@ -180,19 +189,29 @@ def follow(conn: Conn, ids: Mapping[Any, uuid.UUID]) -> dict[Any, uuid.UUID]:
     """The same mapping with every entity replaced by the one it was merged into, if any."""
     if not ids:
         return {}
-    survivor = dict(conn.execute(_SURVIVORS, (sorted(set(ids.values())),)).fetchall())
+    survivor = dict(conn.execute(_SURVIVORS, (sorted(set(ids.values())),),
+                                 prepare=False).fetchall())
     return {key: survivor.get(eid, eid) for key, eid in ids.items()}
 
 
 def create_entities(conn: Conn, entities: Sequence[NewEntity]) -> None:
     """Insert entities not there yet (in id order; an id or name another writer created first
-    is left as it is)."""
-    with conn.cursor() as cur:
-        cur.executemany(
-            "INSERT INTO entities (id, namespace_id, name, norm, label, embedding)"
-            " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-            [(e.id, e.namespace_id, e.name, e.norm, e.label, e.embedding)
-             for e in sorted(entities, key=lambda e: e.id)])
+    is left as it is). One statement for the batch: the insert triggers of `entities` (the
+    proposal queue, the PPR snapshot log) are statement triggers, and fired once per entity
+    they cost more than the inserts themselves."""
+    ordered = sorted(entities, key=lambda e: e.id)
+    if not ordered:
+        return
+    conn.execute(
+        "INSERT INTO entities (id, namespace_id, name, norm, label, embedding)"
+        " SELECT id, ns, name, norm, label, embedding FROM unnest(%s::uuid[], %s::uuid[],"
+        " %s::text[], %s::text[], %s::text[], %b::vector[])"
+        " WITH ORDINALITY AS t(id, ns, name, norm, label, embedding, i)"
+        " ORDER BY i ON CONFLICT DO NOTHING",
+        ([e.id for e in ordered], [e.namespace_id for e in ordered],
+         [e.name for e in ordered], [e.norm for e in ordered], [e.label for e in ordered],
+         [None if e.embedding is None else np.asarray(e.embedding, dtype=np.float32)
+          for e in ordered]))
 
 
 def mention_counts(conn: Conn, row_ids: Sequence[uuid.UUID]
@@ -222,11 +241,16 @@ def replace_mentions(conn: Conn, row_ids: Sequence[uuid.UUID],
 
 def add_aliases(conn: Conn, aliases: Iterable[tuple[uuid.UUID, str, str, uuid.UUID, str]]
                 ) -> None:
-    """(namespace, norm, alias, entity, source) rows; one already there is kept as it is."""
-    with conn.cursor() as cur:
-        cur.executemany(
+    """(namespace, norm, alias, entity, source) rows; one already there is kept as it is. One
+    statement, in key order (two writers meet the same keys in the same order)."""
+    rows = sorted(set(aliases))
+    if rows:
+        conn.execute(
             "INSERT INTO entity_aliases (namespace_id, norm, alias, entity_id, source)"
-            " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING", sorted(set(aliases)))
+            " SELECT ns, norm, alias, eid, src FROM unnest(%s::uuid[], %s::text[], %s::text[],"
+            " %s::uuid[], %s::text[]) WITH ORDINALITY AS t(ns, norm, alias, eid, src, i)"
+            " ORDER BY i ON CONFLICT DO NOTHING",
+            [list(column) for column in zip(*rows, strict=True)])
 
 
 def namespaces_of(conn: Conn, entity_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, uuid.UUID]:

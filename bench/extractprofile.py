@@ -1,0 +1,145 @@
+"""Where the extraction stage's and the proposal pass's CPU goes: cProfile of each in this process
+and `pg_stat_statements` on the stack's Postgres (docs/parts/extraction-cost.md has a breakdown
+made with it).
+
+    python bench/extractprofile.py [--docs 600] [--port-offset 3400] [--reuse] [--twice]
+                                   [--no-embed] [--skip-pass] [--dump FILE]
+
+The first run ingests `--docs` SciFact documents through the consumer's write path on a stack of
+its own (`.brainstream-bench/extract-profile-<offset>`) and turns `pg_stat_statements` on
+(`shared_preload_libraries`, `track = all`, `track_planning = on`: a trigger's statement is
+counted inside its INSERT too); `--reuse` starts from that data again. Each run empties the
+entity tables, sets every row pending, and runs the stage (`--twice`: first without name
+vectors, then reset again, as bench/extractstage.py does) and the pass, printing for each the
+wall time, this process's and the Postgres server's CPU, the costliest statements and the
+costliest Python functions. `--dump FILE` writes the pass's POSSIBLY_SAME edges and merges by
+name, to compare two versions entity by entity (`diff`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from extractstage import NAMESPACE, _postgres_cpu
+from ingestcorpus import cycle_docs, load_corpus, put_envelope
+from psycopg_pool import ConnectionPool
+from readbench import apply_events, bench_settings, bench_stack
+from runenv import log, quiet_logging
+
+from pipeline.domain.settings import Settings
+from pipeline.embedding.embedders import StaticEmbedder
+from pipeline.entities.extractors.heuristic import HeuristicExtractor
+from pipeline.entities.merging import propose_all
+from pipeline.entities.resolving import ResolveConfig
+from pipeline.entities.stage import ExtractionStage
+from pipeline.stores.postgres.pool import make_pool
+
+_TOP = """
+SELECT calls, round(total_exec_time::numeric) AS exec_ms, round(total_plan_time::numeric),
+       rows, left(regexp_replace(query, '\\s+', ' ', 'g'), 150)
+FROM pg_stat_statements WHERE query NOT ILIKE '%%pg_stat_statements%%'
+ORDER BY total_exec_time + total_plan_time DESC LIMIT 15"""
+
+_HELD = """
+SELECT f.name, t.name, d.status, d.method, d.confidence FROM entity_edges d
+JOIN entities f ON f.id = d.from_id JOIN entities t ON t.id = d.to_id
+WHERE d.edge_type = 'POSSIBLY_SAME' ORDER BY 1, 2, 3"""
+
+_MERGED = """
+SELECT f.name, t.name, m.method, m.confidence FROM entity_merges m
+JOIN entities f ON f.id = m.from_id JOIN entities t ON t.id = m.into_id ORDER BY 1, 2"""
+
+
+def _reset(pool: ConnectionPool) -> None:
+    """No entity, every row pending (as bench/extractstage.py resets between its runs)."""
+    with pool.connection() as conn:
+        conn.execute("TRUNCATE entities CASCADE")
+        conn.execute("UPDATE entity_extraction SET status = 'pending', extracted_hash = NULL,"
+                     " lease_until = NULL, triples = 0")
+        conn.execute("TRUNCATE outbox")
+        conn.execute("VACUUM ANALYZE entities, entity_extraction")
+
+
+def _profiled(name: str, settings: Settings, pool: ConnectionPool,
+              run: Callable[[], object]) -> None:
+    with pool.connection() as conn:
+        conn.execute("SELECT pg_stat_statements_reset()")
+    profile = cProfile.Profile()
+    wall, cpu, server = time.perf_counter(), time.process_time(), _postgres_cpu(settings)
+    profile.enable()
+    result = run()
+    profile.disable()
+    print(f"\n## {name}: wall {time.perf_counter() - wall:.2f} s, Python CPU "
+          f"{time.process_time() - cpu:.2f} s, Postgres CPU "
+          f"{_postgres_cpu(settings) - server:.2f} s\n\n{result}\n")
+    with pool.connection() as conn:
+        for calls, exec_ms, plan_ms, rows, query in conn.execute(_TOP).fetchall():
+            print(f"{calls:>8} calls {exec_ms:>7} ms exec {plan_ms:>6} ms plan {rows:>8} rows"
+                  f" | {query}")
+    for order in ("tottime", "cumulative"):
+        out = io.StringIO()
+        pstats.Stats(profile, stream=out).sort_stats(order).print_stats(25)
+        print(out.getvalue())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--docs", type=int, default=600)
+    parser.add_argument("--port-offset", type=int, default=3400)
+    parser.add_argument("--reuse", action="store_true", help="the data of an earlier run")
+    parser.add_argument("--twice", action="store_true",
+                        help="the stage first without name vectors, as the bench runs it")
+    parser.add_argument("--no-embed", action="store_true", help="no name vectors")
+    parser.add_argument("--skip-pass", action="store_true")
+    parser.add_argument("--dump", type=Path, default=None,
+                        help="write the pass's held pairs and merges by name here")
+    args = parser.parse_args()
+    quiet_logging()
+    settings = bench_settings(f"extract-profile-{args.port_offset}", args.port_offset, "static")
+    if not args.reuse:
+        with bench_stack(settings, fresh=True):
+            events = [put_envelope(NAMESPACE, key, doc)
+                      for key, doc in cycle_docs(load_corpus(), args.docs)]
+            log(f"applying {len(events)} SciFact documents")
+            apply_events(settings, events)
+        with (settings.resolved_data_dir / "postgres" / "postgresql.auto.conf").open("a") as f:
+            f.write("shared_preload_libraries = 'pg_stat_statements'\n"
+                    "pg_stat_statements.track = all\npg_stat_statements.track_planning = on\n")
+    with bench_stack(settings, fresh=False):
+        pool = make_pool(settings, max_size=2)
+        try:
+            with pool.connection() as conn:
+                conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            _reset(pool)
+            embedder = StaticEmbedder()
+            embedder.embed(["warm the model up"])
+            stage = ExtractionStage(settings, pool, HeuristicExtractor(
+                max_mentions=settings.entity_max_mentions_per_row))
+            if args.twice:
+                _profiled("stage, no name vectors", settings, pool,
+                          lambda: stage.run(max_batches=1_000_000))
+                _reset(pool)
+            stage.embedder = None if args.no_embed else embedder
+            _profiled("stage", settings, pool, lambda: stage.run(max_batches=1_000_000))
+            if not args.skip_pass:
+                _profiled("proposal pass", settings, pool, lambda: propose_all(
+                    pool, batch=settings.entity_proposal_batch,
+                    config=ResolveConfig.from_settings(settings), max_rounds=1_000_000))
+                if args.dump is not None:
+                    with pool.connection() as conn, args.dump.open("w") as out:
+                        for row in conn.execute(_HELD).fetchall():
+                            print("held", *row, sep="\t", file=out)
+                        for row in conn.execute(_MERGED).fetchall():
+                            print("merge", *row, sep="\t", file=out)
+        finally:
+            pool.close()
+
+
+if __name__ == "__main__":
+    main()
