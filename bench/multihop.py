@@ -49,6 +49,7 @@ from multihopeval import (
 )
 from qualitydata import Dataset, counts, ingest, load_hotpot, load_scifact
 from qualityref import evaluate
+from querylexical import build_lexical_index
 from readbench import bench_settings, bench_stack, extract_pending, md_table
 from runenv import add_reuse_and_out, bench_parser, emit_report, log, machine_lines, quiet_logging
 
@@ -113,6 +114,8 @@ async def measure(args: argparse.Namespace, datasets: list[Dataset]) -> str:
                 # autovacuum may not have analysed the fresh tables yet: without statistics the
                 # lexical channel's plan ran past the statement timeout on HotpotQA
                 conn.execute("ANALYZE")
+            if settings.lexical_engine == "tantivy":  # no relay worker here writes the index
+                build_lexical_index(settings)
             for ds in datasets:
                 docs, parts, _ = counts(settings, ds.namespace)
                 info[ds.name] = f"{docs} documents, {parts} parts ({info.get(ds.name, '')})"
