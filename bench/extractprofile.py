@@ -1,6 +1,6 @@
 """Where the extraction stage's and the proposal pass's CPU goes: cProfile of each in this process
-and `pg_stat_statements` on the stack's Postgres (docs/parts/extraction-cost.md has a breakdown
-made with it).
+and `pg_stat_statements` on the stack's Postgres (docs/entities.md, "Extraction's CPU", has a
+breakdown made with it).
 
     python bench/extractprofile.py [--docs 600] [--port-offset 3400] [--reuse] [--twice]
                                    [--no-embed] [--skip-pass] [--dump FILE]

@@ -1,5 +1,5 @@
-"""What cut the extraction stage's and the proposal pass's CPU (issue 11; docs/parts/
-extraction-cost.md) keeps what they did, on real Postgres:
+"""What cut the extraction stage's and the proposal pass's CPU (issue 11; docs/entities.md,
+"Extraction's CPU") keeps what they did, on real Postgres:
 
 - one batch's new entities go in with one statement: the insert triggers of `entities` (the
   PPR snapshot log, the proposal queue) fire once per batch and namespace, not once per entity,

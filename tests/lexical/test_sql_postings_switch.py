@@ -1,8 +1,9 @@
-"""The SQL BM25 postings and vocabulary follow LEXICAL_ENGINE (docs/parts/sql-postings.md): the
-migration step every start runs turns them off under tantivy (nothing written, tables emptied)
-and rebuilds them under postgres, rows of every tenant each searchable in its own namespace,
-without losing a write that overlaps the switch; an API on the SQL engine over a database that
-does not keep them says so in /readyz and `status` and answers from its other channels."""
+"""The SQL BM25 postings and vocabulary follow LEXICAL_ENGINE (docs/operations.md, the section
+of that name): the migration step every start runs turns them off under tantivy (nothing
+written, tables emptied) and rebuilds them under postgres, rows of every tenant each searchable
+in its own namespace, without losing a write that overlaps the switch; an API on the SQL engine
+over a database that does not keep them says so in /readyz and `status` and answers from its
+other channels."""
 
 from __future__ import annotations
 
