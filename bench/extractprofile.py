@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pgstatements
 from extractstage import NAMESPACE, _postgres_cpu
 from ingestcorpus import cycle_docs, load_corpus, put_envelope
 from psycopg_pool import ConnectionPool
@@ -39,12 +40,6 @@ from pipeline.entities.merging import propose_all
 from pipeline.entities.resolving import ResolveConfig
 from pipeline.entities.stage import ExtractionStage
 from pipeline.stores.postgres.pool import make_pool
-
-_TOP = """
-SELECT calls, round(total_exec_time::numeric) AS exec_ms, round(total_plan_time::numeric),
-       rows, left(regexp_replace(query, '\\s+', ' ', 'g'), 150)
-FROM pg_stat_statements WHERE query NOT ILIKE '%%pg_stat_statements%%'
-ORDER BY total_exec_time + total_plan_time DESC LIMIT 15"""
 
 _HELD = """
 SELECT f.name, t.name, d.status, d.method, d.confidence FROM entity_edges d
@@ -68,8 +63,7 @@ def _reset(pool: ConnectionPool) -> None:
 
 def _profiled(name: str, settings: Settings, pool: ConnectionPool,
               run: Callable[[], object]) -> None:
-    with pool.connection() as conn:
-        conn.execute("SELECT pg_stat_statements_reset()")
+    pgstatements.reset(settings)
     profile = cProfile.Profile()
     wall, cpu, server = time.perf_counter(), time.process_time(), _postgres_cpu(settings)
     profile.enable()
@@ -78,10 +72,7 @@ def _profiled(name: str, settings: Settings, pool: ConnectionPool,
     print(f"\n## {name}: wall {time.perf_counter() - wall:.2f} s, Python CPU "
           f"{time.process_time() - cpu:.2f} s, Postgres CPU "
           f"{_postgres_cpu(settings) - server:.2f} s\n\n{result}\n")
-    with pool.connection() as conn:
-        for calls, exec_ms, plan_ms, rows, query in conn.execute(_TOP).fetchall():
-            print(f"{calls:>8} calls {exec_ms:>7} ms exec {plan_ms:>6} ms plan {rows:>8} rows"
-                  f" | {query}")
+    print("\n".join(pgstatements.top(settings)))
     for order in ("tottime", "cumulative"):
         out = io.StringIO()
         pstats.Stats(profile, stream=out).sort_stats(order).print_stats(25)
@@ -108,14 +99,10 @@ def main() -> None:
                       for key, doc in cycle_docs(load_corpus(), args.docs)]
             log(f"applying {len(events)} SciFact documents")
             apply_events(settings, events)
-        with (settings.resolved_data_dir / "postgres" / "postgresql.auto.conf").open("a") as f:
-            f.write("shared_preload_libraries = 'pg_stat_statements'\n"
-                    "pg_stat_statements.track = all\npg_stat_statements.track_planning = on\n")
+        pgstatements.configure(settings)
     with bench_stack(settings, fresh=False):
         pool = make_pool(settings, max_size=2)
         try:
-            with pool.connection() as conn:
-                conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
             _reset(pool)
             embedder = StaticEmbedder()
             embedder.embed(["warm the model up"])

@@ -33,6 +33,7 @@ import time
 import uuid
 from collections.abc import Sequence
 
+import pgstatements
 import psycopg
 from baselines import embedder_alone, index_texts, naive_loop
 from harness import CpuMeter, PipelineProcesses, bench_settings, fresh_stack
@@ -73,6 +74,10 @@ def run_embedder(name: EmbedderName, corpus: Sequence[Doc], args: argparse.Names
     baseline_texts = [t for doc in docs[:baseline_count] for t in index_texts(doc, settings).all]
     say(f"[{name}] {len(docs)} docs; stack in {settings.resolved_data_dir}")
     stack = fresh_stack(settings)
+    if args.pg_statements:
+        pgstatements.configure(settings)
+        stack.stop()
+        stack.start()
     processes = PipelineProcesses(settings, args.workers)
     watcher = ChangeWatcher(settings)
     publisher: TimedPublisher | None = None
@@ -100,8 +105,13 @@ def run_embedder(name: EmbedderName, corpus: Sequence[Doc], args: argparse.Names
                                     processes=processes)
         say(f"[{name}]   {len(warm)} of {len(sent)} warm-up docs indexed")
 
+        if args.pg_statements:
+            pgstatements.reset(settings)
         burst = throughput(name, settings, docs, CpuMeter(stack, processes), watcher,
                            publisher, processes)
+        if args.pg_statements:
+            say(f"[{name}] the throughput phase's top statements (pg_stat_statements):\n"
+                + "\n".join(pgstatements.top(settings, args.pg_statements, 220)))
         steady = latency(name, settings, burst.docs / burst.seconds / 2, corpus, watcher,
                          publisher, processes, args.latency_seconds)
         return Result(embedder=name, workers=args.workers, embed_rates=embed_rates,
@@ -188,6 +198,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         "(default: static all, minilm 150)")
     parser.add_argument("--naive-docs", type=int, default=None,
                         help="documents for the naive loop (default: static 300, minilm 60)")
+    parser.add_argument("--pg-statements", type=int, default=0, metavar="N",
+                        help="turn pg_stat_statements on and print the throughput phase's N "
+                        "costliest statements to stderr (default: off)")
     args = parser.parse_args(argv)
     if args.workers < 1:
         parser.error("--workers must be at least 1")

@@ -26,7 +26,7 @@ from psycopg_pool import ConnectionPool
 from pipeline.domain.errors import EntityMerged, InvalidInput, NotFound
 from pipeline.entities.proposals import Proposal, propose_batch
 from pipeline.entities.resolving import ResolveConfig
-from pipeline.stores.postgres import merges, resolution as store
+from pipeline.stores.postgres import entities as entities_sql, merges, resolution as store
 from pipeline.stores.postgres.merges import MergeReport
 from pipeline.stores.postgres.plans import Plan, run
 
@@ -75,6 +75,9 @@ def propose_all(pool: ConnectionPool, *, batch: int, config: ResolveConfig,
     """Run the proposal pass until no unexamined entity is left (or `max_rounds` ran: the rest
     waits for the next call; the sweep makes one). What the worker runs after extraction."""
     stats = ProposalStats()
+    with pool.connection() as conn:
+        # a namespace's first load: the lookups need statistics that say it is not selective
+        entities_sql.analyze_stale(conn, ("entities", "entity_aliases"))
     for _ in range(max_rounds):
         examined, proposals = _propose_round(pool, batch, config)
         if not examined:

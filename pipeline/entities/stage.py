@@ -43,9 +43,6 @@ from pipeline.stores.postgres.extraction import RowText
 
 log = logging.getLogger(__name__)
 
-# Rows a bulk stage writes before its first ANALYZE of the entity tables (then at each doubling).
-_FIRST_ANALYZE = 256
-
 
 @dataclass
 class ExtractStats:
@@ -63,17 +60,12 @@ class ExtractionStage:
 
     def __init__(self, settings: Settings, pool: ConnectionPool, extractor: Extractor,
                  embedder: Embedder | None = None,
-                 dead_letters: DeadLetterSink | None = None, *, bulk: bool = False) -> None:
-        """`bulk` (backfill, replay: one long-lived stage loading many rows) analyzes the
-        entity tables each time the rows this stage wrote doubled (see `_after_batch`)."""
+                 dead_letters: DeadLetterSink | None = None) -> None:
         self.settings = settings
         self.pool = pool
         self.extractor = extractor
         self.embedder = embedder
         self.dead_letters = dead_letters
-        self.bulk = bulk
-        self._written = 0
-        self._analyze_at = _FIRST_ANALYZE
 
     def run(self, roots: Sequence[uuid.UUID] | None = None, *, max_batches: int = 1000
             ) -> ExtractStats:
@@ -101,14 +93,12 @@ class ExtractionStage:
         return stats
 
     def _after_batch(self, written: int) -> None:
-        """In bulk mode, ANALYZE once the rows written reach the next power-of-two mark: the
-        tables grow from (nearly) empty during a bulk load, and this keeps the write-back's
-        plans right at a cost of a few ANALYZEs (log2 of the rows)."""
-        self._written += written
-        if self.bulk and self._written >= self._analyze_at:
-            self.analyze()
-            while self._analyze_at <= self._written:
-                self._analyze_at *= 2
+        """ANALYZE the entity tables whose statistics this batch (with the others since) made
+        stale: they grow from (nearly) empty when a namespace is first loaded, and plans chosen
+        for empty tables stay wrong until autovacuum comes round (`analyze_stale`)."""
+        if written:
+            with self.pool.connection() as conn:
+                entities_sql.analyze_stale(conn)
 
     def analyze(self) -> None:
         """Refresh the planner statistics of the entity tables (after a bulk load)."""

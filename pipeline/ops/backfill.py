@@ -45,7 +45,7 @@ def backfill(settings: Settings, namespace: uuid.UUID | None = None) -> Backfill
                                 extraction.pending_count(conn) or None)
         stage = ExtractionStage(settings, pool, build_extractor(settings),
                                 build_embedder(settings),
-                                DeadLetterWriter(producer, settings.topic_dlq), bulk=True)
+                                DeadLetterWriter(producer, settings.topic_dlq))
         while True:
             stats = stage.run(max_batches=1)
             for name, value in stats.__dict__.items():
@@ -57,7 +57,7 @@ def backfill(settings: Settings, namespace: uuid.UUID | None = None) -> Backfill
                 break
             if not stats.claimed and not stats.recounted:
                 time.sleep(0.5)  # the rows left are leased by a worker: it will finish them
-        stage.analyze()  # the last doubling mark may lie far behind the final size
+        stage.analyze()  # the last stale mark may lie far behind the final size
         progress.finish()
     finally:
         producer.close()

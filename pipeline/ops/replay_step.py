@@ -94,7 +94,7 @@ class InProcessWork:
         embedder = build_embedder(settings)
         extractor = build_extractor(settings)
         return cls(settings, pool, EmbeddingService(settings, pool, embedder),
-                   ExtractionStage(settings, pool, extractor, embedder, bulk=True),
+                   ExtractionStage(settings, pool, extractor, embedder),
                    MessageExtraction(settings, PgMessageWork(pool), embedder, extractor),
                    SessionSummariser(settings, PgSummaryWork(pool),
                                      build_summariser(settings, embedder), embedder),

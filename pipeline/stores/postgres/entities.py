@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import psycopg
+import psycopg.sql
 
 Conn = psycopg.Connection[Any]
 
@@ -275,11 +276,47 @@ def recount_pairs(conn: Conn, pairs: Iterable[tuple[uuid.UUID, uuid.UUID]], *, c
                                  "cap": cap, "n": evidence_n})
 
 
+ENTITY_TABLES = ("entities", "entity_aliases", "mentions", "entity_edges", "entity_extraction")
+
+# Tables of which more than half the rows changed since their last ANALYZE (or that were never
+# analyzed), once at least `min` rows did: their statistics no longer describe them.
+_STALE = """
+SELECT relname FROM pg_stat_user_tables
+WHERE schemaname = current_schema() AND relname = ANY(%s)
+  AND n_mod_since_analyze >= %s AND n_mod_since_analyze * 2 > n_live_tup
+ORDER BY relname"""
+
+
 def analyze(conn: Conn) -> None:
     """Refresh the planner's statistics of the entity tables (after a bulk load: plans chosen
     for nearly empty tables, nested loops over what became thousands of rows, stay wrong until
     autovacuum comes round)."""
     conn.execute("ANALYZE entities, entity_aliases, mentions, entity_edges, entity_extraction")
+
+
+def analyze_stale(conn: Conn, tables: Sequence[str] = ENTITY_TABLES, *,
+                  min_changes: int = 256) -> list[str]:
+    """ANALYZE those of `tables` whose statistics are stale (see `_STALE`); the tables analyzed.
+
+    A fresh namespace's load grows the entity tables from empty faster than autovacuum looks
+    (once a minute by default, then at 10 % changed). Without statistics the planner takes
+    `namespace_id = $1` for selective, and with one tenant holding every row the resolver's
+    lookup then reads the whole namespace per name: 25x the CPU of the pass measured with
+    statistics (bench/extractprofile.py). Checked after each batch, this costs one catalog read;
+    the ANALYZEs come at roughly each doubling of a growing table. A table another session is
+    analyzing (or vacuuming) is skipped rather than waited for. The counters are the statistics
+    system's, flushed by each backend within a second or so of its commits."""
+    stale = [str(r[0]) for r in conn.execute(_STALE, (list(tables), min_changes)).fetchall()]
+    done: list[str] = []
+    for table in stale:
+        try:
+            with conn.transaction():
+                conn.execute("SET LOCAL lock_timeout = '100ms'")
+                conn.execute(psycopg.sql.SQL("ANALYZE {}").format(psycopg.sql.Identifier(table)))
+            done.append(table)
+        except psycopg.errors.LockNotAvailable:
+            continue
+    return done
 
 
 def withdraw_relations(conn: Conn, namespaces: Sequence[uuid.UUID],
