@@ -33,7 +33,7 @@ from pipeline.entities.ids import Pair, counted_entities, entity_id, pairs
 from pipeline.entities.likeness import label_class
 from pipeline.entities.names import normalise
 from pipeline.outbox import store as outbox
-from pipeline.outbox.ops import ENTITY_SYNC, MENTIONS_SYNC
+from pipeline.outbox.ops import ENTITY_SYNC, MENTIONS_SYNC, entity_sync_payload
 from pipeline.stores.postgres import entities as sql, extraction as rows_sql
 from pipeline.stores.postgres.extraction import RowText
 
@@ -133,7 +133,8 @@ def write_batch(conn: Conn, settings: Settings, extractor: str,
     mention_rows, aliases = _mentions(keep, known)
     sql.replace_mentions(conn, [row.id for row, _ in keep], mention_rows)
     sql.add_aliases(conn, aliases)
-    touched = _relations(conn, keep, state, known)
+    related = _relations(conn, keep, state, known)
+    touched = set(related)
 
     new_counts: dict[uuid.UUID, dict[uuid.UUID, int]] = {row.id: {} for row, _ in keep}
     for m in mention_rows:
@@ -153,10 +154,17 @@ def write_batch(conn: Conn, settings: Settings, extractor: str,
     roots = {(row.namespace_id, row.root_id) for row, _ in keep}
     roots |= {(g.namespace_id, g.root_id) for g in gone}
     roots |= set(rows_sql.roots_of(conn, recount))
+    # An entity whose RELATES edges changed re-syncs every edge; the others only the CO_OCCURS
+    # pairs this batch recounted (a hub's thousands of other edges did not change).
+    partners: dict[uuid.UUID, set[uuid.UUID]] = {}
+    for a, b in touched_pairs:
+        partners.setdefault(a, set()).add(b)
+        partners.setdefault(b, set()).add(a)
     outbox.enqueue_many(conn, [outbox.Entry(ns, root, MENTIONS_SYNC) for ns, root in
                                sorted(roots)] +
-                        [outbox.Entry(ns, eid, ENTITY_SYNC) for eid, ns in
-                         sorted(sql.namespaces_of(conn, touched).items())])
+                        [outbox.Entry(ns, eid, ENTITY_SYNC, None if eid in related else
+                                      entity_sync_payload(partners.get(eid, ())))
+                         for eid, ns in sorted(sql.namespaces_of(conn, touched).items())])
     result.extracted = len(keep)
     result.recounted = len(recount) + len(gone)
     result.mentions = len(mention_rows)

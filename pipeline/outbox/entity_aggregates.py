@@ -124,6 +124,21 @@ def load_entity_edges(conn: Conn, ids: Sequence[uuid.UUID] | None, *, evidence_c
     return [_edge_state(r) for r in rows]
 
 
+def load_entity_edges_between(conn: Conn, pairs: Sequence[tuple[uuid.UUID, uuid.UUID]], *,
+                              evidence_cap: int) -> list[EntityEdgeState]:
+    """The entity edges the graph should hold between the two entities of each pair (either
+    direction, every type). Both orientations are looked up by the primary key's leading
+    column, not by an OR the planner would turn into a scan."""
+    if not pairs:
+        return []
+    starts = [a for a, _ in pairs] + [b for _, b in pairs]
+    ends = [b for _, b in pairs] + [a for a, _ in pairs]
+    where = sql.SQL("(x.from_id, x.to_id) IN (SELECT * FROM unnest(%(a)s::uuid[], %(b)s::uuid[]))")
+    query = _EDGES.format(where=where, pf=_projected("f"), pt=_projected("t"))
+    rows = conn.execute(query, {"a": starts, "b": ends, "cap": evidence_cap}).fetchall()
+    return [_edge_state(r) for r in rows]
+
+
 def _edge_state(row: Sequence[Any]) -> EntityEdgeState:
     from_id, edge_type, predicate, to_id, namespace, weight, status, confidence, method, \
         evidence = row

@@ -31,6 +31,7 @@ from pipeline.domain.settings import Settings
 from pipeline.outbox.entity_aggregates import (
     load_entities,
     load_entity_edges,
+    load_entity_edges_between,
     load_mentions,
     mentioned_by,
 )
@@ -87,12 +88,16 @@ class EntitySync:
         self.pool = pool
         self.graph = graph
 
-    def apply(self, roots: Sequence[uuid.UUID], entity_ids: Sequence[uuid.UUID]
-              ) -> EntitySyncStats:
+    def apply(self, roots: Sequence[uuid.UUID], entity_ids: Sequence[uuid.UUID],
+              partners: Mapping[uuid.UUID, set[uuid.UUID]] | None = None) -> EntitySyncStats:
         """Re-sync the MENTIONS of `roots` and the entities `entity_ids` (with their edges).
 
+        An entity of `partners` whose node the graph already holds gets only its edges with
+        the entities listed re-synced (the rows that named it said which pairs changed); the
+        other entities of `entity_ids`, and nodes new to the graph, get every edge re-synced.
         Object nodes must already be written (MENTIONS attach to existing nodes only).
         """
+        partners = partners or {}
         stats = EntitySyncStats()
         if not roots and not entity_ids:
             return stats
@@ -113,13 +118,19 @@ class EntitySync:
         stored = {e.id: e for e in
                   self.graph.fetch_named_entities([str(e) for e in sorted(touched)])}
         gone = sorted(eid for eid in stored if eid not in projected)
-        # whole edge re-sync: entities the batch names, and nodes new to the graph
-        resync = sorted(uuid.UUID(eid) for eid in projected
-                        if uuid.UUID(eid) in named or eid not in stored)
+        # whole edge re-sync: entities the batch names without narrowing it, and nodes new to
+        # the graph; the pairs the batch changed for the others
+        resync = sorted(uuid.UUID(eid) for eid in projected if eid not in stored or (
+            uuid.UUID(eid) in named and uuid.UUID(eid) not in partners))
+        whole = set(resync)
+        pairs = sorted({(min(e, p), max(e, p)) for e, ps in partners.items()
+                        if e in named and e not in whole and str(e) in projected
+                        for p in ps if p not in whole})
         changed, _ = diff_states(stored, projected)
         self.graph.upsert_named_entities(changed)
         stats.entities_upserted = len(changed)
         self._sync_edges(resync, stats)
+        self._sync_pairs(pairs, stats)
         ups, downs = diff_states(current, desired)
         self.graph.delete_mentions(downs)
         self.graph.upsert_mentions(ups)
@@ -160,3 +171,19 @@ class EntitySync:
         stats.edges_upserted += len(ups)
         stats.edges_deleted += len(downs)
 
+
+    def _sync_pairs(self, pairs: Sequence[tuple[uuid.UUID, uuid.UUID]],
+                    stats: EntitySyncStats) -> None:
+        """The edges between the two entities of each pair, and only those."""
+        if not pairs:
+            return
+        with self.pool.connection() as conn:
+            desired = {e.key: e for e in load_entity_edges_between(
+                conn, pairs, evidence_cap=self.settings.graph_entity_evidence_cap)}
+        current = {e.key: e for e in self.graph.fetch_entity_edges_between(
+            [(str(a), str(b)) for a, b in pairs])}
+        ups, downs = diff_states(current, desired)
+        self.graph.delete_entity_edges(downs)
+        self.graph.upsert_entity_edges(ups)
+        stats.edges_upserted += len(ups)
+        stats.edges_deleted += len(downs)

@@ -44,6 +44,7 @@ from pipeline.outbox.ops import (
     LinkKey,
     edge_key,
     edge_payload,
+    entity_sync_partners,
 )
 from pipeline.outbox.single_writer import single_writer
 from pipeline.outbox.store import OutboxRow
@@ -202,7 +203,7 @@ class OutboxRelay:
         self.graph.delete_edges(edge_down)
         # after the node upserts (MENTIONS attach to existing nodes), before the deletes (a
         # deleted node's MENTIONS tell which entities to re-check)
-        ent = self.entities.apply(mention_roots, entity_ids)
+        ent = self.entities.apply(mention_roots, entity_ids, _edge_partners(rows))
         self.graph.delete_nodes(deletes)
         stats.entities_upserted += ent.entities_upserted
         stats.entities_deleted += ent.entities_deleted
@@ -300,3 +301,19 @@ def _change(kind: str, namespace: Any, key: Any, data: dict[str, Any], marker: s
     return Change(type=kind, namespace=str(namespace), key=str(key), data=data,
                   id=str(uuid.uuid5(_CHANGE_NS, f"{kind}:{key}:{marker}:{sorted(data.items())}")))
 
+
+
+def _edge_partners(rows: Sequence[OutboxRow]) -> dict[uuid.UUID, set[uuid.UUID]]:
+    """The entities whose every `ENTITY_SYNC` row of the batch narrows its edge re-sync, with
+    the union of the partners those rows list (`ops.entity_sync_payload`)."""
+    narrowed: dict[uuid.UUID, set[uuid.UUID]] = {}
+    whole: set[uuid.UUID] = set()
+    for row in rows:
+        if row.op != ENTITY_SYNC:
+            continue
+        listed = entity_sync_partners(row.payload)
+        if listed is None:
+            whole.add(row.aggregate_id)
+        else:
+            narrowed.setdefault(row.aggregate_id, set()).update(listed)
+    return {eid: ps for eid, ps in narrowed.items() if eid not in whole}

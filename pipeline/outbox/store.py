@@ -19,7 +19,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from pipeline.domain.retry import backoff_seconds
-from pipeline.outbox.ops import EDGE_SYNC, NODE_SYNC
+from pipeline.outbox.ops import EDGE_SYNC, ENTITY_SYNC, NODE_SYNC
 
 Conn = psycopg.Connection[Any]
 
@@ -36,6 +36,16 @@ _INSERT_MANY = ("INSERT INTO outbox (namespace_id, aggregate_id, op, payload)"
 # asynchronous connection alike (pipeline/stores/postgres/plans.py). Params: namespace, op, ids.
 ENQUEUE_IDS = ("INSERT INTO outbox (namespace_id, aggregate_id, op, payload)"
                " SELECT %s, id, %s, '{}'::jsonb FROM unnest(%s::uuid[]) AS id")
+
+
+# Pairs of entities whose one edge changed (a hold, a person's decision): an ENTITY_SYNC row per
+# end, each narrowed to the other end (`ops.entity_sync_payload`), with payloads; the statement
+# form for plans. Params: namespaces, entity ids, partner ids (as many as ids), in that order.
+ENQUEUE_PAIR_SYNCS = ("INSERT INTO outbox (namespace_id, aggregate_id, op, payload)"
+                      f" SELECT ns, id, '{ENTITY_SYNC}', jsonb_build_object('edges',"
+                      " jsonb_build_array(partner::text))"
+                      " FROM unnest(%s::uuid[], %s::uuid[], %s::uuid[]) WITH ORDINALITY"
+                      " AS r(ns, id, partner, n) ORDER BY n")
 
 
 class Entry(NamedTuple):

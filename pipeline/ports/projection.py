@@ -100,6 +100,11 @@ class GraphWriter(Protocol):
         """The entity edges touching these entity nodes, each once."""
         ...
 
+    def fetch_entity_edges_between(self, pairs: Sequence[tuple[str, str]]
+                                   ) -> list[EntityEdgeState]:
+        """The entity edges between the two entity nodes of each pair, each once."""
+        ...
+
     def upsert_entity_edges(self, edges: Sequence[EntityEdgeState]) -> None:
         """Create or update entity edges whose two endpoints exist (others are skipped)."""
         ...

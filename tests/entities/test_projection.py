@@ -22,7 +22,8 @@ from pipeline.graph.falkordb.schema import connect
 from pipeline.graph.falkordb.writer import FalkorGraphWriter
 from pipeline.ops.rebuild import rebuild_graph
 from pipeline.ops.verify import repair, verify
-from pipeline.outbox.ops import ENTITY_SYNC, MENTIONS_SYNC, NODE_SYNC
+from pipeline.outbox import store as outbox
+from pipeline.outbox.ops import ENTITY_SYNC, MENTIONS_SYNC, NODE_SYNC, entity_sync_payload
 from tests.entities.projutil import edge, enqueue, entity, mention, relay, snapshot
 from tests.pipelineutil import envelope, ingest, put
 from tests.stackutil import settings_env
@@ -229,3 +230,52 @@ def test_verify_repair_and_rebuild(db: psycopg.Connection[Any], proj_settings: S
     rebuild_graph(settings)
     assert verify(settings).clean
     assert snapshot(settings) == before
+
+
+def _narrowed(db: psycopg.Connection[Any], ns: uuid.UUID, eid: uuid.UUID,
+              partners: list[uuid.UUID]) -> None:
+    """An entity_sync row as the extraction write-back enqueues it: its edges with `partners`
+    changed, and only those."""
+    outbox.enqueue_many(db, [outbox.Entry(ns, eid, ENTITY_SYNC, entity_sync_payload(partners))])
+
+
+def test_a_narrowed_entity_sync_resyncs_the_pairs_it_lists(db: psycopg.Connection[Any],
+                                                          proj_settings: Settings) -> None:
+    """The write-back tells the relay which pairs of an entity it recounted; the relay re-syncs
+    those edges and reads no other (a hub's thousands of edges stay unread). A node new to the
+    graph still gets every edge, and a row that lists nothing re-syncs every edge."""
+    settings = proj_settings
+    w = build(db, settings)
+    before = snapshot(settings)
+    db.execute("UPDATE entity_edges SET weight = 2.0 WHERE from_id = %s AND to_id = %s",
+               (w.acme, w.bolt))
+    # a change the narrowed rows do not list: the relay does not read it
+    db.execute("UPDATE entity_edges SET evidence = %s::uuid[] WHERE predicate = 'partners'",
+               ([w.p1],))
+    _narrowed(db, w.a, w.acme, [w.bolt])
+    _narrowed(db, w.a, w.bolt, [w.acme])
+    stats = relay(settings)
+    assert (stats.entity_edges_upserted, stats.entity_edges_deleted) == (1, 0)
+    snap = snapshot(settings)
+    weights = {e.key: e.weight for e in snap.edges if e.key.edge_type == "CO_OCCURS"}
+    assert list(weights.values()) == [2.0]
+    assert {e.key: e for e in snap.edges if e.key.predicate == "partners"} == {
+        e.key: e for e in before.edges if e.key.predicate == "partners"}
+    assert not verify(settings).clean  # the unlisted change is drift until its own sync
+
+    # a node new to the graph gets every edge, whatever its row lists
+    dynamo = entity(db, w.a, "Dynamo")
+    mention(db, w.a, w.o1, dynamo, start=20)
+    edge(db, w.a, *sorted((w.acme, dynamo)), "CO_OCCURS", weight=1.0, evidence=(w.o1,))
+    edge(db, w.a, *sorted((w.bolt, dynamo)), "CO_OCCURS", weight=1.0, evidence=(w.o1,))
+    enqueue(db, w.a, MENTIONS_SYNC, [w.o1])
+    _narrowed(db, w.a, dynamo, [w.acme])
+    # and a row listing nothing (merges, repairs, relations) re-syncs every edge of Cobalt
+    enqueue(db, w.a, ENTITY_SYNC, [w.cobalt])
+    relay(settings)
+    snap = snapshot(settings)
+    assert {k for k in snap.edge_keys() if str(dynamo) in k} == {
+        (str(min(w.acme, dynamo)), "CO_OCCURS", "", str(max(w.acme, dynamo))),
+        (str(min(w.bolt, dynamo)), "CO_OCCURS", "", str(max(w.bolt, dynamo)))}
+    assert verify(settings).clean
+    assert snap.entity_ids(w.b) == before.entity_ids(w.b)  # the other tenant untouched

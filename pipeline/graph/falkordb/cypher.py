@@ -175,6 +175,15 @@ WITH r, startNode(r) AS a, endNode(r) AS b
 RETURN {_ENTITY_EDGE_COLUMNS}
 """
 
+# Each edge between the two entities of a pair (`$pairs`: [id, id] lists), once.
+FETCH_ENTITY_EDGES_BETWEEN = f"""
+UNWIND $pairs AS p
+MATCH (:{_NE} {{id: p[0]}})-[x:{_ENTITY_EDGE_TYPES}]-(:{_NE} {{id: p[1]}})
+WITH DISTINCT x AS r
+WITH r, startNode(r) AS a, endNode(r) AS b
+RETURN {_ENTITY_EDGE_COLUMNS}
+"""
+
 
 def upsert_entity_edges(edge_type: str) -> str:
     """MERGE the `$rows` entity edges of one type (a key of `ENTITY_EDGE_FIELDS`) between

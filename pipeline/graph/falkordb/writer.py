@@ -242,6 +242,17 @@ class FalkorGraphWriter:
         # an edge between two entities of different id batches comes back twice
         return list({edge.key: edge for edge in map(entity_edge_state, rows)}.values())
 
+    def fetch_entity_edges_between(self, pairs: Sequence[tuple[str, str]]
+                                   ) -> list[EntityEdgeState]:
+        """The entity edges between the two NamedEntity nodes of each pair, each once."""
+        unique = list(dict.fromkeys(tuple(sorted(p)) for p in pairs))
+        rows: list[list[Any]] = []
+        for start in range(0, len(unique), self.batch_size):
+            rows += self._read(cypher.FETCH_ENTITY_EDGES_BETWEEN,
+                               {"pairs": [list(p) for p in unique[start:start + self.batch_size]]},
+                               "fetch entity edges between")
+        return list({edge.key: edge for edge in map(entity_edge_state, rows)}.values())
+
     def upsert_entity_edges(self, edges: Sequence[EntityEdgeState]) -> None:
         """MERGE entity edges (one statement per type) between existing NamedEntity nodes."""
         by_type: dict[str, dict[EntityEdgeKey, dict[str, Any]]] = {}

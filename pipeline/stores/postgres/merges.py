@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from pipeline.domain.errors import EntityMerged, InvalidInput, NotFound
 from pipeline.outbox.ops import ENTITY_SYNC, MENTIONS_SYNC
-from pipeline.outbox.store import ENQUEUE_IDS
+from pipeline.outbox.store import ENQUEUE_IDS, ENQUEUE_PAIR_SYNCS
 from pipeline.stores.postgres.plans import Plan, Statement
 
 _LOCK = """
@@ -214,7 +214,7 @@ def hold(namespace: uuid.UUID, a: uuid.UUID, b: uuid.UUID, *, confidence: float,
     rows = yield Statement(_HOLD, {"ns": namespace, "a": low, "b": high, "c": confidence,
                                    "m": method})
     if rows:
-        yield Statement(ENQUEUE_IDS, (namespace, ENTITY_SYNC, [low, high]))
+        yield Statement(ENQUEUE_PAIR_SYNCS, ([namespace] * 2, [low, high], [high, low]))
     return bool(rows)
 
 
@@ -233,12 +233,13 @@ def hold_many(holds: Sequence[Hold]) -> Plan[set[tuple[uuid.UUID, uuid.UUID]]]:
         "b": [p[1] for p in pairs], "c": [last[p].confidence for p in pairs],
         "m": [last[p].method for p in pairs]})
     applied = {(r[0], r[1]) for r in rows}
-    # one ENTITY_SYNC per end of each applied hold, in the holds' order, as `hold` enqueues
-    for ns in dict.fromkeys(h.namespace for h in holds):
-        ids = [x for h in holds if h.namespace == ns and ordered(h.a, h.b) in applied
-               for x in ordered(h.a, h.b)]
-        if ids:
-            yield Statement(ENQUEUE_IDS, (ns, ENTITY_SYNC, ids))
+    # one ENTITY_SYNC per end of each applied hold (narrowed to the pair), in the holds' order,
+    # as `hold` enqueues
+    ends = [(h.namespace, x, y) for h in holds if ordered(h.a, h.b) in applied
+            for x, y in (ordered(h.a, h.b), ordered(h.a, h.b)[::-1])]
+    if ends:
+        yield Statement(ENQUEUE_PAIR_SYNCS, ([e[0] for e in ends], [e[1] for e in ends],
+                                             [e[2] for e in ends]))
     return applied
 
 
@@ -248,7 +249,7 @@ def decide(namespace: uuid.UUID, a: uuid.UUID, b: uuid.UUID,
     resolver's confidence and method when it had proposed it."""
     low, high = ordered(a, b)
     rows = yield Statement(_DECIDE, {"ns": namespace, "a": low, "b": high, "s": status})
-    yield Statement(ENQUEUE_IDS, (namespace, ENTITY_SYNC, [low, high]))
+    yield Statement(ENQUEUE_PAIR_SYNCS, ([namespace] * 2, [low, high], [high, low]))
     confidence, method = rows[0]
     return (float(confidence) if confidence is not None else None, method)
 
