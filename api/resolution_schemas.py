@@ -50,13 +50,13 @@ class CandidateOut(BaseModel):
                    method=c.method)
 
 
-class EvidenceOut(BaseModel):
+class ResolutionEvidenceOut(BaseModel):
     row_id: uuid.UUID
     text: str
     object_id: uuid.UUID
 
     @classmethod
-    def of(cls, e: Evidence) -> EvidenceOut:
+    def of(cls, e: Evidence) -> ResolutionEvidenceOut:
         return cls(row_id=e.row_id, text=e.text, object_id=e.object_id)
 
 
@@ -72,7 +72,7 @@ class AnswerOut(BaseModel):
     confidence: float | None = None
     method: str | None = None
     candidates: list[CandidateOut]
-    evidence: list[EvidenceOut] = []
+    evidence: list[ResolutionEvidenceOut] = []
     skipped: list[str] = []  # layers that could not run, and why
 
     @classmethod
@@ -84,7 +84,7 @@ class AnswerOut(BaseModel):
         e = r.entity
         return cls(query=r.query, entity_id=e.entity_id, name=e.name, label=e.label,
                    confidence=e.confidence, method=e.method, candidates=candidates,
-                   evidence=[EvidenceOut.of(x) for x in r.evidence], skipped=r.skipped)
+                   evidence=[ResolutionEvidenceOut.of(x) for x in r.evidence], skipped=r.skipped)
 
 
 class ResolveOut(BaseModel):

@@ -30,7 +30,7 @@ class CandidateOut(Answer):
 
 
 class ResolutionEvidenceOut(Answer):
-    """A passage naming a candidate (the API's `api.resolution_schemas.EvidenceOut`)."""
+    """A passage naming a candidate (the API's `api.resolution_schemas.ResolutionEvidenceOut`)."""
 
     row_id: UUID
     text: str
