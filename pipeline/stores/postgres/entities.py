@@ -305,7 +305,8 @@ def analyze_stale(conn: Conn, tables: Sequence[str] = ENTITY_TABLES, *,
     statistics (bench/extractprofile.py). Checked after each batch, this costs one catalog read;
     the ANALYZEs come at roughly each doubling of a growing table. A table another session is
     analyzing (or vacuuming) is skipped rather than waited for. The counters are the statistics
-    system's, flushed by each backend within a second or so of its commits."""
+    system's, flushed by each backend within a second or so of its commits. `conn` autocommits
+    (a pool's connection): each ANALYZE commits on its own."""
     stale = [str(r[0]) for r in conn.execute(_STALE, (list(tables), min_changes)).fetchall()]
     done: list[str] = []
     for table in stale:
