@@ -12,8 +12,9 @@ that score when `PPR_RERANK_DEPTH` is set, so the twin comes first, the single s
 hybrid list ranks the single higher, and so does the raw best-row score: RRF of raw PPR puts it
 first), then the lookalike and the distractor (never reached by the walk), wherever the hybrid
 list put them. Ranked per unit of degree (`PPR_DEGREE_NORMALISED`, the default), a twin part,
-naming Zorvex Labs alone, outranks the single's part, and RRF puts the twin first. "Hollin Quay's" seeds Hollin Quay. Tenant B holds the same texts without
-entities: auto answers it hybrid, with B's objects alone.
+naming Zorvex Labs alone, outranks the single's part, and RRF puts the twin first.
+"Hollin Quay's" seeds Hollin Quay. Tenant B holds the same texts without entities: auto
+answers it hybrid, with B's objects alone.
 """
 
 from __future__ import annotations

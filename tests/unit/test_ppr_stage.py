@@ -1,6 +1,7 @@
 """The PPR stage's logic over an in-memory entity graph: seed matching (exact, alias, fold,
 longest match), hubs, the hop bound, the node bound (`truncated`), the frontier bound, weak
-seeds, rows ranked per unit of degree. The store's SQL is exercised on the real stack by tests/entities/test_ppr.py."""
+seeds, rows ranked per unit of degree. The store's SQL is exercised on the real stack by
+tests/entities/test_ppr.py."""
 
 from __future__ import annotations
 
