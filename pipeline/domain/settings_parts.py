@@ -168,7 +168,8 @@ class PprSettings(BaseModel):
     # PPR_DEGREE_NORMALISED: a row's PPR score is the mass its edges bring it per unit of its
     # degree (PPR's degree bias removed; ppr.inflow_per_degree). PPR_LIST_WEIGHT: the PPR
     # list's vote in the RRF with the hybrid list (whose vote is 1). Measured together:
-    # HotpotQA auto R@5 0.860 -> 0.885 (static), SciFact within 0.005 (docs/entities.md).
+    # HotpotQA auto R@5 0.860 -> 0.890 (static; 0.885 MiniLM), SciFact within 0.005
+    # (docs/entities.md, "Third round").
     ppr_degree_normalised: bool = True
     ppr_list_weight: float = Field(default=0.8, gt=0, le=10)
     # PPR snapshot (issue 11, task A; docs/operations.md): PPR_WALK=snapshot walks an
