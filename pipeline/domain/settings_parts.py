@@ -165,6 +165,13 @@ class PprSettings(BaseModel):
     ppr_passage_seeds: int = Field(default=30, ge=0, le=100)
     ppr_passage_seed_weight: float = Field(default=0.05, ge=0, le=10)
     ppr_rerank_depth: int = Field(default=0, ge=0, le=1000)
+    # PPR_DEGREE_NORMALISED: a row's PPR score is the mass its edges bring it per unit of its
+    # degree (PPR's degree bias removed; ppr.inflow_per_degree). PPR_LIST_WEIGHT: the PPR
+    # list's vote in the RRF with the hybrid list (whose vote is 1). Measured together:
+    # HotpotQA auto R@5 0.860 -> 0.890 (static; 0.885 MiniLM), SciFact within 0.005
+    # (docs/entities.md, "Third round").
+    ppr_degree_normalised: bool = True
+    ppr_list_weight: float = Field(default=0.8, gt=0, le=10)
     # PPR snapshot (issue 11, task A; docs/operations.md): PPR_WALK=snapshot walks an
     # in-memory snapshot of the namespace's entity layer per API process (sql: every hop is a
     # statement, as before). A snapshot answers only when its last refresh read started at most

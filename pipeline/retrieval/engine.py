@@ -82,6 +82,8 @@ class EngineConfig:
     channel_weights: tuple[tuple[str, float], ...] = ()
     # RRF's k when the hybrid list and the PPR list are fused (small: see multihop.py)
     ppr_rrf_k: int = 5
+    # the PPR list's vote in that fusion (the hybrid list's is 1)
+    ppr_list_weight: float = 1.0
     # > 0: PPR re-ranks the hybrid list's best `ppr_rerank_depth` objects instead of RRF
     ppr_rerank_depth: int = 0
 
@@ -176,7 +178,8 @@ class RetrievalEngine:
             rerank_stages(first, result, depth=self.config.ppr_rerank_depth)
             if self.config.ppr_rerank_depth > 0 else
             fuse_stages(first, result, meta, k=self.config.ppr_rrf_k,
-                        evidence_n=self.config.evidence_n))
+                        evidence_n=self.config.evidence_n,
+                        ppr_weight=self.config.ppr_list_weight))
         page = await self._page(namespace, query, promoted, meta, request.limit, degrade,
                                 mode="ppr")
         if request.explain:

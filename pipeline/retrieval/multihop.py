@@ -31,11 +31,13 @@ class StageRanks:
 
 
 def fuse_stages(first: Sequence[Promoted], ppr: PprResult, meta: Mapping[uuid.UUID, RowMeta],
-                *, k: int, evidence_n: int) -> tuple[list[Promoted], dict[uuid.UUID,
-                                                                        StageRanks]]:
-    """RRF over the two object lists with `k`; evidence from the first stage where it found the
-    object, else the object's parts the PPR stage ranked (best first)."""
-    fused = rrf({FIRST: [Hit(p.id, p.score) for p in first], PPR: ppr.objects}, k=k)
+                *, k: int, evidence_n: int, ppr_weight: float = 1.0
+                ) -> tuple[list[Promoted], dict[uuid.UUID, StageRanks]]:
+    """RRF over the two object lists with `k`, the PPR list's votes times `ppr_weight` (the
+    first stage's 1); evidence from the first stage where it found the object, else the
+    object's parts the PPR stage ranked (best first)."""
+    fused = rrf({FIRST: [Hit(p.id, p.score) for p in first], PPR: ppr.objects}, k=k,
+                weights={PPR: ppr_weight})
     by_id = {p.id: p for p in first}
     ppr_parts: dict[uuid.UUID, list[tuple[uuid.UUID, float]]] = {}
     for part in ppr.parts:

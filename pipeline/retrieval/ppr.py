@@ -5,6 +5,8 @@
   teleport and every dangling node's mass going back to the seed distribution, stopped early
   once the top k of the candidate nodes has stayed the same for a few rounds (their order is
   all the ranking needs) or the vector has converged.
+- `inflow_per_degree`: the mass a node's edges bring it, per unit of its weighted degree (what
+  the PPR stage ranks rows by when `PPR_DEGREE_NORMALISED`; see the function).
 - `forward_push`: the Andersen-Chung-Lang local estimate, used to choose which frontier nodes
   of the growing query-time subgraph are worth expanding: `p` never exceeds the exact PPR and
   the exact PPR never exceeds `p` plus the total residual.
@@ -14,7 +16,7 @@ Nodes are integers 0..n-1; the caller keeps the mapping to entities and rows.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,9 +44,37 @@ def transition_arrays(n: int, u: NDArray[np.int64], v: NDArray[np.int64], w: Vec
     keep = (w > 0) & (u != v)
     u, v, w = u[keep], v[keep], w[keep]
     rows, cols, data = np.concatenate([u, v]), np.concatenate([v, u]), np.concatenate([w, w])
-    degree = np.bincount(rows, weights=data, minlength=n).astype(np.float64)
+    degree = weighted_degrees(n, u, v, w)
     inverse = np.divide(1.0, degree, out=np.zeros_like(degree), where=degree > 0)
     return sp.csr_matrix((data * inverse[rows], (rows, cols)), shape=(n, n))
+
+
+def weighted_degrees(n: int, u: NDArray[np.int64], v: NDArray[np.int64], w: Vector
+                     ) -> Vector:
+    """Each node's weighted degree in the undirected graph (u, v, w): the sum of its edges'
+    weights (self-loops and non-positive weights left out, as `transition_arrays` does)."""
+    keep = (w > 0) & (u != v)
+    ends = np.concatenate([u[keep], v[keep]])
+    degree: Vector = np.bincount(ends, weights=np.concatenate([w[keep], w[keep]]),
+                                 minlength=n).astype(np.float64)
+    return degree
+
+
+def inflow_per_degree(transposed: sp.csr_matrix, scores: Vector, degree: Vector, *,
+                      damping: float) -> Vector:
+    """The PPR mass each node receives over its edges, damping * (P^T x), divided by its
+    weighted degree (0 for a node without edges).
+
+    Why: on an undirected graph PPR is degree-biased (a walk's stationary mass grows with a
+    node's degree), and PPR_s(v) / d(v) = PPR_v(s) / d(s): divided by its degree, a node's
+    score reads as how much of a walk started *from it* ends on the seeds, so a passage that
+    names the seeds' neighbourhood and little else outranks one that names it among fifty
+    other things (the sweep order of Andersen, Chung and Lang's local clustering). Only the
+    mass that came over edges is counted: a seed's own restart share is the caller's prior
+    (the first stage's rank for a weak passage seed), which the fusion counts already."""
+    flow: Vector = damping * (transposed @ scores)
+    out: Vector = np.divide(flow, degree, out=np.zeros_like(flow), where=degree > 0)
+    return out
 
 
 def seed_vector(n: int, seeds: Mapping[int, float]) -> Vector:
@@ -73,13 +103,16 @@ def power_iteration(matrix: sp.csr_matrix, seeds: Vector, *, damping: float = 0.
                     candidates: Sequence[int] | NDArray[np.int64] | None = None,
                     top_k: int = 20,
                     stable_rounds: int = 3, max_iterations: int = 50,
-                    tolerance: float = 1e-6) -> PprRun:
+                    tolerance: float = 1e-6,
+                    rank_key: Callable[[Vector], Vector] | None = None) -> PprRun:
     """x <- damping * (x P + dangling(x) * s) + (1 - damping) * s, from x = s.
 
     The same fixed point as networkx.pagerank(alpha=damping, personalization=s, dangling=s).
     Stops when the L1 change is below n * tolerance (networkx's test), or when the top
     `top_k` of `candidates` (by score, ties by node) has been the same for `stable_rounds`
-    consecutive iterations (when `candidates` is given and `stable_rounds` > 0).
+    consecutive iterations (when `candidates` is given and `stable_rounds` > 0). With
+    `rank_key`, the candidates are ordered by `rank_key(x)` (the ranking the caller will
+    read) instead of by x.
     """
     if not 0 < damping < 1:
         raise ValueError("damping must be in (0, 1)")
@@ -97,7 +130,7 @@ def power_iteration(matrix: sp.csr_matrix, seeds: Vector, *, damping: float = 0.
         if change < n * tolerance:
             return PprRun(x, iteration, "converged")
         if len(cand) and stable_rounds > 0:
-            current = top_nodes(x, cand, top_k)
+            current = top_nodes(x if rank_key is None else rank_key(x), cand, top_k)
             same = same + 1 if current == previous else 0
             previous = current
             if same >= stable_rounds:

@@ -51,6 +51,8 @@ class PprConfig:
     push_epsilon: float = 1e-4
     passage_seeds: int = 30
     passage_seed_weight: float = 0.0
+    # rows ranked by the mass their edges bring them per unit of degree (ppr.inflow_per_degree)
+    degree_normalised: bool = False
 
 
 @dataclass(frozen=True)

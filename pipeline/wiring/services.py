@@ -135,7 +135,8 @@ def ppr_stage(settings: Settings, pool: AsyncConnectionPool[AsyncConn]) -> PprSt
         tolerance=settings.ppr_tolerance, stable_k=settings.ppr_stable_k,
         stable_rounds=settings.ppr_stable_rounds, push_epsilon=settings.ppr_push_epsilon,
         passage_seeds=settings.ppr_passage_seeds,
-        passage_seed_weight=settings.ppr_passage_seed_weight)
+        passage_seed_weight=settings.ppr_passage_seed_weight,
+        degree_normalised=settings.ppr_degree_normalised)
     snapshots = None
     if settings.ppr_walk == "snapshot":
         source = PgEntitySnapshotSource(pool, build_timeout=settings.ppr_snapshot_build_timeout)
@@ -165,6 +166,7 @@ async def build_services(settings: Settings) -> Services:
                           max_query_terms=settings.api_max_query_terms,
                           max_filters=settings.api_max_filters, ppr_rrf_k=settings.ppr_rrf_k,
                           ppr_rerank_depth=settings.ppr_rerank_depth,
+                          ppr_list_weight=settings.ppr_list_weight,
                           channel_weights=tuple(settings.search_channel_weights.items()))
     searcher = PgPartSearcher(pool, stats_ttl=settings.search_stats_ttl,
                               trigram_threshold=settings.trigram_threshold,

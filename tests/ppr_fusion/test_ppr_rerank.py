@@ -9,10 +9,12 @@ walk from Zorvex Labs gives each twin part less than the single part (whose othe
 its share back), but the twin's two parts together more: an object scores the walk's
 probability of standing on any of its rows. Mode auto orders the hybrid list's best objects by
 that score when `PPR_RERANK_DEPTH` is set, so the twin comes first, the single second (the
-hybrid list ranks the single higher, and so does the best-row score RRF fuses: RRF puts it
+hybrid list ranks the single higher, and so does the raw best-row score: RRF of raw PPR puts it
 first), then the lookalike and the distractor (never reached by the walk), wherever the hybrid
-list put them. "Hollin Quay's" seeds Hollin Quay. Tenant B holds the same texts without
-entities: auto answers it hybrid, with B's objects alone.
+list put them. Ranked per unit of degree (`PPR_DEGREE_NORMALISED`, the default), a twin part,
+naming Zorvex Labs alone, outranks the single's part, and RRF puts the twin first.
+"Hollin Quay's" seeds Hollin Quay. Tenant B holds the same texts without entities: auto
+answers it hybrid, with B's objects alone.
 """
 
 from __future__ import annotations
@@ -146,11 +148,28 @@ def test_the_default_fusion_stays_rrf_of_best_rows(catalog: Settings,
                                                   tenants: dict[str, Tenant]) -> None:
     a = tenants["a"]
     settings = _settings(catalog, tenants)
-    assert settings.ppr_rerank_depth == 0
+    assert settings.ppr_rerank_depth == 0 and settings.ppr_degree_normalised
+    assert settings.ppr_list_weight == 0.8
     with TestClient(create_app(settings)) as default_client:
-        answer = _search(default_client, a, mode="auto")
+        answer = _search(default_client, a, mode="auto", explain=True)
     ids = [o["id"] for o in answer["objects"]]
     assert answer["mode"] == "ppr"
+    # per unit of degree, a twin part (naming Zorvex Labs alone) outranks the single's part
+    # (naming it beside Hollin Quay, which hands its share back): the twin leads PPR's list
+    hits = {h["id"]: h for h in answer["explain"]["hits"]}
+    assert hits[a.ids["twin"]]["ppr_rank"] == 1 and hits[a.ids["single"]]["ppr_rank"] == 2
+    assert ids.index(a.ids["twin"]) < ids.index(a.ids["single"])
+
+
+def test_raw_ppr_ranks_the_single_part_first(catalog: Settings,
+                                             tenants: dict[str, Tenant]) -> None:
+    a = tenants["a"]
+    settings = _settings(catalog, tenants, ppr_degree_normalised=False, ppr_list_weight=1.0)
+    with TestClient(create_app(settings)) as raw_client:
+        answer = _search(raw_client, a, mode="auto", explain=True)
+    ids = [o["id"] for o in answer["objects"]]
+    hits = {h["id"]: h for h in answer["explain"]["hits"]}
+    assert hits[a.ids["single"]]["ppr_rank"] == 1 and hits[a.ids["twin"]]["ppr_rank"] == 2
     assert ids.index(a.ids["single"]) < ids.index(a.ids["twin"])
 
 

@@ -1,5 +1,6 @@
 """The PPR stage's math: power iteration against networkx's personalized PageRank, forward
-push's bounds, the early stop on a stable top k, and seed selection (longest match wins)."""
+push's bounds, the early stop on a stable top k, the degree-normalised inflow (symmetric in
+seed and node), and seed selection (longest match wins)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ from hypothesis import given, settings, strategies as st
 
 from pipeline.retrieval.ppr import (
     forward_push,
+    inflow_per_degree,
     power_iteration,
     seed_vector,
     top_nodes,
     transition,
+    weighted_degrees,
 )
 from pipeline.retrieval.seeds import common_word_match, longest_matches, query_ngrams
 
@@ -101,6 +104,71 @@ def test_top_k_stop_comes_before_convergence_and_keeps_the_top_k() -> None:
     assert early.iterations < full.iterations
     cand = np.asarray(candidates, dtype=np.int64)
     assert top_nodes(early.scores, cand, 3) == top_nodes(full.scores, cand, 3) == (8, 7, 6)
+
+
+def _degrees(n: int, edges: list[tuple[int, int, float]]) -> np.ndarray:
+    table = np.asarray(edges, dtype=np.float64).reshape(-1, 3)
+    return weighted_degrees(n, table[:, 0].astype(np.int64), table[:, 1].astype(np.int64),
+                            table[:, 2])
+
+
+@settings(max_examples=60, deadline=None)
+@given(graphs, st.data())
+def test_inflow_per_degree_is_symmetric_in_seed_and_node(
+        case: tuple[int, list[tuple[int, int, float]], dict[int, float]],
+        data: st.DataObject) -> None:
+    # PPR_a(b) / d(b) = PPR_b(a) / d(a) on an undirected graph: ranked so, a node is scored by
+    # how much of a walk started from it ends on the seed
+    n, edges, _ = case
+    edges = edges + [(i, (i + 1) % n, 0.5) for i in range(n)]  # connected, nothing dangling
+    a = data.draw(st.integers(0, n - 1))
+    b = data.draw(st.integers(0, n - 1).filter(lambda x: x != a))
+    matrix = transition(n, edges)
+    transposed = matrix.T.tocsr()
+    degree = _degrees(n, edges)
+
+    def from_seed(node: int) -> np.ndarray:
+        run = power_iteration(matrix, seed_vector(n, {node: 1.0}), damping=0.5,
+                              max_iterations=2000, tolerance=1e-15, stable_rounds=0)
+        return inflow_per_degree(transposed, run.scores, degree, damping=0.5)
+
+    assert from_seed(a)[b] == pytest.approx(from_seed(b)[a], rel=1e-6, abs=1e-12)
+
+
+def test_inflow_per_degree_leaves_out_the_restart_share_and_edgeless_nodes() -> None:
+    # 0 - 1 - 2, and 3 alone; seeded at 0 and 3
+    edges = [(0, 1, 1.0), (1, 2, 1.0)]
+    matrix = transition(4, edges)
+    s = seed_vector(4, {0: 0.5, 3: 0.5})
+    run = power_iteration(matrix, s, max_iterations=2000, tolerance=1e-15, stable_rounds=0)
+    degree = _degrees(4, edges)
+    assert list(degree) == [1.0, 2.0, 1.0, 0.0]
+    got = inflow_per_degree(matrix.T.tocsr(), run.scores, degree, damping=0.5)
+    # all but what the seeds hand back: the restart share, and its share of 3's dangling mass
+    assert got[0] == pytest.approx(run.scores[0] - (0.5 + 0.5 * run.scores[3]) * 0.5)
+    assert got[1] == pytest.approx(run.scores[1] / 2)
+    assert got[2] == pytest.approx(run.scores[2])
+    assert got[3] == 0.0  # a seed without edges: nothing came over an edge
+
+
+def test_top_k_stop_orders_by_the_rank_key() -> None:
+    # a star around 0 with unequal spokes: by score the heavy spokes lead; by score per unit
+    # of degree every spoke ties, so node number decides
+    edges = [(0, i, float(i)) for i in range(1, 9)]
+    matrix = transition(9, edges)
+    s = seed_vector(9, {0: 1.0})
+    degree = _degrees(9, edges)
+    transposed = matrix.T.tocsr()
+
+    def key(x: np.ndarray) -> np.ndarray:
+        return inflow_per_degree(transposed, x, degree, damping=0.5)
+
+    cand = np.arange(1, 9, dtype=np.int64)
+    early = power_iteration(matrix, s, candidates=cand, top_k=3, stable_rounds=2,
+                            max_iterations=500, tolerance=1e-15, rank_key=key)
+    assert early.stopped == "top_k_stable"
+    assert top_nodes(key(early.scores), cand, 3) == (1, 2, 3)
+    assert top_nodes(early.scores, cand, 3) == (8, 7, 6)
 
 
 def test_seed_vector_refuses_no_seed() -> None:

@@ -1,6 +1,7 @@
 """The PPR stage's logic over an in-memory entity graph: seed matching (exact, alias, fold,
 longest match), hubs, the hop bound, the node bound (`truncated`), the frontier bound, weak
-seeds. The store's SQL is exercised on the real stack by tests/entities/test_ppr.py."""
+seeds, rows ranked per unit of degree. The store's SQL is exercised on the real stack by
+tests/entities/test_ppr.py."""
 
 from __future__ import annotations
 
@@ -152,3 +153,40 @@ def test_weak_seeds_reach_rows_without_entity_seeds_and_filters_apply() -> None:
     _, kept = _run(PprStage(graph, PprConfig(passage_seed_weight=0.05)), "nothing", first,
                    Filters(kinds=("note",)))
     assert [h.id for h in kept.objects] == [r3]
+
+
+# The film's row names its director; the director's own page names only her; a busy list names
+# her among eight others, each named nowhere else.
+DIRECTOR = "Where was Ada Quill born?"
+BRIDGE = {"film": ["Moonfall Harbor", "Ada Quill"], "ada": ["Ada Quill"],
+          "busy": ["Ada Quill", *(f"Other {i}" for i in range(8))]}
+
+
+def test_degree_normalised_ranks_the_page_about_the_seed_above_a_busy_row() -> None:
+    graph = MemoryGraph(BRIDGE, extra_rows=100)
+    _, raw = _run(PprStage(graph, PprConfig()), DIRECTOR)
+    _, normalised = _run(PprStage(graph, PprConfig(degree_normalised=True)), DIRECTOR)
+    ada, busy = graph.row_ids["ada"], graph.row_ids["busy"]
+
+    def order(result: PprResult) -> list[uuid.UUID]:
+        return [h.id for h in result.objects if h.id in (ada, busy)]
+
+    # raw PPR: the busy row keeps the mass its eight one-row entities hand back
+    assert order(raw) == [busy, ada]
+    assert order(normalised) == [ada, busy]
+    assert {h.id for h in normalised.objects} == {h.id for h in raw.objects}
+
+
+def test_degree_normalised_leaves_a_weak_seeds_own_share_out() -> None:
+    # a first-stage row naming nothing: nothing reaches it over an edge, so normalised it is
+    # not in the PPR list (the first stage, fused with that list, still has it)
+    graph = MemoryGraph(BRIDGE | {"lone": []}, extra_rows=100)
+    lone = graph.row_ids["lone"]
+    first = [RowRef(lone, lone, False)]
+    cfg = PprConfig(passage_seed_weight=0.05)
+    _, raw = _run(PprStage(graph, cfg), DIRECTOR, first)
+    _, normalised = _run(PprStage(graph, PprConfig(passage_seed_weight=0.05,
+                                                   degree_normalised=True)), DIRECTOR, first)
+    assert lone in {h.id for h in raw.objects}  # its own restart share
+    assert lone not in {h.id for h in normalised.objects}
+    assert {h.id for h in normalised.objects} == {h.id for h in raw.objects} - {lone}

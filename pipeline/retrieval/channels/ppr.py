@@ -16,7 +16,9 @@
    its arrays (`ppr_arraywalk.py`, no SQL); else the names are looked up and each hop read in
    SQL (`ppr_sqlwalk.py`); both answer the same (`PprResult.source` says which).
 3. PPR (`rank`): power iteration with damping `damping`, dangling mass back to the seeds,
-   stopped once the top `stable_k` rows stay put; rows promoted to their objects by array
+   stopped once the top `stable_k` rows stay put; a row scores its PPR, or with
+   `degree_normalised` the mass its edges bring it per unit of its degree
+   (`ppr.inflow_per_degree`); rows promoted to their objects by array
    operations (an object scores its best row; `PprResult.mass` also gives the sum of its
    rows), kept only when the request's filters and scope allow them.
 
@@ -27,7 +29,7 @@ by the `passage_seeds` best rows by reciprocal rank), as HippoRAG 2 seeds passag
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,7 +39,14 @@ from pipeline.domain.entity_reads import EntityRef, NameMatch
 from pipeline.domain.read_model import Filters, Hit
 from pipeline.entities.names import fold, normalise
 from pipeline.ports import EntityGraph
-from pipeline.retrieval.ppr import power_iteration, seed_vector, transition_arrays
+from pipeline.retrieval.ppr import (
+    Vector,
+    inflow_per_degree,
+    power_iteration,
+    seed_vector,
+    transition_arrays,
+    weighted_degrees,
+)
 from pipeline.retrieval.ppr_arraywalk import array_walk
 from pipeline.retrieval.ppr_snapshots import PprSnapshots
 from pipeline.retrieval.ppr_sqlwalk import sql_walk
@@ -186,12 +195,21 @@ class PprStage:
         """Power iteration over the walked subgraph; rows promoted to objects by array
         operations."""
         cfg = self.config
-        run = power_iteration(transition_arrays(walked.n, walked.u, walked.v, walked.w),
-                              seed_vector(walked.n, walked.seeds), damping=cfg.damping,
+        matrix = transition_arrays(walked.n, walked.u, walked.v, walked.w)
+        rank_key: Callable[[Vector], Vector] | None = None
+        if cfg.degree_normalised:
+            transposed = matrix.T.tocsr()
+            degree = weighted_degrees(walked.n, walked.u, walked.v, walked.w)
+
+            def rank_key(x: Vector) -> Vector:
+                return inflow_per_degree(transposed, x, degree, damping=cfg.damping)
+        run = power_iteration(matrix, seed_vector(walked.n, walked.seeds), damping=cfg.damping,
                               candidates=walked.row_nodes, top_k=cfg.stable_k,
                               stable_rounds=cfg.stable_rounds,
-                              max_iterations=cfg.max_iterations, tolerance=cfg.tolerance)
-        scores = run.scores[walked.row_nodes]
+                              max_iterations=cfg.max_iterations, tolerance=cfg.tolerance,
+                              rank_key=rank_key)
+        ranked = run.scores if rank_key is None else rank_key(run.scores)
+        scores = ranked[walked.row_nodes]
         positive = scores > 0
         kept = scores[positive]
         codes, first, which = np.unique(walked.object_codes[positive], return_index=True,
