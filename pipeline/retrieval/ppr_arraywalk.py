@@ -75,8 +75,11 @@ class _Grown:
         """Number the keys `codes` (entity e: e; row r: ne + r) not yet in, in order of first
         appearance, up to the node bound."""
         is_entity = codes < self.ne
-        numbers = np.where(is_entity, self.entity_node[np.where(is_entity, codes, 0)],
-                           self.row_node[np.where(is_entity, 0, codes - self.ne)])
+        # each side looked up on its own codes (np.where would index both arrays with every
+        # code: out of bounds when a snapshot has entities but no rows, or rows but no entities)
+        numbers = np.empty(len(codes), dtype=np.int64)
+        numbers[is_entity] = self.entity_node[codes[is_entity]]
+        numbers[~is_entity] = self.row_node[codes[~is_entity] - self.ne]
         new = codes[numbers < 0]
         if not len(new):
             return

@@ -138,3 +138,29 @@ def test_seeds_are_matched_on_the_snapshots_names_and_kept_current() -> None:
     assert found(["nyt"]) == set()  # its alias went (a merge moved it)
     snap.apply(KeyState(entities=[EntityState(entities[1], 2, True)]), 3.0)
     assert found(["new york times"]) == {("new york times", "exact", "New York Times")}
+
+
+def _one_sided(with_entities: bool) -> EntitySnapshot:
+    """A namespace's snapshot with entities and no rows (every row hard-deleted meanwhile), or
+    rows and no entities (nothing extracted yet)."""
+    entities = [uuid.UUID(int=i + 1) for i in range(3)] if with_entities else []
+    rows = [] if with_entities else [uuid.UUID(int=100 + i) for i in range(3)]
+    return EntitySnapshot(NS, SnapshotBuild(
+        xmin=1, entity_ids=entities, entity_counts=np.zeros(len(entities), dtype=np.int64),
+        entity_live=np.ones(len(entities), dtype=bool),
+        rows=[SnapshotRow(r, r, False, True) for r in rows],
+        mention_rows=np.empty(0, dtype=np.int64), mention_entities=np.empty(0, dtype=np.int64),
+        links=[]), 0.0)
+
+
+def test_a_snapshot_with_one_side_empty_walks_as_the_hop_walk() -> None:
+    """Seeds on a snapshot that has entities but no rows, or rows but no entities, walk (the
+    fuzz test found the first one out of bounds), and as the hop walk does."""
+    cfg = PprConfig(max_nodes=50, max_edges=50, push_epsilon=1e-3)
+    for with_entities in (True, False):
+        snap = _one_sided(with_entities)
+        entities = [(e, 0.5) for e in snap.e_keys[:2]] + [(uuid.uuid4(), 0.5)]
+        weak = [(RowRef(r, r, False), 0.01) for r in snap.r_keys[:2]]
+        hops = asyncio.run(sql_walk(snap, NS, cfg, entities, weak, 10.0, {}))
+        arrays = array_walk(snap, cfg, entities, weak, 10.0, {})
+        assert _flat(arrays) == _flat(hops)
