@@ -11,7 +11,6 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api import metrics
 from api.dependencies import Svc
-from api.describe_schemas import ReadyOut
 from pipeline.stores.postgres.postings_switch import NOT_MAINTAINED
 
 log = logging.getLogger(__name__)
@@ -25,8 +24,7 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", response_model=ReadyOut, responses={
-    503: {"description": "a dependency is down", "model": ReadyOut}})
+@router.get("/readyz", responses={503: {"description": "a dependency is down"}})
 async def readyz(svc: Svc) -> JSONResponse:
     """Readiness: each dependency "ok" or "down" (503 with code `dependency_unavailable` when one
     is down). Why it is down goes to the log and `brainstream_api_dependency_up`, never to this

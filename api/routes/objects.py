@@ -9,7 +9,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from api.dependencies import Ns, Svc
-from api.describe_schemas import SchemaOut
 from api.errors import ERRORS
 from api.schemas import ChildrenOut, ObjectEntityOut, ObjectOut, RichObjectOut
 from pipeline.retrieval.requests import (
@@ -43,7 +42,7 @@ async def children(object_id: uuid.UUID, ns: Ns, svc: Svc,
     return ChildrenOut(objects=[RichObjectOut.of(p, with_content=True) for p in parts])
 
 
-@router.get("/v1/schema", response_model=SchemaOut, response_model_exclude_unset=True)
+@router.get("/v1/schema")
 async def schema(ns: Ns, svc: Svc,
                  kind: Annotated[str | None, Query(max_length=200)] = None) -> dict[str, Any]:
     """Kinds with their filterable fields, and how to filter; the namespace's entity labels
