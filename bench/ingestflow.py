@@ -166,7 +166,8 @@ FROM objects o
 JOIN processed_events pe
   ON pe.namespace_id = o.namespace_id AND pe.source = %(source)s AND pe.event_id = o.event_id
 JOIN (SELECT DISTINCT ON (aggregate_id) aggregate_id, created_at, done_at FROM outbox
-      WHERE namespace_id = %(ns)s ORDER BY aggregate_id, id DESC) last
+      WHERE namespace_id = %(ns)s AND op = 'node_sync'
+      ORDER BY aggregate_id, id DESC) last
   ON last.aggregate_id = o.id
 WHERE o.namespace_id = %(ns)s AND o.parent_id IS NULL
 """
@@ -180,8 +181,10 @@ def stage_breakdown(settings: Settings, namespace: uuid.UUID, sent: dict[str, fl
     """Seconds each indexed document spent in each stage, from Postgres's timestamps.
 
     The consumer's batch transaction start (`processed_events.processed_at`), the start of the
-    embedding transaction that completed the document (its last outbox row's `created_at`), and
-    the relay's `done_at` on that row split the publish-to-indexed time into four stages.
+    embedding transaction that completed the document (its last `node_sync` outbox row's
+    `created_at`), and the relay's `done_at` on that row split the publish-to-indexed time into
+    four stages. Only `node_sync` rows: the extraction stage's `mentions_sync` rows name the
+    root too, and came last since the entity layer, so the stages were measured on them.
     """
     with psycopg.connect(settings.effective_postgres_dsn) as conn:
         rows = conn.execute(_STAGES, {"ns": namespace, "source": SOURCE}).fetchall()
