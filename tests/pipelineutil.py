@@ -195,13 +195,19 @@ def read_topic(settings: Settings, topic: str, *, timeout_ms: int = 3000
         consumer.close()
 
 
-def ingest(settings: Settings, events: list[dict[str, Any]]) -> None:
-    """Apply, embed and project, as the pipeline's processes would."""
+def apply_only(settings: Settings, events: list[dict[str, Any]]) -> None:
+    """The consumer's transaction over `events`, nothing after it (no embedding, extraction
+    or projection: tests that run those themselves)."""
     records = [RawRecord("t", 0, i, None, json.dumps(e).encode()) for i, e in enumerate(events)]
     with psycopg.connect(settings.effective_postgres_dsn, autocommit=True) as conn, \
             conn.transaction():
         outcome = apply_batch(PgEventStore(conn), records, ingest_options(settings))
     assert not outcome.dead, [d.error.to_dict() for d in outcome.dead]
+
+
+def ingest(settings: Settings, events: list[dict[str, Any]]) -> None:
+    """Apply, embed and project, as the pipeline's processes would."""
+    apply_only(settings, events)
     ids = [str(e["data"]["id"]) for e in events
            if isinstance(e.get("data"), dict) and e["data"].get("id")]
     pool = make_pool(settings, max_size=2)

@@ -257,11 +257,7 @@ def render(report: StatusReport) -> str:
         if queue:
             lines.append(_queue_line(title, queue))
     if report.sql_postings:
-        p = report.sql_postings
-        lines.append(p["problem"] or "SQL BM25 postings: " + (
-            ("on" if p["lexical_engine"] == "postgres" else "on, though LEXICAL_ENGINE=tantivy "
-             "does not read them (the next `brainstream migrate` turns them off)")
-            if p["maintained"] else "off (LEXICAL_ENGINE=tantivy reads Tantivy)"))
+        lines.append(_postings_line(report.sql_postings))
     if report.celery_queues:
         q = report.celery_queues
         lines.append("celery queues: " + ", ".join(
@@ -284,3 +280,15 @@ def _queue_line(title: str, queue: dict[str, Any]) -> str:
     if "failed" in queue:
         line += f"; {queue['failed']} failed (recorded with their code, not retried)"
     return line
+
+
+def _postings_line(p: dict[str, Any]) -> str:
+    """Whether the SQL BM25 postings are kept, and whether that is what LEXICAL_ENGINE needs."""
+    if p["problem"]:
+        return str(p["problem"])
+    if not p["maintained"]:
+        return "SQL BM25 postings: off (LEXICAL_ENGINE=tantivy reads Tantivy)"
+    if p["lexical_engine"] == "postgres":
+        return "SQL BM25 postings: on"
+    return ("SQL BM25 postings: on, though LEXICAL_ENGINE=tantivy does not read them (the next "
+            "`brainstream migrate` turns them off)")

@@ -27,6 +27,7 @@ from typing import Generic, TypeVar
 
 from psycopg_pool import ConnectionPool
 
+from pipeline.domain.projection import EntityEdgeKey, EntityEdgeState
 from pipeline.domain.settings import Settings
 from pipeline.outbox.entity_aggregates import (
     load_entities,
@@ -165,12 +166,7 @@ class EntitySync:
             desired = {e.key: e for e in load_entity_edges(
                 conn, ids, evidence_cap=self.settings.graph_entity_evidence_cap)}
         current = {e.key: e for e in self.graph.fetch_entity_edges([str(i) for i in ids])}
-        ups, downs = diff_states(current, desired)
-        self.graph.delete_entity_edges(downs)
-        self.graph.upsert_entity_edges(ups)
-        stats.edges_upserted += len(ups)
-        stats.edges_deleted += len(downs)
-
+        self._write_edges(current, desired, stats)
 
     def _sync_pairs(self, pairs: Sequence[tuple[uuid.UUID, uuid.UUID]],
                     stats: EntitySyncStats) -> None:
@@ -182,6 +178,12 @@ class EntitySync:
                 conn, pairs, evidence_cap=self.settings.graph_entity_evidence_cap)}
         current = {e.key: e for e in self.graph.fetch_entity_edges_between(
             [(str(a), str(b)) for a, b in pairs])}
+        self._write_edges(current, desired, stats)
+
+    def _write_edges(self, current: Mapping[EntityEdgeKey, EntityEdgeState],
+                     desired: Mapping[EntityEdgeKey, EntityEdgeState],
+                     stats: EntitySyncStats) -> None:
+        """Make the graph's edges `current` into `desired`."""
         ups, downs = diff_states(current, desired)
         self.graph.delete_entity_edges(downs)
         self.graph.upsert_entity_edges(ups)

@@ -302,7 +302,6 @@ def _change(kind: str, namespace: Any, key: Any, data: dict[str, Any], marker: s
                   id=str(uuid.uuid5(_CHANGE_NS, f"{kind}:{key}:{marker}:{sorted(data.items())}")))
 
 
-
 def _edge_partners(rows: Sequence[OutboxRow]) -> dict[uuid.UUID, set[uuid.UUID]]:
     """The entities whose every `ENTITY_SYNC` row of the batch narrows its edge re-sync, with
     the union of the partners those rows list (`ops.entity_sync_payload`)."""

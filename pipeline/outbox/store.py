@@ -19,7 +19,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from pipeline.domain.retry import backoff_seconds
-from pipeline.outbox.ops import EDGE_SYNC, ENTITY_SYNC, NODE_SYNC
+from pipeline.outbox.ops import EDGE_SYNC, ENTITY_SYNC, NODE_SYNC, entity_sync_payload
 
 Conn = psycopg.Connection[Any]
 
@@ -36,16 +36,6 @@ _INSERT_MANY = ("INSERT INTO outbox (namespace_id, aggregate_id, op, payload)"
 # asynchronous connection alike (pipeline/stores/postgres/plans.py). Params: namespace, op, ids.
 ENQUEUE_IDS = ("INSERT INTO outbox (namespace_id, aggregate_id, op, payload)"
                " SELECT %s, id, %s, '{}'::jsonb FROM unnest(%s::uuid[]) AS id")
-
-
-# Pairs of entities whose one edge changed (a hold, a person's decision): an ENTITY_SYNC row per
-# end, each narrowed to the other end (`ops.entity_sync_payload`), with payloads; the statement
-# form for plans. Params: namespaces, entity ids, partner ids (as many as ids), in that order.
-ENQUEUE_PAIR_SYNCS = ("INSERT INTO outbox (namespace_id, aggregate_id, op, payload)"
-                      f" SELECT ns, id, '{ENTITY_SYNC}', jsonb_build_object('edges',"
-                      " jsonb_build_array(partner::text))"
-                      " FROM unnest(%s::uuid[], %s::uuid[], %s::uuid[]) WITH ORDINALITY"
-                      " AS r(ns, id, partner, n) ORDER BY n")
 
 
 class Entry(NamedTuple):
@@ -89,13 +79,30 @@ def enqueue(conn: Conn, namespace: uuid.UUID, aggregate_id: uuid.UUID, op: str,
     conn.execute(_INSERT, (namespace, aggregate_id, op, Jsonb(payload or {})))
 
 
+# The statement form of `enqueue_many` for plans (pipeline/stores/postgres/plans.py);
+# params: `entry_arrays(entries)`.
+ENQUEUE_ENTRIES = _INSERT_MANY
+
+
+def entry_arrays(entries: Sequence[Entry]) -> tuple[list[Any], ...]:
+    """`ENQUEUE_ENTRIES`'s parameters: the entries as parallel arrays, in their order."""
+    return ([e.namespace for e in entries], [e.aggregate_id for e in entries],
+            [e.op for e in entries], [Jsonb(e.payload or {}) for e in entries])
+
+
+def pair_syncs(pairs: Iterable[tuple[uuid.UUID, uuid.UUID, uuid.UUID]]) -> list[Entry]:
+    """For (namespace, a, b) pairs whose one edge changed (a hold, a person's decision): an
+    ENTITY_SYNC row for each end, narrowed to the other end."""
+    return [Entry(ns, x, ENTITY_SYNC, entity_sync_payload([y]))
+            for ns, a, b in pairs for x, y in ((a, b), (b, a))]
+
+
 def enqueue_many(conn: Conn, entries: Iterable[Entry]) -> None:
     """Record many rows, in the caller's transaction, with one statement (in the given order:
     ids follow it, and the relay applies rows by id)."""
     rows = list(entries)
     if rows:
-        conn.execute(_INSERT_MANY, ([e.namespace for e in rows], [e.aggregate_id for e in rows],
-                                    [e.op for e in rows], [Jsonb(e.payload or {}) for e in rows]))
+        conn.execute(_INSERT_MANY, entry_arrays(rows))
 
 
 def enqueue_visible(conn: Conn) -> tuple[int, int]:

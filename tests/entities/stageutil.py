@@ -3,7 +3,6 @@ into a database, and reading the entity tables back."""
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 import time
@@ -16,9 +15,7 @@ import psycopg
 from pipeline.domain.errors import InvalidInput, Unavailable
 from pipeline.domain.mentions import Extraction, Mention, TextField, Triple
 from pipeline.domain.settings import Settings
-from pipeline.ingest.batch import apply_batch
-from pipeline.ingest.records import RawRecord, ingest_options
-from pipeline.stores.postgres.events import PgEventStore
+from tests.pipelineutil import apply_only
 
 # Capitalised words and runs of them ("Ada Lovelace"); "X likes Y" is a triple.
 _NAME = re.compile(r"\b[A-Z][a-z]+(?: [A-Z][a-z]+)*")
@@ -82,13 +79,8 @@ def envelope(event_type: str, ns: uuid.UUID, data: dict[str, Any]) -> dict[str, 
             "namespace": str(ns), "data": data}
 
 
-def apply(settings: Settings, events: list[dict[str, Any]]) -> None:
-    """Apply events as the consumer would (no workers: the tests run the stage themselves)."""
-    records = [RawRecord("t", 0, i, None, json.dumps(e).encode()) for i, e in enumerate(events)]
-    with psycopg.connect(settings.effective_postgres_dsn, autocommit=True) as conn, \
-            conn.transaction():
-        outcome = apply_batch(PgEventStore(conn), records, ingest_options(settings))
-    assert not outcome.dead, [d.error.to_dict() for d in outcome.dead]
+# Apply events as the consumer would (no workers: the tests run the stage themselves).
+apply = apply_only
 
 
 def q(settings: Settings, statement: str, *args: Any) -> list[tuple[Any, ...]]:

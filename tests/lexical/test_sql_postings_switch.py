@@ -28,7 +28,7 @@ from pipeline.stores.postgres.pool import make_async_pool
 from pipeline.stores.postgres.postings_switch import NOT_MAINTAINED, postings_maintained
 from pipeline.stores.postgres.search import PgPartSearcher
 from tests.apiutil import ApiTenant, api_client, ok
-from tests.pipelineutil import ingest, put, wait_for
+from tests.pipelineutil import apply_only, ingest, put, wait_for
 from tests.stackutil import fresh_database
 
 pytestmark = pytest.mark.stack
@@ -51,15 +51,6 @@ def _switch(settings: Settings, engine: str) -> list[str]:
     said: list[str] = []
     apply_migrations(_engine(settings, engine), report=said.append)
     return said
-
-
-def _apply(settings: Settings, events: list[dict[str, Any]]) -> None:
-    """The consumer's transaction over `events` (no embedding: the postings are written here)."""
-    records = [RawRecord("t", 0, i, None, json.dumps(e).encode()) for i, e in enumerate(events)]
-    with psycopg.connect(settings.effective_postgres_dsn, autocommit=True) as conn, \
-            conn.transaction():
-        outcome = apply_batch(PgEventStore(conn), records, ingest_options(settings))
-    assert not outcome.dead, [d.error.to_dict() for d in outcome.dead]
 
 
 def _one(settings: Settings, query: str, *args: object) -> Any:
@@ -112,7 +103,7 @@ def test_tantivy_writes_no_postings_and_postgres_rebuilds_them_per_tenant(
     a, b = uuid.uuid4(), uuid.uuid4()
     word_a, word_b = f"zorvat{uuid.uuid4().hex[:6]}", f"quillon{uuid.uuid4().hex[:6]}"
     note_a, note_b = _note(a, word_a), _note(b, word_b)
-    _apply(fresh, [note_a, note_b, _note(b, word_a)])  # B holds A's word too
+    apply_only(fresh, [note_a, note_b, _note(b, word_a)])  # B holds A's word too
     with psycopg.connect(fresh.effective_postgres_dsn) as conn:
         assert not postings_maintained(conn)
     assert _counts(fresh) == (0, 0, 0)
@@ -133,27 +124,27 @@ def test_tantivy_writes_no_postings_and_postgres_rebuilds_them_per_tenant(
     assert _bm25(fresh, b, word_b) and found_a.isdisjoint(_bm25(fresh, b, word_a))
     # a new write under postgres gets its postings in its own transaction
     later = _note(a, "gyrfalcon")
-    _apply(fresh, [later])
+    apply_only(fresh, [later])
     assert _bm25(fresh, a, "gyrfalcon")
 
     assert _switch(fresh, "postgres") == []  # aligned already: nothing done, nothing said
     said = _switch(fresh, "tantivy")
     assert len(said) == 1 and "postings off" in said[0], said
     assert _counts(fresh) == (0, 0, 0)
-    _apply(fresh, [_note(b, "ocelot")])
+    apply_only(fresh, [_note(b, "ocelot")])
     assert _counts(fresh) == (0, 0, 0)
     assert _bm25(fresh, b, "ocelot") == set()
     # one trigger switched back on by hand (an interrupted bulk load): settled at the next start
     with psycopg.connect(fresh.effective_postgres_dsn, autocommit=True) as conn:
         conn.execute("ALTER TABLE objects ENABLE TRIGGER objects_postings_insert")
-    _apply(fresh, [_note(b, "margay")])
+    apply_only(fresh, [_note(b, "margay")])
     assert _counts(fresh) != (0, 0, 0)
     assert len(_switch(fresh, "tantivy")) == 1
     assert _counts(fresh) == (0, 0, 0)
 
 
 def test_processes_starting_at_once_switch_once(fresh: Settings) -> None:
-    _apply(fresh, [_note(uuid.uuid4(), "kestrel")])
+    apply_only(fresh, [_note(uuid.uuid4(), "kestrel")])
     said: list[str] = []
     threads = [threading.Thread(target=lambda: said.extend(_switch(fresh, "postgres")))
                for _ in range(3)]
@@ -170,7 +161,7 @@ def test_a_write_overlapping_the_switch_keeps_its_postings(fresh: Settings) -> N
     switch waits, and writers that keep writing during the rebuild: afterwards every searchable
     row has exactly its postings."""
     ns = uuid.uuid4()
-    _apply(fresh, [_note(ns, f"w{i}alpaca") for i in range(20)])
+    apply_only(fresh, [_note(ns, f"w{i}alpaca") for i in range(20)])
     inflight = _note(ns, "inflightbison")
     stop = threading.Event()
     written: list[str] = []
@@ -179,7 +170,7 @@ def test_a_write_overlapping_the_switch_keeps_its_postings(fresh: Settings) -> N
         i = 0
         while not stop.is_set():
             event = _note(ns, f"s{i}stream")
-            _apply(fresh, [event])
+            apply_only(fresh, [event])
             written.append(event["data"]["id"])
             i += 1
 

@@ -201,10 +201,15 @@ class FalkorGraphWriter:
 
     def _read_by_ids(self, query: str, ids: Sequence[str], what: str) -> list[list[Any]]:
         """`query` over `$ids`, in batches of distinct ids; all rows."""
-        unique = list(dict.fromkeys(ids))
+        return self._read_batches(query, "ids", list(dict.fromkeys(ids)), what)
+
+    def _read_batches(self, query: str, param: str, items: Sequence[Any],
+                      what: str) -> list[list[Any]]:
+        """`query` over `$param`, `items` in batches; all rows."""
         rows: list[list[Any]] = []
-        for start in range(0, len(unique), self.batch_size):
-            rows += self._read(query, {"ids": unique[start:start + self.batch_size]}, what)
+        for start in range(0, len(items), self.batch_size):
+            rows += self._read(query, {param: list(items[start:start + self.batch_size])},
+                               what)
         return rows
 
     def fetch_named_entities(self, ids: Sequence[str]) -> list[NamedEntityState]:
@@ -245,12 +250,9 @@ class FalkorGraphWriter:
     def fetch_entity_edges_between(self, pairs: Sequence[tuple[str, str]]
                                    ) -> list[EntityEdgeState]:
         """The entity edges between the two NamedEntity nodes of each pair, each once."""
-        unique = list(dict.fromkeys(tuple(sorted(p)) for p in pairs))
-        rows: list[list[Any]] = []
-        for start in range(0, len(unique), self.batch_size):
-            rows += self._read(cypher.FETCH_ENTITY_EDGES_BETWEEN,
-                               {"pairs": [list(p) for p in unique[start:start + self.batch_size]]},
-                               "fetch entity edges between")
+        unique = [list(p) for p in dict.fromkeys(tuple(sorted(p)) for p in pairs)]
+        rows = self._read_batches(cypher.FETCH_ENTITY_EDGES_BETWEEN, "pairs", unique,
+                                  "fetch entity edges between")
         return list({edge.key: edge for edge in map(entity_edge_state, rows)}.values())
 
     def upsert_entity_edges(self, edges: Sequence[EntityEdgeState]) -> None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from pipeline.domain.errors import EntityMerged, InvalidInput, NotFound
 from pipeline.outbox.ops import ENTITY_SYNC, MENTIONS_SYNC
-from pipeline.outbox.store import ENQUEUE_IDS, ENQUEUE_PAIR_SYNCS
+from pipeline.outbox.store import ENQUEUE_ENTRIES, ENQUEUE_IDS, entry_arrays, pair_syncs
 from pipeline.stores.postgres.plans import Plan, Statement
 
 _LOCK = """
@@ -214,7 +214,7 @@ def hold(namespace: uuid.UUID, a: uuid.UUID, b: uuid.UUID, *, confidence: float,
     rows = yield Statement(_HOLD, {"ns": namespace, "a": low, "b": high, "c": confidence,
                                    "m": method})
     if rows:
-        yield Statement(ENQUEUE_PAIR_SYNCS, ([namespace] * 2, [low, high], [high, low]))
+        yield Statement(ENQUEUE_ENTRIES, entry_arrays(pair_syncs([(namespace, low, high)])))
     return bool(rows)
 
 
@@ -235,11 +235,10 @@ def hold_many(holds: Sequence[Hold]) -> Plan[set[tuple[uuid.UUID, uuid.UUID]]]:
     applied = {(r[0], r[1]) for r in rows}
     # one ENTITY_SYNC per end of each applied hold (narrowed to the pair), in the holds' order,
     # as `hold` enqueues
-    ends = [(h.namespace, x, y) for h in holds if ordered(h.a, h.b) in applied
-            for x, y in (ordered(h.a, h.b), ordered(h.a, h.b)[::-1])]
-    if ends:
-        yield Statement(ENQUEUE_PAIR_SYNCS, ([e[0] for e in ends], [e[1] for e in ends],
-                                             [e[2] for e in ends]))
+    syncs = pair_syncs((h.namespace, *ordered(h.a, h.b)) for h in holds
+                       if ordered(h.a, h.b) in applied)
+    if syncs:
+        yield Statement(ENQUEUE_ENTRIES, entry_arrays(syncs))
     return applied
 
 
@@ -249,7 +248,7 @@ def decide(namespace: uuid.UUID, a: uuid.UUID, b: uuid.UUID,
     resolver's confidence and method when it had proposed it."""
     low, high = ordered(a, b)
     rows = yield Statement(_DECIDE, {"ns": namespace, "a": low, "b": high, "s": status})
-    yield Statement(ENQUEUE_PAIR_SYNCS, ([namespace] * 2, [low, high], [high, low]))
+    yield Statement(ENQUEUE_ENTRIES, entry_arrays(pair_syncs([(namespace, low, high)])))
     confidence, method = rows[0]
     return (float(confidence) if confidence is not None else None, method)
 

@@ -49,9 +49,12 @@ NOT_MAINTAINED = ("LEXICAL_ENGINE=postgres but this database does not maintain t
 Engine = Literal["postgres", "tantivy"]
 
 
-def _enabled(conn: psycopg.Connection[Any]) -> int:
-    row = conn.execute(_ENABLED, {"names": list(TRIGGERS)}).fetchone()
+def _count(row: tuple[Any, ...] | None) -> int:
     return int(row[0]) if row else 0
+
+
+def _enabled(conn: psycopg.Connection[Any]) -> int:
+    return _count(conn.execute(_ENABLED, {"names": list(TRIGGERS)}).fetchone())
 
 
 def postings_maintained(conn: psycopg.Connection[Any]) -> bool:
@@ -65,8 +68,7 @@ async def postings_maintained_async(pool: AsyncConnectionPool[Any], *,
     hang: waiting longer than `timeout` for a connection raises)."""
     async with pool.connection(timeout=timeout) as conn:
         cur = await conn.execute(_ENABLED, {"names": list(TRIGGERS)})
-        row = await cur.fetchone()
-    return bool(row) and int(row[0]) == len(TRIGGERS)
+        return _count(await cur.fetchone()) == len(TRIGGERS)
 
 
 def align_sql_postings(conn: psycopg.Connection[Any], engine: Engine) -> str | None:
