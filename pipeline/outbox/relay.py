@@ -18,6 +18,7 @@ order does not matter, and a later row applies whatever state the graph accepts.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -80,6 +81,28 @@ class RelayStats:
     rows_failed: int = 0  # refused on every try: marked failed and dead-lettered
     skipped: bool = False
     errors: list[str] = field(default_factory=list)
+    rounds: int = 0
+    coalesced: int = 0  # rows claimed with an earlier row of their aggregate (`claim_due`)
+    # where a run's time went: claiming; objects and links (Postgres reads, graph writes); the
+    # entity layer; change events; marking rows done
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def timed(self, phase: str) -> _Timer:
+        return _Timer(self.seconds, phase)
+
+
+class _Timer:
+    """Adds the seconds of a `with` block to `seconds[phase]`."""
+
+    def __init__(self, seconds: dict[str, float], phase: str) -> None:
+        self.seconds, self.phase = seconds, phase
+
+    def __enter__(self) -> None:
+        self.start = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds[self.phase] = round(self.seconds.get(self.phase, 0.0)
+                                         + time.perf_counter() - self.start, 3)
 
 
 class OutboxRelay:
@@ -108,10 +131,12 @@ class OutboxRelay:
 
     def _round(self, stats: RelayStats) -> bool:
         """One batch; False when there was nothing to do or the graph is unavailable."""
-        with self.pool.connection() as conn:
+        with stats.timed("claim"), self.pool.connection() as conn:
             rows = store.claim_due(conn, self.settings.relay_batch_size)
         if not rows:
             return False
+        stats.rounds += 1
+        stats.coalesced += max(0, len(rows) - self.settings.relay_batch_size)
         try:
             with metrics.GRAPH_SECONDS.time():
                 self._apply_isolating(rows, stats)
@@ -132,7 +157,8 @@ class OutboxRelay:
         other row applies. Re-applying the good half is harmless (state-based sync)."""
         try:
             changes = self._apply(rows, stats)
-            self.changes.publish(changes)
+            with stats.timed("publish"):
+                self.changes.publish(changes)
         except _NOT_THE_ROWS:
             raise
         except Exception as exc:
@@ -145,7 +171,7 @@ class OutboxRelay:
             self._apply_isolating(rows[:half], stats)
             self._apply_isolating(rows[half:], stats)
             return
-        with self.pool.connection() as conn:
+        with stats.timed("done"), self.pool.connection() as conn:
             store.mark_done(conn, [row.id for row in rows])
         stats.rows += len(rows)
         stats.changes += len(changes)
@@ -188,23 +214,27 @@ class OutboxRelay:
         entity_ids = sorted({row.aggregate_id for row in rows if row.op == ENTITY_SYNC})
         marker = f"{rows[0].id}-{rows[-1].id}"
         changes: list[Change] = []
-        upserts, deletes = self._node_states(node_ids, marker, changes)
-        mention_roots = sorted({row.aggregate_id for row in rows if row.op == MENTIONS_SYNC}
-                               | self._mentions_follow_node(upserts, deletes))
-        announce = set(edge_keys)  # restored incident edges are not news
-        if upserts:
-            # Revived or new nodes get their live incident edges back (DETACH DELETE took them).
-            with self.pool.connection() as conn:
-                incident = incident_links(conn, [uuid.UUID(n.id) for n in upserts])
-            edge_keys = sorted(set(edge_keys) | set(incident))
-        edge_up, edge_down = self._edge_states(edge_keys, marker, changes, announce)
-        self.graph.upsert_nodes(upserts)
-        self.graph.upsert_edges(edge_up)
-        self.graph.delete_edges(edge_down)
+        with stats.timed("objects"):
+            upserts, deletes = self._node_states(node_ids, marker, changes)
+            mention_roots = sorted({row.aggregate_id for row in rows if row.op == MENTIONS_SYNC}
+                                   | self._mentions_follow_node(upserts, deletes))
+            announce = set(edge_keys)  # restored incident edges are not news
+            if upserts:
+                # Revived or new nodes get their live incident edges back (DETACH DELETE took
+                # them).
+                with self.pool.connection() as conn:
+                    incident = incident_links(conn, [uuid.UUID(n.id) for n in upserts])
+                edge_keys = sorted(set(edge_keys) | set(incident))
+            edge_up, edge_down = self._edge_states(edge_keys, marker, changes, announce)
+            self.graph.upsert_nodes(upserts)
+            self.graph.upsert_edges(edge_up)
+            self.graph.delete_edges(edge_down)
         # after the node upserts (MENTIONS attach to existing nodes), before the deletes (a
         # deleted node's MENTIONS tell which entities to re-check)
-        ent = self.entities.apply(mention_roots, entity_ids, _edge_partners(rows))
-        self.graph.delete_nodes(deletes)
+        with stats.timed("entities"):
+            ent = self.entities.apply(mention_roots, entity_ids, _edge_partners(rows))
+        with stats.timed("objects"):
+            self.graph.delete_nodes(deletes)
         stats.entities_upserted += ent.entities_upserted
         stats.entities_deleted += ent.entities_deleted
         stats.mentions_upserted += ent.mentions_upserted

@@ -124,15 +124,33 @@ def enqueue_visible(conn: Conn) -> tuple[int, int]:
 # -- relaying -------------------------------------------------------------------------------
 
 
-def claim_due(conn: Conn, limit: int) -> list[OutboxRow]:
-    """The oldest rows neither done nor failed whose back-off has passed. Not locked: a single
+# The oldest due rows, then the later due rows that ask for the same re-sync as one of them
+# (same op and aggregate; an edge row also the same link): the relay reads each aggregate's
+# state after it claims, so that read covers every row committed before it. Behind a backlog,
+# an object's node row after embedding rides with its node row of the consumer's commit, and a
+# hub entity that most extraction batches name is re-synced once per batch, not once per row.
+_CLAIM = (
+    "WITH head AS (SELECT id, op, aggregate_id, payload, namespace_id, failures FROM outbox"
+    " WHERE done_at IS NULL AND failed_at IS NULL AND available_at <= now()"
+    " ORDER BY id LIMIT %(limit)s)"
+    " SELECT * FROM head UNION ALL"
+    " (SELECT o.id, o.op, o.aggregate_id, o.payload, o.namespace_id, o.failures FROM outbox o"
+    " WHERE o.done_at IS NULL AND o.failed_at IS NULL AND o.available_at <= now()"
+    " AND o.id > (SELECT max(id) FROM head)"
+    " AND o.aggregate_id IN (SELECT aggregate_id FROM head)"
+    " AND EXISTS (SELECT 1 FROM head h WHERE h.aggregate_id = o.aggregate_id AND h.op = o.op"
+    " AND (o.op <> %(edge)s OR h.payload = o.payload))"
+    " ORDER BY o.id LIMIT %(absorb)s)"
+    " ORDER BY id")
+
+
+def claim_due(conn: Conn, limit: int, *, absorb: int | None = None) -> list[OutboxRow]:
+    """The oldest `limit` rows neither done nor failed whose back-off has passed, with up to
+    `absorb` (default: `limit`) later due rows that re-sync the same aggregates (coalesced:
+    applying them with the first is what applying them later would do). Not locked: a single
     relay runs at a time (it holds an advisory lock)."""
-    rows = conn.execute(
-        "SELECT id, op, aggregate_id, payload, namespace_id, failures FROM outbox"
-        " WHERE done_at IS NULL AND failed_at IS NULL AND available_at <= now()"
-        " ORDER BY id LIMIT %s",
-        (limit,),
-    ).fetchall()
+    rows = conn.execute(_CLAIM, {"limit": limit, "absorb": limit if absorb is None else absorb,
+                                 "edge": EDGE_SYNC}).fetchall()
     return [OutboxRow(*row) for row in rows]
 
 

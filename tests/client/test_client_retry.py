@@ -44,7 +44,7 @@ def _script(*answers: httpx.Response | Exception) -> tuple[Handler, list[httpx.R
 def slept(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """The waits the sync client asked for (none really waited)."""
     waits: list[float] = []
-    monkeypatch.setattr("brainstream_client.client.time.sleep", waits.append)
+    monkeypatch.setattr("brainstream_client.client._sleep", waits.append)
     return waits
 
 
@@ -148,7 +148,7 @@ def test_the_async_client_retries_alike(monkeypatch: pytest.MonkeyPatch) -> None
     async def record(seconds: float) -> None:
         waits.append(seconds)
 
-    monkeypatch.setattr("brainstream_client.aio.asyncio.sleep", record)
+    monkeypatch.setattr("brainstream_client.aio._sleep", record)
     refused = {"error": {"code": "invalid_request", "message": "limit: too small",
                          "field": "limit"}}
     handler, seen = _script(httpx.Response(503, json=DOWN, headers={"Retry-After": "2"}),

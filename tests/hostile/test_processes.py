@@ -134,22 +134,37 @@ class Supervisor:
         """Until every process runs and the API answers (and, with `pool`, the worker forked
         its pool processes); the processes by name."""
         def all_recorded() -> dict[str, psutil.Process] | None:
+            if self.popen.poll() is not None:
+                raise AssertionError(f"`up` exited with status {self.popen.returncode}\n"
+                                     + self.diagnosis())
             children = self.children()
             return children if len(children) == len(PIPELINE) else None
 
         # Recorded only after `up` stopped what an earlier one left: the API that answers then
         # is this one's.
-        children = wait_for(all_recorded, timeout=120, interval=0.5,
-                            what=f"every pipeline process of `up` (log {self.log})")
-        # API_WORKERS defaults to the cores: each spawned worker imports the whole stack
-        wait_for(lambda: _answers(API_PORT), timeout=120, interval=0.5,
-                 what=f"`up` to serve its API (log {self.log})")
-        wait_for(lambda: "[^Worker]: Ready" in self.process_output("consumer"),
-                 timeout=60, interval=0.5, what=f"the consumer to join its group ({self.log})")
-        if pool:  # Celery forks them after start-up
-            wait_for(lambda: len(children["worker"].children()) >= 2, timeout=60,
-                     what="the worker's pool processes")
+        try:
+            children = wait_for(all_recorded, timeout=120, interval=0.5,
+                                what=f"every pipeline process of `up` (log {self.log})")
+            # API_WORKERS defaults to the cores: each spawned worker imports the whole stack
+            wait_for(lambda: _answers(API_PORT), timeout=120, interval=0.5,
+                     what=f"`up` to serve its API (log {self.log})")
+            wait_for(lambda: "[^Worker]: Ready" in self.process_output("consumer"),
+                     timeout=60, interval=0.5, what=f"the consumer to join its group ({self.log})")
+            if pool:  # Celery forks them after start-up
+                wait_for(lambda: len(children["worker"].children()) >= 2, timeout=60,
+                         what="the worker's pool processes")
+        except AssertionError as exc:  # a clean-clone run keeps no files: say what `up` said
+            if "--- `up`" in str(exc):
+                raise
+            raise AssertionError(f"{exc}\n{self.diagnosis()}") from None
         return children
+
+    def diagnosis(self, lines: int = 40) -> str:
+        """What `up` printed and the last lines of each process's log, for a failure message."""
+        out = [f"--- `up` ({self.log}):", *self.output().splitlines()[-lines:]]
+        for name in PIPELINE:
+            out += [f"--- {name}:", *self.process_output(name).splitlines()[-lines // 4:]]
+        return "\n".join(out)
 
     def stop(self) -> int:
         """As Ctrl-C would: the supervisor stops its processes in order; its exit status."""
