@@ -112,8 +112,13 @@ def run_embedder(name: EmbedderName, corpus: Sequence[Doc], args: argparse.Names
         if args.pg_statements:
             say(f"[{name}] the throughput phase's top statements (pg_stat_statements):\n"
                 + "\n".join(pgstatements.top(settings, args.pg_statements, 220)))
+        if args.pg_statements:
+            pgstatements.reset(settings)
         steady = latency(name, settings, burst.docs / burst.seconds / 2, corpus, watcher,
                          publisher, processes, args.latency_seconds)
+        if args.pg_statements:
+            say(f"[{name}] the latency phase's top statements (pg_stat_statements):\n"
+                + "\n".join(pgstatements.top(settings, args.pg_statements, 220)))
         return Result(embedder=name, workers=args.workers, embed_rates=embed_rates,
                       baseline_docs=baseline_count, naive=naive, throughput=burst,
                       latency=steady)

@@ -135,6 +135,7 @@ class Settings(BaseSettings, SettingsParts):
     object_entities_max: int = Field(default=100, ge=0, le=10_000)
     object_mentions_max: int = Field(default=20, ge=1, le=10_000)
     relay_batch_size: int = Field(default=500, ge=1, le=100_000)
+    relay_entity_batch_size: int = Field(default=100, ge=1, le=100_000)  # its lane's batches
     relay_max_backoff: float = Field(default=30.0, gt=0)
     relay_max_attempts: int = Field(default=8, ge=1, le=100)
     sweep_interval: float = Field(default=5.0, gt=0)

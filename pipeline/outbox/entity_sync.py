@@ -4,9 +4,10 @@ agree with Postgres for the aggregates one batch names.
 Like objects and links, every aggregate is re-synced from its current state
 (`entity_aggregates`), so a row applied twice or out of order changes nothing twice:
 
-- a root (`MENTIONS_SYNC`, and every `NODE_SYNC`: a revived node gets its MENTIONS back, a deleted
-  one's entities may lose their last live mention) gets exactly the MENTIONS its live rows
-  justify; the entities on either side of a change (newly or formerly mentioned) are re-checked;
+- a root (`MENTIONS_SYNC`; a deleted node's `NODE_SYNC`, whose entities may lose their last
+  live mention; and a node new to the graph or rewritten, through a `MENTIONS_SYNC` the relay's
+  object lane enqueues) gets exactly the MENTIONS its live rows justify; the entities on either
+  side of a change (newly or formerly mentioned) are re-checked;
 - an entity (`ENTITY_SYNC`, or re-checked above) is written when it is projected and its stored
   node differs, and removed (DETACH) when it is not projected. When its node is new, or the row
   named it, its entity edges are re-synced whole: an edge is written once both its entities are
@@ -20,6 +21,8 @@ a row writes nothing; a single relay runs at a time, so those reads see its own 
 
 from __future__ import annotations
 
+import logging
+import time
 import uuid
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -39,6 +42,8 @@ from pipeline.outbox.entity_aggregates import (
 from pipeline.outbox.store import Conn
 from pipeline.ports import GraphWriter
 
+log = logging.getLogger(__name__)
+_SLOW_SECONDS = 1.0
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
@@ -102,6 +107,7 @@ class EntitySync:
         stats = EntitySyncStats()
         if not roots and not entity_ids:
             return stats
+        started = time.perf_counter()
         root_set = set(roots)
         with self.pool.connection() as conn:
             named = self._follow_merges(conn, set(entity_ids), root_set)
@@ -130,14 +136,27 @@ class EntitySync:
         changed, _ = diff_states(stored, projected)
         self.graph.upsert_named_entities(changed)
         stats.entities_upserted = len(changed)
+        marks = [time.perf_counter()]
         self._sync_edges(resync, stats)
+        marks.append(time.perf_counter())
         self._sync_pairs(pairs, stats)
+        marks.append(time.perf_counter())
         ups, downs = diff_states(current, desired)
         self.graph.delete_mentions(downs)
         self.graph.upsert_mentions(ups)
         stats.mentions_upserted, stats.mentions_deleted = len(ups), len(downs)
         self.graph.delete_named_entities(gone)
         stats.entities_deleted = len(gone)
+        seconds = time.perf_counter() - started
+        if seconds >= _SLOW_SECONDS:  # what made a batch slow, for the relay's log
+            log.info("entity sync took %.1f s (reads %.1f, whole edges %.1f, pairs %.1f): %d"
+                     " roots, %d entities named, %d touched, %d edge re-syncs whole (%s), %d"
+                     " pairs; wrote %d entities, %d edges, %d mentions",
+                     seconds, marks[0] - started, marks[1] - marks[0], marks[2] - marks[1],
+                     len(root_set), len(named), len(touched), len(resync),
+                     f"new to the graph: {sum(1 for e in resync if str(e) not in stored)}",
+                     len(pairs), stats.entities_upserted, stats.edges_upserted,
+                     stats.mentions_upserted)
         return stats
 
     def _follow_merges(self, conn: Conn, named: set[uuid.UUID], roots: set[uuid.UUID]

@@ -59,6 +59,12 @@ _CHANGE_NS = uuid.UUID("6b1f4a52-6f27-4f0b-9d53-3c1d5a0e8c11")
 # A Postgres OperationalError is its connection or server; the relay's SQL only reads by id.
 _NOT_THE_ROWS = (Unavailable, ConfigError, psycopg.OperationalError)
 _OPS = {NODE_SYNC, EDGE_SYNC, ENTITY_SYNC, MENTIONS_SYNC}
+# Two lanes, each round one batch of each: objects and links first, then the entity layer (and
+# any op the relay does not know, refused there). A document's node row never waits behind the
+# entity rows of the batches before it: in a steady stream the entity layer is most of the
+# relay's work.
+_OBJECT_OPS = (NODE_SYNC, EDGE_SYNC)
+_PROGRESS_EVERY = 10.0  # seconds between a long run's progress lines
 
 
 @dataclass
@@ -124,19 +130,37 @@ class OutboxRelay:
             if not held:
                 stats.skipped = True
                 return stats
+            said = time.monotonic()
             for _ in range(max_rounds):
                 if not self._round(stats):
                     break
+                if time.monotonic() - said >= _PROGRESS_EVERY:  # a long drain says how it goes
+                    said = time.monotonic()
+                    log.info("relay: %d rows in %d batches so far (%d coalesced); seconds %s",
+                             stats.rows, stats.rounds, stats.coalesced, stats.seconds)
         return stats
 
     def _round(self, stats: RelayStats) -> bool:
-        """One batch; False when there was nothing to do or the graph is unavailable."""
-        with stats.timed("claim"), self.pool.connection() as conn:
-            rows = store.claim_due(conn, self.settings.relay_batch_size)
-        if not rows:
-            return False
+        """A batch of each lane; False when there was nothing to do or the graph is
+        unavailable."""
+        applied = False
+        # the object lane, then everything else in smaller batches: a document's node row
+        # waits for one of them at most
+        for exclude, size in ((False, self.settings.relay_batch_size),
+                              (True, self.settings.relay_entity_batch_size)):
+            with stats.timed("claim"), self.pool.connection() as conn:
+                rows = store.claim_due(conn, size, ops=_OBJECT_OPS, exclude=exclude)
+            if rows:
+                if not self._batch(rows, size, stats):
+                    return False
+                applied = True
+        return applied
+
+    def _batch(self, rows: Sequence[OutboxRow], size: int, stats: RelayStats) -> bool:
+        """Apply one claimed batch (of `size` rows and those coalesced with them); False when
+        the graph is unavailable."""
         stats.rounds += 1
-        stats.coalesced += max(0, len(rows) - self.settings.relay_batch_size)
+        stats.coalesced += max(0, len(rows) - size)
         try:
             with metrics.GRAPH_SECONDS.time():
                 self._apply_isolating(rows, stats)
@@ -156,7 +180,7 @@ class OutboxRelay:
         which raises), halve it until each refused row is alone: it is retried or failed, every
         other row applies. Re-applying the good half is harmless (state-based sync)."""
         try:
-            changes = self._apply(rows, stats)
+            changes, later = self._apply(rows, stats)
             with stats.timed("publish"):
                 self.changes.publish(changes)
         except _NOT_THE_ROWS:
@@ -172,6 +196,7 @@ class OutboxRelay:
             self._apply_isolating(rows[half:], stats)
             return
         with stats.timed("done"), self.pool.connection() as conn:
+            store.enqueue_many(conn, later)  # with the rows that asked for it, or not at all
             store.mark_done(conn, [row.id for row in rows])
         stats.rows += len(rows)
         stats.changes += len(changes)
@@ -205,7 +230,10 @@ class OutboxRelay:
             store.record_failure(conn, row.id, error.message, retry_in=None)
         stats.rows_failed += 1
 
-    def _apply(self, rows: Sequence[OutboxRow], stats: RelayStats) -> list[Change]:
+    def _apply(self, rows: Sequence[OutboxRow], stats: RelayStats
+               ) -> tuple[list[Change], list[store.Entry]]:
+        """Apply `rows`; the change events, and the rows to enqueue when they are marked done
+        (the MENTIONS re-syncs of the nodes written, left to the entity lane)."""
         unknown = sorted({row.op for row in rows} - _OPS)
         if unknown:  # skipping it would mark it done: lost
             raise InvalidInput(f"unknown outbox op {unknown[0]!r}", field="op")
@@ -216,8 +244,14 @@ class OutboxRelay:
         changes: list[Change] = []
         with stats.timed("objects"):
             upserts, deletes = self._node_states(node_ids, marker, changes)
-            mention_roots = sorted({row.aggregate_id for row in rows if row.op == MENTIONS_SYNC}
-                                   | self._mentions_follow_node(upserts, deletes))
+            # a deleted node's MENTIONS are re-synced here, before the node goes (they tell
+            # which entities to re-check); a written node's by the entity lane
+            inline = ({row.aggregate_id for row in rows if row.op == MENTIONS_SYNC}
+                      | {uuid.UUID(d) for d in deletes})
+            follow = self._mentions_follow_node(upserts)
+            later = [store.Entry(uuid.UUID(n.namespace), uuid.UUID(n.id), MENTIONS_SYNC)
+                     for n in upserts if uuid.UUID(n.id) in follow - inline]
+            mention_roots = sorted(inline)
             announce = set(edge_keys)  # restored incident edges are not news
             if upserts:
                 # Revived or new nodes get their live incident edges back (DETACH DELETE took
@@ -245,20 +279,18 @@ class OutboxRelay:
         stats.nodes_deleted += len(deletes)
         stats.edges_upserted += len(edge_up)
         stats.edges_deleted += len(edge_down)
-        return changes
+        return changes, later
 
-    def _mentions_follow_node(self, upserts: Sequence[NodeState], deletes: Sequence[str]
-                              ) -> set[uuid.UUID]:
-        """The NODE_SYNC roots whose MENTIONS are re-synced with their node: a deleted one (its
-        entities may have lost their last live mention), one the graph does not hold yet (new,
-        revived after a DETACH DELETE, or a placeholder: a MENTIONS_SYNC applied before the
-        node was written could not attach) and one written since its last sync (MENTIONS carry
-        its rows' `updated_at`). Any other keeps its MENTIONS, and extraction sends a
-        MENTIONS_SYNC whenever they change: re-reading them for every sync (the one after
-        embedding, retries, repairs) cost each a pass over the object's mentions."""
+    def _mentions_follow_node(self, upserts: Sequence[NodeState]) -> set[uuid.UUID]:
+        """The written nodes whose MENTIONS must be re-synced after them: one the graph does
+        not hold yet (new, revived after a DETACH DELETE, or a placeholder: a MENTIONS_SYNC
+        applied before the node was written could not attach) and one written since its last
+        sync (MENTIONS carry its rows' `updated_at`). Any other keeps its MENTIONS, and
+        extraction sends a MENTIONS_SYNC whenever they change: re-reading them for every sync
+        (the one after embedding, retries, repairs) cost each a pass over the object's
+        mentions. (A deleted node's are always re-synced.)"""
         stored = self.graph.node_times([n.id for n in upserts]) if upserts else {}
-        return ({uuid.UUID(d) for d in deletes}
-                | {uuid.UUID(n.id) for n in upserts if stored.get(n.id) != n.updated_at})
+        return {uuid.UUID(n.id) for n in upserts if stored.get(n.id) != n.updated_at}
 
     def _node_states(self, ids: Sequence[uuid.UUID], marker: str, changes: list[Change]
                      ) -> tuple[list[NodeState], list[str]]:

@@ -132,6 +132,7 @@ def enqueue_visible(conn: Conn) -> tuple[int, int]:
 _CLAIM = (
     "WITH head AS (SELECT id, op, aggregate_id, payload, namespace_id, failures FROM outbox"
     " WHERE done_at IS NULL AND failed_at IS NULL AND available_at <= now()"
+    " AND (cardinality(%(ops)s::text[]) = 0 OR (op = ANY(%(ops)s::text[])) <> %(exclude)s)"
     " ORDER BY id LIMIT %(limit)s)"
     " SELECT * FROM head UNION ALL"
     " (SELECT o.id, o.op, o.aggregate_id, o.payload, o.namespace_id, o.failures FROM outbox o"
@@ -144,13 +145,16 @@ _CLAIM = (
     " ORDER BY id")
 
 
-def claim_due(conn: Conn, limit: int, *, absorb: int | None = None) -> list[OutboxRow]:
-    """The oldest `limit` rows neither done nor failed whose back-off has passed, with up to
-    `absorb` (default: `limit`) later due rows that re-sync the same aggregates (coalesced:
-    applying them with the first is what applying them later would do). Not locked: a single
-    relay runs at a time (it holds an advisory lock)."""
+def claim_due(conn: Conn, limit: int, *, ops: Sequence[str] = (), exclude: bool = False,
+              absorb: int | None = None) -> list[OutboxRow]:
+    """The oldest `limit` rows neither done nor failed whose back-off has passed (of the `ops`
+    given, or, with `exclude`, of every other op), with up to `absorb` (default: `limit`) later
+    due rows that re-sync the same aggregates (coalesced: applying them with the first is what
+    applying them later would do). Not locked: a single relay runs at a time (it holds an
+    advisory lock)."""
     rows = conn.execute(_CLAIM, {"limit": limit, "absorb": limit if absorb is None else absorb,
-                                 "edge": EDGE_SYNC}).fetchall()
+                                 "edge": EDGE_SYNC, "ops": list(ops), "exclude": exclude}
+                        ).fetchall()
     return [OutboxRow(*row) for row in rows]
 
 
