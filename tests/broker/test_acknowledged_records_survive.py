@@ -46,7 +46,7 @@ def test_concurrent_publishers_on_one_partition_lose_nothing(own_broker: OwnBrok
     _assert_nothing_lost(_cycles(own_broker, ["none"], 1, seed=1))
 
 
-@pytest.mark.parametrize(("fault", "cycles"), [("broker-term", 2), ("broker-kill", 2),
+@pytest.mark.parametrize(("fault", "cycles"), [("broker-term", 1), ("broker-kill", 1),
                                                ("store-term", 1), ("store-kill", 1)])
 def test_a_restart_at_a_random_moment_loses_nothing(own_broker: OwnBroker, fault: str,
                                                     cycles: int) -> None:

@@ -11,6 +11,10 @@ again never disturbs the shared stack. What is asserted:
 - with every service down the processes wait, they do not spin (CPU time over an interval);
 - `brainstream status` reports a down service as down and exits 1, without a traceback;
 - the fault tests' finalizer (`restore_stack`) brings a stopped service back.
+
+The tests that kill the supervisor, start `up` over what a killed one left, or stop services
+under running processes take 10-45 s each: they are marked `slow` (`make faults`), which keeps
+`make test` under its 15 minutes.
 """
 
 from __future__ import annotations
@@ -205,6 +209,7 @@ def _alive(procs: list[psutil.Process]) -> list[str]:
     return alive
 
 
+@pytest.mark.slow  # kills and restarts (`make faults`)
 def test_killed_supervisor_takes_its_pipeline_with_it(services_up: Settings) -> None:
     up = Supervisor.start(services_up)
     try:
@@ -220,6 +225,7 @@ def test_killed_supervisor_takes_its_pipeline_with_it(services_up: Settings) -> 
         up.kill()
 
 
+@pytest.mark.slow  # kills and restarts (`make faults`)
 def test_up_stops_what_an_earlier_supervisor_left_and_starts(services_up: Settings) -> None:
     settings = services_up
     records = PidRecords(settings.resolved_data_dir)
@@ -298,6 +304,7 @@ def test_restore_stack_brings_stopped_services_back(services_up: Settings) -> No
     assert restore_stack(services_up) == []
 
 
+@pytest.mark.slow  # kills and restarts (`make faults`)
 def test_processes_wait_without_spinning_while_services_are_down(services_up: Settings
                                                                    ) -> None:
     up = Supervisor.start(services_up)
@@ -343,6 +350,7 @@ def _closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
+@pytest.mark.slow  # kills and restarts (`make faults`)
 def test_a_consumer_started_while_the_broker_is_down_waits_for_it(services_up: Settings,
                                                                    tmp_path: Path) -> None:
     # Before: faust exited at once when it could not reach the broker, and `up` then stopped

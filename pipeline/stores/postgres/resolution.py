@@ -51,6 +51,9 @@ _RANKED = sql.SQL(
     " hits(id, name, label, part_count, matched, via, sim, source, key)"
     " ORDER BY key DESC, sim DESC, part_count DESC, id LIMIT %(limit)s")
 
+# The name index is built with m 8 (migration 0038): the kNN searches wider to keep its recall
+# (0.993 at 100 against 0.986 at pgvector's default 40, on 3,294 SciFact names).
+HNSW_EF_SEARCH_MIN = 100
 _HNSW = ("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),"
          " set_config('hnsw.ef_search', %s, true)")
 
@@ -164,7 +167,7 @@ def nearest(namespace: uuid.UUID, vector: Sequence[float], *, labels: Sequence[s
             k: int) -> Plan[list[CandidateRow]]:
     """The `k` live entities whose name embeddings are nearest `vector` (HNSW, iterative scan:
     the namespace filter must not starve it)."""
-    yield Statement(_HNSW, (str(max(40, k * 4)),))
+    yield Statement(_HNSW, (str(max(HNSW_EF_SEARCH_MIN, k * 4)),))
     rows = yield Statement(_NEAREST, {
         "ns": namespace, "v": [float(x) for x in vector], "k": k,
         "labels": list(labels) if labels else None})

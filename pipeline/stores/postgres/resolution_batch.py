@@ -21,7 +21,7 @@ from psycopg.types.json import Jsonb
 
 from pipeline.domain.resolution import CandidateRow
 from pipeline.stores.postgres.plans import Plan, Statement
-from pipeline.stores.postgres.resolution import Lookup
+from pipeline.stores.postgres.resolution import HNSW_EF_SEARCH_MIN, Lookup
 
 _SETTINGS = ("SELECT set_config('pg_trgm.similarity_threshold', %s, true),"
              " set_config('hnsw.iterative_scan', 'relaxed_order', true),"
@@ -142,7 +142,7 @@ class Looked:
 def settings(trigram_threshold: float, k: int) -> Plan[None]:
     """The lookup's trigram threshold and the kNN's HNSW search settings, for the transaction
     (the same values the one-phrase reads set)."""
-    yield Statement(_SETTINGS, (str(trigram_threshold), str(max(40, k * 4))))
+    yield Statement(_SETTINGS, (str(trigram_threshold), str(max(HNSW_EF_SEARCH_MIN, k * 4))))
 
 
 def records(ids: Sequence[uuid.UUID]) -> Plan[dict[uuid.UUID, PassEntity]]:
