@@ -297,13 +297,20 @@ def test_explicit_parts_are_reembedded_when_their_parent_is_retitled(
     part_id = part["data"]["id"]
     publisher.send(parent, pid)
     publisher.send(part, pid)  # keyed by the parent: after it on one partition
-    wait_for(lambda: indexed(settings, pid), timeout=30, what="the parent and its part")
 
     def part_row() -> tuple[Any, ...]:
         return _one(settings, "SELECT o.context_title, o.index_text_hash, e.embedded_hash,"
                     " e.embed_status, e.embedding::text FROM objects o"
                     " JOIN object_embeddings e ON e.id = o.id WHERE o.id = %s", part_id)
 
+    def part_stored() -> bool:
+        with psycopg.connect(settings.effective_postgres_dsn) as conn:
+            return conn.execute("SELECT 1 FROM objects WHERE id = %s", (part_id,)).fetchone() \
+                is not None
+
+    # the parent alone may be indexed first (the consumer took it in a batch of its own)
+    wait_for(lambda: part_stored() and indexed(settings, pid), timeout=30,
+             what="the parent and its part")
     before = part_row()
     assert before[1] == before[2] == text_hash(part_index_text("Kickoff with Acme", content))
     retitled = put(tenant, id=pid, kind="note", title="Renewal with Globex")

@@ -162,9 +162,11 @@ def tenant(catalog: Settings) -> tuple[uuid.UUID, dict[str, str]]:
         # compares (its recount of the deleted document, its proposal pass adding POSSIBLY_SAME
         # edges): mark the rows extracted and the entities examined. The updates wait for a
         # write-back or a pass in flight (they lock these rows) and make later ones skip them.
-        # In the pass's lock order (its queue rows, then the rows a merge flags for recount),
-        # so the two cannot deadlock.
+        # Under the pass's own lock, taken first: a pass deletes queue rows in another order
+        # (the merged ones of every namespace, then those it examined), and taking them
+        # beside it could deadlock; a pass that starts meanwhile finds the lock taken and skips.
         with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext('brainstream.entity_proposals'))")
             conn.execute("DELETE FROM entity_proposal_queue WHERE namespace_id = %s", (ns,))
             conn.execute("UPDATE entity_extraction SET status = 'done',"
                          " extracted_hash = text_hash, recount = false"
