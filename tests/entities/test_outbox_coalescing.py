@@ -1,9 +1,10 @@
-"""The relay claims an aggregate's later rows with its first (issue 13: publish-to-indexed at half
-load): behind a backlog, an object's node row written after embedding rides with its node row of
-the consumer's commit, and an entity that many extraction batches name is re-synced once per
-batch. Coalescing is safe because a row asks for a re-sync of the aggregate's current state,
-which the relay reads after it claims. On a fresh database of its own (no relay worker there);
-two tenants."""
+"""The relay's claims (issue 13: publish-to-indexed at half load). Two lanes: object and link rows
+go first, then a smaller batch of entity-layer rows. And an aggregate's later rows are claimed
+with its first (coalesced): behind a backlog, an object's node row written after embedding
+rides with its node row of the consumer's commit, and an entity that many extraction batches
+name is re-synced once per batch. Coalescing is safe because a row asks for a re-sync of the
+aggregate's current state, which the relay reads after it claims. On a fresh database of its
+own (no relay worker there); two tenants."""
 
 from __future__ import annotations
 
@@ -15,8 +16,19 @@ import pytest
 
 from pipeline.domain.settings import Settings
 from pipeline.graph.falkordb.schema import NODE_LABEL, connect
+from pipeline.graph.falkordb.writer import FalkorGraphWriter
+from pipeline.kafka.io import KafkaChangeSink, make_producer
 from pipeline.outbox import store as outbox
-from pipeline.outbox.ops import EDGE_SYNC, ENTITY_SYNC, NODE_SYNC, edge_payload, entity_sync_payload
+from pipeline.outbox.ops import (
+    EDGE_SYNC,
+    ENTITY_SYNC,
+    MENTIONS_SYNC,
+    NODE_SYNC,
+    edge_payload,
+    entity_sync_payload,
+)
+from pipeline.outbox.relay import OutboxRelay
+from pipeline.stores.postgres.pool import make_pool
 from tests.entities.projutil import relay
 from tests.pipelineutil import ingest, put
 
@@ -84,3 +96,37 @@ def test_the_relay_applies_coalesced_rows_once_and_marks_them_all_done(
     graph = connect(proj_settings).select_graph(proj_settings.graph_name)
     titles = dict(graph.query(f"MATCH (n:{NODE_LABEL}) RETURN n.id, n.title").result_set)
     assert titles == {str(o1): "First, retitled", str(o2): "Second", str(b1): "Theirs, retitled"}
+
+
+def test_a_node_row_is_applied_ahead_of_older_entity_rows(
+        db: psycopg.Connection[Any], proj_settings: Settings) -> None:
+    """The relay's two lanes: a round applies the object rows first, then one batch of the
+    entity lane (`RELAY_ENTITY_BATCH_SIZE`), however many entity rows are older; the node's
+    MENTIONS re-sync goes to the entity lane as a row of its own, written with the node's."""
+    a = uuid.uuid4()
+    event = put(a, title="Late but first")
+    ingest(proj_settings, [event])
+    relay(proj_settings)
+    oid = uuid.UUID(event["data"]["id"])
+    db.execute("UPDATE objects SET title = 'Late but first, retitled', updated_at = now()"
+               " WHERE id = %s", (oid,))
+    backlog = [uuid.uuid4() for _ in range(150)]  # entities no row names: nothing to write
+    outbox.enqueue_many(db, [_row(a, e, ENTITY_SYNC) for e in backlog] + [_row(a, oid, NODE_SYNC)])
+    settings = proj_settings.model_copy(update={"relay_entity_batch_size": 100})
+    pool = make_pool(settings, max_size=2)
+    producer = make_producer(settings)
+    try:
+        stats = OutboxRelay(settings, pool, FalkorGraphWriter.from_settings(settings),
+                            KafkaChangeSink(producer, settings.topic_changes)).run(max_rounds=1)
+    finally:
+        producer.close()
+        pool.close()
+    assert (stats.rounds, stats.nodes_upserted, stats.changes) == (2, 1, 1)
+    pending = db.execute("SELECT op, count(*) FROM outbox WHERE done_at IS NULL GROUP BY op"
+                         " ORDER BY op").fetchall()
+    assert pending == [(ENTITY_SYNC, 50), (MENTIONS_SYNC, 1)]
+    graph = connect(proj_settings).select_graph(proj_settings.graph_name)
+    assert graph.query(f"MATCH (n:{NODE_LABEL} {{id: $id}}) RETURN n.title",
+                       {"id": str(oid)}).result_set == [["Late but first, retitled"]]
+    relay(proj_settings)
+    assert db.execute("SELECT count(*) FROM outbox WHERE done_at IS NULL").fetchone() == (0,)
