@@ -81,12 +81,13 @@ _MENTIONS = sql.SQL(
 # EXISTS tests inside one statement, the planner was free to hash every mention of the
 # database and scan every edge, for every batch: sampled during a steady stream, those reads
 # were the busiest statement of Postgres (44% of its active samples).
+_LIVE_PROBE = ("LATERAL (SELECT 1 AS live FROM mentions lm JOIN objects lo ON lo.id = lm.row_id"
+               " WHERE lm.entity_id = e.id AND lo.deleted_at IS NULL"
+               " AND lo.namespace_id = e.namespace_id LIMIT 1) ok")
 _ENTITIES_OF = sql.SQL(
     "SELECT e.id, e.namespace_id, e.name, e.norm, e.label, e.part_count, e.merged_into,"
     " e.merged_into IS NULL AND ok.live IS NOT NULL"
-    " FROM entities e LEFT JOIN LATERAL (SELECT 1 AS live FROM mentions lm"
-    " JOIN objects lo ON lo.id = lm.row_id WHERE lm.entity_id = e.id AND lo.deleted_at IS NULL"
-    " AND lo.namespace_id = e.namespace_id LIMIT 1) ok ON true WHERE e.id = ANY(%(ids)s)")
+    f" FROM entities e LEFT JOIN {_LIVE_PROBE} ON true WHERE e.id = ANY(%(ids)s)")
 # ids as text: the states hold strings
 _EDGE_COLUMNS = ("x.from_id::text, x.edge_type, x.predicate, x.to_id::text, x.namespace_id::text,"
                  " x.weight, x.status, x.confidence, x.method, x.evidence[1:%(cap)s]::text[]")
@@ -95,11 +96,9 @@ _EDGES_TOUCHING = (f"SELECT {_EDGE_COLUMNS} FROM entity_edges x WHERE x.from_id 
                    " WHERE x.to_id = ANY(%(ids)s) AND NOT x.from_id = ANY(%(ids)s)")
 _EDGES_BETWEEN = (f"SELECT {_EDGE_COLUMNS} FROM entity_edges x WHERE (x.from_id, x.to_id) IN"
                   " (SELECT * FROM unnest(%(a)s::uuid[], %(b)s::uuid[]))")
-_PROJECTED_OF = (
-    "SELECT e.id::text, e.namespace_id::text FROM entities e CROSS JOIN LATERAL (SELECT 1"
-    " FROM mentions lm JOIN objects lo ON lo.id = lm.row_id WHERE lm.entity_id = e.id"
-    " AND lo.deleted_at IS NULL AND lo.namespace_id = e.namespace_id LIMIT 1) ok"
-    " WHERE e.id = ANY(%(ids)s::uuid[]) AND e.merged_into IS NULL")
+# the projected ones of `ids`, as text (`_projected_edges` compares them with edge rows')
+_PROJECTED_OF = (f"SELECT e.id::text, e.namespace_id::text FROM entities e CROSS JOIN {_LIVE_PROBE}"
+                 " WHERE e.id = ANY(%(ids)s::uuid[]) AND e.merged_into IS NULL")
 
 _EDGES = sql.SQL(
     "SELECT x.from_id, x.edge_type, x.predicate, x.to_id, x.namespace_id, x.weight, x.status,"

@@ -17,10 +17,11 @@ order does not matter, and a later row applies whatever state the graph accepts.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,22 +94,15 @@ class RelayStats:
     # entity layer; change events; marking rows done
     seconds: dict[str, float] = field(default_factory=dict)
 
-    def timed(self, phase: str) -> _Timer:
-        return _Timer(self.seconds, phase)
-
-
-class _Timer:
-    """Adds the seconds of a `with` block to `seconds[phase]`."""
-
-    def __init__(self, seconds: dict[str, float], phase: str) -> None:
-        self.seconds, self.phase = seconds, phase
-
-    def __enter__(self) -> None:
-        self.start = time.perf_counter()
-
-    def __exit__(self, *exc: object) -> None:
-        self.seconds[self.phase] = round(self.seconds.get(self.phase, 0.0)
-                                         + time.perf_counter() - self.start, 3)
+    @contextlib.contextmanager
+    def timed(self, phase: str) -> Iterator[None]:
+        """Adds the seconds of a `with` block to `seconds[phase]`."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[phase] = round(self.seconds.get(phase, 0.0)
+                                        + time.perf_counter() - start, 3)
 
 
 class OutboxRelay:

@@ -38,13 +38,14 @@ def settings_for(dsn: str, stack: Settings) -> Settings:
                             ("kafka_port", "falkordb_port", "redis_port")})
 
 
-def relay(settings: Settings) -> RelayStats:
-    """Drain the outbox into the graph, as the relay worker would."""
+def relay(settings: Settings, *, max_rounds: int = 1000) -> RelayStats:
+    """Drain the outbox into the graph (up to `max_rounds` rounds), as the relay worker would."""
     pool = make_pool(settings, max_size=2)
     producer = make_producer(settings)
     try:
         return OutboxRelay(settings, pool, FalkorGraphWriter.from_settings(settings),
-                           KafkaChangeSink(producer, settings.topic_changes)).run()
+                           KafkaChangeSink(producer, settings.topic_changes)).run(
+                               max_rounds=max_rounds)
     finally:
         producer.close()
         pool.close()

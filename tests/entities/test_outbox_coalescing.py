@@ -16,8 +16,6 @@ import pytest
 
 from pipeline.domain.settings import Settings
 from pipeline.graph.falkordb.schema import NODE_LABEL, connect
-from pipeline.graph.falkordb.writer import FalkorGraphWriter
-from pipeline.kafka.io import KafkaChangeSink, make_producer
 from pipeline.outbox import store as outbox
 from pipeline.outbox.ops import (
     EDGE_SYNC,
@@ -27,8 +25,6 @@ from pipeline.outbox.ops import (
     edge_payload,
     entity_sync_payload,
 )
-from pipeline.outbox.relay import OutboxRelay
-from pipeline.stores.postgres.pool import make_pool
 from tests.entities.projutil import relay
 from tests.pipelineutil import ingest, put
 
@@ -112,15 +108,8 @@ def test_a_node_row_is_applied_ahead_of_older_entity_rows(
                " WHERE id = %s", (oid,))
     backlog = [uuid.uuid4() for _ in range(150)]  # entities no row names: nothing to write
     outbox.enqueue_many(db, [_row(a, e, ENTITY_SYNC) for e in backlog] + [_row(a, oid, NODE_SYNC)])
-    settings = proj_settings.model_copy(update={"relay_entity_batch_size": 100})
-    pool = make_pool(settings, max_size=2)
-    producer = make_producer(settings)
-    try:
-        stats = OutboxRelay(settings, pool, FalkorGraphWriter.from_settings(settings),
-                            KafkaChangeSink(producer, settings.topic_changes)).run(max_rounds=1)
-    finally:
-        producer.close()
-        pool.close()
+    stats = relay(proj_settings.model_copy(update={"relay_entity_batch_size": 100}),
+                  max_rounds=1)
     assert (stats.rounds, stats.nodes_upserted, stats.changes) == (2, 1, 1)
     pending = db.execute("SELECT op, count(*) FROM outbox WHERE done_at IS NULL GROUP BY op"
                          " ORDER BY op").fetchall()
