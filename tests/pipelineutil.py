@@ -38,7 +38,7 @@ PROCESS_ARGS: dict[str, list[str]] = {
     "worker": ["worker", "--queues", "celery", "--concurrency", "2", "--beat"],
     "extract": ["worker", "--queues", "extract", "--concurrency", "1", "--no-beat",
                 "--metrics-port", "0"],
-    "relay": ["worker", "--queues", "relay", "--concurrency", "1", "--no-beat",
+    "relay": ["worker", "--queues", "relay", "--concurrency", "2", "--no-beat",
               "--metrics-port", "0"],
 }
 

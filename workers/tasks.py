@@ -4,7 +4,6 @@ pipeline/memory_services."""
 from __future__ import annotations
 
 import logging
-import threading
 import uuid
 from typing import Any
 
@@ -20,7 +19,7 @@ from pipeline.memory_services.extraction import MessageExtraction
 from pipeline.memory_services.summarisers import build_summariser
 from pipeline.memory_services.summarising import SessionSummariser
 from pipeline.ops.vocab import refresh_vocab
-from pipeline.outbox.relay import OutboxRelay
+from pipeline.outbox.relay import ENTITIES, OBJECTS, OutboxRelay
 from pipeline.outbox.store import backlog
 from pipeline.stores.postgres import extraction
 from pipeline.stores.postgres.memory_fold import PgSummaryWork
@@ -28,6 +27,7 @@ from pipeline.stores.postgres.memory_work import PgMessageWork, pending_work
 from pipeline.stores.postgres.ppr_snapshot_log import prune_log
 from workers.app import (
     EMBED_TASK,
+    ENTITY_RELAY_TASK,
     EXTRACT_TASK,
     LEXICAL_TASK,
     MEMORY_TASK,
@@ -39,7 +39,6 @@ from workers.app import (
 from workers.runtime import Runtime, runtime
 
 log = logging.getLogger(__name__)
-_relay_lock = threading.Lock()
 
 
 @app.task(name=EMBED_TASK)
@@ -69,7 +68,7 @@ def extract(roots: list[str] | None = None) -> dict[str, Any]:
     proposals = _propose(rt) if stats.entities_created else ProposalStats()
     if stats.extracted or stats.recounted or stats.failed or proposals.merged \
             or decided.applied:
-        relay.delay()
+        relay_entities.delay()
     return {**stats.__dict__, "proposals": proposals.__dict__, "decisions": decided.__dict__}
 
 
@@ -84,7 +83,7 @@ def propose() -> dict[str, Any]:
     if proposals is None:  # an extraction's own pass examined them meanwhile
         return {"examined": 0}
     if proposals.merged:
-        relay.delay()
+        relay_entities.delay()
     return proposals.__dict__
 
 
@@ -112,14 +111,30 @@ def memory(sessions: list[str] | None = None) -> dict[str, Any]:
 
 @app.task(name=RELAY_TASK)
 def relay() -> dict[str, Any]:
-    """Apply the outbox to the graph; idempotent: rows re-sync current Postgres state."""
+    """Apply the outbox's object lane (objects and links) to the graph, then send the entity
+    lane what it handed over; idempotent: rows re-sync current Postgres state."""
+    result = _relay(OBJECTS)
+    if result.get("handed"):
+        relay_entities.delay()
+    return result
+
+
+@app.task(name=ENTITY_RELAY_TASK)
+def relay_entities() -> dict[str, Any]:
+    """Apply the outbox's entity lane (entities, MENTIONS, entity edges) to the graph;
+    idempotent: rows re-sync current Postgres state."""
+    return _relay(ENTITIES)
+
+
+def _relay(lane: str) -> dict[str, Any]:
     rt = runtime()
     try:
         graph = rt.graph
     except Unavailable as exc:  # rows stay pending; the sweep triggers the relay again
-        log.warning("relay: %s", exc)
+        log.warning("relay (%s): %s", lane, exc)
         return {"skipped": True, "error": str(exc)}
-    stats = OutboxRelay(rt.settings, rt.pool, graph, rt.changes, rt.dead_letters).run()
+    stats = OutboxRelay(rt.settings, rt.pool, graph, rt.changes, rt.dead_letters).run(
+        lanes=(lane,))
     return {k: v for k, v in stats.__dict__.items() if k != "errors"}
 
 
@@ -161,8 +176,10 @@ def sweep() -> dict[str, Any]:
     # queue, so a long one never holds the embedding queue; nothing is sent when none waits
     if proposals_waiting:
         propose.delay()
-    if outbox or decided.applied:
+    if outbox:
         relay.delay()
+    if outbox or decided.applied:
+        relay_entities.delay()
     if lexical_backlog:
         lexical.delay()
     with rt.pool.connection() as conn:

@@ -4,10 +4,11 @@ agree with Postgres for the aggregates one batch names.
 Like objects and links, every aggregate is re-synced from its current state
 (`entity_aggregates`), so a row applied twice or out of order changes nothing twice:
 
-- a root (`MENTIONS_SYNC`; a deleted node's `NODE_SYNC`, whose entities may lose their last
-  live mention; and a node new to the graph or rewritten, through a `MENTIONS_SYNC` the relay's
-  object lane enqueues) gets exactly the MENTIONS its live rows justify; the entities on either
-  side of a change (newly or formerly mentioned) are re-checked;
+- a root (`MENTIONS_SYNC`, from extraction, and for a node new to the graph or rewritten from
+  the relay's object lane) gets exactly the MENTIONS its live rows justify; the entities on
+  either side of a change (newly or formerly mentioned) are re-checked. A deleted node's
+  MENTIONS go with it (the object lane's DETACH), and its entities come as `ENTITY_SYNC` rows
+  the object lane read from the graph before;
 - an entity (`ENTITY_SYNC`, or re-checked above) is written when it is projected and its stored
   node differs, and removed (DETACH) when it is not projected. When its node is new, or the row
   named it, its entity edges are re-synced whole: an edge is written once both its entities are
@@ -16,7 +17,10 @@ Like objects and links, every aggregate is re-synced from its current state
   the survivor), and so is the survivor.
 
 The graph is read (the stored entity nodes, MENTIONS and edges) to diff against, so re-applying
-a row writes nothing; a single relay runs at a time, so those reads see its own writes only.
+a row writes nothing. A single entity lane runs at a time, and it alone writes this state: the
+object lane, running beside it, only removes object nodes, and a MENTIONS edge that vanishes
+with its node between the read and the write is one the entity lane would remove anyway (a
+write to a missing node is skipped).
 """
 
 from __future__ import annotations

@@ -2,10 +2,16 @@
 
 Outbox rows name an aggregate to re-sync, not a delta to replay: the relay reads the aggregate's
 current state from Postgres and writes exactly that to the graph. Applying a row twice, late or
-out of order therefore changes nothing twice. A single relay runs at a time (a Postgres advisory
-lock), which keeps the graph's writes in commit order without per-row locking; other invocations
-return at once. A graph outage leaves rows pending with a growing back-off; Postgres writes never
-wait for the graph.
+out of order therefore changes nothing twice. The outbox has two lanes: objects and links
+(`node_sync`, `edge_sync`), and the entity layer (everything else). Each lane has a single writer
+at a time (a Postgres advisory lock each), which keeps its graph writes in commit order without
+per-row locking; other invocations of a lane return at once. The Celery worker runs the lanes as
+two tasks, in two processes, so a document's node row never waits for entity work; replays,
+rebuilds and tests run both in one process, a batch of each per round. The lanes never write the
+same graph state: the object lane writes object nodes and links and removes deleted nodes (their
+MENTIONS with them), and hands the entity layer what a node change asks of it as outbox rows (a
+written node's `mentions_sync`, a deleted node's entities' `entity_sync`). A graph outage leaves
+rows pending with a growing back-off; Postgres writes never wait for the graph.
 
 A row the graph refuses (anything but an outage: a malformed payload, a value the graph will not
 store) must not hold up the others: the batch is halved until the refused rows are alone, every
@@ -47,6 +53,7 @@ from pipeline.outbox.ops import (
     edge_key,
     edge_payload,
     entity_sync_partners,
+    entity_sync_payload,
 )
 from pipeline.outbox.single_writer import single_writer
 from pipeline.outbox.store import OutboxRow
@@ -54,17 +61,22 @@ from pipeline.ports import ChangeSink, DeadLetterSink, GraphWriter
 
 log = logging.getLogger(__name__)
 
-_RELAY_LOCK = 0x6272_6169_6E72  # one relay at a time, cluster-wide
+_RELAY_LOCK = 0x6272_6169_6E72  # one object lane at a time, cluster-wide
+_ENTITY_RELAY_LOCK = 0x6272_6169_6E73  # one entity lane at a time, cluster-wide
 _CHANGE_NS = uuid.UUID("6b1f4a52-6f27-4f0b-9d53-3c1d5a0e8c11")
 # Failures that are no row's fault: the batch waits (or the task fails) instead of blaming rows.
 # A Postgres OperationalError is its connection or server; the relay's SQL only reads by id.
 _NOT_THE_ROWS = (Unavailable, ConfigError, psycopg.OperationalError)
 _OPS = {NODE_SYNC, EDGE_SYNC, ENTITY_SYNC, MENTIONS_SYNC}
-# Two lanes, each round one batch of each: objects and links first, then the entity layer (and
-# any op the relay does not know, refused there). A document's node row never waits behind the
-# entity rows of the batches before it: in a steady stream the entity layer is most of the
-# relay's work.
+# Two lanes: objects and links, and the entity layer (with any op the relay does not know,
+# refused there). A document's node row never waits behind entity rows: in a steady stream the
+# entity layer is most of the relay's work.
 _OBJECT_OPS = (NODE_SYNC, EDGE_SYNC)
+OBJECTS = "objects"
+ENTITIES = "entities"
+LANES = (OBJECTS, ENTITIES)
+# each lane's single-writer lock
+LANE_LOCKS = {OBJECTS: _RELAY_LOCK, ENTITIES: _ENTITY_RELAY_LOCK}
 _PROGRESS_EVERY = 10.0  # seconds between a long run's progress lines
 
 
@@ -90,6 +102,7 @@ class RelayStats:
     errors: list[str] = field(default_factory=list)
     rounds: int = 0
     coalesced: int = 0  # rows claimed with an earlier row of their aggregate (`claim_due`)
+    handed: int = 0  # rows the object lane enqueued for the entity lane
     # where a run's time went: claiming; objects and links (Postgres reads, graph writes); the
     # entity layer; change events; marking rows done
     seconds: dict[str, float] = field(default_factory=dict)
@@ -117,16 +130,21 @@ class OutboxRelay:
         self.dead_letters = dead_letters  # None: failed rows are only marked (replays)
         self.entities = EntitySync(settings, pool, graph)
 
-    def run(self, *, max_rounds: int = 1000) -> RelayStats:
-        """Drain the outbox (up to `max_rounds` batches) unless another relay is at it."""
+    def run(self, *, max_rounds: int = 1000, lanes: Sequence[str] = LANES) -> RelayStats:
+        """Drain the outbox's `lanes` (up to `max_rounds` rounds of a batch of each) unless
+        another relay is at one of them."""
+        unknown = set(lanes) - set(LANES)
+        if unknown or not lanes:
+            raise ValueError(f"relay lanes must be among {LANES}, not {sorted(lanes)}")
         stats = RelayStats()
-        with single_writer(self.pool, _RELAY_LOCK) as held:
+        with single_writer(self.pool, [LANE_LOCKS[lane] for lane in LANES if lane in lanes]
+                           ) as held:
             if not held:
                 stats.skipped = True
                 return stats
             said = time.monotonic()
             for _ in range(max_rounds):
-                if not self._round(stats):
+                if not self._round(stats, lanes):
                     break
                 if time.monotonic() - said >= _PROGRESS_EVERY:  # a long drain says how it goes
                     said = time.monotonic()
@@ -134,14 +152,15 @@ class OutboxRelay:
                              stats.rows, stats.rounds, stats.coalesced, stats.seconds)
         return stats
 
-    def _round(self, stats: RelayStats) -> bool:
+    def _round(self, stats: RelayStats, lanes: Sequence[str]) -> bool:
         """A batch of each lane; False when there was nothing to do or the graph is
         unavailable."""
         applied = False
-        # the object lane, then everything else in smaller batches: a document's node row
-        # waits for one of them at most
-        for exclude, size in ((False, self.settings.relay_batch_size),
-                              (True, self.settings.relay_entity_batch_size)):
+        # the object lane first: the MENTIONS it hands over attach to the nodes it wrote
+        for lane, exclude, size in ((OBJECTS, False, self.settings.relay_batch_size),
+                                    (ENTITIES, True, self.settings.relay_entity_batch_size)):
+            if lane not in lanes:
+                continue
             with stats.timed("claim"), self.pool.connection() as conn:
                 rows = store.claim_due(conn, size, ops=_OBJECT_OPS, exclude=exclude)
             if rows:
@@ -192,6 +211,7 @@ class OutboxRelay:
         with stats.timed("done"), self.pool.connection() as conn:
             store.enqueue_many(conn, later)  # with the rows that asked for it, or not at all
             store.mark_done(conn, [row.id for row in rows])
+        stats.handed += len(later)
         stats.rows += len(rows)
         stats.changes += len(changes)
 
@@ -227,7 +247,7 @@ class OutboxRelay:
     def _apply(self, rows: Sequence[OutboxRow], stats: RelayStats
                ) -> tuple[list[Change], list[store.Entry]]:
         """Apply `rows`; the change events, and the rows to enqueue when they are marked done
-        (the MENTIONS re-syncs of the nodes written, left to the entity lane)."""
+        (what the nodes written or deleted ask of the entity lane)."""
         unknown = sorted({row.op for row in rows} - _OPS)
         if unknown:  # skipping it would mark it done: lost
             raise InvalidInput(f"unknown outbox op {unknown[0]!r}", field="op")
@@ -238,14 +258,10 @@ class OutboxRelay:
         changes: list[Change] = []
         with stats.timed("objects"):
             upserts, deletes = self._node_states(node_ids, marker, changes)
-            # a deleted node's MENTIONS are re-synced here, before the node goes (they tell
-            # which entities to re-check); a written node's by the entity lane
-            inline = ({row.aggregate_id for row in rows if row.op == MENTIONS_SYNC}
-                      | {uuid.UUID(d) for d in deletes})
             follow = self._mentions_follow_node(upserts)
             later = [store.Entry(uuid.UUID(n.namespace), uuid.UUID(n.id), MENTIONS_SYNC)
-                     for n in upserts if uuid.UUID(n.id) in follow - inline]
-            mention_roots = sorted(inline)
+                     for n in upserts if uuid.UUID(n.id) in follow]
+            later += self._entities_of_deleted(deletes, rows)
             announce = set(edge_keys)  # restored incident edges are not news
             if upserts:
                 # Revived or new nodes get their live incident edges back (DETACH DELETE took
@@ -257,12 +273,10 @@ class OutboxRelay:
             self.graph.upsert_nodes(upserts)
             self.graph.upsert_edges(edge_up)
             self.graph.delete_edges(edge_down)
-        # after the node upserts (MENTIONS attach to existing nodes), before the deletes (a
-        # deleted node's MENTIONS tell which entities to re-check)
+            self.graph.delete_nodes(deletes)  # with their MENTIONS (DETACH)
         with stats.timed("entities"):
+            mention_roots = sorted({row.aggregate_id for row in rows if row.op == MENTIONS_SYNC})
             ent = self.entities.apply(mention_roots, entity_ids, _edge_partners(rows))
-        with stats.timed("objects"):
-            self.graph.delete_nodes(deletes)
         stats.entities_upserted += ent.entities_upserted
         stats.entities_deleted += ent.entities_deleted
         stats.mentions_upserted += ent.mentions_upserted
@@ -285,6 +299,21 @@ class OutboxRelay:
         mentions. (A deleted node's are always re-synced.)"""
         stored = self.graph.node_times([n.id for n in upserts]) if upserts else {}
         return {uuid.UUID(n.id) for n in upserts if stored.get(n.id) != n.updated_at}
+
+    def _entities_of_deleted(self, deletes: Sequence[str], rows: Sequence[OutboxRow]
+                             ) -> list[store.Entry]:
+        """An `entity_sync` of its node only (no edge re-sync) for each entity a deleted node
+        MENTIONS in the graph: it may have lost its last live mention. Read before the node
+        goes; Postgres may no longer know them (a purge). Their edges' weights are re-synced
+        by extraction's recount of the deleted rows."""
+        if not deletes:
+            return []
+        namespaces = {str(row.aggregate_id): row.namespace_id for row in rows}
+        found = self.graph.fetch_mentions(list(deletes))
+        pairs = sorted({(namespaces[m.root_id], m.entity_id) for m in found
+                        if m.root_id in namespaces})
+        return [store.Entry(ns, uuid.UUID(eid), ENTITY_SYNC, entity_sync_payload(()))
+                for ns, eid in pairs]
 
     def _node_states(self, ids: Sequence[uuid.UUID], marker: str, changes: list[Change]
                      ) -> tuple[list[NodeState], list[str]]:

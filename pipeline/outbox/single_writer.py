@@ -1,9 +1,10 @@
-"""One writer at a time across processes: a Postgres session advisory lock held on a connection
-of its own for as long as the writer runs (the graph relay, the lexical index's writer)."""
+"""One writer at a time across processes: Postgres session advisory locks held on a connection
+of their own for as long as the writer runs (the graph relay's lanes, the lexical index's
+writer)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -11,19 +12,24 @@ from psycopg_pool import ConnectionPool
 
 
 @contextmanager
-def single_writer(pool: ConnectionPool[Any], key: int, *, wait: bool = False
+def single_writer(pool: ConnectionPool[Any], key: int | Sequence[int], *, wait: bool = False
                   ) -> Iterator[bool]:
-    """Hold advisory lock `key` for the block: yields True; or, when another session holds it
-    and `wait` is off, yields False at once. The lock goes with the block (or the session)."""
+    """Hold advisory lock `key` (or every lock of a sequence, on one connection) for the
+    block: yields True; or, when another session holds one and `wait` is off, yields False at
+    once, holding none. The locks go with the block (or the session)."""
+    keys = [key] if isinstance(key, int) else list(key)
     with pool.connection() as conn:
-        if wait:
-            conn.execute("SELECT pg_advisory_lock(%s)", (key,))
-        else:
-            got = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
-            if not got or not got[0]:
-                yield False
-                return
+        held: list[int] = []
         try:
-            yield True
+            for k in keys:
+                if wait:
+                    conn.execute("SELECT pg_advisory_lock(%s)", (k,))
+                else:
+                    got = conn.execute("SELECT pg_try_advisory_lock(%s)", (k,)).fetchone()
+                    if not got or not got[0]:
+                        break
+                held.append(k)
+            yield len(held) == len(keys)
         finally:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+            for k in reversed(held):
+                conn.execute("SELECT pg_advisory_unlock(%s)", (k,))

@@ -4,6 +4,7 @@ the graph's entity layer back, for the projection tests."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +23,7 @@ from pipeline.graph.falkordb.writer import (
 )
 from pipeline.kafka.io import KafkaChangeSink, make_producer
 from pipeline.outbox import store as outbox
-from pipeline.outbox.relay import OutboxRelay, RelayStats
+from pipeline.outbox.relay import LANES, OutboxRelay, RelayStats
 from pipeline.stores.postgres.pool import make_pool
 from tests.stackutil import make_settings
 
@@ -38,14 +39,16 @@ def settings_for(dsn: str, stack: Settings) -> Settings:
                             ("kafka_port", "falkordb_port", "redis_port")})
 
 
-def relay(settings: Settings, *, max_rounds: int = 1000) -> RelayStats:
-    """Drain the outbox into the graph (up to `max_rounds` rounds), as the relay worker would."""
+def relay(settings: Settings, *, max_rounds: int = 1000,
+          lanes: Sequence[str] = LANES) -> RelayStats:
+    """Drain the outbox into the graph (up to `max_rounds` rounds), as the relay worker would
+    (both lanes, unless `lanes` says which)."""
     pool = make_pool(settings, max_size=2)
     producer = make_producer(settings)
     try:
         return OutboxRelay(settings, pool, FalkorGraphWriter.from_settings(settings),
                            KafkaChangeSink(producer, settings.topic_changes)).run(
-                               max_rounds=max_rounds)
+                               max_rounds=max_rounds, lanes=lanes)
     finally:
         producer.close()
         pool.close()

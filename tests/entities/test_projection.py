@@ -7,6 +7,7 @@ throughout, and the object readers never see any of it."""
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 import uuid
@@ -24,8 +25,9 @@ from pipeline.ops.rebuild import rebuild_graph
 from pipeline.ops.verify import repair, verify
 from pipeline.outbox import store as outbox
 from pipeline.outbox.ops import ENTITY_SYNC, MENTIONS_SYNC, NODE_SYNC, entity_sync_payload
+from pipeline.outbox.relay import ENTITIES, LANE_LOCKS, OBJECTS
 from tests.entities.projutil import edge, enqueue, entity, mention, relay, snapshot
-from tests.pipelineutil import envelope, ingest, put
+from tests.pipelineutil import apply_only, envelope, ingest, put
 from tests.stackutil import settings_env
 
 pytestmark = pytest.mark.stack
@@ -189,6 +191,38 @@ def test_delete_and_revive_object(db: psycopg.Connection[Any], proj_settings: Se
     assert snap.entities == before.entities
     assert snap.mention_pairs() == before.mention_pairs()
     assert snap.edges == before.edges
+    assert verify(settings).clean
+
+
+def test_the_lanes_run_side_by_side_and_a_deleted_node_hands_its_entities_over(
+        db: psycopg.Connection[Any], proj_settings: Settings) -> None:
+    """The relay's two lanes hold a lock each: the object lane runs while the entity lane is
+    busy elsewhere. It removes a deleted node (with its MENTIONS) and hands the entities the
+    graph said it mentioned to the entity lane, as node-only `entity_sync` rows of its
+    tenant; the entity lane then removes the one that lost its last live mention."""
+    settings = proj_settings
+    w = build(db, settings)
+    apply_only(settings, [envelope("object.soft_delete", w.a, {"id": w.o1})])
+    with psycopg.connect(settings.effective_postgres_dsn, autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(%s)", (LANE_LOCKS[ENTITIES],))
+        assert relay(settings).skipped  # both lanes: one of them is taken
+        stats = relay(settings, lanes=(OBJECTS,))
+        assert (stats.skipped, stats.nodes_deleted, stats.handed) == (False, 1, 2)
+        assert (stats.entities_upserted, stats.entities_deleted) == (0, 0)
+        pending = {(ns, eid, op, json.dumps(payload)) for ns, eid, op, payload in db.execute(
+            "SELECT namespace_id, aggregate_id, op, payload FROM outbox"
+            " WHERE done_at IS NULL").fetchall()}
+        assert pending == {(w.a, w.acme, ENTITY_SYNC, '{"edges": []}'),
+                           (w.a, w.bolt, ENTITY_SYNC, '{"edges": []}')}
+        snap = snapshot(settings)
+        assert str(w.acme) in snap.entity_ids(w.a)  # the entity lane has not run
+        assert (w.o1, str(w.acme)) not in snap.mention_pairs()  # went with the node
+    stats = relay(settings, lanes=(ENTITIES,))
+    assert (stats.rows, stats.entities_deleted) == (2, 1)
+    snap = snapshot(settings)
+    assert snap.entity_ids(w.a) == {str(w.bolt), str(w.cobalt)}
+    assert snap.entity_ids(w.b) == {str(w.acme_b)}  # the other tenant untouched
+    assert snap.edge_keys() == {(str(w.bolt), "RELATES", "supplies", str(w.cobalt))}
     assert verify(settings).clean
 
 
