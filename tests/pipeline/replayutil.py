@@ -58,8 +58,19 @@ def publisher(settings: Settings) -> Publisher:
 
 
 def cli(settings: Settings, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], env=replay_env(settings),
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    """Run `brainstream *args`; past `timeout` the test fails with what the command said."""
+    try:
+        return subprocess.run([sys.executable, "-m", "pipeline.cli", *args],
+                              env=replay_env(settings), capture_output=True, text=True,
+                              timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as exc:
+        said = "".join(_text(out)[-4000:] for out in (exc.stdout, exc.stderr))
+        raise AssertionError(f"brainstream {' '.join(args)} timed out after {timeout} s; it said:"
+                             f"\n{said}") from None
+
+
+def _text(out: str | bytes | None) -> str:
+    return out.decode(errors="replace") if isinstance(out, bytes) else out or ""
 
 
 def clean(stack_settings: Settings) -> None:
