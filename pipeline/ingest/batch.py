@@ -52,4 +52,5 @@ def apply_batch(store: EventStore, records: Sequence[RawRecord],
             outcome.dead.append(DeadLetter(record, error, event.event_id))
     store.set_event_time(None)  # a deferred event applies now, at the transaction's time
     retry_deferred(ctx, apply_one)
+    store.flush()  # the outbox rows of the events applied, before the caller commits
     return outcome

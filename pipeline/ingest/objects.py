@@ -83,10 +83,12 @@ def put(ctx: Applying, event: ParsedEvent, payload: ObjectPut) -> None:
         ))
     # Chunked parts not cut again are stale: those past the new end, and those stored under an
     # id of the scheme before part ids were derived within the namespace (replaced by their
-    # namespaced twin; docs/operations.md). Explicit parts stay as sent.
-    fresh = {row.id for row in rows}
-    stale = [pid for pid, _ in store.chunked_parts_of(object_id) if pid not in fresh]
-    store.delete_rows(stale)
+    # namespaced twin; docs/operations.md). Explicit parts stay as sent. A new object has none:
+    # a part's parent_id references its parent (ON DELETE CASCADE), so that read is skipped.
+    if head is not None:
+        fresh = {row.id for row in rows}
+        store.delete_rows([pid for pid, _ in store.chunked_parts_of(object_id)
+                           if pid not in fresh])
     _upsert_owned(store, rows)
     if head is not None and head.title != payload.title:
         # Explicit parts are not re-sent with their parent, but their index text holds its title.

@@ -105,7 +105,13 @@ class EventStore(Protocol):
 
     def enqueue(self, namespace: uuid.UUID, aggregate_id: uuid.UUID, op: str,
                 payload: dict[str, Any] | None = None) -> None:
-        """Record what the graph must do, in this transaction (the transactional outbox)."""
+        """Record what the graph must do, in this transaction (the transactional outbox); the
+        store may hold the row until `flush`, dropping it if the event's savepoint rolls back."""
+        ...
+
+    def flush(self) -> None:
+        """Write what the store holds back for the events applied so far (their outbox rows),
+        in this transaction; called once the batch is applied, before the commit."""
         ...
 
     @property

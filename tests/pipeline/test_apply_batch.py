@@ -121,6 +121,31 @@ def test_database_dependent_rejections(db: psycopg.Connection[Any]) -> None:
     assert db.execute("SELECT count(*) FROM processed_events").fetchone() == (2,)
 
 
+def test_rejected_events_leave_their_neighbours_times_and_outbox_rows(
+        db: psycopg.Connection[Any]) -> None:
+    """The event time and the outbox rows ride with the savepoints (PgEventStore): a rejected
+    event's rollback drops its rows and keeps the time it set, so a later event of the same
+    time is stamped with it; the applied events' rows are written in their order."""
+    ns, other = uuid.uuid4(), uuid.uuid4()
+    taken = put(other, title="Theirs")
+    _apply(db, taken)
+    events = [put(ns, title="first"), put(ns, id=taken["data"]["id"], title="refused"),
+              put(ns, title="same time as the refused one"), put(ns, title="last")]
+    stamps = [1_700_000_000_000, 1_700_000_001_000, 1_700_000_001_000, 1_700_000_002_000]
+    records = [RawRecord("t", 0, i, None, json.dumps(e).encode(), (), stamp)
+               for i, (e, stamp) in enumerate(zip(events, stamps, strict=True))]
+    with db.transaction():
+        outcome = apply_batch(PgEventStore(db), records, OPTIONS)
+    assert [d.error.code for d in outcome.dead] == ["id_owned_by_other_namespace"]
+    applied = [events[i]["data"]["id"] for i in (0, 2, 3)]
+    times = dict(db.execute("SELECT id::text, (extract(epoch FROM created_at) * 1000)::bigint"
+                            " FROM objects WHERE namespace_id = %s", (ns,)).fetchall())
+    assert times == {oid: stamps[i] for oid, i in zip(applied, (0, 2, 3), strict=True)}
+    rows = db.execute("SELECT aggregate_id::text FROM outbox WHERE namespace_id = %s"
+                      " ORDER BY id", (ns,)).fetchall()
+    assert [r[0] for r in rows] == applied
+
+
 def test_closed_catalog_validates_puts(db: psycopg.Connection[Any]) -> None:
     apply_catalog(db, load_catalog(
         "kinds:\n  - kind: deal\n    fields:\n"

@@ -124,6 +124,9 @@ class _Store:
     def due_deferred(self, limit: int) -> list[Any]:
         return []
 
+    def flush(self) -> None:
+        pass
+
 
 _, MARKER, MARKER_HEADERS = marker_record(3, 0)
 headers = st.lists(st.tuples(st.sampled_from([H_MARKER, "traceparent"]) | texts,

@@ -37,6 +37,9 @@ class _Conn:
     def transaction(self) -> Iterator[None]:
         yield
 
+    def execute(self, query: Any, params: Any = None) -> None:
+        """The savepoint's own statements (SAVEPOINT, RELEASE, ROLLBACK TO) succeed."""
+
 
 class _Store(PgEventStore):
     """The adapter's savepoint and error translation; the SQL replaced by `fail`, raised where a
