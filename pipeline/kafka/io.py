@@ -44,6 +44,11 @@ def make_producer(settings: Settings, **overrides: Any) -> KafkaProducer:
         "retries": 10,
         "max_in_flight_requests_per_connection": 1,
         "linger_ms": 5,
+        # One request per flush: with one request in flight, kafka-python sends a partition's
+        # batches one round trip each (16 KiB by default), and the relay's change events of a
+        # 500-row batch waited for several of the embedded broker's acknowledgements in turn
+        # (publish was 3-10 s of a relay run under load).
+        "batch_size": 1_048_576,
         "max_request_size": max(2 * settings.max_event_bytes, 1_048_576),
         "request_timeout_ms": 30_000,
         "client_id": "brainstream",
