@@ -23,12 +23,10 @@ order does not matter, and a later row applies whatever state the graph accepts.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
@@ -55,6 +53,7 @@ from pipeline.outbox.ops import (
     entity_sync_partners,
     entity_sync_payload,
 )
+from pipeline.outbox.relay_stats import RelayStats
 from pipeline.outbox.single_writer import single_writer
 from pipeline.outbox.store import OutboxRow
 from pipeline.ports import ChangeSink, DeadLetterSink, GraphWriter
@@ -78,44 +77,6 @@ LANES = (OBJECTS, ENTITIES)
 # each lane's single-writer lock
 LANE_LOCKS = {OBJECTS: _RELAY_LOCK, ENTITIES: _ENTITY_RELAY_LOCK}
 _PROGRESS_EVERY = 10.0  # seconds between a long run's progress lines
-
-
-@dataclass
-class RelayStats:
-    rows: int = 0
-    nodes_upserted: int = 0
-    nodes_deleted: int = 0
-    edges_upserted: int = 0
-    edges_deleted: int = 0
-    # the entity layer (NamedEntity nodes, MENTIONS, entity edges)
-    entities_upserted: int = 0
-    entities_deleted: int = 0
-    mentions_upserted: int = 0
-    mentions_deleted: int = 0
-    entity_edges_upserted: int = 0
-    entity_edges_deleted: int = 0
-    changes: int = 0
-    failed_rounds: int = 0
-    rows_retrying: int = 0  # refused by the graph, tried again after a back-off
-    rows_failed: int = 0  # refused on every try: marked failed and dead-lettered
-    skipped: bool = False
-    errors: list[str] = field(default_factory=list)
-    rounds: int = 0
-    coalesced: int = 0  # rows claimed with an earlier row of their aggregate (`claim_due`)
-    handed: int = 0  # rows the object lane enqueued for the entity lane
-    # where a run's time went: claiming; objects and links (Postgres reads, graph writes); the
-    # entity layer; change events; marking rows done
-    seconds: dict[str, float] = field(default_factory=dict)
-
-    @contextlib.contextmanager
-    def timed(self, phase: str) -> Iterator[None]:
-        """Adds the seconds of a `with` block to `seconds[phase]`."""
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.seconds[phase] = round(self.seconds.get(phase, 0.0)
-                                        + time.perf_counter() - start, 3)
 
 
 class OutboxRelay:
