@@ -84,12 +84,6 @@ class Settings(BaseSettings, SettingsParts):
     # Seconds to wait for an embedded service to become ready.
     service_start_timeout: float = Field(default=60.0, gt=0)
 
-    # Kafka topics.
-    topic_partitions: int = Field(default=4, ge=1, le=256)
-    topic_events: str = "brainstream.events"
-    topic_dlq: str = "brainstream.events.dlq"
-    topic_changes: str = "brainstream.changes"
-
     # Graph.
     graph_name: str = "brainstream"
 

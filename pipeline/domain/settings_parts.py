@@ -224,6 +224,22 @@ class SurfaceSettings(BaseModel):
     ui_dead_letters_max: int = Field(default=200, ge=1, le=10_000)
 
 
-class SettingsParts(PathSettings, MemorySettings, LexicalSettings, ModelHttpSettings,
-                    PprSettings, ConsoleSettings, SurfaceSettings):
+class TopicSettings(BaseModel):
+    """The Kafka topics the pipeline owns (pipeline/kafka/topics.py)."""
+
+    # The input and dead-letter topics get TOPIC_PARTITIONS; the changes topic has a count of its
+    # own, one by default: the embedded broker's store writes each partition of a produce request
+    # apart: the relay's flush of 30 change events took 27 ms over four partitions against 8 ms
+    # over one on a quiet machine, and in bench/ingest.py the relay's `publish` fell from 4.5 to
+    # 2.0 ms per relayed row. One partition orders every change; a deployment whose subscribers
+    # must scale out sets more.
+    topic_partitions: int = Field(default=4, ge=1, le=256)
+    topic_changes_partitions: int = Field(default=1, ge=1, le=256)
+    topic_events: str = "brainstream.events"
+    topic_dlq: str = "brainstream.events.dlq"
+    topic_changes: str = "brainstream.changes"
+
+
+class SettingsParts(TopicSettings, PathSettings, MemorySettings, LexicalSettings,
+                    ModelHttpSettings, PprSettings, ConsoleSettings, SurfaceSettings):
     """Every group above, inherited by `Settings` as one."""

@@ -28,6 +28,13 @@ def topic_names(settings: Settings) -> list[str]:
     return [settings.topic_events, settings.topic_dlq, settings.topic_changes]
 
 
+def wanted_partitions(settings: Settings, name: str) -> int:
+    """How many partitions the pipeline creates a topic of."""
+    if name == settings.topic_changes:
+        return settings.topic_changes_partitions
+    return settings.topic_partitions
+
+
 def ensure_topics(settings: Settings, *, report: Report = _noop) -> dict[str, int]:
     """Create missing topics; return each topic's partition count."""
     admin = KafkaAdminClient(bootstrap_servers=settings.effective_kafka_bootstrap,
@@ -39,7 +46,7 @@ def ensure_topics(settings: Settings, *, report: Report = _noop) -> dict[str, in
             # a concurrent migrate may have created it first
             with contextlib.suppress(TopicAlreadyExistsError):
                 admin.create_topics([NewTopic(name=name,
-                                              num_partitions=settings.topic_partitions,
+                                              num_partitions=wanted_partitions(settings, name),
                                               replication_factor=1)])
     finally:
         admin.close()
@@ -47,9 +54,12 @@ def ensure_topics(settings: Settings, *, report: Report = _noop) -> dict[str, in
     for name in topic_names(settings):
         verb = "created" if name in missing else "exists"
         note = ""
-        if counts.get(name, 0) < settings.topic_partitions:
+        wanted = wanted_partitions(settings, name)
+        if counts.get(name, 0) < wanted:
+            setting = ("TOPIC_CHANGES_PARTITIONS" if name == settings.topic_changes
+                       else "TOPIC_PARTITIONS")
             note = (f" -- has {counts.get(name, 0)} partitions, fewer than "
-                    f"BRAINSTREAM_TOPIC_PARTITIONS={settings.topic_partitions}")
+                    f"BRAINSTREAM_{setting}={wanted}")
         report(f"kafka: topic {name} {verb} ({counts.get(name, 0)} partitions){note}")
     return counts
 

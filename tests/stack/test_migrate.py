@@ -98,7 +98,9 @@ def test_graph_and_topics_are_prepared_idempotently(stack_settings: Settings) ->
             ("Entity", "embedding", "VECTOR")} <= kinds
     assert all(r["status"] == "OPERATIONAL" for r in rows)
     counts = ensure_topics(stack_settings)
-    assert counts == {name: stack_settings.topic_partitions for name in topic_names(stack_settings)}
+    assert counts == {stack_settings.topic_events: stack_settings.topic_partitions,
+                      stack_settings.topic_dlq: stack_settings.topic_partitions,
+                      stack_settings.topic_changes: stack_settings.topic_changes_partitions}
     assert partition_counts(stack_settings, topic_names(stack_settings)) == counts
 
 
