@@ -29,6 +29,7 @@ from typing import Any
 
 import faust
 
+from consumers.transport import App
 from pipeline.domain.settings import Settings, load_settings
 from pipeline.ingest.processor import BatchProcessor
 from pipeline.ingest.records import RawRecord
@@ -48,7 +49,7 @@ def create_app(settings: Settings, pointer: ActivePointer | None = None) -> faus
     """The faust app of `settings`' generation; with a `pointer`, it follows switches."""
     datadir = settings.resolved_data_dir / "faust"
     datadir.mkdir(parents=True, exist_ok=True)
-    app = faust.App(
+    app = App(
         settings.consumer_group,  # the group id: one per index generation
         broker=_broker_urls(settings),
         datadir=str(datadir),
@@ -62,6 +63,7 @@ def create_app(settings: Settings, pointer: ActivePointer | None = None) -> faus
         consumer_max_fetch_size=max(4 * settings.max_event_bytes, 4 * 1024 * 1024),
         producer_max_request_size=max(2 * settings.max_event_bytes, 1_048_576),
         stream_buffer_maxsize=4 * settings.consumer_batch_size,
+        fetch_wait_ms=settings.consumer_fetch_wait_ms,
     )
     topic = app.topic(settings.topic_events, key_type=bytes, value_type=bytes,
                       key_serializer="raw", value_serializer="raw")

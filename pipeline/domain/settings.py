@@ -96,7 +96,8 @@ class Settings(BaseSettings, SettingsParts):
     # Write path.
     max_event_bytes: int = Field(default=1_000_000, ge=1024)
     consumer_batch_size: int = Field(default=200, ge=1, le=10_000)
-    consumer_batch_seconds: float = Field(default=0.25, gt=0)
+    consumer_batch_seconds: float = Field(default=0.1, gt=0)
+    consumer_fetch_wait_ms: int = Field(default=500, ge=10, le=30_000)
     defer_seconds: float = Field(default=300.0, ge=0)
     # Publisher keys: key id -> secret and namespaces. A namespace bound to any key accepts only
     # events signed with one of its keys (the rest are dead-lettered `unauthorized_namespace`).
