@@ -17,7 +17,6 @@ parameters), are in `cypher.py`; the edge full-text indexes it creates per relat
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -38,6 +37,7 @@ from pipeline.domain.relations import check_relation_type
 from pipeline.domain.settings import Settings
 from pipeline.graph.falkordb import cypher
 from pipeline.graph.falkordb.errors import graph_errors
+from pipeline.graph.falkordb.params import VectorParam
 from pipeline.graph.falkordb.schema import ensure_edge_fulltext_index, read_capabilities
 
 
@@ -100,15 +100,15 @@ class FalkorGraphWriter:
     # -- nodes ------------------------------------------------------------------------------
 
     def _node_row(self, node: NodeState) -> dict[str, Any]:
-        embedding: list[float] | None = None
+        embedding: VectorParam | None = None
         if node.embedding is not None:
-            embedding = [float(x) for x in node.embedding]
-            if self.vector_dim is not None and len(embedding) != self.vector_dim:
+            embedding = VectorParam(node.embedding)
+            if self.vector_dim is not None and embedding.dim != self.vector_dim:
                 # FalkorDB would store it silently without indexing it.
                 raise InvalidInput(
-                    f"node {node.id}: embedding has {len(embedding)} dimensions, the graph's "
+                    f"node {node.id}: embedding has {embedding.dim} dimensions, the graph's "
                     f"vector index {self.vector_dim}", field="embedding")
-            if not all(math.isfinite(x) for x in embedding):
+            if not embedding.finite:
                 raise InvalidInput(f"node {node.id}: embedding holds NaN or infinity",
                                    field="embedding")
         return {"id": node.id, "namespace": node.namespace, "kind": node.kind,
