@@ -70,10 +70,14 @@ def fresh_stack(settings: Settings) -> Stack:
     stack = Stack(settings)
     stack.stop()
     shutil.rmtree(settings.resolved_data_dir, ignore_errors=True)
-    stack.start()
-    apply_migrations(settings)
-    prepare_graph(settings)
-    ensure_topics(settings)
+    try:
+        stack.start()
+        apply_migrations(settings)
+        prepare_graph(settings)
+        ensure_topics(settings)
+    except BaseException:
+        stack.stop()  # a service that failed to start (a port in use) must not strand the others
+        raise
     return stack
 
 

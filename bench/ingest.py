@@ -74,12 +74,16 @@ def run_embedder(name: EmbedderName, corpus: Sequence[Doc], args: argparse.Names
     baseline_texts = [t for doc in docs[:baseline_count] for t in index_texts(doc, settings).all]
     say(f"[{name}] {len(docs)} docs; stack in {settings.resolved_data_dir}")
     stack = fresh_stack(settings)
-    if args.pg_statements:
-        pgstatements.configure(settings)
+    try:
+        if args.pg_statements:
+            pgstatements.configure(settings)
+            stack.stop()
+            stack.start()
+        watcher = ChangeWatcher(settings)
+    except BaseException:
         stack.stop()
-        stack.start()
+        raise
     processes = PipelineProcesses(settings, args.workers)
-    watcher = ChangeWatcher(settings)
     publisher: TimedPublisher | None = None
     try:
         say(f"[{name}] embedder alone on {baseline_count} docs ({len(baseline_texts)} "
