@@ -219,16 +219,19 @@ class OutboxRelay:
         changes: list[Change] = []
         with stats.timed("objects"):
             upserts, deletes = self._node_states(node_ids, marker, changes)
-            follow = self._mentions_follow_node(upserts)
+            stored = self.graph.node_times([n.id for n in upserts]) if upserts else {}
             later = [store.Entry(uuid.UUID(n.namespace), uuid.UUID(n.id), MENTIONS_SYNC)
-                     for n in upserts if uuid.UUID(n.id) in follow]
+                     for n in upserts if _mentions_follow_node(n, stored)]
             later += self._entities_of_deleted(deletes, rows)
             announce = set(edge_keys)  # restored incident edges are not news
-            if upserts:
-                # Revived or new nodes get their live incident edges back (DETACH DELETE took
-                # them).
+            fresh = [uuid.UUID(n.id) for n in upserts if n.id not in stored]
+            if fresh:
+                # Revived or new nodes (or placeholders) get their live incident edges back:
+                # DETACH DELETE took them, and a link synced while its endpoint was missing
+                # could not be written. A node the graph holds keeps its edges (MERGE), so its
+                # syncs (the one after embedding, every re-put) do not re-write them all.
                 with self.pool.connection() as conn:
-                    incident = incident_links(conn, [uuid.UUID(n.id) for n in upserts])
+                    incident = incident_links(conn, fresh)
                 edge_keys = sorted(set(edge_keys) | set(incident))
             edge_up, edge_down = self._edge_states(edge_keys, marker, changes, announce)
             self.graph.upsert_nodes(upserts)
@@ -249,17 +252,6 @@ class OutboxRelay:
         stats.edges_upserted += len(edge_up)
         stats.edges_deleted += len(edge_down)
         return changes, later
-
-    def _mentions_follow_node(self, upserts: Sequence[NodeState]) -> set[uuid.UUID]:
-        """The written nodes whose MENTIONS must be re-synced after them: one the graph does
-        not hold yet (new, revived after a DETACH DELETE, or a placeholder: a MENTIONS_SYNC
-        applied before the node was written could not attach) and one written since its last
-        sync (MENTIONS carry its rows' `updated_at`). Any other keeps its MENTIONS, and
-        extraction sends a MENTIONS_SYNC whenever they change: re-reading them for every sync
-        (the one after embedding, retries, repairs) cost each a pass over the object's
-        mentions. (A deleted node's are always re-synced.)"""
-        stored = self.graph.node_times([n.id for n in upserts]) if upserts else {}
-        return {uuid.UUID(n.id) for n in upserts if stored.get(n.id) != n.updated_at}
 
     def _entities_of_deleted(self, deletes: Sequence[str], rows: Sequence[OutboxRow]
                              ) -> list[store.Entry]:
@@ -362,3 +354,14 @@ def _edge_partners(rows: Sequence[OutboxRow]) -> dict[uuid.UUID, set[uuid.UUID]]
         else:
             narrowed.setdefault(row.aggregate_id, set()).update(listed)
     return {eid: ps for eid, ps in narrowed.items() if eid not in whole}
+
+
+def _mentions_follow_node(node: NodeState, stored: dict[str, str]) -> bool:
+    """Whether a written node's MENTIONS must be re-synced after it: one the graph does not
+    hold yet (new, revived after a DETACH DELETE, or a placeholder: a MENTIONS_SYNC applied
+    before the node was written could not attach) and one written since its last sync
+    (MENTIONS carry its rows' `updated_at`; `stored` holds the graph's). Any other keeps its
+    MENTIONS, and extraction sends a MENTIONS_SYNC whenever they change: re-reading them for
+    every sync (the one after embedding, retries, repairs) cost each a pass over the object's
+    mentions. (A deleted node's are always re-synced.)"""
+    return stored.get(node.id) != node.updated_at
