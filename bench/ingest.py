@@ -74,18 +74,14 @@ def run_embedder(name: EmbedderName, corpus: Sequence[Doc], args: argparse.Names
     baseline_texts = [t for doc in docs[:baseline_count] for t in index_texts(doc, settings).all]
     say(f"[{name}] {len(docs)} docs; stack in {settings.resolved_data_dir}")
     stack = fresh_stack(settings)
+    processes = PipelineProcesses(settings, args.workers)
+    watcher = ChangeWatcher(settings)
+    publisher: TimedPublisher | None = None
     try:
         if args.pg_statements:
             pgstatements.configure(settings)
             stack.stop()
             stack.start()
-        watcher = ChangeWatcher(settings)
-    except BaseException:
-        stack.stop()
-        raise
-    processes = PipelineProcesses(settings, args.workers)
-    publisher: TimedPublisher | None = None
-    try:
         say(f"[{name}] embedder alone on {baseline_count} docs ({len(baseline_texts)} "
             f"passages), load {load_average()}")
         embed_rates = []

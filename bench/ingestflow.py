@@ -55,7 +55,8 @@ class ChangeWatcher:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=10)
+        if self._thread.ident is not None:  # started: a failure before start() is not masked
+            self._thread.join(timeout=10)
 
     def _run(self) -> None:
         try:

@@ -17,36 +17,29 @@ from faust.transport.drivers import aiokafka as faust_aiokafka
 
 
 class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
-    fetch_wait_ms = 1500
-
     def _create_worker_consumer(self, transport: Any) -> Any:
         consumer = super()._create_worker_consumer(transport)
         # aiokafka hands this attribute to its fetcher when the consumer starts (not before).
-        consumer._fetch_max_wait_ms = self.fetch_wait_ms
+        app: Any = self.app  # our App (faust types it as AppT)
+        consumer._fetch_max_wait_ms = app.fetch_wait_ms
         return consumer
 
 
-def transport_class(fetch_wait_ms: int) -> type[faust_aiokafka.Transport]:
-    """An aiokafka transport whose worker consumer waits at most `fetch_wait_ms` per fetch."""
-    thread = type("ConsumerThread", (_ConsumerThread,), {"fetch_wait_ms": fetch_wait_ms})
+class _Consumer(faust_aiokafka.Consumer):
+    def _new_consumer_thread(self) -> Any:
+        return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
-    class Consumer(faust_aiokafka.Consumer):
-        def _new_consumer_thread(self) -> Any:
-            return thread(self, loop=self.loop, beacon=self.beacon)
 
-    class Transport(faust_aiokafka.Transport):
-        pass
-
-    Transport.Consumer = Consumer
-    return Transport
+class _Transport(faust_aiokafka.Transport):
+    Consumer = _Consumer
 
 
 class App(faust.App):
-    """A faust app on `transport_class(fetch_wait_ms)`."""
+    """A faust app whose worker consumer waits at most `fetch_wait_ms` per fetch."""
 
     def __init__(self, *args: Any, fetch_wait_ms: int, **kwargs: Any) -> None:
-        self._transport_class = transport_class(fetch_wait_ms)
+        self.fetch_wait_ms = fetch_wait_ms
         super().__init__(*args, **kwargs)
 
     def _new_transport(self) -> Any:
-        return self._transport_class(self.conf.broker_consumer, self)
+        return _Transport(self.conf.broker_consumer, self)

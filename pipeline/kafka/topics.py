@@ -28,11 +28,11 @@ def topic_names(settings: Settings) -> list[str]:
     return [settings.topic_events, settings.topic_dlq, settings.topic_changes]
 
 
-def wanted_partitions(settings: Settings, name: str) -> int:
-    """How many partitions the pipeline creates a topic of."""
+def wanted_partitions(settings: Settings, name: str) -> tuple[int, str]:
+    """How many partitions the pipeline creates a topic of, and the setting that says so."""
     if name == settings.topic_changes:
-        return settings.topic_changes_partitions
-    return settings.topic_partitions
+        return settings.topic_changes_partitions, "TOPIC_CHANGES_PARTITIONS"
+    return settings.topic_partitions, "TOPIC_PARTITIONS"
 
 
 def ensure_topics(settings: Settings, *, report: Report = _noop) -> dict[str, int]:
@@ -43,10 +43,10 @@ def ensure_topics(settings: Settings, *, report: Report = _noop) -> dict[str, in
         existing = set(admin.list_topics())
         missing = [name for name in topic_names(settings) if name not in existing]
         for name in missing:
+            partitions, _ = wanted_partitions(settings, name)
             # a concurrent migrate may have created it first
             with contextlib.suppress(TopicAlreadyExistsError):
-                admin.create_topics([NewTopic(name=name,
-                                              num_partitions=wanted_partitions(settings, name),
+                admin.create_topics([NewTopic(name=name, num_partitions=partitions,
                                               replication_factor=1)])
     finally:
         admin.close()
@@ -54,10 +54,8 @@ def ensure_topics(settings: Settings, *, report: Report = _noop) -> dict[str, in
     for name in topic_names(settings):
         verb = "created" if name in missing else "exists"
         note = ""
-        wanted = wanted_partitions(settings, name)
+        wanted, setting = wanted_partitions(settings, name)
         if counts.get(name, 0) < wanted:
-            setting = ("TOPIC_CHANGES_PARTITIONS" if name == settings.topic_changes
-                       else "TOPIC_PARTITIONS")
             note = (f" -- has {counts.get(name, 0)} partitions, fewer than "
                     f"BRAINSTREAM_{setting}={wanted}")
         report(f"kafka: topic {name} {verb} ({counts.get(name, 0)} partitions){note}")
