@@ -162,7 +162,9 @@ def throughput(name: str, settings: Settings, docs: Sequence[Doc], meter: CpuMet
         f"{len(done) / seconds:.1f} docs/s, {parts / seconds:.1f} parts/s")
     return Throughput(published=len(sent), docs=len(done), parts=parts, all_parts=all_parts,
                       seconds=seconds, cpu_wall=cpu_wall, cpu=cpu,
-                      load=(load_before, load_average()), writes=writes)
+                      load=(load_before, load_average()), writes=writes,
+                      distinct_texts=sum(len(set(index_texts(doc, settings).all))
+                                         for doc in docs))
 
 
 def latency(name: str, settings: Settings, rate: float, corpus: Sequence[Doc],

@@ -29,6 +29,7 @@ from pipeline.domain.errors import BrainstreamError, EmbeddingFailed, Unavailabl
 from pipeline.domain.index_text import embedder_text, entity_index_text, part_index_text
 from pipeline.domain.retry import give_up_error, isolate_refused, retry_transient
 from pipeline.domain.settings import Settings
+from pipeline.embedding.embedders.base import embed_distinct
 from pipeline.kafka.io import dead_letter_headers
 from pipeline.metrics import instruments as metrics
 from pipeline.outbox import store as outbox
@@ -135,7 +136,7 @@ class EmbeddingService:
         text is alone (see the module docstring)."""
         def call(batch: Sequence[_Row]) -> np.ndarray[Any, Any]:
             with metrics.EMBED_SECONDS.time():
-                return self.embedder.embed([row.text for row in batch])
+                return embed_distinct(self.embedder, [row.text for row in batch])
 
         attempts = self.settings.embed_retry_attempts
 

@@ -15,8 +15,9 @@ from psycopg import sql
 
 from pipeline.domain.read_model import Filters
 from pipeline.domain.settings import Settings
+from pipeline.embedding.embedders import build_embedder
 from pipeline.embedding.service import EmbeddingService, claim
-from pipeline.stores.postgres.pool import make_async_pool
+from pipeline.stores.postgres.pool import make_async_pool, make_pool
 from pipeline.stores.postgres.search import PgPartSearcher
 from tests.leanwrites.conftest import apply, many_rows
 from tests.pipelineutil import Proc, Publisher, indexed, put, wait_for
@@ -56,6 +57,42 @@ def test_embedding_does_not_rewrite_the_wide_row(db: psycopg.Connection[Any],
     # the root went to the graph's outbox once complete (the put's own sync before that)
     assert db.execute("SELECT count(*) FROM outbox WHERE aggregate_id = %s AND op = 'node_sync'",
                       (oid,)).fetchone() == (2,)
+
+
+def test_a_text_indexed_twice_is_embedded_once(lean: Settings,
+                                              db: psycopg.Connection[Any]) -> None:
+    """A document of one chunk indexes one text as itself and as its part: the embedder gets
+    it once, both rows get its vector; in each of two tenants, whose rows stay their own."""
+    seen: list[str] = []
+    embedder = build_embedder(lean)
+
+    class Counting:
+        name, dim = embedder.name, embedder.dim
+
+        def embed(self, texts: Any) -> Any:
+            seen.extend(texts)
+            return embedder.embed(texts)
+
+    tenants = [uuid.uuid4(), uuid.uuid4()]
+    events = [put(ns, kind="doc", title="Short", content="One short paragraph.")
+              for ns in tenants]
+    apply(db, *events)
+    pool = make_pool(lean, max_size=2, name="leanwrites-distinct")
+    try:
+        stats = EmbeddingService(lean, pool, Counting()).run()
+    finally:
+        pool.close()
+
+    assert stats.embedded == 4  # per tenant: the document and its one part
+    assert len(seen) == 1  # the same text in both tenants, in one claimed batch
+    for ns, event in zip(tenants, events, strict=True):
+        rows = db.execute("SELECT o.namespace_id, o.parent_id IS NULL, e.embedding"
+                          " FROM object_embeddings e JOIN objects o ON o.id = e.id"
+                          " WHERE e.root_id = %s", (event["data"]["id"],)).fetchall()
+        assert sorted(r[1] for r in rows) == [False, True]
+        assert {r[0] for r in rows} == {ns}
+        assert np.array_equal(rows[0][2], rows[1][2])
+        assert np.allclose(rows[0][2], embedder.embed(seen)[0])
 
 
 def test_unchanged_put_leaves_the_narrow_row_alone(db: psycopg.Connection[Any],

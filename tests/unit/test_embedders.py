@@ -25,6 +25,7 @@ from pipeline.embedding.embedders import (
     build_embedder,
     normalize_rows,
 )
+from pipeline.embedding.embedders.base import embed_distinct
 from tests.stackutil import make_settings
 
 
@@ -211,3 +212,28 @@ def test_embedder_error_classes() -> None:
     assert not issubclass(EmbedderError, Unavailable)
     assert EmbedderUnavailable("x").code == "embedder_unavailable"
     assert EmbedderError("x").code == "embedder_error"
+
+
+class _Counting:
+    """An embedder that records what reached it."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner, self.name, self.dim = inner, inner.name, inner.dim
+        self.seen: list[str] = []
+
+    def embed(self, texts: Any) -> np.ndarray:
+        self.seen += list(texts)
+        return self.inner.embed(texts)
+
+
+def test_embed_distinct_embeds_each_text_once_and_answers_every_row(
+        static: StaticEmbedder) -> None:
+    counting = _Counting(static)
+    texts = ["alpha beta", "gamma", "alpha beta", "delta", "gamma", "alpha beta"]
+    vectors = embed_distinct(counting, texts)
+    assert counting.seen == ["alpha beta", "gamma", "delta"]
+    assert np.array_equal(vectors, static.embed(texts))
+    counting.seen.clear()
+    assert embed_distinct(counting, ["one", "two"]).shape == (2, static.dim)
+    assert counting.seen == ["one", "two"]
+    assert embed_distinct(counting, []).shape == (0, static.dim)

@@ -15,7 +15,9 @@ from numpy.typing import NDArray
 
 from pipeline.ports import Embedder, Vectors
 
-__all__ = ["Embedder", "Vectors", "empty_vectors", "normalize_rows", "text_list"]
+__all__ = ["Embedder", "Vectors", "embed_distinct", "empty_vectors", "normalize_rows",
+           "text_list"]
+
 
 def text_list(texts: Sequence[str]) -> list[str]:
     """`texts` as a list, refusing a bare string (a `str` is itself a `Sequence[str]`)."""
@@ -39,3 +41,17 @@ def normalize_rows(matrix: NDArray[np.floating]) -> Vectors:
 def empty_vectors(dim: int) -> Vectors:
     """The result for an empty input: shape `(0, dim)`."""
     return np.zeros((0, dim), dtype=np.float32)
+
+
+def embed_distinct(embedder: Embedder, texts: Sequence[str]) -> Vectors:
+    """`embedder.embed(texts)`, each distinct text embedded once.
+
+    A document of one chunk indexes the same text twice, as itself and as its part (a
+    third of SciFact's abstracts): embedders are deterministic, so the copy gets the row.
+    """
+    distinct = list(dict.fromkeys(texts))
+    if len(distinct) == len(texts):
+        return embedder.embed(texts)
+    vectors = embedder.embed(distinct)
+    where = {text: i for i, text in enumerate(distinct)}
+    return vectors[[where[text] for text in texts]]
