@@ -20,7 +20,7 @@ from kafka import KafkaProducer
 from psycopg_pool import ConnectionPool
 
 from pipeline.domain.settings import Settings, load_settings
-from pipeline.embedding.embedders import build_embedder
+from pipeline.embedding.embedders import build_embedder, build_name_embedder, same_name_embedder
 from pipeline.entities.extractors import build_extractor
 from pipeline.graph.falkordb.writer import FalkorGraphWriter
 from pipeline.ingest.processor import BatchProcessor
@@ -49,6 +49,12 @@ class Runtime:
         if self._graph is None:
             self._graph = FalkorGraphWriter.from_settings(self.settings)
         return self._graph
+
+    @property
+    def name_embedder(self) -> Embedder:
+        """The embedder of entity names (`ENTITY_NAME_EMBEDDER`): the passages' own, or the
+        static one beside it."""
+        return _name_embedder(self.settings)
 
     @property
     def extractor(self) -> Extractor:
@@ -132,18 +138,43 @@ def _embedder(settings: Settings) -> Embedder:
         return _embedders[key]
 
 
+def _name_embedder(settings: Settings) -> Embedder:
+    if same_name_embedder(settings):
+        return _embedder(settings)
+    key = (f"names:{settings.entity_name_embedder}", 0)
+    with _embedders_lock:
+        if key not in _embedders:
+            _embedders[key] = build_name_embedder(settings)
+        return _embedders[key]
+
+
+def warm_at_start(*, passages: bool, names: bool) -> None:
+    """Which embedders `load_embedder_at_start` loads in this worker's pool processes: the
+    passages' (the `celery` queue embeds), the names' (the `extract` queue extracts)."""
+    global _warm
+    _warm = (passages, names)
+
+
+# (passages, names): what this worker's processes load as they start
+_warm: tuple[bool, bool] = (True, True)
+
+
 def load_embedder_at_start(**_: object) -> None:
     """In a pool process as it starts (Celery's `worker_process_init`, before the process is
-    handed any task): build the configured embedder and embed once, which loads the model.
-    A failure (an embedding server down) is logged and the process starts anyway: the first
-    task builds it again, under the tasks' own retries."""
+    handed any task): build the embedders this worker uses and embed once, which loads the
+    model. A failure (an embedding server down) is logged and the process starts anyway: the
+    first task builds it again, under the tasks' own retries."""
     settings = load_settings()
-    started = time.monotonic()
-    try:
-        _embedder(settings).embed(["warm-up"])
-    except Exception as exc:
-        log.warning("embedder %s not loaded at start (the first task loads it): %s",
-                    settings.embedder, exc)
-        return
-    log.info("embedder %s loaded at start in %.1f s (pid %d), before any task",
-             settings.embedder, time.monotonic() - started, os.getpid())
+    passages, names = _warm
+    wanted = ([("embedder", settings.embedder, _embedder)] if passages else []) + (
+        [("name embedder", settings.entity_name_embedder, _name_embedder)] if names else [])
+    for what, name, build in wanted:
+        started = time.monotonic()
+        try:
+            build(settings).embed(["warm-up"])
+        except Exception as exc:
+            log.warning("%s %s not loaded at start (the first task loads it): %s", what, name,
+                        exc)
+            continue
+        log.info("%s %s loaded at start in %.1f s (pid %d), before any task", what, name,
+                 time.monotonic() - started, os.getpid())

@@ -59,7 +59,8 @@ def extract(roots: list[str] | None = None) -> dict[str, Any]:
     changed; idempotent: only `pending` (or flagged) rows are claimed, and the write-back is a
     compare-and-set on the text hash."""
     rt = runtime()
-    stage = ExtractionStage(rt.settings, rt.pool, rt.extractor, rt.embedder, rt.dead_letters)
+    stage = ExtractionStage(rt.settings, rt.pool, rt.extractor, rt.name_embedder,
+                            rt.dead_letters)
     ids = [uuid.UUID(r) for r in roots] if roots else None
     stats = stage.run(ids)
     # curators' decisions first: the proposal pass then honours a refusal, and skips a merged

@@ -85,7 +85,7 @@ async def resolve_phrases(body: ResolveBody, ns: Ns, svc: Svc) -> ResolveOut:
     config = ResolveConfig.from_settings(settings)
     if body.limit is not None:
         config = replace(config, resolver=replace(config.resolver, candidates=body.limit))
-    embed = query_embedder(lambda: svc.embedder)
+    embed = query_embedder(lambda: svc.name_embedder)
     answers = []
     async with read_connection(svc.pool) as conn:
         for phrase in phrases:

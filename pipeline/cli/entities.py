@@ -27,4 +27,5 @@ def backfill(ctx: click.Context, namespace: uuid.UUID | None, generation: int | 
     report = run_backfill(active_settings(ctx, generation), namespace)
     s = report.stats
     click.echo(f"marked {report.marked} rows pending; extracted {s.extracted}, failed "
-               f"{s.failed}, {s.mentions} mentions, {s.entities_created} new entities")
+               f"{s.failed}, {s.mentions} mentions, {s.entities_created} new entities; "
+               f"{report.names_embedded} names embedded")

@@ -56,10 +56,12 @@ def worker(ctx: click.Context, concurrency: int | None, queues: str, beat: bool,
     if set(queues.split(",")) - {"relay"}:  # embedding (celery) or entity names (extract)
         from celery.signals import worker_process_init
 
-        from workers.runtime import embed_with_one_thread, load_embedder_at_start
+        from workers.runtime import embed_with_one_thread, load_embedder_at_start, warm_at_start
 
         if "celery" not in queues.split(","):
             embed_with_one_thread()  # entity names only, beside the embedding workers
+        warm_at_start(passages="celery" in queues.split(","),
+                      names="extract" in queues.split(","))
         worker_process_init.connect(load_embedder_at_start, weak=False)
     argv = ["worker", "--loglevel=INFO", f"--queues={queues}",
             f"--concurrency={concurrency or settings.worker_concurrency}",

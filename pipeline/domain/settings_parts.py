@@ -240,6 +240,17 @@ class TopicSettings(BaseModel):
     topic_changes: str = "brainstream.changes"
 
 
+class EntityNameSettings(BaseModel):
+    """The model of entity name vectors (pipeline/embedding/embedders/__init__.py:
+    `build_name_embedder`): the resolver's embedding layer and the proposal pass's kNN."""
+
+    # `static` (default): the static embedder, whatever EMBEDDER is; `passage`: the passages'
+    # embedder. A name is a few words; with MiniLM for passages, embedding each new name with
+    # MiniLM cost 8.0 of 61 CPU-seconds on 200 SciFact documents (docs/performance.md).
+    entity_name_embedder: Literal["static", "passage"] = "static"
+
+
 class SettingsParts(TopicSettings, PathSettings, MemorySettings, LexicalSettings,
-                    ModelHttpSettings, PprSettings, ConsoleSettings, SurfaceSettings):
+                    ModelHttpSettings, PprSettings, ConsoleSettings, SurfaceSettings,
+                    EntityNameSettings):
     """Every group above, inherited by `Settings` as one."""

@@ -1,5 +1,7 @@
 """`brainstream entities backfill`: extract the entities of rows written before the entity layer
-existed (or whose extraction failed), in-process, with a progress line.
+existed (or whose extraction failed), in-process, with a progress line; then embed the names left
+without a vector (the name embedder was down when they were created, or migration 0039 dropped
+vectors of another model's dimension).
 
 Safe beside running workers: the stage claims rows with a lease and writes back with a
 compare-and-set, so a row is extracted once whoever gets it first. The graph gets the entities
@@ -13,13 +15,15 @@ import uuid
 from dataclasses import dataclass
 
 import psycopg
+from psycopg_pool import ConnectionPool
 
 from pipeline.domain.settings import Settings
-from pipeline.embedding.embedders import build_embedder
+from pipeline.embedding.embedders import build_name_embedder
 from pipeline.entities.extractors import build_extractor
 from pipeline.entities.stage import ExtractionStage, ExtractStats
 from pipeline.kafka.io import DeadLetterWriter, make_producer
 from pipeline.ops.progress import Progress
+from pipeline.ports import Embedder
 from pipeline.stores.postgres import extraction
 from pipeline.stores.postgres.pool import make_pool
 
@@ -28,6 +32,16 @@ from pipeline.stores.postgres.pool import make_pool
 class BackfillReport:
     marked: int  # rows this backfill set pending
     stats: ExtractStats
+    names_embedded: int = 0  # entities that got their name vector here
+
+
+# Live entities without a name vector, by id after a cursor; then their vectors, written only
+# where none was written meanwhile.
+_UNEMBEDDED = ("SELECT id, name FROM entities WHERE embedding IS NULL AND merged_into IS NULL"
+               " AND (%(ns)s::uuid IS NULL OR namespace_id = %(ns)s) AND id > %(after)s"
+               " ORDER BY id LIMIT %(limit)s")
+_SET_VECTORS = ("UPDATE entities e SET embedding = v.embedding FROM unnest(%s::uuid[],"
+                " %b::vector[]) AS v(id, embedding) WHERE e.id = v.id AND e.embedding IS NULL")
 
 
 def backfill(settings: Settings, namespace: uuid.UUID | None = None) -> BackfillReport:
@@ -43,8 +57,8 @@ def backfill(settings: Settings, namespace: uuid.UUID | None = None) -> Backfill
         with pool.connection() as conn:
             progress = Progress("entity extraction (rows)",
                                 extraction.pending_count(conn) or None)
-        stage = ExtractionStage(settings, pool, build_extractor(settings),
-                                build_embedder(settings),
+        names = build_name_embedder(settings)
+        stage = ExtractionStage(settings, pool, build_extractor(settings), names,
                                 DeadLetterWriter(producer, settings.topic_dlq))
         while True:
             stats = stage.run(max_batches=1)
@@ -59,7 +73,24 @@ def backfill(settings: Settings, namespace: uuid.UUID | None = None) -> Backfill
                 time.sleep(0.5)  # the rows left are leased by a worker: it will finish them
         stage.analyze()  # the last stale mark may lie far behind the final size
         progress.finish()
+        embedded = embed_names(pool, names, namespace, batch=settings.embed_batch_size)
     finally:
         producer.close()
         pool.close()
-    return BackfillReport(marked, total)
+    return BackfillReport(marked, total, embedded)
+
+
+def embed_names(pool: ConnectionPool, embedder: Embedder, namespace: uuid.UUID | None, *,
+                batch: int) -> int:
+    """Give every live entity (of `namespace`, or all) without a name vector one; the count."""
+    done, after = 0, uuid.UUID(int=0)
+    while True:
+        with pool.connection() as conn:
+            rows = conn.execute(_UNEMBEDDED, {"ns": namespace, "after": after,
+                                              "limit": batch}).fetchall()
+        if not rows:
+            return done
+        vectors = embedder.embed([str(name) for _, name in rows])
+        with pool.connection() as conn:
+            done += conn.execute(_SET_VECTORS, ([i for i, _ in rows], list(vectors))).rowcount
+        after = rows[-1][0]

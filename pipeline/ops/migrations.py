@@ -2,8 +2,9 @@
 
 Safe to run concurrently (a session-level advisory lock serializes runners; the second one finds
 everything applied) and idempotent. A file that changed after it was applied is an error: schema
-changes are new files, never edits. The one templated value is `{{EMBEDDING_DIM}}`, checked against
-what the database was created with, because vector columns cannot silently change dimension.
+changes are new files, never edits. The templated values are `{{EMBEDDING_DIM}}` and
+`{{NAME_EMBEDDING_DIM}}` (entity name vectors, `ENTITY_NAME_EMBEDDER`), checked against what the
+database was created with, because vector columns cannot silently change dimension.
 
 After the files, still under the lock, the database is made to maintain the SQL BM25 postings
 exactly when LEXICAL_ENGINE is postgres (pipeline/stores/postgres/postings_switch.py): every start
@@ -23,6 +24,7 @@ import psycopg
 
 from pipeline.domain.errors import MigrationError
 from pipeline.domain.settings import Settings
+from pipeline.embedding.embedders import name_vector_dim
 from pipeline.stores.postgres.postings_switch import align_sql_postings
 
 log = logging.getLogger(__name__)
@@ -73,7 +75,8 @@ def discover(directory: Path | None = None) -> list[Migration]:
 
 def render(migration: Migration, settings: Settings) -> str:
     """The SQL of a migration with its template values filled in."""
-    return migration.text.replace("{{EMBEDDING_DIM}}", str(int(settings.vector_dim)))
+    return (migration.text.replace("{{EMBEDDING_DIM}}", str(int(settings.vector_dim)))
+            .replace("{{NAME_EMBEDDING_DIM}}", str(int(name_vector_dim(settings)))))
 
 
 def _noop(_: str) -> None:
@@ -132,6 +135,17 @@ def _check_dimension(conn: psycopg.Connection[tuple[object, ...]], settings: Set
             f"{settings.vector_dim} (embedder {settings.embedder!r}); use a fresh data directory "
             "or rebuild with `brainstream replay` into a new generation",
             field="embedding_dim",
+        )
+    row = conn.execute(
+        "SELECT value FROM brainstream_meta WHERE key = 'name_embedding_dim'"
+    ).fetchone()
+    if row is not None and int(str(row[0])) != name_vector_dim(settings):
+        raise MigrationError(
+            f"the database holds {row[0]}-dimensional entity name vectors but the settings ask "
+            f"for {name_vector_dim(settings)} (entity_name_embedder "
+            f"{settings.entity_name_embedder!r}, embedder {settings.embedder!r}); set it back, "
+            "or rebuild with `brainstream replay` into a new generation",
+            field="entity_name_embedder",
         )
 
 

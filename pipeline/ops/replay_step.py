@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from kafka import KafkaConsumer
 
 from pipeline.domain.settings import Settings
-from pipeline.embedding.embedders import build_embedder
+from pipeline.embedding.embedders import build_embedder, build_name_embedder
 from pipeline.embedding.service import EmbeddingService, pending_count
 from pipeline.entities.decisions import apply_pending
 from pipeline.entities.extractors import build_extractor
@@ -94,7 +94,8 @@ class InProcessWork:
         embedder = build_embedder(settings)
         extractor = build_extractor(settings)
         return cls(settings, pool, EmbeddingService(settings, pool, embedder),
-                   ExtractionStage(settings, pool, extractor, embedder),
+                   ExtractionStage(settings, pool, extractor,
+                                   build_name_embedder(settings, passages=embedder)),
                    MessageExtraction(settings, PgMessageWork(pool), embedder, extractor),
                    SessionSummariser(settings, PgSummaryWork(pool),
                                      build_summariser(settings, embedder), embedder),

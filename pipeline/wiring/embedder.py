@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 
 from pipeline.domain.errors import ConfigError
 from pipeline.domain.retry import retry_until_done
@@ -22,8 +23,10 @@ log = logging.getLogger(__name__)
 class QueryEmbedderLoader:
     """Holds the query embedder once it has loaded (`current`, None before)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings,
+                 build: Callable[[Settings], Embedder] = build_embedder) -> None:
         self.settings = settings
+        self.build = build  # build_embedder, or build_name_embedder for /v1/resolve
         self.current: Embedder | None = None
         self._retrying: asyncio.Task[None] | None = None
 
@@ -39,7 +42,7 @@ class QueryEmbedderLoader:
             self._retrying = asyncio.get_running_loop().create_task(self._retry())
 
     async def _load(self) -> None:
-        embedder = await asyncio.to_thread(build_embedder, self.settings)
+        embedder = await asyncio.to_thread(self.build, self.settings)
         await asyncio.to_thread(embedder.embed, ["warm-up"])
         self.current = embedder
 

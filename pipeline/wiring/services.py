@@ -18,6 +18,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from pipeline.domain.errors import Unavailable
 from pipeline.domain.settings import Settings
+from pipeline.embedding.embedders import build_name_embedder, same_name_embedder
 from pipeline.graph.falkordb.reconnecting import ReconnectingGraphReader
 from pipeline.lexical.searcher import TantivySearcher
 from pipeline.ports import Channel, Embedder, MentionReader, QueryEmbedder
@@ -66,11 +67,19 @@ class Services:
     entities: EntityQueries
     memory: PgMemoryReader
     ppr_snapshots: PprSnapshots | None = None  # PPR_WALK=snapshot: this process's snapshots
+    # the embedder of entity names when it is not the query embedder (ENTITY_NAME_EMBEDDER)
+    name_embedder_loader: QueryEmbedderLoader | None = None
 
     @property
     def embedder(self) -> Embedder | None:
         """The query embedder, None until it has loaded (it may load after start-up)."""
         return self.embedder_loader.current
+
+    @property
+    def name_embedder(self) -> Embedder | None:
+        """The embedder of entity names (/v1/resolve's embedding layer), None until loaded."""
+        loader = self.name_embedder_loader or self.embedder_loader
+        return loader.current
 
     async def check(self) -> dict[str, str | None]:
         """Each dependency's state: None when it answers, else why not (for the logs: the text
@@ -97,6 +106,8 @@ class Services:
     async def close(self) -> None:
         """Stop loading the embedder and close the connections (Redis, Postgres, the graph)."""
         await self.embedder_loader.close()
+        if self.name_embedder_loader is not None:
+            await self.name_embedder_loader.close()
         if self.ppr_snapshots is not None:
             await self.ppr_snapshots.close()
         await self.result_sets.close()
@@ -157,6 +168,10 @@ async def build_services(settings: Settings) -> Services:
     embedder = QueryEmbedderLoader(settings)
     await embedder.start()
     embed_query = query_embedder(lambda: embedder.current)
+    names = None
+    if not same_name_embedder(settings):
+        names = QueryEmbedderLoader(settings, build=build_name_embedder)
+        await names.start()
     result_sets = RedisResultSets.from_url(settings.result_set_redis_url,
                                            ttl_seconds=settings.result_set_ttl)
     config = EngineConfig(candidate_k=settings.search_candidate_k, rrf_k=settings.rrf_k,
@@ -200,7 +215,8 @@ async def build_services(settings: Settings) -> Services:
                     entities=EntityQueries(
                         PgEntityReader(pool, trigram_threshold=settings.trigram_threshold),
                         max_query_terms=settings.api_max_query_terms),
-                    memory=PgMemoryReader(pool), ppr_snapshots=ppr.snapshots)
+                    memory=PgMemoryReader(pool), ppr_snapshots=ppr.snapshots,
+                    name_embedder_loader=names)
 
 
 def lexical_channels(settings: Settings, searcher: PgPartSearcher) -> list[Channel]:

@@ -23,7 +23,10 @@ __all__ = [
     "StaticEmbedder",
     "Vectors",
     "build_embedder",
+    "build_name_embedder",
+    "name_vector_dim",
     "normalize_rows",
+    "same_name_embedder",
 ]
 
 
@@ -52,4 +55,24 @@ def build_embedder(settings: Settings, *, num_threads: int | None = None) -> Emb
         )
     if settings.embedder == "minilm":
         return MiniLMEmbedder(num_threads=num_threads)
+    return StaticEmbedder()
+
+
+def name_vector_dim(settings: Settings) -> int:
+    """The dimension of entity name vectors (`ENTITY_NAME_EMBEDDER`)."""
+    return STATIC_DIM if settings.entity_name_embedder == "static" else settings.vector_dim
+
+
+def same_name_embedder(settings: Settings) -> bool:
+    """Whether entity names are embedded by the passages' embedder itself."""
+    return settings.entity_name_embedder == "passage" or settings.embedder == "static"
+
+
+def build_name_embedder(settings: Settings, *, passages: Embedder | None = None,
+                        num_threads: int | None = None) -> Embedder:
+    """The embedder of entity names: `passages` (or a new passage embedder) when names use the
+    passages' model, else the static embedder."""
+    if same_name_embedder(settings):
+        return passages if passages is not None else build_embedder(settings,
+                                                                    num_threads=num_threads)
     return StaticEmbedder()
