@@ -125,7 +125,7 @@ def stage_rows(docs: int, fresh: bool = True, port_offset: int = PORT_OFFSET
             extractor = HeuristicExtractor(max_mentions=settings.entity_max_mentions_per_row)
             embedder = StaticEmbedder()
             embedder.embed(["warm the model up"])
-            # Entity names are embedded by the stage as in the worker (rt.embedder).
+            # Entity names are embedded by the stage as in the worker (rt.name_embedder, static).
             stage = ExtractionStage(settings, pool, extractor, embedder)
             counted: dict[str, int] = {}
 

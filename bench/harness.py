@@ -97,7 +97,7 @@ class PipelineProcesses:
             "worker": ["worker", "--queues", "celery", "--concurrency", str(self.workers),
                        "--beat"],
             "extract": ["worker", "--queues", "extract", "--concurrency", "1", "--no-beat"],
-            "relay": ["worker", "--queues", "relay", "--concurrency", "2", "--no-beat"],
+            "relay": ["worker", "--queues", "relay", "--concurrency", "3", "--no-beat"],
         }
 
     def start(self) -> None:

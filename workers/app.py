@@ -15,8 +15,8 @@ from pipeline.domain.settings import load_settings
 EMBED_TASK = "brainstream.embed"
 EXTRACT_TASK = "brainstream.extract"
 # The outbox relay's two lanes (pipeline/outbox/relay.py): objects and links; the entity layer.
-# Both on the relay queue, whose worker runs two processes: a long entity sync never holds a
-# document's node row.
+# Both on the relay queue, whose worker runs three processes (the two lanes and the lexical
+# writer): a long entity sync or lexical commit never holds a document's node row.
 RELAY_TASK = "brainstream.relay"
 ENTITY_RELAY_TASK = "brainstream.relay_entities"
 # The resolver's proposal pass over entities nobody examined (what the sweep finds waiting).
