@@ -182,7 +182,8 @@ def latency(name: str, settings: Settings, rate: float, corpus: Sequence[Doc],
     result = Latency(target_rate=rate,
                      publish_rate=(count - 1) / (max(sent.values()) - min(sent.values())),
                      seconds=[done[i] - sent[i] if i in done else math.inf for i in sent],
-                     stages=stage_breakdown(settings, namespace, sent, done),
+                     stages=stage_breakdown(settings, namespace, sent, done,
+                                            publisher.acked),
                      load=(load_before, load_average()))
     say(f"[{name}]   p50 {result.percentile(50):.2f}s, p99 {result.percentile(99):.2f}s, "
         f"{result.lost} lost")

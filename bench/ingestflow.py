@@ -131,6 +131,7 @@ class TimedPublisher:
     def __init__(self, settings: Settings) -> None:
         self.producer = make_producer(settings)
         self.publisher = EventPublisher(self.producer, settings.topic_events)
+        self.acked: dict[str, float] = {}  # id -> when the broker acknowledged it (steady)
 
     def burst(self, namespace: uuid.UUID, docs: Sequence[tuple[str, Doc]]
               ) -> dict[str, float]:
@@ -151,10 +152,15 @@ class TimedPublisher:
             delay = start + number / rate - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
-            sent[str(object_id(namespace, key))] = time.time()
+            oid = str(object_id(namespace, key))
+            sent[oid] = time.time()
             self.publisher.send_event(put_envelope(namespace, key, doc))
+            self.publisher.pending[-1].add_callback(self._ack, oid)
         self.publisher.flush()
         return sent
+
+    def _ack(self, oid: str, _metadata: object) -> None:
+        self.acked[oid] = time.time()  # in the producer's I/O thread
 
     def close(self) -> None:
         self.producer.close()
@@ -173,27 +179,30 @@ JOIN (SELECT DISTINCT ON (aggregate_id) aggregate_id, created_at, done_at FROM o
 WHERE o.namespace_id = %(ns)s AND o.parent_id IS NULL
 """
 
-STAGES = ("publish -> consumer batch starts", "-> embedding stored", "-> graph written",
-          "-> change event received")
+STAGES = ("publish -> broker acknowledged", "-> consumer batch starts", "-> embedding stored",
+          "-> graph written", "-> change event received")
 
 
 def stage_breakdown(settings: Settings, namespace: uuid.UUID, sent: dict[str, float],
-                    indexed: dict[str, float]) -> dict[str, list[float]]:
+                    indexed: dict[str, float], acked: dict[str, float]
+                    ) -> dict[str, list[float]]:
     """Seconds each indexed document spent in each stage, from Postgres's timestamps.
 
-    The consumer's batch transaction start (`processed_events.processed_at`), the start of the
+    The broker's acknowledgement of the publish (`acked`, the producer's callback), the
+    consumer's batch transaction start (`processed_events.processed_at`), the start of the
     embedding transaction that completed the document (its last `node_sync` outbox row's
     `created_at`), and the relay's `done_at` on that row split the publish-to-indexed time into
-    four stages. Only `node_sync` rows: the extraction stage's `mentions_sync` rows name the
+    five stages. Only `node_sync` rows: the extraction stage's `mentions_sync` rows name the
     root too, and came last since the entity layer, so the stages were measured on them.
     """
     with psycopg.connect(settings.effective_postgres_dsn) as conn:
         rows = conn.execute(_STAGES, {"ns": namespace, "source": SOURCE}).fetchall()
     out: dict[str, list[float]] = {stage: [] for stage in STAGES}
     for oid, consumed, embedded, relayed in rows:
-        if oid not in indexed or relayed is None:
+        if oid not in indexed or oid not in acked or relayed is None:
             continue
-        marks = [sent[oid], float(consumed), float(embedded), float(relayed), indexed[oid]]
+        marks = [sent[oid], acked[oid], float(consumed), float(embedded), float(relayed),
+                 indexed[oid]]
         for stage, start, end in zip(STAGES, marks, marks[1:], strict=False):
             out[stage].append(end - start)
     return out

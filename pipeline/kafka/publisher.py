@@ -65,6 +65,11 @@ class EventPublisher:
         self.signer = signer
         self._pending: list[Any] = []
 
+    @property
+    def pending(self) -> list[Any]:
+        """The send futures not yet flushed, in send order."""
+        return self._pending
+
     def send(self, value: bytes, key: bytes | None = None) -> None:
         headers = self.signer.sign(key, value) if self.signer is not None else None
         try:
