@@ -227,13 +227,14 @@ class SurfaceSettings(BaseModel):
 class TopicSettings(BaseModel):
     """The Kafka topics the pipeline owns (pipeline/kafka/topics.py)."""
 
-    # The input and dead-letter topics get TOPIC_PARTITIONS; the changes topic has a count of its
-    # own, one by default: the embedded broker's store writes each partition of a produce request
-    # apart: the relay's flush of 30 change events took 27 ms over four partitions against 8 ms
-    # over one on a quiet machine, and in bench/ingest.py the relay's `publish` fell from 4.5 to
-    # 2.0 ms per relayed row. One partition orders every change; a deployment whose subscribers
-    # must scale out sets more.
-    topic_partitions: int = Field(default=4, ge=1, le=256)
+    # The input and dead-letter topics get TOPIC_PARTITIONS, the changes topic a count of its
+    # own; one each by default. The embedded broker's store writes each partition of a produce
+    # request apart: the relay's flush of 30 change events took 27 ms over four partitions
+    # against 8 ms over one on a quiet machine; under bench/ingest.py's half load a publisher's
+    # acknowledgement took p99 1.0-1.8 s on a one-partition input topic against 2.1-2.2 s on
+    # four. A partition is the unit of parallel consumption: a deployment that will run N
+    # consumers (or subscribers) sets N before the topics are first created.
+    topic_partitions: int = Field(default=1, ge=1, le=256)
     topic_changes_partitions: int = Field(default=1, ge=1, le=256)
     topic_events: str = "brainstream.events"
     topic_dlq: str = "brainstream.events.dlq"
