@@ -115,7 +115,7 @@ def run_embedder(name: EmbedderName, corpus: Sequence[Doc], args: argparse.Names
         if args.pg_statements:
             pgstatements.reset(settings)
         steady = latency(name, settings, burst.docs / burst.seconds / 2, corpus, watcher,
-                         publisher, processes, args.latency_seconds)
+                         publisher, processes, args.latency_seconds, CpuMeter(stack, processes))
         if args.pg_statements:
             say(f"[{name}] the latency phase's top statements (pg_stat_statements):\n"
                 + "\n".join(pgstatements.top(settings, args.pg_statements, 220)))
@@ -169,22 +169,24 @@ def throughput(name: str, settings: Settings, docs: Sequence[Doc], meter: CpuMet
 
 def latency(name: str, settings: Settings, rate: float, corpus: Sequence[Doc],
             watcher: ChangeWatcher, publisher: TimedPublisher, processes: PipelineProcesses,
-            duration: float) -> Latency:
+            duration: float, meter: CpuMeter) -> Latency:
     """Publish at `rate` for `duration` seconds; publish-to-indexed time of each document."""
     count = max(10, round(rate * duration))
     namespace = uuid.uuid4()
     watcher.watch(namespace)
     load_before = load_average()
     say(f"[{name}] latency: {count} docs at {rate:.1f} docs/s, load {load_before}")
+    meter.start()
     sent = publisher.steady(namespace, cycle_docs(corpus, count), rate)
     done = watcher.wait_indexed(namespace, list(sent), idle_timeout=IDLE_TIMEOUT,
                                 processes=processes)
+    cpu_wall, cpu = meter.stop()
     result = Latency(target_rate=rate,
                      publish_rate=(count - 1) / (max(sent.values()) - min(sent.values())),
                      seconds=[done[i] - sent[i] if i in done else math.inf for i in sent],
                      stages=stage_breakdown(settings, namespace, sent, done,
                                             publisher.acked),
-                     load=(load_before, load_average()))
+                     load=(load_before, load_average()), cpu_wall=cpu_wall, cpu=cpu)
     say(f"[{name}]   p50 {result.percentile(50):.2f}s, p99 {result.percentile(99):.2f}s, "
         f"{result.lost} lost")
     return result

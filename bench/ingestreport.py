@@ -80,6 +80,8 @@ class Latency:
     seconds: list[float]
     stages: dict[str, list[float]]
     load: tuple[str, str]
+    cpu_wall: float  # seconds the CPU meter ran: from the first publish to the last indexed
+    cpu: dict[str, float]  # CPU seconds per process over it
 
     @property
     def lost(self) -> int:
@@ -208,7 +210,12 @@ def report(result: Result) -> str:
               f"{waited}): "
               + ", ".join(f"{name} {value:.1f}" for value, name in busy) + ". "
               f"1-min load average: throughput {t.load[0]} -> {t.load[1]}, "
-              f"latency {lat.load[0]} -> {lat.load[1]}."]
+              f"latency {lat.load[0]} -> {lat.load[1]}.",
+              "", f"CPU seconds used during the latency phase ({lat.cpu_wall:.1f} s wall x "
+              f"{os.cpu_count()} cores = {lat.cpu_wall * (os.cpu_count() or 1):.0f} available): "
+              + ", ".join(f"{name} {value:.1f}" for value, name
+                          in sorted(((v, k) for k, v in lat.cpu.items() if v >= 0.05),
+                                    reverse=True)) + "."]
     lines += ["", f"Write amplification of the throughput phase ({t.published} docs, "
               f"{t.all_parts} parts; bench/writeamp.py):", "", *table_lines(t.writes,
                                                                           t.published)]
