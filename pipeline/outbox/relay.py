@@ -218,7 +218,8 @@ class OutboxRelay:
         marker = f"{rows[0].id}-{rows[-1].id}"
         changes: list[Change] = []
         with stats.timed("objects"):
-            upserts, deletes = self._node_states(node_ids, marker, changes)
+            upserts, deletes = self._node_states(node_ids, marker, changes,
+                                                 [row.id for row in rows])
             stored = self.graph.node_times([n.id for n in upserts]) if upserts else {}
             later = [store.Entry(uuid.UUID(n.namespace), uuid.UUID(n.id), MENTIONS_SYNC)
                      for n in upserts if _mentions_follow_node(n, stored)]
@@ -268,12 +269,18 @@ class OutboxRelay:
         return [store.Entry(ns, uuid.UUID(eid), ENTITY_SYNC, entity_sync_payload(()))
                 for ns, eid in pairs]
 
-    def _node_states(self, ids: Sequence[uuid.UUID], marker: str, changes: list[Change]
-                     ) -> tuple[list[NodeState], list[str]]:
+    def _node_states(self, ids: Sequence[uuid.UUID], marker: str, changes: list[Change],
+                     claimed: Sequence[int]) -> tuple[list[NodeState], list[str]]:
         if not ids:
             return [], []
         with self.pool.connection() as conn:
             found = load_nodes(conn, ids)
+            # An object with another node row still to apply is announced by that row: it
+            # re-reads the state. Without this, the consumer's row of a put, claimed alone and
+            # read just after the embedding committed, announced `object.indexed`, and so did
+            # the embedding's row behind it. The embedding marks its rows done and enqueues its
+            # node row in one transaction, so a state read as done has that row visible here.
+            followed = set(store.pending_node_syncs(conn, ids, claimed))
         cap = self.settings.content_cap_chars
         upserts: list[NodeState] = []
         deletes: list[str] = []
@@ -297,7 +304,7 @@ class OutboxRelay:
                 embedded_hash=None if row.embedding is None else row.embedded_hash,
                 updated_at=row.updated_at.isoformat(),
             ))
-            if done and row.parts_pending == 0:
+            if done and row.parts_pending == 0 and oid not in followed:
                 changes.append(_change("object.indexed", row.namespace_id, oid, {
                     "id": str(oid), "kind": row.kind, "title": row.title,
                     "parts": int(row.parts), "updated_at": row.updated_at.isoformat()}, marker))

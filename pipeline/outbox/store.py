@@ -124,6 +124,16 @@ def enqueue_visible(conn: Conn) -> tuple[int, int]:
 # -- relaying -------------------------------------------------------------------------------
 
 
+def pending_node_syncs(conn: Conn, ids: Sequence[uuid.UUID], claimed: Sequence[int]
+                       ) -> list[uuid.UUID]:
+    """Those of `ids` with a node row not yet applied besides the `claimed` rows (one that
+    failed for good waits for `dlq retry` and does not count)."""
+    return [r[0] for r in conn.execute(
+        "SELECT DISTINCT aggregate_id FROM outbox WHERE aggregate_id = ANY(%s) AND op = %s"
+        " AND done_at IS NULL AND failed_at IS NULL AND NOT (id = ANY(%s))",
+        (list(ids), NODE_SYNC, list(claimed))).fetchall()]
+
+
 # The oldest due rows, then the later due rows that ask for the same re-sync as one of them
 # (same op and aggregate; an edge row also the same link): the relay reads each aggregate's
 # state after it claims, so that read covers every row committed before it. Behind a backlog,
