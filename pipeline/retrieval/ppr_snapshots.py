@@ -62,6 +62,7 @@ class PprSnapshots:
         self._seen: dict[int, int] = {}  # seq -> xid of entries applied, xid >= _since
         self._last_read = 0.0
         self._tail: asyncio.Task[None] | None = None
+        self._closed = False
         self.builds = 0
         self.last_build_seconds = 0.0
 
@@ -71,7 +72,8 @@ class PprSnapshots:
         if snap is not None:
             self._held.move_to_end(namespace)
             return snap if self.clock() - snap.as_of <= self.config.max_age else None
-        if namespace not in self._building and self._not_before.get(namespace, 0) <= self.clock():
+        if (not self._closed and namespace not in self._building
+                and self._not_before.get(namespace, 0) <= self.clock()):
             task = asyncio.get_running_loop().create_task(self._build(namespace))
             self._building[namespace] = task
             task.add_done_callback(lambda _: self._building.pop(namespace, None))
@@ -96,7 +98,11 @@ class PprSnapshots:
                                              default=0.0), 3)}
 
     async def close(self) -> None:
-        """Stop the tail and the builds."""
+        """Stop the tail and the builds. They also stop on the flag: on Python 3.11 a
+        cancellation can be lost inside a library's `wait_for` that completes as it lands
+        (the task stays "cancelling" and goes on), and the tail then slept and refreshed for
+        ever while this waited for it (a test hung 10 minutes in `make test`)."""
+        self._closed = True
         tasks = [*self._building.values(), *([self._tail] if self._tail else [])]
         for task in tasks:
             task.cancel()
@@ -140,7 +146,7 @@ class PprSnapshots:
         self._held[namespace] = snap
         self._held.move_to_end(namespace)
         self._evict(keep=namespace)
-        if self._tail is None or self._tail.done():
+        if not self._closed and (self._tail is None or self._tail.done()):
             self._tail = asyncio.get_running_loop().create_task(self._follow())
 
     def _evict(self, keep: uuid.UUID) -> None:
@@ -155,8 +161,10 @@ class PprSnapshots:
 
     async def _follow(self) -> None:
         period = max(0.05, self.config.max_age / 4)
-        while self._held:
+        while self._held and not self._closed:
             await asyncio.sleep(period)
+            if self._closed:
+                break
             try:
                 await self.refresh()
             except asyncio.CancelledError:

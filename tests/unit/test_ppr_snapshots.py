@@ -6,6 +6,7 @@ truncation drops the snapshots, a failed build is retried later, and a change is
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import Sequence
 
@@ -160,5 +161,39 @@ def test_changes_apply_by_key_and_a_gap_or_truncation_drops_all() -> None:
         await snaps.refresh()
         assert not snaps._held
         await snaps.close()
+
+    asyncio.run(run())
+
+
+class SwallowingSource(FakeSource):
+    """A log read that loses the cancellation landing in it, as `asyncio.wait_for` of Python
+    3.11 does when the awaited read completes at the same moment."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+        self.reading = asyncio.Event()
+
+    async def changes(self, since: int, namespace: uuid.UUID | None = None) -> LogRead:
+        self.reads += 1
+        if namespace is None:  # the tail's read
+            self.reading.set()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(0.05)
+        return await super().changes(since, namespace)
+
+
+def test_close_returns_when_the_tail_lost_its_cancellation() -> None:
+    async def run() -> None:
+        source = SwallowingSource()
+        snaps = PprSnapshots(source, SnapshotConfig(max_age=0.2))  # the tail reads every 50 ms
+        ns = uuid.uuid4()
+        await _built(snaps, ns)
+        await asyncio.wait_for(source.reading.wait(), 5)
+        await asyncio.wait_for(snaps.close(), 5)  # hung for ever before the flag
+        reads = source.reads
+        await asyncio.sleep(0.2)
+        assert source.reads == reads  # the tail stopped
+        assert snaps.view(ns) is None and not snaps._building  # no build after close
 
     asyncio.run(run())
