@@ -93,7 +93,10 @@ def enqueue_roots(conn: Conn, namespace: uuid.UUID, roots: Sequence[uuid.UUID]) 
 
 # The searchable rows of the named live roots: a root's visible parts of its namespace, or the
 # root itself when it has none (`brainstream_searchable`, evaluated per root). Per root by index
-# (objects_parent), so a plan on stale statistics (a table just loaded) stays linear.
+# (objects_parent), so a plan on stale statistics (a table just loaded) stays linear. The
+# namespace tests are written `(...) IS TRUE`, which no index serves: statistics that predate a
+# new tenant estimate its namespace at about one row, and the roots were then found by scanning
+# the namespace (`objects_ns_doclen`) instead of by id, a scan that grows with the tenant.
 _LOAD = """
 SELECT x.id, r.id, r.kind, r.title, r.created_at, r.updated_at, r.properties,
        coalesce(x.content, x.summary, x.title, ''),
@@ -102,13 +105,14 @@ SELECT x.id, r.id, r.kind, r.title, r.created_at, r.updated_at, r.properties,
 FROM objects r
 CROSS JOIN LATERAL (
     SELECT o.id, o.content, o.summary, o.title, o.lexical FROM objects o
-    WHERE o.parent_id = r.id AND o.namespace_id = r.namespace_id AND o.deleted_at IS NULL
+    WHERE o.parent_id = r.id AND (o.namespace_id = r.namespace_id) IS TRUE
+      AND o.deleted_at IS NULL
     UNION ALL
     SELECT r.id, r.content, r.summary, r.title, r.lexical
     WHERE NOT EXISTS (SELECT 1 FROM objects c WHERE c.parent_id = r.id
-                      AND c.namespace_id = r.namespace_id AND c.deleted_at IS NULL)
+                      AND (c.namespace_id = r.namespace_id) IS TRUE AND c.deleted_at IS NULL)
 ) AS x
-WHERE r.namespace_id = %(ns)s AND r.id = ANY(%(roots)s::uuid[])
+WHERE (r.namespace_id = %(ns)s) IS TRUE AND r.id = ANY(%(roots)s::uuid[])
   AND r.parent_id IS NULL AND r.deleted_at IS NULL
 """
 
