@@ -16,6 +16,7 @@ import pytest
 
 from pipeline.lexical.queue import _LOAD, load_documents
 from pipeline.outbox.entity_aggregates import _ENTITIES_OF, load_entities
+from pipeline.stores.postgres.paths import _ENDPOINTS
 from tests.pipeline.conftest import db
 
 pytestmark = pytest.mark.stack
@@ -80,3 +81,7 @@ def test_reads_by_id_of_a_tenant_loaded_after_the_statistics(
     assert load_documents(db, a, b_rows[:3]) == []
     plan = _plan(db, _LOAD, {"ns": b, "roots": b_rows[:10]})
     assert "objects_pkey" in plan and "objects_ns" not in plan, plan
+
+    # /v1/paths' endpoint lookup: by id too
+    plan = _plan(db, _ENDPOINTS, {"ids": b_rows[:5] + b_entities[:5], "ns": b})
+    assert "objects_ns" not in plan and "entities_ns" not in plan, plan
