@@ -16,6 +16,12 @@ import pytest
 
 from pipeline.lexical.queue import _LOAD, load_documents
 from pipeline.outbox.entity_aggregates import _ENTITIES_OF, load_entities
+from pipeline.stores.postgres.entity_snapshot import (
+    _ALIASES_OF,
+    _ENTITY_STATES,
+    _MENTIONS_OF,
+    _ROW_STATES,
+)
 from pipeline.stores.postgres.paths import _ENDPOINTS
 from tests.pipeline.conftest import db
 
@@ -85,3 +91,9 @@ def test_reads_by_id_of_a_tenant_loaded_after_the_statistics(
     # /v1/paths' endpoint lookup: by id too
     plan = _plan(db, _ENDPOINTS, {"ids": b_rows[:5] + b_entities[:5], "ns": b})
     assert "objects_ns" not in plan and "entities_ns" not in plan, plan
+
+    # the PPR snapshots' reads by key (the API's refresh of a tenant's snapshot)
+    keys = {"ns": b, "rows": b_rows[:5], "objs": b_rows[5:8], "ids": b_entities[:5]}
+    for query in (_ROW_STATES, _ENTITY_STATES, _MENTIONS_OF, _ALIASES_OF):
+        plan = _plan(db, query, keys)
+        assert "_ns" not in plan, plan

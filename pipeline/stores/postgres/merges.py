@@ -23,7 +23,7 @@ from pipeline.stores.postgres.plans import Plan, Statement
 
 _LOCK = """
 SELECT id, name, norm, merged_into FROM entities
-WHERE namespace_id = %s AND id = ANY(%s::uuid[]) ORDER BY id FOR UPDATE"""
+WHERE (namespace_id = %s) IS TRUE AND id = ANY(%s::uuid[]) ORDER BY id FOR UPDATE"""
 
 _WHAT_MOVES = """
 SELECT (SELECT count(*) FROM mentions WHERE entity_id = %(f)s),

@@ -76,7 +76,7 @@ WHERE n <= %(n)s ORDER BY entity_id, n"""
 _ENTITY = """
 SELECT id, name, norm, label, part_count, merged_into, created_at, updated_at,
        embedding IS NOT NULL
-FROM entities WHERE namespace_id = %s AND id = ANY(%s::uuid[])"""
+FROM entities WHERE (namespace_id = %s) IS TRUE AND id = ANY(%s::uuid[])"""
 
 _ALIASES = """
 SELECT alias, source FROM entity_aliases WHERE namespace_id = %s AND entity_id = %s
