@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import psycopg
+from psycopg import sql
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
@@ -139,10 +140,12 @@ def pending_node_syncs(conn: Conn, ids: Sequence[uuid.UUID], claimed: Sequence[i
 # state after it claims, so that read covers every row committed before it. Behind a backlog,
 # an object's node row after embedding rides with its node row of the consumer's commit, and a
 # hub entity that most extraction batches name is re-synced once per batch, not once per row.
-_CLAIM = (
+# The lane's ops are written into the statement (`{lane}`, literals of the relay's own
+# constants), so the planner matches the lane's partial index (migration 0040) and walks it in
+# id order, stopping after `limit` due rows, whatever the other lane's backlog.
+_CLAIM = sql.SQL(
     "WITH head AS (SELECT id, op, aggregate_id, payload, namespace_id, failures FROM outbox"
-    " WHERE done_at IS NULL AND failed_at IS NULL AND available_at <= now()"
-    " AND (cardinality(%(ops)s::text[]) = 0 OR (op = ANY(%(ops)s::text[])) <> %(exclude)s)"
+    " WHERE done_at IS NULL AND failed_at IS NULL AND available_at <= now() AND {lane}"
     " ORDER BY id LIMIT %(limit)s)"
     " SELECT * FROM head UNION ALL"
     " (SELECT o.id, o.op, o.aggregate_id, o.payload, o.namespace_id, o.failures FROM outbox o"
@@ -155,16 +158,23 @@ _CLAIM = (
     " ORDER BY id")
 
 
+def _lane(ops: Sequence[str], exclude: bool) -> sql.Composable:
+    if not ops:
+        return sql.SQL("TRUE")
+    listed = sql.SQL(", ").join(sql.Literal(op) for op in ops)
+    return sql.SQL("op NOT IN ({})" if exclude else "op IN ({})").format(listed)
+
+
 def claim_due(conn: Conn, limit: int, *, ops: Sequence[str] = (), exclude: bool = False,
               absorb: int | None = None) -> list[OutboxRow]:
     """The oldest `limit` rows neither done nor failed whose back-off has passed (of the `ops`
     given, or, with `exclude`, of every other op), with up to `absorb` (default: `limit`) later
     due rows that re-sync the same aggregates (coalesced: applying them with the first is what
-    applying them later would do). Not locked: a single relay runs at a time (it holds an
-    advisory lock)."""
-    rows = conn.execute(_CLAIM, {"limit": limit, "absorb": limit if absorb is None else absorb,
-                                 "edge": EDGE_SYNC, "ops": list(ops), "exclude": exclude}
-                        ).fetchall()
+    applying them later would do). Not locked: a single relay runs each lane at a time (it
+    holds the lane's advisory lock)."""
+    rows = conn.execute(_CLAIM.format(lane=_lane(ops, exclude)),
+                        {"limit": limit, "absorb": limit if absorb is None else absorb,
+                         "edge": EDGE_SYNC}).fetchall()
     return [OutboxRow(*row) for row in rows]
 
 
