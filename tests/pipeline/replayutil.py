@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import falkordb
@@ -180,7 +181,13 @@ def _memory_events(ns: str) -> list[tuple[dict[str, Any], str]]:
     return events
 
 
-def quiet(settings: Settings, corpus: Corpus) -> bool:
+QUIET_COUNTS = ("processed", "outbox_due", "embeddings_pending", "deferred", "lexical_queue",
+                "extraction_pending", "proposals_pending")
+
+
+def quiet_state(settings: Settings, corpus: Corpus) -> dict[str, int]:
+    """What the live pipeline still has to do for the corpus (`processed` counts up to
+    `corpus.valid_events`, the others down to 0)."""
     with psycopg.connect(settings.effective_postgres_dsn) as conn:
         row = conn.execute(
             "SELECT (SELECT count(*) FROM processed_events WHERE namespace_id::text = ANY(%s)),"
@@ -194,7 +201,29 @@ def quiet(settings: Settings, corpus: Corpus) -> bool:
             " (SELECT count(*) FROM entity_proposal_queue q JOIN entities e ON e.id = q.entity_id"
             "   AND e.merged_into IS NULL)", (corpus.namespaces,)).fetchone()
     assert row is not None
-    return row[0] == corpus.valid_events and not any(row[1:])
+    return dict(zip(QUIET_COUNTS, row, strict=True))
+
+
+def quiet(settings: Settings, corpus: Corpus) -> bool:
+    state = quiet_state(settings, corpus)
+    return state["processed"] == corpus.valid_events and not any(
+        v for k, v in state.items() if k != "processed")
+
+
+def wait_quiet(settings: Settings, corpus: Corpus, log_dir: Path, *, timeout: float) -> None:
+    """Wait for `quiet`; on a timeout fail with what is still pending and the end of each
+    process's log, so a stall names its stage."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if quiet(settings, corpus):
+            return
+        time.sleep(0.25)
+    tails = {log.name: log.read_text(errors="replace").splitlines()[-15:]
+             for log in sorted(log_dir.glob("*.log"))}
+    raise AssertionError(
+        f"the live pipeline did not go quiet in {timeout:.0f}s: "
+        f"{quiet_state(settings, corpus)} (valid events {corpus.valid_events})\n"
+        + "\n".join(f"--- {name}\n" + "\n".join(lines) for name, lines in tails.items()))
 
 
 def pg_snapshot(settings: Settings, namespaces: list[str]) -> dict[str, Any]:

@@ -53,9 +53,9 @@ from tests.pipeline.replayutil import (
     pg_snapshot,
     publish_corpus as _publish_corpus,
     publisher as _publisher,
-    quiet as _quiet,
     readyz_generation as _readyz_generation,
     replay_env as _env,
+    wait_quiet,
 )
 from tests.pipelineutil import (
     Proc,
@@ -100,8 +100,7 @@ def replayed(rp: Settings) -> Iterator[Replayed]:
     pub = _publisher(settings)
     try:
         corpus = _publish_corpus(settings, pub)
-        wait_for(lambda: _quiet(settings, corpus), timeout=300,
-                 what="the live pipeline to apply, embed and project the corpus")
+        wait_quiet(settings, corpus, log_dir, timeout=300)
         pg_before = pg_snapshot(settings, corpus.namespaces)
         graph_before = graph_snapshot(settings, corpus.namespaces)
         api_settings = settings.model_copy(update={
