@@ -49,6 +49,12 @@ class Unavailable(BrainstreamError):
     code = "unavailable"
 
 
+class ChannelDegraded(Unavailable):
+    """An optional search channel's own dependency (the query embedder) cannot answer: the
+    answer leaves the channel out and carries the channel's degrade label. What every channel
+    shares (Postgres) failing is a plain `Unavailable`, and fails the request."""
+
+
 class GraphUnavailable(Unavailable):
     """The graph database cannot be reached right now: reads degrade (`graph_unavailable`), the
     relay retries later. Same code as `Unavailable`: to a caller it is a dependency outage."""

@@ -32,8 +32,9 @@ CatalogSource = Callable[[], Awaitable[KindCatalog]]
 class Channel(Protocol):
     """One candidate source of hybrid search, fused by name (`pipeline/retrieval/channels/`).
 
-    `degrade` is the label an answer carries when this channel is unavailable (it raised
-    `Unavailable`); None means the search cannot answer without it and the error propagates.
+    `degrade` is the label an answer carries when this channel raised `ChannelDegraded` (its
+    own dependency is down); None means the search cannot answer without it. Any other error,
+    `Unavailable` included, propagates.
     """
 
     name: str

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from pipeline.domain.errors import InvalidInput, NotFound, Unavailable
+from pipeline.domain.errors import ChannelDegraded, InvalidInput, NotFound
 from pipeline.domain.read_model import Filters, Hit, Page, RichObject, RowMeta, SearchQuery
 from pipeline.ports import (
     CatalogSource,
@@ -209,8 +209,9 @@ class RetrievalEngine:
                          names: Sequence[str]) -> tuple[dict[str, list[Hit]], str | None]:
         """The named channels' hits, run concurrently, and the degrade label of the answer.
 
-        A channel with a degrade label that is unavailable is left out and labels the answer
-        (the first such label, in `names` order); any other failure is raised.
+        A channel with a degrade label that raised `ChannelDegraded` is left out and labels the
+        answer (the first such label, in `names` order); any other failure is raised (a plain
+        `Unavailable`, Postgres down, fails the request rather than mislabel it).
         """
         chosen = [self.channels[name] for name in names]
         results = await asyncio.gather(
@@ -220,7 +221,7 @@ class RetrievalEngine:
         hits: dict[str, list[Hit]] = {}
         degrade = None
         for channel, result in zip(chosen, results, strict=True):
-            if isinstance(result, Unavailable) and channel.degrade is not None:
+            if isinstance(result, ChannelDegraded) and channel.degrade is not None:
                 degrade = degrade or channel.degrade
             elif isinstance(result, BaseException):
                 raise result

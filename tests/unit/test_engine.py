@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from pipeline.domain.errors import Unavailable
 from pipeline.domain.kinds import KindCatalog
 from pipeline.domain.read_model import Filters, Hit, RichObject, RowMeta, SearchQuery
@@ -78,3 +80,15 @@ def test_a_down_embedder_degrades_to_lexical_only() -> None:
     assert page.degrade == "lexical_only"
     assert [o.id for o in page.objects] == [DOC]
     assert "dense" not in searcher.calls
+
+
+class _DatabaseDown(_Searcher):
+    async def search_dense(self, *a: Any) -> list[Hit]:
+        raise Unavailable("postgres: couldn't get a connection after 5.00 sec")
+
+
+def test_the_database_down_under_the_dense_channel_fails_the_search() -> None:
+    # The embedder answered; the vector query could not reach Postgres. That is not
+    # `lexical_only` (which tells a caller the embedder is down): the request is a 503.
+    with pytest.raises(Unavailable, match="postgres"):
+        asyncio.run(_engine(_DatabaseDown(), _vector).search(uuid.uuid4(), SearchQuery("acme")))

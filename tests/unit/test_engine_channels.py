@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.domain.errors import Unavailable
+from pipeline.domain.errors import ChannelDegraded, Unavailable
 from pipeline.domain.read_model import Filters, Hit, SearchQuery
 from pipeline.ports import Channel
 from pipeline.retrieval.channels import standard_channels
@@ -30,8 +30,8 @@ class _Extra:
 
     async def candidates(self, namespace: uuid.UUID, query: str, filters: Filters,
                          scope_ids: Sequence[uuid.UUID], k: int) -> list[Hit]:
-        if self.fail:
-            raise Unavailable(f"{self.name} down")
+        if self.fail:  # its own dependency when it may degrade, else what all channels share
+            raise (ChannelDegraded if self.degrade else Unavailable)(f"{self.name} down")
         return [Hit(OTHER_DOC, 1.0)]
 
 

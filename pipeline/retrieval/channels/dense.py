@@ -2,7 +2,9 @@
 (`PartSearcher.search_dense`).
 
 Optional: when the embedder is missing, down or slower than the timeout, the channel is
-unavailable and the answer is labelled `lexical_only` instead of failing.
+left out and the answer is labelled `lexical_only` instead of failing (`ChannelDegraded`). The
+database failing is not the embedder failing: the searcher's `Unavailable` fails the request
+(a 503), as it does for every other channel.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import logging
 import uuid
 from collections.abc import Sequence
 
-from pipeline.domain.errors import Unavailable
+from pipeline.domain.errors import ChannelDegraded, Unavailable
 from pipeline.domain.read_model import Filters, Hit
 from pipeline.ports import PartSearcher, QueryEmbedder
 
@@ -35,12 +37,12 @@ class DenseChannel:
 
     async def candidates(self, namespace: uuid.UUID, query: str, filters: Filters,
                          scope_ids: Sequence[uuid.UUID], k: int) -> list[Hit]:
-        """Top k rows by cosine similarity; Unavailable when the query cannot be embedded."""
+        """Top k rows by cosine similarity; ChannelDegraded when the query cannot be embedded."""
         if self.embed_query is None:
-            raise Unavailable("no query embedder")
+            raise ChannelDegraded("no query embedder")
         try:
             vector = await asyncio.wait_for(self.embed_query(query), self.embed_timeout)
         except (TimeoutError, Unavailable) as exc:
             log.warning("embedder unavailable, answering lexical-only: %s", exc)
-            raise Unavailable(f"embedder: {exc}") from exc
+            raise ChannelDegraded(f"embedder: {exc}") from exc
         return await self.searcher.search_dense(namespace, vector, filters, scope_ids, k)
