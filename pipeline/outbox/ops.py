@@ -25,6 +25,11 @@ NODE_SYNC = "node_sync"
 EDGE_SYNC = "edge_sync"
 ENTITY_SYNC = "entity_sync"
 MENTIONS_SYNC = "mentions_sync"
+# The relay's object lane (objects and links); every other op is the entity lane's. Migration
+# 0040's partial indexes `outbox_due_objects` / `outbox_due_others` name the same ops: a claim
+# whose list differs from theirs still answers, but walks no index
+# (tests/writeside/test_outbox_lanes.py compares the two).
+OBJECT_LANE_OPS = (NODE_SYNC, EDGE_SYNC)
 
 # An entity_sync payload lists at most this many partners; a longer list re-syncs every edge.
 MAX_EDGE_PARTNERS = 2048

@@ -47,6 +47,7 @@ from pipeline.outbox.ops import (
     ENTITY_SYNC,
     MENTIONS_SYNC,
     NODE_SYNC,
+    OBJECT_LANE_OPS,
     LinkKey,
     edge_key,
     edge_payload,
@@ -67,10 +68,9 @@ _CHANGE_NS = uuid.UUID("6b1f4a52-6f27-4f0b-9d53-3c1d5a0e8c11")
 # A Postgres OperationalError is its connection or server; the relay's SQL only reads by id.
 _NOT_THE_ROWS = (Unavailable, ConfigError, psycopg.OperationalError)
 _OPS = {NODE_SYNC, EDGE_SYNC, ENTITY_SYNC, MENTIONS_SYNC}
-# Two lanes: objects and links, and the entity layer (with any op the relay does not know,
-# refused there). A document's node row never waits behind entity rows: in a steady stream the
-# entity layer is most of the relay's work.
-_OBJECT_OPS = (NODE_SYNC, EDGE_SYNC)
+# Two lanes: objects and links (`OBJECT_LANE_OPS`), and the entity layer (with any op the relay
+# does not know, refused there). A document's node row never waits behind entity rows: in a
+# steady stream the entity layer is most of the relay's work.
 OBJECTS = "objects"
 ENTITIES = "entities"
 LANES = (OBJECTS, ENTITIES)
@@ -123,7 +123,7 @@ class OutboxRelay:
             if lane not in lanes:
                 continue
             with stats.timed("claim"), self.pool.connection() as conn:
-                rows = store.claim_due(conn, size, ops=_OBJECT_OPS, exclude=exclude)
+                rows = store.claim_due(conn, size, ops=OBJECT_LANE_OPS, exclude=exclude)
             if rows:
                 if not self._batch(rows, size, stats):
                     return False

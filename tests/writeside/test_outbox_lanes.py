@@ -14,12 +14,12 @@ import pytest
 from psycopg import sql
 
 from pipeline.outbox import store
-from pipeline.outbox.ops import EDGE_SYNC, ENTITY_SYNC, NODE_SYNC
+from pipeline.outbox.ops import EDGE_SYNC, ENTITY_SYNC, NODE_SYNC, OBJECT_LANE_OPS
 from tests.pipeline.conftest import db
 
 pytestmark = pytest.mark.stack
 __all__ = ["db"]
-OBJECT_OPS = (NODE_SYNC, EDGE_SYNC)
+OBJECT_OPS = OBJECT_LANE_OPS  # the relay's own
 
 
 def _enqueue(db: psycopg.Connection[Any], ns: uuid.UUID, op: str, count: int) -> list[int]:
@@ -52,3 +52,13 @@ def test_a_lane_claims_its_own_rows_past_the_other_lanes_backlog(
         head = plan.split("CTE head")[1].split("CTE Scan on head")[0]
         assert index in head, plan
         assert "Rows Removed" not in head and "Sort" not in head, plan  # no backlog read
+
+
+def test_the_lane_indexes_name_the_relays_object_ops(db: psycopg.Connection[Any]) -> None:
+    # The migration cannot import the constant: an op added to one and not the other would
+    # leave that lane's claims answering right but walking no index.
+    defs = dict(db.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'outbox'"
+                           " AND indexname LIKE 'outbox_due_%'").fetchall())
+    quoted = ", ".join(f"'{op}'::text" for op in OBJECT_LANE_OPS)
+    assert f"(op = ANY (ARRAY[{quoted}]))" in defs["outbox_due_objects"], defs
+    assert f"(op <> ALL (ARRAY[{quoted}]))" in defs["outbox_due_others"], defs
