@@ -83,6 +83,13 @@ class EmbedRate:
         return f"{self.processes} proc{threads}"
 
 
+def pooled(runs: Sequence[EmbedRate]) -> EmbedRate:
+    """Runs of one configuration taken as one: their passages, seconds and CPU summed."""
+    first = runs[0]
+    return EmbedRate(first.processes, first.threads, sum(r.passages for r in runs),
+                     sum(r.seconds for r in runs), sum(r.cpu_seconds for r in runs))
+
+
 def batches(items: Sequence[str], size: int) -> Iterator[Sequence[str]]:
     """Consecutive slices of at most `size` items."""
     for start in range(0, len(items), size):

@@ -6,7 +6,11 @@ MiniLM), migrates it, and measures, in this order:
 
 1. baselines on the same texts: the embedder alone (1 process; as many processes as there are
    embedding workers; for MiniLM also those processes with one torch thread each) and a naive
-   synchronous loop (chunk, embed, insert, write the graph, commit, one document at a time);
+   synchronous loop (chunk, embed, insert, write the graph, commit, one document at a time).
+   The embedder alone is measured again after the pipeline has stopped, and its ratios are
+   against both runs pooled: on a shared machine the speed of a CPU-second drifts over the
+   minutes between them (by 10 % on 2026-12-03), and one side measured in a fast minute and the
+   other in a slow one moved the MiniLM ratio by as much;
 2. the real pipeline (consumer, `--workers` embedding workers with beat, one relay), run as
    subprocesses: after a warm-up, N documents published as fast as possible; documents/s and
    parts/s from the first publish to the last `brainstream.object.indexed` change event;
@@ -35,7 +39,7 @@ from collections.abc import Sequence
 
 import pgstatements
 import psycopg
-from baselines import embedder_alone, index_texts, naive_loop
+from baselines import EmbedRate, embedder_alone, index_texts, naive_loop
 from harness import CpuMeter, PipelineProcesses, bench_settings, fresh_stack
 from ingestcorpus import CORPUS, Doc, cycle_docs, load_corpus
 from ingestflow import IDLE_TIMEOUT, ChangeWatcher, TimedPublisher, stage_breakdown
@@ -65,6 +69,20 @@ def embed_configs(name: str, workers: int) -> list[tuple[int, int | None]]:
     return configs
 
 
+def embed_baselines(name: str, settings: Settings, texts: Sequence[str], workers: int,
+                    when: str) -> list[EmbedRate]:
+    """The embedder alone in each configuration of `embed_configs`."""
+    say(f"[{name}] embedder alone on {len(texts)} passages ({when} the pipeline), "
+        f"load {load_average()}")
+    rates = []
+    for processes_, threads in embed_configs(name, workers):
+        rate = embedder_alone(settings, texts, processes_, threads)
+        say(f"[{name}]   {rate.label}: {rate.passages_per_s:.1f} passages/s, "
+            f"{rate.cpu_ms_per_passage:.2f} CPU ms/passage")
+        rates.append(rate)
+    return rates
+
+
 def run_embedder(name: EmbedderName, corpus: Sequence[Doc], args: argparse.Namespace) -> Result:
     """Start the stack, measure baselines and the pipeline, stop everything."""
     settings = bench_settings(name)
@@ -82,13 +100,7 @@ def run_embedder(name: EmbedderName, corpus: Sequence[Doc], args: argparse.Names
             pgstatements.configure(settings)
             stack.stop()
             stack.start()
-        say(f"[{name}] embedder alone on {baseline_count} docs ({len(baseline_texts)} "
-            f"passages), load {load_average()}")
-        embed_rates = []
-        for processes_, threads in embed_configs(name, args.workers):
-            rate = embedder_alone(settings, baseline_texts, processes_, threads)
-            say(f"[{name}]   {rate.label}: {rate.passages_per_s:.1f} passages/s")
-            embed_rates.append(rate)
+        embed_before = embed_baselines(name, settings, baseline_texts, args.workers, "before")
         say(f"[{name}] naive loop on {naive_count} docs, load {load_average()}")
         naive = naive_loop(settings, docs[:naive_count], uuid.uuid4(),
                            CpuMeter(stack, processes))
@@ -119,7 +131,10 @@ def run_embedder(name: EmbedderName, corpus: Sequence[Doc], args: argparse.Names
         if args.pg_statements:
             say(f"[{name}] the latency phase's top statements (pg_stat_statements):\n"
                 + "\n".join(pgstatements.top(settings, args.pg_statements, 220)))
-        return Result(embedder=name, workers=args.workers, embed_rates=embed_rates,
+        processes.stop()
+        embed_after = embed_baselines(name, settings, baseline_texts, args.workers, "after")
+        return Result(embedder=name, workers=args.workers,
+                      embed_runs=list(zip(embed_before, embed_after, strict=True)),
                       baseline_docs=baseline_count, naive=naive, throughput=burst,
                       latency=steady)
     finally:
@@ -147,8 +162,12 @@ def throughput(name: str, settings: Settings, docs: Sequence[Doc], meter: CpuMet
     if not done:
         raise RuntimeError("no document was indexed")
     cpu_wall, cpu = meter.stop()
+    extracted, settled = wait_settled(settings, namespace)
+    settled_wall, settled_cpu = meter.stop()  # the same start: indexing plus what followed it
     writes = difference(settings, writes_before, snapshot(settings, wait=True))
     seconds = max(done.values()) - min(sent.values())
+    say(f"[{name}]   last part extracted {extracted - min(sent.values()):.1f}s after the first "
+        f"publish, everything settled after {settled - min(sent.values()):.1f}s")
     with psycopg.connect(settings.effective_postgres_dsn) as conn:
         row = conn.execute(
             "SELECT count(*) FILTER (WHERE parent_id = ANY(%s::uuid[])), count(parent_id)"
@@ -164,7 +183,40 @@ def throughput(name: str, settings: Settings, docs: Sequence[Doc], meter: CpuMet
                       seconds=seconds, cpu_wall=cpu_wall, cpu=cpu,
                       load=(load_before, load_average()), writes=writes,
                       distinct_texts=sum(len(set(index_texts(doc, settings).all))
-                                         for doc in docs))
+                                         for doc in docs),
+                      extracted_after=extracted - min(sent.values()),
+                      settled_after=settled - min(sent.values()),
+                      settled_cpu_wall=settled_wall, settled_cpu=settled_cpu)
+
+
+# What is still to do for a namespace after its documents were announced as indexed: entity
+# extraction (behind embedding), the proposal pass, and the outbox rows that project both.
+_UNSETTLED = """
+SELECT (SELECT count(*) FROM entity_extraction WHERE namespace_id = %(ns)s AND status = 'pending')
+     + (SELECT count(*) FROM outbox WHERE namespace_id = %(ns)s AND done_at IS NULL
+          AND failed_at IS NULL)
+     + (SELECT count(*) FROM entity_proposal_queue q JOIN entities e ON e.id = q.entity_id
+          WHERE e.namespace_id = %(ns)s AND e.merged_into IS NULL),
+       (SELECT extract(epoch FROM max(updated_at)) FROM entity_extraction
+          WHERE namespace_id = %(ns)s)
+"""
+
+
+def wait_settled(settings: Settings, namespace: uuid.UUID, timeout: float = 300.0
+                 ) -> tuple[float, float]:
+    """Poll until the namespace has nothing left to extract, propose or project; (the epoch
+    time its last part was extracted, the epoch time it was seen settled)."""
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(settings.effective_postgres_dsn, autocommit=True) as conn:
+        while True:
+            row = conn.execute(_UNSETTLED, {"ns": namespace}).fetchone()
+            assert row is not None
+            if row[0] == 0:
+                return float(row[1] or time.time()), time.time()
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{row[0]} extraction, proposal or outbox rows still "
+                                   f"pending {timeout:.0f}s after the last document indexed")
+            time.sleep(0.1)
 
 
 def latency(name: str, settings: Settings, rate: float, corpus: Sequence[Doc],

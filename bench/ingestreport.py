@@ -9,7 +9,7 @@ import math
 import os
 from dataclasses import dataclass
 
-from baselines import EmbedRate, NaiveRate
+from baselines import EmbedRate, NaiveRate, pooled
 from ingestflow import IDLE_TIMEOUT
 from timing import percentile
 from writeamp import WriteCost, table_lines
@@ -40,6 +40,13 @@ class Throughput:
     load: tuple[str, str]
     writes: WriteCost
     distinct_texts: int  # of the published documents' texts, counted per document
+    # After the last indexed: the last part extracted and everything settled (extraction, the
+    # proposal pass, the outbox), in seconds from the first publish, and the CPU meter again
+    # from the same start to the settled moment.
+    extracted_after: float
+    settled_after: float
+    settled_cpu_wall: float
+    settled_cpu: dict[str, float]
 
     @property
     def passages(self) -> int:
@@ -54,6 +61,11 @@ class Throughput:
     def pipeline_cpu(self) -> float:
         """CPU seconds of the pipeline's processes and servers (not the benchmark's)."""
         return sum(v for k, v in self.cpu.items() if k != "bench")
+
+    @property
+    def settled_cpu_ms_per_doc(self) -> float:
+        """`cpu_ms_per_doc` up to the moment nothing was left to extract, propose or project."""
+        return 1000 * sum(v for k, v in self.settled_cpu.items() if k != "bench") / self.published
 
     @property
     def cpu_ms_per_doc(self) -> float:
@@ -97,7 +109,7 @@ class Result:
 
     embedder: str
     workers: int
-    embed_rates: list[EmbedRate]
+    embed_runs: list[tuple[EmbedRate, EmbedRate]]  # per configuration: before and after
     baseline_docs: int
     naive: NaiveRate
     throughput: Throughput
@@ -114,6 +126,11 @@ class Result:
     @property
     def passages_per_s(self) -> float:
         return self.throughput.passages / self.throughput.seconds
+
+    @property
+    def embed_rates(self) -> list[EmbedRate]:
+        """Each embedder-alone configuration, its runs before and after the pipeline pooled."""
+        return [pooled(runs) for runs in self.embed_runs]
 
     @property
     def embed_best(self) -> EmbedRate:
@@ -174,6 +191,13 @@ def report(result: Result) -> str:
         f"| wall time, first publish to last indexed | {t.seconds:.1f} s | | | | |",
         f"| CPU per document, ms (all processes) | {t.cpu_ms_per_doc:.1f} | naive loop "
         f"{r.naive.cpu_ms_per_doc:.1f} | {cpu_vs_naive:.2f}x | {cpu_naive_target} |",
+        f"| last part extracted, s from the first publish | {t.extracted_after:.1f} | "
+        f"last indexed {t.seconds:.1f} | {t.extracted_after / t.seconds:.2f} | - | - |",
+        f"| everything settled (extraction, proposals, outbox), s | {t.settled_after:.1f} | "
+        f"last indexed {t.seconds:.1f} | {t.settled_after / t.seconds:.2f} | - | - |",
+        f"| CPU per document until settled, ms | {t.settled_cpu_ms_per_doc:.1f} | naive loop "
+        f"{r.naive.cpu_ms_per_doc:.1f} | "
+        f"{t.settled_cpu_ms_per_doc / r.naive.cpu_ms_per_doc:.2f}x | - | - |",
         f"| CPU per passage, ms (all processes) | {t.cpu_ms_per_passage:.2f} | embedder alone "
         f"({cheapest.label}) {cheapest.cpu_ms_per_passage:.2f} | "
         f"{cpu_vs_embedder:.2f} | {cpu_embedder_target} |",
@@ -193,16 +217,21 @@ def report(result: Result) -> str:
         *(f"| {stage} | {percentile(v, 50):.2f} s | {percentile(v, 95):.2f} s | "
           f"{percentile(v, 99):.2f} s |" for stage, v in lat.stages.items() if v),
         "",
-        "| baseline | docs | passages | seconds | passages/s | docs/s | CPU ms/passage |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| baseline | docs | passages | seconds | passages/s | docs/s | CPU ms/passage | "
+        "passages/s before / after the pipeline | CPU ms/passage before / after |",
+        "|---|---:|---:|---:|---:|---:|---:|---|---|",
     ]
-    lines += [f"| embedder alone, {rate.label} | {r.baseline_docs} | {rate.passages} | "
-              f"{rate.seconds:.1f} | {rate.passages_per_s:.1f} | {r.embed_docs_per_s(rate):.1f} "
-              f"| {rate.cpu_ms_per_passage:.2f} |" for rate in r.embed_rates]
+    for (before, after), rate in zip(r.embed_runs, r.embed_rates, strict=True):
+        lines.append(
+            f"| embedder alone, {rate.label} | {r.baseline_docs} x 2 | {rate.passages} | "
+            f"{rate.seconds:.1f} | {rate.passages_per_s:.1f} | {r.embed_docs_per_s(rate):.1f} "
+            f"| {rate.cpu_ms_per_passage:.2f} | {before.passages_per_s:.1f} / "
+            f"{after.passages_per_s:.1f} | {before.cpu_ms_per_passage:.2f} / "
+            f"{after.cpu_ms_per_passage:.2f} |")
     naive_passages = r.naive.docs + r.naive.parts
     lines.append(f"| naive loop | {r.naive.docs} | {naive_passages} | {r.naive.seconds:.1f} | "
                  f"{naive_passages / r.naive.seconds:.1f} | {r.naive.docs_per_s:.1f} | "
-                 f"{1000 * r.naive.cpu_seconds / naive_passages:.2f} |")
+                 f"{1000 * r.naive.cpu_seconds / naive_passages:.2f} | | |")
     busy = sorted(((v, k) for k, v in t.cpu.items() if v >= 0.05), reverse=True)
     waited = f"; includes {IDLE_TIMEOUT:.0f} s waiting for the lost documents" if t.lost else ""
     lines += ["", f"CPU seconds used during the throughput phase ({t.cpu_wall:.1f} s wall x "
