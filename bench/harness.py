@@ -88,6 +88,7 @@ class PipelineProcesses:
 
     settings: Settings
     workers: int
+    extractors: int = 1  # the extract worker's --concurrency (`brainstream up` runs 1)
     children: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     def commands(self) -> dict[str, list[str]]:
@@ -96,7 +97,8 @@ class PipelineProcesses:
             "consumer": ["consumer"],
             "worker": ["worker", "--queues", "celery", "--concurrency", str(self.workers),
                        "--beat"],
-            "extract": ["worker", "--queues", "extract", "--concurrency", "1", "--no-beat"],
+            "extract": ["worker", "--queues", "extract", "--concurrency",
+                        str(self.extractors), "--no-beat"],
             "relay": ["worker", "--queues", "relay", "--concurrency", "3", "--no-beat"],
         }
 

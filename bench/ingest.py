@@ -92,7 +92,7 @@ def run_embedder(name: EmbedderName, corpus: Sequence[Doc], args: argparse.Names
     baseline_texts = [t for doc in docs[:baseline_count] for t in index_texts(doc, settings).all]
     say(f"[{name}] {len(docs)} docs; stack in {settings.resolved_data_dir}")
     stack = fresh_stack(settings)
-    processes = PipelineProcesses(settings, args.workers)
+    processes = PipelineProcesses(settings, args.workers, args.extractors)
     watcher = ChangeWatcher(settings)
     publisher: TimedPublisher | None = None
     try:
@@ -248,6 +248,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line."""
     parser = bench_parser(__doc__)
     parser.add_argument("--embedder", choices=["static", "minilm", "both"], default="both")
+    parser.add_argument("--extractors", type=int, default=1,
+                        help="the extract worker's --concurrency (default 1, as `brainstream "
+                             "up` runs it)")
     parser.add_argument("--docs", type=int, default=None,
                         help="documents in the throughput phase (default: static all 5,183, "
                         "minilm 600)")

@@ -240,6 +240,11 @@ def report(result: Result) -> str:
               + ", ".join(f"{name} {value:.1f}" for value, name in busy) + ". "
               f"1-min load average: throughput {t.load[0]} -> {t.load[1]}, "
               f"latency {lat.load[0]} -> {lat.load[1]}.",
+              "", f"CPU seconds from the first publish until settled ({t.settled_cpu_wall:.1f} s "
+              f"wall; the last part extracted at {t.extracted_after:.1f} s): "
+              + ", ".join(f"{name} {value:.1f}" for value, name
+                          in sorted(((v, k) for k, v in t.settled_cpu.items() if v >= 0.05),
+                                    reverse=True)) + ".",
               "", f"CPU seconds used during the latency phase ({lat.cpu_wall:.1f} s wall x "
               f"{os.cpu_count()} cores = {lat.cpu_wall * (os.cpu_count() or 1):.0f} available): "
               + ", ".join(f"{name} {value:.1f}" for value, name
