@@ -174,10 +174,9 @@ class Supervisor:
         """As Ctrl-C would: the supervisor stops its processes in order; its exit status."""
         if self.popen.poll() is None:
             self.popen.send_signal(signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             return self.popen.wait(timeout=90)
-        except subprocess.TimeoutExpired:  # say which process held the stop up
-            raise AssertionError(f"`up` did not stop in 90 s\n{self.diagnosis()}") from None
+        raise AssertionError(f"`up` did not stop in 90 s\n{self.diagnosis()}")
 
     def kill(self) -> None:
         """Clean-up after a test, whatever state it left: the supervisor and its processes."""
