@@ -9,6 +9,7 @@ and purge finished rows. Ops and payloads are `pipeline.outbox.ops`'.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -165,6 +166,12 @@ def _lane(ops: Sequence[str], exclude: bool) -> sql.Composable:
     return sql.SQL("op NOT IN ({})" if exclude else "op IN ({})").format(listed)
 
 
+@functools.cache
+def _lane_claim(ops: tuple[str, ...], exclude: bool) -> sql.Composed:
+    """`_CLAIM` for one lane, composed once (each relay lane claims with the same ops)."""
+    return _CLAIM.format(lane=_lane(ops, exclude))
+
+
 def claim_due(conn: Conn, limit: int, *, ops: Sequence[str] = (), exclude: bool = False,
               absorb: int | None = None) -> list[OutboxRow]:
     """The oldest `limit` rows neither done nor failed whose back-off has passed (of the `ops`
@@ -172,7 +179,7 @@ def claim_due(conn: Conn, limit: int, *, ops: Sequence[str] = (), exclude: bool 
     due rows that re-sync the same aggregates (coalesced: applying them with the first is what
     applying them later would do). Not locked: a single relay runs each lane at a time (it
     holds the lane's advisory lock)."""
-    rows = conn.execute(_CLAIM.format(lane=_lane(ops, exclude)),
+    rows = conn.execute(_lane_claim(tuple(ops), exclude),
                         {"limit": limit, "absorb": limit if absorb is None else absorb,
                          "edge": EDGE_SYNC}).fetchall()
     return [OutboxRow(*row) for row in rows]

@@ -28,6 +28,7 @@ from tests.pipelineutil import (
     envelope,
     pipeline_env,
     put,
+    wait_for,
 )
 from tests.stackutil import EXAMPLES
 
@@ -204,26 +205,23 @@ def quiet_state(settings: Settings, corpus: Corpus) -> dict[str, int]:
     return dict(zip(QUIET_COUNTS, row, strict=True))
 
 
-def quiet(settings: Settings, corpus: Corpus) -> bool:
-    state = quiet_state(settings, corpus)
-    return state["processed"] == corpus.valid_events and not any(
-        v for k, v in state.items() if k != "processed")
-
-
 def wait_quiet(settings: Settings, corpus: Corpus, log_dir: Path, *, timeout: float) -> None:
-    """Wait for `quiet`; on a timeout fail with what is still pending and the end of each
-    process's log, so a stall names its stage."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if quiet(settings, corpus):
-            return
-        time.sleep(0.25)
-    tails = {log.name: log.read_text(errors="replace").splitlines()[-15:]
-             for log in sorted(log_dir.glob("*.log"))}
-    raise AssertionError(
-        f"the live pipeline did not go quiet in {timeout:.0f}s: "
-        f"{quiet_state(settings, corpus)} (valid events {corpus.valid_events})\n"
-        + "\n".join(f"--- {name}\n" + "\n".join(lines) for name, lines in tails.items()))
+    """Wait until the corpus is applied and nothing is pending; on a timeout fail with what is
+    still pending and the end of each process's log, so a stall names its stage."""
+    def quiet() -> bool:
+        state = quiet_state(settings, corpus)
+        return state["processed"] == corpus.valid_events and not any(
+            v for k, v in state.items() if k != "processed")
+
+    try:
+        wait_for(quiet, timeout=timeout, what="the live pipeline to go quiet")
+    except AssertionError as exc:
+        tails = {log.name: log.read_text(errors="replace").splitlines()[-15:]
+                 for log in sorted(log_dir.glob("*.log"))}
+        raise AssertionError(
+            f"{exc}: {quiet_state(settings, corpus)} (valid events {corpus.valid_events})\n"
+            + "\n".join(f"--- {name}\n" + "\n".join(lines) for name, lines in tails.items())
+        ) from None
 
 
 def pg_snapshot(settings: Settings, namespaces: list[str]) -> dict[str, Any]:

@@ -45,7 +45,7 @@ def test_a_lane_claims_its_own_rows_past_the_other_lanes_backlog(
     assert [r.id for r in store.claim_due(db, 5, ops=OBJECT_OPS, exclude=True)] == backlog[:5]
 
     for exclude, index in ((False, "outbox_due_objects"), (True, "outbox_due_others")):
-        query = store._CLAIM.format(lane=store._lane(OBJECT_OPS, exclude))
+        query = store._lane_claim(OBJECT_OPS, exclude)
         plan = "\n".join(str(r[0]) for r in db.execute(
             sql.SQL("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) ") + query,
             {"limit": 4, "absorb": 4, "edge": EDGE_SYNC}).fetchall())
