@@ -3,7 +3,7 @@ and `pg_stat_statements` on the stack's Postgres (docs/entities.md, "Extraction'
 breakdown made with it).
 
     python bench/extractprofile.py [--docs 600] [--port-offset 3400] [--reuse] [--twice]
-                                   [--no-embed] [--skip-pass] [--dump FILE]
+                                   [--no-embed] [--skip-pass] [--dump FILE] [--callers RE]
 
 The first run ingests `--docs` SciFact documents through the consumer's write path on a stack of
 its own (`.brainstream-bench/extract-profile-<offset>`) and turns `pg_stat_statements` on
@@ -62,7 +62,7 @@ def _reset(pool: ConnectionPool) -> None:
 
 
 def _profiled(name: str, settings: Settings, pool: ConnectionPool,
-              run: Callable[[], object]) -> None:
+              run: Callable[[], object], callers: str | None = None) -> None:
     pgstatements.reset(settings)
     profile = cProfile.Profile()
     wall, cpu, server = time.perf_counter(), time.process_time(), _postgres_cpu(settings)
@@ -77,6 +77,10 @@ def _profiled(name: str, settings: Settings, pool: ConnectionPool,
         out = io.StringIO()
         pstats.Stats(profile, stream=out).sort_stats(order).print_stats(25)
         print(out.getvalue())
+    if callers:
+        out = io.StringIO()
+        pstats.Stats(profile, stream=out).sort_stats("tottime").print_callers(callers)
+        print(out.getvalue())
 
 
 def main() -> None:
@@ -88,6 +92,8 @@ def main() -> None:
                         help="the stage first without name vectors, as the bench runs it")
     parser.add_argument("--no-embed", action="store_true", help="no name vectors")
     parser.add_argument("--skip-pass", action="store_true")
+    parser.add_argument("--callers", default=None,
+                        help="also print who calls the functions matching this pattern")
     parser.add_argument("--dump", type=Path, default=None,
                         help="write the pass's held pairs and merges by name here")
     args = parser.parse_args()
@@ -113,11 +119,13 @@ def main() -> None:
                           lambda: stage.run(max_batches=1_000_000))
                 _reset(pool)
             stage.embedder = None if args.no_embed else embedder
-            _profiled("stage", settings, pool, lambda: stage.run(max_batches=1_000_000))
+            _profiled("stage", settings, pool, lambda: stage.run(max_batches=1_000_000),
+                      args.callers)
             if not args.skip_pass:
                 _profiled("proposal pass", settings, pool, lambda: propose_all(
                     pool, batch=settings.entity_proposal_batch,
-                    config=ResolveConfig.from_settings(settings), max_rounds=1_000_000))
+                    config=ResolveConfig.from_settings(settings), max_rounds=1_000_000),
+                    args.callers)
                 if args.dump is not None:
                     with pool.connection() as conn, args.dump.open("w") as out:
                         for row in conn.execute(_HELD).fetchall():

@@ -85,7 +85,7 @@ def embed_baselines(name: str, settings: Settings, texts: Sequence[str], workers
 
 def run_embedder(name: EmbedderName, corpus: Sequence[Doc], args: argparse.Namespace) -> Result:
     """Start the stack, measure baselines and the pipeline, stop everything."""
-    settings = bench_settings(name)
+    settings = bench_settings(name, dict(args.set))
     docs = list(corpus[:args.docs or DEFAULT_DOCS[name] or len(corpus)])
     baseline_count = args.baseline_docs or DEFAULT_BASELINE_DOCS[name] or len(docs)
     naive_count = args.naive_docs or DEFAULT_NAIVE_DOCS[name]
@@ -244,6 +244,13 @@ def latency(name: str, settings: Settings, rate: float, corpus: Sequence[Doc],
     return result
 
 
+def _setting(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or name.lower() not in Settings.model_fields:
+        raise argparse.ArgumentTypeError(f"not NAME=VALUE of a setting: {text!r}")
+    return name.lower(), value
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line."""
     parser = bench_parser(__doc__)
@@ -266,6 +273,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--pg-statements", type=int, default=0, metavar="N",
                         help="turn pg_stat_statements on and print the throughput phase's N "
                         "costliest statements to stderr (default: off)")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        type=_setting, help="a setting of the pipeline's processes (the field "
+                        "name, e.g. entity_proposal_max_delay=0); repeatable")
     args = parser.parse_args(argv)
     if args.workers < 1:
         parser.error("--workers must be at least 1")

@@ -10,7 +10,7 @@ from typing import Any
 from pipeline.domain.errors import Unavailable
 from pipeline.embedding.service import EmbeddingService, pending_count
 from pipeline.entities.decisions import apply_pending
-from pipeline.entities.merging import ProposalStats, proposals_due, propose_all, propose_if_due
+from pipeline.entities.merging import ProposalStats, proposals_due, propose_if_due
 from pipeline.entities.resolving import ResolveConfig
 from pipeline.entities.stage import ExtractionStage
 from pipeline.lexical import queue as lexical_queue
@@ -66,7 +66,9 @@ def extract(roots: list[str] | None = None) -> dict[str, Any]:
     # curators' decisions first: the proposal pass then honours a refusal, and skips a merged
     # entity (pipeline/entities/decisions.py)
     decided = apply_pending(rt.pool, batch=rt.settings.entity_decision_batch)
-    proposals = _propose(rt) if stats.entities_created else ProposalStats()
+    # the pass waits while extraction has rows pending (ENTITY_PROPOSAL_MAX_DELAY at most): the
+    # task that drains the last of a burst examines the burst's entities
+    proposals = _propose(rt) or ProposalStats()
     if stats.extracted or stats.recounted or stats.failed or proposals.merged \
             or decided.applied:
         relay_entities.delay()
@@ -78,21 +80,21 @@ def propose() -> dict[str, Any]:
     """The proposal pass over every entity nobody examined yet (sent by the sweep, run on the
     extraction queue); idempotent: an entity leaves the pass's queue in the transaction that
     examined it, and a merge is a compare-and-set."""
-    rt = runtime()
-    proposals = propose_if_due(rt.pool, batch=rt.settings.entity_proposal_batch,
-                               config=ResolveConfig.from_settings(rt.settings))
-    if proposals is None:  # an extraction's own pass examined them meanwhile
+    proposals = _propose(runtime())
+    if proposals is None:  # an extraction's own pass examined them meanwhile, or it is not due
         return {"examined": 0}
     if proposals.merged:
         relay_entities.delay()
     return proposals.__dict__
 
 
-def _propose(rt: Runtime) -> ProposalStats:
-    """The resolver's proposal pass over the entities extraction created: merge at the merge
-    threshold, hold possibly-same pairs (pipeline/entities/merging.py)."""
-    return propose_all(rt.pool, batch=rt.settings.entity_proposal_batch,
-                       config=ResolveConfig.from_settings(rt.settings))
+def _propose(rt: Runtime) -> ProposalStats | None:
+    """The resolver's proposal pass over the entities extraction created, when it is due
+    (`pipeline/entities/merging.py: proposals_due`): merge at the merge threshold, hold
+    possibly-same pairs."""
+    return propose_if_due(rt.pool, batch=rt.settings.entity_proposal_batch,
+                          config=ResolveConfig.from_settings(rt.settings),
+                          max_delay=rt.settings.entity_proposal_max_delay)
 
 
 @app.task(name=MEMORY_TASK)
@@ -162,7 +164,7 @@ def sweep() -> dict[str, Any]:
                                                    older_than=2 * rt.settings.sweep_interval)
         memory_pending = pending_work(conn, older_than=2 * rt.settings.sweep_interval)
         lexical_backlog = lexical_queue.backlog(conn)
-        proposals_waiting = proposals_due(conn)
+        proposals_waiting = proposals_due(conn, rt.settings.entity_proposal_max_delay)
     outbox = backlog(rt.pool)
     if memory_pending:
         memory.delay(None)

@@ -222,6 +222,8 @@ class Settings(BaseSettings, SettingsParts):
     entity_trigram_threshold: float = Field(default=0.3, gt=0, le=1)
     # The proposal pass: entities per run (`pipeline/entities/merging.py: propose_pending`).
     entity_proposal_batch: int = Field(default=200, ge=1, le=10_000)
+    # ... waits while extraction has rows pending, at most this long (seconds) for its oldest.
+    entity_proposal_max_delay: float = Field(default=30.0, ge=0)
     # API keys that may merge entities and decide possibly-same pairs (in the namespaces their
     # API_KEYS entry names), each with the name recorded as `decided_by`: key -> name.
     entity_curators: dict[str, str] = Field(default_factory=dict)

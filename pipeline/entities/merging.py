@@ -88,21 +88,24 @@ def propose_all(pool: ConnectionPool, *, batch: int, config: ResolveConfig,
     return stats
 
 
-def proposals_due(conn: psycopg.Connection[Any]) -> bool:
+def proposals_due(conn: psycopg.Connection[Any], max_delay: float | None = None) -> bool:
     """Whether an entity waits for the proposal pass (one probe of its queue; no lock taken).
     The queue is filled as entities are created, so entities a killed worker created and never
-    examined are still found."""
-    return run(conn, merges.any_unproposed())
+    examined are still found. With `max_delay` (ENTITY_PROPOSAL_MAX_DELAY), the pass is not due
+    while extraction has rows pending, until the oldest waiting entity has waited that long:
+    the pass and extraction share the extract worker, and in a burst the mentions come first;
+    the pass then examines the burst's entities together."""
+    return run(conn, merges.any_unproposed(max_delay))
 
 
-def propose_if_due(pool: ConnectionPool, *, batch: int, config: ResolveConfig
-                   ) -> ProposalStats | None:
-    """`propose_all` when an entity waits for the pass, else None without claiming (what the
-    sweep's propose task runs: most ticks nothing changed, and the claim's pass lock would make
-    an extraction's own pass meanwhile find it taken and skip its entities until the next
-    tick)."""
+def propose_if_due(pool: ConnectionPool, *, batch: int, config: ResolveConfig,
+                   max_delay: float | None = None) -> ProposalStats | None:
+    """`propose_all` when an entity waits for the pass (`proposals_due`), else None without
+    claiming (what the sweep's propose task and the extract task run: most ticks nothing
+    changed, and the claim's pass lock would make another pass meanwhile find it taken and
+    skip its entities until the next tick)."""
     with pool.connection() as conn:
-        due = proposals_due(conn)
+        due = proposals_due(conn, max_delay)
     if not due:
         return None
     return propose_all(pool, batch=batch, config=config)

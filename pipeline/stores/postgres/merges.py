@@ -278,10 +278,23 @@ _ANY_UNPROPOSED = ("SELECT EXISTS (SELECT 1 FROM entity_proposal_queue q JOIN en
                    " ON e.id = q.entity_id AND e.merged_into IS NULL)")
 
 
-def any_unproposed() -> Plan[bool]:
+# ... and extraction has no row waiting, or the oldest entity in the queue has waited
+# `max_delay` seconds (both probes read a partial index or the small queue).
+_DUE_AFTER_EXTRACTION = (
+    "SELECT NOT EXISTS (SELECT 1 FROM entity_extraction WHERE status = 'pending')"
+    " OR (SELECT min(created_at) FROM entity_proposal_queue)"
+    " <= now() - make_interval(secs => %s)")
+
+
+def any_unproposed(max_delay: float | None = None) -> Plan[bool]:
     """Whether a live entity waits for the proposal pass (created by extraction and not
-    examined yet, also when the worker that created it died before its pass)."""
+    examined yet, also when the worker that created it died before its pass). With
+    `max_delay`, only once extraction has no row pending, or the oldest such entity has waited
+    that long."""
     rows = yield Statement(_ANY_UNPROPOSED)
+    if not rows[0][0] or max_delay is None:
+        return bool(rows[0][0])
+    rows = yield Statement(_DUE_AFTER_EXTRACTION, (max_delay,))
     return bool(rows[0][0])
 
 
