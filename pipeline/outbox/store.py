@@ -30,8 +30,8 @@ _INSERT = ("INSERT INTO outbox (namespace_id, aggregate_id, op, payload)"
 
 # Rows given as parallel arrays, inserted in array order (`enqueue_many`).
 _INSERT_MANY = ("INSERT INTO outbox (namespace_id, aggregate_id, op, payload)"
-                " SELECT ns, id, op, payload FROM unnest(%s::uuid[], %s::uuid[], %s::text[],"
-                " %s::jsonb[]) WITH ORDINALITY AS r(ns, id, op, payload, n) ORDER BY n")
+                " SELECT ns, id, op, payload FROM unnest(%b::uuid[], %b::uuid[], %b::text[],"
+                " %b::jsonb[]) WITH ORDINALITY AS r(ns, id, op, payload, n) ORDER BY n")
 
 # One row per aggregate id (an array), all of one namespace and op, without payload: the
 # statement form of `enqueue_many` for code that runs its statements on a synchronous or an
