@@ -35,6 +35,7 @@ from pathlib import Path
 import psutil
 
 from pipeline.domain.errors import ServiceError
+from pipeline.services.process import stop_processes
 
 SUPERVISOR_ENV = "BRAINSTREAM_SUPERVISOR_PID"
 _PR_SET_PDEATHSIG = 1
@@ -197,16 +198,7 @@ def stop_group(pid: int, timeout: float = 10.0) -> None:
 
 
 def _stop_all(procs: set[psutil.Process], timeout: float = 10.0) -> None:
-    """SIGTERM, then SIGKILL after `timeout`; psutil checks each process's identity (create
-    time) before signalling it, so a pid recycled meanwhile is left alone."""
-    for proc in procs:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            proc.send_signal(signal.SIGTERM)
-    _gone, alive = psutil.wait_procs(list(procs), timeout=timeout)
-    for proc in alive:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            proc.kill()
-    psutil.wait_procs(alive, timeout=5)
+    stop_processes(procs, timeout)
 
 
 def _in_group(proc: psutil.Process, pgid: int) -> bool:

@@ -34,7 +34,7 @@ from types import FrameType
 from pipeline.domain.settings import Settings
 from pipeline.ops.lifeline import SUPERVISOR_ENV, PidRecords, stop_orphans
 from pipeline.ops.logfiles import ProcessLog, log_dir
-from pipeline.services.process import terminate_tree
+from pipeline.services.process import terminate_trees
 
 Report = Callable[[str], None]
 
@@ -280,10 +280,12 @@ class Supervisor:
                 yield child, child.proc
 
     def stop_all(self) -> None:
-        """Stop the children, the last started first, and drop their pid records."""
+        """Stop the children together (20 s each to finish what it holds, then killed; one
+        after another, six of them could take minutes), and drop their pid records."""
+        running = [(child, proc) for child, proc in self._running() if proc.poll() is None]
+        terminate_trees([proc.pid for _, proc in running], timeout=20)
         for child, proc in self._running():
-            if proc.poll() is None:
-                terminate_tree(proc.pid, timeout=20)
+            if (child, proc) in running:
                 self.report(f"{child.spec.name:9} stopped")
             self._drain(child, proc)
         for child in reversed(self.children):
