@@ -72,6 +72,17 @@ def mention_keys(rows: Sequence[tuple[RowText, Extraction]]) -> dict[Key, Mentio
     return out
 
 
+def rows_naming(rows: Sequence[tuple[RowText, Extraction]]) -> dict[Key, int]:
+    """How many of the rows name each key: the `part_count` an entity created for the key
+    starts with (the recount after the mentions are written corrects what a span taken by
+    another mention, a deleted row or an untyped name typed elsewhere changes)."""
+    named: dict[Key, set[uuid.UUID]] = {}
+    for row, found in rows:
+        for m in found.mentions:
+            named.setdefault(key_of(row.namespace_id, m), set()).add(row.id)
+    return {key: len(ids) for key, ids in named.items()}
+
+
 def triple_keys(rows: Sequence[tuple[RowText, Extraction]]) -> set[Key]:
     """Each key the rows' triples name as subject or object: a triple names no class, so its
     names are looked up untyped (or in its row, `_relations`)."""
@@ -109,6 +120,7 @@ def write_batch(conn: Conn, settings: Settings, extractor: str,
     known = sql.follow(conn, {key: seen[key] for key in keys if key in seen})
     known.update(sql.by_norm(conn, [key for key in keys if key not in seen]))
     new = {key: m for key, m in firsts.items() if key not in known}
+    named = rows_naming(keep) if new else {}
     sql.lock_entities(conn, [*known.values(), *(entity_id(*key) for key in new),
                              *(e for counts in old.values() for e in counts),
                              *(e for g in gone for e in g.mentions)])
@@ -124,7 +136,7 @@ def write_batch(conn: Conn, settings: Settings, extractor: str,
             continue
         sql.create_entities(conn, [
             sql.NewEntity(entity_id(*key), key[0], m.name.strip(), key[1], m.label,
-                          embeddings.get(key)) for key, m in batch.items()])
+                          embeddings.get(key), named.get(key, 0)) for key, m in batch.items()])
         # The ids now there: ours, or those of a writer that created the name first.
         created = sql.by_norm(conn, batch)
         result.created += [eid for key, eid in created.items() if eid == entity_id(*key)]
