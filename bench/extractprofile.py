@@ -3,7 +3,8 @@ and `pg_stat_statements` on the stack's Postgres (docs/entities.md, "Extraction'
 breakdown made with it).
 
     python bench/extractprofile.py [--docs 600] [--port-offset 3400] [--reuse] [--twice]
-                                   [--no-embed] [--skip-pass] [--dump FILE] [--callers RE]
+                                   [--no-embed] [--skip-pass] [--interleave] [--dump FILE]
+                                   [--callers RE]
 
 The first run ingests `--docs` SciFact documents through the consumer's write path on a stack of
 its own (`.brainstream-bench/extract-profile-<offset>`) and turns `pg_stat_statements` on
@@ -92,6 +93,9 @@ def main() -> None:
                         help="the stage first without name vectors, as the bench runs it")
     parser.add_argument("--no-embed", action="store_true", help="no name vectors")
     parser.add_argument("--skip-pass", action="store_true")
+    parser.add_argument("--interleave", action="store_true",
+                        help="the pass after every stage batch (the worker with "
+                             "ENTITY_PROPOSAL_MAX_DELAY=0), profiled together as one step")
     parser.add_argument("--callers", default=None,
                         help="also print who calls the functions matching this pattern")
     parser.add_argument("--dump", type=Path, default=None,
@@ -119,13 +123,21 @@ def main() -> None:
                           lambda: stage.run(max_batches=1_000_000))
                 _reset(pool)
             stage.embedder = None if args.no_embed else embedder
-            _profiled("stage", settings, pool, lambda: stage.run(max_batches=1_000_000),
-                      args.callers)
+            config = ResolveConfig.from_settings(settings)
+            if args.interleave:
+                def interleaved() -> None:
+                    while stage.run(max_batches=1).claimed:
+                        propose_all(pool, batch=settings.entity_proposal_batch, config=config,
+                                    max_rounds=1_000_000)
+                _profiled("stage and pass, interleaved", settings, pool, interleaved,
+                          args.callers)
+            else:
+                _profiled("stage", settings, pool, lambda: stage.run(max_batches=1_000_000),
+                          args.callers)
             if not args.skip_pass:
                 _profiled("proposal pass", settings, pool, lambda: propose_all(
-                    pool, batch=settings.entity_proposal_batch,
-                    config=ResolveConfig.from_settings(settings), max_rounds=1_000_000),
-                    args.callers)
+                    pool, batch=settings.entity_proposal_batch, config=config,
+                    max_rounds=1_000_000), args.callers)
                 if args.dump is not None:
                     with pool.connection() as conn, args.dump.open("w") as out:
                         for row in conn.execute(_HELD).fetchall():
