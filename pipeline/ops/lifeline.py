@@ -160,7 +160,7 @@ class PidRecords:
                     stop_group(proc.pid)
                     stopped.append(f"{record.name} (pid {record.pid})")
                 elif owner is not None and (orphans := _orphans(record, owner)):
-                    _stop_all(orphans)
+                    stop_processes(orphans, 10.0)
                     stopped.append(f"{len(orphans)} process(es) of {record.name} "
                                    f"(pid {record.pid}, gone)")
             self.remove(record.name)
@@ -194,10 +194,6 @@ def stop_group(pid: int, timeout: float = 10.0) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         if os.getpgid(pid) == pid:
             procs.update(p for p in psutil.process_iter() if _in_group(p, pid))
-    _stop_all(procs, timeout)
-
-
-def _stop_all(procs: set[psutil.Process], timeout: float = 10.0) -> None:
     stop_processes(procs, timeout)
 
 
@@ -212,7 +208,7 @@ def stop_orphans(pgid: int, timeout: float = 10.0) -> None:
     """Stop what is left in the process group of a leader that exited and was reaped (its
     pool processes or spawned workers): while any member lives, no new process can take the
     group's id, so nothing else is signalled."""
-    _stop_all({p for p in psutil.process_iter() if _in_group(p, pgid)}, timeout)
+    stop_processes({p for p in psutil.process_iter() if _in_group(p, pgid)}, timeout)
 
 
 API_PARENT_ENV = "BRAINSTREAM_API_PARENT_PID"

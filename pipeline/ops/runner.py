@@ -282,10 +282,10 @@ class Supervisor:
     def stop_all(self) -> None:
         """Stop the children together (20 s each to finish what it holds, then killed; one
         after another, six of them could take minutes), and drop their pid records."""
-        running = [(child, proc) for child, proc in self._running() if proc.poll() is None]
-        terminate_trees([proc.pid for _, proc in running], timeout=20)
+        running = {proc.pid for _, proc in self._running() if proc.poll() is None}
+        terminate_trees(running, timeout=20)
         for child, proc in self._running():
-            if (child, proc) in running:
+            if proc.pid in running:
                 self.report(f"{child.spec.name:9} stopped")
             self._drain(child, proc)
         for child in reversed(self.children):
