@@ -92,18 +92,20 @@ _LIVE_PROBE = ("LATERAL (SELECT 1 AS live FROM mentions lm JOIN objects lo ON lo
 _ENTITIES_OF = sql.SQL(
     "SELECT e.id, e.namespace_id, e.name, e.norm, e.label, e.part_count, e.merged_into,"
     " e.merged_into IS NULL AND ok.live IS NOT NULL"
-    f" FROM entities e LEFT JOIN {_LIVE_PROBE} ON true WHERE e.id = ANY(%(ids)s)")
+    f" FROM entities e LEFT JOIN {_LIVE_PROBE} ON true WHERE e.id = ANY(%(ids)b)")
+# Arrays of ids go as binary parameters (`%b`), as in the write-back
+# (pipeline/stores/postgres/entities.py): psycopg's text dump of a list is Python, per element.
 # ids as text: the states hold strings
 _EDGE_COLUMNS = ("x.from_id::text, x.edge_type, x.predicate, x.to_id::text, x.namespace_id::text,"
                  " x.weight, x.status, x.confidence, x.method, x.evidence[1:%(cap)s]::text[]")
-_EDGES_TOUCHING = (f"SELECT {_EDGE_COLUMNS} FROM entity_edges x WHERE x.from_id = ANY(%(ids)s)"
+_EDGES_TOUCHING = (f"SELECT {_EDGE_COLUMNS} FROM entity_edges x WHERE x.from_id = ANY(%(ids)b)"
                    f" UNION ALL SELECT {_EDGE_COLUMNS} FROM entity_edges x"
-                   " WHERE x.to_id = ANY(%(ids)s) AND NOT x.from_id = ANY(%(ids)s)")
+                   " WHERE x.to_id = ANY(%(ids)b) AND NOT x.from_id = ANY(%(ids)b)")
 _EDGES_BETWEEN = (f"SELECT {_EDGE_COLUMNS} FROM entity_edges x WHERE (x.from_id, x.to_id) IN"
-                  " (SELECT * FROM unnest(%(a)s::uuid[], %(b)s::uuid[]))")
+                  " (SELECT * FROM unnest(%(a)b::uuid[], %(b)b::uuid[]))")
 # the projected ones of `ids`, as text (`_projected_edges` compares them with edge rows')
 _PROJECTED_OF = (f"SELECT e.id::text, e.namespace_id::text FROM entities e CROSS JOIN {_LIVE_PROBE}"
-                 " WHERE e.id = ANY(%(ids)s::uuid[]) AND e.merged_into IS NULL")
+                 " WHERE e.id = ANY(%(ids)b::uuid[]) AND e.merged_into IS NULL")
 
 _EDGES = sql.SQL(
     "SELECT x.from_id, x.edge_type, x.predicate, x.to_id, x.namespace_id, x.weight, x.status,"
