@@ -13,7 +13,6 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,8 +34,7 @@ DEFAULT_PORTS = {"pg_port": 55432, "kafka_port": 19092, "s3_port": 19000,
 PORT_OFFSETS: dict[str, int] = {"static": 700, "minilm": 800}
 
 
-def bench_settings(embedder: EmbedderName, overrides: Mapping[str, str] | None = None
-                   ) -> Settings:
+def bench_settings(embedder: EmbedderName, **overrides: str) -> Settings:
     """Settings of an embedder's benchmark stack: own data dir, own ports, `overrides` (setting
     name -> value, as `--set` gives them), the project's defaults for everything else."""
     shift = int(os.environ.get("BRAINSTREAM_TEST_PORT_OFFSET", "0"))
@@ -46,7 +44,7 @@ def bench_settings(embedder: EmbedderName, overrides: Mapping[str, str] | None =
         ports["pg_port"] = 15432 + offset
     # model_validate, not the constructor: no environment variable or .env is consulted.
     return Settings.model_validate({"data_dir": BENCH_DIR / embedder, "embedder": embedder,
-                                    **ports, **(overrides or {})})
+                                    **ports, **overrides})
 
 
 def child_env(settings: Settings) -> dict[str, str]:

@@ -85,7 +85,7 @@ def embed_baselines(name: str, settings: Settings, texts: Sequence[str], workers
 
 def run_embedder(name: EmbedderName, corpus: Sequence[Doc], args: argparse.Namespace) -> Result:
     """Start the stack, measure baselines and the pipeline, stop everything."""
-    settings = bench_settings(name, dict(args.set))
+    settings = bench_settings(name, **dict(args.set))
     docs = list(corpus[:args.docs or DEFAULT_DOCS[name] or len(corpus)])
     baseline_count = args.baseline_docs or DEFAULT_BASELINE_DOCS[name] or len(docs)
     naive_count = args.naive_docs or DEFAULT_NAIVE_DOCS[name]

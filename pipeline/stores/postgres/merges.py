@@ -273,17 +273,16 @@ ORDER BY q.created_at, q.entity_id LIMIT %s"""
 # vector and all), and (before 0028) re-insert it into every index of `entities`.
 _MARK_PROPOSED = "DELETE FROM entity_proposal_queue WHERE entity_id = ANY(%s::uuid[])"
 
-# The sweep's check: one probe of the queue; no lock taken.
-_ANY_UNPROPOSED = ("SELECT EXISTS (SELECT 1 FROM entity_proposal_queue q JOIN entities e"
-                   " ON e.id = q.entity_id AND e.merged_into IS NULL)")
-
-
-# ... and extraction has no row waiting, or the oldest entity in the queue has waited
-# `max_delay` seconds (both probes read a partial index or the small queue).
-_DUE_AFTER_EXTRACTION = (
-    "SELECT NOT EXISTS (SELECT 1 FROM entity_extraction WHERE status = 'pending')"
-    " OR (SELECT min(created_at) FROM entity_proposal_queue)"
-    " <= now() - make_interval(secs => %s)")
+# The sweep's check: one probe of the queue; no lock taken. With a delay (not NULL), also only
+# once extraction has no row pending, or the queue's oldest entity has waited that long (both
+# read a partial index or the small queue).
+_ANY_UNPROPOSED = """
+SELECT EXISTS (SELECT 1 FROM entity_proposal_queue q JOIN entities e
+               ON e.id = q.entity_id AND e.merged_into IS NULL)
+   AND (%(delay)s::float8 IS NULL
+        OR NOT EXISTS (SELECT 1 FROM entity_extraction WHERE status = 'pending')
+        OR (SELECT min(created_at) FROM entity_proposal_queue)
+           <= now() - make_interval(secs => %(delay)s::float8))"""
 
 
 def any_unproposed(max_delay: float | None = None) -> Plan[bool]:
@@ -291,10 +290,7 @@ def any_unproposed(max_delay: float | None = None) -> Plan[bool]:
     examined yet, also when the worker that created it died before its pass). With
     `max_delay`, only once extraction has no row pending, or the oldest such entity has waited
     that long."""
-    rows = yield Statement(_ANY_UNPROPOSED)
-    if not rows[0][0] or max_delay is None:
-        return bool(rows[0][0])
-    rows = yield Statement(_DUE_AFTER_EXTRACTION, (max_delay,))
+    rows = yield Statement(_ANY_UNPROPOSED, {"delay": max_delay})
     return bool(rows[0][0])
 
 
