@@ -2,16 +2,15 @@
 and `pg_stat_statements` on the stack's Postgres (docs/entities.md, "Extraction's CPU", has a
 breakdown made with it).
 
-    python bench/extractprofile.py [--docs 600] [--port-offset 3400] [--reuse] [--twice]
-                                   [--no-embed] [--skip-pass] [--interleave] [--dump FILE]
-                                   [--callers RE]
+    python bench/extractprofile.py [--docs 600] [--port-offset 3400] [--reuse] [--no-embed]
+                                   [--skip-pass] [--interleave] [--dump FILE] [--callers RE]
 
 The first run ingests `--docs` SciFact documents through the consumer's write path on a stack of
 its own (`.brainstream-bench/extract-profile-<offset>`) and turns `pg_stat_statements` on
 (`shared_preload_libraries`, `track = all`, `track_planning = on`: a trigger's statement is
 counted inside its INSERT too); `--reuse` starts from that data again. Each run empties the
-entity tables, sets every row pending, and runs the stage (`--twice`: first without name
-vectors, then reset again, as bench/extractstage.py does) and the pass, printing for each the
+entity tables, sets every row pending, and runs the stage and the pass (which writes the new
+entities' name vectors first, as in the worker; `--no-embed`: without them), printing for each the
 wall time, this process's and the Postgres server's CPU, the costliest statements and the
 costliest Python functions. `--dump FILE` writes the pass's POSSIBLY_SAME edges and merges by
 name, to compare two versions entity by entity (`diff`).
@@ -89,9 +88,8 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=600)
     parser.add_argument("--port-offset", type=int, default=3400)
     parser.add_argument("--reuse", action="store_true", help="the data of an earlier run")
-    parser.add_argument("--twice", action="store_true",
-                        help="the stage first without name vectors, as the bench runs it")
-    parser.add_argument("--no-embed", action="store_true", help="no name vectors")
+    parser.add_argument("--no-embed", action="store_true",
+                        help="the pass writes no name vectors")
     parser.add_argument("--skip-pass", action="store_true")
     parser.add_argument("--interleave", action="store_true",
                         help="the pass after every stage batch (the worker with "
@@ -118,17 +116,13 @@ def main() -> None:
             embedder.embed(["warm the model up"])
             stage = ExtractionStage(settings, pool, HeuristicExtractor(
                 max_mentions=settings.entity_max_mentions_per_row))
-            if args.twice:
-                _profiled("stage, no name vectors", settings, pool,
-                          lambda: stage.run(max_batches=1_000_000))
-                _reset(pool)
-            stage.embedder = None if args.no_embed else embedder
+            names = None if args.no_embed else embedder
             config = ResolveConfig.from_settings(settings)
             if args.interleave:
                 def interleaved() -> None:
                     while stage.run(max_batches=1).claimed:
                         propose_all(pool, batch=settings.entity_proposal_batch, config=config,
-                                    max_rounds=1_000_000)
+                                    names=names, max_rounds=1_000_000)
                 _profiled("stage and pass, interleaved", settings, pool, interleaved,
                           args.callers)
             else:
@@ -136,7 +130,7 @@ def main() -> None:
                           args.callers)
             if not args.skip_pass:
                 _profiled("proposal pass", settings, pool, lambda: propose_all(
-                    pool, batch=settings.entity_proposal_batch, config=config,
+                    pool, batch=settings.entity_proposal_batch, config=config, names=names,
                     max_rounds=1_000_000), args.callers)
                 if args.dump is not None:
                     with pool.connection() as conn, args.dump.open("w") as out:

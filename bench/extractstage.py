@@ -16,13 +16,11 @@ this process's only).
 "Extraction is never the ingest bottleneck" means extraction keeps up with embedding: the
 stage and the proposal pass together (what the extract worker's task runs; a row of their own)
 at least the embedding stage's rate in rows/s and in rows per CPU-second (PASS), so a backlog of
-extraction cannot grow while embedding keeps up. The stage is also run without entity-name
-embeddings (the stage's `embedder` unset, then the tables reset): the difference is what the
-HNSW index of name vectors costs. The share of HOT updates of `entities` during the stage with
-name embeddings and the proposal pass after it is reported: an update that is not HOT
-re-inserts the entity into every index of the table, the HNSW index of name vectors among
-them. The bare embed call (static embedder, the same texts, no database) is shown too: an
-upper bound of any embedding stage.
+extraction cannot grow while embedding keeps up. The pass writes the new entities' name
+vectors (HNSW-indexed, migration 0041) before it examines them, as in the worker. The share of
+HOT updates of `entities` during the stage and the proposal pass after it is reported: an update
+that is not HOT re-inserts the entity into every index of the table. The bare embed call (static
+embedder, the same texts, no database) is shown too: an upper bound of any embedding stage.
 """
 
 from __future__ import annotations
@@ -125,8 +123,7 @@ def stage_rows(docs: int, fresh: bool = True, port_offset: int = PORT_OFFSET
             extractor = HeuristicExtractor(max_mentions=settings.entity_max_mentions_per_row)
             embedder = StaticEmbedder()
             embedder.embed(["warm the model up"])
-            # Entity names are embedded by the stage as in the worker (rt.name_embedder, static).
-            stage = ExtractionStage(settings, pool, extractor, embedder)
+            stage = ExtractionStage(settings, pool, extractor)
             counted: dict[str, int] = {}
 
             def extract() -> None:
@@ -135,24 +132,12 @@ def stage_rows(docs: int, fresh: bool = True, port_offset: int = PORT_OFFSET
                                entities=stats.entities_created)
 
             def propose() -> None:
+                # entity names are embedded by the pass, as in the worker (rt.name_embedder)
                 stats = propose_all(pool, batch=settings.entity_proposal_batch,
                                     config=ResolveConfig.from_settings(settings),
-                                    max_rounds=1_000_000)
+                                    names=embedder, max_rounds=1_000_000)
                 counted["examined"] = stats.examined
 
-            # First without name embeddings, then reset and with them (as the worker runs):
-            # the difference is the HNSW insert of each new entity's name vector.
-            log("extraction stage, no name embeddings")
-            stage.embedder = None
-            n_wall, n_cpu = _timed(settings, extract)
-            counted["rows_plain"] = counted["rows"]
-            with pool.connection() as conn:
-                conn.execute("TRUNCATE entities CASCADE")
-                conn.execute("UPDATE entity_extraction SET status = 'pending',"
-                             " extracted_hash = NULL, lease_until = NULL, triples = 0")
-                conn.execute("TRUNCATE outbox")
-                conn.execute("VACUUM ANALYZE entities, entity_extraction")
-            stage.embedder = embedder
             log("extraction stage")
             updates_before = _entity_updates(pool)
             x_wall, x_cpu = _timed(settings, extract)
@@ -182,10 +167,9 @@ def stage_rows(docs: int, fresh: bool = True, port_offset: int = PORT_OFFSET
         b_wall, b_cpu = _timed(None, bare)  # no database: this process only
     rows = [StageRow("embedding stage, static (baseline)", counted["embedded"], e_wall, e_cpu),
             StageRow("extraction stage, heuristic", counted["rows"], x_wall, x_cpu),
-            StageRow("extraction stage, heuristic, no name embeddings", counted["rows_plain"],
-                     n_wall, n_cpu),
             # rows: the extraction rows whose entities it examined (per-row rate, as the others)
-            StageRow(f"proposal pass ({counted['examined']} entities examined)",
+            StageRow(f"proposal pass, name vectors included ({counted['examined']} entities"
+                     " examined)",
                      counted["rows"], p_wall, p_cpu),
             # what the extract worker's task runs: the stage, then the pass over what it made
             StageRow("extraction, stage + proposal pass (the extract worker)", counted["rows"],
@@ -208,7 +192,7 @@ def stage_report(rows: list[StageRow], figures: dict[str, float]) -> list[str]:
     for r in rows:
         lines.append(f"| {r.name} | {r.rows} | {r.per_second:,.0f} | {r.per_second / base:.2f} | "
                      f"{r.per_cpu_second:,.0f} | {r.per_cpu_second / cpu_base:.2f} |")
-    worker = rows[4]  # the stage and the proposal pass together
+    worker = rows[3]  # the stage and the proposal pass together
     ratio, cpu_ratio = worker.per_second / base, worker.per_cpu_second / cpu_base
     # Both must hold: rows/s alone moves with whatever else loads the machine, and the CPU
     # figure is what the two stages cost when they share one.
@@ -218,7 +202,7 @@ def stage_report(rows: list[StageRow], figures: dict[str, float]) -> list[str]:
               f"{cpu_ratio:.2f}x its rows/CPU-s (never the ingest bottleneck = extraction rate "
               f">= embedding rate, both); {figures['mentions/row']:.1f} mentions per row, "
               f"{figures['entities']:.0f} entities created.", "",
-              f"`entities` during the stage with name embeddings and the proposal pass: "
+              f"`entities` during the stage and the proposal pass: "
               f"{figures['hot']:.0f} of "
               f"{figures['updates']:.0f} updates HOT "
               f"({figures['hot'] / max(figures['updates'], 1.0):.1%})."]

@@ -59,8 +59,7 @@ def extract(roots: list[str] | None = None) -> dict[str, Any]:
     changed; idempotent: only `pending` (or flagged) rows are claimed, and the write-back is a
     compare-and-set on the text hash."""
     rt = runtime()
-    stage = ExtractionStage(rt.settings, rt.pool, rt.extractor, rt.name_embedder,
-                            rt.dead_letters)
+    stage = ExtractionStage(rt.settings, rt.pool, rt.extractor, dead_letters=rt.dead_letters)
     ids = [uuid.UUID(r) for r in roots] if roots else None
     stats = stage.run(ids)
     # curators' decisions first: the proposal pass then honours a refusal, and skips a merged
@@ -94,6 +93,7 @@ def _propose(rt: Runtime) -> ProposalStats | None:
     possibly-same pairs."""
     return propose_if_due(rt.pool, batch=rt.settings.entity_proposal_batch,
                           config=ResolveConfig.from_settings(rt.settings),
+                          names=rt.name_embedder,
                           max_delay=rt.settings.entity_proposal_max_delay)
 
 

@@ -2,12 +2,12 @@
 person's decision on a possibly-same pair (applied by `pipeline/entities/decisions.py`).
 
 The proposal pass looks each new entity up like a phrase (its name, its label, its name's
-embedding when it has one) and, per candidate, by `pipeline/entities/resolver.py:
-pair_decision`: merges the pair automatically at the merge threshold (the entity with more
-mentions survives; the older one on a tie), holds it as POSSIBLY_SAME (status held) above the
-possibly-same threshold, and never proposes a pair a person refused. A batch of entities is
-read in a few statements and decided in turn (`pipeline/entities/proposals.py`). Everything
-runs as plans
+embedding when it has one: the pass writes it first, `pipeline/entities/name_vectors.py`) and,
+per candidate, by `pipeline/entities/resolver.py: pair_decision`: merges the pair automatically
+at the merge threshold (the entity with more mentions survives; the older one on a tie), holds
+it as POSSIBLY_SAME (status held) above the possibly-same threshold, and never proposes a pair a
+person refused. A batch of entities is read in a few statements and decided in turn
+(`pipeline/entities/proposals.py`). Everything runs as plans
 (`pipeline/stores/postgres/plans.py`): `propose_for` and `propose_pending` on a synchronous
 connection or pool (the worker), `merge_plan` and `check_pair` also on the API's async one.
 """
@@ -24,8 +24,10 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from pipeline.domain.errors import EntityMerged, InvalidInput, NotFound
+from pipeline.entities.name_vectors import embed_claimed, embed_queued
 from pipeline.entities.proposals import Proposal, propose_batch
 from pipeline.entities.resolving import ResolveConfig
+from pipeline.ports import Embedder
 from pipeline.stores.postgres import entities as entities_sql, merges, resolution as store
 from pipeline.stores.postgres.merges import MergeReport
 from pipeline.stores.postgres.plans import Plan, run
@@ -71,15 +73,19 @@ def propose_pending(conn_or_pool: psycopg.Connection[Any] | ConnectionPool, *, b
 
 
 def propose_all(pool: ConnectionPool, *, batch: int, config: ResolveConfig,
-                max_rounds: int = 50) -> ProposalStats:
+                names: Embedder | None = None, max_rounds: int = 50) -> ProposalStats:
     """Run the proposal pass until no unexamined entity is left (or `max_rounds` ran: the rest
-    waits for the next call; the sweep makes one). What the worker runs after extraction."""
+    waits for the next call; the sweep makes one). What the worker runs after extraction. With
+    `names` (the name embedder), the entities get their name vectors first
+    (`pipeline/entities/name_vectors.py`)."""
     stats = ProposalStats()
     with pool.connection() as conn:
         # a namespace's first load: the lookups need statistics that say it is not selective
         entities_sql.analyze_stale(conn, ("entities", "entity_aliases"))
     for _ in range(max_rounds):
-        examined, proposals = _propose_round(pool, batch, config)
+        if names is not None:
+            embed_queued(pool, names, batch=batch)
+        examined, proposals = _propose_round(pool, batch, config, names)
         if not examined:
             break
         stats.examined += examined
@@ -99,6 +105,7 @@ def proposals_due(conn: psycopg.Connection[Any], max_delay: float | None = None)
 
 
 def propose_if_due(pool: ConnectionPool, *, batch: int, config: ResolveConfig,
+                   names: Embedder | None = None,
                    max_delay: float | None = None) -> ProposalStats | None:
     """`propose_all` when an entity waits for the pass (`proposals_due`), else None without
     claiming (what the sweep's propose task and the extract task run: most ticks nothing
@@ -108,14 +115,17 @@ def propose_if_due(pool: ConnectionPool, *, batch: int, config: ResolveConfig,
         due = proposals_due(conn, max_delay)
     if not due:
         return None
-    return propose_all(pool, batch=batch, config=config)
+    return propose_all(pool, batch=batch, config=config, names=names)
 
 
 def _propose_round(conn_or_pool: psycopg.Connection[Any] | ConnectionPool, batch: int,
-                   config: ResolveConfig) -> tuple[int, list[Proposal]]:
+                   config: ResolveConfig, names: Embedder | None = None
+                   ) -> tuple[int, list[Proposal]]:
     out: list[Proposal] = []
     with connection_of(conn_or_pool) as conn, conn.transaction():
         claimed = run(conn, merges.claim_unproposed(batch))
+        if claimed and names is not None:  # created since the queue was embedded
+            embed_claimed(conn, names, [entity_id for _, entity_id in claimed])
         if claimed:
             out = run(conn, propose_batch(claimed, config))
             run(conn, merges.mark_proposed([entity_id for _, entity_id in claimed]))

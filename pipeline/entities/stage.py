@@ -13,8 +13,8 @@ the batch as a whole. A failed row is marked `failed` and dead-lettered `extract
 Rows whose deleted state changed (soft delete, revival) and rows hard-deleted (stale chunks,
 purge) keep or lose their mentions without a text change; migration 0014 flags them and each
 round recounts the entities and pairs they touched (`part_count` and co-occurrence weights
-count live rows only). New entities get their name's embedding from the pipeline's embedder
-when one is given; an embedder failure leaves it NULL and never fails a row.
+count live rows only). New entities get their name vector later, from the proposal pass that
+examines them (`pipeline/entities/name_vectors.py`): the HNSW insert is not extraction's cost.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 import psycopg
 from psycopg_pool import ConnectionPool
@@ -37,7 +36,7 @@ from pipeline.entities.names import normalise
 from pipeline.entities.writeback import Key, WriteResult, mention_keys, triple_keys, write_batch
 from pipeline.kafka.io import dead_letter_headers
 from pipeline.metrics import instruments as metrics
-from pipeline.ports import DeadLetterSink, Embedder, Extractor
+from pipeline.ports import DeadLetterSink, Extractor
 from pipeline.stores.postgres import entities as entities_sql, extraction as rows_sql
 from pipeline.stores.postgres.extraction import RowText
 
@@ -58,13 +57,11 @@ class ExtractStats:
 class ExtractionStage:
     """Extracts the entities of what the write path left pending."""
 
-    def __init__(self, settings: Settings, pool: ConnectionPool, extractor: Extractor,
-                 embedder: Embedder | None = None,
+    def __init__(self, settings: Settings, pool: ConnectionPool, extractor: Extractor, *,
                  dead_letters: DeadLetterSink | None = None) -> None:
         self.settings = settings
         self.pool = pool
         self.extractor = extractor
-        self.embedder = embedder
         self.dead_letters = dead_letters
 
     def run(self, roots: Sequence[uuid.UUID] | None = None, *, max_batches: int = 1000
@@ -184,13 +181,10 @@ class ExtractionStage:
         if keys:
             with self.pool.connection() as conn:
                 seen = entities_sql.by_norm(conn, keys)
-        embeddings = self._name_embeddings(
-            [(key, m.name.strip()) for key, m in firsts.items() if key not in seen])
-
         def once() -> WriteResult:
             with self.pool.connection() as conn, conn.transaction():
                 return write_batch(conn, self.settings, self.extractor.name, extracted,
-                                   recount, embeddings, seen)
+                                   recount, seen)
 
         # Another writer of the same rows or entities (the resolver merging, a consumer batch
         # deleting stale chunks) may lock in another order: Postgres then aborts one side. The
@@ -199,25 +193,6 @@ class ExtractionStage:
                                transient=(psycopg.errors.TransactionRollback,),
                                on_retry=lambda n, exc: log.warning(
                                    "extraction write-back attempt %d rolled back: %s", n, exc))
-
-    def _name_embeddings(self, new: Sequence[tuple[Key, str]]) -> dict[Key, Any]:
-        """The name embeddings of the entities this batch will create (names no entity or
-        alias knows yet: key and display name), computed before the write transaction so it
-        stays short."""
-        if self.embedder is None or not new:
-            return {}
-        out: dict[Key, Any] = {}
-        step = self.settings.embed_batch_size
-        for start in range(0, len(new), step):
-            chunk = new[start:start + step]
-            try:
-                vectors = self.embedder.embed([name for _, name in chunk])
-            except Exception as exc:  # a name without a vector still resolves by its text
-                log.warning("entity name embedding failed (%s); leaving %d names without one",
-                            exc, len(chunk))
-                continue
-            out.update((key, vector) for (key, _), vector in zip(chunk, vectors, strict=True))
-        return out
 
 
 def valid_mentions(row: RowText, found: Extraction) -> Extraction:

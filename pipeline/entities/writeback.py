@@ -92,7 +92,7 @@ def triple_keys(rows: Sequence[tuple[RowText, Extraction]]) -> set[Key]:
 
 def write_batch(conn: Conn, settings: Settings, extractor: str,
                 extracted: Sequence[tuple[RowText, Extraction]], recount: Sequence[uuid.UUID],
-                embeddings: Mapping[Key, Any], seen: Mapping[Key, uuid.UUID]) -> WriteResult:
+                seen: Mapping[Key, uuid.UUID]) -> WriteResult:
     """Write one batch back in the caller's transaction (see the module docstring). `seen`:
     the batch's names resolved before the transaction (`entities.by_norm`); only the names it
     lacks are looked up here, and its entities are followed to whatever they were merged into
@@ -136,7 +136,7 @@ def write_batch(conn: Conn, settings: Settings, extractor: str,
             continue
         sql.create_entities(conn, [
             sql.NewEntity(entity_id(*key), key[0], m.name.strip(), key[1], m.label,
-                          embeddings.get(key), named.get(key, 0)) for key, m in batch.items()])
+                          named.get(key, 0)) for key, m in batch.items()])
         # The ids now there: ours, or those of a writer that created the name first.
         created = sql.by_norm(conn, batch)
         result.created += [eid for key, eid in created.items() if eid == entity_id(*key)]

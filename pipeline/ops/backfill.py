@@ -1,7 +1,7 @@
 """`brainstream entities backfill`: extract the entities of rows written before the entity layer
 existed (or whose extraction failed), in-process, with a progress line; then embed the names left
-without a vector (the name embedder was down when they were created, or migration 0039 dropped
-vectors of another model's dimension).
+without a vector (the name embedder was down when the proposal pass examined them, or migration
+0039 dropped vectors of another model's dimension; `pipeline/entities/name_vectors.py`).
 
 Safe beside running workers: the stage claims rows with a lease and writes back with a
 compare-and-set, so a row is extracted once whoever gets it first. The graph gets the entities
@@ -15,15 +15,14 @@ import uuid
 from dataclasses import dataclass
 
 import psycopg
-from psycopg_pool import ConnectionPool
 
 from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders import build_name_embedder
 from pipeline.entities.extractors import build_extractor
+from pipeline.entities.name_vectors import embed_names
 from pipeline.entities.stage import ExtractionStage, ExtractStats
 from pipeline.kafka.io import DeadLetterWriter, make_producer
 from pipeline.ops.progress import Progress
-from pipeline.ports import Embedder
 from pipeline.stores.postgres import extraction
 from pipeline.stores.postgres.pool import make_pool
 
@@ -33,15 +32,6 @@ class BackfillReport:
     marked: int  # rows this backfill set pending
     stats: ExtractStats
     names_embedded: int = 0  # entities that got their name vector here
-
-
-# Live entities without a name vector, by id after a cursor; then their vectors, written only
-# where none was written meanwhile.
-_UNEMBEDDED = ("SELECT id, name FROM entities WHERE embedding IS NULL AND merged_into IS NULL"
-               " AND (%(ns)s::uuid IS NULL OR namespace_id = %(ns)s) AND id > %(after)s"
-               " ORDER BY id LIMIT %(limit)s")
-_SET_VECTORS = ("UPDATE entities e SET embedding = v.embedding FROM unnest(%s::uuid[],"
-                " %b::vector[]) AS v(id, embedding) WHERE e.id = v.id AND e.embedding IS NULL")
 
 
 def backfill(settings: Settings, namespace: uuid.UUID | None = None) -> BackfillReport:
@@ -58,8 +48,8 @@ def backfill(settings: Settings, namespace: uuid.UUID | None = None) -> Backfill
             progress = Progress("entity extraction (rows)",
                                 extraction.pending_count(conn) or None)
         names = build_name_embedder(settings)
-        stage = ExtractionStage(settings, pool, build_extractor(settings), names,
-                                DeadLetterWriter(producer, settings.topic_dlq))
+        stage = ExtractionStage(settings, pool, build_extractor(settings),
+                                dead_letters=DeadLetterWriter(producer, settings.topic_dlq))
         while True:
             stats = stage.run(max_batches=1)
             for name, value in stats.__dict__.items():
@@ -78,19 +68,3 @@ def backfill(settings: Settings, namespace: uuid.UUID | None = None) -> Backfill
         producer.close()
         pool.close()
     return BackfillReport(marked, total, embedded)
-
-
-def embed_names(pool: ConnectionPool, embedder: Embedder, namespace: uuid.UUID | None, *,
-                batch: int) -> int:
-    """Give every live entity (of `namespace`, or all) without a name vector one; the count."""
-    done, after = 0, uuid.UUID(int=0)
-    while True:
-        with pool.connection() as conn:
-            rows = conn.execute(_UNEMBEDDED, {"ns": namespace, "after": after,
-                                              "limit": batch}).fetchall()
-        if not rows:
-            return done
-        vectors = embedder.embed([str(name) for _, name in rows])
-        with pool.connection() as conn:
-            done += conn.execute(_SET_VECTORS, ([i for i, _ in rows], list(vectors))).rowcount
-        after = rows[-1][0]

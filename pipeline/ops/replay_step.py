@@ -33,7 +33,7 @@ from pipeline.memory_services.summarising import SessionSummariser
 from pipeline.ops.vocab import refresh_vocab
 from pipeline.outbox.relay import OutboxRelay
 from pipeline.outbox.store import backlog
-from pipeline.ports import ChangeSink
+from pipeline.ports import ChangeSink, Embedder
 from pipeline.stores.postgres import extraction
 from pipeline.stores.postgres.memory_fold import PgSummaryWork
 from pipeline.stores.postgres.memory_work import PgMessageWork, pending_work
@@ -85,6 +85,7 @@ class InProcessWork:
     summaries: SessionSummariser
     relay: OutboxRelay
     lexical: LexicalWriter  # builds the new generation's lexical indexes
+    names: Embedder  # entity names' vectors, written by the proposal pass
 
     @classmethod
     def for_generation(cls, settings: Settings, pool: Any, changes: ChangeSink
@@ -94,14 +95,14 @@ class InProcessWork:
         embedder = build_embedder(settings)
         extractor = build_extractor(settings)
         return cls(settings, pool, EmbeddingService(settings, pool, embedder),
-                   ExtractionStage(settings, pool, extractor,
-                                   build_name_embedder(settings, passages=embedder)),
+                   ExtractionStage(settings, pool, extractor),
                    MessageExtraction(settings, PgMessageWork(pool), embedder, extractor),
                    SessionSummariser(settings, PgSummaryWork(pool),
                                      build_summariser(settings, embedder), embedder),
                    OutboxRelay(settings, pool, FalkorGraphWriter.from_settings(settings),
                                changes),
-                   LexicalWriter(settings, pool))
+                   LexicalWriter(settings, pool),
+                   build_name_embedder(settings, passages=embedder))
 
     def run(self, result: ReplayReport, *, rounds: int) -> None:
         stats = self.embedding.run(max_batches=rounds)
@@ -115,7 +116,7 @@ class InProcessWork:
         apply_pending(self.pool, batch=self.settings.entity_decision_batch)
         if extracted.entities_created:
             propose_all(self.pool, batch=self.settings.entity_proposal_batch,
-                        config=ResolveConfig.from_settings(self.settings))
+                        config=ResolveConfig.from_settings(self.settings), names=self.names)
         messages = self.memory.run(max_batches=rounds)
         result.memory_extracted += sum(messages.stored.values())
         result.memory_failed += sum(messages.failed.values())

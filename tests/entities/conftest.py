@@ -63,10 +63,12 @@ def add_entity(conn: psycopg.Connection[Any], tenant: Tenant, name: str, label: 
                embedding: Sequence[float] | None = None) -> uuid.UUID:
     """An entity with aliases (alias, source) and `mentions` mentions in the tenant's notes."""
     entity_id = uuid.uuid4()
-    conn.execute("INSERT INTO entities (id, namespace_id, name, norm, label, part_count,"
-                 " embedding) VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                 (entity_id, tenant.namespace, name, normalise(name), label, mentions,
-                  list(embedding) if embedding is not None else None))
+    conn.execute("INSERT INTO entities (id, namespace_id, name, norm, label, part_count)"
+                 " VALUES (%s, %s, %s, %s, %s, %s)",
+                 (entity_id, tenant.namespace, name, normalise(name), label, mentions))
+    if embedding is not None:
+        conn.execute("INSERT INTO entity_name_vectors (entity_id, namespace_id, embedding)"
+                     " VALUES (%s, %s, %s)", (entity_id, tenant.namespace, list(embedding)))
     # examined already: the proposal pass of a test looks at the entities it adds itself
     conn.execute("DELETE FROM entity_proposal_queue WHERE entity_id = %s", (entity_id,))
     for alias, source in aliases:

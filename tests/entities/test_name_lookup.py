@@ -1,20 +1,19 @@
-"""The extraction stage looks each batch's names up once, before its write transaction (where
-the new names' vectors are computed); the write-back looks up only the names unknown then and
-follows the others to whatever they were merged into meanwhile. Real Postgres, in-process stage
-(tests/entities/stageutil.py's `CapsExtractor`)."""
+"""The extraction stage looks each batch's names up once, before its write transaction; the
+write-back looks up only the names unknown then and follows the others to whatever they were
+merged into meanwhile. Real Postgres, in-process stage (tests/entities/stageutil.py's
+`CapsExtractor`)."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 import pytest
 from psycopg_pool import ConnectionPool
 
 from pipeline.domain.settings import Settings
-from pipeline.embedding.embedders.static import StaticEmbedder
-from pipeline.entities import merging
+from pipeline.entities import merging, stage as stage_module
 from pipeline.entities.ids import entity_id
 from pipeline.entities.stage import ExtractionStage
 from pipeline.stores.postgres import entities as entities_sql
@@ -56,25 +55,31 @@ def test_each_batch_looks_its_names_up_once(edb: Settings, epool: ConnectionPool
 
 
 def test_a_name_merged_between_lookup_and_write_back_lands_on_the_survivor(
-        edb: Settings, epool: ConnectionPool) -> None:
+        edb: Settings, epool: ConnectionPool, monkeypatch: pytest.MonkeyPatch) -> None:
     ns, a, b, c = uuid.uuid4(), uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
     apply(edb, [put(ns, a, title="t", content="Kepler"),
                 put(ns, b, title="t", content="Johannes Kepler")])
     ExtractionStage(edb, epool, CapsExtractor()).run([a, b])  # type: ignore[arg-type]
     kepler, johannes = entity_id(ns, "kepler"), entity_id(ns, "johannes kepler")
 
-    class MergingEmbedder(StaticEmbedder):
-        """Embeds the batch's new names (after the lookup, before the write transaction), and
-        meanwhile a person merges Kepler into Johannes Kepler."""
+    looked_up = entities_sql.by_norm
+    calls: list[Any] = []
 
-        def embed(self, texts: Sequence[str]) -> Any:
-            with epool.connection() as conn:
-                merging.merge(conn, ns, kepler, johannes, dry_run=False, decided_by="tests")
-            return super().embed(texts)
+    def merging_meanwhile(conn: Any, keys: Any) -> Any:
+        """The batch's lookup, before the write transaction (the first call; the write-back
+        looks up through the same module); meanwhile a person merges Kepler into Johannes
+        Kepler."""
+        found = looked_up(conn, keys)
+        calls.append(keys)
+        if len(calls) == 1:
+            with epool.connection() as other:
+                merging.merge(other, ns, kepler, johannes, dry_run=False, decided_by="tests")
+        return found
 
     apply(edb, [put(ns, c, title="t", content="Kepler met Tycho")])
-    stats = ExtractionStage(edb, epool, CapsExtractor(),  # type: ignore[arg-type]
-                            embedder=MergingEmbedder()).run([c])
+    monkeypatch.setattr(stage_module.entities_sql, "by_norm", merging_meanwhile)
+    stats = ExtractionStage(edb, epool, CapsExtractor()).run([c])  # type: ignore[arg-type]
+    monkeypatch.undo()
     assert stats.failed == 0 and stats.extracted == 2
     assert _named(edb, c) == {johannes, entity_id(ns, "tycho")}
     assert q(edb, "SELECT merged_into FROM entities WHERE id = %s", kepler) == [(johannes,)]

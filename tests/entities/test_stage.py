@@ -11,11 +11,15 @@ from __future__ import annotations
 import json
 import uuid
 
+import numpy as np
 from psycopg_pool import ConnectionPool
 
 from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders.static import StaticEmbedder
 from pipeline.entities.ids import entity_id
+from pipeline.entities.merging import _propose_round, propose_all
+from pipeline.entities.name_vectors import embed_names
+from pipeline.entities.resolving import ResolveConfig
 from pipeline.entities.stage import ExtractionStage
 from pipeline.kafka.io import DeadLetterWriter, make_producer
 from pipeline.ops import dlq
@@ -249,23 +253,64 @@ def test_cooccurrence_counts_only_the_most_mentioned_entities(edb: Settings,
     assert entities(edb, ns)["laplace"][1] == 1  # still mentioned and counted
 
 
-def test_new_entities_get_name_embeddings(edb: Settings, epool: ConnectionPool) -> None:
-    ns, a = uuid.uuid4(), uuid.uuid4()
-    apply(edb, [put(ns, a, title="t", content="Kepler")])
-    stage(edb, epool, embedder=StaticEmbedder()).run([a])
-    assert q(edb, "SELECT embedding IS NOT NULL FROM entities WHERE id = %s",
-             entity_id(ns, "kepler")) == [(True,)]
+def _vectors(settings: Settings, *ids: uuid.UUID) -> dict[uuid.UUID, np.ndarray]:
+    return {eid: np.array(text.strip("[]").split(","), dtype=np.float32) for eid, text in q(
+        settings, "SELECT entity_id, embedding::text FROM entity_name_vectors"
+        " WHERE entity_id = ANY(%s)", list(ids))}
+
+
+def test_the_proposal_pass_writes_name_vectors_not_the_stage(edb: Settings,
+                                                              epool: ConnectionPool) -> None:
+    """Migration 0041: the stage leaves the vectors to the pass, which writes each tenant's
+    names before it examines them; a broken embedder costs the vectors, never the pass."""
+    tenants, a, b = (uuid.uuid4(), uuid.uuid4()), uuid.uuid4(), uuid.uuid4()
+    apply(edb, [put(tenants[0], a, title="t", content="Kepler"),
+                put(tenants[1], b, title="t", content="Kepler, Brahe")])
+    stage(edb, epool).run([a, b])
+    ids = [entity_id(tenants[0], "kepler"), entity_id(tenants[1], "kepler"),
+           entity_id(tenants[1], "brahe")]
+    assert _vectors(edb, *ids) == {}
+
+    names = StaticEmbedder()
+    stats = propose_all(epool, batch=2, config=ResolveConfig(), names=names)
+    assert stats.examined >= 3
+    stored = _vectors(edb, *ids)
+    assert set(stored) == set(ids)
+    for eid in ids:
+        name = "Brahe" if eid == ids[2] else "Kepler"
+        assert np.allclose(stored[eid], names.embed([name])[0], atol=1e-5)
+    assert q(edb, "SELECT entity_id, namespace_id FROM entity_name_vectors"
+             " WHERE entity_id = ANY(%s) ORDER BY 1", ids) == sorted(
+        [(ids[0], tenants[0]), (ids[1], tenants[1]), (ids[2], tenants[1])])
 
     class Broken:
         def embed(self, texts: list[str]) -> object:
             raise RuntimeError("no embeddings today")
 
-    b = uuid.uuid4()
-    apply(edb, [put(ns, b, title="t", content="Brahe")])
-    stats = stage(edb, epool, embedder=Broken()).run([b])
-    assert stats.extracted == 2 and stats.failed == 0
-    assert q(edb, "SELECT embedding IS NULL FROM entities WHERE id = %s",
-             entity_id(ns, "brahe")) == [(True,)]
+    c = uuid.uuid4()
+    apply(edb, [put(tenants[0], c, title="t", content="Galilei")])
+    stage(edb, epool).run([c])
+    galilei = entity_id(tenants[0], "galilei")
+    stats = propose_all(epool, batch=2, config=ResolveConfig(), names=Broken())  # type: ignore[arg-type]
+    assert stats.examined >= 1
+    assert q(edb, "SELECT count(*) FROM entity_proposal_queue WHERE entity_id = %s",
+             galilei) == [(0,)]
+    assert _vectors(edb, galilei) == {}
+    assert embed_names(epool, names, tenants[0], batch=10) == 1  # what backfill runs
+    assert set(_vectors(edb, galilei)) == {galilei}
+
+
+def test_a_round_embeds_what_it_claims_without_a_vector(edb: Settings,
+                                                        epool: ConnectionPool) -> None:
+    """An entity created after the pass embedded its queue gets its vector in the round that
+    claims it."""
+    ns, a = uuid.uuid4(), uuid.uuid4()
+    apply(edb, [put(ns, a, title="t", content="Huygens")])
+    stage(edb, epool).run([a])
+    huygens = entity_id(ns, "huygens")
+    while _propose_round(epool, 50, ResolveConfig(), StaticEmbedder())[0]:
+        pass
+    assert set(_vectors(edb, huygens)) == {huygens}
 
 
 def test_status_and_exporter_count_extraction_rows(edb: Settings,

@@ -43,9 +43,11 @@ def _add(conn: psycopg.Connection[Any], ns: uuid.UUID, name: str, part_count: in
     pass takes its queue oldest first)."""
     entity_id = uuid.uuid4()
     conn.execute("INSERT INTO entities (id, namespace_id, name, norm, label, part_count,"
-                 " embedding, created_at) VALUES (%s, %s, %s, %s, 'NAME', %s, %s::vector,"
+                 " created_at) VALUES (%s, %s, %s, %s, 'NAME', %s,"
                  " timestamptz '2026-01-01' + %s * interval '1 minute')",
-                 (entity_id, ns, name, normalise(name), part_count, _vector(rng), minute))
+                 (entity_id, ns, name, normalise(name), part_count, minute))
+    conn.execute("INSERT INTO entity_name_vectors (entity_id, namespace_id, embedding)"
+                 " VALUES (%s, %s, %s::vector)", (entity_id, ns, _vector(rng)))
     if not queued:
         conn.execute("DELETE FROM entity_proposal_queue WHERE entity_id = %s", (entity_id,))
     return entity_id

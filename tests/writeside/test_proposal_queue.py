@@ -35,13 +35,16 @@ def test_each_new_entity_is_queued_and_examined_once_without_writing_its_row(
     rng = random.Random(7)
     tenants = {uuid.uuid4(): 12, uuid.uuid4(): 8}
     for ns, count in tenants.items():
+        ids = [uuid.uuid4() for _ in range(count)]
         with db.cursor() as cur:
+            cur.executemany("INSERT INTO entities (id, namespace_id, name, norm, label)"
+                            " VALUES (%s, %s, %s, %s, 'NAME')",
+                            [(eid, ns, eid.hex, eid.hex) for eid in ids])
             cur.executemany(
-                "INSERT INTO entities (id, namespace_id, name, norm, label, embedding)"
-                " VALUES (%s, %s, %s, %s, 'NAME', %s::vector)",
-                [(uuid.uuid4(), ns, name, name,
-                  "[" + ",".join(f"{rng.uniform(-1, 1):.4f}" for _ in range(dim)) + "]")
-                 for name in (uuid.uuid4().hex for _ in range(count))])
+                "INSERT INTO entity_name_vectors (entity_id, namespace_id, embedding)"
+                " VALUES (%s, %s, %s::vector)",
+                [(eid, ns, "[" + ",".join(f"{rng.uniform(-1, 1):.4f}" for _ in range(dim)) + "]")
+                 for eid in ids])
     queued = dict(db.execute("SELECT namespace_id, count(*) FROM entity_proposal_queue"
                              " GROUP BY namespace_id").fetchall())
     assert queued == tenants

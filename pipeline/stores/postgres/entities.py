@@ -14,7 +14,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import psycopg
 import psycopg.sql
 
@@ -125,7 +124,6 @@ class NewEntity:
     name: str
     norm: str
     label: str
-    embedding: Any  # a vector, or None
     # The rows naming it in the creating batch: with its count right at the insert, the recount
     # that follows leaves the new row alone instead of writing a second version of it (a
     # quarter of which did not fit their page and went into every index, name vectors' too).
@@ -212,15 +210,14 @@ def create_entities(conn: Conn, entities: Sequence[NewEntity]) -> None:
     if not ordered:
         return
     conn.execute(
-        "INSERT INTO entities (id, namespace_id, name, norm, label, embedding, part_count)"
-        " SELECT id, ns, name, norm, label, embedding, n FROM unnest(%b::uuid[], %b::uuid[],"
-        " %b::text[], %b::text[], %b::text[], %b::vector[], %b::int[])"
-        " WITH ORDINALITY AS t(id, ns, name, norm, label, embedding, n, i)"
+        "INSERT INTO entities (id, namespace_id, name, norm, label, part_count)"
+        " SELECT id, ns, name, norm, label, n FROM unnest(%b::uuid[], %b::uuid[],"
+        " %b::text[], %b::text[], %b::text[], %b::int[])"
+        " WITH ORDINALITY AS t(id, ns, name, norm, label, n, i)"
         " ORDER BY i ON CONFLICT DO NOTHING",
         ([e.id for e in ordered], [e.namespace_id for e in ordered],
          [e.name for e in ordered], [e.norm for e in ordered], [e.label for e in ordered],
-         [None if e.embedding is None else np.asarray(e.embedding, dtype=np.float32)
-          for e in ordered], [e.part_count for e in ordered]))
+         [e.part_count for e in ordered]))
 
 
 def mention_counts(conn: Conn, row_ids: Sequence[uuid.UUID]

@@ -57,12 +57,15 @@ HNSW_EF_SEARCH_MIN = 100
 _HNSW = ("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),"
          " set_config('hnsw.ef_search', %s, true)")
 
+# The vectors are in `entity_name_vectors` (migration 0041): the HNSW scan walks them in order and
+# each is joined to its entity for the live and label filters.
 _NEAREST = """
-SELECT id, name, label, part_count, name, 'embedding', (1 - (embedding <=> %(v)s::vector))::float8
-FROM entities
-WHERE namespace_id = %(ns)s AND merged_into IS NULL AND embedding IS NOT NULL
-  AND (%(labels)s::text[] IS NULL OR label = ANY(%(labels)s))
-ORDER BY embedding <=> %(v)s::vector LIMIT %(k)s"""
+SELECT e.id, e.name, e.label, e.part_count, e.name, 'embedding',
+       (1 - (v.embedding <=> %(v)s::vector))::float8
+FROM entity_name_vectors v JOIN entities e ON e.id = v.entity_id
+WHERE v.namespace_id = %(ns)s AND e.merged_into IS NULL
+  AND (%(labels)s::text[] IS NULL OR e.label = ANY(%(labels)s))
+ORDER BY v.embedding <=> %(v)s::vector LIMIT %(k)s"""
 
 # A few live rows naming each entity, with the object each row belongs to.
 _EVIDENCE = """
@@ -75,8 +78,8 @@ WHERE n <= %(n)s ORDER BY entity_id, n"""
 
 _ENTITY = """
 SELECT id, name, norm, label, part_count, merged_into, created_at, updated_at,
-       embedding IS NOT NULL
-FROM entities WHERE (namespace_id = %s) IS TRUE AND id = ANY(%s::uuid[])"""
+       EXISTS (SELECT 1 FROM entity_name_vectors v WHERE v.entity_id = e.id)
+FROM entities e WHERE (namespace_id = %s) IS TRUE AND id = ANY(%s::uuid[])"""
 
 _ALIASES = """
 SELECT alias, source FROM entity_aliases WHERE namespace_id = %s AND entity_id = %s

@@ -28,13 +28,17 @@ _SETTINGS = ("SELECT set_config('pg_trgm.similarity_threshold', %s, true),"
              " set_config('hnsw.ef_search', %s, true)")
 
 _RECORDS = """
-SELECT id, namespace_id, name, label, part_count, merged_into, embedding IS NOT NULL
-FROM entities WHERE id = ANY(%s::uuid[])"""
+SELECT id, namespace_id, name, label, part_count, merged_into,
+       EXISTS (SELECT 1 FROM entity_name_vectors v WHERE v.entity_id = e.id)
+FROM entities e WHERE id = ANY(%s::uuid[])"""
 
 # The per-phrase lookup of resolution.py as a LATERAL over the batch: every branch reads the
 # phrase's terms from `q`, and a branch a phrase does not have (a folded form equal to the
 # normalised one, no acronym) is gated off per row. Keys travel as one JSON array per phrase
-# (an SQL array of arrays must be rectangular).
+# (an SQL array of arrays must be rectangular). An alias's entity is read by its key (`OFFSET 0`
+# keeps the planner from joining the two tables another way): with `entities` narrow (migration
+# 0041) and a namespace's first load small, the planner hashed the whole table for every phrase
+# of the batch instead (2,568 rows read 200 times a statement; the statement took twice as long).
 _CANDIDATES = """
 WITH q AS (
     SELECT t.i, t.ns, t.q, t.f, t.prefix, t.acronym,
@@ -52,7 +56,8 @@ FROM q CROSS JOIN LATERAL (
         UNION ALL
         (SELECT e.id, e.name, e.label, e.part_count, a.alias, 'alias', similarity(a.norm, q.q),
                 a.source, a.norm = ANY(q.keys)
-         FROM entity_aliases a JOIN entities e ON e.id = a.entity_id
+         FROM entity_aliases a
+         CROSS JOIN LATERAL (SELECT * FROM entities x WHERE x.id = a.entity_id OFFSET 0) e
          WHERE a.namespace_id = q.ns AND e.merged_into IS NULL AND a.norm = ANY(q.keys))
         UNION ALL
         (SELECT e.id, e.name, e.label, e.part_count, e.name, 'name', similarity(e.norm, q.q),
@@ -62,7 +67,8 @@ FROM q CROSS JOIN LATERAL (
         UNION ALL
         (SELECT e.id, e.name, e.label, e.part_count, a.alias, 'alias', similarity(a.norm, q.q),
                 a.source, a.norm = ANY(q.keys)
-         FROM entity_aliases a JOIN entities e ON e.id = a.entity_id
+         FROM entity_aliases a
+         CROSS JOIN LATERAL (SELECT * FROM entities x WHERE x.id = a.entity_id OFFSET 0) e
          WHERE a.namespace_id = q.ns AND e.merged_into IS NULL AND a.norm %% q.q)
         UNION ALL
         (SELECT e.id, e.name, e.label, e.part_count, e.name, 'name', similarity(e.norm, q.q),
@@ -72,7 +78,8 @@ FROM q CROSS JOIN LATERAL (
         UNION ALL
         (SELECT e.id, e.name, e.label, e.part_count, a.alias, 'alias', similarity(a.norm, q.q),
                 a.source, a.norm = ANY(q.keys)
-         FROM entity_aliases a JOIN entities e ON e.id = a.entity_id
+         FROM entity_aliases a
+         CROSS JOIN LATERAL (SELECT * FROM entities x WHERE x.id = a.entity_id OFFSET 0) e
          WHERE q.f <> '' AND q.f <> q.q AND a.namespace_id = q.ns AND e.merged_into IS NULL
            AND a.norm %% q.f)
         UNION ALL
@@ -100,14 +107,13 @@ FROM q CROSS JOIN LATERAL (
 _NEAREST = """
 SELECT q.i, n.id, n.name, n.label, n.part_count, n.sim
 FROM unnest(%(ids)s::uuid[]) WITH ORDINALITY AS q(id, i)
-JOIN entities s ON s.id = q.id AND s.embedding IS NOT NULL
+JOIN entity_name_vectors s ON s.entity_id = q.id
 CROSS JOIN LATERAL (
     SELECT e.id, e.name, e.label, e.part_count,
-           (1 - (e.embedding <=> s.embedding))::float8 AS sim
-    FROM entities e
-    WHERE e.namespace_id = s.namespace_id AND e.merged_into IS NULL
-      AND e.embedding IS NOT NULL AND e.id <> s.id
-    ORDER BY e.embedding <=> s.embedding LIMIT %(k)s) n"""
+           (1 - (v.embedding <=> s.embedding))::float8 AS sim
+    FROM entity_name_vectors v JOIN entities e ON e.id = v.entity_id
+    WHERE v.namespace_id = s.namespace_id AND e.merged_into IS NULL AND v.entity_id <> s.entity_id
+    ORDER BY v.embedding <=> s.embedding LIMIT %(k)s) n"""
 
 _PAIR_STATUSES = """
 SELECT d.from_id, d.to_id, d.status FROM entity_edges d
