@@ -1,14 +1,16 @@
 """Resolution quality: the labelled name pairs as entities in a real Postgres, the proposal pass
 over them, and the precision and recall of its merges and possibly-same proposals.
 
-Usage: `python bench/resolution.py [--dsn DSN] [--out FILE] [--scale N]`. Without `--dsn` it
-starts its own embedded Postgres (under .brainstream-bench/resolution, port 56332 plus
-BRAINSTREAM_TEST_PORT_OFFSET) and migrates it; with one it uses that database, which must be
-migrated (e.g. the test stack's), and touches only the namespaces it derives from the pair
-numbers. `--scale N` also times lookups with N entities in each of two namespaces.
+Usage: `python bench/resolution.py [--dsn DSN] [--out FILE] [--scale N] [--no-vectors]`.
+Without `--dsn` it starts its own embedded Postgres (under .brainstream-bench/resolution, port
+56332 plus BRAINSTREAM_TEST_PORT_OFFSET) and migrates it; with one it uses that database, which
+must be migrated (e.g. the test stack's), and touches only the namespaces it derives from the
+pair numbers. `--scale N` also times lookups with N entities in each of two namespaces.
 
 Each pair (`tests/data/resolution_pairs.jsonl`) gets its own namespace: `a` is an existing
-entity, `b` a new one, and `propose_for` runs over `b` as after the extraction stage. The pass's
+entity, `b` a new one, both with their static name vectors (as the pass writes them before it
+examines an entity; `--no-vectors`: none, so no embedding layer, as this benchmark ran until
+2026-12-03), and `propose_for` runs over `b` as after the extraction stage. The pass's
 decision for the pair is `merge` when it merged them, `possibly_same` when it held them, else
 `distinct`. Two names with the same normalised name and label class are one entity in a
 namespace (the store keys entities by them, migration 0021): those pairs are counted as merged
@@ -30,16 +32,20 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from pgvector.psycopg import register_vector
 from runenv import BENCH_DIR, REPO, bench_parser, emit_report, log, machine_lines
 
 from pipeline.domain.settings import Settings
+from pipeline.embedding.embedders import StaticEmbedder
 from pipeline.entities.likeness import label_class
 from pipeline.entities.merging import propose_for
 from pipeline.entities.names import normalise
 from pipeline.entities.resolver import DISTINCT, MERGE, POSSIBLY_SAME
 from pipeline.entities.resolving import ResolveConfig, resolve
 from pipeline.ops.migrations import apply_migrations
+from pipeline.ports import Embedder
 from pipeline.services.postgres import PostgresService
+from pipeline.stores.postgres import name_vectors
 from pipeline.stores.postgres.plans import run
 
 PAIRS = REPO / "tests" / "data" / "resolution_pairs.jsonl"
@@ -64,7 +70,7 @@ def _clear(conn: psycopg.Connection[Any], namespace: uuid.UUID) -> None:
 
 
 def decide(conn: psycopg.Connection[Any], index: int, pair: dict[str, Any],
-           config: ResolveConfig) -> tuple[str, bool]:
+           config: ResolveConfig, names: Embedder | None) -> tuple[str, bool]:
     """The proposal pass's decision for one pair, and whether it was a single entity (same key)."""
     namespace = uuid.uuid5(_NS, f"pair-{index}")
     _clear(conn, namespace)
@@ -74,6 +80,8 @@ def decide(conn: psycopg.Connection[Any], index: int, pair: dict[str, Any],
     a, b = uuid.uuid4(), uuid.uuid4()
     conn.execute(_INSERT, (a, namespace, pair["a"], normalise(pair["a"]), pair["label_a"], 2))
     conn.execute(_INSERT, (b, namespace, pair["b"], normalise(pair["b"]), pair["label_b"], 1))
+    if names is not None:
+        name_vectors.store(conn, [a, b], list(names.embed([pair["a"], pair["b"]])))
     proposals = propose_for(conn, namespace, [b], config)
     decisions = {p.decision for p in proposals if p.other_id == a}
     _clear(conn, namespace)
@@ -87,12 +95,14 @@ def _ratio(num: int, den: int) -> str:
     return f"{num / den:.3f}" if den else "n/a"
 
 
-def report(pairs: list[dict[str, Any]], got: list[tuple[str, bool]]) -> str:
+def report(pairs: list[dict[str, Any]], got: list[tuple[str, bool]], *, vectors: bool) -> str:
     """The table: per decision, precision and recall; false merges; PASS/FAIL."""
     counts = Counter((p["expected"], g) for p, (g, _) in zip(pairs, got, strict=True))
     lines = ["# Resolution: labelled name pairs through the proposal pass", "",
              *machine_lines(), f"- pairs: {len(pairs)} ({PAIRS.relative_to(REPO)}); "
-             f"single entity (same normalised name): {sum(1 for _, s in got if s)}", "",
+             f"single entity (same normalised name): {sum(1 for _, s in got if s)}",
+             "- name vectors: " + ("static (the pass's embedding layer on)" if vectors
+                                   else "none (`--no-vectors`: no embedding layer)"), "",
              "| decision | expected | proposed | correct | precision | recall |",
              "|---|---:|---:|---:|---:|---:|"]
     for decision in (MERGE, POSSIBLY_SAME, DISTINCT):
@@ -164,6 +174,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=None, help="also write the report here")
     parser.add_argument("--scale", type=int, default=0,
                         help="also time lookups with this many entities per namespace")
+    parser.add_argument("--no-vectors", action="store_true",
+                        help="entities without name vectors (no embedding layer)")
     args = parser.parse_args()
     service = None
     if args.dsn is None:
@@ -179,10 +191,12 @@ def main() -> int:
     try:
         pairs = load_pairs()
         config = ResolveConfig()
+        names = None if args.no_vectors else StaticEmbedder()
         with psycopg.connect(dsn, autocommit=True) as conn:
+            register_vector(conn)
             log(f"deciding {len(pairs)} pairs")
-            got = [decide(conn, i, pair, config) for i, pair in enumerate(pairs)]
-            text = report(pairs, got)
+            got = [decide(conn, i, pair, config, names) for i, pair in enumerate(pairs)]
+            text = report(pairs, got, vectors=names is not None)
             if args.scale:
                 log(f"timing lookups at {args.scale} entities per namespace")
                 text += latency(conn, args.scale)
