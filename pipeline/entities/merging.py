@@ -83,8 +83,8 @@ def propose_all(pool: ConnectionPool, *, batch: int, config: ResolveConfig,
         # a namespace's first load: the lookups need statistics that say it is not selective
         entities_sql.analyze_stale(conn, ("entities", "entity_aliases"))
     for _ in range(max_rounds):
-        if names is not None:
-            embed_queued(pool, names, batch=batch)
+        if names is not None and embed_queued(pool, names, batch=batch) is None:
+            names = None  # the embedder failed: this pass leaves the names to backfill
         examined, proposals = _propose_round(pool, batch, config, names)
         if not examined:
             break

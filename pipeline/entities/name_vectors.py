@@ -39,16 +39,20 @@ def _embed_and_store(conn: psycopg.Connection[Any], embedder: Embedder,
     return store.store(conn, [entity_id for entity_id, _, _ in rows], list(vectors))
 
 
-def embed_queued(pool: ConnectionPool, embedder: Embedder, *, batch: int) -> int:
-    """Give every entity waiting for the proposal pass a name vector; how many were stored."""
+def embed_queued(pool: ConnectionPool, embedder: Embedder, *, batch: int) -> int | None:
+    """Give every entity waiting for the proposal pass a name vector; how many were stored, or
+    None when the embedder failed (the pass then goes on without asking it again: a dead
+    embedder must not cost a timeout per round)."""
     done = 0
     while True:
         with pool.connection() as conn:
             rows = store.queued_without(conn, batch)
             stored = _embed_and_store(conn, embedder, rows) if rows else 0
-        if stored is None or len(rows) < batch:
-            return done + (stored or 0)
+        if stored is None:
+            return None
         done += stored
+        if len(rows) < batch:
+            return done
 
 
 def embed_claimed(conn: psycopg.Connection[Any], embedder: Embedder,

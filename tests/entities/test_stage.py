@@ -284,7 +284,10 @@ def test_the_proposal_pass_writes_name_vectors_not_the_stage(edb: Settings,
         [(ids[0], tenants[0]), (ids[1], tenants[1]), (ids[2], tenants[1])])
 
     class Broken:
+        calls = 0
+
         def embed(self, texts: list[str]) -> object:
+            Broken.calls += 1
             raise RuntimeError("no embeddings today")
 
     c = uuid.uuid4()
@@ -293,6 +296,7 @@ def test_the_proposal_pass_writes_name_vectors_not_the_stage(edb: Settings,
     galilei = entity_id(tenants[0], "galilei")
     stats = propose_all(epool, batch=2, config=ResolveConfig(), names=Broken())  # type: ignore[arg-type]
     assert stats.examined >= 1
+    assert Broken.calls == 1  # asked once for the pass, not once per round
     assert q(edb, "SELECT count(*) FROM entity_proposal_queue WHERE entity_id = %s",
              galilei) == [(0,)]
     assert _vectors(edb, galilei) == {}
