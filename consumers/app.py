@@ -83,6 +83,8 @@ def create_app(settings: Settings, pointer: ActivePointer | None = None) -> faus
             log.info("batch: %d records, %d applied, %d duplicates, %d stale, %d deferred, "
                      "%d dead-lettered", len(records), outcome.applied, outcome.duplicates,
                      outcome.stale, outcome.deferred, len(outcome.dead))
+            for letter in outcome.dead:  # the topic has the full letter; the log says why
+                log.warning("dead-lettered %s", letter.describe())
 
     if pointer is not None:
 

@@ -51,6 +51,13 @@ class DeadLetter:
     error: BrainstreamError
     event_id: str | None = None
 
+    def describe(self) -> str:
+        """One log line: where the record was, which event, and the machine-readable reason."""
+        field = f" (field {self.error.field})" if self.error.field else ""
+        return (f"{self.record.topic}[{self.record.partition}]@{self.record.offset}"
+                f" event {self.event_id or '-'}: {self.error.code}{field}:"
+                f" {self.error.message[:300]}")
+
 
 @dataclass
 class BatchOutcome:
