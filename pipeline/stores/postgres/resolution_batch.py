@@ -39,7 +39,9 @@ FROM entities e WHERE id = ANY(%s::uuid[])"""
 # keeps the planner from joining the two tables another way): with `entities` narrow (migration
 # 0041) and a namespace's first load small, the planner hashed the whole table for every phrase
 # of the batch instead (2,568 rows read 200 times a statement; the statement took twice as long).
-_CANDIDATES = """
+_ALIAS_ENTITY = """entity_aliases a
+         CROSS JOIN LATERAL (SELECT * FROM entities x WHERE x.id = a.entity_id OFFSET 0) e"""
+_CANDIDATES = f"""
 WITH q AS (
     SELECT t.i, t.ns, t.q, t.f, t.prefix, t.acronym,
            ARRAY(SELECT jsonb_array_elements_text(t.keys)) AS keys
@@ -56,8 +58,7 @@ FROM q CROSS JOIN LATERAL (
         UNION ALL
         (SELECT e.id, e.name, e.label, e.part_count, a.alias, 'alias', similarity(a.norm, q.q),
                 a.source, a.norm = ANY(q.keys)
-         FROM entity_aliases a
-         CROSS JOIN LATERAL (SELECT * FROM entities x WHERE x.id = a.entity_id OFFSET 0) e
+         FROM {_ALIAS_ENTITY}
          WHERE a.namespace_id = q.ns AND e.merged_into IS NULL AND a.norm = ANY(q.keys))
         UNION ALL
         (SELECT e.id, e.name, e.label, e.part_count, e.name, 'name', similarity(e.norm, q.q),
@@ -67,8 +68,7 @@ FROM q CROSS JOIN LATERAL (
         UNION ALL
         (SELECT e.id, e.name, e.label, e.part_count, a.alias, 'alias', similarity(a.norm, q.q),
                 a.source, a.norm = ANY(q.keys)
-         FROM entity_aliases a
-         CROSS JOIN LATERAL (SELECT * FROM entities x WHERE x.id = a.entity_id OFFSET 0) e
+         FROM {_ALIAS_ENTITY}
          WHERE a.namespace_id = q.ns AND e.merged_into IS NULL AND a.norm %% q.q)
         UNION ALL
         (SELECT e.id, e.name, e.label, e.part_count, e.name, 'name', similarity(e.norm, q.q),
@@ -78,8 +78,7 @@ FROM q CROSS JOIN LATERAL (
         UNION ALL
         (SELECT e.id, e.name, e.label, e.part_count, a.alias, 'alias', similarity(a.norm, q.q),
                 a.source, a.norm = ANY(q.keys)
-         FROM entity_aliases a
-         CROSS JOIN LATERAL (SELECT * FROM entities x WHERE x.id = a.entity_id OFFSET 0) e
+         FROM {_ALIAS_ENTITY}
          WHERE q.f <> '' AND q.f <> q.q AND a.namespace_id = q.ns AND e.merged_into IS NULL
            AND a.norm %% q.f)
         UNION ALL
