@@ -22,10 +22,14 @@ Rows = list[tuple[Any, ...]]
 
 @dataclass(frozen=True)
 class Statement:
-    """One statement of a plan and its parameters."""
+    """One statement of a plan and its parameters. `prepare=False` sends it unprepared, so
+    Postgres plans it for its actual parameters every time (psycopg prepares a statement after
+    five executions, and Postgres may then keep a generic plan: one that does not know a
+    `LIMIT %s` is 5 costs a kNN by HNSW index as if it read a tenth of the table)."""
 
     query: str | sql.SQL | sql.Composed
     params: Mapping[str, Any] | Sequence[Any] | None = None
+    prepare: bool | None = None
 
 
 Plan = Generator[Statement, Rows, T]
@@ -37,7 +41,7 @@ def run(conn: psycopg.Connection[Any], plan: Plan[T]) -> T:
         try:
             statement = next(plan)
             while True:
-                cur = conn.execute(statement.query, statement.params)
+                cur = conn.execute(statement.query, statement.params, prepare=statement.prepare)
                 statement = plan.send(cur.fetchall() if cur.description else [])
         except StopIteration as done:
             result: T = done.value
@@ -50,7 +54,8 @@ async def arun(conn: psycopg.AsyncConnection[Any], plan: Plan[T]) -> T:
         try:
             statement = next(plan)
             while True:
-                cur = await conn.execute(statement.query, statement.params)
+                cur = await conn.execute(statement.query, statement.params,
+                                         prepare=statement.prepare)
                 statement = plan.send(await cur.fetchall() if cur.description else [])
         except StopIteration as done:
             result: T = done.value

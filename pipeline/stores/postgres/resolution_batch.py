@@ -113,6 +113,9 @@ CROSS JOIN LATERAL (
     FROM entity_name_vectors v JOIN entities e ON e.id = v.entity_id
     WHERE v.namespace_id = s.namespace_id AND e.merged_into IS NULL AND v.entity_id <> s.entity_id
     ORDER BY v.embedding <=> s.embedding LIMIT %(k)s) n"""
+# Sent unprepared: the generic plan Postgres kept after a few batches sorted the namespace's
+# every vector for each entity instead of asking the HNSW index (5 ms an entity, against
+# 0.2-0.5 ms: the proposal pass's costliest statement in bench/ingest.py, 6-10 s of a burst).
 
 _PAIR_STATUSES = """
 SELECT d.from_id, d.to_id, d.status FROM entity_edges d
@@ -178,7 +181,8 @@ def look_up(entities: Sequence[PassEntity], lookups: Sequence[Lookup], *, limit:
     truncated = {i for i, got in found.items() if len(got) >= limit}
     embedded = [i for i, e in enumerate(entities) if e.has_embedding]
     if embedded:
-        near = yield Statement(_NEAREST, {"ids": [entities[i].id for i in embedded], "k": k})
+        near = yield Statement(_NEAREST, {"ids": [entities[i].id for i in embedded], "k": k},
+                               prepare=False)
         for r in near:
             found[embedded[r[0] - 1]].append(
                 CandidateRow(r[1], r[2], r[3], int(r[4]), r[2], "embedding",
