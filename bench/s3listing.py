@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import http.client
 import re
-import subprocess
 import tempfile
 import time
 import urllib.parse
@@ -27,32 +26,25 @@ from pathlib import Path
 
 import psutil
 
-from pipeline.services.broker import S3_BUCKET, s3store_argv
+from pipeline.domain.settings import Settings
+from pipeline.services.broker import S3_BUCKET, S3StoreService
 
 TARGET = 0.5  # rendered / s3rver's, at 1,000 keys or more
 _TOKEN = re.compile(rb"<NextContinuationToken>([^<]+)</NextContinuationToken>")
 
 
 class Store:
-    """An S3 store process of this benchmark and one keep-alive connection to it (as tansu's)."""
+    """The broker's S3 store (`S3StoreService`, as the stack starts it) on a directory of this
+    benchmark, and one keep-alive connection to it (as tansu's)."""
 
     def __init__(self, directory: Path, port: int) -> None:
-        self.port = port
-        self.proc = subprocess.Popen(
-            [*s3store_argv(), "-d", str(directory), "-a", "127.0.0.1", "-p", str(port),
-             "--silent", "--allow-mismatched-signatures", "--configure-bucket", S3_BUCKET],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.ps = psutil.Process(self.proc.pid)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-                self.request("GET", f"/{S3_BUCKET}?list-type=2&max-keys=0")
-                return
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
+        self.service = S3StoreService(Settings.model_validate({"data_dir": directory,
+                                                               "s3_port": port}))
+        self.service.start()
+        pid = self.service.running_pid()
+        assert pid is not None
+        self.ps = psutil.Process(pid)
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
 
     def request(self, method: str, path: str, body: bytes = b"") -> bytes:
         self.conn.request(method, path, body=body)
@@ -81,8 +73,7 @@ class Store:
             token = found.group(1).decode()
 
     def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
+        self.service.stop()
 
 
 def measure(store: Store, prefix: str, listings: int) -> tuple[float, float, int]:

@@ -134,6 +134,12 @@ const contentsCache = new Map();
 
 const cacheId = (bucket, key) => `${bucket}/${key}`;
 
+/* Keep a value in one of the per-object caches, the first kept dropped first past the cap. */
+function keep(cache, id, value) {
+  if (cache.size >= METADATA_CACHE_MAX) cache.delete(cache.keys().next().value);
+  cache.set(id, value);
+}
+
 function sortedInsert(keys, key) {
   let lo = 0;
   let hi = keys.length;
@@ -223,12 +229,7 @@ FilesystemStore.prototype.getMetadata = async function getMetadata(bucket, key) 
     reads.delete(read);
     if (!reads.size) readsRunning.delete(id);
   }
-  if (!read.overlapped) {
-    if (metadataCache.size >= METADATA_CACHE_MAX) {
-      metadataCache.delete(metadataCache.keys().next().value);
-    }
-    metadataCache.set(id, metadata);
-  }
+  if (!read.overlapped) keep(metadataCache, id, metadata);
   return { ...metadata };
 };
 
@@ -398,9 +399,12 @@ function continuationToken(key) {
  * DES, so a listing past one page was a 500. Our token is the page's last key; s3rver's handler
  * lists from `start-after` and answers one page, which we mark truncated with the next token.
  */
-const XML_ESCAPES = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#x27;', '`': '&#x60;' };
+const XML_ESCAPES = {
+  '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#x27;', '`': '&#x60;',
+};
 const escapeXml = text => String(text).replace(/[&<>"'`]/g, c => XML_ESCAPES[c]);
-const element = (name, value) => (value === undefined ? '' : `<${name}>${escapeXml(value)}</${name}>`);
+const element = (name, value) =>
+  (value === undefined ? '' : `<${name}>${escapeXml(value)}</${name}>`);
 
 function renderContents(key, metadata) {
   return `<Contents>${element('Key', key)}` +
@@ -409,12 +413,10 @@ function renderContents(key, metadata) {
     '<StorageClass>STANDARD</StorageClass></Contents>';
 }
 
-/* An object's <Contents>, or undefined when it is gone. Kept only while its metadata is (a write
- * of it drops both), rendered from the cached metadata itself. */
-async function contentsOf(store, bucket, key) {
+/* The <Contents> of an object not in `contentsCache`, or undefined when it is gone. Kept only
+ * while its metadata is (a write of it drops both), rendered from the cached metadata itself. */
+async function readContents(store, bucket, key) {
   const id = cacheId(bucket, key);
-  const kept = contentsCache.get(id);
-  if (kept !== undefined) return kept;
   let metadata;
   try {
     metadata = await store.getMetadata(bucket, key);
@@ -424,10 +426,7 @@ async function contentsOf(store, bucket, key) {
   }
   const cached = metadataCache.get(id);
   if (cached !== undefined && !writesRunning.has(id)) {
-    if (contentsCache.size >= METADATA_CACHE_MAX) {
-      contentsCache.delete(contentsCache.keys().next().value);
-    }
-    contentsCache.set(id, renderContents(key, cached));
+    keep(contentsCache, id, renderContents(key, cached));
   }
   return renderContents(key, metadata);
 }
@@ -436,14 +435,15 @@ async function contentsOf(store, bucket, key) {
  * ListObjectsV2 as tansu asks for it (prefix, and on a long partition continuation tokens),
  * answered with the XML s3rver answers but rendered here: tansu lists a partition's every batch
  * object on each fetch that returns records, and s3rver built an object per key and turned the
- * whole answer into XML each time (7-18 ms of this process per listing of 500-1,000 keys, most
- * of its CPU in bench/ingest.py's half-load phase). Anything else (owner, encoding type, a bad
+ * whole answer into XML each time (7-18 ms of this process per listing of 500-1,000 keys, and
+ * growing with the partition; bench/s3listing.py). Anything else (owner, encoding type, a bad
  * max-keys) goes through s3rver's handler below.
  */
 async function fastListing(ctx, startAfter, token) {
   const { query } = ctx;
   const bucket = ctx.params.bucket;
-  const maxKeys = query['max-keys'] === undefined ? 1000 : Math.min(1000, Number(query['max-keys']));
+  const maxKeys =
+    query['max-keys'] === undefined ? 1000 : Math.min(1000, Number(query['max-keys']));
   const prefix = query.prefix || '';
   const delimiter = query.delimiter || undefined;
   const listed = maxKeys === 0
@@ -452,7 +452,7 @@ async function fastListing(ctx, startAfter, token) {
   // the rendered ones as they are, the others read (in parallel) and rendered
   const rendered = listed.page.map(key => contentsCache.get(cacheId(bucket, key)));
   await Promise.all(rendered.map(async (xml, i) => {
-    if (xml === undefined) rendered[i] = await contentsOf(ctx.store, bucket, listed.page[i]);
+    if (xml === undefined) rendered[i] = await readContents(ctx.store, bucket, listed.page[i]);
   }));
   const contents = [];
   rendered.forEach((xml, i) => {
@@ -465,11 +465,13 @@ async function fastListing(ctx, startAfter, token) {
     `${element('Name', bucket)}${element('Prefix', prefix)}` +
     `${element('StartAfter', token === undefined ? startAfter : undefined)}` +
     `${element('ContinuationToken', token)}` +
-    `${element('NextContinuationToken', truncated ? continuationToken(contents.at(-1).key) : undefined)}` +
+    element('NextContinuationToken',
+      truncated ? continuationToken(contents.at(-1).key) : undefined) +
     `${element('KeyCount', contents.length)}${element('MaxKeys', query['max-keys'] || 1000)}` +
     `${element('Delimiter', delimiter)}${element('IsTruncated', truncated)}` +
     contents.map(c => c.xml).join('') +
-    listed.commonPrefixes.map(p => `<CommonPrefixes>${element('Prefix', p)}</CommonPrefixes>`).join('') +
+    listed.commonPrefixes
+      .map(p => `<CommonPrefixes>${element('Prefix', p)}</CommonPrefixes>`).join('') +
     '</ListBucketResult>';
 }
 
