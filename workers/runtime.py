@@ -85,6 +85,15 @@ def embed_with_one_thread() -> None:
     _embed_threads = 1
 _pointer: ActivePointer | None = None
 _pid: int | None = None
+# the `application_name` of this process's Postgres connections: `pg_stat_activity` (and
+# anything that samples it) tells the relay's connections from the embedding workers'
+_pool_name = "brainstream-worker"
+
+
+def name_connections(queues: str) -> None:
+    """Name the pool processes' connections after the queues they consume (before they fork)."""
+    global _pool_name
+    _pool_name = f"brainstream-worker-{queues.replace(',', '-')}"
 
 
 def runtime() -> Runtime:
@@ -113,7 +122,7 @@ def _build(settings: Settings) -> Runtime:
     from workers.triggers import CeleryTrigger
 
     producer = make_producer(settings)
-    pool = make_pool(settings, min_size=1, max_size=4, name="brainstream-worker")
+    pool = make_pool(settings, min_size=1, max_size=4, name=_pool_name)
     dead_letters = DeadLetterWriter(producer, settings.topic_dlq)
     return Runtime(
         settings=settings,

@@ -51,8 +51,10 @@ def worker(ctx: click.Context, concurrency: int | None, queues: str, beat: bool,
 
         serve(settings, port, lag=False)
     from workers.app import app as celery_app, quiet_root_warning
+    from workers.runtime import name_connections
 
     quiet_root_warning(celery_app)
+    name_connections(queues)
     if set(queues.split(",")) - {"relay"}:  # embedding (celery) or entity names (extract)
         from celery.signals import worker_process_init
 
