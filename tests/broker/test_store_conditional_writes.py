@@ -8,12 +8,16 @@ that ignores them loses acknowledged records (docs/operations.md).
 
 from __future__ import annotations
 
+import hashlib
 import http.client
 import socket
 import threading
+import time
 import urllib.parse
 import uuid
 from xml.etree import ElementTree
+
+import pytest
 
 from bench.broker_durability import OwnBroker
 from pipeline.services.broker import S3_BUCKET
@@ -21,15 +25,42 @@ from pipeline.services.broker import S3_BUCKET
 _S3 = "{http://doc.s3.amazonaws.com/2006-03-01/}"  # s3rver's ListBucketResult namespace
 
 
-def _request(own: OwnBroker, method: str, key: str, body: bytes = b"",
-             headers: dict[str, str] | None = None) -> tuple[int, bytes, str]:
+def _signed(body: bytes = b"", access_key: str = "S3RVER") -> dict[str, str]:
+    """The headers tansu's S3 client signs a request with (the store does not check the
+    signature: the stack runs it with `--allow-mismatched-signatures`)."""
+    now = time.gmtime()
+    return {"x-amz-date": time.strftime("%Y%m%dT%H%M%SZ", now),
+            "x-amz-content-sha256": hashlib.sha256(body).hexdigest(),
+            "authorization": f"AWS4-HMAC-SHA256 Credential={access_key}/"
+                             f"{time.strftime('%Y%m%d', now)}/us-east-1/s3/aws4_request, "
+                             "SignedHeaders=host;x-amz-content-sha256;x-amz-date, "
+                             f"Signature={'0' * 64}"}
+
+
+def _answer(own: OwnBroker, method: str, path: str, body: bytes = b"",
+            headers: dict[str, str] | None = None) -> tuple[int, bytes, dict[str, str]]:
     conn = http.client.HTTPConnection("127.0.0.1", own.settings.s3_port, timeout=10)
     try:
-        conn.request(method, f"/{S3_BUCKET}/{key}", body=body, headers=headers or {})
+        conn.request(method, path, body=body, headers=headers or {})
         resp = conn.getresponse()
-        return resp.status, resp.read(), resp.getheader("ETag") or ""
+        return resp.status, resp.read(), {k.lower(): v for k, v in resp.getheaders()}
     finally:
         conn.close()
+
+
+def _path(bucket: str, key: str) -> str:
+    """A key's path, or the bucket's for a query (`?list-type=2...`), as tansu writes them."""
+    return f"/{bucket}{key}" if key.startswith("?") else f"/{bucket}/{key}"
+
+
+def _request(own: OwnBroker, method: str, key: str, body: bytes = b"",
+             headers: dict[str, str] | None = None, *, signed: bool = True
+             ) -> tuple[int, bytes, str]:
+    """A request as tansu sends it (signed: the store's direct route), or unsigned (s3rver's
+    whole chain of middleware)."""
+    sent = {**(_signed(body) if signed else {}), **(headers or {})}
+    status, answer, got = _answer(own, method, _path(S3_BUCKET, key), body, sent)
+    return status, answer, got.get("etag", "")
 
 
 def test_create_only_when_absent(own_broker: OwnBroker) -> None:
@@ -73,12 +104,14 @@ def test_concurrent_updates_from_one_version_exactly_one_wins(own_broker: OwnBro
     assert sorted(statuses) == [200] + [412] * 7
 
 
-def test_an_upload_cut_short_replaces_nothing(own_broker: OwnBroker) -> None:
+@pytest.mark.parametrize("signed", [True, False], ids=["direct", "whole-chain"])
+def test_an_upload_cut_short_replaces_nothing(own_broker: OwnBroker, signed: bool) -> None:
     """A client killed mid-upload (tansu on SIGKILL) leaves the object as it was, unlisted."""
     key = f"cond/{uuid.uuid4()}/00000000000000000000.batch"
     assert _request(own_broker, "PUT", key, b"whole batch")[0] == 200
+    extra = "".join(f"{k}: {v}\r\n" for k, v in (_signed(b"x" * 1000) if signed else {}).items())
     with socket.create_connection(("127.0.0.1", own_broker.settings.s3_port), timeout=10) as s:
-        s.sendall(f"PUT /{S3_BUCKET}/{key} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        s.sendall(f"PUT /{S3_BUCKET}/{key} HTTP/1.1\r\nHost: 127.0.0.1\r\n{extra}"
                   f"Content-Length: 1000\r\n\r\n".encode() + b"cut short")
     assert _request(own_broker, "GET", key)[:2] == (200, b"whole batch")
     status, listing, _ = _request(own_broker, "GET", f"?prefix={key.rsplit('/', 1)[0]}/")
@@ -170,3 +203,79 @@ def test_the_rendered_listing_is_s3rvers_and_follows_every_write(own_broker: Own
     assert _request(own_broker, "DELETE", keys[1])[0] == 204
     listed = sizes()
     assert listed[keys[0]] == "17" and keys[1] not in listed and len(listed) == 12
+
+
+def test_the_direct_route_answers_as_s3rvers_whole_chain(own_broker: OwnBroker) -> None:
+    """The requests tansu sends skip s3rver's router and the middleware that do nothing for them
+    (`directRoute` in s3store.cjs). Sent again with an `Origin` header (which the bucket, having
+    no CORS configuration, ignores) a request takes s3rver's whole chain: both answers must be the
+    same, errors included."""
+    prefix = f"direct/{uuid.uuid4()}"
+
+    def both(method: str, key: str, body: bytes = b"", headers: dict[str, str] | None = None,
+             bucket: str = S3_BUCKET) -> tuple[int, bytes, dict[str, str]]:
+        sent = {**_signed(body), **(headers or {})}
+        answers = []
+        for extra in ({"origin": "http://elsewhere.example"}, {}):  # whole chain first
+            status, answer, got = _answer(own_broker, method, _path(bucket, key), body,
+                                          {**sent, **extra})
+            got.pop("date", None)
+            answers.append((status, answer, got))
+        assert answers[0] == answers[1], (method, key)
+        return answers[0]
+
+    # a PUT that succeeds changes the state: each way writes a new key of its own
+    written = []
+    for extra in ({"origin": "http://elsewhere.example"}, {}):
+        key = f"{prefix}/{len(written)}/records/00000000000000000000.batch"
+        status, answer, got = _answer(own_broker, "PUT", _path(S3_BUCKET, key), b"batch",
+                                      {**_signed(b"batch"), "if-none-match": "*", **extra})
+        got.pop("date", None)
+        written.append((status, answer, got))
+    assert written[0] == written[1]
+    status, _, got = written[0]
+    assert status == 200 and got["etag"] == f'"{hashlib.md5(b"batch").hexdigest()}"'
+    key = f"{prefix}/watermark.json"
+    status, _, etag = _request(own_broker, "PUT", key, b"w1", {"If-None-Match": "*"})
+    assert status == 200
+    assert both("PUT", key, b"w2", {"if-none-match": "*"})[0] == 412
+    assert both("PUT", key, b"w2", {"if-match": '"stale"'})[0] == 412
+    status, body, got = both("GET", key)
+    assert (status, body, got["etag"]) == (200, b"w1", etag)
+    assert {"content-type", "last-modified", "accept-ranges", "content-length"} <= set(got)
+    assert both("GET", key, headers={"if-none-match": etag})[0] == 304
+    assert both("GET", f"{prefix}/missing.json")[0] == 404
+    assert both("GET", "x/key.json", bucket="no-such-bucket")[0] == 404
+    assert both("GET", key, headers=_signed(access_key="NOBODY"))[0] == 403
+    assert both("GET", f"?list-type=2&prefix={prefix}/", bucket=S3_BUCKET)[0] == 200
+    assert both("GET", "?list-type=2&max-keys=x", bucket=S3_BUCKET)[0] == 400
+    assert both("GET", "?list-type=2", bucket="no-such-bucket")[0] == 404
+
+
+def test_a_rewrite_keeps_the_object_and_its_metadata_as_a_restart_reads_them(
+        own_broker: OwnBroker) -> None:
+    """A write keeps the metadata it wrote in memory and leaves metadata.json alone when a
+    rewrite has the same metadata (a watermark's): what the store answers after each write must
+    be what it reads from its files after a restart."""
+    key = f"rewrite/{uuid.uuid4()}/watermark.json"
+    _, _, etag = _request(own_broker, "PUT", key, b"v1", {"x-amz-meta-kind": "watermark"})
+    for n in range(2, 5):  # same metadata: metadata.json is not rewritten
+        status, _, etag = _request(own_broker, "PUT", key, f"v{n}".encode(), {"If-Match": etag,
+                                   "x-amz-meta-kind": "watermark"})
+        assert status == 200
+    status, _, etag = _request(own_broker, "PUT", key, b"v5", {"If-Match": etag,
+                               "x-amz-meta-kind": "changed", "content-type": "text/plain"})
+    assert status == 200
+
+    def seen() -> tuple[int, bytes, dict[str, str]]:
+        status, body, got = _answer(own_broker, "GET", f"/{S3_BUCKET}/{key}",
+                                    headers=_signed())
+        got.pop("date", None)
+        return status, body, got
+
+    before = seen()
+    assert before[:2] == (200, b"v5") and before[2]["etag"] == etag
+    assert before[2]["x-amz-meta-kind"] == "changed" and before[2]["content-type"] == "text/plain"
+    own_broker.store.stop()
+    own_broker.store.start()
+    assert seen() == before
