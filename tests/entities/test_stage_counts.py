@@ -130,3 +130,22 @@ def test_incremental_counts_equal_a_full_recount(edb: Settings, epool: Connectio
         assert got[1] == want[1], f"CO_OCCURS differs after round {round_}"
     assert set(done) == {"edit", "shorten", "delete", "revive"}  # every kind of change ran
     assert stored(settings, other) == theirs_before
+
+
+def test_a_batch_counts_the_pairs_of_its_new_entities_as_the_recount_does(
+        edb: Settings, epool: ConnectionPool) -> None:
+    """One batch that creates every entity it names: weight, evidence (the first ids, capped) and
+    the soft-deleted rows left out must be what a recount gives, with no later batch to fix
+    them (the test above runs many small batches, which recount each other's pairs)."""
+    settings = edb.model_copy(update={
+        "entity_cooccur_cap": CAP, "entity_evidence_n": EVIDENCE_N, "extract_batch_size": 50})
+    ns = uuid.uuid4()
+    docs = [uuid.uuid4() for _ in range(7)]
+    apply(settings, [put(ns, d, title="doc", content="Ada and then Babbage and then Church")
+                     for d in docs])
+    apply(settings, [delete(ns, docs[0])])  # extracted with the others, counted out
+    run_stage(settings, epool)
+    got, want = stored(settings, ns), expected(settings, ns)
+    assert got == want
+    assert sorted(w for w, _ in got[1].values()) == [6.0, 6.0, 6.0]
+    assert all(len(evidence) == EVIDENCE_N for _, evidence in got[1].values())
