@@ -39,7 +39,7 @@
 const crypto = require('crypto');
 const fs = require('fs');
 const path = require('path');
-const { Transform } = require('stream');
+const { Readable, Transform } = require('stream');
 const { pipeline } = require('stream/promises');
 
 /*
@@ -292,6 +292,39 @@ FilesystemStore.prototype.getMetadata = async function getMetadata(bucket, key) 
 /* An upload of at most this many bytes with a Content-Length is read whole, then written in one
  * call; a larger or chunked one is streamed to its file. */
 const BUFFERED_UPLOAD_MAX = 16 * 1024 * 1024;
+
+/*
+ * A GET of a whole object of at most BUFFERED_UPLOAD_MAX bytes reads it in one call and answers
+ * the bytes it read. s3rver took the length from the metadata and then streamed the file, so a
+ * GET that overlapped a rewrite of its key (a watermark) could answer the new content cut to the
+ * old length, or fewer bytes than its Content-Length. When the bytes read are not as long as the
+ * metadata says, the metadata is older than they are: the answer's length and etag are theirs.
+ * (Bytes as long as the metadata says may still be newer than its etag: the writer's rule, an
+ * etag never newer than the content, holds.)
+ */
+const storeGetObject = FilesystemStore.prototype.getObject;
+FilesystemStore.prototype.getObject = async function getObject(bucket, key, options) {
+  if (options && (options.start !== undefined || options.end)) {
+    return storeGetObject.call(this, bucket, key, options);
+  }
+  let metadata;
+  let content;
+  try {
+    metadata = await this.getMetadata(bucket, key);
+    if (Number(metadata['content-length']) > BUFFERED_UPLOAD_MAX) {
+      return storeGetObject.call(this, bucket, key, options);
+    }
+    content = fs.readFileSync(this.getResourcePath(bucket, key, 'object'));
+  } catch (err) {
+    if (err.code === 'ENOENT') return null;
+    throw err;
+  }
+  if (content.length !== Number(metadata['content-length'])) {
+    metadata['content-length'] = content.length;
+    metadata.etag = JSON.stringify(crypto.createHash('md5').update(content).digest('hex'));
+  }
+  return new S3Object(bucket, key, Readable.from([content]), metadata);
+};
 
 async function readUpload(request, declared) {
   const chunks = [];

@@ -279,3 +279,23 @@ def test_a_rewrite_keeps_the_object_and_its_metadata_as_a_restart_reads_them(
     own_broker.store.stop()
     own_broker.store.start()
     assert seen() == before
+
+
+@pytest.mark.parametrize("signed", [True, False], ids=["direct", "whole-chain"])
+def test_a_get_answers_the_bytes_it_read(own_broker: OwnBroker, signed: bool) -> None:
+    """A GET that overlaps a rewrite of its key reads the new bytes with the metadata it had
+    (the rewrite drops it only when done). s3rver sent the metadata's length and streamed the
+    file up to it: new content cut to the old length. Here the file changes behind the store's
+    back, as in that window: the answer must be the bytes on disk, with their length and etag."""
+    key = f"get/{uuid.uuid4()}/watermark.json"
+    assert _request(own_broker, "PUT", key, b"short", signed=signed)[0] == 200
+    assert _request(own_broker, "GET", key, signed=signed)[:2] == (200, b"short")  # cached
+    name = key.rsplit("/", 1)
+    stored = own_broker.store.directory / S3_BUCKET / name[0] / f"{name[1]}._S3rver_object"
+    assert stored.read_bytes() == b"short"
+    stored.write_bytes(b"rewritten, longer")
+    status, body, got = _answer(own_broker, "GET", _path(S3_BUCKET, key),
+                                headers=_signed() if signed else {})
+    assert (status, body) == (200, b"rewritten, longer")
+    assert got["content-length"] == "17"
+    assert got["etag"] == f'"{hashlib.md5(b"rewritten, longer").hexdigest()}"'
