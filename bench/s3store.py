@@ -39,14 +39,28 @@ from collections.abc import Callable
 from pathlib import Path
 
 import psutil
-from runenv import REPO
 
 from pipeline.domain.settings import Settings
-from pipeline.services.broker import S3_BUCKET, S3StoreService
+from pipeline.services.broker import S3_BUCKET, S3StoreService, project_root
 
 TARGET = 1.0  # the store's CPU per request / stock s3rver's
 PREFIX = "clusters/tansu_cluster/topics/bench/partitions/0000000000"
 _ETAG = re.compile(r'"?([0-9a-f]{32})"?')
+
+
+def signed_headers(body: bytes = b"", access_key: str = "S3RVER",
+                   extra: dict[str, str] | None = None) -> dict[str, str]:
+    """`extra` and the headers tansu's S3 client signs a request with (AWS4-HMAC-SHA256; the
+    store does not check the signature: the stack runs it with `--allow-mismatched-signatures`)."""
+    now = time.gmtime()
+    headers = {"x-amz-date": time.strftime("%Y%m%dT%H%M%SZ", now),
+               "x-amz-content-sha256": hashlib.sha256(body).hexdigest(),
+               "accept": "*/*", "user-agent": "object_store/0.13.2", **(extra or {})}
+    signed = ";".join(sorted(["host", *(name.lower() for name in headers)]))
+    headers["authorization"] = (
+        f"AWS4-HMAC-SHA256 Credential={access_key}/{time.strftime('%Y%m%d', now)}/us-east-1/s3/"
+        f"aws4_request, SignedHeaders={signed}, Signature={'0' * 64}")
+    return headers
 
 
 class Server:
@@ -60,14 +74,7 @@ class Server:
     def request(self, method: str, key: str, body: bytes = b"",
                 headers: dict[str, str] | None = None) -> tuple[int, str]:
         """Send one request signed as tansu signs it; (status, etag of the answer)."""
-        now = time.gmtime()
-        sent = {"x-amz-date": time.strftime("%Y%m%dT%H%M%SZ", now),
-                "x-amz-content-sha256": hashlib.sha256(body).hexdigest(),
-                "accept": "*/*", "user-agent": "object_store/0.13.2", **(headers or {})}
-        signed = ";".join(sorted(["host", *sent]))
-        sent["authorization"] = (
-            f"AWS4-HMAC-SHA256 Credential=S3RVER/{time.strftime('%Y%m%d', now)}/us-east-1/s3/"
-            f"aws4_request, SignedHeaders={signed}, Signature={os.urandom(32).hex()}")
+        sent = signed_headers(body, extra=headers)
         path = f"/{S3_BUCKET}{key}" if key.startswith("?") else f"/{S3_BUCKET}/{key}"
         try:
             self.conn.request(method, path, body=body or None, headers=sent)
@@ -93,7 +100,8 @@ def start_stock(directory: Path, port: int) -> subprocess.Popen[bytes]:
     """Stock s3rver with the store's command line (`S3StoreService.start`)."""
     node = shutil.which("node")
     assert node is not None, "node is not installed"
-    proc = subprocess.Popen([node, str(REPO / "node_modules" / "s3rver" / "bin" / "s3rver.js"),
+    script = project_root() / "node_modules" / "s3rver" / "bin" / "s3rver.js"
+    proc = subprocess.Popen([node, str(script),
                              "-d", str(directory), "-a", "127.0.0.1", "-p", str(port), "--silent",
                              "--allow-mismatched-signatures", "--configure-bucket", S3_BUCKET],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

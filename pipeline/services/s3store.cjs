@@ -133,18 +133,7 @@ async function checkPreconditions(ctx) {
   }
 }
 
-async function writeAtomically(file, data) {
-  const partial = `${file}.partial-${crypto.randomBytes(6).toString('hex')}`;
-  try {
-    await fs.promises.writeFile(partial, data);
-    await fs.promises.rename(partial, file);
-  } catch (err) {
-    await fs.promises.rm(partial, { force: true });
-    throw err;
-  }
-}
-
-function writeAtomicallySync(file, data) {
+function writeAtomically(file, data) {
   const partial = `${file}.partial-${crypto.randomBytes(6).toString('hex')}`;
   try {
     fs.writeFileSync(partial, data);
@@ -354,11 +343,10 @@ const withoutIntrinsic = ({ etag, 'last-modified': _, 'content-length': __, ...r
  * The write of an object read whole, in synchronous calls: a watermark or a record batch is a few
  * kilobytes, and each asynchronous call cost more of this process's CPU (a promise, a trip
  * through libuv's thread pool) than the write itself; the event loop waits for the page cache,
- * never for a disk (nothing is fsynced). Same steps and order as the streamed write below.
+ * never for a disk (nothing is fsynced). Both writes end in `publish`.
  */
 function putWhole(object, previous, objectPath, content) {
   const partial = `${objectPath}.partial-${crypto.randomBytes(6).toString('hex')}`;
-  let stat;
   try {
     try {
       fs.writeFileSync(partial, content);
@@ -367,22 +355,28 @@ function putWhole(object, previous, objectPath, content) {
       fs.mkdirSync(path.dirname(objectPath), { recursive: true });
       fs.writeFileSync(partial, content);
     }
-    stat = fs.statSync(partial);
   } catch (err) {
     fs.rmSync(partial, { force: true });
     throw err;
   }
   const md5 = crypto.createHash('md5').update(content).digest('hex');
+  return publish.call(this, object, previous, objectPath, partial, md5, content.length);
+}
+
+/* Put a written partial file in the object's place: its etag removed before the rename and
+ * written after it (a reader never sees an etag newer than the content), then its metadata. */
+function publish(object, previous, objectPath, partial, md5, size) {
+  const stat = fs.statSync(partial); // the object's mtime once renamed
   const metadata = storedMetadata(object);
   fs.rmSync(`${objectPath}.md5`, { force: true });
   fs.renameSync(partial, objectPath);
-  writeAtomicallySync(`${objectPath}.md5`, md5);
+  writeAtomically(`${objectPath}.md5`, md5);
   const json = JSON.stringify(metadata, null, 2);
   // a rewrite with the metadata it had (a watermark's) leaves metadata.json as it is
   if (previous === undefined || JSON.stringify(withoutIntrinsic(previous), null, 2) !== json) {
-    writeAtomicallySync(this.getResourcePath(object.bucket, object.key, 'metadata.json'), json);
+    writeAtomically(this.getResourcePath(object.bucket, object.key, 'metadata.json'), json);
   }
-  return written(metadata, md5, content.length, stat);
+  return written(metadata, md5, size, stat);
 }
 
 const written = (metadata, md5, size, stat) => ({
@@ -397,7 +391,7 @@ const written = (metadata, md5, size, stat) => ({
 });
 
 /* Write an object: read whole and written synchronously when it is small and its length known
- * (`putWhole`), else streamed to its file, with the same steps in the same order. */
+ * (`putWhole`), else streamed to its partial file; then `publish`. */
 const storePutObject = async function putObject(object, previous) {
   const objectPath = this.getResourcePath(object.bucket, object.key, 'object');
   let content = object.content;
@@ -425,17 +419,7 @@ const storePutObject = async function putObject(object, previous) {
     await fs.promises.rm(partial, { force: true });
     throw err;
   }
-  const md5 = hash.digest('hex');
-  const metadata = storedMetadata(object);
-  const stat = await fs.promises.stat(partial); // the object's mtime once renamed
-  await fs.promises.rm(`${objectPath}.md5`, { force: true });
-  await fs.promises.rename(partial, objectPath);
-  await writeAtomically(`${objectPath}.md5`, md5);
-  const json = JSON.stringify(metadata, null, 2);
-  if (previous === undefined || JSON.stringify(withoutIntrinsic(previous), null, 2) !== json) {
-    await writeAtomically(this.getResourcePath(object.bucket, object.key, 'metadata.json'), json);
-  }
-  return written(metadata, md5, size, stat);
+  return publish.call(this, object, previous, objectPath, partial, hash.digest('hex'), size);
 };
 
 FilesystemStore.prototype.putObject = async function putObject(object) {
@@ -479,6 +463,16 @@ function bucketChanged(bucket) {
   for (const id of configCache.keys()) if (id.startsWith(`${bucket}\n`)) configCache.delete(id);
 }
 
+/* Run a change of the bucket, its cached state dropped before and after. */
+async function changingBucket(bucket, fn) {
+  bucketChanged(bucket);
+  try {
+    return await fn();
+  } finally {
+    bucketChanged(bucket);
+  }
+}
+
 const storeGetBucket = FilesystemStore.prototype.getBucket;
 FilesystemStore.prototype.getBucket = async function getBucket(bucket) {
   if (bucketCache.has(bucket)) return bucketCache.get(bucket);
@@ -491,12 +485,7 @@ FilesystemStore.prototype.getBucket = async function getBucket(bucket) {
 
 const storePutBucket = FilesystemStore.prototype.putBucket;
 FilesystemStore.prototype.putBucket = async function putBucket(bucket) {
-  bucketChanged(bucket);
-  try {
-    return await storePutBucket.call(this, bucket);
-  } finally {
-    bucketChanged(bucket);
-  }
+  return changingBucket(bucket, () => storePutBucket.call(this, bucket));
 };
 
 const storeGetSubresource = FilesystemStore.prototype.getSubresource;
@@ -514,27 +503,17 @@ for (const method of ['putSubresource', 'deleteSubresource']) {
   const original = FilesystemStore.prototype[method];
   FilesystemStore.prototype[method] = async function changeSubresource(bucket, key, ...rest) {
     if (key !== undefined) return original.call(this, bucket, key, ...rest);
-    bucketChanged(bucket);
-    try {
-      return await original.call(this, bucket, key, ...rest);
-    } finally {
-      bucketChanged(bucket);
-    }
+    return changingBucket(bucket, () => original.call(this, bucket, key, ...rest));
   };
 }
 
 const storeDeleteBucket = FilesystemStore.prototype.deleteBucket;
 FilesystemStore.prototype.deleteBucket = async function deleteBucket(bucket) {
-  bucketChanged(bucket);
   keyIndex.delete(bucket);
   for (const cache of [metadataCache, contentsCache]) {
     for (const id of cache.keys()) if (id.startsWith(`${bucket}/`)) cache.delete(id);
   }
-  try {
-    return await storeDeleteBucket.call(this, bucket);
-  } finally {
-    bucketChanged(bucket);
-  }
+  return changingBucket(bucket, () => storeDeleteBucket.call(this, bucket));
 };
 
 /* The bucket's keys in order: walked once, then kept by the writes above. */
@@ -760,7 +739,7 @@ bucketCtrl.getBucket = async function getBucketPaged(ctx) {
  */
 const authenticate = require('s3rver/lib/middleware/authentication')();
 const { isIP } = require('net');
-const os = require('os');
+const HOSTNAME = require('os').hostname(); // as vhost reads it, but once
 
 const PLAIN_BUCKET = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
 const PLAIN_KEY = /^[A-Za-z0-9._=-]+(\/[A-Za-z0-9._=-]+)*$/; // nothing to decode, no empty part
@@ -770,7 +749,7 @@ const noMore = async () => {};
 
 function directHandler(ctx) {
   const host = ctx.hostname;
-  if (!isIP(host) && host !== 'localhost' && host !== os.hostname()) return undefined;
+  if (!isIP(host) && host !== 'localhost' && host !== HOSTNAME) return undefined;
   const headers = ctx.headers;
   if ('origin' in headers || 'x-amz-website-redirect-location' in headers) return undefined;
   if (!Object.keys(headers).some(name => name.startsWith('x-amz-'))) return undefined;

@@ -12,7 +12,6 @@ import hashlib
 import http.client
 import socket
 import threading
-import time
 import urllib.parse
 import uuid
 from xml.etree import ElementTree
@@ -20,21 +19,14 @@ from xml.etree import ElementTree
 import pytest
 
 from bench.broker_durability import OwnBroker
+from bench.s3store import signed_headers
 from pipeline.services.broker import S3_BUCKET
 
 _S3 = "{http://doc.s3.amazonaws.com/2006-03-01/}"  # s3rver's ListBucketResult namespace
 
 
 def _signed(body: bytes = b"", access_key: str = "S3RVER") -> dict[str, str]:
-    """The headers tansu's S3 client signs a request with (the store does not check the
-    signature: the stack runs it with `--allow-mismatched-signatures`)."""
-    now = time.gmtime()
-    return {"x-amz-date": time.strftime("%Y%m%dT%H%M%SZ", now),
-            "x-amz-content-sha256": hashlib.sha256(body).hexdigest(),
-            "authorization": f"AWS4-HMAC-SHA256 Credential={access_key}/"
-                             f"{time.strftime('%Y%m%d', now)}/us-east-1/s3/aws4_request, "
-                             "SignedHeaders=host;x-amz-content-sha256;x-amz-date, "
-                             f"Signature={'0' * 64}"}
+    return signed_headers(body, access_key)
 
 
 def _answer(own: OwnBroker, method: str, path: str, body: bytes = b"",
