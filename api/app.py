@@ -148,7 +148,7 @@ def _check_operator_recipes(settings: Settings) -> None:
     from pydantic import ValidationError
 
     from api.schemas import RecipeBody
-    from pipeline.stores.postgres.recipes import check_recipe_name
+    from pipeline.retrieval.store.recipes import check_recipe_name
 
     for name, spec in settings.expand_recipes.items():
         try:

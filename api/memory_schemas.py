@@ -9,7 +9,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from api.plain_text import PLAIN_JSON, PLAIN_TEXT
-from pipeline.memory.model import Memory, Message, Session, Summary
+from pipeline.domain.memory_model import Memory, Message, Session, Summary
 from schemas.limits import MESSAGE_CONTENT_MAX, MESSAGES_PER_EVENT, METADATA_KEYS_MAX
 from schemas.memory import MessageIn, Metadata
 

@@ -11,7 +11,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstrai
 from api.plain_text import PLAIN_TEXT, PlainJson
 from api.schemas import Query
 from pipeline.domain.memory_values import MemoryRow
-from pipeline.memory_services.search import MemoryAnswer, MemoryHit, MemoryQuery
+from pipeline.memory.search import MemoryAnswer, MemoryHit, MemoryQuery
 from schemas.limits import USER_ID_MAX
 
 

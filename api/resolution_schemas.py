@@ -13,7 +13,7 @@ from api.plain_text import PLAIN_TEXT
 from pipeline.domain.resolution import Evidence
 from pipeline.entities.merging import PairDecision
 from pipeline.entities.resolver import Candidate, Resolution
-from pipeline.stores.postgres.merges import MergeReport
+from pipeline.entities.store.merges import MergeReport
 
 # Entity labels: what extractors write (NAME, ACRONYM, PERSON, ORG, ...).
 Label = Annotated[str, StringConstraints(min_length=1, max_length=64,

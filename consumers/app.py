@@ -31,12 +31,12 @@ import faust
 
 from consumers.transport import App
 from pipeline.domain.settings import Settings, load_settings
+from pipeline.generations.active import ActivePointer, Generation
 from pipeline.ingest.processor import BatchProcessor
 from pipeline.ingest.records import RawRecord
+from pipeline.ingest.store.events import PgEventStores
 from pipeline.kafka.io import DeadLetterWriter, make_producer
-from pipeline.ops.generations import ActivePointer, Generation
-from pipeline.stores.postgres.events import PgEventStores
-from pipeline.stores.postgres.pool import make_pool
+from pipeline.postgres.pool import make_pool
 
 log = logging.getLogger("brainstream.consumer")
 
@@ -208,7 +208,7 @@ def main() -> None:
     log.info("consuming into index generation %d (consumer group %s)", gen.id,
              settings.consumer_group)
     if settings.consumer_metrics_port:
-        from pipeline.metrics.exporter import serve
+        from pipeline.ops.exporter import serve
 
         serve(settings, settings.consumer_metrics_port, lag=True)
     app = create_app(settings, pointer)

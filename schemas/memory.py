@@ -2,8 +2,8 @@
 add of messages, one message's metadata key, and an externally computed summary.
 
 Every one names its session by the publisher's `session_id`; the record key is the session's
-derived key (`pipeline.memory.model.session_key`), so one session's events stay in order on one
-partition. Registered with the other payloads in `schemas.payloads`.
+derived key (`pipeline.domain.memory_model.session_key`), so one session's events stay in
+order on one partition. Registered with the other payloads in `schemas.payloads`.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from pipeline.domain.sessions import SYSTEM_KEY
 from schemas.limits import (
     MESSAGE_CONTENT_MAX,
     MESSAGES_PER_EVENT,
@@ -41,9 +42,6 @@ MESSAGES_ADD: Final = "brainstream.messages.add"
 MESSAGE_METADATA: Final = "brainstream.message.metadata"
 SUMMARY_PUT: Final = "brainstream.summary.put"
 
-# The top-level metadata key of a message that only the pipeline's extractors and privileged
-# publishers write (re-exported by `pipeline.memory.model`, which imports this module's names).
-SYSTEM_KEY: Final = "system"
 
 # Non-blank and bounded; any other character is the publisher's choice.
 SessionId = Annotated[StrictStr, Field(min_length=1, max_length=SESSION_ID_MAX, pattern=r"\S")]

@@ -54,7 +54,7 @@ def catalog(stack_settings: Settings) -> Settings:
     import psycopg
 
     from pipeline.domain.kinds import load_catalog
-    from pipeline.stores.postgres.kinds import apply_catalog
+    from pipeline.ingest.store.catalog import apply_catalog
 
     with psycopg.connect(stack_settings.effective_postgres_dsn) as conn:
         apply_catalog(conn, load_catalog((EXAMPLES / "kinds.yaml").read_text()))

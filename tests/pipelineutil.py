@@ -24,11 +24,11 @@ from pipeline.embedding.service import EmbeddingService
 from pipeline.graph.falkordb.writer import FalkorGraphWriter
 from pipeline.ingest.batch import apply_batch
 from pipeline.ingest.records import RawRecord, ingest_options
+from pipeline.ingest.store.events import PgEventStore
 from pipeline.kafka.io import KafkaChangeSink, make_producer
 from pipeline.lexical.writer import LexicalWriter
 from pipeline.outbox.relay import OutboxRelay
-from pipeline.stores.postgres.events import PgEventStore
-from pipeline.stores.postgres.pool import make_pool
+from pipeline.postgres.pool import make_pool
 from tests.stackutil import settings_env
 
 T = TypeVar("T")

@@ -11,8 +11,8 @@ from psycopg import sql
 
 from pipeline.domain.kinds import load_catalog
 from pipeline.domain.settings import Settings
+from pipeline.ingest.store.catalog import apply_catalog
 from pipeline.ops.migrations import apply_migrations
-from pipeline.stores.postgres.kinds import apply_catalog
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO.parent / "shared" / "examples"

@@ -22,13 +22,13 @@ from psycopg_pool import ConnectionPool
 from pipeline.domain.settings import Settings, load_settings
 from pipeline.embedding.embedders import build_embedder, build_name_embedder, same_name_embedder
 from pipeline.entities.extractors import build_extractor
+from pipeline.generations.active import ActivePointer
 from pipeline.graph.falkordb.writer import FalkorGraphWriter
 from pipeline.ingest.processor import BatchProcessor
+from pipeline.ingest.store.events import PgEventStores
 from pipeline.kafka.io import DeadLetterWriter, KafkaChangeSink, make_producer
-from pipeline.ops.generations import ActivePointer
 from pipeline.ports import Embedder, Extractor
-from pipeline.stores.postgres.events import PgEventStores
-from pipeline.stores.postgres.pool import make_pool
+from pipeline.postgres.pool import make_pool
 
 
 @dataclass

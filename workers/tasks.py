@@ -13,18 +13,18 @@ from pipeline.entities.decisions import apply_pending
 from pipeline.entities.merging import ProposalStats, proposals_due, propose_if_due
 from pipeline.entities.resolving import ResolveConfig
 from pipeline.entities.stage import ExtractionStage
+from pipeline.entities.store import extraction
 from pipeline.lexical import queue as lexical_queue
+from pipeline.lexical.vocab import refresh_vocab
 from pipeline.lexical.writer import LexicalWriter
-from pipeline.memory_services.extraction import MessageExtraction
-from pipeline.memory_services.summarisers import build_summariser
-from pipeline.memory_services.summarising import SessionSummariser
-from pipeline.ops.vocab import refresh_vocab
+from pipeline.memory.extraction import MessageExtraction
+from pipeline.memory.store.fold import PgSummaryWork
+from pipeline.memory.store.work import PgMessageWork, pending_work
+from pipeline.memory.summarisers import build_summariser
+from pipeline.memory.summarising import SessionSummariser
 from pipeline.outbox.relay import ENTITIES, OBJECTS, OutboxRelay
 from pipeline.outbox.store import backlog
-from pipeline.stores.postgres import extraction
-from pipeline.stores.postgres.memory_fold import PgSummaryWork
-from pipeline.stores.postgres.memory_work import PgMessageWork, pending_work
-from pipeline.stores.postgres.ppr_snapshot_log import prune_log
+from pipeline.retrieval.store.ppr_log import prune_log
 from workers.app import (
     EMBED_TASK,
     ENTITY_RELAY_TASK,

@@ -11,7 +11,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api import metrics
 from api.dependencies import Svc
-from pipeline.stores.postgres.postings_switch import NOT_MAINTAINED
+from pipeline.lexical.postings_switch import NOT_MAINTAINED
 
 log = logging.getLogger(__name__)
 

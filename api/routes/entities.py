@@ -43,10 +43,10 @@ from pipeline.entities.decision_events import API_SOURCE, decision_envelope
 from pipeline.entities.decisions import FAILED, WAITING, Applied, record_and_apply
 from pipeline.entities.merging import PairDecision, check_pair, merge_plan
 from pipeline.entities.resolving import ResolveConfig, resolve
+from pipeline.entities.store import resolution as store
 from pipeline.kafka.publisher import LazyPublisher
-from pipeline.stores.postgres import resolution as store
-from pipeline.stores.postgres.plans import arun
-from pipeline.stores.postgres.pool import AsyncConn, read_connection
+from pipeline.postgres.plans import arun
+from pipeline.postgres.pool import AsyncConn, read_connection
 from pipeline.wiring.services import query_embedder
 
 router = APIRouter(tags=["entities"], responses=ERRORS)

@@ -13,8 +13,8 @@ from api.dependencies import Ns, Svc
 from api.errors import ERRORS
 from api.event_schemas import PublishedEventOut, PublishEventsBody, PublishEventsOut
 from pipeline.domain.errors import InvalidInput
+from pipeline.ingest.store.ledger import PgEventLedger
 from pipeline.kafka.event_writes import EventWriter, admit
-from pipeline.stores.postgres.ledger import PgEventLedger
 
 router = APIRouter(tags=["events"], responses=ERRORS)
 

@@ -21,7 +21,7 @@ from api.schemas import (
     RecipeRunBody,
 )
 from pipeline.domain.read_model import ExpandQuery, Filters
-from pipeline.stores.postgres.recipes import Recipe
+from pipeline.retrieval.store.recipes import Recipe
 
 router = APIRouter(tags=["graph"], responses=ERRORS)
 

@@ -22,7 +22,7 @@ from api.memory_schemas import (
     WriteOut,
 )
 from pipeline.domain.memory_errors import MemorySessionNotFound, PrivilegedKeyRequired
-from pipeline.memory.model import SYSTEM_KEY
+from pipeline.domain.memory_model import SYSTEM_KEY
 from pipeline.memory.writes import MessageWriter
 from schemas.limits import SESSION_ID_MAX, USER_ID_MAX
 

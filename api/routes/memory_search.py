@@ -1,5 +1,5 @@
 """Memory search routes (issue 12): one session, or every live session of one user, searched
-by hybrid retrieval over messages and summaries (`pipeline/memory_services/search.py`). Scoped
+by hybrid retrieval over messages and summaries (`pipeline/memory/search.py`). Scoped
 to the namespace of the caller's API key; a session of another namespace is absent (404)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from api.errors import ERRORS
 from api.memory_search_schemas import MemorySearchBody, MemorySearchOut, UserMemorySearchBody
 from api.routes.memory import SessionId
 from pipeline.domain.memory_errors import MemorySessionNotFound
-from pipeline.memory_services.search import MemorySearch, MemorySearchLimits
-from pipeline.stores.postgres.memory_search import PgMemorySearcher
+from pipeline.memory.search import MemorySearch, MemorySearchLimits
+from pipeline.memory.store.search import PgMemorySearcher
 from pipeline.wiring.services import Services, query_embedder
 
 router = APIRouter(tags=["memory"], responses=ERRORS)

@@ -27,7 +27,7 @@ def context_settings(ctx: click.Context) -> Settings:
 def active_settings(ctx: click.Context, generation: int | None = None) -> Settings:
     """The settings addressing the active index generation (or the named one): every command
     that reads or writes the index acts on it."""
-    from pipeline.ops.generations import resolve
+    from pipeline.generations.active import resolve
 
     return resolve(context_settings(ctx), generation)
 

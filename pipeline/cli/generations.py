@@ -80,7 +80,7 @@ def generations() -> None:
 @click.pass_context
 def generations_list(ctx: click.Context, as_json: bool) -> None:
     """Every generation with its state, database, graph, consumer group and embedder."""
-    from pipeline.ops.generations import list_generations
+    from pipeline.generations.active import list_generations
 
     gens = list_generations(context_settings(ctx))
     if as_json:

@@ -9,7 +9,7 @@ import os
 import click
 
 from pipeline.cli.common import context_settings
-from pipeline.ops.lifeline import API_PARENT_ENV, follow_supervisor
+from pipeline.supervisor.lifeline import API_PARENT_ENV, follow_supervisor
 
 
 @click.command()
@@ -47,7 +47,7 @@ def worker(ctx: click.Context, concurrency: int | None, queues: str, beat: bool,
 
         # before anything imports prometheus_client (its value classes) or Celery forks
         prepare_multiprocess_dir(settings, f"worker-{port}")
-        from pipeline.metrics.exporter import serve
+        from pipeline.ops.exporter import serve
 
         serve(settings, port, lag=False)
     from workers.app import app as celery_app, quiet_root_warning
@@ -106,7 +106,7 @@ def up(ctx: click.Context, stop_services: bool) -> None:
 
     Ctrl-C stops the processes and (by default) the embedded services.
     """
-    from pipeline.ops.runner import run_up
+    from pipeline.supervisor.runner import run_up
 
     run_up(context_settings(ctx), stop_services=stop_services)
 
@@ -126,8 +126,8 @@ def logs(ctx: click.Context, process: str | None, follow: bool, count: int) -> N
     """
     import time
 
-    from pipeline.ops.logfiles import Follower, interleave, log_dir, resolve_names
-    from pipeline.ops.runner import app_processes
+    from pipeline.supervisor.logfiles import Follower, interleave, log_dir, resolve_names
+    from pipeline.supervisor.runner import app_processes
 
     settings = context_settings(ctx)
     names = resolve_names(settings, process, [spec.name for spec in app_processes(settings)])

@@ -46,8 +46,8 @@ def kinds() -> None:
 def kinds_apply(ctx: click.Context, path: Path) -> None:
     """Apply a kinds.yaml additively: new kinds and fields are added, nothing is removed."""
     from pipeline.domain.kinds import load_catalog
+    from pipeline.ingest.store.catalog import apply_catalog
     from pipeline.ops.generations import apply_to_live
-    from pipeline.stores.postgres.kinds import apply_catalog
 
     incoming = load_catalog(path.read_text(encoding="utf-8"))
     merged: list[object] = []
@@ -69,7 +69,7 @@ def kinds_list(ctx: click.Context) -> None:
     import yaml
 
     from pipeline.domain.kinds import catalog_to_dict
-    from pipeline.stores.postgres.kinds import read_catalog
+    from pipeline.ingest.store.catalog import read_catalog
 
     with psycopg.connect(active_settings(ctx).effective_postgres_dsn) as conn:
         specs = read_catalog(conn)

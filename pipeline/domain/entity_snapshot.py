@@ -1,5 +1,5 @@
 """What an in-memory snapshot of a namespace's entity layer is built and refreshed from
-(`pipeline/retrieval/ppr_snapshot.py` holds it; `EntitySnapshotSource` reads it): the full
+(`pipeline/retrieval/ppr/snapshot.py` holds it; `EntitySnapshotSource` reads it): the full
 build, the change log's entries, and the current state of the keys a batch of entries named.
 
 Positions are transaction ids (Postgres `xid8` as int): a read taken in a snapshot whose oldest

@@ -13,7 +13,7 @@ from typing import Literal
 Scalar = str | int | float | bool
 Direction = Literal["out", "in", "both"]
 # How `search` ranks: the hybrid channels alone, fused with PPR over the entity layer, or PPR
-# only when the query names a usable entity (pipeline/retrieval/multihop.py).
+# only when the query names a usable entity (pipeline/retrieval/ppr/multihop.py).
 SearchMode = Literal["hybrid", "ppr", "auto"]
 SEARCH_MODES: tuple[SearchMode, ...] = ("hybrid", "ppr", "auto")
 # How far an expansion may walk the graph (one round trip per hop).

@@ -1,6 +1,6 @@
 """The values the entity resolver trades with its store: a candidate row as the database found
 it, and a mention shown as evidence (`pipeline/entities/resolver.py` decides over them,
-`pipeline/stores/postgres/resolution.py` reads them)."""
+`pipeline/entities/store/resolution.py` reads them)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The row id of a conversation-memory session (issue 12), derived from what its events carry.
+"""The row id of a conversation-memory session, derived from what its events carry, and the
+metadata key only the pipeline and privileged publishers write.
 
 In `domain/` because the event schemas (`schemas/events.py`: the record key) and the memory
 wing both need it, and the memory wing imports the schemas.
@@ -8,6 +9,11 @@ from __future__ import annotations
 
 import json
 import uuid
+from typing import Final
+
+# The top-level metadata key of a message that only the pipeline's extractors and privileged
+# publishers write (the event schemas check that it holds an object).
+SYSTEM_KEY: Final = "system"
 
 
 def session_key(namespace: uuid.UUID, session_id: str) -> uuid.UUID:

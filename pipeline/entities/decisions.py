@@ -28,9 +28,9 @@ from psycopg_pool import ConnectionPool
 
 from pipeline.domain.errors import BrainstreamError, EntityMerged
 from pipeline.entities.merging import connection_of
-from pipeline.stores.postgres import decisions as book, merges, resolution as store
-from pipeline.stores.postgres.merges import MergeReport
-from pipeline.stores.postgres.plans import Plan, run
+from pipeline.entities.store import decisions as book, merges, resolution as store
+from pipeline.entities.store.merges import MergeReport
+from pipeline.postgres.plans import Plan, run
 
 APPLIED = "applied"
 WAITING = "waiting"

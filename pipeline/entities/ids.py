@@ -5,7 +5,7 @@ An entity's id is derived from its namespace, normalised name and label class
 creating it at once) gets the same id; an untyped entity (class '') keeps the id it had before
 classes were part of the identity. A row's entities count for
 co-occurrence up to a cap, the most mentioned first (ties by id), so the pairs a row adds are
-bounded and the same whoever computes them; `pipeline/stores/postgres/entities.py` ranks them
+bounded and the same whoever computes them; `pipeline/entities/store/writes.py` ranks them
 with the same order in SQL.
 """
 

@@ -8,7 +8,7 @@ at the merge threshold (the entity with more mentions survives; the older one on
 it as POSSIBLY_SAME (status held) above the possibly-same threshold, and never proposes a pair a
 person refused. A batch of entities is read in a few statements and decided in turn
 (`pipeline/entities/proposals.py`). Everything runs as plans
-(`pipeline/stores/postgres/plans.py`): `propose_for` and `propose_pending` on a synchronous
+(`pipeline/postgres/plans.py`): `propose_for` and `propose_pending` on a synchronous
 connection or pool (the worker), `merge_plan` and `check_pair` also on the API's async one.
 """
 
@@ -27,10 +27,10 @@ from pipeline.domain.errors import EntityMerged, InvalidInput, NotFound
 from pipeline.entities.name_vectors import embed_claimed, embed_queued
 from pipeline.entities.proposals import Proposal, propose_batch
 from pipeline.entities.resolving import ResolveConfig
+from pipeline.entities.store import merges, resolution as store, writes as entities_sql
+from pipeline.entities.store.merges import MergeReport
 from pipeline.ports import Embedder
-from pipeline.stores.postgres import entities as entities_sql, merges, resolution as store
-from pipeline.stores.postgres.merges import MergeReport
-from pipeline.stores.postgres.plans import Plan, run
+from pipeline.postgres.plans import Plan, run
 
 
 @contextmanager

@@ -20,9 +20,9 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from pipeline.entities.store import name_vectors as store
+from pipeline.entities.store.name_vectors import Unvectored
 from pipeline.ports import Embedder
-from pipeline.stores.postgres import name_vectors as store
-from pipeline.stores.postgres.name_vectors import Unvectored
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The resolver's proposal pass over a batch of new entities, as one plan: the batch's rows,
 lookups and nearest names are read in a few statements for all of it
-(`pipeline/stores/postgres/resolution_batch.py`), then each entity is decided in turn exactly as
+(`pipeline/entities/store/resolution_batch.py`), then each entity is decided in turn exactly as
 alone (`pipeline/entities/merging.py` documents the policy).
 
 Deciding in turn over reads made up front stays exact because only a merge changes what a
@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 from pipeline.entities.resolver import MERGE, POSSIBLY_SAME, Candidate, pair_decision, rank
 from pipeline.entities.resolving import ResolveConfig, lookup
-from pipeline.stores.postgres import merges, resolution_batch as batch
-from pipeline.stores.postgres.merges import Hold, ordered
-from pipeline.stores.postgres.plans import Plan
-from pipeline.stores.postgres.resolution_batch import Looked, PassEntity
+from pipeline.entities.store import merges, resolution_batch as batch
+from pipeline.entities.store.merges import Hold, ordered
+from pipeline.entities.store.resolution_batch import Looked, PassEntity
+from pipeline.postgres.plans import Plan
 
 RESOLVER = "resolver"  # `decided_by` of the automatic merges
 

@@ -5,7 +5,7 @@ The layers, in order (each a `method` on the answer): 1 `exact` normalised name,
 table, 3 the name rules of `pipeline/entities/likeness.py` (`fold`, `segments`, `initials`,
 `nickname`, `prefix`), 4 `spelling` (pg_trgm and edit similarity, capped below the merge
 threshold), 5 `embedding` similarity of the names (capped at `EMBEDDING_CAP`). The store finds
-the candidate rows (`pipeline/stores/postgres/resolution.py`); here each is scored by the best
+the candidate rows (`pipeline/entities/store/resolution.py`); here each is scored by the best
 layer that relates it to the phrase, and the answer is the top candidate, or `unresolved` with
 why: `no_candidates`, `below_threshold`, or `tie` (two candidates within `tie_margin`, such as
 two entities that share an alias: homonyms are shown, never guessed).

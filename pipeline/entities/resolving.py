@@ -1,5 +1,5 @@
 """Resolve a phrase to an entity of a namespace: the lookup keys of the phrase, the store's
-candidate rows (`pipeline/stores/postgres/resolution.py`), the pure decision
+candidate rows (`pipeline/entities/store/resolution.py`), the pure decision
 (`pipeline/entities/resolver.py`) and the chosen entity's evidence, as one plan the API runs on
 its pool and the proposal pass on the worker's."""
 
@@ -14,8 +14,8 @@ from pipeline.domain.settings import Settings
 from pipeline.entities.likeness import initials
 from pipeline.entities.names import fold, normalise, segments
 from pipeline.entities.resolver import Resolution, ResolverConfig, decide
-from pipeline.stores.postgres import resolution as store
-from pipeline.stores.postgres.plans import Plan
+from pipeline.entities.store import resolution as store
+from pipeline.postgres.plans import Plan
 
 _LETTERS = re.compile(r"[a-z0-9]{2,10}")
 _MAX_PREFIX_WORDS = 8

@@ -33,12 +33,12 @@ from pipeline.domain.mentions import Extraction, Mention, TextField
 from pipeline.domain.retry import give_up_error, isolate_refused, retry_transient
 from pipeline.domain.settings import Settings
 from pipeline.entities.names import normalise
+from pipeline.entities.store import extraction as rows_sql, writes as entities_sql
+from pipeline.entities.store.extraction import RowText
 from pipeline.entities.writeback import Key, WriteResult, mention_keys, triple_keys, write_batch
 from pipeline.kafka.io import dead_letter_headers
 from pipeline.metrics import instruments as metrics
 from pipeline.ports import DeadLetterSink, Extractor
-from pipeline.stores.postgres import entities as entities_sql, extraction as rows_sql
-from pipeline.stores.postgres.extraction import RowText
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ exact name then alias (created when neither knows it), surface and extractor ali
 RELATES edges written for the triples. Entities are keyed by (namespace, normalised name,
 label class): a typed mention (PERSON "Jordan") names the entity of its class, an untyped one
 (the heuristic's shape labels) the untyped entity of its name, else the one typed entity of that
-name when there is exactly one (`pipeline/stores/postgres/entities.py: by_norm`). Then, for
+name when there is exactly one (`pipeline/entities/store/writes.py: by_norm`). Then, for
 every entity and pair whose rows changed (extracted rows, soft-deleted or revived rows,
 hard-deleted rows), `part_count` and the CO_OCCURS weights are recomputed from the live rows,
 and the graph is told through the outbox: MENTIONS_SYNC for each root, ENTITY_SYNC for each
@@ -32,10 +32,10 @@ from pipeline.domain.settings import Settings
 from pipeline.entities.ids import Pair, counted_entities, entity_id, pairs
 from pipeline.entities.likeness import label_class
 from pipeline.entities.names import normalise
+from pipeline.entities.store import extraction as rows_sql, writes as sql
+from pipeline.entities.store.extraction import RowText
 from pipeline.outbox import store as outbox
 from pipeline.outbox.ops import ENTITY_SYNC, MENTIONS_SYNC, entity_sync_payload
-from pipeline.stores.postgres import entities as sql, extraction as rows_sql
-from pipeline.stores.postgres.extraction import RowText
 
 Conn = psycopg.Connection[Any]
 Key = tuple[uuid.UUID, str, str]  # (namespace, normalised name, label class)

@@ -21,14 +21,14 @@ from pipeline.domain.memory_errors import (
     SessionNotFound,
     UuidInOtherSession,
 )
-from pipeline.ingest.records import Applying
-from pipeline.memory.model import (
+from pipeline.domain.memory_model import (
     MESSAGE_EXTRACTORS,
     SYSTEM_KEY,
     NewMessage,
     SessionHead,
     session_key,
 )
+from pipeline.ingest.records import Applying
 from schemas.events import ParsedEvent
 from schemas.memory import MessageMetadata, MessagesAdd, SessionDelete, SessionPut, SummaryPut
 

@@ -68,7 +68,7 @@ class BatchOutcome:
     dead: list[DeadLetter] = field(default_factory=list)
     embed_roots: set[uuid.UUID] = field(default_factory=set)
     outbox_rows: int = 0
-    # sessions (pipeline.memory.model.session_key) whose extractors or summariser have work
+    # sessions (pipeline.domain.memory_model.session_key) whose extractors or summariser have work
     memory_sessions: set[uuid.UUID] = field(default_factory=set)
     entity_decisions: int = 0  # curators' decisions recorded: the worker applies them
     markers: int = 0  # replay markers: skipped, never dead-lettered

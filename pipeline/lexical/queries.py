@@ -1,6 +1,6 @@
 """Search filters as Tantivy queries, applied inside the engine (not after it).
 
-The semantics are `pipeline/stores/postgres/filters.py`'s: every condition judges the promoted
+The semantics are `pipeline/retrieval/store/filters.py`'s: every condition judges the promoted
 object; kinds are `any of`; the title is a case-insensitive substring; time ranges are half-open
 (`*_after` inclusive, `*_before` exclusive); a property matches when its value, or an element of
 its list, equals one of the given values (JSON types kept: "5" is not 5, 5 is 5.0); scope keeps

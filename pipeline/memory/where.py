@@ -8,7 +8,7 @@ into SQL/JSONPath conditions whose values travel as JSONPath variables.
 A leaf names a path (`$` then `.key`, `[n]` or `[*]` steps; keys are plain identifiers) and one
 operator: eq, ne, gt, gte, lt, lte, in (a list of scalars), or exists (true/false). Each leaf
 becomes `jsonb_path_exists(metadata, <path ? (@ op $v)>, <vars>)` with the path and the variables
-as statement parameters (`pipeline/stores/postgres/memory_search.py`): a value is never part of
+as statement parameters (`pipeline/memory/store/search.py`): a value is never part of
 the JSONPath text, and the path itself passes the strict pattern below or is refused. `ne`
 matches rows whose key exists with another value (JSONPath semantics).
 Errors name the offending field (`where.and[1].or[0].gte`).

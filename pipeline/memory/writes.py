@@ -15,9 +15,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipeline.domain.memory_model import Message, session_key
 from pipeline.kafka.event_writes import event_time, poll_until
 from pipeline.kafka.publisher import EventPublisher, LazyPublisher
-from pipeline.memory.model import Message, session_key
 from schemas.memory import MESSAGES_ADD
 
 # Where the API's events come from (the CloudEvents `source`); ids are fresh per request.

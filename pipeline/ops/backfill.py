@@ -21,10 +21,10 @@ from pipeline.embedding.embedders import build_name_embedder
 from pipeline.entities.extractors import build_extractor
 from pipeline.entities.name_vectors import embed_names
 from pipeline.entities.stage import ExtractionStage, ExtractStats
+from pipeline.entities.store import extraction
 from pipeline.kafka.io import DeadLetterWriter, make_producer
 from pipeline.ops.progress import Progress
-from pipeline.stores.postgres import extraction
-from pipeline.stores.postgres.pool import make_pool
+from pipeline.postgres.pool import make_pool
 
 
 @dataclass(frozen=True)

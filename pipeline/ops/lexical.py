@@ -30,7 +30,7 @@ from pipeline.lexical.documents import (
     open_index,
 )
 from pipeline.lexical.writer import LexicalWriter, WriterStats
-from pipeline.stores.postgres.pool import make_pool
+from pipeline.postgres.pool import make_pool
 
 _MAX_PARTS = 100_000  # the most documents one root's check reads
 

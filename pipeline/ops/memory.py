@@ -12,8 +12,8 @@ from typing import Any
 
 import psycopg
 
+from pipeline.domain.memory_model import MESSAGE_EXTRACTORS
 from pipeline.domain.settings import Settings
-from pipeline.memory.model import MESSAGE_EXTRACTORS
 
 Conn = psycopg.Connection[Any]
 
@@ -105,7 +105,7 @@ def verify_memory(settings: Settings) -> MemoryCheck:
         return check_memory(conn)
 
 
-# What each extractor's `done` promises the message holds (pipeline/stores/postgres/memory_work.py).
+# What each extractor's `done` promises the message holds (pipeline/memory/store/work.py).
 _MISSING_RESULTS = (
     "SELECT count(*) FROM message_extraction e JOIN messages m"
     " ON m.namespace_id = e.namespace_id AND m.uuid = e.message_uuid"

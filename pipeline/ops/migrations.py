@@ -7,7 +7,7 @@ changes are new files, never edits. The templated values are `{{EMBEDDING_DIM}}`
 database was created with, because vector columns cannot silently change dimension.
 
 After the files, still under the lock, the database is made to maintain the SQL BM25 postings
-exactly when LEXICAL_ENGINE is postgres (pipeline/stores/postgres/postings_switch.py): every start
+exactly when LEXICAL_ENGINE is postgres (pipeline/lexical/postings_switch.py): every start
 migrates, so every start aligns.
 """
 
@@ -25,7 +25,7 @@ import psycopg
 from pipeline.domain.errors import MigrationError
 from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders import name_vector_dim
-from pipeline.stores.postgres.postings_switch import align_sql_postings
+from pipeline.lexical.postings_switch import align_sql_postings
 
 log = logging.getLogger(__name__)
 

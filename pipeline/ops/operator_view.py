@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.domain.settings import Settings
+from pipeline.generations.active import Generation, list_generations
 from pipeline.kafka.io import H_EVENT_ID, H_FAILED_AT, H_FIELD, H_MESSAGE
 from pipeline.ops import dlq
-from pipeline.ops.generations import Generation, list_generations
 from pipeline.ops.status import collect
 
 # How long the dead-letter read waits for one more record before it decides it read them all:

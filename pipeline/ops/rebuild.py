@@ -19,7 +19,7 @@ from pipeline.kafka.io import DeadLetterWriter, KafkaChangeSink, make_producer
 from pipeline.ops.progress import Progress
 from pipeline.outbox.relay import OutboxRelay
 from pipeline.outbox.store import backlog, enqueue_visible
-from pipeline.stores.postgres.pool import make_pool
+from pipeline.postgres.pool import make_pool
 
 
 def _drain_outbox(settings: Settings, label: str) -> None:

@@ -41,14 +41,14 @@ from pipeline.domain.errors import ConfigError, InvalidInput
 from pipeline.domain.projection import Change
 from pipeline.domain.settings import KNOWN_EMBEDDING_DIMS, Settings
 from pipeline.embedding.service import pending_count
+from pipeline.generations.active import Generation, active_generation
 from pipeline.ingest.processor import BatchProcessor
+from pipeline.ingest.store.events import PgEventStores
 from pipeline.kafka.io import H_CODE, make_producer
 from pipeline.kafka.markers import catch_up, marker_record
 from pipeline.kafka.offsets import committed_offsets
 from pipeline.ops.generations import (
-    Generation,
     activate,
-    active_generation,
     create_generation,
     mark_failed,
     mark_handoff,
@@ -57,8 +57,7 @@ from pipeline.ops.generations import (
 from pipeline.ops.progress import Progress
 from pipeline.ops.replay_step import InProcessWork, ReplayReport, ReplayStep
 from pipeline.outbox.store import backlog
-from pipeline.stores.postgres.events import PgEventStores
-from pipeline.stores.postgres.pool import make_pool
+from pipeline.postgres.pool import make_pool
 
 log = logging.getLogger(__name__)
 Report = Callable[[str], None]

@@ -21,22 +21,22 @@ from pipeline.entities.extractors import build_extractor
 from pipeline.entities.merging import propose_all
 from pipeline.entities.resolving import ResolveConfig
 from pipeline.entities.stage import ExtractionStage
+from pipeline.entities.store import extraction
 from pipeline.graph.falkordb.writer import FalkorGraphWriter
 from pipeline.ingest.processor import BatchProcessor
 from pipeline.ingest.records import RawRecord
 from pipeline.kafka.markers import marker_generation
 from pipeline.lexical import queue as lexical_queue
+from pipeline.lexical.vocab import refresh_vocab
 from pipeline.lexical.writer import LexicalWriter
-from pipeline.memory_services.extraction import MessageExtraction
-from pipeline.memory_services.summarisers import build_summariser
-from pipeline.memory_services.summarising import SessionSummariser
-from pipeline.ops.vocab import refresh_vocab
+from pipeline.memory.extraction import MessageExtraction
+from pipeline.memory.store.fold import PgSummaryWork
+from pipeline.memory.store.work import PgMessageWork, pending_work
+from pipeline.memory.summarisers import build_summariser
+from pipeline.memory.summarising import SessionSummariser
 from pipeline.outbox.relay import OutboxRelay
 from pipeline.outbox.store import backlog
 from pipeline.ports import ChangeSink, Embedder
-from pipeline.stores.postgres import extraction
-from pipeline.stores.postgres.memory_fold import PgSummaryWork
-from pipeline.stores.postgres.memory_work import PgMessageWork, pending_work
 
 
 @dataclass

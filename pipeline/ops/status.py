@@ -2,7 +2,8 @@
 down service shows up as an error in its own line instead of hiding the others.
 
 The backlogs (`read_backlogs`) are read the same way for the metrics exporter's gauges, and the
-whole report (`collect_active`) for `brainstream up`'s status line (pipeline/ops/console.py)."""
+whole report (`collect_active`) for `brainstream up`'s status line
+(pipeline/supervisor/console.py)."""
 
 from __future__ import annotations
 
@@ -13,13 +14,13 @@ import psycopg
 
 from pipeline.domain.settings import Settings
 from pipeline.embedding.service import counts_by_status
+from pipeline.entities.store import extraction
 from pipeline.kafka.offsets import committed_offsets, read_tails
+from pipeline.lexical.postings_switch import NOT_MAINTAINED, postings_maintained
 from pipeline.ops.memory import MemoryBacklog, read_memory_backlog
 from pipeline.ops.status_queues import read_celery_queues, read_queue_backlogs
 from pipeline.outbox.store import OpBacklog, backlog_by_op
 from pipeline.services.stack import Stack
-from pipeline.stores.postgres import extraction
-from pipeline.stores.postgres.postings_switch import NOT_MAINTAINED, postings_maintained
 
 CONSUMER_GROUP = "brainstream-consumer"
 # The lag is counted by reading the records past the committed offsets (pipeline/kafka/offsets.py):
@@ -99,7 +100,7 @@ def collect_active(base: Settings, generation: int | None = None, *,
     """`collect` for the active index generation (or the named one). When the base database
     cannot be reached, which generation is active is unknown: every part is still collected
     against `base` (Postgres among them, as down), and `errors["generation"]` says why."""
-    from pipeline.ops.generations import resolve
+    from pipeline.generations.active import resolve
 
     try:
         settings = resolve(base, generation)

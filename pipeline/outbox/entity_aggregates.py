@@ -99,7 +99,7 @@ _ENTITIES_OF = sql.SQL(
     " e.merged_into IS NULL AND ok.live IS NOT NULL"
     f" FROM entities e LEFT JOIN {_LIVE_PROBE} ON true WHERE e.id = ANY(%(ids)b)")
 # Arrays of ids go as binary parameters (`%b`), as in the write-back
-# (pipeline/stores/postgres/entities.py): psycopg's text dump of a list is Python, per element.
+# (pipeline/entities/store/writes.py): psycopg's text dump of a list is Python, per element.
 # ids as text: the states hold strings
 _EDGE_COLUMNS = ("x.from_id::text, x.edge_type, x.predicate, x.to_id::text, x.namespace_id::text,"
                  " x.weight, x.status, x.confidence, x.method, x.evidence[1:%(cap)s]::text[]")

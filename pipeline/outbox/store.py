@@ -35,7 +35,7 @@ _INSERT_MANY = ("INSERT INTO outbox (namespace_id, aggregate_id, op, payload)"
 
 # One row per aggregate id (an array), all of one namespace and op, without payload: the
 # statement form of `enqueue_many` for code that runs its statements on a synchronous or an
-# asynchronous connection alike (pipeline/stores/postgres/plans.py). Params: namespace, op, ids.
+# asynchronous connection alike (pipeline/postgres/plans.py). Params: namespace, op, ids.
 ENQUEUE_IDS = ("INSERT INTO outbox (namespace_id, aggregate_id, op, payload)"
                " SELECT %s, id, %s, '{}'::jsonb FROM unnest(%s::uuid[]) AS id")
 
@@ -81,7 +81,7 @@ def enqueue(conn: Conn, namespace: uuid.UUID, aggregate_id: uuid.UUID, op: str,
     conn.execute(_INSERT, (namespace, aggregate_id, op, Jsonb(payload or {})))
 
 
-# The statement form of `enqueue_many` for plans (pipeline/stores/postgres/plans.py);
+# The statement form of `enqueue_many` for plans (pipeline/postgres/plans.py);
 # params: `entry_arrays(entries)`.
 ENQUEUE_ENTRIES = _INSERT_MANY
 

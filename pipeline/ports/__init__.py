@@ -7,8 +7,8 @@ read side (`Channel`, `EntityGraph`, `PartSearcher`, `ObjectReader`, `MentionRea
 `GraphReader`, `ResultSetStore`, `PathGraph`, `EntityReader`). Each has one production adapter in a
 module of its own (`pipeline/stores/`, `pipeline/graph/falkordb/`, `pipeline/kafka/`,
 `pipeline/embedding/embedders/`, `pipeline/retrieval/channels/`). The values they trade are in
-`pipeline/domain/` (and `pipeline/memory/model.py`); the memory services' own ports are in
-`pipeline/memory_services/ports.py`.
+`pipeline/domain/` (and `pipeline/domain/memory_model.py`); the memory services' own ports are in
+`pipeline/memory/ports.py`.
 
 Read ports are async (the API serves many requests per process) and scoped to one namespace: a
 port never returns a row of another namespace, nor a soft-deleted one.

@@ -48,7 +48,7 @@ class Channel(Protocol):
 
 class EntityHops(Protocol):
     """Where the PPR walk reads its hops: the database (`EntityGraph`) or an in-memory
-    snapshot of the namespace (`pipeline/retrieval/ppr_snapshot.py`), with the same answers."""
+    snapshot of the namespace (`pipeline/retrieval/ppr/snapshot.py`), with the same answers."""
 
     async def hop(self, namespace: uuid.UUID, entity_ids: Sequence[uuid.UUID],
                   row_ids: Sequence[uuid.UUID], per_entity: int, link_limit: int) -> Hop:
@@ -80,7 +80,7 @@ class EntitySnapshotSource(Protocol):
 
 
 class EntityGraph(EntityHops, Protocol):
-    """The entity layer as PPR retrieval walks it (`pipeline/retrieval/channels/ppr.py`): name
+    """The entity layer as PPR retrieval walks it (`pipeline/retrieval/ppr/stage.py`): name
     lookup, the namespace's size, and one hop at a time from entities and rows. Only live rows
     (whose promoted objects are live too) and live (not merged) entities of the namespace are
     ever returned."""

@@ -10,8 +10,8 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from pipeline.domain.kinds import KindCatalog
+from pipeline.domain.memory_model import NewMessage, SessionHead
 from pipeline.domain.write_model import DeferredRow, LinkHead, ObjectHead, ObjectWrite
-from pipeline.memory.model import NewMessage, SessionHead
 
 # A dead letter as the sink takes it: the record's key and value, and the headers naming why.
 Letter = tuple[bytes | None, bytes, list[tuple[str, bytes]]]
@@ -123,7 +123,7 @@ class EventStore(Protocol):
 class MemoryWriter(Protocol):
     """The memory events' writes (`pipeline/ingest/memory.py`), inside an `EventStore`'s
     transaction; errors as the `EventStore`'s. A session is addressed by its key
-    (`pipeline.memory.model.session_key`), which already holds its namespace."""
+    (`pipeline.domain.memory_model.session_key`), which already holds its namespace."""
 
     def lock_session(self, key: uuid.UUID) -> SessionHead | None: ...
 
@@ -185,8 +185,8 @@ class WorkTrigger(Protocol):
     def relay(self) -> None: ...
 
     def memory(self, sessions: Sequence[uuid.UUID]) -> None:
-        """The extractors and summariser of these sessions (`pipeline.memory.model.session_key`)
-        have work."""
+        """The extractors and summariser of these sessions
+        (`pipeline.domain.memory_model.session_key`) have work."""
         ...
 
 

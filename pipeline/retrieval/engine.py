@@ -9,9 +9,9 @@ list as a result set so `continue` pages through the same snapshot. A channel th
 error; any other channel's failure fails the request.
 
 Modes (`SearchQuery.mode`): `hybrid` is the above; `ppr` also runs the PPR stage over the
-entity layer (`pipeline/retrieval/channels/ppr.py`) and fuses its objects with the hybrid list
-(`pipeline/retrieval/multihop.py`); `auto` runs PPR from the seeds the query writes as names
-(strong seeds, `pipeline/retrieval/seeds.py`) when it has one, else hybrid. The answer's
+entity layer (`pipeline/retrieval/ppr/stage.py`) and fuses its objects with the hybrid list
+(`pipeline/retrieval/ppr/multihop.py`); `auto` runs PPR from the seeds the query writes as names
+(strong seeds, `pipeline/retrieval/ppr/seeds.py`) when it has one, else hybrid. The answer's
 `mode` says which ran; `explain` adds how it was ranked.
 """
 
@@ -34,7 +34,6 @@ from pipeline.ports import (
     ResultSetStore,
 )
 from pipeline.retrieval.channels import standard_channels
-from pipeline.retrieval.channels.ppr import EXPLAIN_MAX_HUBS, PprResult, PprStage, RowRef, SeedPlan
 from pipeline.retrieval.fusion import (
     Fused,
     Promoted,
@@ -43,7 +42,8 @@ from pipeline.retrieval.fusion import (
     promote,
     rrf,
 )
-from pipeline.retrieval.multihop import (
+from pipeline.retrieval.paging import Item, ResultPager
+from pipeline.retrieval.ppr.multihop import (
     StageRanks,
     fuse_stages,
     hits_explain,
@@ -51,7 +51,13 @@ from pipeline.retrieval.multihop import (
     ppr_explain,
     rerank_stages,
 )
-from pipeline.retrieval.paging import Item, ResultPager
+from pipeline.retrieval.ppr.stage import (
+    EXPLAIN_MAX_HUBS,
+    PprResult,
+    PprStage,
+    RowRef,
+    SeedPlan,
+)
 from pipeline.retrieval.requests import (
     MAX_FILTERS,
     MAX_QUERY_TERMS,

@@ -9,7 +9,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from pipeline.domain.settings import Settings
-from pipeline.ops.generations import active_generation
+from pipeline.generations.active import active_generation
 from pipeline.wiring.services import Services, build_services
 
 log = logging.getLogger(__name__)

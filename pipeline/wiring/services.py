@@ -20,30 +20,30 @@ from pipeline.domain.errors import Unavailable
 from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders import build_name_embedder, same_name_embedder
 from pipeline.graph.falkordb.reconnecting import ReconnectingGraphReader
+from pipeline.ingest.store.catalog import CachedCatalog
+from pipeline.lexical.postings_switch import NOT_MAINTAINED, postings_maintained_async
 from pipeline.lexical.searcher import TantivySearcher
+from pipeline.memory.store.read import PgMemoryReader
 from pipeline.ports import Channel, Embedder, MentionReader, QueryEmbedder
+from pipeline.postgres.pool import AsyncConn, make_async_pool, ping_pool
 from pipeline.retrieval.channels import standard_channels
 from pipeline.retrieval.channels.fuzzy import FuzzyChannel
 from pipeline.retrieval.channels.lexical import LexicalChannel
-from pipeline.retrieval.channels.ppr import PprConfig, PprStage
 from pipeline.retrieval.engine import EngineConfig, RetrievalEngine
-from pipeline.retrieval.entity_reads import EntityQueries
-from pipeline.retrieval.graph_queries import GraphConfig, GraphQueries
-from pipeline.retrieval.paths import PathConfig, PathFinder
-from pipeline.retrieval.ppr_snapshots import PprSnapshots, SnapshotConfig
-from pipeline.stores.postgres.entity_graph import PgEntityGraph
-from pipeline.stores.postgres.entity_reads import PgEntityReader
-from pipeline.stores.postgres.entity_snapshot import PgEntitySnapshotSource
-from pipeline.stores.postgres.kinds import CachedCatalog
-from pipeline.stores.postgres.memory_read import PgMemoryReader
-from pipeline.stores.postgres.mention_read import PgMentionReader
-from pipeline.stores.postgres.paths import PgPathGraph
-from pipeline.stores.postgres.pool import AsyncConn, make_async_pool, ping_pool
-from pipeline.stores.postgres.postings_switch import NOT_MAINTAINED, postings_maintained_async
-from pipeline.stores.postgres.read import PgObjectReader
-from pipeline.stores.postgres.recipes import RecipeStore
-from pipeline.stores.postgres.search import PgPartSearcher
-from pipeline.stores.redis.resultsets import RedisResultSets
+from pipeline.retrieval.graph.entities import EntityQueries
+from pipeline.retrieval.graph.paths import PathConfig, PathFinder
+from pipeline.retrieval.graph.queries import GraphConfig, GraphQueries
+from pipeline.retrieval.ppr.snapshots import PprSnapshots, SnapshotConfig
+from pipeline.retrieval.ppr.stage import PprConfig, PprStage
+from pipeline.retrieval.store.entities import PgEntityReader
+from pipeline.retrieval.store.mentions import PgMentionReader
+from pipeline.retrieval.store.objects import PgObjectReader
+from pipeline.retrieval.store.paths import PgPathGraph
+from pipeline.retrieval.store.ppr_graph import PgEntityGraph
+from pipeline.retrieval.store.ppr_snapshot import PgEntitySnapshotSource
+from pipeline.retrieval.store.recipes import RecipeStore
+from pipeline.retrieval.store.resultsets import RedisResultSets
+from pipeline.retrieval.store.search import PgPartSearcher
 from pipeline.wiring.embedder import QueryEmbedderLoader
 
 

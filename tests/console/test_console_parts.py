@@ -10,9 +10,9 @@ from typing import Any
 
 from celery import Celery
 
-from pipeline.ops.console import Console, Reading, rate, status_line
-from pipeline.ops.logfiles import STAMP_LENGTH, Follower, ProcessLog, interleave
 from pipeline.ops.status import StatusReport
+from pipeline.supervisor.console import Console, Reading, rate, status_line
+from pipeline.supervisor.logfiles import STAMP_LENGTH, Follower, ProcessLog, interleave
 from workers.app import quiet_root_warning
 
 

@@ -30,7 +30,7 @@ from pipeline.domain.mentions import TextField
 from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders import HttpEmbedder, build_embedder
 from pipeline.entities.extractors import HttpExtractor, build_extractor
-from pipeline.memory_services.summarisers import HttpSummariser, build_summariser
+from pipeline.memory.summarisers import HttpSummariser, build_summariser
 from pipeline.openai_compat import CallerErrors, OpenAICompatClient, RetryPolicy
 from tests.httpserve import serve
 

@@ -24,7 +24,7 @@ from api.app import create_app
 from pipeline.domain.settings import Settings
 from pipeline.entities.names import normalise
 from pipeline.graph.falkordb.schema import connect, prepare_graph
-from pipeline.stores.postgres.pool import make_pool
+from pipeline.postgres.pool import make_pool
 from tests.apiutil import ApiTenant, api_client
 from tests.entities.holdutil import hold_extraction
 from tests.entities.pathsutil import World

@@ -14,7 +14,7 @@ import psycopg
 from pipeline.domain.settings import Settings
 from pipeline.entities.extractors import build_extractor
 from pipeline.entities.stage import ExtractionStage
-from pipeline.stores.postgres.pool import make_pool
+from pipeline.postgres.pool import make_pool
 
 
 def hold_extraction(settings: Settings, namespace: uuid.UUID,

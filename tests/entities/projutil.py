@@ -24,7 +24,7 @@ from pipeline.graph.falkordb.writer import (
 from pipeline.kafka.io import KafkaChangeSink, make_producer
 from pipeline.outbox import store as outbox
 from pipeline.outbox.relay import LANES, OutboxRelay, RelayStats
-from pipeline.stores.postgres.pool import make_pool
+from pipeline.postgres.pool import make_pool
 from tests.stackutil import make_settings
 
 Conn = psycopg.Connection[Any]

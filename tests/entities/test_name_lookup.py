@@ -16,7 +16,7 @@ from pipeline.domain.settings import Settings
 from pipeline.entities import merging, stage as stage_module
 from pipeline.entities.ids import entity_id
 from pipeline.entities.stage import ExtractionStage
-from pipeline.stores.postgres import entities as entities_sql
+from pipeline.entities.store import writes as entities_sql
 from tests.entities.stageutil import CapsExtractor, apply, entities, put, q
 
 

@@ -14,8 +14,8 @@ from pipeline.embedding.embedders import StaticEmbedder
 from pipeline.entities.name_vectors import embed_names
 from pipeline.entities.resolving import lookup
 from pipeline.entities.stage import ExtractionStage
-from pipeline.stores.postgres import resolution_batch
-from pipeline.stores.postgres.plans import run
+from pipeline.entities.store import resolution_batch
+from pipeline.postgres.plans import run
 from tests.entities.stageutil import CapsExtractor, apply, entities, put
 
 

@@ -14,9 +14,9 @@ from fastapi.testclient import TestClient
 
 from pipeline.domain.paths import NodeRef, PathAnswer, PathQuery
 from pipeline.domain.settings import Settings
-from pipeline.retrieval.paths import PathConfig, PathFinder
-from pipeline.stores.postgres.paths import PgPathGraph
-from pipeline.stores.postgres.pool import make_async_pool
+from pipeline.postgres.pool import make_async_pool
+from pipeline.retrieval.graph.paths import PathConfig, PathFinder
+from pipeline.retrieval.store.paths import PgPathGraph
 from tests.apiutil import api_client, ok
 from tests.entities.holdutil import hold_extraction
 from tests.entities.pathsutil import World, build_world, entity_edge, mention

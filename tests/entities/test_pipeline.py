@@ -19,7 +19,7 @@ from pipeline.domain.settings import Settings
 from pipeline.entities.extractors import build_extractor
 from pipeline.entities.ids import counted_entities, pairs
 from pipeline.entities.stage import valid_mentions
-from pipeline.stores.postgres import extraction
+from pipeline.entities.store import extraction
 from tests.entities.stageutil import apply, put, q
 from tests.pipelineutil import Proc, Publisher, pipeline_env, wait_for
 from tests.stackutil import TEST_DATA_DIR, fresh_database, settings_env

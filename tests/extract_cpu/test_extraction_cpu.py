@@ -21,8 +21,8 @@ from psycopg_pool import ConnectionPool
 from pipeline.domain.settings import Settings
 from pipeline.entities.ids import entity_id
 from pipeline.entities.stage import ExtractionStage
-from pipeline.stores.postgres import entities as entities_sql
-from pipeline.stores.postgres.pool import make_pool
+from pipeline.entities.store import writes as entities_sql
+from pipeline.postgres.pool import make_pool
 from tests.entities.stageutil import CapsExtractor, apply, put, q
 from tests.pipelineutil import wait_for
 from tests.stackutil import fresh_database

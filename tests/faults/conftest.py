@@ -15,7 +15,7 @@ import pytest
 
 from pipeline.domain.kinds import load_catalog
 from pipeline.domain.settings import Settings
-from pipeline.stores.postgres.kinds import apply_catalog
+from pipeline.ingest.store.catalog import apply_catalog
 from tests.faults.faultutil import EXAMPLES, ProcSet, running_procs
 from tests.stackutil import restore_stack
 

@@ -37,8 +37,8 @@ import pytest
 
 from pipeline.domain.settings import Settings
 from pipeline.ops.generations import migrate_generations
-from pipeline.ops.lifeline import SUPERVISOR_ENV, PidRecords, stop_group
 from pipeline.services.stack import Stack
+from pipeline.supervisor.lifeline import SUPERVISOR_ENV, PidRecords, stop_group
 from tests.pipelineutil import wait_for
 from tests.stackutil import (
     TEST_DATA_DIR,

@@ -25,12 +25,12 @@ from pipeline.embedding.embedders.static import STATIC_DIM, StaticEmbedder
 from pipeline.embedding.service import EmbeddingService, EmbedStats
 from pipeline.ingest.batch import apply_batch
 from pipeline.ingest.records import RawRecord, ingest_options
+from pipeline.ingest.store.events import PgEventStore
 from pipeline.kafka.io import H_CODE, H_MESSAGE, H_TOPIC, DeadLetterWriter, make_producer
 from pipeline.ops.dlq import DeadLetter, read_all, retry
 from pipeline.outbox.ops import EDGE_SYNC
 from pipeline.outbox.store import backlog_by_op
-from pipeline.stores.postgres.events import PgEventStore
-from pipeline.stores.postgres.pool import make_pool
+from pipeline.postgres.pool import make_pool
 from tests.httpserve import json_handler, serve
 from tests.pipelineutil import Proc, Publisher, indexed, put, wait_for
 from tests.stackutil import fresh_database, settings_env

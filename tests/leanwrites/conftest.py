@@ -18,8 +18,8 @@ from pipeline.embedding.embedders import build_embedder
 from pipeline.embedding.service import EmbeddingService
 from pipeline.ingest.batch import apply_batch
 from pipeline.ingest.records import IngestOptions, RawRecord
-from pipeline.stores.postgres.events import PgEventStore
-from pipeline.stores.postgres.pool import make_pool
+from pipeline.ingest.store.events import PgEventStore
+from pipeline.postgres.pool import make_pool
 from tests.pipelineutil import put
 from tests.stackutil import fresh_database
 

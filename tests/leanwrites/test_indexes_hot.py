@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from pipeline.domain.settings import Settings
-from pipeline.stores.postgres import extraction
+from pipeline.entities.store import extraction
 from tests.leanwrites.conftest import many_rows
 
 pytestmark = pytest.mark.stack

@@ -16,13 +16,13 @@ import pytest
 
 from pipeline.lexical.queue import _LOAD, load_documents
 from pipeline.outbox.entity_aggregates import _ENTITIES_OF, load_entities
-from pipeline.stores.postgres.entity_snapshot import (
+from pipeline.retrieval.store.paths import _ENDPOINTS
+from pipeline.retrieval.store.ppr_snapshot import (
     _ALIASES_OF,
     _ENTITY_STATES,
     _MENTIONS_OF,
     _ROW_STATES,
 )
-from pipeline.stores.postgres.paths import _ENDPOINTS
 from tests.pipeline.conftest import db
 
 pytestmark = pytest.mark.stack

@@ -20,8 +20,8 @@ from pipeline.domain.settings import Settings
 from pipeline.lexical.searcher import TantivySearcher
 from pipeline.lexical.writer import LexicalWriter
 from pipeline.ops.migrations import apply_migrations
-from pipeline.stores.postgres.pool import make_async_pool, make_pool
-from pipeline.stores.postgres.search import PgPartSearcher
+from pipeline.postgres.pool import make_async_pool, make_pool
+from pipeline.retrieval.store.search import PgPartSearcher
 from tests.search.corpus import build_corpus
 from tests.stackutil import make_settings
 

@@ -18,7 +18,7 @@ from pipeline.domain.read_model import Filters
 from pipeline.lexical import queue
 from pipeline.lexical.searcher import TantivySearcher
 from pipeline.lexical.writer import LexicalWriter
-from pipeline.stores.postgres.search import PgPartSearcher
+from pipeline.retrieval.store.search import PgPartSearcher
 from tests.lexical.reference import tantivy_bm25
 from tests.pipelineutil import envelope, put
 from tests.search.corpus import BASE, K_ALL

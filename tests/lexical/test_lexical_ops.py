@@ -111,7 +111,7 @@ def test_writer_killed_mid_commit_reopens_and_converges(
         [sys.executable, "-c",
          "from pipeline.domain.settings import load_settings\n"
          "from pipeline.lexical.writer import LexicalWriter\n"
-         "from pipeline.stores.postgres.pool import make_pool\n"
+         "from pipeline.postgres.pool import make_pool\n"
          "s = load_settings()\n"
          "LexicalWriter(s, make_pool(s, max_size=2)).run()\n"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

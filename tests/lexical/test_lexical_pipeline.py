@@ -19,8 +19,8 @@ from api.app import create_app
 from pipeline.domain.read_model import Filters, Hit
 from pipeline.domain.settings import Settings
 from pipeline.lexical.searcher import TantivySearcher
-from pipeline.stores.postgres.pool import make_async_pool
-from pipeline.stores.postgres.search import PgPartSearcher
+from pipeline.postgres.pool import make_async_pool
+from pipeline.retrieval.store.search import PgPartSearcher
 from tests.pipelineutil import Publisher, ingest, put
 
 pytestmark = pytest.mark.stack

@@ -21,12 +21,12 @@ from pipeline.domain.read_model import Filters
 from pipeline.domain.settings import Settings
 from pipeline.ingest.batch import apply_batch
 from pipeline.ingest.records import RawRecord, ingest_options
+from pipeline.ingest.store.events import PgEventStore
+from pipeline.lexical.postings_switch import NOT_MAINTAINED, postings_maintained
 from pipeline.ops.migrations import apply_migrations
 from pipeline.ops.status import collect, render
-from pipeline.stores.postgres.events import PgEventStore
-from pipeline.stores.postgres.pool import make_async_pool
-from pipeline.stores.postgres.postings_switch import NOT_MAINTAINED, postings_maintained
-from pipeline.stores.postgres.search import PgPartSearcher
+from pipeline.postgres.pool import make_async_pool
+from pipeline.retrieval.store.search import PgPartSearcher
 from tests.apiutil import ApiTenant, api_client, ok
 from tests.pipelineutil import apply_only, ingest, put, wait_for
 from tests.stackutil import fresh_database

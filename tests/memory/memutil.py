@@ -9,8 +9,8 @@ from typing import Any
 
 import psycopg
 
+from pipeline.domain.memory_model import session_key
 from pipeline.domain.settings import Settings
-from pipeline.memory.model import session_key
 from tests.pipelineutil import Publisher, envelope, read_topic
 
 

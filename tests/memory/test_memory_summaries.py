@@ -17,11 +17,11 @@ from pipeline.domain.chunking import count_tokens
 from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders import StaticEmbedder
 from pipeline.kafka.io import DeadLetterWriter, make_producer
-from pipeline.memory_services.ports import Summariser
-from pipeline.memory_services.summarisers import ExtractiveSummariser, HttpSummariser
-from pipeline.memory_services.summarising import SessionSummariser
-from pipeline.stores.postgres.memory_fold import PgSummaryWork
-from pipeline.stores.postgres.pool import make_pool
+from pipeline.memory.ports import Summariser
+from pipeline.memory.store.fold import PgSummaryWork
+from pipeline.memory.summarisers import ExtractiveSummariser, HttpSummariser
+from pipeline.memory.summarising import SessionSummariser
+from pipeline.postgres.pool import make_pool
 from tests.httpserve import json_handler, serve
 from tests.memory.memutil import add, dead_letters, key_of, message, send, session_row
 from tests.memory.workutil import summaries_of, worker_paused

@@ -14,8 +14,8 @@ from pipeline.domain.chunking import explicit_part_id
 from pipeline.domain.kinds import load_catalog
 from pipeline.ingest.batch import apply_batch
 from pipeline.ingest.records import IngestOptions, RawRecord
-from pipeline.stores.postgres.events import PgEventStore
-from pipeline.stores.postgres.kinds import apply_catalog
+from pipeline.ingest.store.catalog import apply_catalog
+from pipeline.ingest.store.events import PgEventStore
 from tests.pipelineutil import envelope, put
 
 pytestmark = pytest.mark.stack

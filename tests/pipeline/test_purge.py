@@ -13,8 +13,8 @@ import pytest
 from pipeline.domain.errors import InvalidInput
 from pipeline.ingest.batch import apply_batch
 from pipeline.ingest.records import RawRecord, ingest_options
+from pipeline.ingest.store.events import PgEventStore
 from pipeline.ops.purge import parse_age, purge
-from pipeline.stores.postgres.events import PgEventStore
 from tests.pipelineutil import envelope, put
 from tests.stackutil import make_settings
 

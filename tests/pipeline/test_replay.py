@@ -30,13 +30,14 @@ from psycopg import sql
 
 from api.app import create_app
 from pipeline.domain.settings import Settings
+from pipeline.generations.active import get_generation, list_generations
 from pipeline.ingest.batch import apply_batch
 from pipeline.ingest.records import RawRecord, ingest_options
+from pipeline.ingest.store.events import PgEventStore
 from pipeline.kafka.markers import marker_record
 from pipeline.kafka.offsets import committed_offsets
 from pipeline.kafka.topics import ensure_topics
-from pipeline.ops.generations import get_generation, list_generations, migrate_generations
-from pipeline.stores.postgres.events import PgEventStore
+from pipeline.ops.generations import migrate_generations
 from tests.pipeline.replayutil import (
     BASE_DB,
     GRAPH,

@@ -18,7 +18,7 @@ from pipeline.graph.falkordb.writer import FalkorGraphWriter
 from pipeline.kafka.io import KafkaChangeSink, make_producer
 from pipeline.ops.verify import rebuild_vector_index, repair, verify
 from pipeline.outbox.relay import OutboxRelay
-from pipeline.stores.postgres.pool import make_pool
+from pipeline.postgres.pool import make_pool
 from tests.pipelineutil import envelope, ingest, put
 from tests.stackutil import make_settings, settings_env
 

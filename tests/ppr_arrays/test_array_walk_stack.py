@@ -23,9 +23,9 @@ from pipeline.domain.settings import Settings
 from pipeline.entities.ids import entity_id
 from pipeline.entities.merging import merge
 from pipeline.entities.names import normalise
-from pipeline.retrieval.channels.ppr import PprConfig, PprResult, PprStage, RowRef, SeedPlan
-from pipeline.retrieval.multihop import plan_explain, ppr_explain
-from pipeline.stores.postgres.entity_graph import PgEntityGraph
+from pipeline.retrieval.ppr.multihop import plan_explain, ppr_explain
+from pipeline.retrieval.ppr.stage import PprConfig, PprResult, PprStage, RowRef, SeedPlan
+from pipeline.retrieval.store.ppr_graph import PgEntityGraph
 from tests.entities.holdutil import extract_now
 from tests.pipelineutil import ingest, put
 from tests.ppr_snapshot.snaputil import fresh_view, snapshots_on

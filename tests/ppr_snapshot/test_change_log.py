@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 
 from pipeline.domain.settings import Settings
-from pipeline.stores.postgres.ppr_snapshot_log import prune_log
+from pipeline.retrieval.store.ppr_log import prune_log
 from tests.entities.holdutil import hold_extraction
 from tests.pipelineutil import ingest, put, wait_for
 

@@ -16,9 +16,9 @@ import psycopg
 from pipeline.domain.read_model import Filters
 from pipeline.domain.settings import Settings
 from pipeline.entities.merging import merge
-from pipeline.retrieval.channels.ppr import PprConfig, PprStage
-from pipeline.retrieval.ppr_snapshot import EntitySnapshot
-from pipeline.stores.postgres.entity_graph import PgEntityGraph
+from pipeline.retrieval.ppr.snapshot import EntitySnapshot
+from pipeline.retrieval.ppr.stage import PprConfig, PprStage
+from pipeline.retrieval.store.ppr_graph import PgEntityGraph
 from tests.entities.stageutil import delete, put, q
 from tests.pipelineutil import Proc, Publisher, wait_for
 from tests.ppr_snapshot.snaputil import fresh_view, snapshots_on

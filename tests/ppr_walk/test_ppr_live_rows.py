@@ -11,8 +11,8 @@ import uuid
 import psycopg
 
 from pipeline.domain.settings import Settings
-from pipeline.stores.postgres.entity_graph import PgEntityGraph
-from pipeline.stores.postgres.pool import make_async_pool
+from pipeline.postgres.pool import make_async_pool
+from pipeline.retrieval.store.ppr_graph import PgEntityGraph
 from tests.pipelineutil import ingest, put
 
 

@@ -27,11 +27,11 @@ from pipeline.entities.ids import entity_id
 from pipeline.entities.merging import propose_all
 from pipeline.entities.resolving import ResolveConfig
 from pipeline.entities.stage import ExtractionStage
+from pipeline.generations.active import active_generation
 from pipeline.kafka.topics import ensure_topics
-from pipeline.ops.generations import active_generation
 from pipeline.ops.replay import Replay
 from pipeline.ops.verify import verify
-from pipeline.stores.postgres.pool import make_pool
+from pipeline.postgres.pool import make_pool
 from tests.entities.projutil import settings_for
 from tests.entities.stageutil import apply, put, q
 from tests.pipeline.replayutil import publisher

@@ -25,7 +25,7 @@ from pipeline.entities.merging import propose_all
 from pipeline.entities.resolving import ResolveConfig
 from pipeline.entities.stage import ExtractionStage
 from pipeline.ops.verify import verify
-from pipeline.stores.postgres.pool import make_pool
+from pipeline.postgres.pool import make_pool
 from tests.entities.projutil import relay, snapshot
 from tests.entities.stageutil import apply, put, q
 from tests.resolution.typed import TypedExtractor

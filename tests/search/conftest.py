@@ -13,9 +13,9 @@ from pgvector.psycopg import register_vector
 from psycopg_pool import AsyncConnectionPool
 
 from pipeline.domain.settings import Settings
-from pipeline.stores.postgres.pool import make_async_pool
-from pipeline.stores.postgres.read import PgObjectReader
-from pipeline.stores.postgres.search import PgPartSearcher
+from pipeline.postgres.pool import make_async_pool
+from pipeline.retrieval.store.objects import PgObjectReader
+from pipeline.retrieval.store.search import PgPartSearcher
 from tests.search.corpus import build_corpus
 from tests.stackutil import fresh_database, make_settings
 

@@ -20,8 +20,8 @@ import psycopg
 from pipeline.domain.read_model import Filters
 from pipeline.ingest.batch import apply_batch
 from pipeline.ingest.records import IngestOptions, RawRecord
-from pipeline.ops.vocab import refresh_vocab
-from pipeline.stores.postgres.events import PgEventStore
+from pipeline.ingest.store.events import PgEventStore
+from pipeline.lexical.vocab import refresh_vocab
 
 OPTIONS = IngestOptions(chunk_max_tokens=20, chunk_overlap_tokens=0)
 

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from pipeline.domain.errors import InvalidFilter
 from pipeline.domain.read_model import Filters, Scalar
-from pipeline.stores.postgres.search import PgPartSearcher
+from pipeline.retrieval.store.search import PgPartSearcher
 from tests.search.corpus import BASE, K_ALL, KINDS, WORDS, hit_ids as _ids, run as _run
 from tests.search.searchref import Row, bm25_reference, passes, searchable
 

@@ -13,7 +13,7 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from pipeline.domain.read_model import Filters
-from pipeline.stores.postgres.search import PgPartSearcher
+from pipeline.retrieval.store.search import PgPartSearcher
 
 pytestmark = pytest.mark.stack
 

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from pipeline.domain.read_model import Filters
-from pipeline.stores.postgres.search import PgPartSearcher
+from pipeline.retrieval.store.search import PgPartSearcher
 from tests.pipelineutil import envelope, put
 from tests.search.corpus import K_ALL, run as _run
 from tests.search.searchref import Row, apply_events, bm25_reference, load_rows, searchable

@@ -12,8 +12,8 @@ import pytest
 
 from pipeline.domain.chunking import explicit_part_id
 from pipeline.domain.read_model import Filters
-from pipeline.stores.postgres.read import PgObjectReader
-from pipeline.stores.postgres.search import PgPartSearcher
+from pipeline.retrieval.store.objects import PgObjectReader
+from pipeline.retrieval.store.search import PgPartSearcher
 from tests.pipelineutil import envelope, put
 from tests.search.searchref import apply_events
 

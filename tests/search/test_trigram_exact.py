@@ -11,9 +11,9 @@ import psycopg
 import pytest
 
 from pipeline.domain.read_model import Filters, Hit
-from pipeline.stores.postgres.filters import searchable as searchable_fragment
-from pipeline.stores.postgres.search import PgPartSearcher
-from pipeline.stores.postgres.search_sql import EXACT_PROPERTY_MAX, exact_query
+from pipeline.retrieval.store.filters import searchable as searchable_fragment
+from pipeline.retrieval.store.search import PgPartSearcher
+from pipeline.retrieval.store.search_sql import EXACT_PROPERTY_MAX, exact_query
 from tests.pipelineutil import put
 from tests.search.corpus import K_ALL, hit_ids as _ids, run as _run
 from tests.search.searchref import Row, apply_events, searchable

@@ -27,7 +27,7 @@ from pipeline.embedding.embedders import (
 )
 from pipeline.entities.name_vectors import embed_names
 from pipeline.ops.migrations import apply_migrations, discover
-from pipeline.stores.postgres.pool import make_pool
+from pipeline.postgres.pool import make_pool
 from tests.stackutil import make_settings
 
 pytestmark = pytest.mark.stack

@@ -1,4 +1,4 @@
-"""The read pool's connection check (pipeline/stores/postgres/pool.py: check_idle_connection) on
+"""The read pool's connection check (pipeline/postgres/pool.py: check_idle_connection) on
 the real Postgres: a healthy idle connection leaves the pool without a round trip (its backend
 never goes active), and one whose backend was terminated is found and replaced, so the request
 that follows still gets an answer; also when the connection's descriptor is numbered past 1024,
@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from pipeline.domain.settings import Settings
-from pipeline.stores.postgres.pool import check_idle_connection, make_async_pool
+from pipeline.postgres.pool import check_idle_connection, make_async_pool
 
 pytestmark = pytest.mark.stack
 

@@ -8,8 +8,8 @@ import uuid
 import pytest
 from hypothesis import given, strategies as st
 
-from pipeline.retrieval import bm25
-from pipeline.retrieval.bm25 import BM25Params, CorpusStats, StatsCache
+from pipeline.domain import bm25
+from pipeline.domain.bm25 import BM25Params, CorpusStats, StatsCache
 
 P = BM25Params()
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from pipeline.domain.settings_parts import local_http_url
-from pipeline.ops.console import announce_when_answering
+from pipeline.supervisor.console import announce_when_answering
 
 
 class _Api(http.server.BaseHTTPRequestHandler):

@@ -1,11 +1,11 @@
 """`brainstream up` without API keys: its development key reads its namespace and, unless the
-operator named admin keys, the explorer's operator page (pipeline/ops/runner.py)."""
+operator named admin keys, the explorer's operator page (pipeline/supervisor/runner.py)."""
 
 from __future__ import annotations
 
 import json
 
-from pipeline.ops.runner import development_access
+from pipeline.supervisor.runner import development_access
 from tests.stackutil import make_settings
 
 

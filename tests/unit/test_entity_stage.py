@@ -10,8 +10,8 @@ from hypothesis import given, strategies as st
 from pipeline.domain.mentions import Extraction, Mention, Triple
 from pipeline.entities.ids import counted_entities, entity_id, pairs
 from pipeline.entities.stage import valid_mentions
+from pipeline.entities.store.extraction import RowText
 from pipeline.entities.writeback import mention_keys
-from pipeline.stores.postgres.extraction import RowText
 
 NS = uuid.UUID(int=1)
 ids = st.uuids()

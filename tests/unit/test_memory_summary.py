@@ -11,8 +11,8 @@ from hypothesis import given, strategies as st
 from pipeline.domain.chunking import count_tokens
 from pipeline.embedding.embedders import StaticEmbedder
 from pipeline.memory import summary_text as text
-from pipeline.memory_services.ports import Summariser
-from pipeline.memory_services.summarisers import ExtractiveSummariser, _within_budget
+from pipeline.memory.ports import Summariser
+from pipeline.memory.summarisers import ExtractiveSummariser, _within_budget
 from pipeline.ports import Vectors
 
 

@@ -72,7 +72,7 @@ def test_values_never_enter_the_path_text(key: str, value: object) -> None:
 def test_the_sql_carries_paths_and_values_as_parameters() -> None:
     from psycopg import sql
 
-    from pipeline.stores.postgres.memory_search import compile_where
+    from pipeline.memory.store.search import compile_where
 
     hostile = "x') OR true --"
     cond = parse_where({"or": [{"jsonpath": "$.topic", "eq": hostile},

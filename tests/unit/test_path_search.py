@@ -1,6 +1,6 @@
-"""The path search's pure logic (pipeline/retrieval/paths.py) over an in-memory graph: ranking,
-the enumeration cap, early stop, the probe past max_hops, request checks. The real-stack proof
-is tests/entities/test_paths.py."""
+"""The path search's pure logic (pipeline/retrieval/graph/paths.py) over an in-memory graph:
+ranking, the enumeration cap, early stop, the probe past max_hops, request checks. The
+real-stack proof is tests/entities/test_paths.py."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from pipeline.domain.paths import (
     PathQuery,
     edge_strength,
 )
-from pipeline.retrieval.paths import PathConfig, PathFinder, enumerate_paths
+from pipeline.retrieval.graph.paths import PathConfig, PathFinder, enumerate_paths
 
 NS = uuid.uuid4()
 

@@ -1,4 +1,4 @@
-"""Whose fault a Postgres error is (`pipeline.stores.postgres.errors`): decided from the
+"""Whose fault a Postgres error is (`pipeline.postgres.errors`): decided from the
 connection's state and the SQLSTATE class, never from psycopg's exception class alone."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from psycopg import errors as pg
 from psycopg_pool import PoolTimeout
 
 from pipeline.domain.errors import RejectedByDatabase, Unavailable
-from pipeline.stores.postgres.errors import OUTAGE_CLASSES, is_outage, port_error
+from pipeline.postgres.errors import OUTAGE_CLASSES, is_outage, port_error
 
 
 class _Conn:

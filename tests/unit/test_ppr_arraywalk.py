@@ -1,5 +1,5 @@
-"""The snapshot's array walk (pipeline/retrieval/ppr_arraywalk.py) against the hop-by-hop walk
-(pipeline/retrieval/ppr_sqlwalk.py) reading the same snapshot through `EntitySnapshot.hop`:
+"""The snapshot's array walk (pipeline/retrieval/ppr/arraywalk.py) against the hop-by-hop walk
+(pipeline/retrieval/ppr/sqlwalk.py) reading the same snapshot through `EntitySnapshot.hop`:
 on random entity layers (parts and roots, dead rows and merged entities, hubs, RELATES and
 POSSIBLY_SAME edges, seeds the snapshot does not know) and random bounds, the two grow the very
 same subgraph (node numbers, edges in order, rows, objects, hubs, hops, `truncated`); and the
@@ -22,10 +22,10 @@ from pipeline.domain.entity_snapshot import (
     SnapshotRow,
 )
 from pipeline.entities.names import fold, normalise
-from pipeline.retrieval.ppr_arraywalk import array_walk
-from pipeline.retrieval.ppr_snapshot import EntitySnapshot
-from pipeline.retrieval.ppr_sqlwalk import sql_walk
-from pipeline.retrieval.ppr_types import PprConfig, RowRef, Walked
+from pipeline.retrieval.ppr.arraywalk import array_walk
+from pipeline.retrieval.ppr.model import PprConfig, RowRef, Walked
+from pipeline.retrieval.ppr.snapshot import EntitySnapshot
+from pipeline.retrieval.ppr.sqlwalk import sql_walk
 
 NS = uuid.uuid4()
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from pipeline.retrieval.ppr import (
+from pipeline.retrieval.ppr.pagerank import (
     forward_push,
     inflow_per_degree,
     power_iteration,
@@ -18,7 +18,7 @@ from pipeline.retrieval.ppr import (
     transition,
     weighted_degrees,
 )
-from pipeline.retrieval.seeds import common_word_match, longest_matches, query_ngrams
+from pipeline.retrieval.ppr.seeds import common_word_match, longest_matches, query_ngrams
 
 
 def _graph(n: int, edges: list[tuple[int, int, float]]) -> nx.Graph:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
-from pipeline.retrieval.channels.ppr import PprConfig, PprStage, SeedPlan
-from pipeline.retrieval.seeds import named_in_query, query_names, query_ngrams
+from pipeline.retrieval.ppr.seeds import named_in_query, query_names, query_ngrams
+from pipeline.retrieval.ppr.stage import PprConfig, PprStage, SeedPlan
 from tests.unit.test_ppr_stage import NS, MemoryGraph
 
 

@@ -1,4 +1,4 @@
-"""`PprSnapshots` (pipeline/retrieval/ppr_snapshots.py) over an in-memory source: a view only
+"""`PprSnapshots` (pipeline/retrieval/ppr/snapshots.py) over an in-memory source: a view only
 when fresh, builds in the background, least recently used out past the bounds, a log gap or a
 truncation drops the snapshots, a failed build is retried later, and a change is applied by key
 (with `EntitySnapshot.apply` idempotent)."""
@@ -20,7 +20,7 @@ from pipeline.domain.entity_snapshot import (
     SnapshotBuild,
     SnapshotRow,
 )
-from pipeline.retrieval.ppr_snapshots import PprSnapshots, SnapshotConfig
+from pipeline.retrieval.ppr.snapshots import PprSnapshots, SnapshotConfig
 
 E = sorted(uuid.uuid4() for _ in range(3))
 R = sorted(uuid.uuid4() for _ in range(3))

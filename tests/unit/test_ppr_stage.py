@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pipeline.domain.entity_reads import EntityLink, EntityRef, Hop, NameMatch, RowMention
 from pipeline.domain.read_model import Filters
 from pipeline.entities.names import fold, normalise
-from pipeline.retrieval.channels.ppr import PprConfig, PprResult, PprStage, RowRef, SeedPlan
+from pipeline.retrieval.ppr.stage import PprConfig, PprResult, PprStage, RowRef, SeedPlan
 
 NS = uuid.uuid4()
 

@@ -8,9 +8,9 @@ import uuid
 from hypothesis import given, settings, strategies as st
 
 from pipeline.domain.read_model import Hit
-from pipeline.retrieval.channels.ppr import PprResult
 from pipeline.retrieval.fusion import Promoted
-from pipeline.retrieval.multihop import fuse_stages
+from pipeline.retrieval.ppr.multihop import fuse_stages
+from pipeline.retrieval.ppr.stage import PprResult
 
 A, B, C = (uuid.UUID(int=i) for i in (1, 2, 3))
 

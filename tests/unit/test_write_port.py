@@ -20,7 +20,7 @@ from pipeline.domain.kinds import KindCatalog
 from pipeline.ingest.apply import HANDLERS
 from pipeline.ingest.batch import apply_batch
 from pipeline.ingest.records import IngestOptions, RawRecord
-from pipeline.stores.postgres.events import PgEventStore, PgEventStores
+from pipeline.ingest.store.events import PgEventStore, PgEventStores
 from schemas.events import Payload
 
 

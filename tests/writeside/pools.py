@@ -10,7 +10,7 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
-from pipeline.stores.postgres.pool import make_pool
+from pipeline.postgres.pool import make_pool
 from tests.stackutil import make_settings
 
 

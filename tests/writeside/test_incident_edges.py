@@ -18,7 +18,7 @@ from pipeline.kafka.io import KafkaChangeSink, make_producer
 from pipeline.ops.verify import verify
 from pipeline.outbox.ops import NODE_SYNC
 from pipeline.outbox.relay import OutboxRelay, RelayStats
-from pipeline.stores.postgres.pool import make_pool
+from pipeline.postgres.pool import make_pool
 from tests.entities.conftest import db, proj_settings
 from tests.entities.projutil import enqueue
 from tests.pipelineutil import envelope, ingest, put

@@ -21,7 +21,7 @@ from pipeline.kafka.io import KafkaChangeSink, make_producer
 from pipeline.ops.verify import verify
 from pipeline.outbox.ops import ENTITY_SYNC, MENTIONS_SYNC, NODE_SYNC
 from pipeline.outbox.relay import OutboxRelay
-from pipeline.stores.postgres.pool import make_pool
+from pipeline.postgres.pool import make_pool
 from tests.entities.conftest import db, proj_settings
 from tests.entities.projutil import enqueue, entity, mention, snapshot
 from tests.pipelineutil import ingest, put

@@ -15,13 +15,13 @@ import pytest
 
 from pipeline.domain.settings import Settings
 from pipeline.ingest.processor import BatchProcessor
+from pipeline.ingest.store.events import PgEventStores
 from pipeline.kafka.io import KafkaChangeSink, make_producer
 from pipeline.kafka.markers import catch_up
 from pipeline.ops.memory import check_memory
 from pipeline.ops.replay import _CountedLetters, _NoTrigger
 from pipeline.ops.replay_step import InProcessWork, ReplayReport, ReplayStep
-from pipeline.stores.postgres.events import PgEventStores
-from pipeline.stores.postgres.pool import make_pool
+from pipeline.postgres.pool import make_pool
 from tests.entities.conftest import db, proj_settings
 from tests.memory.memutil import add, message
 from tests.pipelineutil import ingest

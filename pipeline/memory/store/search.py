@@ -1,0 +1,180 @@
+"""`MemorySearcher` on Postgres: the SQL of memory search (migrations/0017_memory.sql): BM25 and
+cosine candidates over the messages or summaries of some sessions of one namespace, their rows,
+and a turn's neighbours.
+
+Every statement names the namespace and the sessions (the caller resolved them under the namespace),
+runs unprepared (planned for its actual scope), and carries the `where` filter as JSONPath
+parameters (`pipeline/memory/where.py`), never as text. A session holds thousands of messages, not
+millions: cosine is an exact scan of the scope (filtered HNSW starves on a selective scope,
+STACK.md), and BM25's statistics are the scope's own.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from psycopg import sql
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
+
+from pipeline.domain.bm25 import DEFAULT_B, DEFAULT_K1
+from pipeline.domain.memory_values import (
+    MESSAGE,
+    SUMMARY,
+    Condition,
+    Group,
+    MemoryRow,
+    MemoryScope,
+    PathCondition,
+)
+from pipeline.domain.read_model import Hit
+from pipeline.postgres.pool import AsyncConn, read_connection
+
+_TABLE = {MESSAGE: sql.Identifier("messages"), SUMMARY: sql.Identifier("summaries")}
+# What BM25 reads: a message's words with its preceding turns' and its date once the embed
+# extractor wrote them (migrations/0018; ContextRule), its own until then; a summary's own.
+_LEXICAL = {MESSAGE: sql.SQL("coalesce(r.context_lexical, r.lexical)"),
+            SUMMARY: sql.SQL("r.lexical")}
+
+
+def compile_where(cond: Condition, params: dict[str, Any], column: sql.Composable
+                  ) -> sql.Composable:
+    """`cond` as SQL over the jsonb `column`; its paths and values go into `params`."""
+    if isinstance(cond, Group):
+        joiner = sql.SQL(" AND " if cond.op == "and" else " OR ")
+        return sql.SQL("({})").format(joiner.join(
+            compile_where(m, params, column) for m in cond.members))
+    assert isinstance(cond, PathCondition)
+    n = len(params)
+    path, variables = f"w{n}p", f"w{n}v"
+    params[path] = cond.jsonpath
+    params[variables] = Jsonb(cond.variables)
+    test = sql.SQL("jsonb_path_exists({}, {}::jsonpath, {})").format(
+        column, sql.Placeholder(path), sql.Placeholder(variables))
+    return sql.SQL("NOT {}").format(test) if cond.negate else test
+
+
+def _scope_sql(kind: str, scope: MemoryScope, params: dict[str, Any]) -> sql.Composable:
+    params["sessions"] = list(scope.sessions)
+    params["since"] = scope.since
+    params["until"] = scope.until
+    parts: list[sql.Composable] = [sql.SQL(
+        "r.namespace_id = %(ns)s AND r.session_pk = ANY(%(sessions)s::uuid[])"
+        " AND r.deleted_at IS NULL"
+        " AND (%(since)s::timestamptz IS NULL OR r.created_at >= %(since)s)"
+        " AND (%(until)s::timestamptz IS NULL OR r.created_at < %(until)s)")]
+    if scope.where is not None:
+        if kind == SUMMARY:
+            parts.append(sql.SQL("false"))
+        else:
+            parts.append(compile_where(scope.where, params, sql.SQL("r.metadata")))
+    return sql.SQL(" AND ").join(parts)
+
+
+# BM25 over the scope: N and the mean length from every row of the scope, df and tf from the
+# rows holding a query lexeme (OR semantics), k1 and b as the object search's.
+_BM25 = """
+WITH q AS (SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('english', %(query)s))) AS term),
+scope AS (SELECT r.uuid, {lexical} AS lexical FROM {table} r WHERE {scope}),
+n AS (SELECT count(*)::float8 AS n, greatest(avg(length(lexical)), 1)::float8 AS avgdl
+      FROM scope),
+tf AS (SELECT s.uuid, u.lexeme AS term, coalesce(array_length(u.positions, 1), 1)::float8 AS tf,
+              length(s.lexical)::float8 AS dl
+       FROM scope s CROSS JOIN LATERAL unnest(s.lexical) u
+       WHERE s.lexical @@ (SELECT to_tsquery('simple', string_agg(quote_literal(term), ' | '))
+                           FROM q)
+         AND u.lexeme IN (SELECT term FROM q)),
+df AS (SELECT term, count(*)::float8 AS df FROM tf GROUP BY term)
+SELECT tf.uuid, sum(ln(1 + (n.n - df.df + 0.5) / (df.df + 0.5))
+                    * tf.tf * (%(k1)s + 1)
+                    / (tf.tf + %(k1)s * (1 - %(b)s + %(b)s * tf.dl / n.avgdl))) AS score
+FROM tf JOIN df USING (term) CROSS JOIN n
+GROUP BY tf.uuid ORDER BY score DESC, tf.uuid LIMIT %(k)s
+"""
+
+# Exact cosine over the scope: `+ 0` keeps the planner off the HNSW index, whose filtered scans
+# return too few rows for a selective scope.
+_DENSE = """
+SELECT r.uuid, 1 - (r.embedding <=> %(vector)s::vector) AS score FROM {table} r
+WHERE {scope} AND r.embedding IS NOT NULL
+ORDER BY (r.embedding <=> %(vector)s::vector) + 0, r.uuid LIMIT %(k)s
+"""
+
+_ROWS = {
+    MESSAGE: "SELECT r.uuid, r.session_pk, r.seq, r.role, r.content, r.metadata, r.token_count,"
+             " r.created_at, r.embedding FROM messages r WHERE r.namespace_id = %(ns)s"
+             " AND r.uuid = ANY(%(ids)s::uuid[]) AND r.deleted_at IS NULL",
+    SUMMARY: "SELECT r.uuid, r.session_pk, r.recent_seq, NULL, r.content, '{}'::jsonb,"
+             " r.token_count, r.created_at, r.embedding FROM summaries r"
+             " WHERE r.namespace_id = %(ns)s AND r.uuid = ANY(%(ids)s::uuid[])"
+             " AND r.deleted_at IS NULL",
+}
+
+
+class PgMemorySearcher:
+    """Candidates, rows and neighbours of memory search over one Postgres database."""
+
+    def __init__(self, pool: AsyncConnectionPool[AsyncConn], *, k1: float = DEFAULT_K1,
+                 b: float = DEFAULT_B) -> None:
+        self.pool = pool
+        self.k1 = k1
+        self.b = b
+
+    async def _fetch(self, query: sql.Composable | str, params: dict[str, Any]
+                     ) -> list[tuple[Any, ...]]:
+        async with read_connection(self.pool) as conn:
+            cur = await conn.execute(query, params, prepare=False)  # type: ignore[arg-type]
+            rows: list[tuple[Any, ...]] = await cur.fetchall()
+        return rows
+
+    async def sessions(self, namespace: uuid.UUID, *, session_id: str | None = None,
+                       user_id: str | None = None, limit: int = 1000
+                       ) -> dict[uuid.UUID, str]:
+        """The live sessions (row id -> session_id) of one session id or of one user."""
+        rows = await self._fetch(
+            "SELECT id, session_id FROM sessions WHERE namespace_id = %(ns)s"
+            " AND deleted_at IS NULL AND (%(sid)s::text IS NULL OR session_id = %(sid)s)"
+            " AND (%(uid)s::text IS NULL OR user_id = %(uid)s) ORDER BY session_id LIMIT %(n)s",
+            {"ns": namespace, "sid": session_id, "uid": user_id, "n": limit})
+        return {row[0]: str(row[1]) for row in rows}
+
+    async def lexical(self, namespace: uuid.UUID, kind: str, scope: MemoryScope, query: str,
+                      k: int) -> list[Hit]:
+        """Top k by BM25 among the scope's rows of `kind`."""
+        params: dict[str, Any] = {"ns": namespace, "query": query, "k": k, "k1": self.k1,
+                                  "b": self.b}
+        statement = sql.SQL(_BM25).format(table=_TABLE[kind], lexical=_LEXICAL[kind],
+                                          scope=_scope_sql(kind, scope, params))
+        return [Hit(r[0], float(r[1])) for r in await self._fetch(statement, params)]
+
+    async def dense(self, namespace: uuid.UUID, kind: str, scope: MemoryScope,
+                    vector: Sequence[float], k: int) -> list[Hit]:
+        """Top k by cosine among the scope's embedded rows of `kind`."""
+        params: dict[str, Any] = {"ns": namespace, "vector": list(vector), "k": k}
+        statement = sql.SQL(_DENSE).format(table=_TABLE[kind],
+                                           scope=_scope_sql(kind, scope, params))
+        return [Hit(r[0], float(r[1])) for r in await self._fetch(statement, params)]
+
+    async def rows(self, namespace: uuid.UUID, kind: str, ids: Sequence[uuid.UUID]
+                   ) -> dict[uuid.UUID, MemoryRow]:
+        """The visible rows of `ids` (gone ones are absent)."""
+        if not ids:
+            return {}
+        rows = await self._fetch(_ROWS[kind], {"ns": namespace, "ids": list(ids)})
+        return {r[0]: MemoryRow(kind, r[0], r[1], int(r[2]), r[3], r[4], r[5] or {}, r[6],
+                                r[7], r[8]) for r in rows}
+
+    async def neighbours(self, namespace: uuid.UUID, session_pk: uuid.UUID, seq: int,
+                         radius: int) -> list[MemoryRow]:
+        """The visible messages within `radius` seqs of `seq` (itself excluded), in order."""
+        rows = await self._fetch(
+            "SELECT r.uuid, r.session_pk, r.seq, r.role, r.content, r.metadata, r.token_count,"
+            " r.created_at FROM messages r WHERE r.namespace_id = %(ns)s"
+            " AND r.session_pk = %(pk)s AND r.seq BETWEEN %(lo)s AND %(hi)s AND r.seq <> %(seq)s"
+            " AND r.deleted_at IS NULL ORDER BY r.seq",
+            {"ns": namespace, "pk": session_pk, "lo": seq - radius, "hi": seq + radius,
+             "seq": seq})
+        return [MemoryRow(MESSAGE, r[0], r[1], int(r[2]), r[3], r[4], r[5] or {}, r[6], r[7],
+                          None) for r in rows]

@@ -1,0 +1,2 @@
+"""Graph reads: entity and link find, expansion, paths between objects and entities, and entity
+reads by name."""
