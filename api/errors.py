@@ -92,7 +92,7 @@ async def brainstream_error(request: Request, exc: BrainstreamError) -> JSONResp
 
 async def database_down(request: Request, exc: Exception) -> JSONResponse:
     """Postgres restarting or unreachable wherever the query ran: a 503 the client may retry,
-    never a 500 (most reads map this already: stores.postgres.pool.read_connection)."""
+    never a 500 (most reads map this already: pipeline.postgres.pool.read_connection)."""
     return error_response(Unavailable(f"postgres: {type(exc).__name__}: {exc}"))
 
 

@@ -1,8 +1,7 @@
-"""The values memory's ports trade (`pipeline/ports.py`: MessageWork, SummaryWork,
+"""The values memory's ports trade (`pipeline/memory/ports.py`: MessageWork, SummaryWork,
 MemorySearcher): claimed work, a fold's input, a search's scope and rows, the checked `where`.
 
-Here rather than in `pipeline/memory/` so the ports depend on `domain/` alone and the Postgres
-adapters (`pipeline/stores/postgres/memory_*.py`) never import the memory wing's services.
+Here rather than in `pipeline/memory/` so the ports depend on `domain/` alone.
 """
 
 from __future__ import annotations

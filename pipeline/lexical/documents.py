@@ -11,8 +11,8 @@ their parts, exactly as the SQL BM25 counts them), pre-tokenized at their tsvect
 a document's length and term frequencies are its postings' `doc_len` and `tf`. Queries are
 analysed by the same Postgres function (`PartSearcher.query_lexemes`).
 
-Filters judge the promoted object (a part by its parent), as in `pipeline/stores/postgres/
-filters.py`: its kind, lowercased title (ILIKE by a regex over one term), creation and update
+Filters judge the promoted object (a part by its parent), as in
+`pipeline/retrieval/store/filters.py`: its kind, lowercased title (ILIKE by a regex over one term), creation and update
 times in microseconds (Tantivy's date fields keep seconds), and properties as JSON.
 """
 

@@ -1,8 +1,7 @@
-"""The ports of conversation memory, beside the `pipeline/ports.py` ones (which would pass 400
-lines with them): the summariser, the after-commit work on messages and sessions, and the
-searcher. Each has one production adapter: `pipeline/memory/summarisers.py` and
-`pipeline/stores/postgres/memory_{work,fold,search}.py`. The values they trade are in
-`pipeline/domain/memory_values.py`, so the adapters never import this wing's services.
+"""The ports of conversation memory's services: the summariser, the after-commit work on
+messages and sessions, and the searcher. Each has one production adapter:
+`pipeline/memory/summarisers.py` and `pipeline/memory/store/{work,fold,search}.py`. The values
+they trade are in `pipeline/domain/memory_values.py`.
 """
 
 from __future__ import annotations

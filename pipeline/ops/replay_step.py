@@ -1,8 +1,9 @@
-"""The replay's loop body: consume a batch into the new generation, then do in-process what the
-workers do for the live one (embed, extract entities, apply curators' decisions and propose
-merges, run the message extractors and the summariser, relay, build the lexical index, refresh
-the search vocabulary), since the workers keep serving the active generation meanwhile: a
-switched generation has its objects and its messages embedded and searchable."""
+"""The replay's loop body: consume a batch into the new generation, then run in-process what the
+workers run for the live one (every stage of `pipeline/wiring/stages.py`: embed, extract
+entities, apply curators' decisions and propose merges, run the message extractors and the
+summariser, relay, build the lexical index; then refresh the search vocabulary), since the
+workers keep serving the active generation meanwhile: a switched generation has its objects and
+its messages embedded and searchable."""
 
 from __future__ import annotations
 
@@ -15,28 +16,14 @@ from kafka import KafkaConsumer
 
 from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders import build_embedder, build_name_embedder
-from pipeline.embedding.service import EmbeddingService, pending_count
-from pipeline.entities.decisions import apply_pending
 from pipeline.entities.extractors import build_extractor
-from pipeline.entities.merging import propose_all
-from pipeline.entities.resolving import ResolveConfig
-from pipeline.entities.stage import ExtractionStage
-from pipeline.entities.store import extraction
 from pipeline.graph.falkordb.writer import FalkorGraphWriter
 from pipeline.ingest.processor import BatchProcessor
 from pipeline.ingest.records import RawRecord
 from pipeline.kafka.markers import marker_generation
-from pipeline.lexical import queue as lexical_queue
 from pipeline.lexical.vocab import refresh_vocab
-from pipeline.lexical.writer import LexicalWriter
-from pipeline.memory.extraction import MessageExtraction
-from pipeline.memory.store.fold import PgSummaryWork
-from pipeline.memory.store.work import PgMessageWork, pending_work
-from pipeline.memory.summarisers import build_summariser
-from pipeline.memory.summarising import SessionSummariser
-from pipeline.outbox.relay import OutboxRelay
-from pipeline.outbox.store import backlog
-from pipeline.ports import ChangeSink, Embedder
+from pipeline.ports import ChangeSink, DeadLetterSink, Embedder, Extractor, GraphWriter
+from pipeline.wiring.stages import STAGES, pending
 
 
 @dataclass
@@ -75,76 +62,62 @@ class Cursor(Protocol):
 
 @dataclass
 class InProcessWork:
-    """The workers' jobs, run by the replay itself on the new generation."""
+    """The workers' jobs, run by the replay itself on the new generation: every background stage
+    of `pipeline/wiring/stages.py`, in order, on these resources (what a worker's runtime holds
+    for the active generation)."""
 
     settings: Settings
     pool: Any
-    embedding: EmbeddingService
-    extraction: ExtractionStage
-    memory: MessageExtraction
-    summaries: SessionSummariser
-    relay: OutboxRelay
-    lexical: LexicalWriter  # builds the new generation's lexical indexes
-    names: Embedder  # entity names' vectors, written by the proposal pass
+    embedder: Embedder
+    extractor: Extractor
+    graph: GraphWriter
+    changes: ChangeSink
+    name_embedder: Embedder  # entity names' vectors, written by the proposal pass
+    # failures are marked, not dead-lettered again (they were when first consumed)
+    dead_letters: DeadLetterSink | None = None
 
     @classmethod
     def for_generation(cls, settings: Settings, pool: Any, changes: ChangeSink
                        ) -> InProcessWork:
-        """The jobs on the generation's database and graph, with its embedder and extractor;
-        failures are marked, not dead-lettered again (they were when first consumed)."""
+        """The jobs on the generation's database and graph, with its embedder and extractor."""
         embedder = build_embedder(settings)
-        extractor = build_extractor(settings)
-        return cls(settings, pool, EmbeddingService(settings, pool, embedder),
-                   ExtractionStage(settings, pool, extractor),
-                   MessageExtraction(settings, PgMessageWork(pool), embedder, extractor),
-                   SessionSummariser(settings, PgSummaryWork(pool),
-                                     build_summariser(settings, embedder), embedder),
-                   OutboxRelay(settings, pool, FalkorGraphWriter.from_settings(settings),
-                               changes),
-                   LexicalWriter(settings, pool),
+        return cls(settings, pool, embedder, build_extractor(settings),
+                   FalkorGraphWriter.from_settings(settings), changes,
                    build_name_embedder(settings, passages=embedder))
 
     def run(self, result: ReplayReport, *, rounds: int) -> None:
-        stats = self.embedding.run(max_batches=rounds)
-        result.embedded += stats.embedded
-        result.embed_failed += stats.failed
-        extracted = self.extraction.run(max_batches=rounds)
-        result.extracted += extracted.extracted
-        result.extract_failed += extracted.failed
-        # the curators' decisions the topic recorded, once their entities exist again, and
-        # before the proposal pass (a refusal holds it back)
-        apply_pending(self.pool, batch=self.settings.entity_decision_batch)
-        if extracted.entities_created:
-            propose_all(self.pool, batch=self.settings.entity_proposal_batch,
-                        config=ResolveConfig.from_settings(self.settings), names=self.names)
-        messages = self.memory.run(max_batches=rounds)
-        result.memory_extracted += sum(messages.stored.values())
-        result.memory_failed += sum(messages.failed.values())
-        result.summary_folds += self.summaries.run(max_rounds=rounds).folds
-        self.relay.run(max_rounds=rounds)
-        self.lexical.run(max_rounds=rounds)
+        for stage in STAGES:
+            stats = stage.run(self, None, rounds, True).stats
+            if stage.name == "embed":
+                result.embedded += stats["embedded"]
+                result.embed_failed += stats["failed"]
+            elif stage.name == "extract":
+                result.extracted += stats["extracted"]
+                result.extract_failed += stats["failed"]
+            elif stage.name == "memory":
+                result.memory_extracted += sum(stats["extracted"].values())
+                result.memory_failed += sum(stats["extract_failed"].values())
+                result.summary_folds += stats["folds"]
         with self.pool.connection() as conn:
             refresh_vocab(conn)  # the sweep's job in a live generation
 
     def extract_pending(self) -> int:
-        with self.pool.connection() as conn:
-            return extraction.pending_count(conn)
+        return pending(self.pool)["extract"]
 
     def memory_pending(self) -> int:
         """Message extractor rows and summariser requests waiting (nobody else holds them
         before the switch: the workers serve the active generation)."""
-        with self.pool.connection() as conn:
-            return pending_work(conn, older_than=0.0)
+        return pending(self.pool)["memory"]
 
     def lexical_pending(self) -> int:
-        with self.pool.connection() as conn:
-            return lexical_queue.backlog(conn)
+        return pending(self.pool)["lexical"]
 
     def backlogs(self) -> tuple[int, int, int, int, int]:
         """Rows waiting for an embedding, an extraction, the memory work, the graph, the
         lexical index."""
-        return (pending_count(self.pool), self.extract_pending(), self.memory_pending(),
-                backlog(self.pool), self.lexical_pending())
+        waiting = pending(self.pool)
+        return (waiting["embed"], waiting["extract"], waiting["memory"], waiting["relay"],
+                waiting["lexical"])
 
 
 class ReplayStep:

@@ -1,0 +1,203 @@
+"""The background stages, written once: what each is called, how it runs on a generation's
+resources, and how much work waits for it.
+
+Three callers read this list: the Celery tasks (`workers/tasks.py`: one task per stage, named
+after it, sending the stages it hands work to), the sweep (which sends a stage's task when its
+work waited longer than two sweep intervals: a trigger was lost) and `brainstream replay`
+(`pipeline/ops/replay_step.py`: every stage in this order, in-process, until nothing waits).
+A new stage is one entry here and, for the workers, one task that runs it.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from psycopg_pool import ConnectionPool
+
+from pipeline.domain.errors import Unavailable
+from pipeline.domain.settings import Settings
+from pipeline.embedding.service import EmbeddingService, pending_count
+from pipeline.entities.decisions import apply_pending
+from pipeline.entities.merging import ProposalStats, propose_all, propose_if_due
+from pipeline.entities.resolving import ResolveConfig
+from pipeline.entities.stage import ExtractionStage
+from pipeline.entities.store import extraction
+from pipeline.lexical import queue as lexical_queue
+from pipeline.lexical.writer import LexicalWriter
+from pipeline.memory.extraction import MessageExtraction
+from pipeline.memory.store.fold import PgSummaryWork
+from pipeline.memory.store.work import PgMessageWork, pending_work
+from pipeline.memory.summarisers import build_summariser
+from pipeline.memory.summarising import SessionSummariser
+from pipeline.outbox.relay import ENTITIES, OBJECTS, OutboxRelay
+from pipeline.outbox.store import backlog
+from pipeline.ports import ChangeSink, DeadLetterSink, Embedder, Extractor, GraphWriter
+
+log = logging.getLogger(__name__)
+
+
+class StageResources(Protocol):
+    """What the stages run on: one generation's settings and pool, and the clients they share
+    (a worker's per-process runtime, or the replay's in-process set)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def pool(self) -> ConnectionPool: ...
+
+    @property
+    def embedder(self) -> Embedder: ...
+
+    @property
+    def name_embedder(self) -> Embedder: ...
+
+    @property
+    def extractor(self) -> Extractor: ...
+
+    @property
+    def graph(self) -> GraphWriter: ...
+
+    @property
+    def changes(self) -> ChangeSink: ...
+
+    @property
+    def dead_letters(self) -> DeadLetterSink | None: ...
+
+
+@dataclass
+class Outcome:
+    """What one run of a stage did (its task's result) and which stages now have work."""
+
+    stats: dict[str, Any]
+    follow: tuple[str, ...] = ()
+
+
+Roots = Sequence[uuid.UUID] | None
+# rows (or queue entries) that have waited at least `older_than` seconds
+Pending = Callable[[ConnectionPool, float], int]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One background stage. `run(resources, roots, rounds, draining)`: `roots` narrows the work
+    to some objects or sessions (None: any), `rounds` bounds it (None: the stage's own bound),
+    `draining` says the caller runs every stage until nothing waits (a replay), so nothing waits
+    for more work to gather first. Every run is idempotent: a stage claims only pending work and
+    writes its results by compare-and-set."""
+
+    name: str
+    run: Callable[[StageResources, Roots, int | None, bool], Outcome]
+    pending: Pending | None = field(default=None)
+
+
+def _rounds(rounds: int | None) -> dict[str, int]:
+    return {} if rounds is None else {"max_batches": rounds}
+
+
+def _embed(res: StageResources, roots: Roots, rounds: int | None, draining: bool) -> Outcome:
+    service = EmbeddingService(res.settings, res.pool, res.embedder, res.dead_letters)
+    stats = service.run(roots, **_rounds(rounds))
+    return Outcome(stats.__dict__, ("relay",) if stats.roots_completed or stats.failed else ())
+
+
+def _extract(res: StageResources, roots: Roots, rounds: int | None, draining: bool) -> Outcome:
+    stage = ExtractionStage(res.settings, res.pool, res.extractor,
+                            dead_letters=res.dead_letters)
+    stats = stage.run(roots, **_rounds(rounds))
+    # curators' decisions first: the proposal pass then honours a refusal, and skips a merged
+    # entity (pipeline/entities/decisions.py)
+    decided = apply_pending(res.pool, batch=res.settings.entity_decision_batch)
+    config = ResolveConfig.from_settings(res.settings)
+    proposals: ProposalStats | None
+    if draining:  # nothing else extracts meanwhile: examine what this run created
+        proposals = propose_all(res.pool, batch=res.settings.entity_proposal_batch,
+                                config=config, names=res.name_embedder
+                                ) if stats.entities_created else None
+    else:
+        # the pass waits while extraction has rows pending (ENTITY_PROPOSAL_MAX_DELAY at most):
+        # the task that drains the last of a burst examines the burst's entities
+        proposals = propose_if_due(res.pool, batch=res.settings.entity_proposal_batch,
+                                   config=config, names=res.name_embedder,
+                                   max_delay=res.settings.entity_proposal_max_delay)
+    proposals = proposals or ProposalStats()
+    changed = (stats.extracted or stats.recounted or stats.failed or proposals.merged
+               or decided.applied)
+    return Outcome({**stats.__dict__, "proposals": proposals.__dict__,
+                    "decisions": decided.__dict__}, ("relay_entities",) if changed else ())
+
+
+def _memory(res: StageResources, roots: Roots, rounds: int | None, draining: bool) -> Outcome:
+    extracted = MessageExtraction(res.settings, PgMessageWork(res.pool), res.embedder,
+                                  res.extractor, res.dead_letters).run(roots, **_rounds(rounds))
+    summariser = build_summariser(res.settings, res.embedder)
+    summarised = SessionSummariser(res.settings, PgSummaryWork(res.pool), summariser,
+                                   res.embedder, res.dead_letters).run(
+        roots, **({} if rounds is None else {"max_rounds": rounds}))
+    return Outcome({"extracted": extracted.stored, "extract_failed": extracted.failed,
+                    **summarised.__dict__})
+
+
+def _relay(lane: str, follow: tuple[str, ...]) -> Callable[
+        [StageResources, Roots, int | None, bool], Outcome]:
+    def run(res: StageResources, roots: Roots, rounds: int | None, draining: bool) -> Outcome:
+        try:
+            graph = res.graph
+        except Unavailable as exc:  # rows stay pending; the sweep triggers the relay again
+            log.warning("relay (%s): %s", lane, exc)
+            return Outcome({"skipped": True, "error": str(exc)})
+        relay = OutboxRelay(res.settings, res.pool, graph, res.changes, res.dead_letters)
+        stats = relay.run(lanes=(lane,), **({} if rounds is None else {"max_rounds": rounds}))
+        handed = {k: v for k, v in stats.__dict__.items() if k != "errors"}
+        return Outcome(handed, follow if handed.get("handed") else ())
+    return run
+
+
+def _lexical(res: StageResources, roots: Roots, rounds: int | None, draining: bool) -> Outcome:
+    writer = LexicalWriter(res.settings, res.pool)
+    return Outcome(writer.run(**({} if rounds is None else {"max_rounds": rounds})).__dict__)
+
+
+def _embed_pending(pool: ConnectionPool, older_than: float) -> int:
+    return pending_count(pool, older_than=older_than)
+
+
+def _extract_pending(pool: ConnectionPool, older_than: float) -> int:
+    with pool.connection() as conn:
+        return extraction.pending_count(conn, older_than=older_than)
+
+
+def _memory_pending(pool: ConnectionPool, older_than: float) -> int:
+    with pool.connection() as conn:
+        return pending_work(conn, older_than=older_than)
+
+
+def _outbox_pending(pool: ConnectionPool, older_than: float) -> int:
+    return backlog(pool)  # a due outbox row is work at once: the relay retries on its own clock
+
+
+def _lexical_pending(pool: ConnectionPool, older_than: float) -> int:
+    with pool.connection() as conn:
+        return lexical_queue.backlog(conn)
+
+
+# In the order a replay runs them: a document is embedded and its entities extracted before the
+# relay projects it, and the lexical index is written last.
+STAGES: tuple[Stage, ...] = (
+    Stage("embed", _embed, _embed_pending),
+    Stage("extract", _extract, _extract_pending),
+    Stage("memory", _memory, _memory_pending),
+    Stage("relay", _relay(OBJECTS, ("relay_entities",)), _outbox_pending),
+    Stage("relay_entities", _relay(ENTITIES, ()), _outbox_pending),
+    Stage("lexical", _lexical, _lexical_pending),
+)
+BY_NAME: dict[str, Stage] = {stage.name: stage for stage in STAGES}
+
+
+def pending(pool: ConnectionPool, *, older_than: float = 0.0) -> dict[str, int]:
+    """Each stage's waiting work (the relay's two lanes share the outbox's count)."""
+    return {s.name: s.pending(pool, older_than) for s in STAGES if s.pending is not None}
