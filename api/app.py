@@ -36,12 +36,12 @@ from api.routes import (
     ui,
 )
 from pipeline.domain.errors import BrainstreamError, ConfigError
-from pipeline.domain.settings import Settings, load_settings
 from pipeline.kafka.event_writes import EventWriter
 from pipeline.kafka.io import make_producer
 from pipeline.kafka.publisher import EventPublisher, LazyPublisher
 from pipeline.kafka.signing import signer_for
 from pipeline.memory.writes import MessageWriter
+from pipeline.settings import Settings, load_settings
 from pipeline.wiring import ActiveServices, Services
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ from typing import Annotated
 from fastapi import Depends, Header, Request
 
 from pipeline.domain.errors import InvalidInput, NamespaceForbidden, Unauthorized
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 from pipeline.wiring import Services
 
 

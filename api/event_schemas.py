@@ -23,7 +23,7 @@ class EventEnvelope(BaseModel):
                   "brainstream.link.put", "brainstream.link.delete"] = Field(
         description="what the event does (messages, sessions and entity decisions have "
                     "endpoints of their own)")
-    data: PlainJson = Field(description="the type's payload, as in the DESIGN's events")
+    data: PlainJson = Field(description="the type's payload (examples/events.jsonl, schemas/json/)")
     id: Text = Field(default_factory=lambda: str(uuid.uuid4()),
                      description="the event id (a new UUID4 when omitted)")
     namespace: uuid.UUID | None = Field(default=None, description="the caller's when omitted")

@@ -31,7 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.errors import error_response
 from pipeline.domain.errors import QueryTimeout
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 
 log = logging.getLogger(__name__)
 

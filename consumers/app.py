@@ -30,13 +30,18 @@ from typing import Any
 import faust
 
 from consumers.transport import App
-from pipeline.domain.settings import Settings, load_settings
 from pipeline.generations.active import ActivePointer, Generation
 from pipeline.ingest.processor import BatchProcessor
 from pipeline.ingest.records import RawRecord
+from pipeline.ingest.settings import (
+    CONSUMER_BATCH_SECONDS,
+    CONSUMER_BATCH_SIZE,
+    CONSUMER_FETCH_WAIT_MS,
+)
 from pipeline.ingest.store.events import PgEventStores
 from pipeline.kafka.io import DeadLetterWriter, make_producer
 from pipeline.postgres.pool import make_pool
+from pipeline.settings import Settings, load_settings
 
 log = logging.getLogger("brainstream.consumer")
 
@@ -59,11 +64,11 @@ def create_app(settings: Settings, pointer: ActivePointer | None = None) -> faus
         consumer_auto_offset_reset="earliest",
         broker_session_timeout=6,  # group joins take about half of it on the embedded broker
         broker_heartbeat_interval=2,
-        broker_commit_every=settings.consumer_batch_size,
+        broker_commit_every=CONSUMER_BATCH_SIZE,
         consumer_max_fetch_size=max(4 * settings.max_event_bytes, 4 * 1024 * 1024),
         producer_max_request_size=max(2 * settings.max_event_bytes, 1_048_576),
-        stream_buffer_maxsize=4 * settings.consumer_batch_size,
-        fetch_wait_ms=settings.consumer_fetch_wait_ms,
+        stream_buffer_maxsize=4 * CONSUMER_BATCH_SIZE,
+        fetch_wait_ms=CONSUMER_FETCH_WAIT_MS,
     )
     topic = app.topic(settings.topic_events, key_type=bytes, value_type=bytes,
                       key_serializer="raw", value_serializer="raw")
@@ -71,8 +76,8 @@ def create_app(settings: Settings, pointer: ActivePointer | None = None) -> faus
 
     @app.agent(topic, name="brainstream.ingest")
     async def ingest(stream: Any) -> None:  # faust's StreamT stubs lack take_events
-        async for events in stream.take_events(settings.consumer_batch_size,
-                                                within=settings.consumer_batch_seconds):
+        async for events in stream.take_events(CONSUMER_BATCH_SIZE,
+                                                within=CONSUMER_BATCH_SECONDS):
             records = [_record(event) for event in events]
             try:
                 outcome = await asyncio.to_thread(processor.process, records)

@@ -4,15 +4,18 @@ with what they hold."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
+from pipeline.wiring import services
 
 
 @dataclass
@@ -45,6 +48,18 @@ def api_client(settings: Settings, tenants: Iterable[ApiTenant],
     start the app."""
     update = {"api_keys": api_keys(tenants), **overrides}
     return TestClient(create_app(settings.model_copy(update=update)))
+
+
+@contextlib.contextmanager
+def read_side(*, ppr: dict[str, Any] | None = None,
+              search: dict[str, Any] | None = None) -> Iterator[None]:
+    """Apps started inside build their read side with these changes to the product's tuned
+    constants (`pipeline/wiring/services.py`: PPR, SEARCH): a corpus of a few rows needs a
+    smaller hub floor than a namespace of thousands."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(services, "PPR", replace(services.PPR, **(ppr or {})))
+        patch.setattr(services, "SEARCH", replace(services.SEARCH, **(search or {})))
+        yield
 
 
 def ok(response: Any) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, settings as hypothesis_settings
 
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 from tests.pipelineutil import Proc, Publisher, indexed, pipeline_env, put, wait_for
 from tests.stackutil import EXAMPLES, TEST_DATA_DIR, make_settings
 

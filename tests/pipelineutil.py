@@ -18,7 +18,6 @@ from typing import Any, TypeVar
 import psycopg
 from kafka import KafkaConsumer, KafkaProducer
 
-from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders.static import StaticEmbedder
 from pipeline.embedding.service import EmbeddingService
 from pipeline.graph.falkordb.writer import FalkorGraphWriter
@@ -29,6 +28,7 @@ from pipeline.kafka.io import KafkaChangeSink, make_producer
 from pipeline.lexical.writer import LexicalWriter
 from pipeline.outbox.relay import OutboxRelay
 from pipeline.postgres.pool import make_pool
+from pipeline.settings import Settings
 from tests.stackutil import settings_env
 
 T = TypeVar("T")
@@ -72,9 +72,7 @@ def pipeline_env(settings: Settings, **extra: str) -> dict[str, str]:
     env.update({
         "BRAINSTREAM_SWEEP_INTERVAL": "1",
         "BRAINSTREAM_EMBED_LEASE_SECONDS": "5",
-        "BRAINSTREAM_RELAY_MAX_BACKOFF": "2",
         "BRAINSTREAM_RELAY_MAX_ATTEMPTS": "3",
-        "BRAINSTREAM_CONSUMER_BATCH_SECONDS": "0.3",
         "BRAINSTREAM_DEFER_SECONDS": "4",
         "BRAINSTREAM_CONSUMER_METRICS_PORT": str(metrics_ports(settings)[0]),
         "BRAINSTREAM_WORKER_METRICS_PORT": str(metrics_ports(settings)[1]),

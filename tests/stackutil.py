@@ -10,12 +10,12 @@ import psycopg
 from psycopg import sql
 
 from pipeline.domain.kinds import load_catalog
-from pipeline.domain.settings import Settings
 from pipeline.ingest.store.catalog import apply_catalog
 from pipeline.ops.migrations import apply_migrations
+from pipeline.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
-EXAMPLES = REPO.parent / "shared" / "examples"
+EXAMPLES = REPO / "examples"
 
 # Several test runs can share a machine (a developer's and CI's, or parallel work): an offset moves
 # every port and gets its own data directory.

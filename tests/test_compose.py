@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_DIR = ROOT / "compose"

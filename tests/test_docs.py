@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "operations.md"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from celery import Celery
 
-from pipeline.domain.settings import load_settings
+from pipeline.settings import WORKER_START_TIMEOUT, load_settings
 
 EMBED_TASK = "brainstream.embed"
 EXTRACT_TASK = "brainstream.extract"
@@ -68,7 +68,7 @@ def create_app() -> Celery:
         worker_hijack_root_logger=False,
         # a pool process loads its embedder before it reports up (workers/runtime.py); Celery
         # kills one that has not reported within this many seconds (4 by default)
-        worker_proc_alive_timeout=settings.worker_start_timeout,
+        worker_proc_alive_timeout=WORKER_START_TIMEOUT,
     )
     return app
 

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from kafka import KafkaProducer
 from psycopg_pool import ConnectionPool
 
-from pipeline.domain.settings import Settings, load_settings
 from pipeline.embedding.embedders import build_embedder, build_name_embedder, same_name_embedder
 from pipeline.entities.extractors import build_extractor
 from pipeline.generations.active import ActivePointer
@@ -29,6 +28,7 @@ from pipeline.ingest.store.events import PgEventStores
 from pipeline.kafka.io import DeadLetterWriter, KafkaChangeSink, make_producer
 from pipeline.ports import Embedder, Extractor
 from pipeline.postgres.pool import make_pool
+from pipeline.settings import Settings, load_settings
 
 
 @dataclass

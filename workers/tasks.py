@@ -8,9 +8,10 @@ import uuid
 from typing import Any
 
 from pipeline.entities.decisions import apply_pending
-from pipeline.entities.merging import proposals_due, propose_if_due
+from pipeline.entities.merging import PROPOSAL_MAX_DELAY, proposals_due, propose_if_due
 from pipeline.entities.resolving import ResolveConfig
 from pipeline.lexical.vocab import refresh_vocab
+from pipeline.retrieval.ppr.snapshots import SnapshotConfig
 from pipeline.retrieval.store.ppr_log import prune_log
 from pipeline.wiring.stages import BY_NAME, pending
 from workers.app import (
@@ -60,10 +61,8 @@ def propose() -> dict[str, Any]:
     extraction queue); idempotent: an entity leaves the pass's queue in the transaction that
     examined it, and a merge is a compare-and-set."""
     rt = runtime()
-    proposals = propose_if_due(rt.pool, batch=rt.settings.entity_proposal_batch,
-                               config=ResolveConfig.from_settings(rt.settings),
-                               names=rt.name_embedder,
-                               max_delay=rt.settings.entity_proposal_max_delay)
+    proposals = propose_if_due(rt.pool, config=ResolveConfig.from_settings(rt.settings),
+                               names=rt.name_embedder)
     if proposals is None:  # an extraction's own pass examined them meanwhile, or it is not due
         return {"examined": 0}
     if proposals.merged:
@@ -115,13 +114,13 @@ def sweep() -> dict[str, Any]:
     deferred = rt.processor.retry_due_deferred()
     waiting = pending(rt.pool, older_than=2 * rt.settings.sweep_interval)
     with rt.pool.connection() as conn:
-        proposals_waiting = proposals_due(conn, rt.settings.entity_proposal_max_delay)
+        proposals_waiting = proposals_due(conn, PROPOSAL_MAX_DELAY)
     for name, count in waiting.items():
         if count and name != "relay_entities":
             TASKS[name].delay()
     # curators' decisions recorded but not applied yet (a killed worker), before the proposal
     # pass, so a refusal keeps the resolver from proposing the pair again
-    decided = apply_pending(rt.pool, batch=rt.settings.entity_decision_batch)
+    decided = apply_pending(rt.pool)
     # entities a killed worker created but never examined: the pass runs on the extraction
     # queue, so a long one never holds the embedding queue; nothing is sent when none waits
     if proposals_waiting:
@@ -130,7 +129,7 @@ def sweep() -> dict[str, Any]:
         relay_entities.delay()
     with rt.pool.connection() as conn:
         vocab_rows = refresh_vocab(conn) or 0
-        ppr_log_pruned = prune_log(conn, rt.settings.ppr_snapshot_log_retention)
+        ppr_log_pruned = prune_log(conn, SnapshotConfig().log_retention)
     return {"embed_pending": waiting["embed"], "extract_pending": waiting["extract"],
             "outbox_backlog": waiting["relay"], "memory_pending": waiting["memory"],
             "deferred_applied": deferred, "vocab_rows": vocab_rows,

@@ -15,14 +15,18 @@ from api.mcp.guide import INSTRUCTIONS
 from api.mcp.read_tools import register_read_tools
 from api.mcp.write_tools import register_write_tools
 from pipeline.domain.errors import ConfigError
-from pipeline.domain.settings import Settings
-from pipeline.domain.settings_parts import local_http_url
+from pipeline.domain.setting_values import local_http_url
+from pipeline.settings import Settings
 
 log = logging.getLogger(__name__)
 
 Transport = Literal["stdio", "http"]
 # Where the streamable HTTP endpoint is served (http://HOST:PORT/mcp).
 HTTP_PATH = "/mcp"
+
+# Seconds one API call of a tool may take: past the API's own request deadline (30 s), so the
+# API answers (504 with its reason) before the tool gives up.
+API_TIMEOUT = 60.0
 
 
 def backend_for(settings: Settings, transport: Transport) -> ApiBackend:
@@ -33,7 +37,7 @@ def backend_for(settings: Settings, transport: Transport) -> ApiBackend:
     if transport == "stdio" and not key:
         raise ConfigError("BRAINSTREAM_MCP_API_KEY is required with --transport stdio (the "
                           "API key the tools act with)")
-    return ApiBackend(url.rstrip("/"), settings.mcp_api_timeout, api_key=key,
+    return ApiBackend(url.rstrip("/"), API_TIMEOUT, api_key=key,
                       namespace=settings.mcp_namespace, forward_caller=transport == "http")
 
 

@@ -38,7 +38,6 @@ from pipeline.domain.errors import (
     NotFound,
     Unavailable,
 )
-from pipeline.domain.settings import Settings
 from pipeline.entities.decision_events import API_SOURCE, decision_envelope
 from pipeline.entities.decisions import FAILED, WAITING, Applied, record_and_apply
 from pipeline.entities.merging import PairDecision, check_pair, merge_plan
@@ -47,6 +46,7 @@ from pipeline.entities.store import resolution as store
 from pipeline.kafka.publisher import LazyPublisher
 from pipeline.postgres.plans import arun
 from pipeline.postgres.pool import AsyncConn, read_connection
+from pipeline.settings import Settings
 from pipeline.wiring.services import query_embedder
 
 router = APIRouter(tags=["entities"], responses=ERRORS)
@@ -69,6 +69,8 @@ def curator(request: Request, ns: Ns,
 
 
 Curator = Annotated[str, Depends(curator)]
+# The most phrases one /v1/resolve request may name: each is a lookup of a few statements.
+RESOLVE_MAX_QUERIES = 20
 
 
 @router.post("/v1/resolve", response_model=ResolveOut, response_model_exclude_none=True)
@@ -79,9 +81,8 @@ async def resolve_phrases(body: ResolveBody, ns: Ns, svc: Svc) -> ResolveOut:
     if (body.query is None) == (body.queries is None):
         raise InvalidInput("send either `query` or `queries`", field="query")
     phrases = [body.query] if body.query is not None else list(body.queries or [])
-    if len(phrases) > settings.entity_resolve_max_queries:
-        raise InvalidInput(f"at most {settings.entity_resolve_max_queries} queries",
-                           field="queries")
+    if len(phrases) > RESOLVE_MAX_QUERIES:
+        raise InvalidInput(f"at most {RESOLVE_MAX_QUERIES} queries", field="queries")
     config = ResolveConfig.from_settings(settings)
     if body.limit is not None:
         config = replace(config, resolver=replace(config.resolver, candidates=body.limit))

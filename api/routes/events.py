@@ -17,6 +17,8 @@ from pipeline.ingest.store.ledger import PgEventLedger
 from pipeline.kafka.event_writes import EventWriter, admit
 
 router = APIRouter(tags=["events"], responses=ERRORS)
+# Events one POST /v1/events may carry (published in one batch; more in several requests).
+EVENTS_MAX = 500
 
 
 @router.post("/v1/events", response_model=PublishEventsOut,
@@ -27,8 +29,8 @@ async def publish_events(body: PublishEventsBody, ns: Ns, svc: Svc,
     """Publish the events (signed with the API's publisher key); 202 with each `accepted`, or
     with `wait` 200 and each `applied` once the pipeline applied them all within the wait."""
     settings = svc.settings
-    if len(body.events) > settings.api_events_max:
-        raise InvalidInput(f"at most {settings.api_events_max} events per request "
+    if len(body.events) > EVENTS_MAX:
+        raise InvalidInput(f"at most {EVENTS_MAX} events per request "
                            "(API_EVENTS_MAX)", field="events")
     envelopes = [e.model_dump(mode="json", exclude_none=True) for e in body.events]
     admitted = admit(envelopes, ns, await svc.catalog(), max_bytes=settings.max_event_bytes)

@@ -27,6 +27,9 @@ from pipeline.memory.writes import MessageWriter
 from schemas.limits import SESSION_ID_MAX, USER_ID_MAX
 
 router = APIRouter(tags=["memory"], responses=ERRORS)
+# The most messages GET memory (`lastn`) and one page of GET messages return, and the most
+# sessions one page of GET sessions lists: one page stays one bounded read.
+PAGE_MAX = 1000
 
 # Postgres text cannot hold NUL: refused at the boundary (422), never a 500 further in.
 NO_NUL = r"^[^\x00]*$"
@@ -55,7 +58,7 @@ async def sessions(ns: Ns, svc: Svc,
                                                       pattern=NO_NUL)] = None,
                    limit: Annotated[int, Query(ge=1)] = 100) -> SessionsOut:
     """Live sessions (of one user), by session id; page on with `after`."""
-    limit = min(limit, svc.settings.memory_page_max)
+    limit = min(limit, PAGE_MAX)
     found = await svc.memory.sessions(ns, user_id, after, limit + 1)
     more = len(found) > limit
     found = found[:limit]
@@ -70,7 +73,7 @@ async def memory(session_id: SessionId, ns: Ns, svc: Svc,
     the summary point, at most the window (`summary_lag` says how many more are waiting)."""
     settings = svc.settings
     if lastn is not None:
-        lastn = min(lastn, settings.memory_lastn_max)
+        lastn = min(lastn, PAGE_MAX)
     found = await svc.memory.memory(ns, session_id, lastn=lastn, window=settings.memory_window)
     if found is None:
         raise _missing()
@@ -82,7 +85,7 @@ async def messages(session_id: SessionId, ns: Ns, svc: Svc,
                    after_seq: Annotated[int, Query(ge=0)] = 0,
                    limit: Annotated[int, Query(ge=1)] = 100) -> MessagesOut:
     """Visible messages by seq (arrival order); page on with `after_seq`."""
-    limit = min(limit, svc.settings.memory_page_max)
+    limit = min(limit, PAGE_MAX)
     found = await svc.memory.messages(ns, session_id, after_seq=after_seq, limit=limit + 1)
     if found is None:
         raise _missing()

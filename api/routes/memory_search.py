@@ -16,12 +16,14 @@ from pipeline.memory.store.search import PgMemorySearcher
 from pipeline.wiring.services import Services, query_embedder
 
 router = APIRouter(tags=["memory"], responses=ERRORS)
+# The most sessions one user-wide memory search reads (the first by session id).
+MAX_SESSIONS = 1000
 
 
 def _search(svc: Services) -> tuple[MemorySearch, PgMemorySearcher]:
     searcher = PgMemorySearcher(svc.pool)
     return MemorySearch(searcher, query_embedder(lambda: svc.embedder),
-                        MemorySearchLimits.of(svc.settings)), searcher
+                        MemorySearchLimits()), searcher
 
 
 @router.post("/v1/sessions/{session_id}/search", response_model=MemorySearchOut)
@@ -39,10 +41,10 @@ async def search_session(session_id: SessionId, body: MemorySearchBody, ns: Ns,
 @router.post("/v1/memory/search", response_model=MemorySearchOut)
 async def search_user(body: UserMemorySearchBody, ns: Ns, svc: Svc) -> MemorySearchOut:
     """The same search across every live session of `user_id` (none: no results); at most
-    `memory_search_max_sessions` sessions are searched (the first by session id)."""
+    `MAX_SESSIONS` sessions are searched (the first by session id)."""
     search, searcher = _search(svc)
     sessions = await searcher.sessions(ns, user_id=body.user_id,
-                                       limit=svc.settings.memory_search_max_sessions)
+                                       limit=MAX_SESSIONS)
     if not sessions:
         return MemorySearchOut(results=[])
     return MemorySearchOut.of(await search.search(ns, sessions, body.to_query()))

@@ -18,6 +18,10 @@ from pipeline.retrieval.requests import (
 )
 
 router = APIRouter(tags=["objects"], responses=ERRORS)
+# GET /v1/objects/{id}: the most entities the answer lists (the most mentioned first), and
+# mentions per entity; GET /v1/entities/{id} pages the rest.
+OBJECT_ENTITIES_MAX = 100
+OBJECT_MENTIONS_MAX = 20
 
 
 @router.get("/v1/objects/{object_id}", response_model=ObjectOut)
@@ -26,8 +30,8 @@ async def read(object_id: uuid.UUID, ns: Ns, svc: Svc) -> ObjectOut:
     OBJECT_ENTITIES_MAX entities, OBJECT_MENTIONS_MAX mentions each)."""
     obj = RichObjectOut.of(await svc.engine.read(ns, object_id), with_content=True)
     found, truncated = await svc.mentions.object_entities(
-        ns, object_id, max_entities=svc.settings.object_entities_max,
-        max_mentions=svc.settings.object_mentions_max)
+        ns, object_id, max_entities=OBJECT_ENTITIES_MAX,
+        max_mentions=OBJECT_MENTIONS_MAX)
     return ObjectOut(**obj.model_dump(), entities=[ObjectEntityOut.of(e) for e in found],
                      entities_truncated=truncated)
 

@@ -13,8 +13,8 @@ from fastapi import APIRouter, Header, Request
 from api.dependencies import Svc, bearer_key
 from api.errors import ERRORS
 from pipeline.domain.errors import AdminRequired
-from pipeline.domain.settings import Settings
 from pipeline.ops.operator_view import operator_view
+from pipeline.settings import Settings
 
 router = APIRouter(tags=["ops"], responses=ERRORS)
 

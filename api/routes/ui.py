@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from api.dependencies import bearer_key
 from api.errors import ERRORS
 from pipeline.domain.errors import NotFound, Unauthorized
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 
 UI_DIR = Path(__file__).resolve().parents[1] / "ui"
 CYTOSCAPE = (Path(__file__).resolve().parents[2] / "node_modules" / "cytoscape" / "dist"

@@ -1,8 +1,8 @@
 """The `brainstream` command: one entry point for operators.
 
-Each area has its module (`services`, `schema`, `events`, `index`, `generations`, `processes`,
-`entities`, `memory`, `lexical`, `mcp`); this one only assembles them under `main`, the console
-script of pyproject.toml.
+Each area has its module (`config`, `services`, `schema`, `events`, `index`, `generations`,
+`processes`, `entities`, `memory`, `lexical`, `mcp`); this one only assembles them under `main`,
+the console script of pyproject.toml.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import click
 
 from pipeline.cli.common import CliGroup
+from pipeline.cli.config import config
 from pipeline.cli.entities import entities
 from pipeline.cli.events import dlq, publish
 from pipeline.cli.generations import generations, replay
@@ -27,11 +28,11 @@ def main() -> None:
     """brainstream: event-driven ingestion and indexing for a knowledge base.
 
     Settings come from BRAINSTREAM_* environment variables or a .env file
-    (see docs/operations.md).
+    (`brainstream config` shows them; docs/operations.md lists them).
     """
 
 
-for _command in (services, migrate, kinds, publish, status, dlq, purge, verify, graph, reembed,
-                 consumer, worker, api, up, logs, replay, generations, entities, memory, lexical,
-                 mcp):
+for _command in (config, services, migrate, kinds, publish, status, dlq, purge, verify, graph,
+                 reembed, consumer, worker, api, up, logs, replay, generations, entities, memory,
+                 lexical, mcp):
     main.add_command(_command)

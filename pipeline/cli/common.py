@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import click
 
 from pipeline.domain.errors import BrainstreamError
-from pipeline.domain.settings import Settings, load_settings
+from pipeline.settings import Settings, load_settings
 
 F = TypeVar("F", bound=Callable[..., Any])
 

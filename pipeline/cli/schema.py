@@ -9,7 +9,7 @@ import click
 import psycopg
 
 from pipeline.cli.common import CliGroup, active_settings, context_settings, echo
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 
 
 @click.command()

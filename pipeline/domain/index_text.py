@@ -11,6 +11,10 @@ from collections.abc import Mapping
 
 # Cutting content at the last whitespace is only worth it when that loses little text.
 _WORD_CUT_SLACK = 0.2
+# How much of a parent's content its own index text (and vector) carries: the parts carry all of
+# it, so the parent's text is its title, summary and properties with the content's opening. A
+# change re-embeds every parent: a rebuild, not a setting.
+CONTENT_CAP_CHARS = 2000
 
 
 def _scalar_text(value: object) -> str | None:
@@ -46,7 +50,7 @@ def entity_index_text(
     properties: Mapping[str, object] | None,
     content: str | None,
     *,
-    content_cap_chars: int = 2000,
+    content_cap_chars: int = CONTENT_CAP_CHARS,
 ) -> str:
     """Index text of a first-class object: title, summary, sorted scalar properties as
     `key: value` lines (lists joined with ", "; nested values skipped), then capped content."""

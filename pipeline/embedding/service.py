@@ -26,10 +26,15 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from pipeline.domain.errors import BrainstreamError, EmbeddingFailed, Unavailable
-from pipeline.domain.index_text import embedder_text, entity_index_text, part_index_text
+from pipeline.domain.index_text import (
+    CONTENT_CAP_CHARS,
+    embedder_text,
+    entity_index_text,
+    part_index_text,
+)
 from pipeline.domain.retry import give_up_error, isolate_refused, retry_transient
-from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders.base import embed_distinct
+from pipeline.embedding.settings import EmbeddingSettings
 from pipeline.kafka.io import dead_letter_headers
 from pipeline.metrics import instruments as metrics
 from pipeline.outbox import store as outbox
@@ -37,6 +42,15 @@ from pipeline.outbox.ops import NODE_SYNC
 from pipeline.ports import DeadLetterSink, Embedder
 
 log = logging.getLogger(__name__)
+
+# The longest text one embedding call is given: past every shipped model's input window, so the
+# cut never changes a vector of theirs (the memory extractors cut at the same length).
+EMBED_TEXT_CAP_CHARS = 8000
+# A batch that fails is retried with jittered back-off up to this many times (at most this many
+# seconds between tries), then its rows are marked failed and dead-lettered: a model server's
+# restart takes seconds, and a longer outage must not hold the stage.
+EMBED_RETRY_ATTEMPTS = 5
+EMBED_RETRY_MAX_WAIT = 10.0
 
 # Rows live in `object_embeddings` (migration 0033): the lease is a HOT update of a narrow row,
 # the wide `objects` row is only read (is it visible?).
@@ -87,7 +101,7 @@ class EmbedStats:
 class EmbeddingService:
     """Embeds what the write path left pending."""
 
-    def __init__(self, settings: Settings, pool: ConnectionPool, embedder: Embedder,
+    def __init__(self, settings: EmbeddingSettings, pool: ConnectionPool, embedder: Embedder,
                  dead_letters: DeadLetterSink | None = None) -> None:
         self.settings = settings
         self.pool = pool
@@ -112,7 +126,7 @@ class EmbeddingService:
                          limit=self.settings.embed_batch_size)
 
     def _load(self, ids: Sequence[uuid.UUID]) -> list[_Row]:
-        cap = self.settings.content_cap_chars
+        cap = CONTENT_CAP_CHARS
         with self.pool.connection() as conn:
             rows = conn.execute(_LOAD, (list(ids),)).fetchall()
         out = []
@@ -122,7 +136,7 @@ class EmbeddingService:
                                          content_cap_chars=cap)
             else:
                 text = part_index_text(parent_title, content or "")
-            text = embedder_text(text, cap_chars=self.settings.embed_text_cap_chars)
+            text = embedder_text(text, cap_chars=EMBED_TEXT_CAP_CHARS)
             out.append(_Row(oid, ns, parent, text, hsh, event))
         return out
 
@@ -138,7 +152,7 @@ class EmbeddingService:
             with metrics.EMBED_SECONDS.time():
                 return embed_distinct(self.embedder, [row.text for row in batch])
 
-        attempts = self.settings.embed_retry_attempts
+        attempts = EMBED_RETRY_ATTEMPTS
 
         def fail(batch: Sequence[_Row], exc: BrainstreamError) -> None:
             self._fail(batch, give_up_error(exc, EmbeddingFailed, attempts=attempts,
@@ -147,7 +161,7 @@ class EmbeddingService:
 
         isolate_refused(
             rows, call, store=lambda batch, vectors: self._store(batch, vectors, stats),
-            fail=fail, attempts=attempts, max_wait=self.settings.embed_retry_max_wait,
+            fail=fail, attempts=attempts, max_wait=EMBED_RETRY_MAX_WAIT,
             on_retry=lambda n, exc: log.warning("embedding attempt %d failed: %s", n, exc),
             on_split=lambda n, exc: log.warning(
                 "the embedder refused a batch of %d texts (%s: %s); isolating the text", n,

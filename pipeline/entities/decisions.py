@@ -35,6 +35,9 @@ from pipeline.postgres.plans import Plan, run
 APPLIED = "applied"
 WAITING = "waiting"
 FAILED = "failed"
+# Decisions applied per run (one transaction): curators decide by hand, so a run rarely has
+# more; a backlog (a replay) drains in several.
+DECISION_BATCH = 500
 
 
 @dataclass(frozen=True)
@@ -101,7 +104,7 @@ def record_and_apply(namespace: uuid.UUID, source: str, event_id: str, decision:
 
 
 def apply_pending(conn_or_pool: psycopg.Connection[Any] | ConnectionPool, *,
-                  batch: int) -> DecisionStats:
+                  batch: int = DECISION_BATCH) -> DecisionStats:
     """Apply up to `batch` pending decisions, oldest first, in one transaction (each in a
     savepoint: one that fails is marked failed with its code, the others go on). Call it after
     extraction created entities: what still waits for its entities stays pending."""

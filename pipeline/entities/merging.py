@@ -44,6 +44,14 @@ def connection_of(conn_or_pool: psycopg.Connection[Any] | ConnectionPool
         yield conn_or_pool
 
 
+# Entities one round of the proposal pass examines (one transaction): large enough that a burst's
+# entities are looked up together (one statement per round), small enough to commit in seconds.
+PROPOSAL_BATCH = 200
+# The pass waits while extraction has rows pending, at most this long for its oldest waiting
+# entity: in a burst the mentions come first, and the pass then examines the burst's entities
+# together (they share the extract worker).
+PROPOSAL_MAX_DELAY = 30.0
+
 @dataclass
 class ProposalStats:
     """What `propose_all` did: entities examined, pairs merged, pairs held as possibly the same."""
@@ -72,7 +80,7 @@ def propose_pending(conn_or_pool: psycopg.Connection[Any] | ConnectionPool, *, b
     return _propose_round(conn_or_pool, batch, config or ResolveConfig())[1]
 
 
-def propose_all(pool: ConnectionPool, *, batch: int, config: ResolveConfig,
+def propose_all(pool: ConnectionPool, *, batch: int = PROPOSAL_BATCH, config: ResolveConfig,
                 names: Embedder | None = None, max_rounds: int = 50) -> ProposalStats:
     """Run the proposal pass until no unexamined entity is left (or `max_rounds` ran: the rest
     waits for the next call; the sweep makes one). What the worker runs after extraction. With
@@ -104,9 +112,9 @@ def proposals_due(conn: psycopg.Connection[Any], max_delay: float | None = None)
     return run(conn, merges.any_unproposed(max_delay))
 
 
-def propose_if_due(pool: ConnectionPool, *, batch: int, config: ResolveConfig,
-                   names: Embedder | None = None,
-                   max_delay: float | None = None) -> ProposalStats | None:
+def propose_if_due(pool: ConnectionPool, *, batch: int = PROPOSAL_BATCH,
+                   config: ResolveConfig, names: Embedder | None = None,
+                   max_delay: float | None = PROPOSAL_MAX_DELAY) -> ProposalStats | None:
     """`propose_all` when an entity waits for the pass (`proposals_due`), else None without
     claiming (what the sweep's propose task and the extract task run: most ticks nothing
     changed, and the claim's pass lock would make another pass meanwhile find it taken and

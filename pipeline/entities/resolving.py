@@ -10,10 +10,10 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from pipeline.domain.settings import Settings
 from pipeline.entities.likeness import initials
 from pipeline.entities.names import fold, normalise, segments
 from pipeline.entities.resolver import Resolution, ResolverConfig, decide
+from pipeline.entities.settings import EntitySettings
 from pipeline.entities.store import resolution as store
 from pipeline.postgres.plans import Plan
 
@@ -31,15 +31,11 @@ class ResolveConfig:
     evidence: int = 3  # mentions shown for the resolved entity
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> ResolveConfig:
-        """The configuration the `entity_*` settings give."""
+    def from_settings(cls, settings: EntitySettings) -> ResolveConfig:
+        """The configuration the two thresholds give (the rest are the resolver's constants,
+        measured on the labelled pairs: docs/entities.md)."""
         return cls(ResolverConfig(merge_threshold=settings.entity_merge_threshold,
-                                  possibly_same_threshold=settings.entity_possibly_same_threshold,
-                                  min_confidence=settings.entity_resolve_min_confidence,
-                                  candidates=settings.entity_resolve_candidates),
-                   pool=settings.entity_resolve_pool,
-                   trigram_threshold=settings.entity_trigram_threshold,
-                   evidence=settings.entity_resolve_evidence)
+                                  possibly_same_threshold=settings.entity_possibly_same_threshold))
 
 
 def lookup(phrase: str) -> store.Lookup:

@@ -31,8 +31,8 @@ from psycopg_pool import ConnectionPool
 from pipeline.domain.errors import BrainstreamError, ExtractionFailed, Unavailable
 from pipeline.domain.mentions import Extraction, Mention, TextField
 from pipeline.domain.retry import give_up_error, isolate_refused, retry_transient
-from pipeline.domain.settings import Settings
 from pipeline.entities.names import normalise
+from pipeline.entities.settings import EntitySettings
 from pipeline.entities.store import extraction as rows_sql, writes as entities_sql
 from pipeline.entities.store.extraction import RowText
 from pipeline.entities.writeback import Key, WriteResult, mention_keys, triple_keys, write_batch
@@ -41,6 +41,14 @@ from pipeline.metrics import instruments as metrics
 from pipeline.ports import DeadLetterSink, Extractor
 
 log = logging.getLogger(__name__)
+
+# What one field of a row may hand the extractor: a longer text is cut (a prefix, so spans stay
+# valid). Far past any document's useful length; it bounds one row's cost.
+EXTRACT_TEXT_CAP_CHARS = 100_000
+# A batch the extractor fails is retried with jittered back-off (at most this many seconds
+# apart) this many times, then its rows are marked failed and dead-lettered `extraction_failed`.
+EXTRACT_RETRY_ATTEMPTS = 5
+EXTRACT_RETRY_MAX_WAIT = 10.0
 
 
 @dataclass
@@ -57,7 +65,7 @@ class ExtractStats:
 class ExtractionStage:
     """Extracts the entities of what the write path left pending."""
 
-    def __init__(self, settings: Settings, pool: ConnectionPool, extractor: Extractor, *,
+    def __init__(self, settings: EntitySettings, pool: ConnectionPool, extractor: Extractor, *,
                  dead_letters: DeadLetterSink | None = None) -> None:
         self.settings = settings
         self.pool = pool
@@ -104,7 +112,7 @@ class ExtractionStage:
 
     def _load(self, ids: Sequence[uuid.UUID]) -> list[RowText]:
         with self.pool.connection() as conn:
-            return rows_sql.load(conn, ids, self.settings.extract_text_cap_chars)
+            return rows_sql.load(conn, ids, EXTRACT_TEXT_CAP_CHARS)
 
     # -- extracting ---------------------------------------------------------------------------
 
@@ -125,7 +133,7 @@ class ExtractionStage:
                                        f"{len(batch)}")
             return found
 
-        attempts = self.settings.extract_retry_attempts
+        attempts = EXTRACT_RETRY_ATTEMPTS
 
         def fail(batch: Sequence[RowText], exc: BrainstreamError) -> None:
             self._fail(batch, give_up_error(exc, ExtractionFailed, attempts=attempts,
@@ -137,7 +145,7 @@ class ExtractionStage:
             rows, call, fail=fail, attempts=attempts,
             store=lambda batch, found: out.extend(
                 (row, valid_mentions(row, got)) for row, got in zip(batch, found, strict=True)),
-            max_wait=self.settings.extract_retry_max_wait,
+            max_wait=EXTRACT_RETRY_MAX_WAIT,
             on_retry=lambda n, exc: log.warning("extraction attempt %d failed: %s", n, exc),
             on_split=lambda n, exc: log.warning(
                 "the extractor refused a batch of %d rows (%s: %s); isolating the row", n,

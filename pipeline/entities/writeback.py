@@ -28,10 +28,10 @@ from typing import Any
 import psycopg
 
 from pipeline.domain.mentions import Extraction, Mention
-from pipeline.domain.settings import Settings
 from pipeline.entities.ids import Pair, counted_entities, entity_id, pairs
 from pipeline.entities.likeness import label_class
 from pipeline.entities.names import normalise
+from pipeline.entities.settings import EntitySettings
 from pipeline.entities.store import extraction as rows_sql, writes as sql
 from pipeline.entities.store.extraction import RowText
 from pipeline.outbox import store as outbox
@@ -45,6 +45,12 @@ Key = tuple[uuid.UUID, str, str]  # (namespace, normalised name, label class)
 # the function is pure, its answers are kept (bounded).
 _normalise = lru_cache(maxsize=16_384)(normalise)
 
+
+# The entities of one row that count for co-occurrence (the most mentioned first): a row naming
+# n entities adds n*(n-1)/2 pairs, so a long list must not flood the edge table.
+COOCCUR_CAP = 20
+# Row ids a CO_OCCURS edge keeps as its evidence (what a path cites).
+EVIDENCE_N = 5
 
 @dataclass
 class WriteResult:
@@ -90,7 +96,7 @@ def triple_keys(rows: Sequence[tuple[RowText, Extraction]]) -> set[Key]:
             for t in found.triples for name in (t.subject, t.object)}
 
 
-def write_batch(conn: Conn, settings: Settings, extractor: str,
+def write_batch(conn: Conn, settings: EntitySettings, extractor: str,
                 extracted: Sequence[tuple[RowText, Extraction]], recount: Sequence[uuid.UUID],
                 seen: Mapping[Key, uuid.UUID]) -> WriteResult:
     """Write one batch back in the caller's transaction (see the module docstring). `seen`:
@@ -152,13 +158,13 @@ def write_batch(conn: Conn, settings: Settings, extractor: str,
     for m in mention_rows:
         new_counts[m.row_id][m.entity_id] = new_counts[m.row_id].get(m.entity_id, 0) + 1
     # Before and after: a pair the row no longer names loses this row's weight.
-    cap = settings.entity_cooccur_cap
+    cap = COOCCUR_CAP
     touched_pairs: set[Pair] = set()
     for counts in [*old.values(), *new_counts.values(), *(g.mentions for g in gone)]:
         touched_pairs |= pairs(counted_entities(counts, cap))
         touched.update(counts)
     sql.recount_entities(conn, touched)
-    sql.recount_pairs(conn, touched_pairs, cap=cap, evidence_n=settings.entity_evidence_n)
+    sql.recount_pairs(conn, touched_pairs, cap=cap, evidence_n=EVIDENCE_N)
 
     rows_sql.mark_done(conn, [(row.id, row.text_hash, extractor, len(found.triples))
                               for row, found in keep])

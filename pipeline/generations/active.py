@@ -25,11 +25,12 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from pipeline.domain.errors import NotFound
-from pipeline.domain.settings import Settings
+from pipeline.services.settings import FIRST_CONSUMER_GROUP, PG_DATABASE
+from pipeline.settings import Settings
 
 log = logging.getLogger(__name__)
 
-FIRST_GROUP = "brainstream-consumer"
+FIRST_GROUP = FIRST_CONSUMER_GROUP
 
 @dataclass(frozen=True)
 class Generation:
@@ -72,7 +73,7 @@ def row_to_generation(row: tuple[Any, ...]) -> Generation:
 
 def base_dbname(base: Settings) -> str:
     """The name of the base database (generation 1)."""
-    return str(conninfo_to_dict(base.base_postgres_dsn).get("dbname") or base.pg_database)
+    return str(conninfo_to_dict(base.base_postgres_dsn).get("dbname") or PG_DATABASE)
 
 
 def implicit_first(base: Settings) -> Generation:

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 
 from pipeline.domain.errors import Unavailable
 from pipeline.domain.retry import backoff_seconds
-from pipeline.domain.settings import Settings
 from pipeline.ingest.batch import apply_batch
 from pipeline.ingest.records import BatchOutcome, RawRecord, ingest_options
+from pipeline.ingest.settings import IngestSettings
 from pipeline.kafka.io import dead_letter_headers, dead_letter_value
 from pipeline.metrics import instruments as metrics
 from pipeline.ports import DeadLetterSink, EventStores, WorkTrigger
@@ -32,7 +32,7 @@ class ConsumerStuck(Exception):
 class BatchProcessor:
     """Applies consumed batches to Postgres exactly once in effect."""
 
-    def __init__(self, settings: Settings, stores: EventStores, dead_letters: DeadLetterSink,
+    def __init__(self, settings: IngestSettings, stores: EventStores, dead_letters: DeadLetterSink,
                  trigger: WorkTrigger, *, give_up_after: float = 600.0) -> None:
         self.options = ingest_options(settings)
         self.stores = stores

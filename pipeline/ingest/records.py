@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from pipeline.domain.errors import BrainstreamError, InvalidRecordTime
+from pipeline.domain.index_text import CONTENT_CAP_CHARS
 from pipeline.domain.kinds import KindCatalog
-from pipeline.domain.settings import Settings
+from pipeline.ingest.settings import IngestSettings
 from pipeline.kafka.signing import PublisherKeys
 from pipeline.ports import EventStore
 
@@ -85,13 +86,13 @@ class IngestOptions:
     publisher_keys: PublisherKeys = field(default_factory=PublisherKeys)
 
 
-def ingest_options(settings: Settings) -> IngestOptions:
+def ingest_options(settings: IngestSettings) -> IngestOptions:
     """The options of the write path, from the settings."""
     return IngestOptions(
         max_event_bytes=settings.max_event_bytes,
         chunk_max_tokens=settings.chunk_max_tokens,
         chunk_overlap_tokens=settings.chunk_overlap_tokens,
-        content_cap_chars=settings.content_cap_chars,
+        content_cap_chars=CONTENT_CAP_CHARS,
         defer_seconds=settings.defer_seconds,
         publisher_keys=PublisherKeys.from_settings(settings),
     )

@@ -17,7 +17,7 @@ from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
 from pipeline.domain.errors import BrainstreamError, Unavailable
-from pipeline.domain.settings import Settings
+from pipeline.kafka.settings import KafkaSettings
 
 H_CODE = "brainstream.error.code"
 H_MESSAGE = "brainstream.error.message"
@@ -32,7 +32,7 @@ OWN_HEADERS = frozenset({H_CODE, H_MESSAGE, H_FIELD, H_TOPIC, H_PARTITION, H_OFF
                          H_FAILED_AT, H_TRUNCATED})
 
 
-def make_producer(settings: Settings, **overrides: Any) -> KafkaProducer:
+def make_producer(settings: KafkaSettings, **overrides: Any) -> KafkaProducer:
     """A durable producer: acks from all replicas, retries, ordered per partition."""
     config: dict[str, Any] = {
         "bootstrap_servers": settings.effective_kafka_bootstrap,

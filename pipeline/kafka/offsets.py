@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from kafka import KafkaConsumer, TopicPartition
 
-from pipeline.domain.settings import Settings
+from pipeline.services.settings import StackSettings
 
 
 @dataclass(frozen=True)
@@ -28,14 +28,14 @@ class PartitionTail:
         return max(0, self.end - self.start)
 
 
-def _consumer(settings: Settings) -> KafkaConsumer:
+def _consumer(settings: StackSettings) -> KafkaConsumer:
     return KafkaConsumer(bootstrap_servers=settings.effective_kafka_bootstrap,
                          group_id=None, enable_auto_commit=False, client_id="brainstream-ops",
                          fetch_max_wait_ms=50, max_poll_records=5000,
                          request_timeout_ms=15000)
 
 
-def read_tails(settings: Settings, topic: str, starts: dict[int, int] | None = None, *,
+def read_tails(settings: StackSettings, topic: str, starts: dict[int, int] | None = None, *,
                max_records: int = 200_000, max_seconds: float = 5.0,
                idle_seconds: float = 0.5) -> list[PartitionTail]:
     """For each partition, read from `starts[p]` (default: the beginning) to the end."""
@@ -71,7 +71,7 @@ def read_tails(settings: Settings, topic: str, starts: dict[int, int] | None = N
         consumer.close()
 
 
-def committed_offsets(settings: Settings, topic: str, group: str) -> dict[int, int]:
+def committed_offsets(settings: StackSettings, topic: str, group: str) -> dict[int, int]:
     """The group's committed offset per partition (partitions without a commit are absent)."""
     consumer = KafkaConsumer(bootstrap_servers=settings.effective_kafka_bootstrap,
                              group_id=group, enable_auto_commit=False,

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from pipeline.domain.errors import ConfigError, UnauthorizedNamespace
-from pipeline.domain.settings import Settings
+from pipeline.kafka.settings import KafkaSettings
 
 H_KEY_ID = "brainstream.publisher.key"
 H_SIGNATURE = "brainstream.publisher.signature"
@@ -75,7 +75,7 @@ class Signer:
         return [*kept, (H_KEY_ID, self.key_id.encode()), (H_SIGNATURE, mac)]
 
 
-def signer_for(settings: Settings, key_id: str | None = None) -> Signer | None:
+def signer_for(settings: KafkaSettings, key_id: str | None = None) -> Signer | None:
     """The signer of a publisher: the key id given, else the settings' `PUBLISH_KEY_ID`; its
     secret from `PUBLISH_KEY_SECRET`, else the key's own in `PUBLISHER_KEYS`. None when no key
     id is given: records are sent unsigned."""
@@ -102,7 +102,7 @@ class PublisherKeys:
     privileged: frozenset[str] = frozenset()
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> PublisherKeys:
+    def from_settings(cls, settings: KafkaSettings) -> PublisherKeys:
         """The keys of `PUBLISHER_KEYS`."""
         keys = settings.publisher_keys
         return cls({k: v.secret.get_secret_value().encode() for k, v in keys.items()},

@@ -14,7 +14,7 @@ from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.admin import NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
-from pipeline.domain.settings import Settings
+from pipeline.kafka.settings import KafkaSettings
 
 Report = Callable[[str], None]
 
@@ -23,19 +23,19 @@ def _noop(_: str) -> None:
     pass
 
 
-def topic_names(settings: Settings) -> list[str]:
+def topic_names(settings: KafkaSettings) -> list[str]:
     """The topics the pipeline owns."""
     return [settings.topic_events, settings.topic_dlq, settings.topic_changes]
 
 
-def wanted_partitions(settings: Settings, name: str) -> tuple[int, str]:
+def wanted_partitions(settings: KafkaSettings, name: str) -> tuple[int, str]:
     """How many partitions the pipeline creates a topic of, and the setting that says so."""
     if name == settings.topic_changes:
         return settings.topic_changes_partitions, "TOPIC_CHANGES_PARTITIONS"
     return settings.topic_partitions, "TOPIC_PARTITIONS"
 
 
-def ensure_topics(settings: Settings, *, report: Report = _noop) -> dict[str, int]:
+def ensure_topics(settings: KafkaSettings, *, report: Report = _noop) -> dict[str, int]:
     """Create missing topics; return each topic's partition count."""
     admin = KafkaAdminClient(bootstrap_servers=settings.effective_kafka_bootstrap,
                              client_id="brainstream-admin", request_timeout_ms=15000)
@@ -62,7 +62,7 @@ def ensure_topics(settings: Settings, *, report: Report = _noop) -> dict[str, in
     return counts
 
 
-def partition_counts(settings: Settings, names: list[str]) -> dict[str, int]:
+def partition_counts(settings: KafkaSettings, names: list[str]) -> dict[str, int]:
     """How many partitions each named topic has (0 when it does not exist)."""
     consumer = KafkaConsumer(bootstrap_servers=settings.effective_kafka_bootstrap,
                              client_id="brainstream-admin", request_timeout_ms=15000)

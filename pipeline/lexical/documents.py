@@ -12,8 +12,9 @@ a document's length and term frequencies are its postings' `doc_len` and `tf`. Q
 analysed by the same Postgres function (`PartSearcher.query_lexemes`).
 
 Filters judge the promoted object (a part by its parent), as in
-`pipeline/retrieval/store/filters.py`: its kind, lowercased title (ILIKE by a regex over one term), creation and update
-times in microseconds (Tantivy's date fields keep seconds), and properties as JSON.
+`pipeline/retrieval/store/filters.py`: its kind, lowercased title (ILIKE by a regex over one
+term), creation and update times in microseconds (Tantivy's date fields keep seconds), and
+properties as JSON.
 """
 
 from __future__ import annotations

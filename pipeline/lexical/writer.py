@@ -24,12 +24,17 @@ from typing import Any
 import tantivy
 from psycopg_pool import ConnectionPool
 
-from pipeline.domain.settings import Settings
 from pipeline.lexical import queue
 from pipeline.lexical.documents import ROOT_ID, namespace_dir, open_index, to_document
+from pipeline.lexical.settings import LexicalSettings
 from pipeline.outbox.single_writer import single_writer
 
 log = logging.getLogger(__name__)
+
+# Queued roots applied per commit: a commit costs a segment, and 500 roots keep one under a second.
+BATCH_SIZE = 500
+# Tantivy's indexing memory per writer (its minimum is 15 MB): enough for a commit of 500 roots.
+WRITER_HEAP_BYTES = 50_000_000
 
 WRITER_LOCK = 0x6272_6169_6E6C  # one lexical writer at a time per database (and rebuild)
 # Namespace writers kept open between rounds: each may hold up to LEXICAL_WRITER_HEAP_BYTES,
@@ -49,9 +54,11 @@ class WriterStats:
 class LexicalWriter:
     """Applies `lexical_queue` to the index generation of `settings`."""
 
-    def __init__(self, settings: Settings, pool: ConnectionPool[Any]) -> None:
+    def __init__(self, settings: LexicalSettings, pool: ConnectionPool[Any], *,
+                 batch_size: int = BATCH_SIZE) -> None:
         self.settings = settings
         self.pool = pool
+        self.batch_size = batch_size
         self._writers: dict[uuid.UUID, tantivy.IndexWriter] = {}
 
     def run(self, *, max_rounds: int = 1000) -> WriterStats:
@@ -92,7 +99,7 @@ class LexicalWriter:
         writer.delete_all_documents()
         with self.pool.connection() as conn:
             roots = queue.roots_of(conn, namespace)
-        size = self.settings.lexical_batch_size
+        size = self.batch_size
         for start in range(0, len(roots), size):
             chunk = roots[start:start + size]
             with self.pool.connection() as conn:
@@ -106,7 +113,7 @@ class LexicalWriter:
 
     def _round(self, stats: WriterStats) -> bool:
         with self.pool.connection() as conn:
-            rows = queue.claim(conn, self.settings.lexical_batch_size)
+            rows = queue.claim(conn, self.batch_size)
         if not rows:
             return False
         by_namespace: dict[uuid.UUID, set[uuid.UUID]] = defaultdict(set)
@@ -140,7 +147,7 @@ class LexicalWriter:
             index = open_index(path, create=True)
             assert index is not None  # created
             # one indexing thread: the writer shares two cores with everything else
-            writer = index.writer(heap_size=self.settings.lexical_writer_heap_bytes,
+            writer = index.writer(heap_size=WRITER_HEAP_BYTES,
                                   num_threads=1)
         self._writers[namespace] = writer  # (re)inserted last: most recently used
         return writer

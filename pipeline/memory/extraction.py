@@ -40,18 +40,20 @@ from pipeline.domain.memory_model import EMBED_EXTRACTOR, ENTITIES_EXTRACTOR, TO
 from pipeline.domain.memory_values import ClaimedMessage, ContextRule, MessageIndex
 from pipeline.domain.mentions import Extraction, TextField
 from pipeline.domain.retry import give_up_error, isolate_refused
-from pipeline.domain.settings import Settings
+from pipeline.embedding.service import EMBED_TEXT_CAP_CHARS
 from pipeline.entities.extractors import build_extractor
 from pipeline.entities.names import normalise
+from pipeline.entities.settings import EntitySettings
 from pipeline.kafka.io import dead_letter_headers
 from pipeline.memory.ports import MessageWork
+from pipeline.memory.settings import MEMORY_RETRY_ATTEMPTS, MEMORY_RETRY_MAX_WAIT, MemorySettings
 from pipeline.ports import DeadLetterSink, Embedder, Extractor
 
 log = logging.getLogger(__name__)
 Compute = Callable[[Sequence[ClaimedMessage]], list[Any]]
 
 
-def message_extractor(settings: Settings) -> Extractor:
+def message_extractor(settings: EntitySettings) -> Extractor:
     """The entity extractor of messages: the entity layer's (`ENTITY_EXTRACTOR`)."""
     return build_extractor(settings)
 
@@ -65,15 +67,15 @@ class ExtractStats:
 class MessageExtraction:
     """Runs every message extractor over the pending messages of some sessions (or all)."""
 
-    def __init__(self, settings: Settings, work: MessageWork, embedder: Embedder,
+    def __init__(self, settings: MemorySettings, work: MessageWork, embedder: Embedder,
                  entities: Extractor, dead_letters: DeadLetterSink | None = None) -> None:
         self.settings = settings
         self.work = work
         self.dead_letters = dead_letters
-        cap = settings.embed_text_cap_chars
-        self.context = ContextRule(settings.memory_lexical_context_turns,
-                                   settings.memory_dense_context_turns,
-                                   settings.memory_context_date)
+        cap = EMBED_TEXT_CAP_CHARS
+        # the rule's defaults: chosen on a LoCoMo dev conversation (docs/memory.md); a change
+        # applies to messages extracted from then on, so it is a release's, not a setting
+        self.context = ContextRule()
         rule = self.context
         self.extractors: dict[str, Compute] = {
             TOKEN_EXTRACTOR: lambda rows: [count_tokens(r.content) for r in rows],
@@ -105,7 +107,7 @@ class MessageExtraction:
         """Compute and store; a refused batch is halved until each refused message is alone,
         which is tried once more without the turns before it (they may be what was refused: a
         refused turn must not fail its reply too)."""
-        attempts = self.settings.memory_extract_retry_attempts
+        attempts = MEMORY_RETRY_ATTEMPTS
 
         def store(batch: Sequence[ClaimedMessage], values: list[Any]) -> None:
             stored = self.work.write_results(name, list(zip(batch, values, strict=True)))
@@ -118,7 +120,7 @@ class MessageExtraction:
 
         isolate_refused(
             rows, compute, store=store, fail=fail, attempts=attempts,
-            max_wait=self.settings.memory_extract_retry_max_wait,
+            max_wait=MEMORY_RETRY_MAX_WAIT,
             on_retry=lambda n, exc: log.warning("%s extractor attempt %d failed: %s", name, n,
                                                 exc),
             lighter=lambda row: replace(row, previous=()) if row.previous else None)

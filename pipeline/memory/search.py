@@ -25,7 +25,6 @@ import numpy as np
 from pipeline.domain.errors import InvalidInput, Unavailable
 from pipeline.domain.memory_values import MESSAGE, SUMMARY, MemoryRow, MemoryScope
 from pipeline.domain.read_model import Hit
-from pipeline.domain.settings_parts import MemorySettings
 from pipeline.memory.mmr import mmr
 from pipeline.memory.ports import MemorySearcher
 from pipeline.memory.where import parse_where
@@ -70,7 +69,8 @@ class MemoryAnswer:
 
 @dataclass(frozen=True)
 class MemorySearchLimits:
-    """Bounds of a request and the fusion's constants (`of(settings)`: the configured ones)."""
+    """Bounds of a request and the fusion's constants (docs/memory.md has the table behind them:
+    candidates per channel, RRF's k, and the dense channels' weight against lexical's 1)."""
 
     max_limit: int = 100
     max_context: int = 10
@@ -79,14 +79,6 @@ class MemorySearchLimits:
     dense_weight: float = 0.5
     candidates: int = 40  # per channel; at least the hits asked for
 
-    @classmethod
-    def of(cls, settings: MemorySettings) -> MemorySearchLimits:
-        return cls(max_limit=settings.memory_search_max_limit,
-                   max_context=settings.memory_search_max_context,
-                   max_conditions=settings.memory_search_max_conditions,
-                   rrf_k=settings.memory_search_rrf_k,
-                   dense_weight=settings.memory_search_dense_weight,
-                   candidates=settings.memory_search_candidates)
 
 
 class MemorySearch:

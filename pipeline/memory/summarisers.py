@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from pipeline.domain.chunking import count_tokens
 from pipeline.domain.errors import ConfigError, Unavailable
 from pipeline.domain.memory_errors import SummariserError
-from pipeline.domain.settings import Settings
 from pipeline.memory import summary_text as st
 from pipeline.memory.ports import Summariser
+from pipeline.memory.settings import MemorySettings
 from pipeline.openai_compat import (
     NO_RETRY,
     CallerErrors,
@@ -105,7 +105,7 @@ def _within_budget(text: str, budget: int) -> str:
     return " ".join(words[:max(1, budget // 2)])
 
 
-def build_summariser(settings: Settings, embedder: Embedder) -> Summariser:
+def build_summariser(settings: MemorySettings, embedder: Embedder) -> Summariser:
     """The summariser the settings choose; `http` without a URL raises ConfigError."""
     if settings.summariser == "http":
         if not settings.summariser_url:
@@ -113,5 +113,5 @@ def build_summariser(settings: Settings, embedder: Embedder) -> Summariser:
                               "BRAINSTREAM_SUMMARISER=http", field="summariser_url")
         return HttpSummariser(settings.summariser_url, model=settings.summariser_model,
                               api_key=secret(settings.summariser_api_key),
-                              timeout=settings.summariser_timeout, retry=retry_policy(settings))
+                              timeout=settings.summariser_timeout, retry=retry_policy())
     return ExtractiveSummariser(embedder)

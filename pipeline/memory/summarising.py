@@ -26,13 +26,18 @@ from pipeline.domain.errors import BrainstreamError, Unavailable
 from pipeline.domain.memory_errors import SummaryFailed
 from pipeline.domain.memory_values import ClaimedSession
 from pipeline.domain.retry import retry_transient
-from pipeline.domain.settings import Settings
 from pipeline.kafka.io import dead_letter_headers
 from pipeline.memory.ports import Summariser, SummaryWork
+from pipeline.memory.settings import MEMORY_RETRY_ATTEMPTS, MEMORY_RETRY_MAX_WAIT, MemorySettings
 from pipeline.memory.summary_text import fold_steps, is_chatter
 from pipeline.ports import DeadLetterSink, Embedder
 
 log = logging.getLogger(__name__)
+
+# The most messages one fold summarises (a larger backlog folds in several steps), and the
+# summary's length in tokens: what an agent's prompt can carry beside the window.
+SUMMARY_MAX_STEP = 64
+SUMMARY_BUDGET_TOKENS = 256
 SESSIONS_PER_CLAIM = 8
 T = TypeVar("T")
 
@@ -48,7 +53,7 @@ class SummaryStats:
 class SessionSummariser:
     """Folds what is past the window of the pending sessions (of some sessions, or all)."""
 
-    def __init__(self, settings: Settings, work: SummaryWork, summariser: Summariser,
+    def __init__(self, settings: MemorySettings, work: SummaryWork, summariser: Summariser,
                  embedder: Embedder, dead_letters: DeadLetterSink | None = None) -> None:
         self.settings = settings
         self.work = work
@@ -95,7 +100,7 @@ class SessionSummariser:
         except BrainstreamError as exc:  # retries exhausted (Unavailable) or refused
             error = f"{exc.code}: {exc.message}"
             self._dead_letter(claim, SummaryFailed(
-                f"summarising failed after {self.settings.memory_extract_retry_attempts}"
+                f"summarising failed after {MEMORY_RETRY_ATTEMPTS}"
                 f" attempts: {error}"))
             stats.failed += 1
         except Exception as exc:
@@ -112,7 +117,7 @@ class SessionSummariser:
             return
         last_seq, summary_seq = point
         for step in fold_steps(last_seq - summary_seq, window,
-                               self.settings.memory_summary_max_step):
+                               SUMMARY_MAX_STEP):
             if not self._fold(claim, step, stats):
                 return
 
@@ -129,7 +134,7 @@ class SessionSummariser:
         content = got.previous
         if lines:
             content = self._retry(lambda: self.summariser.summarise(
-                got.previous, lines, self.settings.memory_summary_budget_tokens)).strip() \
+                got.previous, lines, SUMMARY_BUDGET_TOKENS)).strip() \
                 or got.previous
         vector = self._vector(content) if content else None
         recent = next((u for u, seq, _, _ in got.messages if seq == to_seq),
@@ -151,8 +156,8 @@ class SessionSummariser:
             return None
 
     def _retry(self, call: Callable[[], T]) -> T:
-        return retry_transient(call, attempts=self.settings.memory_extract_retry_attempts,
-                               max_wait=self.settings.memory_extract_retry_max_wait,
+        return retry_transient(call, attempts=MEMORY_RETRY_ATTEMPTS,
+                               max_wait=MEMORY_RETRY_MAX_WAIT,
                                on_retry=lambda n, exc: log.warning(
                                    "summariser attempt %d failed: %s", n, exc))
 

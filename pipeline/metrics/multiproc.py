@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pipeline.domain.settings import Settings
+from pipeline.services.settings import StackSettings
 
 
-def prepare_multiprocess_dir(settings: Settings, name: str) -> Path:
+def prepare_multiprocess_dir(settings: StackSettings, name: str) -> Path:
     """A clean PROMETHEUS_MULTIPROC_DIR for one worker, set before Celery forks its pool."""
     path = settings.resolved_data_dir / "metrics" / name
     path.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,6 @@ from pydantic import SecretStr
 
 from pipeline.domain.errors import BrainstreamError, ConfigError, Unavailable
 from pipeline.domain.retry import retry_transient
-from pipeline.domain.settings import Settings
 
 # Statuses that say "try again later" rather than "this request is wrong".
 TRANSIENT_STATUSES = frozenset({408, 429})
@@ -52,11 +51,15 @@ class RetryPolicy:
 
 
 NO_RETRY = RetryPolicy()
+# The policy of every model server call (embedder, extractor, summariser): one attempt. The stages
+# already retry whole batches with back-off, and more attempts here would multiply with theirs
+# (and delay the API's lexical-only answer while a query embedder is down).
+MODEL_HTTP_RETRY = NO_RETRY
 
 
-def retry_policy(settings: Settings) -> RetryPolicy:
-    """The policy of MODEL_HTTP_RETRY_ATTEMPTS and MODEL_HTTP_RETRY_MAX_WAIT."""
-    return RetryPolicy(settings.model_http_retry_attempts, settings.model_http_retry_max_wait)
+def retry_policy() -> RetryPolicy:
+    """The retry policy inside one model server request (`MODEL_HTTP_RETRY`)."""
+    return MODEL_HTTP_RETRY
 
 
 def secret(value: SecretStr | None) -> str | None:

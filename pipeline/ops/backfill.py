@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 import psycopg
 
-from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders import build_name_embedder
 from pipeline.entities.extractors import build_extractor
 from pipeline.entities.name_vectors import embed_names
@@ -25,6 +24,7 @@ from pipeline.entities.store import extraction
 from pipeline.kafka.io import DeadLetterWriter, make_producer
 from pipeline.ops.progress import Progress
 from pipeline.postgres.pool import make_pool
+from pipeline.settings import Settings
 
 
 @dataclass(frozen=True)

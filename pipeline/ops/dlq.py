@@ -24,12 +24,12 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaError
 
 from pipeline.domain.errors import ExtractionFailed, GraphSyncFailed, InvalidInput, Unavailable
-from pipeline.domain.settings import Settings
 from pipeline.entities.store import extraction
 from pipeline.entities.store.extraction import EXTRACTION_SOURCE
 from pipeline.kafka.io import H_CODE, H_EVENT_ID, H_MESSAGE, H_TOPIC, OWN_HEADERS, make_producer
 from pipeline.outbox.letters import LETTER_SOURCE, letter_row
 from pipeline.outbox.store import requeue_failed
+from pipeline.settings import Settings
 
 EMBEDDING_FAILED = "embedding_failed"
 

@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 
 if TYPE_CHECKING:
     from pipeline.ops.memory import MemoryBacklog

@@ -17,7 +17,6 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from pipeline.domain.errors import InvalidInput, NotFound
-from pipeline.domain.settings import Settings
 from pipeline.generations.active import (
     COLUMNS,
     FIRST_GROUP,
@@ -30,6 +29,7 @@ from pipeline.generations.active import (
     list_generations,
     row_to_generation,
 )
+from pipeline.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,6 @@ from typing import Any
 import tantivy
 from psycopg_pool import ConnectionPool
 
-from pipeline.domain.settings import Settings
 from pipeline.lexical import queue
 from pipeline.lexical.documents import (
     BODY,
@@ -31,6 +30,7 @@ from pipeline.lexical.documents import (
 )
 from pipeline.lexical.writer import LexicalWriter, WriterStats
 from pipeline.postgres.pool import make_pool
+from pipeline.settings import Settings
 
 _MAX_PARTS = 100_000  # the most documents one root's check reads
 

@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 
 from pipeline.domain.memory_model import MESSAGE_EXTRACTORS
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 
 Conn = psycopg.Connection[Any]
 

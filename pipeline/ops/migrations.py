@@ -23,9 +23,9 @@ from pathlib import Path
 import psycopg
 
 from pipeline.domain.errors import MigrationError
-from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders import name_vector_dim
 from pipeline.lexical.postings_switch import align_sql_postings
+from pipeline.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -11,11 +11,11 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.domain.settings import Settings
 from pipeline.generations.active import Generation, list_generations
 from pipeline.kafka.io import H_EVENT_ID, H_FAILED_AT, H_FIELD, H_MESSAGE
 from pipeline.ops import dlq
 from pipeline.ops.status import collect
+from pipeline.settings import Settings
 
 # How long the dead-letter read waits for one more record before it decides it read them all:
 # the broker's end offsets are unreliable (docs: STACK.md), so an idle poll ends the read.

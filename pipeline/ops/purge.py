@@ -16,9 +16,9 @@ from datetime import timedelta
 import psycopg
 
 from pipeline.domain.errors import InvalidInput
-from pipeline.domain.settings import Settings
 from pipeline.outbox import store as outbox
 from pipeline.outbox.ops import NODE_SYNC
+from pipeline.settings import Settings
 
 _AGE = re.compile(r"^(\d+)\s*([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}

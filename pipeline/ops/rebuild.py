@@ -10,7 +10,6 @@ import time
 
 import psycopg
 
-from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders import build_embedder
 from pipeline.embedding.service import EmbeddingService, pending_count
 from pipeline.graph.falkordb.schema import connect, prepare_graph
@@ -20,6 +19,7 @@ from pipeline.ops.progress import Progress
 from pipeline.outbox.relay import OutboxRelay
 from pipeline.outbox.store import backlog, enqueue_visible
 from pipeline.postgres.pool import make_pool
+from pipeline.settings import Settings
 
 
 def _drain_outbox(settings: Settings, label: str) -> None:

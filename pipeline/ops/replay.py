@@ -39,10 +39,11 @@ from kafka.structs import OffsetAndMetadata
 
 from pipeline.domain.errors import ConfigError, InvalidInput
 from pipeline.domain.projection import Change
-from pipeline.domain.settings import KNOWN_EMBEDDING_DIMS, Settings
 from pipeline.embedding.service import pending_count
+from pipeline.embedding.settings import KNOWN_EMBEDDING_DIMS
 from pipeline.generations.active import Generation, active_generation
 from pipeline.ingest.processor import BatchProcessor
+from pipeline.ingest.settings import CONSUMER_BATCH_SIZE
 from pipeline.ingest.store.events import PgEventStores
 from pipeline.kafka.io import H_CODE, make_producer
 from pipeline.kafka.markers import catch_up, marker_record
@@ -58,6 +59,7 @@ from pipeline.ops.progress import Progress
 from pipeline.ops.replay_step import InProcessWork, ReplayReport, ReplayStep
 from pipeline.outbox.store import backlog
 from pipeline.postgres.pool import make_pool
+from pipeline.settings import Settings
 
 log = logging.getLogger(__name__)
 Report = Callable[[str], None]
@@ -132,7 +134,7 @@ class Replay:
         self.since = since
         self.embedder = embedder or base.embedder
         self.switch = switch
-        self.batch = batch or base.consumer_batch_size
+        self.batch = batch or CONSUMER_BATCH_SIZE
         self.idle_seconds = idle_seconds
         self.stream = stream
         self.say = report

@@ -14,7 +14,6 @@ from typing import Any, Protocol
 
 from kafka import KafkaConsumer
 
-from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders import build_embedder, build_name_embedder
 from pipeline.entities.extractors import build_extractor
 from pipeline.graph.falkordb.writer import FalkorGraphWriter
@@ -23,6 +22,7 @@ from pipeline.ingest.records import RawRecord
 from pipeline.kafka.markers import marker_generation
 from pipeline.lexical.vocab import refresh_vocab
 from pipeline.ports import ChangeSink, DeadLetterSink, Embedder, Extractor, GraphWriter
+from pipeline.settings import Settings
 from pipeline.wiring.stages import STAGES, pending
 
 

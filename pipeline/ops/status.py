@@ -12,7 +12,6 @@ from typing import Any
 
 import psycopg
 
-from pipeline.domain.settings import Settings
 from pipeline.embedding.service import counts_by_status
 from pipeline.entities.store import extraction
 from pipeline.kafka.offsets import committed_offsets, read_tails
@@ -21,6 +20,7 @@ from pipeline.ops.memory import MemoryBacklog, read_memory_backlog
 from pipeline.ops.status_queues import read_celery_queues, read_queue_backlogs
 from pipeline.outbox.store import OpBacklog, backlog_by_op
 from pipeline.services.stack import Stack
+from pipeline.settings import Settings
 
 CONSUMER_GROUP = "brainstream-consumer"
 # The lag is counted by reading the records past the committed offsets (pipeline/kafka/offsets.py):

@@ -19,13 +19,13 @@ from typing import Any
 import psycopg
 from redis.exceptions import ResponseError
 
-from pipeline.domain.index_text import entity_index_text
-from pipeline.domain.settings import Settings
+from pipeline.domain.index_text import CONTENT_CAP_CHARS, entity_index_text
 from pipeline.graph.falkordb.schema import NODE_LABEL, connect, rebuild_vector_index
 from pipeline.ops.drift import Diff
 from pipeline.ops.verify_entities import EntityDrift, repair_entities, verify_entities
 from pipeline.outbox import store as outbox
 from pipeline.outbox.ops import EDGE_SYNC, NODE_SYNC, edge_payload
+from pipeline.settings import Settings
 
 EdgeKey = tuple[str, str, str]
 
@@ -106,7 +106,7 @@ def verify(settings: Settings, *, vector_sample: int = 200, seed: int = 0) -> Dr
     drift = Drift()
     graph = connect(settings).select_graph(settings.graph_name)
     with psycopg.connect(settings.effective_postgres_dsn) as conn:
-        pg_nodes = _pg_nodes(conn, settings.content_cap_chars)
+        pg_nodes = _pg_nodes(conn, CONTENT_CAP_CHARS)
         pg_edges = _pg_edges(conn)
         drift.entities = verify_entities(conn, graph, settings)
     gr_nodes = _graph_nodes(graph)

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.domain.projection import EntityEdgeKey, EntityEdgeState, MentionsState
-from pipeline.domain.settings import Settings
 from pipeline.graph.falkordb import cypher
 from pipeline.graph.falkordb.writer import (
     entity_edge_state,
@@ -26,7 +25,9 @@ from pipeline.ops.drift import Diff
 from pipeline.outbox import store as outbox
 from pipeline.outbox.entity_aggregates import load_entities, load_entity_edges, load_mentions
 from pipeline.outbox.ops import ENTITY_SYNC, MENTIONS_SYNC
+from pipeline.outbox.settings import GRAPH_ENTITY_EVIDENCE_CAP, GRAPH_MENTION_PARTS_CAP
 from pipeline.outbox.store import Conn
+from pipeline.settings import Settings
 
 MentionKey = tuple[str, str]  # (root id, entity id)
 # per namespace: (entities, mentions, entity edges), in Postgres and in the graph
@@ -67,9 +68,9 @@ def verify_entities(conn: Conn, graph: Any, settings: Settings) -> EntityDrift:
     """Compare the whole entity layer of the graph with Postgres."""
     pg_entities = {str(e.id): e.state() for e in load_entities(conn, None).values()}
     pg_mentions = {(m.root_id, m.entity_id): m for m in
-                   load_mentions(conn, None, parts_cap=settings.graph_mention_parts_cap)}
+                   load_mentions(conn, None, parts_cap=GRAPH_MENTION_PARTS_CAP)}
     pg_edges = {e.key: e for e in load_entity_edges(
-        conn, None, evidence_cap=settings.graph_entity_evidence_cap)}
+        conn, None, evidence_cap=GRAPH_ENTITY_EVIDENCE_CAP)}
     gr_entities = {e.id: e for e in
                    map(named_entity_state, graph.ro_query(cypher.ALL_NAMED_ENTITIES).result_set)}
     gr_mentions = {(m.root_id, m.entity_id): m for m in

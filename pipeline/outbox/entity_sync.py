@@ -35,13 +35,17 @@ from typing import Generic, TypeVar
 from psycopg_pool import ConnectionPool
 
 from pipeline.domain.projection import EntityEdgeKey, EntityEdgeState
-from pipeline.domain.settings import Settings
 from pipeline.outbox.entity_aggregates import (
     load_entities,
     load_entity_edges,
     load_entity_edges_between,
     load_mentions,
     mentioned_by,
+)
+from pipeline.outbox.settings import (
+    GRAPH_ENTITY_EVIDENCE_CAP,
+    GRAPH_MENTION_PARTS_CAP,
+    RelaySettings,
 )
 from pipeline.outbox.store import Conn
 from pipeline.ports import GraphWriter
@@ -93,7 +97,7 @@ class EntitySyncStats:
 class EntitySync:
     """Applies the entity layer of one relay batch (see the module docstring)."""
 
-    def __init__(self, settings: Settings, pool: ConnectionPool, graph: GraphWriter) -> None:
+    def __init__(self, settings: RelaySettings, pool: ConnectionPool, graph: GraphWriter) -> None:
         self.settings = settings
         self.pool = pool
         self.graph = graph
@@ -116,8 +120,7 @@ class EntitySync:
         with self.pool.connection() as conn:
             named = self._follow_merges(conn, set(entity_ids), root_set)
             desired = {(m.root_id, m.entity_id): m for m in
-                       load_mentions(conn, sorted(root_set), parts_cap=self.settings
-                                     .graph_mention_parts_cap)
+                       load_mentions(conn, sorted(root_set), parts_cap=GRAPH_MENTION_PARTS_CAP)
                        if uuid.UUID(m.root_id) in root_set}
             current = {(m.root_id, m.entity_id): m
                        for m in self.graph.fetch_mentions([str(r) for r in sorted(root_set)])}
@@ -187,7 +190,7 @@ class EntitySync:
             return
         with self.pool.connection() as conn:
             desired = {e.key: e for e in load_entity_edges(
-                conn, ids, evidence_cap=self.settings.graph_entity_evidence_cap)}
+                conn, ids, evidence_cap=GRAPH_ENTITY_EVIDENCE_CAP)}
         current = {e.key: e for e in self.graph.fetch_entity_edges([str(i) for i in ids])}
         self._write_edges(current, desired, stats)
 
@@ -198,7 +201,7 @@ class EntitySync:
             return
         with self.pool.connection() as conn:
             desired = {e.key: e for e in load_entity_edges_between(
-                conn, pairs, evidence_cap=self.settings.graph_entity_evidence_cap)}
+                conn, pairs, evidence_cap=GRAPH_ENTITY_EVIDENCE_CAP)}
         current = {e.key: e for e in self.graph.fetch_entity_edges_between(
             [(str(a), str(b)) for a, b in pairs])}
         self._write_edges(current, desired, stats)

@@ -33,10 +33,9 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from pipeline.domain.errors import ConfigError, GraphSyncFailed, InvalidInput, Unavailable
-from pipeline.domain.index_text import entity_index_text
+from pipeline.domain.index_text import CONTENT_CAP_CHARS, entity_index_text
 from pipeline.domain.projection import Change, EdgeKey, EdgeState, NodeState
 from pipeline.domain.retry import backoff_seconds
-from pipeline.domain.settings import Settings
 from pipeline.metrics import instruments as metrics
 from pipeline.outbox import store
 from pipeline.outbox.aggregates import incident_links, load_edges, load_nodes
@@ -55,6 +54,7 @@ from pipeline.outbox.ops import (
     entity_sync_payload,
 )
 from pipeline.outbox.relay_stats import RelayStats
+from pipeline.outbox.settings import RELAY_ENTITY_BATCH_SIZE, RELAY_MAX_BACKOFF, RelaySettings
 from pipeline.outbox.single_writer import single_writer
 from pipeline.outbox.store import OutboxRow
 from pipeline.ports import ChangeSink, DeadLetterSink, GraphWriter
@@ -82,7 +82,7 @@ _PROGRESS_EVERY = 10.0  # seconds between a long run's progress lines
 class OutboxRelay:
     """Applies pending outbox rows to the graph."""
 
-    def __init__(self, settings: Settings, pool: ConnectionPool, graph: GraphWriter,
+    def __init__(self, settings: RelaySettings, pool: ConnectionPool, graph: GraphWriter,
                  changes: ChangeSink, dead_letters: DeadLetterSink | None = None) -> None:
         self.settings = settings
         self.pool = pool
@@ -119,7 +119,7 @@ class OutboxRelay:
         applied = False
         # the object lane first: the MENTIONS it hands over attach to the nodes it wrote
         for lane, exclude, size in ((OBJECTS, False, self.settings.relay_batch_size),
-                                    (ENTITIES, True, self.settings.relay_entity_batch_size)):
+                                    (ENTITIES, True, RELAY_ENTITY_BATCH_SIZE)):
             if lane not in lanes:
                 continue
             with stats.timed("claim"), self.pool.connection() as conn:
@@ -145,7 +145,7 @@ class OutboxRelay:
             log.warning("graph sync failed for %d outbox rows: %s", len(rows), exc)
             with self.pool.connection() as conn:  # the rows not applied before the outage
                 store.postpone(conn, [row.id for row in rows], str(exc),
-                               max_backoff=self.settings.relay_max_backoff)
+                               max_backoff=RELAY_MAX_BACKOFF)
             return False
         return True
 
@@ -181,7 +181,7 @@ class OutboxRelay:
         dead-letter it and mark it failed (not before the letter is acknowledged)."""
         failures = row.failures + 1
         reason = f"{type(exc).__name__}: {exc}"
-        delay = backoff_seconds(failures, cap=self.settings.relay_max_backoff)
+        delay = backoff_seconds(failures, cap=RELAY_MAX_BACKOFF)
         if failures < self.settings.relay_max_attempts:
             log.warning("outbox row %d (%s %s) refused by the graph, try %d of %d: %s",
                         row.id, row.op, row.aggregate_id, failures,
@@ -281,7 +281,7 @@ class OutboxRelay:
             # the embedding's row behind it. The embedding marks its rows done and enqueues its
             # node row in one transaction, so a state read as done has that row visible here.
             followed = set(store.pending_node_syncs(conn, ids, claimed))
-        cap = self.settings.content_cap_chars
+        cap = CONTENT_CAP_CHARS
         upserts: list[NodeState] = []
         deletes: list[str] = []
         for oid in ids:

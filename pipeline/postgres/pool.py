@@ -15,7 +15,7 @@ from pgvector.psycopg import register_vector, register_vector_async
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from pipeline.domain.errors import QueryTimeout, Unavailable
-from pipeline.domain.settings import Settings
+from pipeline.services.settings import StackSettings
 
 
 def _configure(conn: psycopg.Connection[Any]) -> None:
@@ -23,7 +23,7 @@ def _configure(conn: psycopg.Connection[Any]) -> None:
     conn.autocommit = True  # explicit transactions only (`with conn.transaction()`)
 
 
-def make_pool(settings: Settings, *, min_size: int = 1, max_size: int = 4,
+def make_pool(settings: StackSettings, *, min_size: int = 1, max_size: int = 4,
               name: str = "brainstream") -> ConnectionPool:
     """An opened pool; statements outside `conn.transaction()` autocommit."""
     pool = ConnectionPool(settings.effective_postgres_dsn, min_size=min_size, max_size=max_size,
@@ -72,7 +72,7 @@ async def check_idle_connection(conn: AsyncConn) -> None:
         await AsyncConnectionPool.check_connection(conn)
 
 
-async def make_async_pool(settings: Settings, *, min_size: int = 1, max_size: int = 8,
+async def make_async_pool(settings: StackSettings, *, min_size: int = 1, max_size: int = 8,
                           name: str = "brainstream-read", wait_seconds: float = 5.0,
                           statement_timeout: float | None = None,
                           ) -> AsyncConnectionPool[AsyncConn]:

@@ -41,7 +41,7 @@ EvidenceSource = Callable[[uuid.UUID, Sequence[uuid.UUID]],
                           Awaitable[dict[uuid.UUID, dict[str, Any]]]]
 
 # What a result-set id looks like (`<set>.<offset>`) and the largest offset it may name (a set
-# holds at most 100,000 items: Settings.result_set_max_items).
+# holds at most 1,000 items: EngineConfig.result_set_max_items).
 RESULT_SET_ID_PATTERN = r"^[0-9a-f]{1,64}(\.[0-9]{1,7})?$"
 RESULT_SET_ID = re.compile(RESULT_SET_ID_PATTERN, re.ASCII)
 MAX_OFFSET = 1_000_000

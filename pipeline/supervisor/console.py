@@ -20,13 +20,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
-from pipeline.domain.settings import Settings
 from pipeline.ops.status import DeadLetterTally, StatusReport, collect_active
+from pipeline.settings import Settings
 
 # Counting the lag reads the records past the committed offsets, again at every collection: the
 # status line stops at this many ("lag 10000+"), so a large backlog is not re-read every few
 # seconds while the consumer works through it (`brainstream status` counts up to 200,000).
 LAG_RECORDS = 10_000
+# Seconds between two collections of `brainstream status` for the status line: each costs a few
+# queries and a broker round trip, and a person reads a line every few seconds at most.
+STATUS_INTERVAL = 2.0
 
 
 @dataclass(frozen=True)
@@ -182,7 +185,7 @@ class StatusPoller:
                 line = f"status unavailable: {type(exc).__name__}: {exc}"
             if not self.stopped.is_set():
                 self.show(line)
-            self.stopped.wait(self.settings.console_status_interval)
+            self.stopped.wait(STATUS_INTERVAL)
 
 
 def announce_when_answering(url: str, report: Callable[[str], None], message: str, *,

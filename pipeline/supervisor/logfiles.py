@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO
 
 from pipeline.domain.errors import InvalidInput
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 
 STAMP_FORMAT = "%Y-%m-%dT%H:%M:%S"
 STAMP_LENGTH = len("2026-12-02T01:30:00.000Z")

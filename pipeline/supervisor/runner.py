@@ -5,10 +5,10 @@ Starts the embedded services (reusing running ones), migrates, then runs each pi
 (`pipeline.supervisor.logfiles`: `brainstream logs` reads them); the console shows a status
 line and the supervisor's own events instead (`pipeline.supervisor.console`). Ctrl-C (or SIGTERM)
 stops the children, then the embedded services. A child that dies is started again after a
-back-off that doubles with each death in a row (SUPERVISOR_RESTART_BACKOFF up to
-SUPERVISOR_RESTART_BACKOFF_MAX; a child that ran longer than the maximum starts the count
-again), each death and restart logged with its status, so a broken process is never hidden and
-a transient one (its service restarting) never takes the pipeline down.
+back-off that doubles with each death in a row (1 s up to a minute; a child that ran longer
+than the maximum starts the count again), each death and restart logged with its status, so a
+broken process is never hidden and a transient one (its service restarting) never takes the
+pipeline down.
 
 A supervisor killed outright takes its children with it, and the next `up` stops whatever an
 earlier one left running before it starts (`pipeline.supervisor.lifeline`).
@@ -31,12 +31,19 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import FrameType
 
-from pipeline.domain.settings import Settings
 from pipeline.services.process import terminate_trees
+from pipeline.settings import WORKER_START_TIMEOUT, Settings
 from pipeline.supervisor.lifeline import SUPERVISOR_ENV, PidRecords, stop_orphans
 from pipeline.supervisor.logfiles import ProcessLog, log_dir
 
 Report = Callable[[str], None]
+# A child that died is started again after RESTART_BACKOFF seconds, doubled with each death in a
+# row, at most RESTART_BACKOFF_MAX: a transient failure (its service restarting) heals in a
+# second, a broken process is retried once a minute, never in a tight loop.
+RESTART_BACKOFF = 1.0
+RESTART_BACKOFF_MAX = 60.0
+# Rotated log files kept per process beside the current one (LOG_MAX_BYTES each).
+LOG_BACKUPS = 5
 
 
 @dataclass(frozen=True)
@@ -101,7 +108,7 @@ class _Stop(Exception):
 
 def run_up(settings: Settings, *, stop_services: bool) -> None:
     """Start everything and supervise it until Ctrl-C (or SIGTERM)."""
-    from pipeline.domain.settings_parts import local_http_url
+    from pipeline.domain.setting_values import local_http_url
     from pipeline.kafka.topics import ensure_topics
     from pipeline.ops.generations import migrate_generations
     from pipeline.services.stack import Stack
@@ -115,11 +122,11 @@ def run_up(settings: Settings, *, stop_services: bool) -> None:
     for stale in records.claim(os.getpid()):
         report(f"stopped {stale}, left running by an earlier `brainstream up`")
     stack.start(report=report)
-    supervisor = Supervisor(records, report, backoff=settings.supervisor_restart_backoff,
-                            backoff_max=settings.supervisor_restart_backoff_max,
+    supervisor = Supervisor(records, report, backoff=RESTART_BACKOFF,
+                            backoff_max=RESTART_BACKOFF_MAX,
                             logs=lambda name: ProcessLog(log_dir(settings) / f"{name}.log",
                                                          max_bytes=settings.log_max_bytes,
-                                                         backups=settings.log_backups))
+                                                         backups=LOG_BACKUPS))
     poller = StatusPoller(settings, console.status, supervisor.running)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -144,7 +151,7 @@ def run_up(settings: Settings, *, stop_services: bool) -> None:
             f"ready. Ctrl-C stops everything. Logs: {log_dir(settings)} "
             "(brainstream logs [process] -f)"),
             kwargs={"stopped": poller.stopped,
-                    "warn_after": settings.worker_start_timeout}).start()
+                    "warn_after": WORKER_START_TIMEOUT}).start()
         poller.start()
         supervisor.run()
     except (KeyboardInterrupt, _Stop):

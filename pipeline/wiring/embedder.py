@@ -13,11 +13,16 @@ from collections.abc import Callable
 
 from pipeline.domain.errors import ConfigError
 from pipeline.domain.retry import retry_until_done
-from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders import build_embedder
 from pipeline.ports import Embedder
+from pipeline.settings import Settings
 
 log = logging.getLogger(__name__)
+
+# The cap of the back-off between the API's tries to load a query embedder that failed (an
+# embedding server still starting): search answers lexical-only meanwhile, and is hybrid again
+# at most this many seconds after the server answers.
+EMBEDDER_RETRY_MAX_WAIT = 30.0
 
 
 class QueryEmbedderLoader:
@@ -51,7 +56,7 @@ class QueryEmbedderLoader:
             log.warning("embedder still unavailable (attempt %d): %s", attempt, exc)
 
         try:
-            await retry_until_done(self._load, max_wait=self.settings.embedder_retry_max_wait,
+            await retry_until_done(self._load, max_wait=EMBEDDER_RETRY_MAX_WAIT,
                                    give_up=(ConfigError,), on_retry=report)
         except ConfigError as exc:
             log.error("embedder misconfigured; search stays lexical-only: %s", exc)

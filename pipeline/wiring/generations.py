@@ -8,8 +8,8 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from pipeline.domain.settings import Settings
 from pipeline.generations.active import active_generation
+from pipeline.settings import Settings
 from pipeline.wiring.services import Services, build_services
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,6 @@ from dataclasses import dataclass, replace
 from psycopg_pool import AsyncConnectionPool
 
 from pipeline.domain.errors import Unavailable
-from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders import build_name_embedder, same_name_embedder
 from pipeline.graph.falkordb.reconnecting import ReconnectingGraphReader
 from pipeline.ingest.store.catalog import CachedCatalog
@@ -44,6 +43,7 @@ from pipeline.retrieval.store.ppr_snapshot import PgEntitySnapshotSource
 from pipeline.retrieval.store.recipes import RecipeStore
 from pipeline.retrieval.store.resultsets import RedisResultSets
 from pipeline.retrieval.store.search import PgPartSearcher
+from pipeline.settings import Settings
 from pipeline.wiring.embedder import QueryEmbedderLoader
 
 
@@ -134,29 +134,35 @@ def query_embedder(embedder: Callable[[], Embedder | None]) -> QueryEmbedder:
     return embed_query
 
 
+# The read side's tuned constants: what the engine's and PPR's own defaults leave out, chosen on
+# SciFact and HotpotQA (docs/performance.md, "Retrieval quality"; docs/entities.md, "Why the
+# defaults"). Each channel's vote in the fusion: lexical 1.25, near-spellings 0.5, dense 1; the
+# PPR list votes 0.8 against the hybrid list's 1. Rebuilt per `build_services`, so a test may
+# swap them.
+SEARCH = EngineConfig(channel_weights=(("lexical", 1.25), ("trigram", 0.5), ("fuzzy", 0.5)),
+                      ppr_list_weight=0.8)
+# PPR ranks rows by the mass their edges bring per unit of degree, and takes the hybrid list's
+# best 30 rows as weak seeds (0.05): HotpotQA auto R@5 0.860 -> 0.890, SciFact within 0.005.
+PPR = PprConfig(passage_seed_weight=0.05, degree_normalised=True)
+# Entity find and expansion: the graph queries' own bounds (a find asks each channel for more
+# candidates, x4 a round, up to 1,000 per channel when filters leave the page short).
+FIND = GraphConfig()
+# Corpus statistics (BM25's document counts, the PPR hubs' row counts) are read again after this
+# many seconds: they move slowly, and reading them costs a scan of the namespace.
+STATS_TTL = 300.0
+# A snapshot build reads a whole namespace's entity layer: it may take longer than a request's
+# statement timeout.
+SNAPSHOT_BUILD_TIMEOUT = 300.0
+
+
 def ppr_stage(settings: Settings, pool: AsyncConnectionPool[AsyncConn]) -> PprStage:
     """The PPR stage of search modes ppr and auto, over the entity layer in Postgres (walked
     on in-memory snapshots of it with PPR_WALK=snapshot)."""
-    config = PprConfig(
-        max_ngram=settings.ppr_max_ngram, hub_fraction=settings.ppr_hub_fraction,
-        hub_min_rows=settings.ppr_hub_min_rows, max_hops=settings.ppr_max_hops,
-        max_nodes=settings.ppr_max_nodes, max_edges=settings.ppr_max_edges,
-        frontier=settings.ppr_frontier, rows_per_entity=settings.ppr_rows_per_entity,
-        damping=settings.ppr_damping, max_iterations=settings.ppr_max_iterations,
-        tolerance=settings.ppr_tolerance, stable_k=settings.ppr_stable_k,
-        stable_rounds=settings.ppr_stable_rounds, push_epsilon=settings.ppr_push_epsilon,
-        passage_seeds=settings.ppr_passage_seeds,
-        passage_seed_weight=settings.ppr_passage_seed_weight,
-        degree_normalised=settings.ppr_degree_normalised)
     snapshots = None
     if settings.ppr_walk == "snapshot":
-        source = PgEntitySnapshotSource(pool, build_timeout=settings.ppr_snapshot_build_timeout)
-        snapshots = PprSnapshots(source, SnapshotConfig(
-            max_age=settings.ppr_snapshot_max_age,
-            max_namespaces=settings.ppr_snapshot_max_namespaces,
-            max_bytes=settings.ppr_snapshot_max_bytes,
-            log_retention=settings.ppr_snapshot_log_retention))
-    return PprStage(PgEntityGraph(pool, rows_ttl=settings.search_stats_ttl), config, snapshots)
+        source = PgEntitySnapshotSource(pool, build_timeout=SNAPSHOT_BUILD_TIMEOUT)
+        snapshots = PprSnapshots(source, SnapshotConfig(max_bytes=settings.ppr_snapshot_max_bytes))
+    return PprStage(PgEntityGraph(pool, rows_ttl=STATS_TTL), PPR, snapshots)
 
 
 async def build_services(settings: Settings) -> Services:
@@ -174,18 +180,8 @@ async def build_services(settings: Settings) -> Services:
         await names.start()
     result_sets = RedisResultSets.from_url(settings.result_set_redis_url,
                                            ttl_seconds=settings.result_set_ttl)
-    config = EngineConfig(candidate_k=settings.search_candidate_k, rrf_k=settings.rrf_k,
-                          decay_lambda=settings.decay_lambda, evidence_n=settings.evidence_n,
-                          result_set_max_items=settings.result_set_max_items,
-                          snippet_max_terms=settings.api_snippet_max_terms,
-                          max_query_terms=settings.api_max_query_terms,
-                          max_filters=settings.api_max_filters, ppr_rrf_k=settings.ppr_rrf_k,
-                          ppr_rerank_depth=settings.ppr_rerank_depth,
-                          ppr_list_weight=settings.ppr_list_weight,
-                          channel_weights=tuple(settings.search_channel_weights.items()))
-    searcher = PgPartSearcher(pool, stats_ttl=settings.search_stats_ttl,
-                              trigram_threshold=settings.trigram_threshold,
-                              trigram_max_words=settings.trigram_max_words)
+    config = replace(SEARCH, decay_lambda=settings.decay_lambda)
+    searcher = PgPartSearcher(pool, stats_ttl=STATS_TTL)
     reader = PgObjectReader(pool)
     # the channels search fuses: a new channel is one more entry here
     channels = [*standard_channels(searcher, embed_query, embed_timeout=config.embed_timeout)]
@@ -199,22 +195,18 @@ async def build_services(settings: Settings) -> Services:
     graph_reader = ReconnectingGraphReader(settings)
     graph = GraphQueries(graph_reader, reader=reader, pager=engine.pager, catalog=catalog,
                          embed_query=embed_query, fallback=engine.search,
-                         config=GraphConfig(candidate_k=config.candidate_k,
-                                            max_candidates=settings.graph_find_max_candidates,
-                                            rrf_k=config.rrf_k,
-                                            max_results=config.max_results,
-                                            embed_timeout=config.embed_timeout,
-                                            max_query_terms=config.max_query_terms,
-                                            max_filters=config.max_filters))
+                         config=replace(FIND, candidate_k=config.candidate_k,
+                                        rrf_k=config.rrf_k, max_results=config.max_results,
+                                        embed_timeout=config.embed_timeout,
+                                        max_query_terms=config.max_query_terms,
+                                        max_filters=config.max_filters))
     return Services(settings=settings, pool=pool, engine=engine, graph=graph,
-                    recipes=RecipeStore(pool, dict(settings.expand_recipes),
-                                        max_per_namespace=settings.max_recipes_per_namespace),
+                    recipes=RecipeStore(pool, dict(settings.expand_recipes)),
                     result_sets=result_sets, catalog=catalog, graph_reader=graph_reader,
                     embedder_loader=embedder, mentions=PgMentionReader(pool),
-                    paths=PathFinder(PgPathGraph(pool), path_config(settings)),
-                    entities=EntityQueries(
-                        PgEntityReader(pool, trigram_threshold=settings.trigram_threshold),
-                        max_query_terms=settings.api_max_query_terms),
+                    paths=PathFinder(PgPathGraph(pool), PathConfig()),
+                    entities=EntityQueries(PgEntityReader(pool),
+                                           max_query_terms=config.max_query_terms),
                     memory=PgMemoryReader(pool), ppr_snapshots=ppr.snapshots,
                     name_embedder_loader=names)
 
@@ -223,22 +215,5 @@ def lexical_channels(settings: Settings, searcher: PgPartSearcher) -> list[Chann
     """BM25 and near-spellings on the generation's Tantivy indexes (LEXICAL_ENGINE=tantivy);
     queries are analysed by Postgres, as the indexed text was."""
     index = TantivySearcher(settings.resolved_data_dir, settings.generation,
-                            searcher.query_lexemes,
-                            fuzzy_distance=settings.lexical_fuzzy_distance,
-                            fuzzy_min_chars=settings.lexical_fuzzy_min_chars,
-                            fuzzy_max_words=settings.trigram_max_words,
-                            open_indexes=settings.lexical_open_indexes)
+                            searcher.query_lexemes)
     return [LexicalChannel(index), FuzzyChannel(index)]
-
-
-def path_config(settings: Settings) -> PathConfig:
-    """The path search's bounds from the `PATHS_*` settings."""
-    return PathConfig(max_hops=settings.paths_max_hops, max_k=settings.paths_max_k,
-                      max_endpoints=settings.paths_max_endpoints,
-                      max_nodes=settings.paths_max_nodes, max_edges=settings.paths_max_edges,
-                      deadline=settings.paths_deadline,
-                      hub_fraction=settings.paths_hub_fraction,
-                      hub_min_parts=settings.paths_hub_min_parts,
-                      beyond_hops=settings.paths_beyond_hops,
-                      max_paths=settings.paths_max_enumerated,
-                      evidence_per_edge=settings.paths_evidence_per_edge)

@@ -19,7 +19,6 @@ from typing import Any, Protocol
 from psycopg_pool import ConnectionPool
 
 from pipeline.domain.errors import Unavailable
-from pipeline.domain.settings import Settings
 from pipeline.embedding.service import EmbeddingService, pending_count
 from pipeline.entities.decisions import apply_pending
 from pipeline.entities.merging import ProposalStats, propose_all, propose_if_due
@@ -36,6 +35,7 @@ from pipeline.memory.summarising import SessionSummariser
 from pipeline.outbox.relay import ENTITIES, OBJECTS, OutboxRelay
 from pipeline.outbox.store import backlog
 from pipeline.ports import ChangeSink, DeadLetterSink, Embedder, Extractor, GraphWriter
+from pipeline.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -111,19 +111,16 @@ def _extract(res: StageResources, roots: Roots, rounds: int | None, draining: bo
     stats = stage.run(roots, **_rounds(rounds))
     # curators' decisions first: the proposal pass then honours a refusal, and skips a merged
     # entity (pipeline/entities/decisions.py)
-    decided = apply_pending(res.pool, batch=res.settings.entity_decision_batch)
+    decided = apply_pending(res.pool)
     config = ResolveConfig.from_settings(res.settings)
     proposals: ProposalStats | None
     if draining:  # nothing else extracts meanwhile: examine what this run created
-        proposals = propose_all(res.pool, batch=res.settings.entity_proposal_batch,
-                                config=config, names=res.name_embedder
+        proposals = propose_all(res.pool, config=config, names=res.name_embedder
                                 ) if stats.entities_created else None
     else:
-        # the pass waits while extraction has rows pending (ENTITY_PROPOSAL_MAX_DELAY at most):
-        # the task that drains the last of a burst examines the burst's entities
-        proposals = propose_if_due(res.pool, batch=res.settings.entity_proposal_batch,
-                                   config=config, names=res.name_embedder,
-                                   max_delay=res.settings.entity_proposal_max_delay)
+        # the pass waits while extraction has rows pending (30 s at most): the task that
+        # drains the last of a burst examines the burst's entities
+        proposals = propose_if_due(res.pool, config=config, names=res.name_embedder)
     proposals = proposals or ProposalStats()
     changed = (stats.extracted or stats.recounted or stats.failed or proposals.merged
                or decided.applied)

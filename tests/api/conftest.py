@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 from tests.apiutil import Tenant, api_keys
 from tests.pipelineutil import envelope, ingest, put
 

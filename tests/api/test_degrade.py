@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 from tests.api.conftest import Tenant
 
 pytestmark = pytest.mark.stack

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 from tests.pipelineutil import Proc, Publisher, envelope, indexed, pipeline_env, put, wait_for
 
 PAGED = 23  # objects of the paged kind per tenant: three pages of ten

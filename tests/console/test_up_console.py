@@ -21,8 +21,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pipeline.domain.settings import Settings
 from pipeline.services.stack import Stack
+from pipeline.settings import Settings
+from pipeline.supervisor.runner import LOG_BACKUPS
 from tests.hostile.test_processes import (  # noqa: F401 - fixture used by name
     API_PORT,
     PIPELINE,
@@ -35,7 +36,7 @@ from tests.stackutil import settings_env
 pytestmark = [pytest.mark.stack]
 
 MAX_BYTES = 32768
-BACKUPS = 2
+BACKUPS = LOG_BACKUPS
 STATUS = re.compile(r"^\d\d:\d\d:\d\d processes 5/5 · services 5/5 · lag \d+\+? · "
                     r"backlog .+ · dlq \d+", re.M)
 STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z ")
@@ -45,8 +46,8 @@ STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z ")
 def up(private_stack: Settings) -> Iterator[Supervisor]:  # noqa: F811
     Stack(private_stack).start()
     supervisor = Supervisor.start(private_stack, {
-        "BRAINSTREAM_LOG_MAX_BYTES": str(MAX_BYTES), "BRAINSTREAM_LOG_BACKUPS": str(BACKUPS),
-        "BRAINSTREAM_CONSOLE_STATUS_INTERVAL": "0.5", "BRAINSTREAM_CONSOLE_LINE_INTERVAL": "0",
+        "BRAINSTREAM_LOG_MAX_BYTES": str(MAX_BYTES),
+        "BRAINSTREAM_CONSOLE_LINE_INTERVAL": "0",
         "BRAINSTREAM_API_WORKERS": "1"})
     try:
         supervisor.wait_ready(pool=False)

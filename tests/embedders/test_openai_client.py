@@ -27,11 +27,16 @@ from pipeline.domain.errors import (
 )
 from pipeline.domain.memory_errors import SummariserError
 from pipeline.domain.mentions import TextField
-from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders import HttpEmbedder, build_embedder
 from pipeline.entities.extractors import HttpExtractor, build_extractor
 from pipeline.memory.summarisers import HttpSummariser, build_summariser
-from pipeline.openai_compat import CallerErrors, OpenAICompatClient, RetryPolicy
+from pipeline.openai_compat import (
+    CallerErrors,
+    OpenAICompatClient,
+    RetryPolicy,
+    client as openai_client,
+)
+from pipeline.settings import Settings
 from tests.httpserve import serve
 
 RETRY = RetryPolicy(attempts=3, max_wait=0.05)
@@ -179,14 +184,14 @@ def test_each_caller_maps_the_failures_to_its_own_errors(server: tuple[Script, s
 
 
 def test_settings_give_every_caller_its_key_and_the_retry_policy(
-        server: tuple[Script, str]) -> None:
+        server: tuple[Script, str], monkeypatch: pytest.MonkeyPatch) -> None:
     script, url = server
+    monkeypatch.setattr(openai_client, "MODEL_HTTP_RETRY", RetryPolicy(2, 0.05))
     settings = Settings.model_validate({
         "embedder": "http", "embedder_url": url, "embedding_dim": 4,
         "embedder_api_key": "embed-key", "entity_extractor": "http", "entity_http_url": url,
         "entity_http_api_key": "extract-key", "summariser": "http", "summariser_url": url,
-        "summariser_api_key": "summary-key", "model_http_retry_attempts": 2,
-        "model_http_retry_max_wait": 0.05})
+        "summariser_api_key": "summary-key"})
     script.statuses = [503]
     embedder = build_embedder(settings)
     calls: list[Callable[[], object]] = [

@@ -21,10 +21,10 @@ from fastapi.testclient import TestClient
 from psycopg_pool import ConnectionPool
 
 from api.app import create_app
-from pipeline.domain.settings import Settings
 from pipeline.entities.names import normalise
 from pipeline.graph.falkordb.schema import connect, prepare_graph
 from pipeline.postgres.pool import make_pool
+from pipeline.settings import Settings
 from tests.apiutil import ApiTenant, api_client
 from tests.entities.holdutil import hold_extraction
 from tests.entities.pathsutil import World
@@ -117,7 +117,7 @@ def api_settings(catalog: Settings, tenants: dict[str, Tenant]) -> Settings:
         keys[t.key] = [str(t.namespace)]
         keys[t.curator_key] = [str(t.namespace)]
     return catalog.model_copy(update={
-        "api_keys": keys, "entity_resolve_max_queries": 3,
+        "api_keys": keys,
         "entity_curators": {t.curator_key: f"curator of {n}" for n, t in tenants.items()}})
 
 

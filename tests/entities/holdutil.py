@@ -11,10 +11,10 @@ from collections.abc import Collection
 
 import psycopg
 
-from pipeline.domain.settings import Settings
 from pipeline.entities.extractors import build_extractor
 from pipeline.entities.stage import ExtractionStage
 from pipeline.postgres.pool import make_pool
+from pipeline.settings import Settings
 
 
 def hold_extraction(settings: Settings, namespace: uuid.UUID,

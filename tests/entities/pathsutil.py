@@ -11,8 +11,8 @@ from typing import Any
 import psycopg
 from fastapi.testclient import TestClient
 
-from pipeline.domain.settings import Settings
 from pipeline.entities.names import normalise
+from pipeline.settings import Settings
 from tests.apiutil import ApiTenant
 from tests.entities.holdutil import hold_extraction
 from tests.pipelineutil import envelope, ingest, put

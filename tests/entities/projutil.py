@@ -11,7 +11,6 @@ from typing import Any
 import psycopg
 
 from pipeline.domain.projection import EntityEdgeState, MentionsState, NamedEntityState
-from pipeline.domain.settings import Settings
 from pipeline.entities.names import normalise
 from pipeline.graph.falkordb import cypher
 from pipeline.graph.falkordb.schema import connect
@@ -25,6 +24,7 @@ from pipeline.kafka.io import KafkaChangeSink, make_producer
 from pipeline.outbox import store as outbox
 from pipeline.outbox.relay import LANES, OutboxRelay, RelayStats
 from pipeline.postgres.pool import make_pool
+from pipeline.settings import Settings
 from tests.stackutil import make_settings
 
 Conn = psycopg.Connection[Any]

@@ -14,7 +14,7 @@ import psycopg
 
 from pipeline.domain.errors import InvalidInput, Unavailable
 from pipeline.domain.mentions import Extraction, Mention, TextField, Triple
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 from tests.pipelineutil import apply_only
 
 # Capitalised words and runs of them ("Ada Lovelace"); "X likes Y" is a triple.

@@ -9,7 +9,7 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 from tests.apiutil import api_client, ok
 from tests.entities.pathsutil import DEL_TEXT, World, build_world, mention
 

@@ -13,9 +13,10 @@ import pytest
 
 from pipeline.domain.errors import ConfigError, ExtractorError, Unavailable
 from pipeline.domain.mentions import TextField
-from pipeline.domain.settings import Settings
+from pipeline.entities import extractors
 from pipeline.entities.extractors import HttpExtractor, build_extractor
 from pipeline.entities.extractors.spacy_ import SpacyExtractor
+from pipeline.settings import Settings
 from tests.httpserve import json_handler, serve
 
 # -- spaCy ---------------------------------------------------------------------------------
@@ -184,10 +185,10 @@ def test_http_accepts_fenced_json_and_a_full_route() -> None:
     assert requests[0]["path"] == "/v1/chat/completions"
 
 
-def test_build_http_extractor_from_settings() -> None:
+def test_build_http_extractor_from_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(extractors, "HTTP_BATCH_ROWS", 3)
     with serve(fake_model([])) as url:
-        extractor = build_extractor(Settings(entity_extractor="http", entity_http_url=url,
-                                             entity_http_batch_rows=3))
+        extractor = build_extractor(Settings(entity_extractor="http", entity_http_url=url))
         assert isinstance(extractor, HttpExtractor) and extractor.batch_rows == 3
         assert len(extractor.extract([ROW])[0].mentions) == 4
     with pytest.raises(ConfigError):

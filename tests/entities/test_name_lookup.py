@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from psycopg_pool import ConnectionPool
 
-from pipeline.domain.settings import Settings
 from pipeline.entities import merging, stage as stage_module
 from pipeline.entities.ids import entity_id
 from pipeline.entities.stage import ExtractionStage
 from pipeline.entities.store import writes as entities_sql
+from pipeline.settings import Settings
 from tests.entities.stageutil import CapsExtractor, apply, entities, put, q
 
 

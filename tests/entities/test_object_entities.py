@@ -14,9 +14,10 @@ from fastapi.testclient import TestClient
 from psycopg_pool import ConnectionPool
 
 from api.app import create_app
-from pipeline.domain.settings import Settings
+from api.routes import objects as objects_route
 from pipeline.entities.ids import entity_id
 from pipeline.entities.stage import ExtractionStage
+from pipeline.settings import Settings
 from tests.entities.stageutil import CapsExtractor, apply, put
 
 TEXT = "Grace Hopper built the compiler; later Grace Hopper met Aiken"
@@ -82,9 +83,12 @@ def test_another_tenants_object_is_not_found(
 
 
 def test_entities_are_capped(edb: Settings,
-                             tenants: dict[str, tuple[uuid.UUID, uuid.UUID, str]]) -> None:
+                             tenants: dict[str, tuple[uuid.UUID, uuid.UUID, str]],
+                             monkeypatch: pytest.MonkeyPatch) -> None:
     _, oid, key = tenants["a"]
-    with client_for(edb, tenants, object_entities_max=1, object_mentions_max=1) as capped:
+    monkeypatch.setattr(objects_route, "OBJECT_ENTITIES_MAX", 1)
+    monkeypatch.setattr(objects_route, "OBJECT_MENTIONS_MAX", 1)
+    with client_for(edb, tenants) as capped:
         body = capped.get(f"/v1/objects/{oid}", headers=auth(key)).json()
     assert body["entities_truncated"] is True
     assert [(e["name"], len(e["mentions"]), e["mention_count"]) for e in body["entities"]] == [

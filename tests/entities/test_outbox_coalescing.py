@@ -14,7 +14,6 @@ from typing import Any
 import psycopg
 import pytest
 
-from pipeline.domain.settings import Settings
 from pipeline.graph.falkordb.schema import NODE_LABEL, connect
 from pipeline.outbox import store as outbox
 from pipeline.outbox.ops import (
@@ -25,6 +24,7 @@ from pipeline.outbox.ops import (
     edge_payload,
     entity_sync_payload,
 )
+from pipeline.settings import Settings
 from tests.entities.projutil import relay
 from tests.pipelineutil import ingest, put
 
@@ -108,8 +108,7 @@ def test_a_node_row_is_applied_ahead_of_older_entity_rows(
                " WHERE id = %s", (oid,))
     backlog = [uuid.uuid4() for _ in range(150)]  # entities no row names: nothing to write
     outbox.enqueue_many(db, [_row(a, e, ENTITY_SYNC) for e in backlog] + [_row(a, oid, NODE_SYNC)])
-    stats = relay(proj_settings.model_copy(update={"relay_entity_batch_size": 100}),
-                  max_rounds=1)
+    stats = relay(proj_settings, max_rounds=1)  # the entity lane's batch: 100
     assert (stats.rounds, stats.nodes_upserted, stats.changes) == (2, 1, 1)
     pending = db.execute("SELECT op, count(*) FROM outbox WHERE done_at IS NULL GROUP BY op"
                          " ORDER BY op").fetchall()

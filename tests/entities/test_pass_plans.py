@@ -9,13 +9,13 @@ import uuid
 
 from psycopg_pool import ConnectionPool
 
-from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders import StaticEmbedder
 from pipeline.entities.name_vectors import embed_names
 from pipeline.entities.resolving import lookup
 from pipeline.entities.stage import ExtractionStage
 from pipeline.entities.store import resolution_batch
 from pipeline.postgres.plans import run
+from pipeline.settings import Settings
 from tests.entities.stageutil import CapsExtractor, apply, entities, put
 
 

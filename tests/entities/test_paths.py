@@ -13,10 +13,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from pipeline.domain.paths import NodeRef, PathAnswer, PathQuery
-from pipeline.domain.settings import Settings
 from pipeline.postgres.pool import make_async_pool
 from pipeline.retrieval.graph.paths import PathConfig, PathFinder
 from pipeline.retrieval.store.paths import PgPathGraph
+from pipeline.settings import Settings
 from tests.apiutil import api_client, ok
 from tests.entities.holdutil import hold_extraction
 from tests.entities.pathsutil import World, build_world, entity_edge, mention

@@ -15,11 +15,12 @@ import psycopg
 import pytest
 
 from pipeline.domain.mentions import TextField
-from pipeline.domain.settings import Settings
 from pipeline.entities.extractors import build_extractor
 from pipeline.entities.ids import counted_entities, pairs
-from pipeline.entities.stage import valid_mentions
+from pipeline.entities.stage import EXTRACT_TEXT_CAP_CHARS, valid_mentions
 from pipeline.entities.store import extraction
+from pipeline.entities.writeback import COOCCUR_CAP
+from pipeline.settings import Settings
 from tests.entities.stageutil import apply, put, q
 from tests.pipelineutil import Proc, Publisher, pipeline_env, wait_for
 from tests.stackutil import TEST_DATA_DIR, fresh_database, settings_env
@@ -49,7 +50,7 @@ def check_consistent(settings: Settings, ns: uuid.UUID) -> int:
     with psycopg.connect(settings.effective_postgres_dsn) as conn:
         ids = [r[0] for r in conn.execute("SELECT id FROM objects WHERE namespace_id = %s",
                                           (ns,)).fetchall()]
-        rows = extraction.load(conn, ids, settings.extract_text_cap_chars)
+        rows = extraction.load(conn, ids, EXTRACT_TEXT_CAP_CHARS)
     found = build_extractor(settings).extract(
         [[TextField(f, t) for f, t in row.fields] for row in rows])
     expected = set()
@@ -69,7 +70,7 @@ def check_consistent(settings: Settings, ns: uuid.UUID) -> int:
         per_row.setdefault(row_id, {})[entity] = per_row.get(row_id, {}).get(entity, 0) + 1
     weights: dict[tuple[uuid.UUID, uuid.UUID], int] = {}
     for counts in per_row.values():
-        for pair in pairs(counted_entities(counts, settings.entity_cooccur_cap)):
+        for pair in pairs(counted_entities(counts, COOCCUR_CAP)):
             weights[pair] = weights.get(pair, 0) + 1
     edges = {(a, b): int(w) for a, b, w in q(
         settings, "SELECT from_id, to_id, weight FROM entity_edges WHERE namespace_id = %s"

@@ -8,7 +8,7 @@ import uuid
 
 import redis
 
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 from tests.entities.stageutil import put, q
 from tests.entities.test_pipeline import PEOPLE, check_consistent, text
 from tests.pipelineutil import Proc, Publisher, wait_for

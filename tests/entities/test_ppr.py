@@ -17,9 +17,9 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
-from pipeline.domain.settings import Settings
 from pipeline.entities.names import normalise
-from tests.apiutil import Tenant, api_client
+from pipeline.settings import Settings
+from tests.apiutil import Tenant, api_client, read_side
 from tests.entities.holdutil import extract_now, hold_extraction
 from tests.pipelineutil import ingest, put
 
@@ -108,10 +108,10 @@ def tenants(catalog: Settings) -> dict[str, Tenant]:
 def client(catalog: Settings, tenants: dict[str, Tenant]) -> Iterator[TestClient]:
     # this corpus (20 live rows: a hub limit of 2 by the fraction) is far smaller than the
     # default floor of 20 rows: 3 keeps Elara Vantreck (part, part, title) and drops Corvid Studio
-    with api_client(catalog, tenants.values(), ppr_hub_min_rows=3, decay_lambda=0.0,
-                    # the walk from entities alone: the hybrid list's distractors as weak
-                    # seeds would outweigh one bridge in a corpus of ten passages
-                    ppr_passage_seed_weight=0.0) as test_client:
+    # the walk from entities alone: the hybrid list's distractors as weak seeds would outweigh
+    # one bridge in a corpus of ten passages
+    with read_side(ppr={"hub_min_rows": 3, "passage_seed_weight": 0.0}), api_client(
+            catalog, tenants.values(), decay_lambda=0.0) as test_client:
         yield test_client
 
 

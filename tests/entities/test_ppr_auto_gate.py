@@ -17,7 +17,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
+from tests.apiutil import read_side
 from tests.entities.holdutil import extract_now, hold_extraction
 from tests.entities.test_ppr import DOCS, QUESTION, Tenant
 from tests.pipelineutil import ingest, put
@@ -51,8 +52,9 @@ def client(catalog: Settings, tenants: dict[str, Tenant]) -> Iterator[TestClient
     # entities alone (ten passages' worth of weak seeds would drown one bridge)
     settings = catalog.model_copy(update={
         "api_keys": {t.key: [str(t.namespace)] for t in tenants.values()},
-        "ppr_hub_min_rows": 3, "decay_lambda": 0.0, "ppr_passage_seed_weight": 0.0})
-    with TestClient(create_app(settings)) as test_client:
+        "decay_lambda": 0.0})
+    with read_side(ppr={"hub_min_rows": 3, "passage_seed_weight": 0.0}), TestClient(
+            create_app(settings)) as test_client:
         yield test_client
 
 

@@ -17,7 +17,6 @@ from typing import Any
 import psycopg
 import pytest
 
-from pipeline.domain.settings import Settings
 from pipeline.graph.falkordb.reader import FalkorGraphReader
 from pipeline.graph.falkordb.schema import connect
 from pipeline.graph.falkordb.writer import FalkorGraphWriter
@@ -26,6 +25,7 @@ from pipeline.ops.verify import repair, verify
 from pipeline.outbox import store as outbox
 from pipeline.outbox.ops import ENTITY_SYNC, MENTIONS_SYNC, NODE_SYNC, entity_sync_payload
 from pipeline.outbox.relay import ENTITIES, LANE_LOCKS, OBJECTS
+from pipeline.settings import Settings
 from tests.entities.projutil import edge, enqueue, entity, mention, relay, snapshot
 from tests.pipelineutil import apply_only, envelope, ingest, put
 from tests.stackutil import settings_env

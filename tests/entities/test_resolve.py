@@ -11,6 +11,7 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
+from api.routes.entities import RESOLVE_MAX_QUERIES
 from pipeline.embedding.embedders import StaticEmbedder
 from pipeline.entities.merging import propose_for, propose_pending
 from tests.entities.conftest import Tenant, add_entity
@@ -103,7 +104,7 @@ def test_tenants_resolve_and_read_only_their_own(client: TestClient,
 @pytest.mark.parametrize(("body", "field"), [
     ({}, "query"),
     ({"query": "a", "queries": ["b"]}, "query"),
-    ({"queries": ["a", "b", "c", "d"]}, "queries"),
+    ({"queries": [f"q{i}" for i in range(RESOLVE_MAX_QUERIES + 1)]}, "queries"),
     ({"query": "   "}, "query"),
     ({"query": "a\u0000b"}, "query"),
     ({"query": "a", "labels": ["not a label"]}, "labels.0"),

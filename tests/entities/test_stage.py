@@ -12,10 +12,11 @@ import json
 import uuid
 
 import numpy as np
+import pytest
 from psycopg_pool import ConnectionPool
 
-from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders.static import StaticEmbedder
+from pipeline.entities import stage as stage_module, writeback
 from pipeline.entities.ids import entity_id
 from pipeline.entities.merging import _propose_round, propose_all
 from pipeline.entities.name_vectors import embed_names
@@ -24,6 +25,7 @@ from pipeline.entities.stage import ExtractionStage
 from pipeline.kafka.io import DeadLetterWriter, make_producer
 from pipeline.ops import dlq
 from pipeline.outbox.ops import ENTITY_SYNC, MENTIONS_SYNC
+from pipeline.settings import Settings
 from tests.entities.stageutil import (
     CapsExtractor,
     apply,
@@ -202,11 +204,13 @@ def test_refused_row_is_dead_lettered_and_the_rest_extracted(edb: Settings,
     assert set(entities(edb, ns)) == {"shannon", "nyquist"}
 
 
-def test_outage_fails_the_batch_after_retries(edb: Settings, epool: ConnectionPool) -> None:
+def test_outage_fails_the_batch_after_retries(edb: Settings, epool: ConnectionPool,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
     ns, a = uuid.uuid4(), uuid.uuid4()
     apply(edb, [put(ns, a, title="t", content="Gauss")])
-    settings = edb.model_copy(update={"extract_retry_attempts": 2,
-                                      "extract_retry_max_wait": 0.1})
+    monkeypatch.setattr(stage_module, "EXTRACT_RETRY_ATTEMPTS", 2)
+    monkeypatch.setattr(stage_module, "EXTRACT_RETRY_MAX_WAIT", 0.1)
+    settings = edb
     extractor = CapsExtractor(down=True)
     stats = stage(settings, epool, extractor).run([a])
     assert stats.failed == 2 and len(extractor.calls) == 2  # retried, not halved
@@ -244,11 +248,13 @@ def test_resolution_follows_aliases_and_merges(edb: Settings, epool: ConnectionP
 
 
 def test_cooccurrence_counts_only_the_most_mentioned_entities(edb: Settings,
-                                                              epool: ConnectionPool) -> None:
+                                                              epool: ConnectionPool,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     ns, a = uuid.uuid4(), uuid.uuid4()
     apply(edb, [put(ns, a, title="t", content="Euler, Euler, Euler, Bernoulli, Bernoulli,"
                                                " Lagrange, Laplace")])
-    stage(edb.model_copy(update={"entity_cooccur_cap": 2}), epool).run([a])
+    monkeypatch.setattr(writeback, "COOCCUR_CAP", 2)
+    stage(edb, epool).run([a])
     assert cooccurs(edb, ns) == {frozenset(("euler", "bernoulli")): 1.0}
     assert entities(edb, ns)["laplace"][1] == 1  # still mentioned and counted
 

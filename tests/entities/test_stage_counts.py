@@ -16,11 +16,13 @@ import uuid
 from collections import Counter
 from typing import Any
 
+import pytest
 from psycopg_pool import ConnectionPool
 
-from pipeline.domain.settings import Settings
+from pipeline.entities import writeback
 from pipeline.entities.ids import counted_entities, pairs
 from pipeline.entities.stage import ExtractionStage
+from pipeline.settings import Settings
 from tests.entities.stageutil import CapsExtractor, apply, delete, put, q
 
 # Capitalised names (CapsExtractor reads runs of them as one name: the text keeps them apart
@@ -79,13 +81,19 @@ def stored(settings: Settings, ns: uuid.UUID) -> tuple[dict[uuid.UUID, int],
     return counts, edges
 
 
+def _small_caps(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(writeback, "COOCCUR_CAP", CAP)
+    monkeypatch.setattr(writeback, "EVIDENCE_N", EVIDENCE_N)
+
+
 def run_stage(settings: Settings, pool: ConnectionPool) -> None:
     ExtractionStage(settings, pool, CapsExtractor()).run()  # type: ignore[arg-type]
 
 
-def test_incremental_counts_equal_a_full_recount(edb: Settings, epool: ConnectionPool) -> None:
-    settings = edb.model_copy(update={
-        "entity_cooccur_cap": CAP, "entity_evidence_n": EVIDENCE_N, "extract_batch_size": 5,
+def test_incremental_counts_equal_a_full_recount(edb: Settings, epool: ConnectionPool,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    _small_caps(monkeypatch)
+    settings = edb.model_copy(update={"extract_batch_size": 5,
         "chunk_max_tokens": 16, "chunk_overlap_tokens": 0})
     rng = random.Random(11)
     ns, other = uuid.uuid4(), uuid.uuid4()
@@ -133,12 +141,12 @@ def test_incremental_counts_equal_a_full_recount(edb: Settings, epool: Connectio
 
 
 def test_a_batch_counts_the_pairs_of_its_new_entities_as_the_recount_does(
-        edb: Settings, epool: ConnectionPool) -> None:
+        edb: Settings, epool: ConnectionPool, monkeypatch: pytest.MonkeyPatch) -> None:
     """One batch that creates every entity it names: weight, evidence (the first ids, capped) and
     the soft-deleted rows left out must be what a recount gives, with no later batch to fix
     them (the test above runs many small batches, which recount each other's pairs)."""
-    settings = edb.model_copy(update={
-        "entity_cooccur_cap": CAP, "entity_evidence_n": EVIDENCE_N, "extract_batch_size": 50})
+    _small_caps(monkeypatch)
+    settings = edb.model_copy(update={"extract_batch_size": 50})
     ns = uuid.uuid4()
     docs = [uuid.uuid4() for _ in range(7)]
     apply(settings, [put(ns, d, title="doc", content="Ada and then Babbage and then Church")

@@ -18,11 +18,11 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
-from pipeline.domain.settings import Settings
 from pipeline.entities.ids import entity_id
 from pipeline.entities.stage import ExtractionStage
 from pipeline.entities.store import writes as entities_sql
 from pipeline.postgres.pool import make_pool
+from pipeline.settings import Settings
 from tests.entities.stageutil import CapsExtractor, apply, put, q
 from tests.pipelineutil import wait_for
 from tests.stackutil import fresh_database

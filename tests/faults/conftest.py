@@ -14,8 +14,8 @@ import psycopg
 import pytest
 
 from pipeline.domain.kinds import load_catalog
-from pipeline.domain.settings import Settings
 from pipeline.ingest.store.catalog import apply_catalog
+from pipeline.settings import Settings
 from tests.faults.faultutil import EXAMPLES, ProcSet, running_procs
 from tests.stackutil import restore_stack
 

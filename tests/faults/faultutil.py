@@ -15,7 +15,7 @@ import falkordb
 import psycopg
 from kafka import KafkaProducer
 
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 from tests.pipelineutil import (
     Proc,
     envelope,
@@ -26,7 +26,7 @@ from tests.pipelineutil import (
 )
 
 log = logging.getLogger("tests.faults")
-EXAMPLES = Path(__file__).resolve().parents[3] / "shared" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 PIPELINE = ("consumer", "worker", "extract", "relay")
 
 

@@ -29,9 +29,9 @@ from typing import Any
 from kafka import KafkaConsumer, TopicPartition
 
 from pipeline.domain.chunking import chunk_text
-from pipeline.domain.settings import Settings
 from pipeline.kafka.io import H_EVENT_ID
 from pipeline.ops.dlq import read_all
+from pipeline.settings import Settings
 from tests.faults.faultutil import (
     ProcSet,
     assert_graph_matches_postgres,

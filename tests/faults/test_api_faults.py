@@ -27,9 +27,9 @@ from typing import Any
 import httpx
 import pytest
 
-from pipeline.domain.settings import Settings
 from pipeline.services.postgres import PostgresService
 from pipeline.services.redis import FalkorDBService
+from pipeline.settings import Settings
 from tests.faults.faultutil import link, long_content
 from tests.pipelineutil import ingest, put, wait_for
 from tests.stackutil import REPO, settings_env

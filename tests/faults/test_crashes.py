@@ -22,7 +22,7 @@ import pytest
 from kafka.errors import KafkaError
 
 from pipeline.domain.chunking import chunk_text
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 from tests.faults.faultutil import (
     PIPELINE,
     ProcSet,
@@ -183,7 +183,7 @@ ROUNDS = 12
 _PRODUCER_CHILD = """
 import sys
 from pipeline.kafka.io import make_producer
-from pipeline.domain.settings import load_settings
+from pipeline.settings import load_settings
 settings = load_settings()
 producer = make_producer(settings)
 producer.send(settings.topic_changes, key=b"probe", value=b"first").get(timeout=30)

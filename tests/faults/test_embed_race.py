@@ -26,7 +26,6 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from pipeline.domain.projection import Change
-from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders.static import StaticEmbedder
 from pipeline.embedding.service import EmbeddingService
 from pipeline.graph.falkordb.writer import FalkorGraphWriter
@@ -35,6 +34,7 @@ from pipeline.ingest.records import RawRecord, ingest_options
 from pipeline.ingest.store.events import PgEventStore
 from pipeline.outbox.relay import OutboxRelay
 from pipeline.postgres.pool import make_pool
+from pipeline.settings import Settings
 from tests.faults.faultutil import graph_nodes_with_vector, rows
 from tests.pipelineutil import put
 

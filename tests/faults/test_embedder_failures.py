@@ -21,9 +21,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pipeline.domain.index_text import entity_index_text, part_index_text
-from pipeline.domain.settings import Settings
+from pipeline.domain.index_text import CONTENT_CAP_CHARS, entity_index_text, part_index_text
 from pipeline.embedding.embedders.static import STATIC_DIM, StaticEmbedder
+from pipeline.embedding.service import EMBED_RETRY_ATTEMPTS
+from pipeline.settings import Settings
 from tests.faults.faultutil import (
     ProcSet,
     assert_graph_matches_postgres,
@@ -42,7 +43,7 @@ from tests.pipelineutil import put, wait_for
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 log = logging.getLogger(__name__)
 
-RETRY_ATTEMPTS = 3
+RETRY_ATTEMPTS = EMBED_RETRY_ATTEMPTS
 
 
 @dataclass
@@ -101,8 +102,6 @@ def http_procs(fault_catalog: Settings, embedding_server: tuple[EmbeddingServer,
         "BRAINSTREAM_EMBEDDER": "http",
         "BRAINSTREAM_EMBEDDER_URL": url,
         "BRAINSTREAM_EMBEDDING_DIM": str(STATIC_DIM),
-        "BRAINSTREAM_EMBED_RETRY_ATTEMPTS": str(RETRY_ATTEMPTS),
-        "BRAINSTREAM_EMBED_RETRY_MAX_WAIT": "0.3",
     }
     with running_procs(fault_catalog, "test_embedder_failures", env) as procs:
         yield procs
@@ -126,7 +125,7 @@ def _index_texts(settings: Settings, ns: uuid.UUID) -> dict[str, str]:
             " p.title FROM objects o LEFT JOIN objects p ON p.id = o.parent_id"
             " WHERE o.namespace_id = %s AND o.deleted_at IS NULL", ns):
         out[str(oid)] = (entity_index_text(title, summary, props or {}, content,
-                                           content_cap_chars=settings.content_cap_chars)
+                                           content_cap_chars=CONTENT_CAP_CHARS)
                          if parent is None else part_index_text(parent_title, content or ""))
     return out
 
@@ -190,7 +189,7 @@ def test_embedder_that_always_fails_marks_rows_failed_and_dead_letters_them(
     for oid, (error, attempts) in failed.items():
         assert f"after {RETRY_ATTEMPTS} attempts" in error and "503" in error, (oid, error)
         assert attempts == 1, oid
-    # Retries respect BRAINSTREAM_EMBED_RETRY_ATTEMPTS: each row's text hit the server exactly
+    # Retries respect EMBED_RETRY_ATTEMPTS: each row's text hit the server exactly
     # that many times (it is claimed once; a failed row is not claimed again).
     hits = Counter(text for _, inputs in server.requests_naming(marker) for text in inputs)
     assert set(hits.values()) == {RETRY_ATTEMPTS}, hits

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import redis
 
-from pipeline.domain.settings import Settings
 from pipeline.services.redis import FalkorDBService
+from pipeline.settings import Settings
 from tests.faults.faultutil import (
     ProcSet,
     assert_graph_matches_postgres,

@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
-from pipeline.domain.settings import Settings
 from pipeline.kafka.topics import ensure_topics
 from pipeline.services.broker import BrokerService, S3StoreService
 from pipeline.services.postgres import PostgresService
+from pipeline.settings import Settings
 from tests.faults.faultutil import PIPELINE, ProcSet, elapsed, rows, running_procs, scalar
 from tests.faults.oracle import (
     Expected,

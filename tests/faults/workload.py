@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.domain.errors import Unavailable
-from pipeline.domain.settings import Settings
 from pipeline.kafka.io import make_producer
 from pipeline.kafka.publisher import EventPublisher
+from pipeline.settings import Settings
 from tests.faults.faultutil import long_content
 from tests.pipelineutil import envelope
 

@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from pipeline.domain.settings import Settings
 from pipeline.graph.falkordb.reader import FalkorGraphReader
 from pipeline.graph.falkordb.schema import connect, prepare_graph
 from pipeline.graph.falkordb.writer import FalkorGraphWriter
+from pipeline.settings import Settings
 from tests.graph.graphutil import Ids
 from tests.stackutil import make_settings
 

@@ -16,10 +16,10 @@ import falkordb.asyncio
 import pytest
 
 from pipeline.domain.errors import InvalidInput, Unavailable
-from pipeline.domain.settings import Settings
 from pipeline.graph.falkordb.reader import FalkorGraphReader, fulltext_query
 from pipeline.graph.falkordb.schema import connect, prepare_graph
 from pipeline.graph.falkordb.writer import FalkorGraphWriter
+from pipeline.settings import Settings
 from tests.graph.graphutil import (
     NS_A,
     NS_B,

@@ -14,9 +14,9 @@ import pytest
 
 from pipeline.domain.errors import InvalidInput, Unavailable
 from pipeline.domain.projection import EdgeKey, EdgeState, NodeState
-from pipeline.domain.settings import Settings
 from pipeline.graph.falkordb.schema import connect, index_rows
 from pipeline.graph.falkordb.writer import FalkorGraphWriter
+from pipeline.settings import Settings
 from tests.graph.graphutil import free_port as _free_port, private_falkordb as own_falkordb
 from tests.stackutil import make_settings
 

@@ -34,7 +34,7 @@ from fastapi.testclient import TestClient
 from psycopg import sql
 
 from api.app import create_app
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 from tests.pipelineutil import ingest, put, wait_for
 from tests.stackutil import REPO, settings_env
 

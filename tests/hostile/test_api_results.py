@@ -22,9 +22,10 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from pipeline.domain.errors import ConfigError
-from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders import StaticEmbedder
-from tests.apiutil import ApiTenant, api_keys
+from pipeline.settings import Settings
+from pipeline.wiring import embedder as loader
+from tests.apiutil import ApiTenant, api_keys, read_side
 from tests.embedders.test_http_embedder import EmbeddingsHandler, ServerState
 from tests.httpserve import serve
 from tests.pipelineutil import envelope, ingest, put, wait_for
@@ -151,8 +152,8 @@ def test_result_sets_live_in_their_own_database(
 def test_a_set_over_the_cap_is_truncated_and_says_so(
         settings: Settings, tenants: dict[str, Tenant]) -> None:
     a = tenants["a"]
-    capped = settings.model_copy(update={"result_set_max_items": 3})
-    with TestClient(create_app(capped)) as client:
+    with read_side(search={"result_set_max_items": 3}), TestClient(
+            create_app(settings)) as client:
         first = client.post("/v1/expand", headers=a.headers,
                             json={"object_id": a.hub, "want_containment": False, "limit": 1})
         assert first.status_code == 200, first.text
@@ -271,11 +272,11 @@ def embedding_server() -> Iterator[tuple[str, ServerState]]:
 
 def test_search_turns_hybrid_once_the_embedder_recovers(
         settings: Settings, tenants: dict[str, Tenant],
-        embedding_server: tuple[str, ServerState]) -> None:
+        embedding_server: tuple[str, ServerState], monkeypatch: pytest.MonkeyPatch) -> None:
     url, state = embedding_server
+    monkeypatch.setattr(loader, "EMBEDDER_RETRY_MAX_WAIT", 0.2)
     http = settings.model_copy(update={"embedder": "http", "embedder_url": url,
-                                       "embedding_dim": settings.vector_dim,
-                                       "embedder_retry_max_wait": 0.2})
+                                       "embedding_dim": settings.vector_dim})
     a = tenants["a"]
 
     def search() -> dict[str, Any]:

@@ -22,8 +22,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from pipeline.domain.settings import Settings
 from pipeline.kafka.markers import H_MARKER, marker_record
+from pipeline.settings import Settings
 from tests.pipelineutil import Proc, Publisher, envelope, put, read_topic, wait_for
 
 pytestmark = pytest.mark.stack

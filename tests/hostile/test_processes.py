@@ -35,9 +35,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pipeline.domain.settings import Settings
 from pipeline.ops.generations import migrate_generations
 from pipeline.services.stack import Stack
+from pipeline.settings import Settings
 from pipeline.supervisor.lifeline import SUPERVISOR_ENV, PidRecords, stop_group
 from tests.pipelineutil import wait_for
 from tests.stackutil import (

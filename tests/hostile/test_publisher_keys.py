@@ -19,11 +19,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from pipeline.domain.settings import Settings
 from pipeline.kafka.io import H_EVENT_ID, make_producer
 from pipeline.kafka.publisher import EventPublisher
 from pipeline.kafka.signing import Signer
 from pipeline.ops import dlq
+from pipeline.settings import Settings
 from tests.pipelineutil import (
     KEYED_NS,
     PUBLISHER_SECRETS,

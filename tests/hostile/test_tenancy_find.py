@@ -11,17 +11,21 @@ is findable by `find_links` at once (capabilities are re-read on a miss).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from pipeline.domain.settings import Settings
+from pipeline.graph.falkordb import reader as graph_reader
 from pipeline.graph.falkordb.reader import FalkorGraphReader
 from pipeline.graph.falkordb.schema import connect, wait_operational
+from pipeline.settings import Settings
+from pipeline.wiring import services
 from tests.pipelineutil import envelope, ingest, put
 
 pytestmark = pytest.mark.stack
@@ -33,10 +37,21 @@ def _tenant() -> tuple[uuid.UUID, str]:
     return uuid.uuid4(), f"find-{uuid.uuid4().hex[:8]}"
 
 
-def _client(settings: Settings, tenants: list[tuple[uuid.UUID, str]],
-            **overrides: Any) -> TestClient:
+@contextlib.contextmanager
+def _client(settings: Settings, tenants: list[tuple[uuid.UUID, str]], *,
+            vector_cap: int | None = None, max_candidates: int | None = None,
+            capability_ttl: float | None = None) -> Iterator[TestClient]:
+    """The API keyed for `tenants`, with the graph reader's and entity find's bounds changed."""
     keys = {key: [str(ns)] for ns, key in tenants}
-    return TestClient(create_app(settings.model_copy(update={"api_keys": keys, **overrides})))
+    with pytest.MonkeyPatch.context() as patch:
+        if vector_cap is not None:
+            patch.setattr(graph_reader, "DEFAULT_VECTOR_CAP", vector_cap)
+        if capability_ttl is not None:
+            patch.setattr(graph_reader, "CAPABILITY_TTL", capability_ttl)
+        if max_candidates is not None:
+            patch.setattr(services, "FIND", replace(services.FIND, max_candidates=max_candidates))
+        with TestClient(create_app(settings.model_copy(update={"api_keys": keys}))) as client:
+            yield client
 
 
 def _find(client: TestClient, key: str, **body: Any) -> dict[str, Any]:
@@ -55,7 +70,7 @@ def crowd(catalog: Settings) -> Iterator[tuple[TestClient, dict[str, Any]]]:
     ingest(catalog, [put(b[0], kind="company", title=query) for _ in range(VECTOR_CAP + 36)])
     mine = put(a[0], kind="company", title="Shipping port equipment")
     ingest(catalog, [mine])
-    with _client(catalog, [a, b], graph_vector_cap=VECTOR_CAP) as client:
+    with _client(catalog, [a, b], vector_cap=VECTOR_CAP) as client:
         yield client, {"a": a, "b": b, "query": query, "mine": mine["data"]["id"]}
 
 
@@ -99,7 +114,7 @@ def test_a_narrow_filter_finds_matches_ranked_below_the_first_candidates(
 def test_a_bound_that_cuts_the_search_short_says_so(catalog: Settings,
                                                     ranked: dict[str, Any]) -> None:
     ns, key = ranked["tenant"]
-    with _client(catalog, [(ns, key)], graph_find_max_candidates=50) as client:
+    with _client(catalog, [(ns, key)], max_candidates=50) as client:
         found = _find(client, key, query=ranked["title"], filters={"stage": "won"}, limit=10)
     assert found["objects"] == [] and found["truncated"] is True
 
@@ -112,7 +127,7 @@ def test_a_new_relation_types_first_link_is_findable_at_once(catalog: Settings) 
     relation = f"supersedes_{uuid.uuid4().hex[:8]}"
     body = {"relation_type": relation, "query": "replaced"}
     headers = {"Authorization": f"Bearer {key}"}
-    with _client(catalog, [(ns, key)], graph_capability_refresh=0) as client:
+    with _client(catalog, [(ns, key)], capability_ttl=0) as client:
         before = client.post("/v1/find_links", json=body, headers=headers)
         assert before.status_code == 200 and before.json()["objects"] == []
         ingest(catalog, [envelope("link.put", ns, {

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from pipeline.domain.chunking import part_id
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 from tests.pipelineutil import Proc, Publisher, indexed, put, read_topic, wait_for
 
 pytestmark = pytest.mark.stack

@@ -16,7 +16,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from pipeline.domain.settings import Settings
+from pipeline.retrieval.store import recipes
+from pipeline.settings import Settings
 from tests.pipelineutil import ingest, put
 
 pytestmark = pytest.mark.stack
@@ -53,9 +54,11 @@ def tenants(catalog: Settings) -> Iterator[Tenants]:
 def client(catalog: Settings, tenants: Tenants) -> Iterator[TestClient]:
     settings = catalog.model_copy(update={
         "api_keys": {tenants.keys[n]: [str(ns)] for n, ns in tenants.ns.items()},
-        "expand_recipes": {"team": TEAM}, "max_recipes_per_namespace": 3})
-    with TestClient(create_app(settings)) as test_client:
-        yield test_client
+        "expand_recipes": {"team": TEAM}})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(recipes, "MAX_PER_NAMESPACE", 3)
+        with TestClient(create_app(settings)) as test_client:
+            yield test_client
 
 
 def _error(response: Any, status: int, code: str, field: str = "name") -> None:

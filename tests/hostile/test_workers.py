@@ -19,7 +19,7 @@ import pytest
 
 from pipeline.domain.errors import Unavailable
 from pipeline.domain.index_text import part_index_text, text_hash
-from pipeline.domain.settings import Settings
+from pipeline.embedding import service as embedding_service
 from pipeline.embedding.embedders import HttpEmbedder
 from pipeline.embedding.embedders.static import STATIC_DIM, StaticEmbedder
 from pipeline.embedding.service import EmbeddingService, EmbedStats
@@ -31,6 +31,7 @@ from pipeline.ops.dlq import DeadLetter, read_all, retry
 from pipeline.outbox.ops import EDGE_SYNC
 from pipeline.outbox.store import backlog_by_op
 from pipeline.postgres.pool import make_pool
+from pipeline.settings import Settings
 from tests.httpserve import json_handler, serve
 from tests.pipelineutil import Proc, Publisher, indexed, put, wait_for
 from tests.stackutil import fresh_database, settings_env
@@ -199,11 +200,12 @@ def refusing_server() -> Iterator[tuple[RefusingEmbeddings, str]]:
 
 
 @pytest.fixture()
-def own_database(stack_settings: Settings) -> Settings:
+def own_database(stack_settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Settings:
     """Settings on a fresh migrated database of the stack, so the running workers (which embed
     with the static model) do not claim the rows this test embeds through its own server."""
-    return fresh_database(stack_settings, "workers", embed_retry_attempts=2,
-                          embed_retry_max_wait=0.1)
+    monkeypatch.setattr(embedding_service, "EMBED_RETRY_ATTEMPTS", 2)
+    monkeypatch.setattr(embedding_service, "EMBED_RETRY_MAX_WAIT", 0.1)
+    return fresh_database(stack_settings, "workers")
 
 
 def _apply(settings: Settings, events: list[dict[str, Any]]) -> None:
@@ -269,7 +271,7 @@ def test_index_text_reaching_the_embedder_is_capped(
         own_database: Settings, refusing_server: tuple[RefusingEmbeddings, str]) -> None:
     settings = own_database
     server, url = refusing_server
-    cap = settings.embed_text_cap_chars
+    cap = embedding_service.EMBED_TEXT_CAP_CHARS
     assert cap < MAX_INPUT_CHARS
     huge = put(uuid.uuid4(), kind="company", title="word " * 400,  # the 2,000-character limit
                summary="summary " * 2000,

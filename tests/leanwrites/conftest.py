@@ -13,13 +13,13 @@ import psycopg
 import pytest
 from pgvector.psycopg import register_vector
 
-from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders import build_embedder
 from pipeline.embedding.service import EmbeddingService
 from pipeline.ingest.batch import apply_batch
 from pipeline.ingest.records import IngestOptions, RawRecord
 from pipeline.ingest.store.events import PgEventStore
 from pipeline.postgres.pool import make_pool
+from pipeline.settings import Settings
 from tests.pipelineutil import put
 from tests.stackutil import fresh_database
 

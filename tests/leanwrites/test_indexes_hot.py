@@ -12,8 +12,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from pipeline.domain.settings import Settings
 from pipeline.entities.store import extraction
+from pipeline.settings import Settings
 from tests.leanwrites.conftest import many_rows
 
 pytestmark = pytest.mark.stack

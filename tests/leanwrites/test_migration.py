@@ -13,8 +13,8 @@ import pytest
 from pgvector.psycopg import register_vector
 from psycopg import sql
 
-from pipeline.domain.settings import Settings
 from pipeline.ops.migrations import apply_migrations, migrations_dir
+from pipeline.settings import Settings
 from tests.stackutil import make_settings
 
 pytestmark = pytest.mark.stack

@@ -14,11 +14,11 @@ import pytest
 from psycopg import sql
 
 from pipeline.domain.read_model import Filters
-from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders import build_embedder
 from pipeline.embedding.service import EmbeddingService, claim
 from pipeline.postgres.pool import make_async_pool, make_pool
 from pipeline.retrieval.store.search import PgPartSearcher
+from pipeline.settings import Settings
 from tests.leanwrites.conftest import apply, many_rows
 from tests.pipelineutil import Proc, Publisher, indexed, put, wait_for
 

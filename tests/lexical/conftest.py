@@ -16,12 +16,12 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from pipeline.domain.settings import Settings
 from pipeline.lexical.searcher import TantivySearcher
 from pipeline.lexical.writer import LexicalWriter
 from pipeline.ops.migrations import apply_migrations
 from pipeline.postgres.pool import make_async_pool, make_pool
 from pipeline.retrieval.store.search import PgPartSearcher
+from pipeline.settings import Settings
 from tests.search.corpus import build_corpus
 from tests.stackutil import make_settings
 

@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 from tests.apiutil import ApiTenant, api_client, ok
 from tests.pipelineutil import Publisher, indexed, ingest, put, wait_for
 

@@ -20,12 +20,12 @@ from click.testing import CliRunner
 
 from pipeline.cli import main
 from pipeline.domain.read_model import Filters
-from pipeline.domain.settings import Settings
 from pipeline.lexical import queue
 from pipeline.lexical.documents import ROOT_ID, namespace_dir, open_index
 from pipeline.lexical.searcher import TantivySearcher
 from pipeline.lexical.writer import LexicalWriter
 from pipeline.ops.lexical import verify_lexical
+from pipeline.settings import Settings
 from tests.pipelineutil import put
 from tests.search.searchref import apply_events
 from tests.stackutil import settings_env
@@ -106,14 +106,14 @@ def test_writer_killed_mid_commit_reopens_and_converges(
     writer.run()  # start from an empty queue
     ns = _fill(db, 200, "quagga")
     path = namespace_dir(lex_settings.resolved_data_dir, 1, ns)
-    env = {**settings_env(lex_settings), "BRAINSTREAM_LEXICAL_BATCH_SIZE": "5"}
+    env = settings_env(lex_settings)
     child = subprocess.Popen(
         [sys.executable, "-c",
-         "from pipeline.domain.settings import load_settings\n"
+         "from pipeline.settings import load_settings\n"
          "from pipeline.lexical.writer import LexicalWriter\n"
          "from pipeline.postgres.pool import make_pool\n"
          "s = load_settings()\n"
-         "LexicalWriter(s, make_pool(s, max_size=2)).run()\n"],
+         "LexicalWriter(s, make_pool(s, max_size=2), batch_size=5).run()\n"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         commits = 0

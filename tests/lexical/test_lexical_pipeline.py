@@ -17,10 +17,10 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from pipeline.domain.read_model import Filters, Hit
-from pipeline.domain.settings import Settings
 from pipeline.lexical.searcher import TantivySearcher
 from pipeline.postgres.pool import make_async_pool
 from pipeline.retrieval.store.search import PgPartSearcher
+from pipeline.settings import Settings
 from tests.pipelineutil import Publisher, ingest, put
 
 pytestmark = pytest.mark.stack

@@ -18,7 +18,6 @@ import psycopg
 import pytest
 
 from pipeline.domain.read_model import Filters
-from pipeline.domain.settings import Settings
 from pipeline.ingest.batch import apply_batch
 from pipeline.ingest.records import RawRecord, ingest_options
 from pipeline.ingest.store.events import PgEventStore
@@ -27,6 +26,7 @@ from pipeline.ops.migrations import apply_migrations
 from pipeline.ops.status import collect, render
 from pipeline.postgres.pool import make_async_pool
 from pipeline.retrieval.store.search import PgPartSearcher
+from pipeline.settings import Settings
 from tests.apiutil import ApiTenant, api_client, ok
 from tests.pipelineutil import apply_only, ingest, put, wait_for
 from tests.stackutil import fresh_database

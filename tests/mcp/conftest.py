@@ -20,13 +20,14 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
-from pipeline.domain.settings import Settings
+from api.routes import events as events_route
+from pipeline.settings import Settings
 from tests.apiutil import ApiTenant, api_client, api_keys
 from tests.pipelineutil import Proc, wait_for
 from tests.stackutil import REPO, settings_env
 
-# Small enough that a test can pass it with a handful of events.
-EVENTS_MAX = 5
+# What one POST /v1/events may carry: a test passes it by one event.
+EVENTS_MAX = events_route.EVENTS_MAX
 
 
 @dataclass
@@ -61,8 +62,7 @@ def ev_tenants() -> dict[str, ApiTenant]:
 def ev_client(catalog: Settings, procs: dict[str, Proc],
               ev_tenants: dict[str, ApiTenant]) -> Iterator[TestClient]:
     """The API in-process over the running pipeline, a key per tenant."""
-    with api_client(catalog, ev_tenants.values(), memory_write_wait=20.0,
-                    api_events_max=EVENTS_MAX) as client:
+    with api_client(catalog, ev_tenants.values(), memory_write_wait=20.0) as client:
         yield client
 
 

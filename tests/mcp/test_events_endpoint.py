@@ -8,7 +8,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 from tests.apiutil import ApiTenant, api_client, ok
 from tests.mcp.conftest import EVENTS_MAX, in_ledger
 from tests.pipelineutil import wait_for

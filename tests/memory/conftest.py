@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 from tests.apiutil import ApiTenant as Tenant, api_client
 
 

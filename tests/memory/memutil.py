@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 
 from pipeline.domain.memory_model import session_key
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 from tests.pipelineutil import Publisher, envelope, read_topic
 
 

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from kafka import KafkaProducer
 
-from pipeline.domain.settings import Settings
 from pipeline.kafka.io import make_producer
 from pipeline.kafka.publisher import EventPublisher
 from pipeline.kafka.signing import Signer
+from pipeline.settings import Settings
 from schemas.limits import MESSAGE_CONTENT_MAX, MESSAGES_PER_EVENT
 from tests.memory.memutil import (
     add,

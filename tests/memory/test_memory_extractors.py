@@ -15,7 +15,6 @@ import pytest
 
 from pipeline.domain.chunking import count_tokens
 from pipeline.domain.errors import EmbedderError
-from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders import StaticEmbedder
 from pipeline.kafka.io import DeadLetterWriter, make_producer
 from pipeline.memory.extraction import MessageExtraction, message_extractor
@@ -23,6 +22,7 @@ from pipeline.memory.store.work import PgMessageWork
 from pipeline.ops.status import collect
 from pipeline.ports import Vectors
 from pipeline.postgres.pool import make_pool
+from pipeline.settings import Settings
 from tests.memory.memutil import add, dead_letters, message, messages_of, send
 from tests.memory.workutil import all_done, extraction_states, own_worker, query, worker_paused
 from tests.pipelineutil import Proc, Publisher, wait_for

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from pipeline.domain.settings import Settings
+from pipeline.memory.search import MemorySearchLimits
+from pipeline.settings import Settings
 from tests.memory.conftest import Tenant
 from tests.memory.memutil import add, message, send, session_put
 from tests.memory.workutil import extracted
@@ -82,7 +83,7 @@ def test_hybrid_is_the_weighted_fusion_of_both_channels(
     assert by_text[MEANING_ONLY] not in {h["uuid"] for h in lexical}, "it shares no query word"
 
     expected = _weighted_rrf([h["uuid"] for h in lexical], [h["uuid"] for h in dense],
-                             catalog.memory_search_rrf_k, catalog.memory_search_dense_weight)
+                             MemorySearchLimits().rrf_k, MemorySearchLimits().dense_weight)
     assert [h["uuid"] for h in hybrid] == [uid for uid, _ in expected]
     assert [h["score"] for h in hybrid] == pytest.approx([s for _, s in expected], abs=1e-5)
     # both channels' finds are there: lexical's best and the turn dense alone found, which

@@ -18,12 +18,12 @@ from typing import Any
 import psycopg
 import pytest
 
-from pipeline.domain.settings import Settings
 from pipeline.ingest.batch import apply_batch
 from pipeline.ingest.records import RawRecord, ingest_options
 from pipeline.ingest.store.events import PgEventStore
 from pipeline.ops.exporter import StateCollector
 from pipeline.ops.memory import check_memory, read_memory_backlog, verify_memory
+from pipeline.settings import Settings
 from tests.memory.memutil import add, message, messages_of, session_put, session_row
 from tests.pipelineutil import envelope, ingest, pipeline_env
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 from tests.apiutil import api_client
 from tests.memory.conftest import Tenant
 from tests.memory.memutil import add, message, session_put

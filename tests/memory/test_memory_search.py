@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 from tests.memory.conftest import Tenant
 from tests.memory.memutil import add, message, send, session_put
 from tests.memory.workutil import extracted, summaries_of

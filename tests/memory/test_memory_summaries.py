@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 
 from pipeline.domain.chunking import count_tokens
-from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders import StaticEmbedder
 from pipeline.kafka.io import DeadLetterWriter, make_producer
 from pipeline.memory.ports import Summariser
 from pipeline.memory.store.fold import PgSummaryWork
 from pipeline.memory.summarisers import ExtractiveSummariser, HttpSummariser
-from pipeline.memory.summarising import SessionSummariser
+from pipeline.memory.summarising import SUMMARY_MAX_STEP, SessionSummariser
 from pipeline.postgres.pool import make_pool
+from pipeline.settings import Settings
 from tests.httpserve import json_handler, serve
 from tests.memory.memutil import add, dead_letters, key_of, message, send, session_row
 from tests.memory.workutil import summaries_of, worker_paused
@@ -76,7 +76,7 @@ def test_a_large_batch_folds_in_steps_and_skips_nothing(
     # four folds and the embedding of 200 messages: 30 s was too short at load 30
     wait_for(lambda: _point(catalog, ns, sid) == 194, timeout=120, what="the point at 194")
     steps = [seq for seq, _, _ in summaries_of(catalog, ns, sid)]
-    max_step = catalog.memory_summary_max_step
+    max_step = SUMMARY_MAX_STEP
     assert steps == [64, 128, 192, 194] if max_step == 64 else steps[-1] == 194
     # the last summary still knows the first turns' subject (previous sentences compete)
     assert "Kyoto" in summaries_of(catalog, ns, sid)[-1][1]

@@ -1,9 +1,7 @@
-"""What a message is indexed by (docs/operations.md), on the real pipeline with two
-tenants: lexical search finds a message by the words of the MEMORY_LEXICAL_CONTEXT_TURNS (2)
-turns before it and by its date (MEMORY_CONTEXT_DATE "lexical"), never by a turn further back;
-the embed extractor embeds it after the MEMORY_DENSE_CONTEXT_TURNS (1) turn before it, undated;
-a worker run with other settings indexes by its rule; another tenant's session of the same id
-stays apart.
+"""What a message is indexed by (docs/memory.md), on the real pipeline with two tenants:
+lexical search finds a message by the words of the two turns before it and by its date, never by
+a turn further back; the embed extractor embeds it after the one turn before it, undated; another
+tenant's session of the same id stays apart.
 """
 
 from __future__ import annotations
@@ -15,11 +13,11 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders import build_embedder
+from pipeline.settings import Settings
 from tests.apiutil import ApiTenant, ok
 from tests.memory.memutil import add, message, send, session_put
-from tests.memory.workutil import extracted, own_worker, query
+from tests.memory.workutil import extracted, query
 from tests.pipelineutil import Proc, Publisher, wait_for
 
 pytestmark = pytest.mark.stack
@@ -107,21 +105,3 @@ def test_the_embedding_is_of_the_turn_before_and_the_turn_undated(
     b_first = _vector(catalog, recall_tenants["b"].namespace, recall_session["b"][0])
     [alone] = embedder.embed([B_TURNS[0][1]])
     assert _cosine(b_first, alone) == pytest.approx(1.0, abs=1e-4)
-
-
-def test_a_worker_with_another_rule_indexes_by_it(
-        procs: dict[str, Proc], catalog: Settings,
-        recall_tenants: dict[str, ApiTenant], recall_session: dict[str, list[str]]) -> None:
-    """MEMORY_LEXICAL_CONTEXT_TURNS 0 and MEMORY_CONTEXT_DATE none: each turn by its own
-    words."""
-    sid = f"{SID}-own"
-    with own_worker(procs, BRAINSTREAM_MEMORY_LEXICAL_CONTEXT_TURNS="0",
-                    BRAINSTREAM_MEMORY_CONTEXT_DATE="none"):
-        uuids = {name: _publish(catalog, recall_tenants[name], sid, turns)
-                 for name, turns in (("a", A_TURNS[:3]), ("b", B_TURNS))}
-        wait_for(lambda: extracted(catalog, uuids["a"] + uuids["b"]), timeout=30,
-                 what="the messages extracted by the other worker")
-    rows = query(catalog, "SELECT m.uuid::text, m.context_lexical = to_tsvector('english',"
-                 " m.content) FROM messages m WHERE m.uuid = ANY(%s::uuid[])",
-                 uuids["a"] + uuids["b"])
-    assert dict(rows) == {uid: True for uid in uuids["a"] + uuids["b"]}

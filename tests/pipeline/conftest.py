@@ -9,7 +9,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 from tests.pipelineutil import indexed
 from tests.stackutil import EXAMPLES, fresh_database
 

@@ -20,8 +20,8 @@ from fastapi.testclient import TestClient
 from psycopg import sql
 
 from pipeline.domain.sessions import session_key
-from pipeline.domain.settings import Settings
 from pipeline.kafka.io import make_producer
+from pipeline.settings import Settings
 from tests.pipelineutil import (
     KEYED_NS,
     Publisher,

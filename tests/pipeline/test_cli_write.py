@@ -11,7 +11,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 from tests.pipeline.conftest import indexed
 from tests.pipelineutil import Proc, wait_for
 from tests.stackutil import settings_env

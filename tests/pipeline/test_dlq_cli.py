@@ -11,8 +11,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pipeline.domain.settings import Settings
 from pipeline.ops.dlq import read_all
+from pipeline.settings import Settings
 from tests.pipeline.conftest import indexed
 from tests.pipelineutil import Proc, Publisher, put, wait_for
 from tests.stackutil import settings_env

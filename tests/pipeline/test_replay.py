@@ -29,7 +29,6 @@ from fastapi.testclient import TestClient
 from psycopg import sql
 
 from api.app import create_app
-from pipeline.domain.settings import Settings
 from pipeline.generations.active import get_generation, list_generations
 from pipeline.ingest.batch import apply_batch
 from pipeline.ingest.records import RawRecord, ingest_options
@@ -38,6 +37,7 @@ from pipeline.kafka.markers import marker_record
 from pipeline.kafka.offsets import committed_offsets
 from pipeline.kafka.topics import ensure_topics
 from pipeline.ops.generations import migrate_generations
+from pipeline.settings import Settings
 from tests.pipeline.replayutil import (
     BASE_DB,
     GRAPH,

@@ -12,13 +12,13 @@ import falkordb
 import psycopg
 import pytest
 
-from pipeline.domain.settings import Settings
 from pipeline.graph.falkordb.schema import NODE_LABEL, _has_index, index_rows, prepare_graph
 from pipeline.graph.falkordb.writer import FalkorGraphWriter
 from pipeline.kafka.io import KafkaChangeSink, make_producer
 from pipeline.ops.verify import rebuild_vector_index, repair, verify
 from pipeline.outbox.relay import OutboxRelay
 from pipeline.postgres.pool import make_pool
+from pipeline.settings import Settings
 from tests.pipelineutil import envelope, ingest, put
 from tests.stackutil import make_settings, settings_env
 

@@ -10,7 +10,7 @@ import falkordb
 import psycopg
 import pytest
 
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 from tests.pipeline.conftest import EXAMPLES, indexed
 from tests.pipelineutil import Proc, Publisher, envelope, put, read_topic, wait_for
 

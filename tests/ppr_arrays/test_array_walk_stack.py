@@ -19,13 +19,13 @@ import pytest
 
 from pipeline.domain.entity_reads import Hop, NameMatch
 from pipeline.domain.read_model import Filters, Hit
-from pipeline.domain.settings import Settings
 from pipeline.entities.ids import entity_id
 from pipeline.entities.merging import merge
 from pipeline.entities.names import normalise
 from pipeline.retrieval.ppr.multihop import plan_explain, ppr_explain
 from pipeline.retrieval.ppr.stage import PprConfig, PprResult, PprStage, RowRef, SeedPlan
 from pipeline.retrieval.store.ppr_graph import PgEntityGraph
+from pipeline.settings import Settings
 from tests.entities.holdutil import extract_now
 from tests.pipelineutil import ingest, put
 from tests.ppr_snapshot.snaputil import fresh_view, snapshots_on

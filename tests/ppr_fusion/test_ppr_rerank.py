@@ -28,9 +28,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from pipeline.domain.settings import Settings
 from pipeline.entities.names import normalise
-from tests.apiutil import Tenant
+from pipeline.settings import Settings
+from pipeline.wiring.services import PPR, SEARCH
+from tests.apiutil import Tenant, read_side
 from tests.entities.holdutil import hold_extraction
 from tests.pipelineutil import ingest, put
 
@@ -93,17 +94,20 @@ def tenants(catalog: Settings) -> dict[str, Tenant]:
     return out
 
 
-def _settings(catalog: Settings, tenants: dict[str, Tenant], **update: Any) -> Settings:
+# a corpus of a few rows: no entity is a hub, and the walk starts from Zorvex Labs alone (the
+# hybrid list's rows as weak seeds would reach the distractor too)
+TINY = {"hub_min_rows": 10, "passage_seed_weight": 0.0}
+
+
+def _settings(catalog: Settings, tenants: dict[str, Tenant]) -> Settings:
     return catalog.model_copy(update={
-        "api_keys": {t.key: [str(t.namespace)] for t in tenants.values()},
-        # a corpus of a few rows: no entity is a hub, and the walk starts from Zorvex Labs
-        # alone (the hybrid list's rows as weak seeds would reach the distractor too)
-        "ppr_hub_min_rows": 10, "decay_lambda": 0.0, "ppr_passage_seed_weight": 0.0, **update})
+        "api_keys": {t.key: [str(t.namespace)] for t in tenants.values()}, "decay_lambda": 0.0})
 
 
 @pytest.fixture(scope="module")
 def client(catalog: Settings, tenants: dict[str, Tenant]) -> Iterator[TestClient]:
-    with TestClient(create_app(_settings(catalog, tenants, ppr_rerank_depth=30))) as test_client:
+    with read_side(ppr=TINY, search={"ppr_rerank_depth": 30}), TestClient(
+            create_app(_settings(catalog, tenants))) as test_client:
         yield test_client
 
 
@@ -148,9 +152,9 @@ def test_the_default_fusion_stays_rrf_of_best_rows(catalog: Settings,
                                                   tenants: dict[str, Tenant]) -> None:
     a = tenants["a"]
     settings = _settings(catalog, tenants)
-    assert settings.ppr_rerank_depth == 0 and settings.ppr_degree_normalised
-    assert settings.ppr_list_weight == 0.8
-    with TestClient(create_app(settings)) as default_client:
+    assert SEARCH.ppr_rerank_depth == 0 and PPR.degree_normalised
+    assert SEARCH.ppr_list_weight == 0.8
+    with read_side(ppr=TINY), TestClient(create_app(settings)) as default_client:
         answer = _search(default_client, a, mode="auto", explain=True)
     ids = [o["id"] for o in answer["objects"]]
     assert answer["mode"] == "ppr"
@@ -164,8 +168,9 @@ def test_the_default_fusion_stays_rrf_of_best_rows(catalog: Settings,
 def test_raw_ppr_ranks_the_single_part_first(catalog: Settings,
                                              tenants: dict[str, Tenant]) -> None:
     a = tenants["a"]
-    settings = _settings(catalog, tenants, ppr_degree_normalised=False, ppr_list_weight=1.0)
-    with TestClient(create_app(settings)) as raw_client:
+    settings = _settings(catalog, tenants)
+    with read_side(ppr={**TINY, "degree_normalised": False}, search={"ppr_list_weight": 1.0}
+                   ), TestClient(create_app(settings)) as raw_client:
         answer = _search(raw_client, a, mode="auto", explain=True)
     ids = [o["id"] for o in answer["objects"]]
     hits = {h["id"]: h for h in answer["explain"]["hits"]}

@@ -11,11 +11,11 @@ from contextlib import asynccontextmanager
 
 from psycopg_pool import AsyncConnectionPool
 
-from pipeline.domain.settings import Settings
 from pipeline.postgres.pool import AsyncConn, make_async_pool
 from pipeline.retrieval.ppr.snapshot import EntitySnapshot
 from pipeline.retrieval.ppr.snapshots import PprSnapshots, SnapshotConfig
 from pipeline.retrieval.store.ppr_snapshot import PgEntitySnapshotSource
+from pipeline.settings import Settings
 
 
 @asynccontextmanager

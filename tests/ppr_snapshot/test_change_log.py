@@ -10,8 +10,8 @@ from typing import Any
 
 import psycopg
 
-from pipeline.domain.settings import Settings
 from pipeline.retrieval.store.ppr_log import prune_log
+from pipeline.settings import Settings
 from tests.entities.holdutil import hold_extraction
 from tests.pipelineutil import ingest, put, wait_for
 

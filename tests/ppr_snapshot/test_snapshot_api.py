@@ -10,7 +10,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 from tests.apiutil import api_client
 from tests.entities.test_ppr import (
     QUESTION,

@@ -14,11 +14,11 @@ import uuid
 import psycopg
 
 from pipeline.domain.read_model import Filters
-from pipeline.domain.settings import Settings
 from pipeline.entities.merging import merge
 from pipeline.retrieval.ppr.snapshot import EntitySnapshot
 from pipeline.retrieval.ppr.stage import PprConfig, PprStage
 from pipeline.retrieval.store.ppr_graph import PgEntityGraph
+from pipeline.settings import Settings
 from tests.entities.stageutil import delete, put, q
 from tests.pipelineutil import Proc, Publisher, wait_for
 from tests.ppr_snapshot.snaputil import fresh_view, snapshots_on

@@ -15,10 +15,10 @@ import psycopg
 import pytest
 
 from pipeline.domain.read_model import Filters
-from pipeline.domain.settings import Settings
 from pipeline.retrieval.ppr.multihop import ppr_explain
 from pipeline.retrieval.ppr.stage import PprConfig, PprResult, PprStage, RowRef
 from pipeline.retrieval.store.ppr_graph import PgEntityGraph
+from pipeline.settings import Settings
 from tests.entities.holdutil import extract_now
 from tests.pipelineutil import ingest, put
 from tests.ppr_snapshot.snaputil import fresh_view, snapshots_on

@@ -18,13 +18,13 @@ from psycopg import sql
 
 from pipeline.domain.entity_reads import EntityLink, Hop, RowMention
 from pipeline.domain.read_model import Filters
-from pipeline.domain.settings import Settings
 from pipeline.entities.ids import entity_id
 from pipeline.entities.names import normalise
 from pipeline.postgres.pool import make_async_pool
 from pipeline.retrieval.ppr.stage import PprConfig, PprResult, PprStage, RowRef
 from pipeline.retrieval.store.filters import SEARCHABLE_FROM, searchable
 from pipeline.retrieval.store.ppr_graph import PgEntityGraph
+from pipeline.settings import Settings
 from tests.entities.holdutil import extract_now
 from tests.pipelineutil import ingest, put
 

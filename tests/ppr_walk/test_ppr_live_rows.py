@@ -10,9 +10,9 @@ import uuid
 
 import psycopg
 
-from pipeline.domain.settings import Settings
 from pipeline.postgres.pool import make_async_pool
 from pipeline.retrieval.store.ppr_graph import PgEntityGraph
+from pipeline.settings import Settings
 from tests.pipelineutil import ingest, put
 
 

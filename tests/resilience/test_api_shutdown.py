@@ -18,7 +18,8 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from pipeline.domain.errors import ConfigError
 from pipeline.domain.retry import retry_until_done
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
+from pipeline.wiring import embedder as loader
 from tests.httpserve import serve
 from tests.pipelineutil import wait_for
 
@@ -81,13 +82,14 @@ class _SlowEmbedder(BaseHTTPRequestHandler):
 
 @pytest.mark.stack
 def test_api_stops_while_its_embedder_retries(stack_settings: Settings,
-                                              caplog: pytest.LogCaptureFixture) -> None:
+                                              caplog: pytest.LogCaptureFixture,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(loader, "EMBEDDER_RETRY_MAX_WAIT", 0.05)
     caplog.set_level(logging.ERROR, logger="api.app")
     _SlowEmbedder.requests, _SlowEmbedder.dim = 0, stack_settings.vector_dim
     with serve(_SlowEmbedder) as url:
         settings = stack_settings.model_copy(update={
-            "embedder": "http", "embedder_url": url, "embedding_dim": stack_settings.vector_dim,
-            "embedder_retry_max_wait": 0.05})
+            "embedder": "http", "embedder_url": url, "embedding_dim": stack_settings.vector_dim})
         with TestClient(create_app(settings)) as client:
             assert client.get("/healthz").status_code == 200
             # the start-up load failed; the background retry's first attempt is in flight

@@ -16,7 +16,7 @@ from typing import Any
 import psutil
 import pytest
 
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 from tests.pipelineutil import ingest, put, wait_for
 from tests.stackutil import make_settings, settings_env
 

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from pipeline.domain.settings import Settings
 from pipeline.services.redis import RedisService
+from pipeline.settings import Settings
 from tests.pipelineutil import Proc, Publisher, indexed, put, wait_for
 from tests.stackutil import restore_stack
 

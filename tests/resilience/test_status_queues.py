@@ -13,7 +13,7 @@ import psycopg
 import pytest
 import redis
 
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 from tests.stackutil import fresh_database, settings_env
 
 pytestmark = pytest.mark.stack

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 from tests.hostile.test_processes import (  # noqa: F401 - fixtures used by name
     Supervisor,
     private_stack,

@@ -13,8 +13,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from pipeline.domain.settings import Settings
 from pipeline.entities.decisions import apply_pending
+from pipeline.settings import Settings
 from tests.pipelineutil import Proc, Publisher, envelope, read_topic, wait_for
 
 pytestmark = pytest.mark.stack

@@ -21,7 +21,6 @@ from fastapi.testclient import TestClient
 from psycopg import sql
 
 from api.app import create_app
-from pipeline.domain.settings import Settings
 from pipeline.entities.extractors import build_extractor
 from pipeline.entities.ids import entity_id
 from pipeline.entities.merging import propose_all
@@ -32,6 +31,7 @@ from pipeline.kafka.topics import ensure_topics
 from pipeline.ops.replay import Replay
 from pipeline.ops.verify import verify
 from pipeline.postgres.pool import make_pool
+from pipeline.settings import Settings
 from tests.entities.projutil import settings_for
 from tests.entities.stageutil import apply, put, q
 from tests.pipeline.replayutil import publisher

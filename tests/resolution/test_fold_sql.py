@@ -19,8 +19,8 @@ import psycopg
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from pipeline.domain.settings import Settings
 from pipeline.entities.names import LATIN_FROM, LATIN_MULTI, fold, normalise
+from pipeline.settings import Settings
 
 _RANGES = [(0x20, 0x7E), (0xA0, 0x24F), (0x300, 0x36F), (0x370, 0x3FF), (0x400, 0x4FF),
            (0x531, 0x587), (0x5D0, 0x5EA), (0x620, 0x64A), (0x660, 0x669), (0xE01, 0xE30),

@@ -19,13 +19,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from pipeline.domain.settings import Settings
 from pipeline.entities.ids import entity_id
 from pipeline.entities.merging import propose_all
 from pipeline.entities.resolving import ResolveConfig
 from pipeline.entities.stage import ExtractionStage
 from pipeline.ops.verify import verify
 from pipeline.postgres.pool import make_pool
+from pipeline.settings import Settings
 from tests.entities.projutil import relay, snapshot
 from tests.entities.stageutil import apply, put, q
 from tests.resolution.typed import TypedExtractor

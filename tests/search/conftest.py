@@ -12,10 +12,10 @@ import pytest
 from pgvector.psycopg import register_vector
 from psycopg_pool import AsyncConnectionPool
 
-from pipeline.domain.settings import Settings
 from pipeline.postgres.pool import make_async_pool
 from pipeline.retrieval.store.objects import PgObjectReader
 from pipeline.retrieval.store.search import PgPartSearcher
+from pipeline.settings import Settings
 from tests.search.corpus import build_corpus
 from tests.stackutil import fresh_database, make_settings
 

@@ -12,10 +12,10 @@ import pytest
 from psycopg import sql
 
 from pipeline.domain.errors import MigrationError
-from pipeline.domain.settings import Settings
 from pipeline.graph.falkordb.schema import connect, index_rows, prepare_graph
 from pipeline.kafka.topics import ensure_topics, partition_counts, topic_names
 from pipeline.ops.migrations import applied_versions, apply_migrations, discover
+from pipeline.settings import Settings
 from tests.stackutil import make_settings, settings_env
 
 pytestmark = pytest.mark.stack

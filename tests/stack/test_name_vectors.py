@@ -18,7 +18,6 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 
 from pipeline.domain.errors import MigrationError
-from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders import (
     StaticEmbedder,
     build_name_embedder,
@@ -28,6 +27,7 @@ from pipeline.embedding.embedders import (
 from pipeline.entities.name_vectors import embed_names
 from pipeline.ops.migrations import apply_migrations, discover
 from pipeline.postgres.pool import make_pool
+from pipeline.settings import Settings
 from tests.stackutil import make_settings
 
 pytestmark = pytest.mark.stack

@@ -16,8 +16,8 @@ from datetime import datetime
 import psycopg
 import pytest
 
-from pipeline.domain.settings import Settings
 from pipeline.postgres.pool import check_idle_connection, make_async_pool
+from pipeline.settings import Settings
 
 pytestmark = pytest.mark.stack
 

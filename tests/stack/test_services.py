@@ -13,10 +13,10 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from pipeline.domain.errors import PortInUse
-from pipeline.domain.settings import Settings
 from pipeline.services.process import port_is_free
 from pipeline.services.redis import RedisService
 from pipeline.services.stack import Stack
+from pipeline.settings import Settings
 from tests.stackutil import TEST_DATA_DIR, make_settings
 
 pytestmark = pytest.mark.stack

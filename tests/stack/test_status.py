@@ -13,8 +13,8 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.structs import OffsetAndMetadata
 
-from pipeline.domain.settings import Settings
 from pipeline.ops.status import collect
+from pipeline.settings import Settings
 from tests.stackutil import settings_env
 
 pytestmark = pytest.mark.stack

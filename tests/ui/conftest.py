@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 from tests.apiutil import ApiTenant
 from tests.memory.memutil import add, message, send
 from tests.pipelineutil import Proc, Publisher, envelope, indexed, put, wait_for

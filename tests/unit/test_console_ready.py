@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pipeline.domain.settings_parts import local_http_url
+from pipeline.domain.setting_values import local_http_url
 from pipeline.supervisor.console import announce_when_answering
 
 

@@ -29,7 +29,7 @@ from pipeline.ingest.records import IngestOptions, RawRecord
 from pipeline.kafka.markers import H_MARKER, marker_record
 from schemas.events import ParsedEvent, parse_event
 
-EXAMPLES = Path(__file__).resolve().parents[3] / "shared" / "examples" / "events.jsonl"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "events.jsonl"
 PARSER_REJECTIONS = {PayloadTooLarge: "payload_too_large", MalformedJson: "malformed_json",
                      InvalidEnvelope: "invalid_envelope", UnknownEventType: "unknown_event_type",
                      InvalidPayload: "invalid_payload"}

@@ -31,7 +31,7 @@ from schemas.events import (
     wrap_bare_object,
 )
 
-EXAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NS = uuid.UUID("8f1d2c3b-4a5e-4f60-8a7b-9c0d1e2f3a4b")
 A = uuid.UUID("0b9d7c7e-1111-4a2b-8c3d-000000000001")
 B = uuid.UUID("0b9d7c7e-1111-4a2b-8c3d-000000000002")

@@ -9,10 +9,10 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from pipeline.domain.errors import ConfigError
 from pipeline.domain.mentions import Mention, TextField
-from pipeline.domain.settings import Settings
 from pipeline.entities.extractors import HeuristicExtractor, build_extractor
 from pipeline.entities.extractors.spans import longest_first, occurrences
 from pipeline.ports import Extractor
+from pipeline.settings import Settings
 
 EXTRACTOR = HeuristicExtractor()
 

@@ -26,7 +26,7 @@ from pipeline.domain.kinds import (
     merge_catalog,
 )
 
-EXAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def example_catalog() -> list[KindSpec]:

@@ -12,8 +12,8 @@ from hypothesis import given, strategies as st
 
 from pipeline.domain.errors import InvalidPayload
 from pipeline.domain.memory_model import session_key, summary_lag, unsummarised
-from pipeline.domain.settings import Settings
 from pipeline.kafka.signing import PublisherKeys, Signer
+from pipeline.settings import Settings
 from schemas.events import parse_event, record_key
 from schemas.memory import MessageMetadata, MessagesAdd, SessionPut
 

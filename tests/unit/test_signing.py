@@ -9,7 +9,6 @@ from hypothesis import given, strategies as st
 from pydantic import ValidationError
 
 from pipeline.domain.errors import BrainstreamError, ConfigError
-from pipeline.domain.settings import Settings
 from pipeline.kafka.io import OWN_HEADERS, dead_letter_headers
 from pipeline.kafka.signing import (
     H_KEY_ID,
@@ -19,6 +18,7 @@ from pipeline.kafka.signing import (
     signed_message,
     signer_for,
 )
+from pipeline.settings import Settings
 
 NS_A, NS_B, OPEN = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
 SECRET_A, SECRET_B = b"secret-of-key-a-0123456789", b"secret-of-key-b-0123456789"

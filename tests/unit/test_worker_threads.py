@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 from workers import runtime
 
 

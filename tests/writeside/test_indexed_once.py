@@ -11,7 +11,6 @@ from typing import Any
 import psycopg
 import pytest
 
-from pipeline.domain.settings import Settings
 from pipeline.graph.falkordb.writer import FalkorGraphWriter
 from pipeline.kafka.io import KafkaChangeSink, make_producer
 from pipeline.outbox import store
@@ -19,6 +18,7 @@ from pipeline.outbox.ops import NODE_SYNC
 from pipeline.outbox.relay import OutboxRelay
 from pipeline.outbox.relay_stats import RelayStats
 from pipeline.postgres.pool import make_pool
+from pipeline.settings import Settings
 from tests.entities.conftest import db, proj_settings
 from tests.entities.projutil import enqueue
 from tests.pipelineutil import ingest, put

@@ -14,7 +14,6 @@ import psycopg
 import pytest
 
 from pipeline.domain.projection import MentionsState
-from pipeline.domain.settings import Settings
 from pipeline.graph.falkordb.schema import NODE_LABEL, connect
 from pipeline.graph.falkordb.writer import FalkorGraphWriter
 from pipeline.kafka.io import KafkaChangeSink, make_producer
@@ -22,6 +21,7 @@ from pipeline.ops.verify import verify
 from pipeline.outbox.ops import ENTITY_SYNC, MENTIONS_SYNC, NODE_SYNC
 from pipeline.outbox.relay import OutboxRelay
 from pipeline.postgres.pool import make_pool
+from pipeline.settings import Settings
 from tests.entities.conftest import db, proj_settings
 from tests.entities.projutil import enqueue, entity, mention, snapshot
 from tests.pipelineutil import ingest, put

@@ -13,7 +13,6 @@ from typing import Any
 import psycopg
 import pytest
 
-from pipeline.domain.settings import Settings
 from pipeline.ingest.processor import BatchProcessor
 from pipeline.ingest.store.events import PgEventStores
 from pipeline.kafka.io import KafkaChangeSink, make_producer
@@ -22,6 +21,7 @@ from pipeline.ops.memory import check_memory
 from pipeline.ops.replay import _CountedLetters, _NoTrigger
 from pipeline.ops.replay_step import InProcessWork, ReplayReport, ReplayStep
 from pipeline.postgres.pool import make_pool
+from pipeline.settings import Settings
 from tests.entities.conftest import db, proj_settings
 from tests.memory.memutil import add, message
 from tests.pipelineutil import ingest

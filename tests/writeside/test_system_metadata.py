@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from kafka import KafkaProducer
 
-from pipeline.domain.settings import Settings
 from pipeline.kafka.io import make_producer
 from pipeline.kafka.publisher import EventPublisher
 from pipeline.kafka.signing import Signer
+from pipeline.settings import Settings
 from tests.memory.memutil import add, dead_letters, key_of, message, messages_of
 from tests.pipelineutil import MEMORY_KEYED_NS, PUBLISHER_SECRETS, Proc, envelope, wait_for
 

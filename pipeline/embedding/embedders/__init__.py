@@ -6,11 +6,11 @@ Adapters import their heavy dependencies (wordllama, torch) lazily, on first use
 from __future__ import annotations
 
 from pipeline.domain.errors import ConfigError
-from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders.base import normalize_rows
 from pipeline.embedding.embedders.http import HttpEmbedder
 from pipeline.embedding.embedders.minilm import MINILM_DIM, MiniLMEmbedder
 from pipeline.embedding.embedders.static import STATIC_DIM, StaticEmbedder
+from pipeline.embedding.settings import EmbeddingSettings
 from pipeline.openai_compat import retry_policy, secret
 from pipeline.ports import Embedder, Vectors
 
@@ -30,7 +30,7 @@ __all__ = [
 ]
 
 
-def build_embedder(settings: Settings, *, num_threads: int | None = None) -> Embedder:
+def build_embedder(settings: EmbeddingSettings, *, num_threads: int | None = None) -> Embedder:
     """The embedder the settings choose; bad or missing settings raise ConfigError.
 
     `num_threads` only affects MiniLM (see `MiniLMEmbedder`).
@@ -44,7 +44,7 @@ def build_embedder(settings: Settings, *, num_threads: int | None = None) -> Emb
             )
         return HttpEmbedder(settings.embedder_url, dim=dim, model=settings.embedder_model,
                             api_key=secret(settings.embedder_api_key),
-                            retry=retry_policy(settings))
+                            retry=retry_policy())
     native = MINILM_DIM if settings.embedder == "minilm" else STATIC_DIM
     if dim != native:
         # The vector columns are sized from vector_dim: a mismatch would fail on every write.
@@ -58,17 +58,17 @@ def build_embedder(settings: Settings, *, num_threads: int | None = None) -> Emb
     return StaticEmbedder()
 
 
-def name_vector_dim(settings: Settings) -> int:
+def name_vector_dim(settings: EmbeddingSettings) -> int:
     """The dimension of entity name vectors (`ENTITY_NAME_EMBEDDER`)."""
     return STATIC_DIM if settings.entity_name_embedder == "static" else settings.vector_dim
 
 
-def same_name_embedder(settings: Settings) -> bool:
+def same_name_embedder(settings: EmbeddingSettings) -> bool:
     """Whether entity names are embedded by the passages' embedder itself."""
     return settings.entity_name_embedder == "passage" or settings.embedder == "static"
 
 
-def build_name_embedder(settings: Settings, *, passages: Embedder | None = None,
+def build_name_embedder(settings: EmbeddingSettings, *, passages: Embedder | None = None,
                         num_threads: int | None = None) -> Embedder:
     """The embedder of entity names: `passages` (or a new passage embedder) when names use the
     passages' model, else the static embedder."""

@@ -7,18 +7,26 @@ chosen (it is an optional extra).
 from __future__ import annotations
 
 from pipeline.domain.errors import ConfigError
-from pipeline.domain.settings import Settings
 from pipeline.entities.extractors.heuristic import HeuristicExtractor
 from pipeline.entities.extractors.http import HttpExtractor
+from pipeline.entities.settings import EntitySettings
 from pipeline.openai_compat import retry_policy, secret
 from pipeline.ports import Extractor
 
 __all__ = ["HeuristicExtractor", "HttpExtractor", "build_extractor"]
 
+# The most mentions one row keeps (the first ones by field and position): a row past it is cut,
+# so one pathological document cannot flood the mention table.
+MAX_MENTIONS_PER_ROW = 200
+# What one `http` request carries: rows, and characters of row text (a longer row goes alone).
+# Sized for a chat model's context with room for its answer.
+HTTP_BATCH_ROWS = 16
+HTTP_BATCH_CHARS = 24_000
 
-def build_extractor(settings: Settings) -> Extractor:
+
+def build_extractor(settings: EntitySettings) -> Extractor:
     """The extractor the settings choose; a missing package, model or URL raises ConfigError."""
-    cap = settings.entity_max_mentions_per_row
+    cap = MAX_MENTIONS_PER_ROW
     if settings.entity_extractor == "spacy":
         from pipeline.entities.extractors.spacy_ import SpacyExtractor
 
@@ -31,7 +39,6 @@ def build_extractor(settings: Settings) -> Extractor:
         return HttpExtractor(
             settings.entity_http_url, model=settings.entity_http_model,
             api_key=secret(settings.entity_http_api_key), timeout=settings.entity_http_timeout,
-            batch_rows=settings.entity_http_batch_rows,
-            batch_chars=settings.entity_http_batch_chars, max_mentions=cap,
-            retry=retry_policy(settings))
+            batch_rows=HTTP_BATCH_ROWS, batch_chars=HTTP_BATCH_CHARS, max_mentions=cap,
+            retry=retry_policy())
     return HeuristicExtractor(max_mentions=cap)

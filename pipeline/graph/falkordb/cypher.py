@@ -3,7 +3,7 @@
 Query text only: `writer.py` and `reader.py` decide when to send what and read the rows. The
 schema's own statements (indexes, constraints) are in `schema.py`.
 
-FalkorDB 4.16.3 quirks absorbed here (see shared/STACK.md):
+FalkorDB 4.16.3 quirks absorbed here:
 - Any SET (even of an unchanged value, even of a non-vector property) or DELETE on a
   vector-indexed node leaves an orphan entry in the vector index, so `queryNodes(k)` returns fewer
   than k. Hence `UPSERT_NODES` does not touch a node whose stored state already equals the new

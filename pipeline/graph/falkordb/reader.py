@@ -15,7 +15,7 @@ cannot parse finds nothing (logged).
 The Cypher it sends is in `cypher.py`, with the quirks that shape it (RediSearch query syntax,
 ASCII-only case folding, ordering of full-text matches, the walk's query plan).
 
-FalkorDB 4.16.3 quirks absorbed here (see shared/STACK.md):
+FalkorDB 4.16.3 quirks absorbed here:
 - `db.idx.vector.queryNodes(k)` cannot pre-filter and returns fewer than k rows when the index
   holds orphan entries: ask for more (`k * 4 + 20`), filter namespace and kinds in Cypher, and
   retry once with a larger k (estimated from the surviving fraction, capped at `vector_cap`)
@@ -50,7 +50,6 @@ import redis.exceptions as redis_errors
 from pipeline.domain.errors import InvalidInput
 from pipeline.domain.read_model import MAX_HOPS, Direction, EdgeHit, Hit, Neighbor, Relation
 from pipeline.domain.relations import check_relation_type
-from pipeline.domain.settings import Settings
 from pipeline.graph.falkordb import cypher
 from pipeline.graph.falkordb.cypher import MAX_WALK_LIMIT, fulltext_query
 from pipeline.graph.falkordb.errors import graph_errors
@@ -60,10 +59,16 @@ from pipeline.graph.falkordb.schema import (
     index_row,
     parse_capabilities,
 )
+from pipeline.graph.falkordb.settings import GraphSettings
 
 log = logging.getLogger(__name__)
 
+# The most entries one vector-index query may ask for; past it, an exact scan of the namespace
+# answers (other namespaces' nodes filled every slot: the index cannot pre-filter).
 DEFAULT_VECTOR_CAP = 4096
+# Seconds between re-reads of the graph's indexes when a query finds one missing (the edge
+# full-text index of a relation type first written since the last read).
+CAPABILITY_TTL = 1.0
 
 _EMPTY_KEY = "empty key"
 _SYNTAX_ERROR = "RediSearch: Syntax error"
@@ -113,7 +118,7 @@ class FalkorGraphReader:
         self._caps_lock = asyncio.Lock()
 
     @classmethod
-    def from_settings(cls, settings: Settings, **options: Any) -> FalkorGraphReader:
+    def from_settings(cls, settings: GraphSettings, **options: Any) -> FalkorGraphReader:
         """A reader on the configured graph; raises Unavailable if FalkorDB cannot be reached.
 
         Blocking: the client's constructor probes the server synchronously.
@@ -122,8 +127,8 @@ class FalkorGraphReader:
             db = falkordb.asyncio.FalkorDB.from_url(settings.effective_falkordb_url,
                                                     socket_connect_timeout=5,
                                                     socket_timeout=30)
-        options = {"capability_ttl": settings.graph_capability_refresh,
-                   "vector_cap": settings.graph_vector_cap, **options}
+        options = {"capability_ttl": CAPABILITY_TTL, "vector_cap": DEFAULT_VECTOR_CAP,
+                   **options}
         return cls(db, settings.graph_name, **options)
 
     async def aclose(self) -> None:

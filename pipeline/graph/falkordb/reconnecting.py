@@ -11,8 +11,8 @@ from typing import TypeVar
 
 from pipeline.domain.errors import GraphUnavailable, Unavailable
 from pipeline.domain.read_model import Direction, EdgeHit, Hit, Neighbor
-from pipeline.domain.settings import Settings
 from pipeline.graph.falkordb.reader import FalkorGraphReader
+from pipeline.graph.falkordb.settings import GraphSettings
 
 T = TypeVar("T")
 
@@ -26,7 +26,7 @@ class ReconnectingGraphReader:
     degrade (`graph_unavailable`) without waiting, and readiness answers at once.
     """
 
-    def __init__(self, settings: Settings, retry_after: float = 2.0) -> None:
+    def __init__(self, settings: GraphSettings, retry_after: float = 2.0) -> None:
         self.settings = settings
         self.retry_after = retry_after
         self._reader: FalkorGraphReader | None = None

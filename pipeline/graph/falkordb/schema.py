@@ -7,7 +7,7 @@ unique id; no full-text or vector index). Edge full-text indexes are per relatio
 created by the writer when a type first appears (`ensure_edge_fulltext_index`), because FalkorDB
 cannot take a relation type as a parameter.
 
-FalkorDB 4.16.3 quirks absorbed here (see shared/STACK.md):
+FalkorDB 4.16.3 quirks absorbed here:
 - Edge full-text indexes exist only as the DDL `CREATE FULLTEXT INDEX FOR ()-[e:T]->() ON
   (e.note)`; there is no `db.idx.fulltext.createRelationshipIndex` procedure in 4.16.
 - Indexes and constraints build in the background, and a dropped index stays listed for a while:
@@ -25,8 +25,8 @@ import falkordb
 from redis.exceptions import ResponseError
 
 from pipeline.domain.errors import GraphUnavailable, MigrationError
-from pipeline.domain.settings import Settings
 from pipeline.graph.falkordb.errors import graph_errors
+from pipeline.graph.falkordb.settings import GraphSettings
 
 NODE_LABEL = "Entity"
 # Extracted entities (the entity layer): id, namespace, name, norm, label, part_count; no vector.
@@ -42,7 +42,7 @@ def _noop(_: str) -> None:
     pass
 
 
-def connect(settings: Settings) -> falkordb.FalkorDB:
+def connect(settings: GraphSettings) -> falkordb.FalkorDB:
     """A client for the configured (or embedded) FalkorDB."""
     return falkordb.FalkorDB.from_url(settings.effective_falkordb_url)
 
@@ -121,7 +121,8 @@ def ensure_edge_fulltext_index(graph: Any, relation_type: str) -> None:
 # -- preparation ----------------------------------------------------------------------------
 
 
-def prepare_graph(settings: Settings, *, report: Report = _noop, timeout: float = 120.0) -> None:
+def prepare_graph(settings: GraphSettings, *, report: Report = _noop,
+                  timeout: float = 120.0) -> None:
     """Create the node constraint and the range, full-text and vector indexes if missing."""
     db = connect(settings)
     graph = db.select_graph(settings.graph_name)
@@ -179,7 +180,7 @@ def wait_operational(graph: Any, *, timeout: float) -> None:
         time.sleep(0.2)
 
 
-def rebuild_vector_index(settings: Settings, timeout: float = 120.0) -> None:
+def rebuild_vector_index(settings: GraphSettings, timeout: float = 120.0) -> None:
     """Drop and re-create the node vector index (clears orphan entries)."""
     graph = connect(settings).select_graph(settings.graph_name)
     try:

@@ -34,11 +34,11 @@ from pipeline.domain.projection import (
     NodeState,
 )
 from pipeline.domain.relations import check_relation_type
-from pipeline.domain.settings import Settings
 from pipeline.graph.falkordb import cypher
 from pipeline.graph.falkordb.errors import graph_errors
 from pipeline.graph.falkordb.params import VectorParam
 from pipeline.graph.falkordb.schema import ensure_edge_fulltext_index, read_capabilities
+from pipeline.graph.falkordb.settings import GraphSettings
 
 
 def _chunks(rows: list[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
@@ -77,7 +77,7 @@ class FalkorGraphWriter:
         self._indexed_types = set(caps.edge_fulltext_types)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> FalkorGraphWriter:
+    def from_settings(cls, settings: GraphSettings) -> FalkorGraphWriter:
         """A writer on the configured graph; raises Unavailable if FalkorDB cannot be reached."""
         with graph_errors("connect"):
             # Bounded timeouts: a hung server must surface as Unavailable, not block the relay.

@@ -38,7 +38,12 @@ BUILD_RETRY_SECONDS = 30.0  # after a failed build (database down): the SQL walk
 
 @dataclass(frozen=True)
 class SnapshotConfig:
-    """Bounds of the snapshots (settings `BRAINSTREAM_PPR_SNAPSHOT_*`)."""
+    """Bounds of the snapshots. A snapshot answers only when its last refresh started at most
+    `max_age` seconds ago (a write committed at T is walked by every search after T + max_age;
+    the SQL walk answers otherwise); at most `max_namespaces` snapshots and `max_bytes`
+    (PPR_SNAPSHOT_MAX_BYTES) per process, least recently used out. The sweep prunes the change
+    log after `log_retention` seconds; a process that has not read it for half that long
+    rebuilds its snapshots."""
 
     max_age: float = 5.0
     max_namespaces: int = 64

@@ -58,15 +58,20 @@ def check_recipe_name(name: str) -> str:
     return name
 
 
+# How many expand recipes one namespace may register through the API: a tenant's templates, not
+# a store of its data (each recipe is read on every expand of its name).
+MAX_PER_NAMESPACE = 1000
+
+
 class RecipeStore:
     """A namespace's expand templates over the operator defaults (stored and configured)."""
 
     def __init__(self, pool: AsyncConnectionPool[AsyncConn],
-                 configured: dict[str, dict[str, Any]], *, max_per_namespace: int = 1000
+                 configured: dict[str, dict[str, Any]], *, max_per_namespace: int | None = None
                  ) -> None:
         self.pool = pool
         self.configured = configured
-        self.max_per_namespace = max_per_namespace
+        self.max_per_namespace = max_per_namespace or MAX_PER_NAMESPACE
 
     async def put(self, namespace: uuid.UUID, name: str, spec: dict[str, Any]) -> None:
         """Register (or replace) the namespace's template `name`; TooManyRecipes when the
