@@ -39,7 +39,7 @@ from pipeline.entities.extractors.heuristic import HeuristicExtractor
 from pipeline.entities.merging import propose_all
 from pipeline.entities.resolving import ResolveConfig
 from pipeline.entities.stage import ExtractionStage
-from pipeline.stores.postgres.pool import make_pool
+from pipeline.postgres.pool import make_pool
 
 _HELD = """
 SELECT f.name, t.name, d.status, d.method, d.confidence FROM entity_edges d

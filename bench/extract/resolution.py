@@ -42,11 +42,11 @@ from pipeline.entities.merging import propose_for
 from pipeline.entities.names import normalise
 from pipeline.entities.resolver import DISTINCT, MERGE, POSSIBLY_SAME
 from pipeline.entities.resolving import ResolveConfig, resolve
+from pipeline.entities.store import name_vectors
 from pipeline.ops.migrations import apply_migrations
 from pipeline.ports import Embedder
+from pipeline.postgres.plans import run
 from pipeline.services.postgres import PostgresService
-from pipeline.stores.postgres import name_vectors
-from pipeline.stores.postgres.plans import run
 
 PAIRS = REPO / "tests" / "data" / "resolution_pairs.jsonl"
 # beside the other benchmarks' stacks; moved like the test stack's by its offset

@@ -43,7 +43,7 @@ from pipeline.entities.extractors.heuristic import HeuristicExtractor
 from pipeline.entities.merging import propose_all
 from pipeline.entities.resolving import ResolveConfig
 from pipeline.entities.stage import ExtractionStage
-from pipeline.stores.postgres.pool import make_pool
+from pipeline.postgres.pool import make_pool
 
 PORT_OFFSET = 1700
 NAMESPACE = uuid.UUID("9d3c1f0a-5b7e-4c2d-8a6f-1e0b2c3d4e5f")

@@ -28,15 +28,15 @@ from pipeline.graph.falkordb.schema import prepare_graph
 from pipeline.graph.falkordb.writer import FalkorGraphWriter
 from pipeline.ingest.batch import apply_batch
 from pipeline.ingest.records import RawRecord, ingest_options
+from pipeline.ingest.store.events import PgEventStore
 from pipeline.kafka.io import KafkaChangeSink, make_producer
 from pipeline.kafka.topics import ensure_topics
 from pipeline.ops.migrations import apply_migrations
 from pipeline.outbox.relay import OutboxRelay
 from pipeline.outbox.store import backlog
 from pipeline.ports import Embedder
+from pipeline.postgres.pool import make_pool
 from pipeline.services.stack import Stack
-from pipeline.stores.postgres.events import PgEventStore
-from pipeline.stores.postgres.pool import make_pool
 
 # The project's default ports (pipeline/domain/settings.py); a benchmark moves them by its offset.
 DEFAULT_PORTS = {"pg_port": 15432, "kafka_port": 19092, "s3_port": 19000,

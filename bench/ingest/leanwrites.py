@@ -29,7 +29,7 @@ from bench.ingest.writeamp import difference, snapshot, table_lines
 from bench.quality.data import load_scifact, put_events
 from pipeline.embedding.embedders import build_embedder
 from pipeline.embedding.service import EmbeddingService
-from pipeline.stores.postgres.pool import make_pool
+from pipeline.postgres.pool import make_pool
 
 
 def postgres_cpu(postmaster: int) -> float:

@@ -34,7 +34,7 @@ from pipeline.ops.memory import SUMMARY_LAG, read_memory_backlog
 from pipeline.outbox import store as outbox
 from pipeline.outbox.ops import ENTITY_SYNC, MENTIONS_SYNC, NODE_SYNC
 from pipeline.outbox.relay import OutboxRelay
-from pipeline.stores.postgres.pool import make_pool
+from pipeline.postgres.pool import make_pool
 
 PORT_OFFSET = 1950
 NS = uuid.UUID("00000000-0000-4000-8000-0000000c0575")

@@ -41,10 +41,10 @@ from bench.harness.runenv import (
 from bench.memory import data, fusion as memoryfusion
 from bench.memory.get import get_memory_ms
 from bench.memory.report import Results, report
+from pipeline.domain.memory_model import session_key
 from pipeline.domain.settings import Settings
 from pipeline.kafka.io import make_producer
 from pipeline.kafka.publisher import EventPublisher
-from pipeline.memory.model import session_key
 
 # This benchmark's own ports (below the ephemeral range, apart from the tests' and the other
 # benchmarks'), so it can run beside them.
@@ -109,9 +109,9 @@ async def recall_table(settings: Settings, ns: uuid.UUID, conversations: list[da
     """Per mode: recall@5/@10 per category, over categories 1-4, and of category 5; with
     `fusion`, the table of fusion rules (bench/memory/fusion.py) into `results.fusion`."""
     from pipeline.embedding.embedders import build_embedder
-    from pipeline.memory_services.search import MemoryQuery, MemorySearch, MemorySearchLimits
-    from pipeline.stores.postgres.memory_search import PgMemorySearcher
-    from pipeline.stores.postgres.pool import make_async_pool
+    from pipeline.memory.search import MemoryQuery, MemorySearch, MemorySearchLimits
+    from pipeline.memory.store.search import PgMemorySearcher
+    from pipeline.postgres.pool import make_async_pool
     from pipeline.wiring.services import query_embedder
 
     embedder = build_embedder(settings)

@@ -19,7 +19,7 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
-import pipeline.stores.postgres.pool as pool_module
+import pipeline.postgres.pool as pool_module
 from bench.harness.timing import percentile
 from pipeline.domain.settings import Settings
 

@@ -32,12 +32,12 @@ from bench.harness.runenv import (
     quiet_logging,
 )
 from bench.memory import data
+from pipeline.domain.bm25 import DEFAULT_B, DEFAULT_K1
 from pipeline.domain.index_text import embedder_text
 from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders import build_embedder
-from pipeline.retrieval.bm25 import DEFAULT_B, DEFAULT_K1
+from pipeline.memory.store.search import _BM25
 from pipeline.services.postgres import PostgresService
-from pipeline.stores.postgres.memory_search import _BM25
 
 PG_PORT = 13532  # this benchmark's own Postgres, apart from bench/memory's
 DEV, HELD = "conv-26", "conv-30"
@@ -129,7 +129,7 @@ class Bench:
 
 def rrf(lexical: list[uuid.UUID], dense: list[uuid.UUID], k: int = 10, weight: float = 0.5,
         depth: int = 40) -> list[uuid.UUID]:
-    """Memory search's fusion (pipeline/memory_services/search.py), defaults as shipped."""
+    """Memory search's fusion (pipeline/memory/search.py), defaults as shipped."""
     score: dict[uuid.UUID, float] = {}
     for ids, w in ((lexical, 1.0), (dense, weight)):
         for rank, i in enumerate(ids[:depth], start=1):

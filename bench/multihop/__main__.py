@@ -62,7 +62,7 @@ from bench.quality.data import Dataset, counts, ingest, load_hotpot, load_scifac
 from bench.quality.ref import evaluate
 from bench.query.lexical import build_lexical_index
 from pipeline.domain.settings import EmbedderName, Settings
-from pipeline.ops.vocab import refresh_vocab
+from pipeline.lexical.vocab import refresh_vocab
 from pipeline.retrieval.engine import RetrievalEngine
 from pipeline.wiring import build_services
 

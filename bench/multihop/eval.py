@@ -21,8 +21,8 @@ import numpy as np
 from bench.quality.data import Dataset
 from pipeline.domain.read_model import Filters, Hit, SearchQuery
 from pipeline.ports import Channel
-from pipeline.retrieval.channels.ppr import PprStage
 from pipeline.retrieval.engine import RetrievalEngine
+from pipeline.retrieval.ppr.stage import PprStage
 
 PAGE = 10  # the first page: recall@5 and nDCG@10 read no further
 

@@ -23,7 +23,7 @@ from pipeline.domain.settings import Settings
 from pipeline.retrieval.engine import RetrievalEngine
 from pipeline.retrieval.fusion import promote, rrf
 from pipeline.retrieval.requests import query_text
-from pipeline.stores.postgres.search import PgPartSearcher
+from pipeline.retrieval.store.search import PgPartSearcher
 
 _WORD = re.compile(r"\w+")
 
@@ -74,7 +74,7 @@ def tokens(text: str) -> list[str]:
 
 class LuceneBM25(BM25Okapi):
     """BM25Okapi with Lucene's non-negative IDF, ln(1 + (N - df + 0.5) / (df + 0.5)), the
-    formula of our lexical channel (`pipeline.retrieval.bm25.idf`)."""
+    formula of our lexical channel (`pipeline.domain.bm25.idf`)."""
 
     def _calc_idf(self, nd: dict[str, int]) -> None:
         for word, freq in nd.items():

@@ -24,8 +24,8 @@ from pipeline.domain.chunking import chunk_text, count_tokens, part_id
 from pipeline.domain.index_text import entity_index_text, part_index_text, text_hash
 from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders.static import StaticEmbedder
+from pipeline.lexical.postings_switch import postings_maintained
 from pipeline.outbox.ops import EDGE_SYNC, NODE_SYNC
-from pipeline.stores.postgres.postings_switch import postings_maintained
 
 NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "brainstream-bench/query")
 KIND = "doc"

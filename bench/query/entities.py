@@ -3,7 +3,7 @@
 The extraction stage (`pipeline/entities/stage.py`) runs the extractor at thousands of parts a
 second but writes back at tens to a hundred rows a second on this machine, so 100k parts
 through it take hours. `bulk_extract` runs the same extractor (`heuristic`) over the same
-fields (`stores.postgres.extraction.load`, `stage.valid_mentions`) and writes what the
+fields (`entities.store.extraction.load`, `stage.valid_mentions`) and writes what the
 write-back writes for the PPR stage's reads, set-based:
 
 - entities with the write-back's ids (`entity_id(namespace, norm)`), name and label of the first
@@ -34,8 +34,8 @@ from pipeline.entities.extractors import build_extractor
 from pipeline.entities.ids import entity_id
 from pipeline.entities.names import normalise
 from pipeline.entities.stage import valid_mentions
-from pipeline.stores.postgres import extraction as rows_sql
-from pipeline.stores.postgres.extraction import RowText
+from pipeline.entities.store import extraction as rows_sql
+from pipeline.entities.store.extraction import RowText
 
 BATCH = 2000
 

@@ -23,8 +23,8 @@ from pipeline.lexical import queue
 from pipeline.lexical.documents import SCHEMA, TEXT
 from pipeline.lexical.searcher import TantivySearcher
 from pipeline.lexical.writer import LexicalWriter
-from pipeline.stores.postgres.pool import make_pool
-from pipeline.stores.postgres.search import PgPartSearcher
+from pipeline.postgres.pool import make_pool
+from pipeline.retrieval.store.search import PgPartSearcher
 from pipeline.wiring import build_services
 
 TARGET_LEXICAL_FLOOR_RATIO = 3.0

@@ -28,12 +28,12 @@ from bench.harness.runenv import log
 from bench.harness.timing import Timing, run_concurrent
 from bench.query.data import NAMESPACE, SEED, SourceText, existing_parents
 from bench.query.footprint import serving_cpu
+from pipeline.domain import bm25
 from pipeline.domain.read_model import ExpandQuery, Filters, SearchQuery
 from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders.static import StaticEmbedder
-from pipeline.retrieval import bm25
 from pipeline.retrieval.engine import RetrievalEngine
-from pipeline.stores.postgres.search import PgPartSearcher
+from pipeline.retrieval.store.search import PgPartSearcher
 from pipeline.wiring import Services, build_services
 
 

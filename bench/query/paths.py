@@ -1,4 +1,4 @@
-"""POST /v1/paths' search (pipeline/retrieval/paths.py over Postgres) on a synthetic entity graph.
+"""POST /v1/paths (pipeline/retrieval/graph/paths.py over Postgres) on a synthetic entity graph.
 
 One namespace of `--roots` documents with two parts each; half as many entities, each part
 naming three (30 % of the picks Pareto-skewed, so some entities are named very often); a
@@ -33,9 +33,9 @@ from bench.harness.runenv import (
 from bench.harness.timing import percentile
 from pipeline.domain.paths import PathQuery
 from pipeline.domain.settings import Settings
-from pipeline.retrieval.paths import PathFinder
-from pipeline.stores.postgres.paths import PgPathGraph
-from pipeline.stores.postgres.pool import make_async_pool
+from pipeline.postgres.pool import make_async_pool
+from pipeline.retrieval.graph.paths import PathFinder
+from pipeline.retrieval.store.paths import PgPathGraph
 from pipeline.wiring.services import path_config
 
 PORT_OFFSET = 1500

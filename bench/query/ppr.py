@@ -31,8 +31,8 @@ from bench.query.data import NAMESPACE
 from bench.query.measure import Inputs
 from pipeline.domain.read_model import Filters, SearchQuery
 from pipeline.domain.settings import Settings
-from pipeline.retrieval.channels.ppr import PprStage, RowRef
 from pipeline.retrieval.fusion import rrf
+from pipeline.retrieval.ppr.stage import PprStage, RowRef
 from pipeline.wiring import build_services
 
 PPR_STEP = "search step: PPR stage (seeds, subgraph, iteration), snapshot walk"
