@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bench.broker_durability import OwnBroker
+from bench.broker.durability import OwnBroker
 from tests.stackutil import TEST_DATA_DIR, TEST_PORTS
 
 PORT_SHIFT = 70  # the shared stack +0, the broker-restart fault test +60, the harness +80

@@ -3,7 +3,7 @@ partition, and across SIGTERM and SIGKILL of the broker and of its S3 store at r
 
 Each cycle publishes to a fresh topic from four acks=all publishers, injects its fault, publishes
 on, reads every partition from the start and diffs against the acknowledged set
-(bench/broker_durability.py, which also prints the figures). The long run (20 SIGTERMs and 20
+(bench/broker/durability.py, which also prints the figures). The long run (20 SIGTERMs and 20
 SIGKILLs of the broker) is in the slow suite.
 """
 
@@ -14,7 +14,7 @@ import random
 
 import pytest
 
-from bench.broker_durability import CycleResult, OwnBroker, run_cycle, summary
+from bench.broker.durability import CycleResult, OwnBroker, run_cycle, summary
 
 log = logging.getLogger(__name__)
 

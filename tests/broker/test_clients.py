@@ -21,7 +21,7 @@ from confluent_kafka import (
 )
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from bench.broker_durability import OwnBroker
+from bench.broker.durability import OwnBroker
 
 RECORDS = 50
 

@@ -18,8 +18,8 @@ from xml.etree import ElementTree
 
 import pytest
 
-from bench.broker_durability import OwnBroker
-from bench.s3store import signed_headers
+from bench.broker.durability import OwnBroker
+from bench.broker.s3store import signed_headers
 from pipeline.services.broker import S3_BUCKET
 
 _S3 = "{http://doc.s3.amazonaws.com/2006-03-01/}"  # s3rver's ListBucketResult namespace

@@ -58,7 +58,7 @@ def _check(procs: ProcSet, ns: uuid.UUID, events: list[tuple[dict[str, Any], str
     published = [event for event, _ in events]
     lost = missing_from_log(settings, published)
     assert not lost, (f"the broker lost {len(lost)} acknowledged records, e.g. {lost[:2]} "
-                      "(bench/broker_durability.py finds where)")
+                      "(bench/broker/durability.py finds where)")
     expected = expected_from_published(ns, published)
     log_view = expected_from_log(settings, ns)
     assert (log_view.outcomes, log_view.dead) == (expected.outcomes, expected.dead), \

@@ -86,7 +86,7 @@ def test_rebuild_agrees_with_the_trigger_row_for_row(db: psycopg.Connection[Any]
 
 
 def test_rebuild_repairs_a_load_that_bypassed_the_trigger(db: psycopg.Connection[Any]) -> None:
-    """What bench/query.py does: rows written with the insert trigger off have no postings
+    """What bench/query does: rows written with the insert trigger off have no postings
     until the rebuild; drifted and stray postings of other namespaces go with a full rebuild."""
     ns, other = uuid.uuid4(), uuid.uuid4()
     apply_events(db, [put(other, title="Kept", content=_long("kept", 30))])

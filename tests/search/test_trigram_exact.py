@@ -150,7 +150,7 @@ def test_exact_property_values_are_an_index_lookup_and_long_ones_still_match(
     assert found(long_value) == [by["Long"]]
     assert found(long_value[:-1]) == []
     # the arm's condition is the index's expression under the index's predicate (which plan the
-    # planner picks depends on the namespace's size: bench/query.py shows it at 100k parts)
+    # planner picks depends on the namespace's size: bench/query shows it at 100k parts)
     statement, _ = exact_query("KX-9", searchable_fragment(ns, Filters(), ()), 10)
     assert ("t.parent_id IS NULL AND t.deleted_at IS NULL AND property_texts(t.properties)"
             " && %(needles)s::text[]") in statement.as_string(db)

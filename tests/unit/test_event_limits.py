@@ -17,7 +17,7 @@ from schemas import limits
 from schemas.events import parse_event, wrap_bare_object
 from schemas.export import generate_schema_files
 
-SHARED = Path(__file__).resolve().parents[3] / "shared"
+DATASETS = Path(__file__).resolve().parents[2] / "bench" / "datasets"
 NS = uuid.uuid4()
 A, B = str(uuid.uuid4()), str(uuid.uuid4())
 LINK = {"from": A, "to": B, "relation_type": "knows"}
@@ -108,13 +108,13 @@ def _dataset_documents() -> list[dict[str, Any]]:
     """Each dataset document as the benchmarks put it (title, content), and LoCoMo's turns and
     session summaries with their fields as properties."""
     docs: list[dict[str, Any]] = []
-    with gzip.open(SHARED / "datasets" / "scifact" / "corpus.jsonl.gz", "rt") as lines:
+    with gzip.open(DATASETS / "scifact" / "corpus.jsonl.gz", "rt") as lines:
         docs += [{"title": row["title"], "content": row["text"]}
                  for row in map(json.loads, lines) if row.get("title")]
-    corpus = json.loads((SHARED / "datasets" / "hotpotqa_train100" /
+    corpus = json.loads((DATASETS / "hotpotqa_train100" /
                          "hotpotqa_train_corpus.json").read_text())
     docs += [{"title": title, "content": "".join(text)} for title, text in corpus.items()]
-    for conv in json.loads((SHARED / "datasets" / "locomo_dev" / "locomo_dev.json").read_text()):
+    for conv in json.loads((DATASETS / "locomo_dev" / "locomo_dev.json").read_text()):
         for session in conv["conversation"].values():
             if isinstance(session, list):
                 docs += [{"content": turn.pop("text"),
