@@ -38,10 +38,10 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError
 
-from pipeline.domain.settings import Settings
 from pipeline.services import broker as broker_module
 from pipeline.services.base import Service
 from pipeline.services.broker import BrokerService, S3StoreService, project_root
+from pipeline.settings import Settings
 
 FAULTS = ("none", "broker-term", "broker-kill", "store-term", "store-kill")
 

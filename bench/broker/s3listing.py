@@ -26,8 +26,8 @@ from pathlib import Path
 
 import psutil
 
-from pipeline.domain.settings import Settings
 from pipeline.services.broker import S3_BUCKET, S3StoreService
+from pipeline.settings import Settings
 
 TARGET = 0.5  # rendered / s3rver's, at 1,000 keys or more
 _TOKEN = re.compile(rb"<NextContinuationToken>([^<]+)</NextContinuationToken>")

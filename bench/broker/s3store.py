@@ -40,8 +40,8 @@ from pathlib import Path
 
 import psutil
 
-from pipeline.domain.settings import Settings
 from pipeline.services.broker import S3_BUCKET, S3StoreService, project_root
+from pipeline.settings import Settings
 
 TARGET = 1.0  # the store's CPU per request / stock s3rver's
 PREFIX = "clusters/tansu_cluster/topics/bench/partitions/0000000000"

@@ -43,10 +43,11 @@ from bench.ingest.corpus import load_corpus
 from pipeline.domain.chunking import chunk_text
 from pipeline.domain.index_text import part_index_text
 from pipeline.domain.mentions import Mention, TextField
-from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders import MiniLMEmbedder, StaticEmbedder
+from pipeline.entities.extractors import MAX_MENTIONS_PER_ROW
 from pipeline.entities.extractors.heuristic import HeuristicExtractor
 from pipeline.entities.extractors.spacy_ import SpacyExtractor
+from pipeline.settings import Settings
 
 TARGET_RATIO = 3.0
 NAME_LABELS = frozenset({"PERSON", "ORG", "GPE", "LOC", "NORP", "FAC", "PRODUCT", "EVENT",
@@ -156,7 +157,7 @@ def main() -> None:
     log(f"{len(parts)} SciFact parts, {sum(len(p.content) for p in parts) / len(parts):.0f} "
         "characters each on average")
 
-    heuristic = HeuristicExtractor(max_mentions=settings.entity_max_mentions_per_row)
+    heuristic = HeuristicExtractor(max_mentions=MAX_MENTIONS_PER_ROW)
     static = StaticEmbedder()
     static.embed(index_texts[:batch])  # load the model outside the clock
     heuristic.extract(contents[:batch])
@@ -174,7 +175,7 @@ def main() -> None:
             Row("heuristic extractor", len(parts), len(parts) / h_wall,
                 sum(len(e.mentions) for e in h_out) / len(parts), len(parts) / h_cpu)]
 
-    spacy = SpacyExtractor(max_mentions=settings.entity_max_mentions_per_row)
+    spacy = SpacyExtractor(max_mentions=MAX_MENTIONS_PER_ROW)
     sp_rows = contents[:args.spacy_parts]
     spacy.extract(sp_rows[:8])
     log(f"spaCy on {len(sp_rows)} parts")

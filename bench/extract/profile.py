@@ -33,13 +33,14 @@ from bench.harness import pgstatements
 from bench.harness.inprocess import apply_events, bench_settings, bench_stack
 from bench.harness.runenv import log, quiet_logging
 from bench.ingest.corpus import cycle_docs, load_corpus, put_envelope
-from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders import StaticEmbedder
+from pipeline.entities.extractors import MAX_MENTIONS_PER_ROW
 from pipeline.entities.extractors.heuristic import HeuristicExtractor
-from pipeline.entities.merging import propose_all
+from pipeline.entities.merging import PROPOSAL_BATCH, propose_all
 from pipeline.entities.resolving import ResolveConfig
 from pipeline.entities.stage import ExtractionStage
 from pipeline.postgres.pool import make_pool
+from pipeline.settings import Settings
 
 _HELD = """
 SELECT f.name, t.name, d.status, d.method, d.confidence FROM entity_edges d
@@ -116,13 +117,13 @@ def main() -> None:
             embedder = StaticEmbedder()
             embedder.embed(["warm the model up"])
             stage = ExtractionStage(settings, pool, HeuristicExtractor(
-                max_mentions=settings.entity_max_mentions_per_row))
+                max_mentions=MAX_MENTIONS_PER_ROW))
             names = None if args.no_embed else embedder
             config = ResolveConfig.from_settings(settings)
             if args.interleave:
                 def interleaved() -> None:
                     while stage.run(max_batches=1).claimed:
-                        propose_all(pool, batch=settings.entity_proposal_batch, config=config,
+                        propose_all(pool, batch=PROPOSAL_BATCH, config=config,
                                     names=names, max_rounds=1_000_000)
                 _profiled("stage and pass, interleaved", settings, pool, interleaved,
                           args.callers)
@@ -131,7 +132,7 @@ def main() -> None:
                           args.callers)
             if not args.skip_pass:
                 _profiled("proposal pass", settings, pool, lambda: propose_all(
-                    pool, batch=settings.entity_proposal_batch, config=config, names=names,
+                    pool, batch=PROPOSAL_BATCH, config=config, names=names,
                     max_rounds=1_000_000), args.callers)
                 if args.dump is not None:
                     with pool.connection() as conn, args.dump.open("w") as out:

@@ -35,7 +35,6 @@ import psycopg
 from pgvector.psycopg import register_vector
 
 from bench.harness.runenv import BENCH_DIR, REPO, bench_parser, emit_report, log, machine_lines
-from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders import StaticEmbedder
 from pipeline.entities.likeness import label_class
 from pipeline.entities.merging import propose_for
@@ -47,6 +46,7 @@ from pipeline.ops.migrations import apply_migrations
 from pipeline.ports import Embedder
 from pipeline.postgres.plans import run
 from pipeline.services.postgres import PostgresService
+from pipeline.settings import Settings
 
 PAIRS = REPO / "tests" / "data" / "resolution_pairs.jsonl"
 # beside the other benchmarks' stacks; moved like the test stack's by its offset

@@ -36,14 +36,15 @@ from psycopg_pool import ConnectionPool
 from bench.harness.inprocess import apply_events, bench_settings, bench_stack
 from bench.harness.runenv import log
 from bench.ingest.corpus import cycle_docs, load_corpus, put_envelope
-from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders import StaticEmbedder
 from pipeline.embedding.service import EmbeddingService
+from pipeline.entities.extractors import MAX_MENTIONS_PER_ROW
 from pipeline.entities.extractors.heuristic import HeuristicExtractor
-from pipeline.entities.merging import propose_all
+from pipeline.entities.merging import PROPOSAL_BATCH, propose_all
 from pipeline.entities.resolving import ResolveConfig
 from pipeline.entities.stage import ExtractionStage
 from pipeline.postgres.pool import make_pool
+from pipeline.settings import Settings
 
 PORT_OFFSET = 1700
 NAMESPACE = uuid.UUID("9d3c1f0a-5b7e-4c2d-8a6f-1e0b2c3d4e5f")
@@ -120,7 +121,7 @@ def stage_rows(docs: int, fresh: bool = True, port_offset: int = PORT_OFFSET
         apply_events(settings, events)
         pool = make_pool(settings, max_size=2)
         try:
-            extractor = HeuristicExtractor(max_mentions=settings.entity_max_mentions_per_row)
+            extractor = HeuristicExtractor(max_mentions=MAX_MENTIONS_PER_ROW)
             embedder = StaticEmbedder()
             embedder.embed(["warm the model up"])
             stage = ExtractionStage(settings, pool, extractor)
@@ -133,7 +134,7 @@ def stage_rows(docs: int, fresh: bool = True, port_offset: int = PORT_OFFSET
 
             def propose() -> None:
                 # entity names are embedded by the pass, as in the worker (rt.name_embedder)
-                stats = propose_all(pool, batch=settings.entity_proposal_batch,
+                stats = propose_all(pool, batch=PROPOSAL_BATCH,
                                     config=ResolveConfig.from_settings(settings),
                                     names=embedder, max_rounds=1_000_000)
                 counted["examined"] = stats.examined

@@ -21,8 +21,8 @@ from typing import Any
 import psycopg
 
 from bench.harness.runenv import BENCH_DIR, log
-from pipeline.domain.settings import EmbedderName, Settings
 from pipeline.embedding.service import EmbeddingService
+from pipeline.embedding.settings import EmbedderName
 from pipeline.entities.stage import ExtractionStage
 from pipeline.graph.falkordb.schema import prepare_graph
 from pipeline.graph.falkordb.writer import FalkorGraphWriter
@@ -37,8 +37,9 @@ from pipeline.outbox.store import backlog
 from pipeline.ports import Embedder
 from pipeline.postgres.pool import make_pool
 from pipeline.services.stack import Stack
+from pipeline.settings import Settings
 
-# The project's default ports (pipeline/domain/settings.py); a benchmark moves them by its offset.
+# The project's default ports (pipeline/services/settings.py); a benchmark moves them by its offset.
 DEFAULT_PORTS = {"pg_port": 15432, "kafka_port": 19092, "s3_port": 19000,
                  "falkordb_port": 16379, "redis_port": 16380}
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import psycopg
 
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 
 TOP = """
 SELECT calls, round(total_exec_time::numeric) AS exec_ms, round(total_plan_time::numeric),

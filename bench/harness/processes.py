@@ -20,12 +20,13 @@ from pathlib import Path
 import psutil
 
 from bench.harness.runenv import BENCH_DIR, REPO
-from pipeline.domain.settings import EmbedderName, Settings
+from pipeline.embedding.settings import EmbedderName
 from pipeline.graph.falkordb.schema import prepare_graph
 from pipeline.kafka.topics import ensure_topics
 from pipeline.ops.migrations import apply_migrations
 from pipeline.services.process import terminate_tree
 from pipeline.services.stack import Stack
+from pipeline.settings import Settings
 
 # Ports are the defaults moved by an offset per embedder, so both stacks (and the developer's
 # and the tests' stacks) can exist side by side; plus BRAINSTREAM_TEST_PORT_OFFSET when set, so

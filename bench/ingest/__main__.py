@@ -54,7 +54,8 @@ from bench.ingest.corpus import CORPUS, Doc, cycle_docs, load_corpus
 from bench.ingest.flow import IDLE_TIMEOUT, ChangeWatcher, TimedPublisher, stage_breakdown
 from bench.ingest.report import Latency, Result, Throughput, report
 from bench.ingest.writeamp import difference, snapshot
-from pipeline.domain.settings import EmbedderName, Settings
+from pipeline.embedding.settings import EmbedderName
+from pipeline.settings import Settings
 
 # Defaults sized so `--embedder both` ends in about 10 minutes on 2 cores: MiniLM embeds about
 # 13 passages/s per process here, so it gets a subset of the corpus.
@@ -282,7 +283,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         "costliest statements to stderr (default: off)")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         type=_setting, help="a setting of the pipeline's processes (the field "
-                        "name, e.g. entity_proposal_max_delay=0); repeatable")
+                        "name, e.g. extract_batch_size=32); repeatable")
     args = parser.parse_args(argv)
     if args.workers < 1:
         parser.error("--workers must be at least 1")

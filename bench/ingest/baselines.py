@@ -24,11 +24,16 @@ from psycopg.types.json import Jsonb
 from bench.harness.processes import CpuMeter
 from bench.ingest.corpus import KIND, Doc
 from pipeline.domain.chunking import chunk_text, part_id
-from pipeline.domain.index_text import entity_index_text, part_index_text, text_hash
+from pipeline.domain.index_text import (
+    CONTENT_CAP_CHARS,
+    entity_index_text,
+    part_index_text,
+    text_hash,
+)
 from pipeline.domain.projection import NodeState
-from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders import build_embedder
 from pipeline.graph.falkordb.writer import FalkorGraphWriter
+from pipeline.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -50,7 +55,7 @@ def index_texts(doc: Doc, settings: Settings) -> IndexTexts:
                         overlap_tokens=settings.chunk_overlap_tokens) if doc.text.strip() else []
     title = doc.title or None
     parent = entity_index_text(title, None, {}, doc.text,
-                               content_cap_chars=settings.content_cap_chars)
+                               content_cap_chars=CONTENT_CAP_CHARS)
     return IndexTexts(parent, [part_index_text(title, c.text) for c in chunks],
                       [c.text for c in chunks])
 

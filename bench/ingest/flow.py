@@ -16,9 +16,9 @@ from kafka import KafkaConsumer, TopicPartition
 
 from bench.harness.processes import PipelineProcesses
 from bench.ingest.corpus import SOURCE, Doc, object_id, put_envelope
-from pipeline.domain.settings import Settings
 from pipeline.kafka.io import make_producer
 from pipeline.kafka.publisher import EventPublisher
+from pipeline.settings import Settings
 
 INDEXED = "brainstream.object.indexed"
 # A phase ends when every document is indexed or nothing was indexed for this long; documents

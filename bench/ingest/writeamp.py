@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import psycopg
 
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 
 FLUSH_WAIT_SECONDS = 11.0
 

@@ -27,7 +27,6 @@ from bench.harness.inprocess import bench_settings, bench_stack
 from bench.harness.runenv import bench_parser, emit_report, log, machine_lines, quiet_logging
 from bench.harness.timing import percentile
 from pipeline.domain.projection import NodeState
-from pipeline.domain.settings import Settings
 from pipeline.graph.falkordb.writer import FalkorGraphWriter
 from pipeline.kafka.io import KafkaChangeSink, make_producer
 from pipeline.ops.memory import SUMMARY_LAG, read_memory_backlog
@@ -35,6 +34,7 @@ from pipeline.outbox import store as outbox
 from pipeline.outbox.ops import ENTITY_SYNC, MENTIONS_SYNC, NODE_SYNC
 from pipeline.outbox.relay import OutboxRelay
 from pipeline.postgres.pool import make_pool
+from pipeline.settings import Settings
 
 PORT_OFFSET = 1950
 NS = uuid.UUID("00000000-0000-4000-8000-0000000c0575")

@@ -42,9 +42,9 @@ from bench.memory import data, fusion as memoryfusion
 from bench.memory.get import get_memory_ms
 from bench.memory.report import Results, report
 from pipeline.domain.memory_model import session_key
-from pipeline.domain.settings import Settings
 from pipeline.kafka.io import make_producer
 from pipeline.kafka.publisher import EventPublisher
+from pipeline.settings import Settings
 
 # This benchmark's own ports (below the ephemeral range, apart from the tests' and the other
 # benchmarks'), so it can run beside them.
@@ -119,7 +119,7 @@ async def recall_table(settings: Settings, ns: uuid.UUID, conversations: list[da
     searcher = PgMemorySearcher(pool)
     embed = await batched_queries(query_embedder(lambda: embedder), embedder,
                                   [q.text for q in questions])
-    search = MemorySearch(searcher, embed, MemorySearchLimits.of(settings))
+    search = MemorySearch(searcher, embed, MemorySearchLimits())
     by_text = {t.content: t.dia_id for c in conversations for ts in c.sessions.values()
                for t in ts}
     users = {c.user_id: await searcher.sessions(ns, user_id=c.user_id) for c in conversations}

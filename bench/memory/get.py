@@ -21,7 +21,7 @@ from psycopg_pool import AsyncConnectionPool
 
 import pipeline.postgres.pool as pool_module
 from bench.harness.timing import percentile
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 
 WARMUP = 20
 

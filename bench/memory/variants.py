@@ -34,10 +34,11 @@ from bench.harness.runenv import (
 from bench.memory import data
 from pipeline.domain.bm25 import DEFAULT_B, DEFAULT_K1
 from pipeline.domain.index_text import embedder_text
-from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders import build_embedder
+from pipeline.embedding.service import EMBED_TEXT_CAP_CHARS
 from pipeline.memory.store.search import _BM25
 from pipeline.services.postgres import PostgresService
+from pipeline.settings import Settings
 
 PG_PORT = 13532  # this benchmark's own Postgres, apart from bench/memory's
 DEV, HELD = "conv-26", "conv-30"
@@ -106,7 +107,7 @@ class Bench:
     def dense(self, embed: Callable[[list[str]], np.ndarray], variant: str,
               queries: np.ndarray, depth: int = 100) -> list[list[uuid.UUID]]:
         """Each question's cosine list over its user's turns, embedded as `variant`."""
-        cap = self.settings.embed_text_cap_chars
+        cap = EMBED_TEXT_CAP_CHARS
         vectors = embed([embedder_text(self.texts[variant](row), cap_chars=cap)
                          for _, row in self.rows])
         out = []

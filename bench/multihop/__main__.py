@@ -61,10 +61,13 @@ from bench.multihop.eval import (
 from bench.quality.data import Dataset, counts, ingest, load_hotpot, load_scifact
 from bench.quality.ref import evaluate
 from bench.query.lexical import build_lexical_index
-from pipeline.domain.settings import EmbedderName, Settings
+from pipeline.embedding.settings import EmbedderName
 from pipeline.lexical.vocab import refresh_vocab
 from pipeline.retrieval.engine import RetrievalEngine
+from pipeline.services.base import Service
+from pipeline.settings import Settings
 from pipeline.wiring import build_services
+from pipeline.wiring.services import PPR
 
 PORT_OFFSET = 1300
 TARGET_R5 = 0.88
@@ -103,9 +106,9 @@ def entity_counts(settings: Settings, namespace: uuid.UUID) -> str:
 async def measure(args: argparse.Namespace, datasets: list[Dataset]) -> str:
     """Start the stack, ingest, extract with each extractor, evaluate; the Markdown report."""
     # FalkorDB rebuilds its indexes at start (--reuse): minutes on a loaded machine
+    Service.start_timeout = 600.0
     settings = bench_settings(args.stack or f"multihop-{args.embedder}", args.port_offset,
-                              cast(EmbedderName, args.embedder), service_start_timeout=600.0,
-                              ppr_walk=args.ppr_walk)
+                              cast(EmbedderName, args.embedder), ppr_walk=args.ppr_walk)
     hotpot = next(ds for ds in datasets if ds.name == "hotpotqa")
     scifact = next((ds for ds in datasets if ds.name == "scifact"), None)
     info: dict[str, str] = {}
@@ -135,8 +138,7 @@ async def measure(args: argparse.Namespace, datasets: list[Dataset]) -> str:
                                       replace(wired.config, exact_channels=("lexical",)),
                                       channels=[c for c in cached if c.name == "lexical"])
             wired_variant = Variant(wired.config.ppr_rrf_k,
-                                    services.settings.ppr_passage_seed_weight,
-                                    services.settings.ppr_passage_seeds,
+                                    PPR.passage_seed_weight, PPR.passage_seeds,
                                     wired.config.ppr_rerank_depth)
             base = engines(wired, wired_variant, cached)
 

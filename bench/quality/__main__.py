@@ -71,7 +71,7 @@ from bench.quality.modes import (
 from bench.quality.ref import Reference, evaluate, formula_check, lexical_agreement, reference_bm25
 from bench.quality.report import EmbedderResult, report
 from bench.query.lexical import build_lexical_index
-from pipeline.domain.settings import EmbedderName
+from pipeline.embedding.settings import EmbedderName
 from pipeline.lexical.vocab import refresh_vocab
 from pipeline.retrieval.engine import EngineConfig, RetrievalEngine
 from pipeline.wiring import Services, build_services

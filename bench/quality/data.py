@@ -15,7 +15,7 @@ import psycopg
 
 from bench.harness.inprocess import apply_events, embed_and_relay
 from bench.harness.runenv import DATASETS, log, read_jsonl
-from pipeline.domain.settings import Settings
+from pipeline.settings import Settings
 from pipeline.wiring import Services
 from schemas.events import wrap_bare_object
 

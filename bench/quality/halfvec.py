@@ -32,8 +32,10 @@ from bench.quality.data import load_scifact
 from bench.quality.ref import ndcg_at, recall_at
 from pipeline.domain.chunking import chunk_text
 from pipeline.domain.index_text import embedder_text, part_index_text
-from pipeline.domain.settings import EmbedderName, Settings
 from pipeline.embedding.embedders import build_embedder
+from pipeline.embedding.service import EMBED_TEXT_CAP_CHARS
+from pipeline.embedding.settings import EmbedderName
+from pipeline.settings import Settings
 
 TARGET_NDCG_DELTA = 0.002  # adopt halfvec when nDCG@10 moves by less than this
 
@@ -47,7 +49,7 @@ def passages(docs: dict[str, tuple[str, str]], cap: int | None,
         for chunk in chunks[:cap]:
             keys.append(key)
             texts.append(embedder_text(part_index_text(title, chunk.text),
-                                       cap_chars=settings.embed_text_cap_chars))
+                                       cap_chars=EMBED_TEXT_CAP_CHARS))
     return keys, texts
 
 

@@ -19,11 +19,11 @@ from scipy.stats import spearmanr
 from bench.quality.data import Dataset
 from bench.quality.modes import PAGE, ModeRuns
 from pipeline.domain.read_model import Hit, RowMeta
-from pipeline.domain.settings import Settings
 from pipeline.retrieval.engine import RetrievalEngine
 from pipeline.retrieval.fusion import promote, rrf
 from pipeline.retrieval.requests import query_text
 from pipeline.retrieval.store.search import PgPartSearcher
+from pipeline.settings import Settings
 
 _WORD = re.compile(r"\w+")
 

@@ -63,6 +63,8 @@ from bench.query.measure import make_inputs, measure_scale, slices
 from bench.query.ppr import measure_ppr
 from bench.query.report import ScaleResult, report
 from pipeline.embedding.embedders.static import StaticEmbedder
+from pipeline.services.base import Service
+from pipeline.wiring.services import SEARCH
 
 # The extraction stage writes back about a hundred rows a second here: beyond this many rows to
 # extract, the benchmark writes the entity layer in bulk (`entities.py`).
@@ -109,9 +111,9 @@ def main() -> None:
     # without the Tantivy index (--no-lexical) the engine must answer from the SQL BM25
     settings = bench_settings("query", args.port_offset, "static",
                               api_port=8000 + args.port_offset,
-                              service_start_timeout=600.0,  # FalkorDB's index rebuild, loaded
                               **({} if args.lexical else {"lexical_engine": "postgres"}))
-    k = settings.search_candidate_k
+    Service.start_timeout = 600.0  # FalkorDB's index rebuild, loaded: minutes at 1M parts
+    k = SEARCH.candidate_k
     ef = min(max(2 * k, 40), 1000)  # what PgPartSearcher.search_dense sets
     source = load_source()
     embedder = StaticEmbedder()

@@ -21,11 +21,16 @@ from psycopg.types.json import Jsonb
 from bench.harness.inprocess import drain_outbox
 from bench.harness.runenv import DATASETS, log, read_jsonl
 from pipeline.domain.chunking import chunk_text, count_tokens, part_id
-from pipeline.domain.index_text import entity_index_text, part_index_text, text_hash
-from pipeline.domain.settings import Settings
+from pipeline.domain.index_text import (
+    CONTENT_CAP_CHARS,
+    entity_index_text,
+    part_index_text,
+    text_hash,
+)
 from pipeline.embedding.embedders.static import StaticEmbedder
 from pipeline.lexical.postings_switch import postings_maintained
 from pipeline.outbox.ops import EDGE_SYNC, NODE_SYNC
+from pipeline.settings import Settings
 
 NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "brainstream-bench/query")
 KIND = "doc"
@@ -111,7 +116,7 @@ def object_rows(docs: Sequence[Doc], embedder: StaticEmbedder, settings: Setting
                 ) -> list[tuple[Any, ...]]:
     """COPY rows: parents then parts, embedded as the embedding worker would embed them."""
     parent_texts = [entity_index_text(d.title, None, {}, d.content,
-                                      content_cap_chars=settings.content_cap_chars) for d in docs]
+                                      content_cap_chars=CONTENT_CAP_CHARS) for d in docs]
     part_texts = [part_index_text(d.title, c) for d in docs for c in d.chunks]
     vectors = embedder.embed(parent_texts + part_texts)
     rows: list[tuple[Any, ...]] = []

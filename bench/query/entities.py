@@ -29,13 +29,13 @@ import psycopg
 from bench.harness.runenv import log
 from bench.query.data import NAMESPACE
 from pipeline.domain.mentions import Extraction, TextField
-from pipeline.domain.settings import Settings
 from pipeline.entities.extractors import build_extractor
 from pipeline.entities.ids import entity_id
 from pipeline.entities.names import normalise
-from pipeline.entities.stage import valid_mentions
+from pipeline.entities.stage import EXTRACT_TEXT_CAP_CHARS, valid_mentions
 from pipeline.entities.store import extraction as rows_sql
 from pipeline.entities.store.extraction import RowText
+from pipeline.settings import Settings
 
 BATCH = 2000
 
@@ -68,7 +68,7 @@ def bulk_extract(settings: Settings) -> tuple[int, float]:
             " AND status = 'pending' ORDER BY row_id", (NAMESPACE,)).fetchall()]
         for start in range(0, len(pending), BATCH):
             batch = rows_sql.load(conn, pending[start:start + BATCH],
-                                  settings.extract_text_cap_chars)
+                                  EXTRACT_TEXT_CAP_CHARS)
             found = extractor.extract([[TextField(name, text) for name, text in row.fields]
                                        for row in batch])
             with conn.transaction():

@@ -13,8 +13,8 @@ import psutil
 import psycopg
 import redis
 
-from pipeline.domain.settings import Settings
 from pipeline.services.stack import Stack
+from pipeline.settings import Settings
 
 # the relations worth naming (the rest is summed into "other")
 TOP_RELATIONS = 8

@@ -18,14 +18,15 @@ from bench.harness.timing import Timing, run_concurrent
 from bench.query.data import NAMESPACE
 from bench.query.measure import Inputs, slices
 from pipeline.domain.read_model import Filters, SearchQuery
-from pipeline.domain.settings import Settings
 from pipeline.lexical import queue
 from pipeline.lexical.documents import SCHEMA, TEXT
 from pipeline.lexical.searcher import TantivySearcher
 from pipeline.lexical.writer import LexicalWriter
 from pipeline.postgres.pool import make_pool
 from pipeline.retrieval.store.search import PgPartSearcher
+from pipeline.settings import Settings
 from pipeline.wiring import build_services
+from pipeline.wiring.services import SEARCH
 
 TARGET_LEXICAL_FLOOR_RATIO = 3.0
 CHANNEL = "lexical: Tantivy channel"
@@ -63,7 +64,7 @@ async def measure_lexical(settings: Settings, inputs: Inputs, n: int,
         assert isinstance(sql, PgPartSearcher)
         index = TantivySearcher(settings.resolved_data_dir, settings.generation,
                                 sql.query_lexemes)
-        ns, none, k = NAMESPACE, Filters(), settings.search_candidate_k
+        ns, none, k = NAMESPACE, Filters(), SEARCH.candidate_k
         claims = inputs.claims[:n]
         lexemes = {c: await sql.query_lexemes(c) for c in claims}  # the floor's are in hand
         opened = index.index(ns)

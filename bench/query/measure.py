@@ -30,10 +30,10 @@ from bench.query.data import NAMESPACE, SEED, SourceText, existing_parents
 from bench.query.footprint import serving_cpu
 from pipeline.domain import bm25
 from pipeline.domain.read_model import ExpandQuery, Filters, SearchQuery
-from pipeline.domain.settings import Settings
 from pipeline.embedding.embedders.static import StaticEmbedder
 from pipeline.retrieval.engine import RetrievalEngine
 from pipeline.retrieval.store.search import PgPartSearcher
+from pipeline.settings import Settings
 from pipeline.wiring import Services, build_services
 
 

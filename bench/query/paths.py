@@ -32,11 +32,10 @@ from bench.harness.runenv import (
 )
 from bench.harness.timing import percentile
 from pipeline.domain.paths import PathQuery
-from pipeline.domain.settings import Settings
 from pipeline.postgres.pool import make_async_pool
-from pipeline.retrieval.graph.paths import PathFinder
+from pipeline.retrieval.graph.paths import PathConfig, PathFinder
 from pipeline.retrieval.store.paths import PgPathGraph
-from pipeline.wiring.services import path_config
+from pipeline.settings import Settings
 
 PORT_OFFSET = 1500
 NS = uuid.UUID("00000000-0000-4000-8000-00000000a7c5")
@@ -101,7 +100,7 @@ async def measure(settings: Settings, graph: Graph, pairs: int, rng: random.Rand
                   ) -> list[str]:
     """One table row per (pair kind, max_hops)."""
     pool = await make_async_pool(settings, max_size=2)
-    finder = PathFinder(PgPathGraph(pool), path_config(settings))
+    finder = PathFinder(PgPathGraph(pool), PathConfig())
     kinds = {"object->object": (graph.roots, graph.roots),
              "entity->entity": (graph.entities, graph.entities),
              "object->entity": (graph.roots, graph.entities)}

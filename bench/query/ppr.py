@@ -30,9 +30,9 @@ from bench.harness.timing import Timing, run_concurrent
 from bench.query.data import NAMESPACE
 from bench.query.measure import Inputs
 from pipeline.domain.read_model import Filters, SearchQuery
-from pipeline.domain.settings import Settings
 from pipeline.retrieval.fusion import rrf
 from pipeline.retrieval.ppr.stage import PprStage, RowRef
+from pipeline.settings import Settings
 from pipeline.wiring import build_services
 
 PPR_STEP = "search step: PPR stage (seeds, subgraph, iteration), snapshot walk"
