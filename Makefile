@@ -67,3 +67,8 @@ faults: install install-spacy
 clean-data:
 	-$(BIN)/brainstream services stop
 	rm -rf .brainstream .brainstream-test
+
+# The concepts picture (docs/concepts.svg) from its source; needs Graphviz's dot (apt-get).
+docs/concepts.svg: docs/concepts.dot
+	@command -v dot >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get install -y -qq graphviz; }
+	dot -Tsvg $< -o $@
