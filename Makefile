@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install install-spacy install-browser up test faults screenshots lint typecheck unit clean-data
+.PHONY: install install-spacy install-browser up test faults screenshots lint typecheck unit docs clean-data
 
 # One pip run resolves everything together: faust caps click<8.4, which must hold the
 # huggingface stack at versions that agree with it. torch is pinned so pip takes the CPU wheel.
@@ -68,7 +68,14 @@ clean-data:
 	-$(BIN)/brainstream services stop
 	rm -rf .brainstream .brainstream-test
 
+# What docs/ generates: the settings reference of docs/operations.md from the settings model
+# (tests/test_docs.py fails when it is stale) and the concepts picture from its source.
+docs: install docs/concepts.svg
+	$(BIN)/brainstream config --reference docs/operations.md
+
 # The concepts picture (docs/concepts.svg) from its source; needs Graphviz's dot (apt-get).
 docs/concepts.svg: docs/concepts.dot
-	@command -v dot >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get install -y -qq graphviz; }
+	@command -v dot >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+	  apt-get install -y -qq --no-install-recommends graphviz; } || \
+	  { echo "docs/concepts.svg needs Graphviz's dot: apt-get install graphviz"; exit 1; }
 	dot -Tsvg $< -o $@

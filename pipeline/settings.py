@@ -69,7 +69,8 @@ class ApiSettings(BaseModel):
 
     api_host: str = Field(default="127.0.0.1", description="The API's bind address. Keep "
                           "loopback behind a TLS proxy; `0.0.0.0` only inside a container.")
-    api_port: int = Field(default=8000, ge=1, le=65535, description="The API's port.")
+    api_port: int = Field(default=8000, ge=1, le=65535, description="The API's port. Change "
+                          "it when the port is taken.")
     api_keys: dict[str, list[str]] = Field(
         default_factory=dict, description="JSON: API key -> namespaces it may read and write. "
         "Set it before anyone but you calls the API (`up` prints a development key without it).")

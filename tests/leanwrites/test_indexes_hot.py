@@ -1,5 +1,5 @@
-"""Migration 0034: the written tables carry exactly the indexes docs/operations.md
-("Indexes of the written tables") lists as kept (each with the statement that uses it), and
+"""Migration 0034: the written tables carry exactly the indexes docs/architecture.md
+(its indexes table) lists as kept (each with the statement that uses it), and
 the extraction stage's claim is a HOT update."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from tests.leanwrites.conftest import many_rows
 
 pytestmark = pytest.mark.stack
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "architecture.md"
 TABLES = ("objects", "object_embeddings", "outbox", "links")
 
 
