@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -53,7 +54,8 @@ def masked(name: str, value: Any) -> Any:
 
 
 def _plain(value: Any) -> Any:
-    if isinstance(value, Path):
+    """A value as JSON can carry it (paths and ids as text)."""
+    if isinstance(value, Path | uuid.UUID):
         return str(value)
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
