@@ -29,7 +29,7 @@ class _Strict(BaseModel):
 
 
 class ResolveBody(_Strict):
-    """One phrase (`query`) or several (`queries`, at most ENTITY_RESOLVE_MAX_QUERIES)."""
+    """One phrase (`query`) or several (`queries`, at most 20)."""
 
     query: Phrase | None = None
     queries: list[Phrase] | None = Field(default=None, min_length=1, max_length=200)

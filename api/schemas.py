@@ -246,9 +246,9 @@ class PageOut(BaseModel):
     mode: str | None = None
     truncated: bool = Field(default=False, description=(
         "a bound cut the answer: more matches may exist than these pages hold. For a result"
-        " set: RESULT_SET_MAX_ITEMS or expansion's neighbour bound; for find_objects: filters"
+        " set: 1,000 items, or expansion's neighbour bound; for find_objects: filters"
         " left the page short and the search stopped at its candidate bound"
-        " (BRAINSTREAM_GRAPH_FIND_MAX_CANDIDATES per channel) before the graph ran out of"
+        " (1,000 per channel) before the graph ran out of"
         " candidates. Narrow the request to reach them; false when nothing was cut"))
     explain: dict[str, Any] | None = Field(default=None, description=(
         "search with `explain: true`, first page only: how the answer was ranked"))

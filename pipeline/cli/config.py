@@ -89,11 +89,19 @@ def effective(settings: Settings, environ: dict[str, str] | None = None,
     return rows
 
 
+# BRAINSTREAM_* variables that are not settings: the Python client's, what `up` tells its
+# children, and the test suite's and benchmarks' port offsets.
+NOT_SETTINGS = frozenset({"BRAINSTREAM_API_URL", "BRAINSTREAM_API_KEY", "BRAINSTREAM_NAMESPACE",
+                          "BRAINSTREAM_SUPERVISOR_PID", "BRAINSTREAM_API_PARENT_PID",
+                          "BRAINSTREAM_TEST_PORT_OFFSET", "BRAINSTREAM_BENCH_PORT_OFFSET",
+                          "BRAINSTREAM_WRITE_SCREENSHOTS"})
+
+
 def unknown_variables(environ: dict[str, str] | None = None,
                       dotenv: Path = Path(".env")) -> list[str]:
     """BRAINSTREAM_* variables that name no setting (a typo, or a setting since removed): they
     are ignored, so say so."""
-    known = {env_name(name) for name in Settings.model_fields}
+    known = {env_name(name) for name in Settings.model_fields} | NOT_SETTINGS
     given = {key.upper() for key in (os.environ if environ is None else environ)
              if key.upper().startswith(PREFIX)} | _dotenv(dotenv)
     return sorted(given - known)

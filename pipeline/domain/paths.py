@@ -18,7 +18,7 @@ from typing import Literal
 NodeType = Literal["object", "entity"]
 EdgeType = Literal["LINK", "MENTIONS", "CO_OCCURS", "RELATES", "POSSIBLY_SAME"]
 
-# The most hops a path may have (the `PATHS_MAX_HOPS` setting may lower it, never raise it).
+# The most hops a path may have: past four, a path between two objects explains little.
 MAX_PATH_HOPS = 4
 
 # Why the search did not cover every path up to `max_hops` (`PathAnswer.cut_by`).

@@ -105,7 +105,7 @@ def propose_all(pool: ConnectionPool, *, batch: int = PROPOSAL_BATCH, config: Re
 def proposals_due(conn: psycopg.Connection[Any], max_delay: float | None = None) -> bool:
     """Whether an entity waits for the proposal pass (one probe of its queue; no lock taken).
     The queue is filled as entities are created, so entities a killed worker created and never
-    examined are still found. With `max_delay` (ENTITY_PROPOSAL_MAX_DELAY), the pass is not due
+    examined are still found. With `max_delay` (PROPOSAL_MAX_DELAY), the pass is not due
     while extraction has rows pending, until the oldest waiting entity has waited that long:
     the pass and extraction share the extract worker, and in a burst the mentions come first;
     the pass then examines the burst's entities together."""

@@ -7,9 +7,10 @@ consumer group. `brainstream replay` builds a new one from the input topic while
 keeps serving; the switch is one UPDATE of the control table `index_generations` (in the base
 database), and every process re-reads the active row (`ActivePointer`, a short TTL) and follows.
 
-Generation 1 is the base database and graph (`PG_DATABASE` / `POSTGRES_DSN`, `GRAPH_NAME`) and the
-consumer group `brainstream-consumer`, so a deployment that never replayed works exactly as
-before: until the first replay records it, generation 1 is implicit (no row is needed).
+Generation 1 is the base database and graph (the embedded database or `POSTGRES_DSN`'s, and
+`GRAPH_NAME`) and the consumer group `brainstream-consumer`, so a deployment that never
+replayed works exactly as before: until the first replay records it, generation 1 is implicit
+(no row is needed).
 """
 
 from __future__ import annotations

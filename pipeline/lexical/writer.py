@@ -1,6 +1,6 @@
 """The lexical index's one writer: applies the queue to the Tantivy indexes in batches.
 
-Each round claims up to `LEXICAL_BATCH_SIZE` queue rows, re-reads the roots they name from
+Each round claims up to `BATCH_SIZE` queue rows, re-reads the roots they name from
 Postgres, replaces each root's documents (delete by root, add its searchable rows as they are
 now), commits every touched namespace's index, and only then deletes the rows from the queue.
 Idempotent: a row applied twice writes the same documents; a writer killed before the queue
@@ -37,7 +37,7 @@ BATCH_SIZE = 500
 WRITER_HEAP_BYTES = 50_000_000
 
 WRITER_LOCK = 0x6272_6169_6E6C  # one lexical writer at a time per database (and rebuild)
-# Namespace writers kept open between rounds: each may hold up to LEXICAL_WRITER_HEAP_BYTES,
+# Namespace writers kept open between rounds: each may hold up to WRITER_HEAP_BYTES,
 # so a round touching many tenants must not keep them all.
 _OPEN_WRITERS = 8
 

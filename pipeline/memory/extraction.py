@@ -9,9 +9,9 @@ nothing.
 
 - token: the approximate token count of the content (`pipeline/domain/chunking.py: count_tokens`);
 - embed: the pipeline's embedder, the same model as the objects', over the message after the
-  turns before it in its session (`ContextRule.dense_text`: `MEMORY_DENSE_CONTEXT_TURNS`); the
-  lexemes of the message after its `MEMORY_LEXICAL_CONTEXT_TURNS` turns before, dated
-  (`ContextRule.lexical_text`: `MEMORY_CONTEXT_DATE`), go to `context_lexical`, which lexical
+  turns before it in its session (`ContextRule.dense_text`: `dense_turns`); the lexemes of
+  the message after its `lexical_turns` turns before, dated (`ContextRule.lexical_text`:
+  `date`), go to `context_lexical`, which lexical
   search reads (a reply is found by the words of the question it answers, a turn by the month
   it was said in);
 - entities: mentions with character spans of the content, stored as

@@ -1,7 +1,7 @@
 """`brainstream up`'s console: one compact status line instead of every process's output.
 
 The line is built from what `brainstream status` collects (`pipeline.ops.status.collect`, for
-the active index generation), read in a thread of its own every CONSOLE_STATUS_INTERVAL seconds
+the active index generation), read in a thread of its own every STATUS_INTERVAL seconds
 so a slow service never stalls the supervisor: pipeline processes running, embedded services
 healthy, consumer lag, the backlogs that are not empty, dead letters, and the consumer's rate
 (events committed per second since the previous reading). On a terminal the line is rewritten

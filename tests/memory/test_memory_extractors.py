@@ -99,8 +99,8 @@ def test_a_refused_message_is_dead_lettered_and_the_others_go_on(
     states = extraction_states(catalog, ns)
     assert states["embed:done"] == 5 and states["embed:failed"] == 1
     assert states["token:done"] == 6 and states["entities:done"] == 6
-    # the reply after the refused turn: embedded and indexed by its own words (and its date,
-    # MEMORY_CONTEXT_DATE) only
+    # the reply after the refused turn: embedded and indexed by its own words (and its date)
+    # only
     [(content, created)] = query(catalog, "SELECT content, created_at FROM messages"
                                  " WHERE namespace_id = %s AND uuid = %s", str(ns),
                                  good[1]["uuid"])

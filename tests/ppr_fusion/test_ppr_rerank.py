@@ -8,10 +8,10 @@ anything (the lookalike, all the question's words, tops the hybrid list). The
 walk from Zorvex Labs gives each twin part less than the single part (whose other entity sends
 its share back), but the twin's two parts together more: an object scores the walk's
 probability of standing on any of its rows. Mode auto orders the hybrid list's best objects by
-that score when `PPR_RERANK_DEPTH` is set, so the twin comes first, the single second (the
+that score when `ppr_rerank_depth` is set, so the twin comes first, the single second (the
 hybrid list ranks the single higher, and so does the raw best-row score: RRF of raw PPR puts it
 first), then the lookalike and the distractor (never reached by the walk), wherever the hybrid
-list put them. Ranked per unit of degree (`PPR_DEGREE_NORMALISED`, the default), a twin part,
+list put them. Ranked per unit of degree (`degree_normalised`, the default), a twin part,
 naming Zorvex Labs alone, outranks the single's part, and RRF puts the twin first.
 "Hollin Quay's" seeds Hollin Quay. Tenant B holds the same texts without entities: auto
 answers it hybrid, with B's objects alone.

@@ -33,7 +33,7 @@ def id_halves(ids: Sequence[uuid.UUID]) -> npt.NDArray[np.uint64]:
 
 @dataclass(frozen=True)
 class PprConfig:
-    """The PPR stage's bounds and constants (settings `BRAINSTREAM_PPR_*`)."""
+    """The PPR stage's bounds and constants (the product's: `pipeline/wiring/services.py: PPR`)."""
 
     max_ngram: int = 8
     hub_fraction: float = 0.10

@@ -1,6 +1,7 @@
 """The second stage of a multi-hop search: the first stage's object list (hybrid) and the PPR
 stage's object list fused by reciprocal rank with a small k, or the first stage's best objects
-re-ranked by their PPR score (`rerank_stages`, `PPR_RERANK_DEPTH`), and the explain block.
+re-ranked by their PPR score (`rerank_stages`, `EngineConfig.ppr_rerank_depth`), and the
+explain block.
 
 Pure functions; the engine (`pipeline.retrieval.engine`) runs the stages and calls these.
 A small k lets a passage ranked high by one stage alone climb: with k = 60, RRF is nearly flat

@@ -6,7 +6,7 @@
   once the top k of the candidate nodes has stayed the same for a few rounds (their order is
   all the ranking needs) or the vector has converged.
 - `inflow_per_degree`: the mass a node's edges bring it, per unit of its weighted degree (what
-  the PPR stage ranks rows by when `PPR_DEGREE_NORMALISED`; see the function).
+  the PPR stage ranks rows by when `PprConfig.degree_normalised`; see the function).
 - `forward_push`: the Andersen-Chung-Lang local estimate, used to choose which frontier nodes
   of the growing query-time subgraph are worth expanding: `p` never exceeds the exact PPR and
   the exact PPR never exceeds `p` plus the total residual.
