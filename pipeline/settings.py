@@ -84,8 +84,9 @@ class ApiSettings(BaseModel):
         default=1_048_576, ge=1024, description="The largest request body; larger ones get 413. "
         "Raise it for large POST /v1/events batches.")
     api_request_timeout: float = Field(
-        default=30.0, gt=0, description="Seconds a request may take before it is answered 504. "
-        "Lower it for interactive callers.")
+        default=30.0, gt=0, description="Seconds a request may take: past it the answer is 503 "
+        "`request_timeout` (408 `body_timeout` while its body still arrives). Lower it for "
+        "interactive callers.")
     api_statement_timeout: float = Field(
         default=15.0, gt=0, description="Seconds one Postgres statement of a request may run. "
         "Keep it below API_REQUEST_TIMEOUT.")

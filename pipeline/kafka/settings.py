@@ -48,7 +48,7 @@ class KafkaSettings(StackSettings):
                                "became visible. Change it as TOPIC_EVENTS.")
     max_event_bytes: int = Field(
         default=1_000_000, ge=1024, description="The largest event (record) accepted; larger "
-        "ones are dead-lettered `event_too_large`. Raise it (with the broker's limit) for large "
+        "ones are dead-lettered `payload_too_large`. Raise it (with the broker's limit) for large "
         "documents.")
     publisher_keys: dict[str, PublisherKey] = Field(
         default_factory=dict, description="JSON: key id -> {secret, namespaces, privileged}. A "

@@ -3,9 +3,9 @@ and, with them, the search vocabulary (`search_vocab`, its queue `search_vocab_p
 
 Only LEXICAL_ENGINE=postgres reads them (the SQL lexical and trigram channels); under tantivy
 they cost the consumer's transaction more than half of its Postgres CPU and three quarters of its
-WAL for nothing (bench/leanwrites.py; docs/operations.md, "SQL BM25 postings follow
-LEXICAL_ENGINE"). The switch is the enabled state of the three postings triggers on `objects`,
-not a flag table their function would read:
+WAL for nothing (`python -m bench.ingest.leanwrites`; docs/lexical.md). The switch is the
+enabled state of the three postings triggers on `objects`, not a flag table their function
+would read:
 - off costs writers nothing (a disabled trigger is skipped by the executor; a flag would still
   run the PL/pgSQL function and a lookup for every row written);
 - `ALTER TABLE ... ENABLE/DISABLE TRIGGER` takes SHARE ROW EXCLUSIVE on `objects`, the lock a

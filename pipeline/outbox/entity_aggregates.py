@@ -70,7 +70,7 @@ _ENTITIES = sql.SQL(
 # The namespace test is written `(...) IS TRUE` for the reason `_LIVE_PROBE` gives below: as a
 # plain equality, the planner, told by statistics that predate a new tenant that its namespace
 # holds one object, read every entity of the database and probed `objects` by namespace and
-# `mentions` by entity for each (42,465-79,520 probes, 0.3-0.7 s a batch of bench/ingest.py's
+# `mentions` by entity for each (42,465-79,520 probes, 0.3-0.7 s a batch of bench.ingest's
 # burst, the relay's costliest statement). A batch's rows can only be found by their ids now.
 _MENTIONS = sql.SQL(
     "SELECT coalesce(o.parent_id, o.id), m.entity_id, o.namespace_id, count(*),"
@@ -89,7 +89,7 @@ _MENTIONS = sql.SQL(
 # written `(...) IS TRUE`, which no index can serve: as a plain equality, the planner, told by
 # statistics that predate a new tenant that its namespace holds about one object, drove the
 # probe from `objects` by namespace and probed `mentions` once per object of the namespace
-# (32,102 probes for 180 entities in bench/ingest.py's burst; a namespace of 100k objects would
+# (32,102 probes for 180 entities in bench.ingest's burst; a namespace of 100k objects would
 # have been read in full per entity). Only `mentions` by entity can drive it now.
 _LIVE_PROBE = ("LATERAL (SELECT 1 AS live FROM mentions lm JOIN objects lo ON lo.id = lm.row_id"
                " WHERE lm.entity_id = e.id AND lo.deleted_at IS NULL"

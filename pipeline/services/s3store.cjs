@@ -29,7 +29,7 @@
  *    last key of the page, base64url-encoded.
  *  - listings and metadata come from memory. tansu lists a partition's batch objects on every
  *    fetch, and s3rver walked the directory and read three files per listed key each time: with
- *    ~400 batch objects this process took 18.5 of the 64 CPU-seconds of bench/ingest.py's
+ *    ~400 batch objects this process took 18.5 of the 64 CPU-seconds of bench.ingest's
  *    30-second half-load phase, and the cost grew with every produce request. This process is
  *    the only writer of its directory: each bucket's sorted keys are walked once, then kept as
  *    objects are written and deleted; an object's metadata is read once, then kept until a write

@@ -115,7 +115,7 @@ CROSS JOIN LATERAL (
     ORDER BY v.embedding <=> s.embedding LIMIT %(k)s) n"""
 # Sent unprepared: the generic plan Postgres kept after a few batches sorted the namespace's
 # every vector for each entity instead of asking the HNSW index (5 ms an entity, against
-# 0.2-0.5 ms: the proposal pass's costliest statement in bench/ingest.py, 6-10 s of a burst).
+# 0.2-0.5 ms: the proposal pass's costliest statement in bench.ingest, 6-10 s of a burst).
 
 _PAIR_STATUSES = """
 SELECT d.from_id, d.to_id, d.status FROM entity_edges d

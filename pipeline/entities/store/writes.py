@@ -307,7 +307,7 @@ def analyze_stale(conn: Conn, tables: Sequence[str] = ENTITY_TABLES, *,
     (once a minute by default, then at 10 % changed). Without statistics the planner takes
     `namespace_id = $1` for selective, and with one tenant holding every row the resolver's
     lookup then reads the whole namespace per name: 25x the CPU of the pass measured with
-    statistics (bench/extractprofile.py). Checked after each batch, this costs one catalog read;
+    statistics (bench.extract.profile). Checked after each batch, this costs one catalog read;
     the ANALYZEs come at roughly each doubling of a growing table. A table another session is
     analyzing (or vacuuming) is skipped rather than waited for. The counters are the statistics
     system's, flushed by each backend within a second or so of its commits. `conn` autocommits

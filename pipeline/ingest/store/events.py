@@ -84,7 +84,7 @@ class PgEventStore:
     on a loaded machine costs milliseconds, so three statements per event ride with others: an
     applied event's RELEASE and the next event's time go with that event's SAVEPOINT (the commit
     releases the last one), and the applied events' outbox rows are written by `flush`, all in
-    one statement, before the commit (bench/ingest.py; 10.25 -> 4.25 round trips per SciFact
+    one statement, before the commit (bench.ingest; 10.25 -> 4.25 round trips per SciFact
     put, with the single-statement upsert).
     """
 
