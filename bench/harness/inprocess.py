@@ -28,6 +28,7 @@ from pipeline.graph.falkordb.schema import prepare_graph
 from pipeline.graph.falkordb.writer import FalkorGraphWriter
 from pipeline.ingest.batch import apply_batch
 from pipeline.ingest.records import RawRecord, ingest_options
+from pipeline.ingest.settings import CONSUMER_BATCH_SIZE
 from pipeline.ingest.store.events import PgEventStore
 from pipeline.kafka.io import KafkaChangeSink, make_producer
 from pipeline.kafka.topics import ensure_topics
@@ -84,7 +85,7 @@ def bench_stack(settings: Settings, *, fresh: bool, sql_postings: bool = False
 def apply_events(settings: Settings, events: Sequence[dict[str, Any]], *,
                  batch_size: int | None = None) -> int:
     """Apply put/link events as the consumer does: one transaction per batch of records."""
-    size = batch_size or settings.consumer_batch_size
+    size = batch_size or CONSUMER_BATCH_SIZE
     options = ingest_options(settings)
     applied = 0
     with psycopg.connect(settings.effective_postgres_dsn, autocommit=True) as conn:

@@ -19,7 +19,7 @@ from pipeline.kafka.io import DeadLetterWriter, make_producer
 from pipeline.memory.ports import Summariser
 from pipeline.memory.store.fold import PgSummaryWork
 from pipeline.memory.summarisers import ExtractiveSummariser, HttpSummariser
-from pipeline.memory.summarising import SUMMARY_MAX_STEP, SessionSummariser
+from pipeline.memory.summarising import SUMMARY_BUDGET_TOKENS, SUMMARY_MAX_STEP, SessionSummariser
 from pipeline.postgres.pool import make_pool
 from pipeline.settings import Settings
 from tests.httpserve import json_handler, serve
@@ -60,7 +60,7 @@ def test_the_point_moves_past_the_window_without_chatter_two_tenants(
     assert "Kyoto" in content
     for chatter in CHATTER:
         assert f": {chatter}" not in content
-    assert count_tokens(content) <= catalog.memory_summary_budget_tokens
+    assert count_tokens(content) <= SUMMARY_BUDGET_TOKENS
     # B: 5 messages, within the window: no summary, its point unmoved
     assert _point(catalog, b, sid) == 0 and summaries_of(catalog, b, sid) == []
 
