@@ -11,7 +11,10 @@ setting (generated from the descriptions: `make docs`).
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Self
 
 from pydantic import BaseModel, Field, SecretStr, field_validator
@@ -28,6 +31,8 @@ from pipeline.memory.settings import MemorySettings
 from pipeline.outbox.settings import RelaySettings
 from pipeline.retrieval.settings import RetrievalSettings
 from pipeline.services.settings import StackSettings
+
+log = logging.getLogger(__name__)
 
 # The Postgres connections all API processes together may hold (the embedded Postgres allows 300;
 # the rest are the pipeline's). Against a server that allows fewer, run fewer API_WORKERS.
@@ -178,15 +183,47 @@ def own_fields(group: type[BaseModel]) -> list[str]:
     return [name for name in group.model_fields if name not in inherited]
 
 
+PREFIX = "BRAINSTREAM_"
+# BRAINSTREAM_* variables that are not settings: the Python client's, what `up` tells its
+# children, and the test suite's and benchmarks' port offsets.
+NOT_SETTINGS = frozenset({"BRAINSTREAM_API_URL", "BRAINSTREAM_API_KEY", "BRAINSTREAM_NAMESPACE",
+                          "BRAINSTREAM_SUPERVISOR_PID", "BRAINSTREAM_API_PARENT_PID",
+                          "BRAINSTREAM_TEST_PORT_OFFSET", "BRAINSTREAM_BENCH_PORT_OFFSET",
+                          "BRAINSTREAM_WRITE_SCREENSHOTS"})
+
+
+def dotenv_names(path: Path) -> set[str]:
+    """The BRAINSTREAM_* names a `.env` file sets (upper case)."""
+    from dotenv import dotenv_values
+
+    if not path.is_file():
+        return set()
+    return {key.upper() for key in dotenv_values(path) if key.upper().startswith(PREFIX)}
+
+
+def unknown_variables(environ: Mapping[str, str] | None = None,
+                      dotenv: Path = Path(".env")) -> list[str]:
+    """BRAINSTREAM_* variables that name no setting (a typo, or a setting since removed): they
+    are ignored, so the processes and `brainstream config` say so."""
+    known = {PREFIX + name.upper() for name in Settings.model_fields} | NOT_SETTINGS
+    given = {key.upper() for key in (os.environ if environ is None else environ)
+             if key.upper().startswith(PREFIX)} | dotenv_names(dotenv)
+    return sorted(given - known)
+
+
 def load_settings(**overrides: Any) -> Settings:
-    """Read the settings once; a bad value becomes a ConfigError naming the variable."""
+    """Read the settings once; a bad value becomes a ConfigError naming the variable. A variable
+    that names no setting is logged: it would otherwise be ignored without a word."""
     from pydantic import ValidationError
 
     try:
-        return Settings(**overrides)
+        settings = Settings(**overrides)
     except ValidationError as exc:
         first = exc.errors()[0]
         name = str(first["loc"][0]) if first["loc"] else "?"
         raise ConfigError(
             f"BRAINSTREAM_{name.upper()}: {first['msg']}", field=name
         ) from exc
+    for name in unknown_variables():
+        log.warning("%s is not a setting: ignored (brainstream config lists them)", name)
+    return settings

@@ -15,9 +15,8 @@ from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 
 from pipeline.cli.common import context_settings
-from pipeline.settings import GROUPS, Settings, own_fields
+from pipeline.settings import GROUPS, PREFIX, Settings, dotenv_names, own_fields, unknown_variables
 
-PREFIX = "BRAINSTREAM_"
 MASK = "********"
 # Settings whose keys (not values) are credentials: an API key bound to namespaces, a curator's.
 _SECRET_KEYS = {"api_keys", "entity_curators"}
@@ -64,21 +63,12 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _dotenv(path: Path) -> set[str]:
-    """The BRAINSTREAM_* names a `.env` file sets (upper case)."""
-    from dotenv import dotenv_values
-
-    if not path.is_file():
-        return set()
-    return {key.upper() for key in dotenv_values(path) if key.upper().startswith(PREFIX)}
-
-
 def effective(settings: Settings, environ: dict[str, str] | None = None,
               dotenv: Path = Path(".env")) -> list[dict[str, Any]]:
     """Each setting: its group, name, variable, value (masked) and source (`env`, `.env` or
     `default`), in the reference's order."""
     env = {key.upper() for key in (os.environ if environ is None else environ)}
-    in_file = _dotenv(dotenv)
+    in_file = dotenv_names(dotenv)
     rows = []
     for group, model in GROUPS:
         for name in own_fields(model):
@@ -87,24 +77,6 @@ def effective(settings: Settings, environ: dict[str, str] | None = None,
             rows.append({"group": group, "setting": var, "source": source,
                          "value": _plain(masked(name, getattr(settings, name)))})
     return rows
-
-
-# BRAINSTREAM_* variables that are not settings: the Python client's, what `up` tells its
-# children, and the test suite's and benchmarks' port offsets.
-NOT_SETTINGS = frozenset({"BRAINSTREAM_API_URL", "BRAINSTREAM_API_KEY", "BRAINSTREAM_NAMESPACE",
-                          "BRAINSTREAM_SUPERVISOR_PID", "BRAINSTREAM_API_PARENT_PID",
-                          "BRAINSTREAM_TEST_PORT_OFFSET", "BRAINSTREAM_BENCH_PORT_OFFSET",
-                          "BRAINSTREAM_WRITE_SCREENSHOTS"})
-
-
-def unknown_variables(environ: dict[str, str] | None = None,
-                      dotenv: Path = Path(".env")) -> list[str]:
-    """BRAINSTREAM_* variables that name no setting (a typo, or a setting since removed): they
-    are ignored, so say so."""
-    known = {env_name(name) for name in Settings.model_fields} | NOT_SETTINGS
-    given = {key.upper() for key in (os.environ if environ is None else environ)
-             if key.upper().startswith(PREFIX)} | _dotenv(dotenv)
-    return sorted(given - known)
 
 
 def _default(field: FieldInfo) -> str:

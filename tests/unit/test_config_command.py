@@ -4,13 +4,16 @@ warning for variables that name no setting."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from pipeline.cli.config import MASK, effective, masked, unknown_variables
-from pipeline.settings import Settings
+import pytest
+
+from pipeline.cli.config import MASK, effective, masked
+from pipeline.settings import Settings, load_settings, unknown_variables
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -55,6 +58,15 @@ def test_a_variable_that_names_no_setting_is_reported(tmp_path: Path) -> None:
     dotenv.write_text("BRAINSTREAM_RRF_K=60\n")
     environ = {"BRAINSTREAM_API_PORT": "8100", "BRAINSTREAM_EMBEDER": "static", "HOME": "/"}
     assert unknown_variables(environ, dotenv) == ["BRAINSTREAM_EMBEDER", "BRAINSTREAM_RRF_K"]
+
+
+def test_every_process_logs_a_variable_that_names_no_setting(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)  # no .env
+    monkeypatch.setenv("BRAINSTREAM_PPR_HUB_MIN_ROWS", "3")
+    caplog.set_level(logging.WARNING, logger="pipeline.settings")
+    load_settings()
+    assert "BRAINSTREAM_PPR_HUB_MIN_ROWS is not a setting" in caplog.text
 
 
 def test_the_command_prints_and_warns(tmp_path: Path) -> None:
