@@ -50,15 +50,20 @@ def api_client(settings: Settings, tenants: Iterable[ApiTenant],
     return TestClient(create_app(settings.model_copy(update=update)))
 
 
+# The product's tuned read-side constants, as imported (a module fixture's `read_side` may still
+# hold its own while a test of the module starts another app).
+_PRODUCT = (services.PPR, services.SEARCH)
+
+
 @contextlib.contextmanager
 def read_side(*, ppr: dict[str, Any] | None = None,
               search: dict[str, Any] | None = None) -> Iterator[None]:
-    """Apps started inside build their read side with these changes to the product's tuned
-    constants (`pipeline/wiring/services.py`: PPR, SEARCH): a corpus of a few rows needs a
-    smaller hub floor than a namespace of thousands."""
+    """Apps started inside build their read side with these changes, and only these, to the
+    product's tuned constants (`pipeline/wiring/services.py`: PPR, SEARCH): a corpus of a few
+    rows needs a smaller hub floor than a namespace of thousands."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(services, "PPR", replace(services.PPR, **(ppr or {})))
-        patch.setattr(services, "SEARCH", replace(services.SEARCH, **(search or {})))
+        patch.setattr(services, "PPR", replace(_PRODUCT[0], **(ppr or {})))
+        patch.setattr(services, "SEARCH", replace(_PRODUCT[1], **(search or {})))
         yield
 
 
