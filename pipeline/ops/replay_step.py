@@ -23,7 +23,7 @@ from pipeline.kafka.markers import marker_generation
 from pipeline.lexical.vocab import refresh_vocab
 from pipeline.ports import ChangeSink, DeadLetterSink, Embedder, Extractor, GraphWriter
 from pipeline.settings import Settings
-from pipeline.wiring.stages import STAGES, pending
+from pipeline.wiring.stages import BY_NAME, STAGES, pending
 
 
 @dataclass
@@ -102,15 +102,18 @@ class InProcessWork:
             refresh_vocab(conn)  # the sweep's job in a live generation
 
     def extract_pending(self) -> int:
-        return pending(self.pool)["extract"]
+        return self._pending("extract")
 
     def memory_pending(self) -> int:
         """Message extractor rows and summariser requests waiting (nobody else holds them
         before the switch: the workers serve the active generation)."""
-        return pending(self.pool)["memory"]
+        return self._pending("memory")
 
     def lexical_pending(self) -> int:
-        return pending(self.pool)["lexical"]
+        return self._pending("lexical")
+
+    def _pending(self, stage: str) -> int:
+        return BY_NAME[stage].pending(self.pool, 0.0)
 
     def backlogs(self) -> tuple[int, int, int, int, int]:
         """Rows waiting for an embedding, an extraction, the memory work, the graph, the

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from psycopg_pool import ConnectionPool
@@ -92,23 +92,24 @@ class Stage:
 
     name: str
     run: Callable[[StageResources, Roots, int | None, bool], Outcome]
-    pending: Pending | None = field(default=None)
+    pending: Pending
 
 
-def _rounds(rounds: int | None) -> dict[str, int]:
-    return {} if rounds is None else {"max_batches": rounds}
+def _bound(name: str, rounds: int | None) -> dict[str, int]:
+    """The keyword that bounds a stage's run (its own default when `rounds` is None)."""
+    return {} if rounds is None else {name: rounds}
 
 
 def _embed(res: StageResources, roots: Roots, rounds: int | None, draining: bool) -> Outcome:
     service = EmbeddingService(res.settings, res.pool, res.embedder, res.dead_letters)
-    stats = service.run(roots, **_rounds(rounds))
+    stats = service.run(roots, **_bound("max_batches", rounds))
     return Outcome(stats.__dict__, ("relay",) if stats.roots_completed or stats.failed else ())
 
 
 def _extract(res: StageResources, roots: Roots, rounds: int | None, draining: bool) -> Outcome:
     stage = ExtractionStage(res.settings, res.pool, res.extractor,
                             dead_letters=res.dead_letters)
-    stats = stage.run(roots, **_rounds(rounds))
+    stats = stage.run(roots, **_bound("max_batches", rounds))
     # curators' decisions first: the proposal pass then honours a refusal, and skips a merged
     # entity (pipeline/entities/decisions.py)
     decided = apply_pending(res.pool)
@@ -130,11 +131,12 @@ def _extract(res: StageResources, roots: Roots, rounds: int | None, draining: bo
 
 def _memory(res: StageResources, roots: Roots, rounds: int | None, draining: bool) -> Outcome:
     extracted = MessageExtraction(res.settings, PgMessageWork(res.pool), res.embedder,
-                                  res.extractor, res.dead_letters).run(roots, **_rounds(rounds))
+                                  res.extractor, res.dead_letters).run(
+        roots, **_bound("max_batches", rounds))
     summariser = build_summariser(res.settings, res.embedder)
     summarised = SessionSummariser(res.settings, PgSummaryWork(res.pool), summariser,
                                    res.embedder, res.dead_letters).run(
-        roots, **({} if rounds is None else {"max_rounds": rounds}))
+        roots, **_bound("max_rounds", rounds))
     return Outcome({"extracted": extracted.stored, "extract_failed": extracted.failed,
                     **summarised.__dict__})
 
@@ -148,7 +150,7 @@ def _relay(lane: str, follow: tuple[str, ...]) -> Callable[
             log.warning("relay (%s): %s", lane, exc)
             return Outcome({"skipped": True, "error": str(exc)})
         relay = OutboxRelay(res.settings, res.pool, graph, res.changes, res.dead_letters)
-        stats = relay.run(lanes=(lane,), **({} if rounds is None else {"max_rounds": rounds}))
+        stats = relay.run(lanes=(lane,), **_bound("max_rounds", rounds))
         handed = {k: v for k, v in stats.__dict__.items() if k != "errors"}
         return Outcome(handed, follow if handed.get("handed") else ())
     return run
@@ -156,7 +158,7 @@ def _relay(lane: str, follow: tuple[str, ...]) -> Callable[
 
 def _lexical(res: StageResources, roots: Roots, rounds: int | None, draining: bool) -> Outcome:
     writer = LexicalWriter(res.settings, res.pool)
-    return Outcome(writer.run(**({} if rounds is None else {"max_rounds": rounds})).__dict__)
+    return Outcome(writer.run(**_bound("max_rounds", rounds)).__dict__)
 
 
 def _embed_pending(pool: ConnectionPool, older_than: float) -> int:
@@ -197,4 +199,4 @@ BY_NAME: dict[str, Stage] = {stage.name: stage for stage in STAGES}
 
 def pending(pool: ConnectionPool, *, older_than: float = 0.0) -> dict[str, int]:
     """Each stage's waiting work (the relay's two lanes share the outbox's count)."""
-    return {s.name: s.pending(pool, older_than) for s in STAGES if s.pending is not None}
+    return {s.name: s.pending(pool, older_than) for s in STAGES}
