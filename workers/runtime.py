@@ -26,6 +26,8 @@ from pipeline.graph.falkordb.writer import FalkorGraphWriter
 from pipeline.ingest.processor import BatchProcessor
 from pipeline.ingest.store.events import PgEventStores
 from pipeline.kafka.io import DeadLetterWriter, KafkaChangeSink, make_producer
+from pipeline.memory.ports import Summariser
+from pipeline.memory.summarisers import build_summariser
 from pipeline.ports import Embedder, Extractor
 from pipeline.postgres.pool import make_pool
 from pipeline.settings import Settings, load_settings
@@ -42,6 +44,7 @@ class Runtime:
     processor: BatchProcessor  # for deferred events that come due between batches
     _graph: FalkorGraphWriter | None = None
     _extractor: Extractor | None = None
+    _summariser: Summariser | None = None
 
     @property
     def graph(self) -> FalkorGraphWriter:
@@ -55,6 +58,14 @@ class Runtime:
         """The embedder of entity names (`ENTITY_NAME_EMBEDDER`): the passages' own, or the
         static one beside it."""
         return _name_embedder(self.settings)
+
+    @property
+    def summariser(self) -> Summariser:
+        """Built on first use (an `http` summariser's client is kept for the process's
+        generation, with its connections)."""
+        if self._summariser is None:
+            self._summariser = build_summariser(self.settings, self.embedder)
+        return self._summariser
 
     @property
     def extractor(self) -> Extractor:

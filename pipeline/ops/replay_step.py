@@ -21,6 +21,8 @@ from pipeline.ingest.processor import BatchProcessor
 from pipeline.ingest.records import RawRecord
 from pipeline.kafka.markers import marker_generation
 from pipeline.lexical.vocab import refresh_vocab
+from pipeline.memory.ports import Summariser
+from pipeline.memory.summarisers import build_summariser
 from pipeline.ports import ChangeSink, DeadLetterSink, Embedder, Extractor, GraphWriter
 from pipeline.settings import Settings
 from pipeline.wiring.stages import BY_NAME, STAGES, pending
@@ -73,6 +75,7 @@ class InProcessWork:
     graph: GraphWriter
     changes: ChangeSink
     name_embedder: Embedder  # entity names' vectors, written by the proposal pass
+    summariser: Summariser
     # failures are marked, not dead-lettered again (they were when first consumed)
     dead_letters: DeadLetterSink | None = None
 
@@ -83,7 +86,8 @@ class InProcessWork:
         embedder = build_embedder(settings)
         return cls(settings, pool, embedder, build_extractor(settings),
                    FalkorGraphWriter.from_settings(settings), changes,
-                   build_name_embedder(settings, passages=embedder))
+                   build_name_embedder(settings, passages=embedder),
+                   build_summariser(settings, embedder))
 
     def run(self, result: ReplayReport, *, rounds: int) -> None:
         for stage in STAGES:

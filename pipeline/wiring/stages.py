@@ -28,9 +28,9 @@ from pipeline.entities.store import extraction
 from pipeline.lexical import queue as lexical_queue
 from pipeline.lexical.writer import LexicalWriter
 from pipeline.memory.extraction import MessageExtraction
+from pipeline.memory.ports import Summariser
 from pipeline.memory.store.fold import PgSummaryWork
 from pipeline.memory.store.work import PgMessageWork, pending_work
-from pipeline.memory.summarisers import build_summariser
 from pipeline.memory.summarising import SessionSummariser
 from pipeline.outbox.relay import ENTITIES, OBJECTS, OutboxRelay
 from pipeline.outbox.store import backlog
@@ -67,6 +67,9 @@ class StageResources(Protocol):
 
     @property
     def dead_letters(self) -> DeadLetterSink | None: ...
+
+    @property
+    def summariser(self) -> Summariser: ...
 
 
 @dataclass
@@ -133,8 +136,7 @@ def _memory(res: StageResources, roots: Roots, rounds: int | None, draining: boo
     extracted = MessageExtraction(res.settings, PgMessageWork(res.pool), res.embedder,
                                   res.extractor, res.dead_letters).run(
         roots, **_bound("max_batches", rounds))
-    summariser = build_summariser(res.settings, res.embedder)
-    summarised = SessionSummariser(res.settings, PgSummaryWork(res.pool), summariser,
+    summarised = SessionSummariser(res.settings, PgSummaryWork(res.pool), res.summariser,
                                    res.embedder, res.dead_letters).run(
         roots, **_bound("max_rounds", rounds))
     return Outcome({"extracted": extracted.stored, "extract_failed": extracted.failed,
