@@ -16,6 +16,7 @@ Errors name the offending field (`where.and[1].or[0].gte`).
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, TypeAlias
 
@@ -89,9 +90,11 @@ def _leaf(node: dict[Any, Any], field: str) -> PathCondition:
 
 def _scalar(value: object, field: str) -> Scalar:
     if value is None or isinstance(value, (bool, int, float)):
-        if isinstance(value, float) and value != value:  # NaN has no JSON form
-            raise InvalidInput("the value must be a JSON number, string, boolean or null",
-                               field=field)
+        # NaN and ±Infinity (`1e999` parses to inf) have no JSON form: Postgres would refuse
+        # the variables, a 500 for what is a bad request
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InvalidInput("a number must be finite (NaN and Infinity have no JSON form; "
+                               "1e999 overflows)", field=field)
         return value
     if isinstance(value, str):
         if len(value) > MAX_STRING_CHARS:
