@@ -11,6 +11,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api import metrics
 from api.dependencies import Svc
+from pipeline.domain.setting_values import redact_credentials
 from pipeline.lexical.postings_switch import NOT_MAINTAINED
 
 log = logging.getLogger(__name__)
@@ -34,7 +35,7 @@ async def readyz(svc: Svc) -> JSONResponse:
     for name, why in checks.items():
         metrics.DEPENDENCY_UP.labels(name).set(0 if why else 1)
         if why:
-            log.warning("readiness: %s is down: %s", name, why)
+            log.warning("readiness: %s is down: %s", name, redact_credentials(why))
     ready = not any(checks.values())
     body: dict[str, object] = {
         "status": "ready" if ready else "unavailable",

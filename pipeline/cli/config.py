@@ -8,16 +8,15 @@ import os
 import uuid
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import click
 from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 
 from pipeline.cli.common import context_settings
+from pipeline.domain.setting_values import MASK, redact_credentials
 from pipeline.settings import GROUPS, PREFIX, Settings, dotenv_names, own_fields, unknown_variables
 
-MASK = "********"
 # Settings whose keys (not values) are credentials: an API key bound to namespaces, a curator's.
 _SECRET_KEYS = {"api_keys", "entity_curators"}
 _SECRET_ITEMS = {"api_admin_keys"}
@@ -45,10 +44,7 @@ def masked(name: str, value: Any) -> Any:
     if isinstance(value, dict):
         return {k: masked(k, v) for k, v in value.items()}
     if name in _URLS and isinstance(value, str):
-        parts = urlsplit(value)
-        if parts.password:
-            netloc = parts.netloc.replace(f":{parts.password}@", f":{MASK}@", 1)
-            return urlunsplit(parts._replace(netloc=netloc))
+        return redact_credentials(value)
     return value
 
 

@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline.domain.setting_values import redact_credentials
 from pipeline.generations.active import Generation, list_generations
 from pipeline.kafka.io import H_EVENT_ID, H_FAILED_AT, H_FIELD, H_MESSAGE
 from pipeline.ops import dlq
@@ -67,14 +68,14 @@ def operator_view(active: Settings, base: Settings, *, max_letters: int) -> dict
     try:
         out["generations"] = [_generation(g) for g in list_generations(base)]
     except Exception as exc:  # a down database is reported, not raised (as `status` does)
-        errors["generations"] = f"{type(exc).__name__}: {exc}"
+        errors["generations"] = redact_credentials(f"{type(exc).__name__}: {exc}")
     if "dead_letters" in errors:  # the broker is down: the letters cannot be read either
         return out
     try:
         letters = dlq.read_all(base, max_records=max_letters + 1,
                                idle_seconds=LETTERS_IDLE_SECONDS)
     except Exception as exc:
-        errors["dead_letter_list"] = f"{type(exc).__name__}: {exc}"
+        errors["dead_letter_list"] = redact_credentials(f"{type(exc).__name__}: {exc}")
         return out
     shown = letters[:max_letters]
     out["dead_letter_list"] = {

@@ -12,6 +12,7 @@ from typing import Any
 
 import psycopg
 
+from pipeline.domain.setting_values import redact_credentials
 from pipeline.embedding.service import counts_by_status
 from pipeline.entities.store import extraction
 from pipeline.kafka.offsets import committed_offsets, read_tails
@@ -106,7 +107,8 @@ def collect_active(base: Settings, generation: int | None = None, *,
         settings = resolve(base, generation)
     except psycopg.OperationalError as exc:
         report = collect(base, group=base.consumer_group, tally=tally, lag_records=lag_records)
-        report.index = {"generation": None, "error": f"{type(exc).__name__}: {exc}"}
+        report.index = {"generation": None,
+                        "error": redact_credentials(f"{type(exc).__name__}: {exc}")}
         report.errors["generation"] = report.index["error"]
         return report
     report = collect(settings, group=settings.consumer_group, tally=tally,
@@ -138,7 +140,8 @@ def collect(settings: Settings, *, group: str = CONSUMER_GROUP,
             if name != "database":
                 setattr(report, name, value)
         except Exception as exc:  # a down dependency is reported, not raised
-            report.errors[name] = f"{type(exc).__name__}: {exc}"
+            # (masked: a client's error may quote the DSN or URL it was given)
+            report.errors[name] = redact_credentials(f"{type(exc).__name__}: {exc}")
     return report
 
 

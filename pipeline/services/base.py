@@ -6,13 +6,15 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline.domain.setting_values import redact_credentials
 from pipeline.services.process import Daemon
 from pipeline.services.settings import StackSettings
 
 
 @dataclass(frozen=True)
 class ServiceStatus:
-    """One line of `brainstream services status`."""
+    """One line of `brainstream services status` (`address` and `detail` carry no credential:
+    `Service.status` masks them)."""
 
     name: str
     mode: str  # "embedded" | "external"
@@ -50,6 +52,12 @@ class Service(ABC):
     def address(self) -> str:
         """Where clients reach this service (a DSN or URL, without secrets where possible)."""
 
+    @property
+    def shown_address(self) -> str:
+        """The address as it may be printed, logged or returned: credentials masked (a
+        Postgres DSN carries its password under compose)."""
+        return redact_credentials(self.address)
+
     def daemon(self, marker: str) -> Daemon:
         return Daemon(
             name=self.name,
@@ -78,14 +86,16 @@ class Service(ABC):
         """Probe the service and report its state."""
         mode = "external" if self.external else "embedded"
         pid = None if self.external else self.running_pid()
+        address = self.shown_address
         if not self.external and pid is None:
-            return ServiceStatus(self.name, mode, self.address, "stopped")
+            return ServiceStatus(self.name, mode, address, "stopped")
         try:
             self.probe()
         except Exception as exc:
-            return ServiceStatus(self.name, mode, self.address, "unhealthy", pid,
-                                 f"{type(exc).__name__}: {exc}")
-        return ServiceStatus(self.name, mode, self.address, "healthy", pid)
+            # a client's error may quote the DSN it was given
+            return ServiceStatus(self.name, mode, address, "unhealthy", pid,
+                                 redact_credentials(f"{type(exc).__name__}: {exc}"))
+        return ServiceStatus(self.name, mode, address, "healthy", pid)
 
     def log_path(self) -> Path | None:
         """Where the embedded server writes its log."""

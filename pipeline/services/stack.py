@@ -35,11 +35,11 @@ class Stack:
         for service in self.services:
             if service.external:
                 service.probe()
-                report(f"{service.name:9} external  {service.address}")
+                report(f"{service.name:9} external  {service.shown_address}")
                 continue
             started = service.start()
             verb = "started " if started else "running "
-            report(f"{service.name:9} {verb}  {service.address}")
+            report(f"{service.name:9} {verb}  {service.shown_address}")
 
     def stop(self, report: Report = _quiet) -> None:
         """Stop every embedded service (reverse order: the broker before its storage)."""

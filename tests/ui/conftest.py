@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import pytest
@@ -26,6 +27,9 @@ from tests.pipelineutil import Proc, Publisher, envelope, indexed, put, wait_for
 from tests.stackutil import EXAMPLES, settings_env
 
 CHROMIUM = Path("/usr/bin/chromium")
+# The API reaches Postgres by a DSN that carries this password (the embedded server trusts
+# local connections and ignores it), as compose's does: it must never be answered or shown.
+DSN_PASSWORD = "ui-dsn-secret-7Qx"
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 SESSION = "ui-kickoff"
 # The examples' object ids, by what they are (the note is soft-deleted by the examples).
@@ -51,6 +55,7 @@ class Explorer:
     tenants: dict[str, UiTenant]
     both_key: str
     admin_key: str
+    env: dict[str, str] = field(default_factory=dict)  # the API's: its DSN has a password
 
     def get(self, key: str, path: str, **kwargs: Any) -> httpx.Response:
         return httpx.get(self.url + path, headers={"Authorization": f"Bearer {key}"},
@@ -102,6 +107,14 @@ def _publish_tenant(pub: Publisher, ns: uuid.UUID, *, only_b: bool) -> UiTenant:
                     poison["id"])
 
 
+def _with_password(dsn: str) -> str:
+    """`dsn` (a URL) with DSN_PASSWORD as its user's password."""
+    parts = urlsplit(dsn)
+    user = parts.username or "postgres"
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{user}:{DSN_PASSWORD}@{host}"))
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -138,6 +151,7 @@ def explorer(procs: dict[str, Proc], catalog: Settings) -> Iterator[Explorer]:
     env = {**settings_env(catalog), "BRAINSTREAM_API_WORKERS": "1",
            "BRAINSTREAM_API_PORT": str(port), "BRAINSTREAM_API_KEYS": json.dumps(keys),
            "BRAINSTREAM_API_ADMIN_KEYS": json.dumps([admin_key]),
+           "BRAINSTREAM_POSTGRES_DSN": _with_password(catalog.base_postgres_dsn),
            # the whole suite's dead letters precede this one's: list them all
            "BRAINSTREAM_UI_DEAD_LETTERS_MAX": "10000"}
     log = open(catalog.resolved_data_dir / "ui-api.log", "ab")  # noqa: SIM115 - child owns it
@@ -145,7 +159,7 @@ def explorer(procs: dict[str, Proc], catalog: Settings) -> Iterator[Explorer]:
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         wait_for(lambda: _answers(port), timeout=120, what="the API to serve")
-        found = Explorer(f"http://127.0.0.1:{port}", tenants, both_key, admin_key)
+        found = Explorer(f"http://127.0.0.1:{port}", tenants, both_key, admin_key, env)
         for tenant in tenants.values():  # the links are in the graph, the messages stored
             wait_for(lambda t=tenant: len(found.post(t.key, "/v1/expand", {
                 "object_id": t.ids["deal"], "want_containment": False}).json()["objects"]) == 2,

@@ -4,9 +4,13 @@ static files and graph library at /ui."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import httpx
 
-from tests.ui.conftest import Explorer
+from pipeline.domain.setting_values import MASK
+from tests.ui.conftest import DSN_PASSWORD, Explorer
 
 
 def test_operator_status_takes_an_admin_key(explorer: Explorer) -> None:
@@ -35,6 +39,24 @@ def test_operator_status_takes_an_admin_key(explorer: Explorer) -> None:
         assert "no_such_kind" in letter["message"]
     assert body["dead_letter_list"]["by_code"]["unknown_kind"] >= 2
     assert body["dead_letters"]["count"] >= len(letters)
+
+
+def test_no_password_of_a_dsn_is_answered_or_printed(explorer: Explorer) -> None:
+    """Issue 35 item 9: the API's Postgres DSN carries a password (as compose's does); the
+    operator's status answers the address with it masked, and so do `brainstream status` and
+    `services status`, in text and JSON, for the same settings."""
+    status = explorer.get(explorer.admin_key, "/v1/admin/status")
+    assert status.status_code == 200, status.text
+    assert DSN_PASSWORD not in status.text
+    postgres = next(s for s in status.json()["services"] if s["name"] == "postgres")
+    assert postgres["state"] == "healthy" and f":{MASK}@" in postgres["address"]
+    for argv in (["status"], ["status", "--json"], ["services", "status"],
+                 ["services", "status", "--json"]):
+        done = subprocess.run([sys.executable, "-m", "pipeline.cli", *argv], env=explorer.env,
+                              capture_output=True, text=True, timeout=180, check=False)
+        printed = done.stdout + done.stderr
+        assert "postgres" in done.stdout, printed
+        assert DSN_PASSWORD not in printed and MASK in done.stdout, (argv, printed)
 
 
 def test_me_names_only_the_callers_namespaces(explorer: Explorer) -> None:
