@@ -154,7 +154,7 @@ class _LazyProcessor:
                     self.settings,
                     PgEventStores(make_pool(self.settings, min_size=1, max_size=2,
                                             name="brainstream-consumer")),
-                    DeadLetterWriter(producer, self.settings.topic_dlq),
+                    DeadLetterWriter.of(producer, self.settings),
                     CeleryTrigger(celery_app),
                 )
             return self._processor.process(records)

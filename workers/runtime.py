@@ -134,7 +134,7 @@ def _build(settings: Settings) -> Runtime:
 
     producer = make_producer(settings)
     pool = make_pool(settings, min_size=1, max_size=4, name=_pool_name)
-    dead_letters = DeadLetterWriter(producer, settings.topic_dlq)
+    dead_letters = DeadLetterWriter.of(producer, settings)
     return Runtime(
         settings=settings,
         pool=pool,

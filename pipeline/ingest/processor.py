@@ -18,7 +18,7 @@ from pipeline.domain.retry import backoff_seconds
 from pipeline.ingest.batch import apply_batch
 from pipeline.ingest.records import BatchOutcome, RawRecord, ingest_options
 from pipeline.ingest.settings import IngestSettings
-from pipeline.kafka.io import dead_letter_headers, dead_letter_value
+from pipeline.kafka.io import dead_letter_headers
 from pipeline.metrics import instruments as metrics
 from pipeline.ports import DeadLetterSink, EventStores, WorkTrigger
 
@@ -67,12 +67,11 @@ class BatchProcessor:
             outcome = apply_batch(store, records, self.options)
             # Dead letters are acknowledged before the commit: a crash in between re-applies the
             # batch (a duplicate dead letter at worst), never loses one.
-            letters = []
-            for d in outcome.dead:
-                value, cut = dead_letter_value(d.record.value, self.options.max_event_bytes)
-                letters.append((d.record.key, value, dead_letter_headers(
-                    d.error, topic=d.record.topic, partition=d.record.partition,
-                    offset=d.record.offset, event_id=d.event_id, original=d.record.headers) + cut))
+            # (the writer cuts a letter the broker would refuse: key, headers and value together)
+            letters = [(d.record.key, d.record.value, dead_letter_headers(
+                d.error, topic=d.record.topic, partition=d.record.partition,
+                offset=d.record.offset, event_id=d.event_id, original=d.record.headers))
+                for d in outcome.dead]
             self.dead_letters.send(letters)
         return outcome
 

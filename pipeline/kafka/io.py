@@ -2,7 +2,8 @@
 
 Dead letters keep the original key, value and headers byte for byte and add headers with the
 stable error code, message, field and the record's source topic/partition/offset, so an operator
-can inspect them by code and re-drive them unchanged.
+can inspect them by code and re-drive them unchanged; a letter too large for the broker is cut
+to fit, what was cut named by size and sha256 (`pipeline/kafka/letter_size.py`).
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kafka import KafkaProducer
-from kafka.errors import KafkaError
+from kafka.errors import KafkaError, MessageSizeTooLargeError, RecordListTooLargeError
+from kafka.producer.future import FutureRecordMetadata
 
-from pipeline.domain.errors import BrainstreamError, Unavailable
+from pipeline.domain.errors import BrainstreamError, ConfigError, Unavailable
+from pipeline.kafka.letter_size import CUT_HEADERS, Letter, fit_letter, letter_bytes
 from pipeline.kafka.settings import KafkaSettings
 
 H_CODE = "brainstream.error.code"
@@ -27,9 +30,14 @@ H_PARTITION = "brainstream.source.partition"
 H_OFFSET = "brainstream.source.offset"
 H_EVENT_ID = "brainstream.event.id"
 H_FAILED_AT = "brainstream.failed_at"
-H_TRUNCATED = "brainstream.value.truncated"  # the original value's size, when the letter cut it
-OWN_HEADERS = frozenset({H_CODE, H_MESSAGE, H_FIELD, H_TOPIC, H_PARTITION, H_OFFSET, H_EVENT_ID,
-                         H_FAILED_AT, H_TRUNCATED})
+# the failure's headers, kept whole in every letter
+FAILURE_HEADERS = frozenset({H_CODE, H_MESSAGE, H_FIELD, H_TOPIC, H_PARTITION, H_OFFSET,
+                             H_EVENT_ID, H_FAILED_AT})
+# every header a letter adds (dropped from a record that is re-driven or fails again)
+OWN_HEADERS = FAILURE_HEADERS | CUT_HEADERS
+# A letter the broker refuses as too large (its limit is below MAX_EVENT_BYTES) will be refused
+# again: it is not an outage to retry, it is sent bare (the failure's headers and what was cut).
+_TOO_LARGE = (MessageSizeTooLargeError, RecordListTooLargeError)
 
 
 def make_producer(settings: KafkaSettings, **overrides: Any) -> KafkaProducer:
@@ -78,41 +86,68 @@ def dead_letter_headers(
     return headers
 
 
-def dead_letter_value(value: bytes, max_bytes: int) -> tuple[bytes, list[tuple[str, bytes]]]:
-    """The value a dead letter can carry, and the header saying it was cut. A record bigger than
-    the producer may send (it came from a producer with larger limits) would be refused by the
-    broker as a dead letter, and its batch retried forever: its letter keeps the first
-    `max_bytes` of the value; the whole record stays at its source topic, partition and offset."""
-    if len(value) <= max_bytes:
-        return value, []
-    return value[:max_bytes], [(H_TRUNCATED, str(len(value)).encode())]
-
-
 def header_map(headers: Sequence[tuple[str, bytes]] | None) -> dict[str, str]:
     """Headers as text, for reading dead letters."""
     return {k: v.decode("utf-8", "replace") for k, v in headers or []}
 
 
 class DeadLetterWriter:
-    """Sends rejected records to the dead-letter topic and waits until the broker has them."""
+    """Sends rejected records to the dead-letter topic and waits until the broker has them.
+    Each letter is cut to `max_bytes` in all (`letter_size.letter_bytes(MAX_EVENT_BYTES)`)."""
 
-    def __init__(self, producer: KafkaProducer, topic: str) -> None:
+    def __init__(self, producer: KafkaProducer, topic: str, *,
+                 max_bytes: int = 1_000_000) -> None:
         self.producer = producer
         self.topic = topic
+        self.max_bytes = max_bytes
 
-    def send(self, letters: Sequence[tuple[bytes | None, bytes, list[tuple[str, bytes]]]],
-             timeout: float = 30.0) -> None:
-        """(key, value, headers) each; raises Unavailable unless every one is acknowledged."""
+    @classmethod
+    def of(cls, producer: KafkaProducer, settings: KafkaSettings) -> DeadLetterWriter:
+        """The writer to the installation's dead-letter topic, with its letters' bound."""
+        return cls(producer, settings.topic_dlq, max_bytes=letter_bytes(settings.max_event_bytes))
+
+    def send(self, letters: Sequence[Letter], timeout: float = 30.0) -> None:
+        """(key, value, headers) each; raises Unavailable unless every one is acknowledged.
+        A letter the broker refuses as too large is sent again bare (ConfigError when even
+        that is refused: the broker's limit is below a few KiB)."""
         if not letters:
             return
+        fitted = [fit_letter(key, value, headers, own=FAILURE_HEADERS, max_bytes=self.max_bytes)
+                  for key, value, headers in letters]
         try:
-            futures = [self.producer.send(self.topic, key=key, value=value, headers=headers)
-                       for key, value, headers in letters]
+            futures = [self._send(letter) for letter in fitted]
             self.producer.flush(timeout=timeout)
-            for future in futures:
-                future.get(timeout=timeout)
+            for letter, future in zip(letters, futures, strict=True):
+                try:
+                    if future is None:
+                        raise MessageSizeTooLargeError("refused before sending")
+                    future.get(timeout=timeout)
+                except _TOO_LARGE:
+                    self._send_bare(letter, timeout)
         except KafkaError as exc:
             raise Unavailable(f"dead-letter topic {self.topic}: {exc}") from exc
+
+    def _send(self, letter: Letter) -> FutureRecordMetadata | None:
+        """The send's future, or None when the producer refused the letter as too large."""
+        key, value, headers = letter
+        try:
+            return self.producer.send(self.topic, key=key, value=value, headers=headers)
+        except _TOO_LARGE:
+            return None
+
+    def _send_bare(self, letter: Letter, timeout: float) -> None:
+        """`letter` (as given) with no room for the original record: the failure's headers and
+        each cut part's size and sha256."""
+        key, value, headers = letter
+        bare_key, bare_value, bare_headers = fit_letter(key, value, headers,
+                                                        own=FAILURE_HEADERS, max_bytes=0)
+        try:
+            self.producer.send(self.topic, key=bare_key, value=bare_value,
+                               headers=bare_headers).get(timeout=timeout)
+        except _TOO_LARGE as exc:
+            raise ConfigError(f"dead-letter topic {self.topic}: the broker refuses even a "
+                              f"letter of its headers alone ({exc}); raise its message size "
+                              "limit to MAX_EVENT_BYTES") from exc
 
 
 def change_event(kind: str, namespace: uuid.UUID | str, data: dict[str, Any],

@@ -49,7 +49,7 @@ def backfill(settings: Settings, namespace: uuid.UUID | None = None) -> Backfill
                                 extraction.pending_count(conn) or None)
         names = build_name_embedder(settings)
         stage = ExtractionStage(settings, pool, build_extractor(settings),
-                                dead_letters=DeadLetterWriter(producer, settings.topic_dlq))
+                                dead_letters=DeadLetterWriter.of(producer, settings))
         while True:
             stats = stage.run(max_batches=1)
             for name, value in stats.__dict__.items():

@@ -31,7 +31,7 @@ def _drain_outbox(settings: Settings, label: str) -> None:
         progress = Progress(label, total)
         relay = OutboxRelay(settings, pool, FalkorGraphWriter.from_settings(settings),
                             KafkaChangeSink(producer, settings.topic_changes),
-                            DeadLetterWriter(producer, settings.topic_dlq))
+                            DeadLetterWriter.of(producer, settings))
         while True:
             stats = relay.run(max_rounds=1)
             left = backlog(pool)
@@ -77,7 +77,7 @@ def reembed(settings: Settings) -> int:
     progress = Progress("re-embedding (rows)", marked)
     try:
         service = EmbeddingService(settings, pool, build_embedder(settings),
-                                   DeadLetterWriter(producer, settings.topic_dlq))
+                                   DeadLetterWriter.of(producer, settings))
         while True:
             service.run(max_batches=1)
             left = pending_count(pool)

@@ -10,6 +10,7 @@ replay-marker header was skipped unseen, whatever it held.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import secrets
@@ -195,3 +196,24 @@ def test_a_record_too_big_to_dead_letter_whole_is_dead_lettered_cut(
     letter = _then_the_next_event_applies(catalog, publisher, Poison(value, tag), tag, ns)
     assert letter["brainstream.error.code"] == "payload_too_large"
     assert letter["brainstream.value.truncated"] == str(len(value))
+
+
+def test_a_letter_with_a_large_key_and_headers_is_cut_whole_and_lands(
+        procs: dict[str, Proc], catalog: Settings, publisher: Publisher) -> None:
+    """Issue 35 item 11: an invalid record near MAX_EVENT_BYTES with a large key and large
+    headers. Its letter kept key and headers whole and cut only the value, over what the broker
+    takes: retried until the consumer gave up, then restarted on the same offset forever. Now
+    the whole letter fits, what was cut is named by size and sha256, and the events behind it
+    flow."""
+    ns, tag = uuid.uuid4(), f"bigkey-{uuid.uuid4().hex}"
+    value = tag.encode() + b"x" * (catalog.max_event_bytes - 100)  # not JSON
+    key = tag + "k" * (catalog.max_event_bytes * 7 // 10)
+    headers = [(f"trace-{i}", b"h" * (catalog.max_event_bytes * 3 // 10)) for i in range(3)]
+    letter = _then_the_next_event_applies(catalog, publisher, Poison(value, tag, headers), key,
+                                          ns)
+    assert letter["brainstream.error.code"] == "malformed_json"
+    assert letter["brainstream.key.truncated"] == str(len(key.encode()))
+    assert letter["brainstream.key.sha256"] == hashlib.sha256(key.encode()).hexdigest()
+    assert letter["brainstream.value.truncated"] == str(len(value))
+    assert letter["brainstream.value.sha256"] == hashlib.sha256(value).hexdigest()
+    assert int(letter["brainstream.headers.dropped"]) >= 1
