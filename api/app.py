@@ -35,6 +35,7 @@ from api.routes import (
     search,
     ui,
 )
+from api.security_headers import SecurityHeaders, page_policy
 from pipeline.domain.errors import BrainstreamError, ConfigError
 from pipeline.kafka.event_writes import EventWriter
 from pipeline.kafka.io import make_producer
@@ -104,7 +105,9 @@ def create_app(settings: Settings | None = None,
             app.state.decision_publisher.close()
             app.state.event_writer.close()
 
+    # /docs is served by api/routes/ui.py from this origin's files; no ReDoc (it loads a CDN)
     app = FastAPI(title="brainstream read API", version="1", lifespan=lifespan,
+                  docs_url=None, redoc_url=None,
                   description="Hybrid search, exact find, entity and link find, graph "
                               "expansion and paths over a brainstream knowledge base. Every "
                               "call is scoped to the namespace of the caller's API key.")
@@ -133,6 +136,8 @@ def create_app(settings: Settings | None = None,
     app.exception_handler(RequestValidationError)(errors.validation_error)
     limits.install(app, settings)  # before the metrics: their refusals are timed too
     app.middleware("http")(metrics.observe)
+    # outermost: every answer carries the headers, refusals of the limits included
+    app.add_middleware(SecurityHeaders, docs_policy=page_policy(ui.DOCS_HTML))
 
     for area in (search, graph, paths, objects, entities, memory, memory_search, events, admin,
                  operator, ui):

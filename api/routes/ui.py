@@ -1,7 +1,8 @@
 """The web explorer: its static files at `/ui` (api/ui/, no build step), the graph library it
-draws with (cytoscape, installed by `npm ci` from package.json), and `GET /v1/me`, which tells
-the explorer the namespaces of the key a user entered (its namespace chooser) and whether the
-key may read the operator page."""
+draws with (cytoscape) and the OpenAPI page's Swagger UI (swagger-ui-dist), both installed by
+`npm ci` from package.json and served from this origin (no CDN: the explorer keeps a key in
+this origin's storage), and `GET /v1/me`, which tells the explorer the namespaces of the key a
+user entered (its namespace chooser) and whether the key may read the operator page."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, FastAPI, Header, Request
-from fastapi.responses import FileResponse
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import FileResponse, HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel
 
@@ -19,8 +21,24 @@ from pipeline.domain.errors import NotFound, Unauthorized
 from pipeline.settings import Settings
 
 UI_DIR = Path(__file__).resolve().parents[1] / "ui"
-CYTOSCAPE = (Path(__file__).resolve().parents[2] / "node_modules" / "cytoscape" / "dist"
-             / "cytoscape.min.js")
+_NODE_MODULES = Path(__file__).resolve().parents[2] / "node_modules"
+CYTOSCAPE = _NODE_MODULES / "cytoscape" / "dist" / "cytoscape.min.js"
+_SWAGGER = _NODE_MODULES / "swagger-ui-dist"
+# What /ui/vendor/<name> serves: the files of npm packages the pages load, with their types
+# (compose/Dockerfile copies exactly these into the image).
+VENDOR: dict[str, tuple[Path, str]] = {
+    "cytoscape.min.js": (CYTOSCAPE, "text/javascript"),
+    "swagger-ui-bundle.js": (_SWAGGER / "swagger-ui-bundle.js", "text/javascript"),
+    "swagger-ui.css": (_SWAGGER / "swagger-ui.css", "text/css"),
+    "favicon-32x32.png": (_SWAGGER / "favicon-32x32.png", "image/png"),
+}
+
+# The OpenAPI page: FastAPI's Swagger UI page with its files from /ui/vendor/, the same bytes on
+# every answer (api/security_headers.py allows its one inline script by this page's hash).
+DOCS_HTML = bytes(get_swagger_ui_html(
+    openapi_url="/openapi.json", title="brainstream read API - Swagger UI",
+    swagger_js_url="/ui/vendor/swagger-ui-bundle.js", swagger_css_url="/ui/vendor/swagger-ui.css",
+    swagger_favicon_url="/ui/vendor/favicon-32x32.png").body).decode()
 
 router = APIRouter(tags=["ui"], responses=ERRORS)
 
@@ -46,12 +64,21 @@ async def me(request: Request,
     return MeOut(namespaces=list(namespaces), admin=admin)
 
 
-@router.get("/ui/vendor/cytoscape.min.js", include_in_schema=False)
-async def cytoscape() -> FileResponse:
-    """The graph library, from node_modules (`make install` runs `npm ci`)."""
-    if not CYTOSCAPE.is_file():
-        raise NotFound("the graph library is not installed: run `make install` (npm ci)")
-    return FileResponse(CYTOSCAPE, media_type="text/javascript")
+@router.get("/docs", include_in_schema=False)
+async def docs() -> HTMLResponse:
+    """The OpenAPI page (Swagger UI, served from this origin)."""
+    return HTMLResponse(DOCS_HTML)
+
+
+@router.get("/ui/vendor/{name}", include_in_schema=False)
+async def vendor(name: str) -> FileResponse:
+    """A file of the pages' libraries, from node_modules (`make install` runs `npm ci`)."""
+    if name not in VENDOR:
+        raise NotFound("no such file", field="name")
+    path, media_type = VENDOR[name]
+    if not path.is_file():
+        raise NotFound(f"{name} is not installed: run `make install` (npm ci)")
+    return FileResponse(path, media_type=media_type)
 
 
 def install(app: FastAPI) -> None:

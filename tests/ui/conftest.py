@@ -184,6 +184,8 @@ def browser() -> Iterator[Any]:
     assert CHROMEDRIVER.exists(), "chromium-driver is missing: run `make install-browser`"
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
+    # the console, to see each Content-Security-Policy refusal (tests/ui/test_explorer.py)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
                 "--window-size=1100,760", "--hide-scrollbars"):
         options.add_argument(arg)

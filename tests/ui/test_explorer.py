@@ -175,3 +175,39 @@ def test_search_filters_and_modes_are_the_schemas(explorer: Explorer, browser: A
         assert ids(css(browser, "[data-test=hit]")) == [o["id"] for o in answer["objects"]]
         assert [o["id"] for o in answer["objects"]] == [a.ids["deal"]]
         assert f"mode {answer['mode']}" in info
+
+
+def _refused_by_policy(browser: Any) -> list[str]:
+    """The console's Content-Security-Policy refusals since the last call."""
+    return [entry["message"] for entry in browser.get_log("browser")
+            if "Content Security Policy" in entry["message"]]
+
+
+def test_the_pages_run_under_their_policy_and_keep_the_key_per_tab(explorer: Explorer,
+                                                                   browser: Any) -> None:
+    """Issue 35 item 10: the explorer (its graph drawn by cytoscape) and the OpenAPI page (Swagger
+    UI from this origin) work under their strict Content-Security-Policy with nothing refused,
+    and the key lives in the tab's sessionStorage, never in localStorage."""
+    a = explorer.tenants["a"]
+    browser.get(explorer.url + "/ui")
+    browser.execute_script("localStorage.setItem('brainstream.key', 'left-by-an-old-explorer')")
+    browser.refresh()  # the explorer forgets a key an earlier version kept for good
+    _refused_by_policy(browser)
+    enter_key(browser, explorer.url, a.key)
+    stored = browser.execute_script(
+        "return [localStorage.getItem('brainstream.key'), "
+        "sessionStorage.getItem('brainstream.key')]")
+    assert stored == [None, a.key]
+    go(browser, f"#/graph/{a.ids['deal']}")
+    wait(browser, lambda d: a.ids["deal"] in graph_nodes(d), "the deal's graph drawn")
+    assert _refused_by_policy(browser) == []
+
+    browser.get(explorer.url + "/docs")
+    title = wait(browser, lambda d: css(d, ".swagger-ui .info .title"), "Swagger UI drawn")
+    assert "brainstream read API" in title[0].text
+    wait(browser, lambda d: css(d, ".opblock-summary-path"), "the operations listed")
+    assert _refused_by_policy(browser) == []
+    assert browser.execute_script("return typeof SwaggerUIBundle") == "function"
+    loaded = browser.execute_script(
+        "return performance.getEntriesByType('resource').map(r => r.name)")
+    assert loaded and all(url.startswith(explorer.url) for url in loaded), loaded

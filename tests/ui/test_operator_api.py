@@ -71,6 +71,49 @@ def test_me_names_only_the_callers_namespaces(explorer: Explorer) -> None:
     assert unknown.status_code == 401 and unknown.json()["error"]["code"] == "unauthorized"
 
 
+def _policy(response: httpx.Response) -> dict[str, str]:
+    """The Content-Security-Policy of an answer, by directive."""
+    directives = (d.strip().split(" ", 1) for d in
+                  response.headers["content-security-policy"].split(";"))
+    return {d[0]: d[1] if len(d) > 1 else "" for d in directives}
+
+
+def test_every_answer_says_nosniff_no_framing_and_its_policy(explorer: Explorer) -> None:
+    """Issue 35 item 10: the explorer's pages run only this origin's files (no inline script,
+    no plugin, no <base>, never framed); the OpenAPI page too, its one inline script allowed by
+    hash and Swagger UI served from here (no CDN); JSON answers allow nothing."""
+    a = explorer.tenants["a"]
+    answers = {
+        "page": httpx.get(explorer.url + "/ui/", timeout=30),
+        "script": httpx.get(explorer.url + "/ui/js/api.js", timeout=30),
+        "library": httpx.get(explorer.url + "/ui/vendor/cytoscape.min.js", timeout=30),
+        "docs": httpx.get(explorer.url + "/docs", timeout=30),
+        "json": explorer.get(a.key, "/v1/me"),
+        "refused": httpx.get(explorer.url + "/v1/me", timeout=30),
+        "missing": httpx.get(explorer.url + "/no/such/page", timeout=30),
+        "ops": httpx.get(explorer.url + "/healthz", timeout=30),
+    }
+    for name, answer in answers.items():
+        assert answer.headers["x-content-type-options"] == "nosniff", name
+        assert answer.headers["x-frame-options"] == "DENY", name
+        policy = _policy(answer)
+        assert policy["frame-ancestors"] == "'none'" and policy["object-src"] == "'none'", name
+        assert policy["base-uri"] == "'none'", name
+    ui = _policy(answers["page"])
+    assert ui["default-src"] == ui["script-src"] == ui["style-src"] == "'self'"
+    assert "unsafe" not in answers["page"].headers["content-security-policy"]
+    assert _policy(answers["json"])["default-src"] == "'none'"
+    docs = answers["docs"]
+    assert docs.status_code == 200 and "/ui/vendor/swagger-ui-bundle.js" in docs.text
+    assert "cdn" not in docs.text.lower()
+    assert "unsafe" not in docs.headers["content-security-policy"]
+    assert _policy(docs)["script-src"].startswith("'self' 'sha256-")
+    for name in ("swagger-ui-bundle.js", "swagger-ui.css", "favicon-32x32.png"):
+        assert httpx.get(explorer.url + "/ui/vendor/" + name, timeout=30).status_code == 200, name
+    assert httpx.get(explorer.url + "/ui/vendor/package.json", timeout=30).status_code == 404
+    assert httpx.get(explorer.url + "/redoc", timeout=30).status_code == 404
+
+
 def test_the_explorer_and_its_graph_library_are_served(explorer: Explorer) -> None:
     page = httpx.get(explorer.url + "/ui", follow_redirects=True, timeout=30)
     assert page.status_code == 200 and "brainstream explorer" in page.text

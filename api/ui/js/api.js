@@ -1,16 +1,20 @@
 // The explorer's one door to the JSON API: the key and namespace the user chose (kept in
-// localStorage), requests with them, the API's JSON errors, and small DOM helpers that only ever
+// sessionStorage: gone when the tab closes, never shared with other tabs), requests with them, the API's JSON errors, and small DOM helpers that only ever
 // set text (content from the API is never parsed as HTML).
 
 const KEY = "brainstream.key";
 const NAMESPACE = "brainstream.namespace";
 
+// an earlier explorer kept the key in localStorage, for good: forget it
+localStorage.removeItem(KEY);
+localStorage.removeItem(NAMESPACE);
+
 export const auth = {
-  get key() { return localStorage.getItem(KEY) || ""; },
-  set key(value) { localStorage.setItem(KEY, value); },
-  get namespace() { return localStorage.getItem(NAMESPACE) || ""; },
+  get key() { return sessionStorage.getItem(KEY) || ""; },
+  set key(value) { sessionStorage.setItem(KEY, value); },
+  get namespace() { return sessionStorage.getItem(NAMESPACE) || ""; },
   set namespace(value) {
-    if (value) localStorage.setItem(NAMESPACE, value); else localStorage.removeItem(NAMESPACE);
+    if (value) sessionStorage.setItem(NAMESPACE, value); else sessionStorage.removeItem(NAMESPACE);
   },
   namespaces: [],  // of the current key, from GET /v1/me
   admin: false,
