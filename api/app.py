@@ -44,6 +44,7 @@ from pipeline.kafka.signing import signer_for
 from pipeline.memory.writes import MessageWriter
 from pipeline.settings import Settings, load_settings
 from pipeline.wiring import ActiveServices, Services
+from pipeline.wiring.worker_readiness import WorkerReadiness
 
 log = logging.getLogger(__name__)
 
@@ -96,9 +97,18 @@ def create_app(settings: Settings | None = None,
             # the active index generation, followed across `brainstream replay` switches
             active = ActiveServices(settings, lambda svc: setattr(app.state, "services", svc))
             await active.start()
+            # under `brainstream api`, /readyz is what every worker of the instance agrees on
+            readiness = WorkerReadiness.for_instance(settings.result_set_redis_url,
+                                                     settings.api_workers)
+            app.state.worker_readiness = readiness
+            beat = None if readiness is None else asyncio.create_task(
+                readiness.heartbeat(lambda: _services_ready(app)))
             try:
                 yield
             finally:
+                if beat is not None and readiness is not None:
+                    beat.cancel()
+                    await _bounded(readiness.close(), SHUTDOWN_SECONDS)
                 await _bounded(active.close(), SHUTDOWN_SECONDS)
         finally:
             app.state.memory_writer.close()
@@ -112,6 +122,7 @@ def create_app(settings: Settings | None = None,
                               "expansion and paths over a brainstream knowledge base. Every "
                               "call is scoped to the namespace of the caller's API key.")
     app.state.settings = settings
+    app.state.worker_readiness = None  # this process's own readiness (set at start-up)
     # the write-through of memory messages publishes events like any publisher (its key signs);
     # a broker that does not answer fails the request within the wait, not the request deadline
     block_ms = round(settings.memory_write_wait * 1000)
@@ -144,6 +155,12 @@ def create_app(settings: Settings | None = None,
         app.include_router(area.router)
     ui.install(app)
     return app
+
+
+async def _services_ready(app: FastAPI) -> bool:
+    """Whether this worker's dependencies all answer (what its /readyz checks)."""
+    checks = await app.state.services.check()
+    return not any(checks.values())
 
 
 def _check_operator_recipes(settings: Settings) -> None:

@@ -1,18 +1,20 @@
-"""Operations routes, unauthenticated: liveness, readiness (each dependency checked) and the
-Prometheus metrics of the process."""
+"""Operations routes, unauthenticated: liveness, readiness (each dependency checked, and every
+worker of the instance) and the Prometheus metrics of the process."""
 
 from __future__ import annotations
 
 import logging
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from redis.exceptions import RedisError
 
 from api import metrics
 from api.dependencies import Svc
 from pipeline.domain.setting_values import redact_credentials
 from pipeline.lexical.postings_switch import NOT_MAINTAINED
+from pipeline.wiring.worker_readiness import WorkerReadiness
 
 log = logging.getLogger(__name__)
 
@@ -25,10 +27,12 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", responses={503: {"description": "a dependency is down"}})
-async def readyz(svc: Svc) -> JSONResponse:
+@router.get("/readyz", responses={503: {"description": "a dependency or a worker is down"}})
+async def readyz(request: Request, svc: Svc) -> JSONResponse:
     """Readiness: each dependency "ok" or "down" (503 with code `dependency_unavailable` when one
-    is down). Why it is down goes to the log and `brainstream_api_dependency_up`, never to this
+    is down) and, under `brainstream api`, how many of the instance's API_WORKERS workers are
+    ready (503 `workers_not_ready` unless all are: pipeline/wiring/worker_readiness.py). Why a
+    dependency is down goes to the log and `brainstream_api_dependency_up`, never to this
     unauthenticated answer, except the one fixed text that names no host: `sql_postings` (an
     API on LEXICAL_ENGINE=postgres over a database that does not keep the SQL postings)."""
     checks = await svc.check()
@@ -43,6 +47,21 @@ async def readyz(svc: Svc) -> JSONResponse:
         "generation": svc.settings.generation}
     if not ready:
         body["code"] = "dependency_unavailable"
+    tally: WorkerReadiness | None = request.app.state.worker_readiness
+    if tally is not None:
+        # Redis down: how many workers are ready is unknown, and this worker is not ready
+        # either (its continue tokens and shared limits live there: `redis` is down above)
+        workers: int | None = None
+        try:
+            await tally.publish(ready)
+            workers = await tally.count()
+        except RedisError as exc:
+            log.warning("readiness: the workers' tally is unreadable: %s",
+                        redact_credentials(f"{type(exc).__name__}: {exc}"))
+        body["workers"] = {"ready": workers, "expected": tally.expected}
+        if ready and (workers is None or workers < tally.expected):
+            ready = False
+            body.update(status="unavailable", code="workers_not_ready")
     if checks.get("sql_postings") == NOT_MAINTAINED:
         body["reasons"] = {"sql_postings": NOT_MAINTAINED}
     return JSONResponse(status_code=200 if ready else 503, content=body)

@@ -224,3 +224,25 @@ def test_a_form_encoded_body_says_what_to_send(client: TestClient,
     broken = client.post("/v1/search", content=b"{not json",
                          headers={**tenants["a"].headers, "Content-Type": "application/json"})
     assert broken.status_code in (400, 422) and "error" in broken.json()
+
+
+def test_readyz_is_unavailable_while_the_workers_tally_is_unreadable(
+        client: TestClient) -> None:
+    """Issue 35 item 8: under `brainstream api` each worker's readiness is tallied in Redis
+    (tests/resilience/test_api_workers.py runs two); when the tally cannot be read, no worker
+    can say the instance is ready: 503, the count unknown, the cause named."""
+    import redis.asyncio as aioredis
+
+    from pipeline.wiring.worker_readiness import WorkerReadiness
+
+    closed = aioredis.Redis(host="127.0.0.1", port=9, socket_connect_timeout=1)
+    client.app.state.worker_readiness = WorkerReadiness(closed, "tests:0", 2)  # type: ignore[attr-defined]
+    try:
+        ready = client.get("/readyz")
+    finally:
+        client.app.state.worker_readiness = None  # type: ignore[attr-defined]
+    assert ready.status_code == 503, ready.text
+    body = ready.json()
+    assert body["code"] == "workers_not_ready" and body["workers"] == {"ready": None,
+                                                                      "expected": 2}
+    assert set(body["dependencies"].values()) == {"ok"}  # the process itself is fine

@@ -1,9 +1,11 @@
 """Issue 13 item 3: the API runs as many worker processes as cores by default, each with a read
 pool sized to share the connection budget, and a `continue` token one worker made is honoured by
-another (result sets live in Redis), for its own tenant only."""
+another (result sets live in Redis), for its own tenant only. Issue 35 item 8: `/readyz` is what
+every worker of the instance agrees on, whichever worker answers."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import socket
@@ -88,16 +90,20 @@ def _post(conn: http.client.HTTPConnection, path: str, body: dict[str, Any],
     return resp.status, json.loads(resp.read())
 
 
-def test_a_continue_token_of_one_worker_is_honoured_by_another(
-        two_workers: tuple[int, psutil.Process, dict[str, str]]) -> None:
-    port, parent, keys = two_workers
-    def spawned() -> list[psutil.Process]:
-        return [c for c in parent.children() if "multiprocessing" in " ".join(c.cmdline())]
+def _spawned(parent: psutil.Process) -> list[psutil.Process]:
+    """uvicorn's workers (not multiprocessing's resource tracker, a child too)."""
+    return [c for c in parent.children() if "spawn_main" in " ".join(c.cmdline())]
 
-    workers = wait_for(lambda: spawned() if len(spawned()) >= 2 else None, timeout=60,
-                       what="uvicorn's two worker processes")
-    # Keep-alive connections until two are served by different workers (the kernel hands each
-    # new connection to whichever worker accepts first).
+
+def _two_workers_spawned(parent: psutil.Process) -> list[psutil.Process]:
+    return wait_for(lambda: _spawned(parent) if len(_spawned(parent)) == 2 else None,
+                    timeout=60, what="uvicorn's two worker processes")
+
+
+def _one_connection_per_worker(port: int, workers: list[psutil.Process]
+                               ) -> dict[int, http.client.HTTPConnection]:
+    """Keep-alive connections until two are served by different workers (the kernel hands each
+    new connection to whichever worker accepts first)."""
     by_worker: dict[int, http.client.HTTPConnection] = {}
     for _ in range(40):
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
@@ -111,6 +117,65 @@ def test_a_continue_token_of_one_worker_is_honoured_by_another(
         if len(by_worker) == 2:
             break
     assert len(by_worker) == 2, f"every connection went to one worker: {list(by_worker)}"
+    return by_worker
+
+
+def _readyz(conn: http.client.HTTPConnection) -> tuple[int, dict[str, Any]]:
+    conn.request("GET", "/readyz")
+    resp = conn.getresponse()
+    return resp.status, json.loads(resp.read())
+
+
+def _readyz_anew(port: int) -> tuple[int, dict[str, Any]] | None:
+    """/readyz on a new connection (a worker that accepts it answers), or None on no answer."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        return _readyz(conn)
+    except OSError:
+        return None
+    finally:
+        conn.close()
+
+
+def test_readyz_is_what_every_worker_agrees_on(
+        two_workers: tuple[int, psutil.Process, dict[str, str]]) -> None:
+    """Ready from either worker only while both are; a stopped worker turns the other's
+    /readyz red once its heartbeat lapses, naming how many are ready; green again once it
+    answers (resumed, or replaced by uvicorn, which kills a worker that stops answering its
+    pings)."""
+    port, parent, _ = two_workers
+    workers = _two_workers_spawned(parent)
+    wait_for(lambda: (_readyz_anew(port) or (0, {}))[0] == 200, timeout=60,
+             what="both workers ready")
+    for pid, conn in _one_connection_per_worker(port, workers).items():
+        status, body = _readyz(conn)
+        assert status == 200 and body["workers"] == {"ready": 2, "expected": 2}, (pid, body)
+        conn.close()
+
+    stopped = workers[0]
+    stopped.suspend()
+    try:
+        def red() -> dict[str, Any] | None:
+            answer = _readyz_anew(port)
+            return answer[1] if answer and answer[0] == 503 else None
+
+        body = wait_for(red, timeout=60, interval=0.1, what="/readyz red with a worker stopped")
+        assert body["code"] == "workers_not_ready" and body["status"] == "unavailable"
+        assert body["workers"] == {"ready": 1, "expected": 2}
+        assert set(body["dependencies"].values()) == {"ok"}  # the answering worker is fine
+    finally:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            stopped.resume()
+    body = wait_for(lambda: (a := _readyz_anew(port)) and a[0] == 200 and a[1], timeout=120,
+                    what="/readyz green again")
+    assert body["workers"] == {"ready": 2, "expected": 2}
+
+
+def test_a_continue_token_of_one_worker_is_honoured_by_another(
+        two_workers: tuple[int, psutil.Process, dict[str, str]]) -> None:
+    port, parent, keys = two_workers
+    workers = _two_workers_spawned(parent)
+    by_worker = _one_connection_per_worker(port, workers)
     first, second = by_worker.values()
 
     status, page = _post(first, "/v1/search", {"query": "acme robotics", "limit": 1}, keys["a"])
