@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any
@@ -43,6 +44,7 @@ from pipeline.kafka.publisher import EventPublisher, LazyPublisher
 from pipeline.kafka.signing import signer_for
 from pipeline.memory.writes import MessageWriter
 from pipeline.settings import Settings, load_settings
+from pipeline.supervisor.lifeline import API_PARENT_ENV
 from pipeline.wiring import ActiveServices, Services
 from pipeline.wiring.worker_readiness import WorkerReadiness
 
@@ -99,7 +101,8 @@ def create_app(settings: Settings | None = None,
             await active.start()
             # under `brainstream api`, /readyz is what every worker of the instance agrees on
             readiness = WorkerReadiness.for_instance(settings.result_set_redis_url,
-                                                     settings.api_workers)
+                                                     settings.api_workers,
+                                                     os.environ.get(API_PARENT_ENV))
             app.state.worker_readiness = readiness
             beat = None if readiness is None else asyncio.create_task(
                 readiness.heartbeat(lambda: _services_ready(app)))

@@ -24,7 +24,6 @@ from collections.abc import Awaitable, Callable
 import redis.asyncio as aioredis
 
 from pipeline.domain.setting_values import redact_credentials
-from pipeline.supervisor.lifeline import API_PARENT_ENV
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +57,11 @@ class WorkerReadiness:
         self.pid = pid or os.getpid()
 
     @classmethod
-    def for_instance(cls, redis_url: str, expected: int) -> WorkerReadiness | None:
-        """The tally of the `brainstream api` instance this process is a worker of, or None
-        when no such instance started it (one process: its own answer is the instance's)."""
-        parent = os.environ.get(API_PARENT_ENV)
+    def for_instance(cls, redis_url: str, expected: int,
+                     parent: str | None) -> WorkerReadiness | None:
+        """The tally of the `brainstream api` instance this process is a worker of (`parent`:
+        the pid of its uvicorn process), or None when no such instance started it (one
+        process: its own answer is the instance's)."""
         if not parent:
             return None
         client = aioredis.Redis.from_url(redis_url, socket_timeout=2, socket_connect_timeout=2)
