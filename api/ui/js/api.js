@@ -1,6 +1,7 @@
 // The explorer's one door to the JSON API: the key and namespace the user chose (kept in
-// sessionStorage: gone when the tab closes, never shared with other tabs), requests with them, the API's JSON errors, and small DOM helpers that only ever
-// set text (content from the API is never parsed as HTML).
+// sessionStorage: this tab's only, gone when it closes), requests with them, the API's JSON
+// errors, and small DOM helpers that only ever set text (content from the API is never parsed
+// as HTML).
 
 const KEY = "brainstream.key";
 const NAMESPACE = "brainstream.namespace";
