@@ -38,7 +38,9 @@ VENDOR: dict[str, tuple[Path, str]] = {
 DOCS_HTML = bytes(get_swagger_ui_html(
     openapi_url="/openapi.json", title="brainstream read API - Swagger UI",
     swagger_js_url="/ui/vendor/swagger-ui-bundle.js", swagger_css_url="/ui/vendor/swagger-ui.css",
-    swagger_favicon_url="/ui/vendor/favicon-32x32.png").body).decode()
+    swagger_favicon_url="/ui/vendor/favicon-32x32.png",
+    # no badge from swagger.io's validator: the page loads nothing from elsewhere
+    swagger_ui_parameters={"validatorUrl": None}).body).decode()
 
 router = APIRouter(tags=["ui"], responses=ERRORS)
 
