@@ -110,3 +110,6 @@ def dlq_retry(ctx: click.Context, refs: tuple[str, ...], code: str | None,
                f"to embedding, {counts['reextract']} back to entity extraction, "
                f"{counts['requeued']} back to the graph outbox; "
                f"{counts['skipped']} were re-driven before")
+    if counts["cut"]:
+        click.echo(f"{counts['cut']} not re-driven: cut to fit the dead-letter topic (`dlq show` "
+                   "names the source offset that holds the whole record)", err=True)

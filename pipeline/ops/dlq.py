@@ -27,6 +27,7 @@ from pipeline.domain.errors import ExtractionFailed, GraphSyncFailed, InvalidInp
 from pipeline.entities.store import extraction
 from pipeline.entities.store.extraction import EXTRACTION_SOURCE
 from pipeline.kafka.io import H_CODE, H_EVENT_ID, H_MESSAGE, H_TOPIC, OWN_HEADERS, make_producer
+from pipeline.kafka.letter_size import CUT_HEADERS
 from pipeline.outbox.letters import LETTER_SOURCE, letter_row
 from pipeline.outbox.store import requeue_failed
 from pipeline.settings import Settings
@@ -57,6 +58,12 @@ class DeadLetter:
     @property
     def code(self) -> str:
         return self.header(H_CODE) or "unknown"
+
+    @property
+    def cut(self) -> bool:
+        """Whether the letter holds less than the record (cut to fit the topic): re-driving it
+        would publish what it kept, not the event."""
+        return any(name in CUT_HEADERS for name, _ in self.headers)
 
 
 def read_all(settings: Settings, *, max_records: int = 1_000_000,
@@ -124,13 +131,18 @@ def retry(settings: Settings, letters: Sequence[DeadLetter], *,
     stays re-drivable, and a concurrent `retry` waits on the uncommitted row instead of sending
     the letter twice. Raises `Unavailable` at the first send not acknowledged (the letters before
     it are re-driven). `producer`: the one to send with (default: a new one on the settings).
+    A letter cut to fit the topic is not re-driven (`cut`): it holds less than the event.
     """
-    counts = {"republished": 0, "reembed": 0, "reextract": 0, "requeued": 0, "skipped": 0}
+    counts = {"republished": 0, "reembed": 0, "reextract": 0, "requeued": 0, "skipped": 0,
+              "cut": 0}
     sender = producer or make_producer(settings)
     try:
         with psycopg.connect(settings.effective_postgres_dsn, autocommit=True) as conn:
             _ensure_ledger(conn)
             for letter in letters:
+                if letter.cut:  # the whole record is at its source offset: send that again
+                    counts["cut"] += 1
+                    continue
                 with conn.transaction():
                     claimed = conn.execute(
                         "INSERT INTO dlq_redrives (dlq_partition, dlq_offset) VALUES (%s, %s)"
