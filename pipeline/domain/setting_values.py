@@ -11,9 +11,9 @@ import re
 WILDCARD_HOSTS = ("", "0.0.0.0", "::")
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 # A Host header as the MCP SDK compares it: a name or address, an optional port or `*`.
-_HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:(\d{1,5}|\*))?$")
+_HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(:(\d{1,5}|\*))?$")
 # An Origin header: scheme, host and optional port, no path.
-_ORIGIN = re.compile(r"^https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:(\d{1,5}|\*))?$")
+_ORIGIN = re.compile(r"^https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(:(\d{1,5}|\*))?$")
 
 
 def parse_json_object(value: object) -> object:
