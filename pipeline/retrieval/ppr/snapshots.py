@@ -240,11 +240,13 @@ class PprSnapshots:
                    OVER_LIMIT_RETRY * max(1.0, needed / self.config.max_bytes))
         self._not_before[namespace] = self.clock() + wait
         self._too_large[namespace] = needed
+        self._failures.pop(namespace, None)  # it was read (or counted): not a failure
         log.warning("the PPR snapshot of %s is over PPR_SNAPSHOT_MAX_BYTES (%s): walked in SQL,"
                     " counted again in %.0f s", namespace, why, wait)
 
     def _failed(self, namespace: uuid.UUID, exc: Exception) -> None:
         failures = self._failures[namespace] = self._failures.get(namespace, 0) + 1
+        self._too_large.pop(namespace, None)
         wait = backoff_seconds(failures, cap=BUILD_RETRY_CAP, base=BUILD_RETRY_BASE) \
             * random.uniform(0.5, 1.0)
         self._not_before[namespace] = self.clock() + wait

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 from psycopg import sql
+from psycopg.abc import Buffer
 
 from pipeline.postgres.pool import AsyncConn
 
@@ -50,6 +51,50 @@ class GrowingArray:
         return self._values[: self._n]
 
 
+class TupleReader:
+    """The bytes of a binary COPY, fed as they arrive in whatever pieces, cut into batches of
+    whole `dtype` tuples for `on_batch`; past `most` tuples `feed` raises `over(tuples
+    received)`."""
+
+    def __init__(self, dtype: np.dtype[Any], on_batch: Callable[[Records], None], *, most: int,
+                 over: Callable[[int], Exception], batch_bytes: int = BATCH_BYTES) -> None:
+        self.dtype, self.on_batch, self.most, self.over = dtype, on_batch, most, over
+        self.batch_bytes = batch_bytes
+        self._pending = bytearray()
+        self._header = _HEADER
+        self._body = 0  # bytes of tuples (and the trailer) received
+        self.delivered = 0
+
+    def feed(self, chunk: Buffer) -> None:
+        """Take the next piece of the stream."""
+        data = memoryview(chunk)
+        if self._header:
+            skip = min(self._header, len(data))
+            data, self._header = data[skip:], self._header - skip
+        self._pending += data
+        self._body += len(data)
+        if self._body // self.dtype.itemsize > self.most:  # the trailer never makes a tuple
+            raise self.over(self._body // self.dtype.itemsize)
+        if len(self._pending) >= self.batch_bytes:
+            self._flush()
+
+    def finish(self) -> int:
+        """Hand on the last tuples; how many tuples the stream held."""
+        self._flush()
+        if bytes(self._pending) != _TRAILER or self._header:
+            raise ValueError(f"a binary COPY ended with {len(self._pending)} stray bytes")
+        return self.delivered
+
+    def _flush(self) -> None:
+        size = self.dtype.itemsize
+        whole = len(self._pending) // size
+        if whole:
+            block = bytes(self._pending[: whole * size])
+            del self._pending[: whole * size]
+            self.on_batch(np.frombuffer(block, dtype=self.dtype, count=whole))
+            self.delivered += whole
+
+
 async def stream_copy(conn: AsyncConn, statement: sql.Composed, dtype: np.dtype[Any],
                       on_batch: Callable[[Records], None], *, most: int,
                       over: Callable[[int], Exception]) -> int:
@@ -57,34 +102,8 @@ async def stream_copy(conn: AsyncConn, statement: sql.Composed, dtype: np.dtype[
     tuples to `on_batch`; how many tuples it delivered. Past `most` tuples it raises
     `over(tuples received)` at once (psycopg cancels the statement and discards what is in
     flight)."""
-    pending = bytearray()
-    header = _HEADER
-    body = 0  # bytes of tuples (and the trailer) received
-    delivered = 0
-    size = dtype.itemsize
-
-    def flush() -> None:
-        nonlocal delivered
-        whole = len(pending) // size
-        if whole:
-            block = bytes(pending[: whole * size])
-            del pending[: whole * size]
-            on_batch(np.frombuffer(block, dtype=dtype, count=whole))
-            delivered += whole
-
+    reader = TupleReader(dtype, on_batch, most=most, over=over)
     async with conn.cursor() as cur, cur.copy(statement) as copy:
         async for chunk in copy:
-            data = memoryview(chunk)
-            if header:
-                skip = min(header, len(data))
-                data, header = data[skip:], header - skip
-            pending += data
-            body += len(data)
-            if body // size > most:  # the 2-byte trailer never makes a tuple
-                raise over(body // size)
-            if len(pending) >= BATCH_BYTES:
-                flush()
-    flush()
-    if bytes(pending) != _TRAILER:
-        raise ValueError(f"a binary COPY ended with {len(pending)} stray bytes")
-    return delivered
+            reader.feed(chunk)
+    return reader.finish()
