@@ -209,3 +209,22 @@ def test_close_returns_when_the_tail_lost_its_cancellation() -> None:
         assert snaps.view(ns) is None and not snaps._queue  # no build after close
 
     asyncio.run(run())
+
+
+def test_a_build_gets_room_from_the_least_recently_used_before_it_reads() -> None:
+    async def run() -> None:
+        clock, source = Clock(), FakeSource()
+        probe = PprSnapshots(source, SnapshotConfig(), clock)
+        await _built(probe, uuid.uuid4())
+        held = next(iter(probe._held.values())).nbytes()
+        counted = SnapshotSize(entities=3, rows=3, pairs=3).nbytes()  # what FakeSource counts
+        await probe.close()
+        # two held leave less than the third build's count: it gets the least recently used's
+        snaps = PprSnapshots(source, SnapshotConfig(max_bytes=2 * held + counted - 1), clock)
+        a, b, c = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+        for ns in (a, b, c):
+            await _built(snaps, ns)
+        assert list(snaps._held) == [b, c] and snaps.status()["refused"] == 0
+        await snaps.close()
+
+    asyncio.run(run())

@@ -202,8 +202,10 @@ class PprSnapshots:
                     if any(e.kind == TRUNCATE for e in read.entries):
                         return  # built across a truncation: the next use builds again
                     await self._apply(snap, read.entries, read_at, session)
-                    if snap.nbytes() > self.config.max_bytes:
-                        raise SnapshotTooLarge(snap.nbytes(), self.config.max_bytes, 0)
+                    if snap.nbytes() > self.config.max_bytes:  # grew while it was built
+                        self._over_limit(namespace, snap.nbytes(),
+                                         f"~{snap.nbytes() >> 10} KiB once caught up")
+                        return
                     if self._since is None:
                         self._since, self._last_read = read.xmin, read_at
                         self._seen = {e.seq: e.xid for e in read.entries
@@ -229,11 +231,11 @@ class PprSnapshots:
     def _room(self, size: SnapshotSize) -> int:
         """The bytes a build of `size` may take: the least recently used snapshots make room
         for it first (none when it is over the bound alone: it is refused)."""
-        need = size.nbytes()
+        need, held = size.nbytes(), self._held_bytes()
         if need <= self.config.max_bytes:
-            while self._held and self._held_bytes() + need > self.config.max_bytes:
-                self._held.popitem(last=False)
-        return self.config.max_bytes - self._held_bytes()
+            while self._held and held + need > self.config.max_bytes:
+                held -= self._held.popitem(last=False)[1].nbytes()
+        return self.config.max_bytes - held
 
     def _over_limit(self, namespace: uuid.UUID, needed: int, why: str) -> None:
         wait = min(OVER_LIMIT_RETRY_CAP,
@@ -274,15 +276,13 @@ class PprSnapshots:
             del self._held[oldest]
             del sizes[oldest]
 
-    def _recheck(self) -> None:
-        """After a refresh: a snapshot grown past the bound alone is dropped (walked in SQL
-        like a namespace refused at its build), then the least recently used out."""
-        for namespace, snap in list(self._held.items()):
-            nbytes = snap.nbytes()
-            if nbytes > self.config.max_bytes:
-                del self._held[namespace]
-                self._over_limit(namespace, nbytes, f"grew to ~{nbytes >> 10} KiB")
-        self._evict()
+    def _recheck(self, namespace: uuid.UUID, snap: EntitySnapshot) -> None:
+        """After an apply: a snapshot grown past the bound alone is dropped (walked in SQL
+        like a namespace refused at its build)."""
+        nbytes = snap.nbytes()
+        if nbytes > self.config.max_bytes and self._held.get(namespace) is snap:
+            del self._held[namespace]
+            self._over_limit(namespace, nbytes, f"grew to ~{nbytes >> 10} KiB")
 
     async def _follow(self) -> None:
         period = max(0.05, self.config.max_age / 4)
@@ -317,7 +317,8 @@ class PprSnapshots:
                 by_ns.setdefault(entry.namespace_id, []).append(entry)
             for namespace, snap in list(self._held.items()):
                 await self._apply(snap, by_ns.get(namespace, []), read_at, self.source)
-            self._recheck()
+                self._recheck(namespace, snap)
+            self._evict()  # those that grew, least recently used out
             self._seen = {seq: xid for seq, xid in
                           [*self._seen.items(), *((e.seq, e.xid) for e in fresh)]
                           if xid >= read.xmin}
