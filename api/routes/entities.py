@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Annotated
 
@@ -43,6 +44,7 @@ from pipeline.entities.decisions import FAILED, WAITING, Applied, record_and_app
 from pipeline.entities.merging import PairDecision, check_pair, merge_plan
 from pipeline.entities.resolving import ResolveConfig, resolve
 from pipeline.entities.store import resolution as store
+from pipeline.kafka.publish_pool import PublishPool
 from pipeline.kafka.publisher import LazyPublisher
 from pipeline.postgres.plans import arun
 from pipeline.postgres.pool import AsyncConn, read_connection
@@ -87,14 +89,17 @@ async def resolve_phrases(body: ResolveBody, ns: Ns, svc: Svc) -> ResolveOut:
     if body.limit is not None:
         config = replace(config, resolver=replace(config.resolver, candidates=body.limit))
     embed = query_embedder(lambda: svc.name_embedder)
+    # every phrase embedded before a connection is taken: none is held while the embedder
+    # thinks (or times out)
+    vectors: list[tuple[Sequence[float] | None, list[str]]] = []
+    for phrase in phrases:
+        try:
+            vectors.append((await asyncio.wait_for(embed(phrase), EMBED_TIMEOUT), []))
+        except (Unavailable, TimeoutError):
+            vectors.append((None, ["embedding: the query embedder is unavailable"]))
     answers = []
     async with read_connection(svc.pool) as conn:
-        for phrase in phrases:
-            vector, skipped = None, []
-            try:
-                vector = await asyncio.wait_for(embed(phrase), EMBED_TIMEOUT)
-            except (Unavailable, TimeoutError):
-                skipped = ["embedding: the query embedder is unavailable"]
+        for phrase, (vector, skipped) in zip(phrases, vectors, strict=True):
             answers.append(await arun(conn, resolve(ns, phrase, config, vector=vector,
                                                     labels=body.labels, skipped=skipped)))
     return ResolveOut(results=[AnswerOut.of(a) for a in answers])
@@ -162,7 +167,8 @@ async def _decide(request: Request, conn: AsyncConn, ns: uuid.UUID, decision: st
     is a 503 and nothing changed."""
     event_id = str(uuid.uuid4())
     publisher: LazyPublisher = request.app.state.decision_publisher
-    await asyncio.to_thread(publisher.publish, decision_envelope(
+    threads: PublishPool = request.app.state.publish_threads
+    await threads.run(publisher.publish, decision_envelope(
         ns, event_id, decision, from_id, to_id, who, None))
     done = await arun(conn, record_and_apply(ns, API_SOURCE, event_id, decision, from_id,
                                              to_id, who, None))
