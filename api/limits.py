@@ -77,7 +77,7 @@ def install(app: FastAPI, settings: Settings) -> None:
 
 def shared_limits(settings: Settings) -> SharedLimits:
     """The per-key limits of `settings`, shared through the stack's Redis."""
-    return SharedLimits.from_url(
+    return SharedLimits(
         settings.result_set_redis_url, in_flight=settings.api_max_concurrent_per_key,
         lease_seconds=settings.api_request_timeout + LEASE_MARGIN_SECONDS,
         publish_rate=settings.api_publish_rate_per_key)

@@ -15,6 +15,7 @@ Redis is asked again after `RETRY_SECONDS`.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import time
@@ -22,6 +23,7 @@ import uuid
 from dataclasses import dataclass
 
 import redis.asyncio as aioredis
+from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError
 
 from pipeline.domain.errors import TooManyRequests
@@ -59,6 +61,14 @@ return wait
 
 
 @dataclass(frozen=True)
+class _Redis:
+    loop: asyncio.AbstractEventLoop
+    client: aioredis.Redis
+    enter: AsyncScript
+    take: AsyncScript
+
+
+@dataclass(frozen=True)
 class Admission:
     """One admitted request: released where it was counted (Redis or this process)."""
 
@@ -69,28 +79,29 @@ class Admission:
 class SharedLimits:
     """The in-flight and publish limits of API keys, shared through Redis."""
 
-    def __init__(self, client: aioredis.Redis, *, in_flight: int, lease_seconds: float,
+    def __init__(self, url: str, *, in_flight: int, lease_seconds: float,
                  publish_rate: float) -> None:
-        self.client = client
+        self.url = url
         self.in_flight = in_flight
         self.lease_seconds = lease_seconds
         self.publish_rate = publish_rate
         self._burst = max(1.0, publish_rate)
-        self._enter = client.register_script(_ENTER)
-        self._take = client.register_script(_TAKE)
+        self._redis: _Redis | None = None
         self._down_until = 0.0
         self._warned = False
         self._local: dict[str, int] = {}
         self._buckets: dict[str, tuple[float, float]] = {}
 
-    @classmethod
-    def from_url(cls, url: str, *, in_flight: int, lease_seconds: float,
-                 publish_rate: float) -> SharedLimits:
-        """Limits over the Redis at `url` (connected on first use)."""
-        client = aioredis.Redis.from_url(url, socket_timeout=REDIS_TIMEOUT,
-                                         socket_connect_timeout=REDIS_TIMEOUT)
-        return cls(client, in_flight=in_flight, lease_seconds=lease_seconds,
-                   publish_rate=publish_rate)
+    def _client(self) -> _Redis:
+        """The Redis client of the running event loop (one app may be served by several loops
+        in turn, as tests do; a client's connections belong to one)."""
+        loop = asyncio.get_running_loop()
+        if self._redis is None or self._redis.loop is not loop:
+            client = aioredis.Redis.from_url(self.url, socket_timeout=REDIS_TIMEOUT,
+                                             socket_connect_timeout=REDIS_TIMEOUT)
+            self._redis = _Redis(loop, client, client.register_script(_ENTER),
+                                 client.register_script(_TAKE))
+        return self._redis
 
     async def enter(self, tenant: str) -> Admission | None:
         """Admit one more request of `tenant` (None: it has `in_flight` already)."""
@@ -98,7 +109,7 @@ class SharedLimits:
             lease = uuid.uuid4().hex
             now = time.time()
             try:
-                admitted = await self._enter(
+                admitted = await self._client().enter(
                     keys=[f"{PREFIX}inflight:{tenant}"],
                     args=[now, self.in_flight, now + self.lease_seconds, lease,
                           math.ceil(self.lease_seconds) + 1])
@@ -123,7 +134,8 @@ class SharedLimits:
                 del self._local[admission.tenant]
             return
         try:
-            await self.client.zrem(f"{PREFIX}inflight:{admission.tenant}", admission.lease)
+            await self._client().client.zrem(f"{PREFIX}inflight:{admission.tenant}",
+                                             admission.lease)
         except (RedisError, OSError) as exc:
             self._failed(exc)
 
@@ -131,7 +143,7 @@ class SharedLimits:
         """Take one publish of `tenant`'s bucket: 0, or the seconds until it has one."""
         if self._redis_up():
             try:
-                wait_ms = await self._take(keys=[f"{PREFIX}publish:{tenant}"],
+                wait_ms = await self._client().take(keys=[f"{PREFIX}publish:{tenant}"],
                                            args=[self.publish_rate, self._burst, time.time()])
             except (RedisError, OSError) as exc:
                 self._failed(exc)
@@ -167,8 +179,10 @@ class SharedLimits:
             log.warning("redis answers again: per-key limits hold across API processes")
 
     async def close(self) -> None:
-        """Close the Redis connections."""
-        await self.client.aclose()
+        """Close the Redis connections (of the running loop's client)."""
+        if self._redis is not None and self._redis.loop is asyncio.get_running_loop():
+            await self._redis.client.aclose()
+        self._redis = None
 
     async def check_publish(self) -> None:
         """Take a publish for the running request's tenant (`TooManyRequests` when its bucket
