@@ -38,6 +38,7 @@ from api.routes import (
 from pipeline.domain.errors import BrainstreamError, ConfigError
 from pipeline.kafka.event_writes import EventWriter
 from pipeline.kafka.io import make_producer
+from pipeline.kafka.publish_pool import PublishPool
 from pipeline.kafka.publisher import EventPublisher, LazyPublisher
 from pipeline.kafka.signing import signer_for
 from pipeline.memory.writes import MessageWriter
@@ -100,9 +101,11 @@ def create_app(settings: Settings | None = None,
             finally:
                 await _bounded(active.close(), SHUTDOWN_SECONDS)
         finally:
+            app.state.publish_threads.close()
             app.state.memory_writer.close()
             app.state.decision_publisher.close()
             app.state.event_writer.close()
+            await app.state.shared_limits.close()
 
     app = FastAPI(title="brainstream read API", version="1", lifespan=lifespan,
                   description="Hybrid search, exact find, entity and link find, graph "
@@ -118,13 +121,19 @@ def create_app(settings: Settings | None = None,
                                             max_block_ms=block_ms),
                               settings.topic_events, signer_for(settings))
 
-    app.state.memory_writer = MessageWriter(make_publisher,
+    # per-key limits shared by the API's processes (requests in flight, publishes per second)
+    app.state.shared_limits = limits.shared_limits(settings)
+    # every publish runs on these threads, never the default executor (publish_pool.py)
+    threads = PublishPool(admit=app.state.shared_limits.check_publish)
+    app.state.publish_threads = threads
+    app.state.memory_writer = MessageWriter(make_publisher, threads=threads,
                                             wait_seconds=settings.memory_write_wait)
     # curators' decisions on entities are events too (pipeline/entities/decision_events.py)
     app.state.decision_publisher = LazyPublisher(make_publisher,
                                                  timeout=settings.memory_write_wait + 10.0)
     # POST /v1/events: callers' object and link events, with the same wait bound
-    app.state.event_writer = EventWriter(make_publisher, wait_seconds=settings.memory_write_wait)
+    app.state.event_writer = EventWriter(make_publisher, threads=threads,
+                                         wait_seconds=settings.memory_write_wait)
 
     app.exception_handler(BrainstreamError)(errors.brainstream_error)
     app.exception_handler(psycopg.OperationalError)(errors.database_down)

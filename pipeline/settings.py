@@ -103,8 +103,12 @@ class ApiSettings(BaseModel):
         default=200, ge=1, le=10_000, description="The most dead letters the operator page "
         "(GET /v1/admin/status) lists, oldest first. Raise it to see further back.")
     api_max_concurrent_per_key: int = Field(
-        default=8, ge=1, le=10_000, description="Requests one key may have in flight in one API "
-        "process; more get 429. Raise it for a trusted batch caller.")
+        default=8, ge=1, le=10_000, description="Requests one key may have in flight across the "
+        "API's processes; more get 429. Raise it for a trusted batch caller.")
+    api_publish_rate_per_key: float = Field(
+        default=50.0, gt=0, le=100_000, description="Publishes (POST /v1/events, message "
+        "writes, entity decisions) one key may make per second across the API's processes; "
+        "more get 429. Raise it for a busy publisher.")
 
     @field_validator("api_keys", mode="before")
     @classmethod
