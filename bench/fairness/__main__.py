@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 
 from bench.fairness import data
-from bench.fairness.load import HostilePlan, steady
+from bench.fairness.load import HostilePlan, parse_mix, steady
 from bench.fairness.report import Phase, report
 from bench.fairness.stack import HostileChild, api_process, slow_broker, wait_idle
 from bench.harness.inprocess import bench_settings
@@ -73,6 +73,8 @@ def parse_args() -> argparse.Namespace:
                         help="documents in each of A's small namespaces")
     parser.add_argument("--a-loops", type=int, default=24, help="A's concurrent loops")
     parser.add_argument("--b-loops", type=int, default=4, help="B's concurrent loops")
+    parser.add_argument("--mix", default="memory:1,auto:1,publish:1", type=parse_mix,
+                        help="what each of A's loops sends in turn, kind:weight")
     parser.add_argument("--publish-events", type=int, default=20,
                         help="documents in each of A's publishes")
     parser.add_argument("--broker-delay", type=float, default=2.0,
@@ -120,7 +122,7 @@ def measure(args: argparse.Namespace, settings: Settings, stack: Stack,
     plan = HostilePlan(base_url, a, args.a_loops, chosen.questions,
                        {str(ns): [d.title for d in corpus.by_namespace[ns]]
                         for ns in a.namespaces},
-                       corpus.by_namespace[a.main], args.publish_events)
+                       corpus.by_namespace[a.main], args.publish_events, args.mix)
     phases: list[Phase] = []
     with slow_broker(settings, args.broker_delay) as (bootstrap, seen), \
             api_process(settings, {"BRAINSTREAM_KAFKA_BOOTSTRAP": bootstrap,
@@ -183,11 +185,12 @@ def main() -> int:
         f"{args.small_docs} documents. Static embedder; API workers: {settings.api_workers} "
         f"(API_WORKERS unset: the cores); ingested in {ingest_s:.0f} s.",
         f"B: {args.b_loops} closed loops of `auto` and hybrid searches. A hostile: "
-        f"{args.a_loops} closed loops of memory search / `auto` search over its "
-        f"{len(a.namespaces)} namespaces / publish of {args.publish_events} documents with "
-        f"`wait`, through a slow broker ({args.broker_delay:g} s per chunk; the API opened "
-        f"{connections} connections through it). {args.repeats} repeat(s) of {args.seconds:g} s "
-        f"per phase; run took {time.monotonic() - started:.0f} s.",
+        f"{args.a_loops} closed loops of {' / '.join(args.mix)} (memory: a memory search "
+        f"across its sessions; auto: an `auto` search over its {len(a.namespaces)} "
+        f"namespaces; publish: {args.publish_events} documents with `wait`). The API's "
+        f"producer talks through a slow broker ({args.broker_delay:g} s per chunk; "
+        f"{connections} connections). {args.repeats} repeat(s) of {args.seconds:g} s per "
+        f"phase; run took {time.monotonic() - started:.0f} s.",
     ]
     notes = ["Percentiles are over every B request (errors included); the table's p50 and p95 "
              "are the medians of the repeats'. Degraded: answered 200 with `degrade` set (a "

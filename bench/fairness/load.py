@@ -98,6 +98,7 @@ class HostilePlan:
     titles: dict[str, list[str]]  # namespace -> titles of its documents
     docs: list[data.Passage]
     events_per_publish: int
+    mix: tuple[str, ...] = HOSTILE_KINDS  # what each loop sends, in turn (kinds may repeat)
 
 
 @dataclass
@@ -107,6 +108,7 @@ class HostileTally:
 
     answers: Counter[tuple[str, str]] = field(default_factory=Counter)
     auto_modes: Counter[str] = field(default_factory=Counter)
+    answered: dict[str, list[float]] = field(default_factory=dict)  # kind -> 2xx latencies
     seconds: float = 0.0
 
 
@@ -122,6 +124,7 @@ async def hostile(plan: HostilePlan, seconds: float, run: int) -> HostileTally:
         stop_at = began + seconds
 
         async def send(kind: str, n: int) -> None:
+            """Send request number `n` of A's, of `kind`."""
             headers = dict(JSON)
             if kind == "memory":
                 headers["X-Namespace"] = spaces[0]
@@ -138,9 +141,12 @@ async def hostile(plan: HostilePlan, seconds: float, run: int) -> HostileTally:
                 docs = [plan.docs[(first + j) % len(plan.docs)]
                         for j in range(plan.events_per_publish)]
                 path, body = "/v1/events", data.publish_body(docs, f"fairness-{run}-{n}")
+            began = time.perf_counter()
             try:
                 response = await client.post(path, content=body, headers=headers)
                 status: str = str(response.status_code)
+                if response.is_success:
+                    tally.answered.setdefault(kind, []).append(time.perf_counter() - began)
                 if kind == "auto" and response.status_code == 200:
                     tally.auto_modes[str(json.loads(response.content).get("mode"))] += 1
             except httpx.HTTPError as exc:
@@ -151,11 +157,25 @@ async def hostile(plan: HostilePlan, seconds: float, run: int) -> HostileTally:
             for step in itertools.count(i):
                 if time.monotonic() >= stop_at:
                     return
-                await send(HOSTILE_KINDS[step % len(HOSTILE_KINDS)], next(counter))
+                await send(plan.mix[step % len(plan.mix)], next(counter))
 
         await asyncio.gather(*(loop(i) for i in range(plan.loops)))
         tally.seconds = time.monotonic() - began
     return tally
+
+
+def parse_mix(text: str) -> tuple[str, ...]:
+    """`memory:2,auto:1,publish:1` -> the cycle each of A's loops sends (a kind left out is
+    not sent)."""
+    out: list[str] = []
+    for item in text.split(","):
+        kind, _, weight = item.partition(":")
+        if kind.strip() not in HOSTILE_KINDS:
+            raise ValueError(f"--mix: {kind!r} is none of {', '.join(HOSTILE_KINDS)}")
+        out += [kind.strip()] * int(weight or "1")
+    if not out:
+        raise ValueError("--mix: nothing to send")
+    return tuple(out)
 
 
 def hostile_process(plan: HostilePlan, conn: Connection) -> None:

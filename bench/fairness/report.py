@@ -117,17 +117,21 @@ def _hostile_lines(hostile: Sequence[Phase]) -> list[str]:
     """A's answers per request kind and status, and the modes its `auto` searches ran in."""
     answers: Counter[tuple[str, str]] = Counter()
     modes: Counter[str] = Counter()
+    answered: dict[str, list[float]] = {}
     for p in hostile:
         if p.tally:
             answers.update(p.tally.answers)
             modes.update(p.tally.auto_modes)
+            for kind, seconds in p.tally.answered.items():
+                answered.setdefault(kind, []).extend(seconds)
     statuses = sorted({s for _, s in answers}, key=lambda s: (not s.isdigit(), s))
-    lines = ["A's answers by request (all hostile phases):", "",
-             "| request | " + " | ".join(statuses) + " |",
-             "|---|" + "---:|" * len(statuses)]
+    lines = ["A's answers by request (all hostile phases), and the median time of a 2xx:", "",
+             "| request | " + " | ".join(statuses) + " | 2xx p50 ms |",
+             "|---|" + "---:|" * (len(statuses) + 1)]
     for kind in HOSTILE_KINDS:
+        p50 = (f"{percentile(answered[kind], 50) * 1000:.0f}" if answered.get(kind) else "-")
         lines.append(f"| {kind} | " + " | ".join(str(answers[(kind, s)]) for s in statuses)
-                     + " |")
+                     + f" | {p50} |")
     shown = ", ".join(f"{mode} {n}" for mode, n in modes.most_common()) or "none"
     lines += ["", f"A's `auto` searches answered 200 ran in mode: {shown}."]
     return lines

@@ -32,6 +32,7 @@ class SlowBroker:
         self.delay = delay
         self.port = 0
         self.connections = 0
+        self.forwarded = 0  # bytes passed on to the broker
 
     async def start(self) -> asyncio.Server:
         """Listen; `self.port` is the port taken."""
@@ -71,6 +72,7 @@ class SlowBroker:
                 await asyncio.sleep(max(0.0, due - loop.time()))
                 writer.write(chunk)
                 await writer.drain()
+                self.forwarded += len(chunk)
 
         sender = asyncio.create_task(send())
         try:
