@@ -93,8 +93,14 @@ def report(phases: Sequence[Phase], setup: list[str], machine: list[str],
                      f"{codes['429']} | {codes['503']} | {codes['other']} |")
     ratio = _summary(hostile)[2] / max(_summary(idle)[2], 1e-9)
     p50_ratio = _summary(hostile)[1] / max(_summary(idle)[1], 1e-9)
+    paired = ", ".join(f"{h.ms(95) / max(i.ms(95), 1e-9):.2f}x"
+                       for i, h in zip(idle, hostile, strict=False))
+    throughput = (sum(len(p.samples) for p in hostile)
+                  / max(sum(len(p.samples) for p in idle), 1))
     lines += ["", f"B's p95 with A hostile / with A idle: **{ratio:.2f}x** "
-                  f"(p50: {p50_ratio:.2f}x); medians over {len(idle)} repeat(s).", ""]
+                  f"(p50: {p50_ratio:.2f}x); medians over {len(idle)} repeat(s). Per repeat, "
+                  f"p95: {paired}. B's requests with A hostile / with A idle: "
+                  f"{throughput:.2f}x.", ""]
     lines += ["Each repeat:", "", "| repeat | phase | B requests | B p50 ms | B p95 ms | "
               "B errors | B degraded | cores busy: API / A's client / B's client / pipeline / "
               "services |", "|---:|---|---:|---:|---:|---:|---:|---|"]
