@@ -40,6 +40,7 @@ from api.security_headers import SecurityHeaders, page_policy
 from pipeline.domain.errors import BrainstreamError, ConfigError
 from pipeline.kafka.event_writes import EventWriter
 from pipeline.kafka.io import make_producer
+from pipeline.kafka.publish_pool import PublishPool
 from pipeline.kafka.publisher import EventPublisher, LazyPublisher
 from pipeline.kafka.signing import signer_for
 from pipeline.memory.writes import MessageWriter
@@ -114,9 +115,11 @@ def create_app(settings: Settings | None = None,
                     await _bounded(readiness.close(), SHUTDOWN_SECONDS)
                 await _bounded(active.close(), SHUTDOWN_SECONDS)
         finally:
+            app.state.publish_threads.close()
             app.state.memory_writer.close()
             app.state.decision_publisher.close()
             app.state.event_writer.close()
+            await app.state.shared_limits.close()
 
     # /docs is served by api/routes/ui.py from this origin's files; no ReDoc (it loads a CDN)
     app = FastAPI(title="brainstream read API", version="1", lifespan=lifespan,
@@ -135,13 +138,19 @@ def create_app(settings: Settings | None = None,
                                             max_block_ms=block_ms),
                               settings.topic_events, signer_for(settings))
 
-    app.state.memory_writer = MessageWriter(make_publisher,
+    # per-key limits shared by the API's processes (requests in flight, publishes per second)
+    app.state.shared_limits = limits.shared_limits(settings)
+    # every publish runs on these threads, never the default executor (publish_pool.py)
+    threads = PublishPool(admit=app.state.shared_limits.check_publish)
+    app.state.publish_threads = threads
+    app.state.memory_writer = MessageWriter(make_publisher, threads=threads,
                                             wait_seconds=settings.memory_write_wait)
     # curators' decisions on entities are events too (pipeline/entities/decision_events.py)
     app.state.decision_publisher = LazyPublisher(make_publisher,
                                                  timeout=settings.memory_write_wait + 10.0)
     # POST /v1/events: callers' object and link events, with the same wait bound
-    app.state.event_writer = EventWriter(make_publisher, wait_seconds=settings.memory_write_wait)
+    app.state.event_writer = EventWriter(make_publisher, threads=threads,
+                                         wait_seconds=settings.memory_write_wait)
 
     app.exception_handler(BrainstreamError)(errors.brainstream_error)
     app.exception_handler(psycopg.OperationalError)(errors.database_down)

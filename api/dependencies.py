@@ -26,6 +26,12 @@ def bearer_key(authorization: str | None) -> str:
     return authorization[7:].strip()
 
 
+def known_key(settings: Settings, key: str) -> bool:
+    """Whether `key` is a configured API key of any kind (the one place that says so: the
+    ASGI layer refuses the others before reading a body)."""
+    return key in settings.api_keys or key in settings.api_admin_keys
+
+
 def namespace(request: Request, authorization: Annotated[str | None, Header()] = None,
               x_namespace: Annotated[str | None, Header()] = None) -> uuid.UUID:
     """The caller's namespace, from its API key (and X-Namespace when it has several)."""

@@ -25,7 +25,9 @@ from pipeline.domain.errors import (
     InvalidInput,
     NamespaceForbidden,
     NotFound,
+    Overloaded,
     RecipeReadOnly,
+    TooManyRequests,
     Unauthorized,
     Unavailable,
 )
@@ -43,6 +45,7 @@ STATUS = {
     RecipeReadOnly: 403,
     CuratorRequired: 403,
     AdminRequired: 403,
+    TooManyRequests: 429,
     Unavailable: 503,
     InvalidInput: 422,
 }
@@ -60,9 +63,10 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     408: {"model": ErrorOut, "description": "the body did not arrive in time (api/limits.py)"},
     413: {"model": ErrorOut, "description": "the body is too large (api/limits.py)"},
     422: {"model": ErrorOut, "description": "invalid request (the error names the field)"},
-    429: {"model": ErrorOut, "description": "this key has too many requests in flight"},
-    503: {"model": ErrorOut, "description": "a dependency is unavailable, or the request ran "
-                                            "out of time"},
+    429: {"model": ErrorOut, "description": "this key is over its share (requests in flight, "
+                                            "publishes per second, database connections)"},
+    503: {"model": ErrorOut, "description": "a dependency is unavailable, the process is "
+                                            "overloaded, or the request ran out of time"},
 }
 
 
@@ -78,11 +82,15 @@ def error_response(exc: BrainstreamError) -> JSONResponse:
     """The JSON answer for a core error (an outage's details are logged, not answered)."""
     status = status_of(exc)
     body: dict[str, str | None] = dict(exc.to_dict())
-    if status >= 500:
+    if isinstance(exc, Overloaded):  # our own refusal: its message names no host
+        body["field"] = None
+    elif status >= 500:
         log.warning("answered %d %s: %s", status, exc.code, exc.message)
         body = {"code": exc.code, "message": UNAVAILABLE_MESSAGE if isinstance(exc, Unavailable)
                 else "internal error", "field": None}
-    return JSONResponse(status_code=status, content={"error": body})
+    retry_after = getattr(exc, "retry_after", None)
+    headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
+    return JSONResponse(status_code=status, content={"error": body}, headers=headers)
 
 
 async def brainstream_error(request: Request, exc: BrainstreamError) -> JSONResponse:

@@ -1,20 +1,26 @@
 """What one request may cost the API process, enforced by pure ASGI middleware before any route
-runs (so before the body is parsed and before the API key is checked).
+runs (so before the body is read or parsed).
 
 - `Deadline`: the whole request, body included, within `api_request_timeout` seconds; a body
   still arriving then is cut off with 408 `body_timeout`, anything else answers 503
   `request_timeout` (a slow or stuck request releases its connection and its key's slot).
-- `KeyConcurrency`: at most `api_max_concurrent_per_key` requests of one API key in flight;
-  one more answers 429 `too_many_requests` with Retry-After (one tenant cannot take every
-  database connection of the process).
+- `Authenticated`: every route under /v1/ needs a known API key (`api.dependencies.known_key`);
+  a missing or unknown one is answered 401 `unauthorized` before a byte of the body is read,
+  and counts nowhere.
+- `ProcessInFlight`: at most `MAX_IN_FLIGHT_PER_CONNECTION` x the read pool's size /v1/
+  requests in flight in this process; one more answers 503 `overloaded` with Retry-After.
+- `KeyConcurrency`: at most `api_max_concurrent_per_key` requests of one key in flight across
+  every API process (counted in Redis, `pipeline/fairness/shared.py`; per process while Redis
+  is down); one more answers 429 `too_many_requests` with Retry-After. The request then runs as
+  its key's tenant: it holds at most its share of the read pool
+  (`pipeline/fairness/connections.py`) and its publishes are rate-limited.
 - `BodyLimit`: a body over `api_max_body_bytes` answers 413 `body_too_large` as soon as that is
   known: at once from Content-Length, else after the byte that crosses the limit (a chunked
   body is counted as it streams); the rest is never read, so memory stays bounded whatever is
   sent.
 
-Errors have the API's one JSON shape (`{"error": {"code", "message", "field"}}`). Each limit is a
-setting, documented in docs/operations.md ("Limits: API requests"); the limits hold per API
-process.
+Errors have the API's one JSON shape (`{"error": {"code", "message", "field"}}`). The limits
+are documented in docs/operations.md ("Limits: API requests").
 """
 
 from __future__ import annotations
@@ -22,15 +28,20 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Sequence
 
 import psycopg
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api.dependencies import known_key
 from api.errors import error_response
 from pipeline.domain.errors import QueryTimeout
+from pipeline.fairness.connections import ConnectionShare, share_of_pool
+from pipeline.fairness.shared import SharedLimits
+from pipeline.fairness.tenant import Tenant, acting_as, tenant_id
+from pipeline.postgres.pool import POOL_WAIT_SECONDS
 from pipeline.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -38,15 +49,38 @@ log = logging.getLogger(__name__)
 Headers = Sequence[tuple[bytes, bytes]]
 
 
+# The /v1/ requests one API process keeps in flight, per connection of its read pool: enough to
+# keep every connection busy with a queue behind it, few enough that memory stays bounded (each
+# request may buffer a body of up to API_MAX_BODY_BYTES). An operator scales by adding
+# processes (API_WORKERS), not by letting one queue longer.
+MAX_IN_FLIGHT_PER_CONNECTION = 8
+# A request's lease on its key's in-flight place outlives the request deadline by this much, so
+# only a dead worker's leases ever expire.
+LEASE_MARGIN_SECONDS = 5.0
+API_PREFIX = "/v1/"
+
+
 def install(app: FastAPI, settings: Settings) -> None:
     """Add the limits to `app` (outermost last: the deadline covers everything, the body limit
-    runs right before the routes) and map a cancelled statement to 503 `query_timeout`."""
+    runs right before the routes) and map a cancelled statement to 503 `query_timeout`.
+    `app.state.shared_limits` must be set (`shared_limits`)."""
+    share = ConnectionShare(share_of_pool(settings.api_pool_size),
+                            wait_seconds=POOL_WAIT_SECONDS)
     app.add_middleware(BodyLimit, max_bytes=settings.api_max_body_bytes)
-    app.add_middleware(KeyConcurrency,
-                       keys=set(settings.api_keys) | set(settings.api_admin_keys),
-                       limit=settings.api_max_concurrent_per_key)
+    app.add_middleware(KeyConcurrency, limits=app.state.shared_limits, share=share)
+    app.add_middleware(ProcessInFlight,
+                       limit=MAX_IN_FLIGHT_PER_CONNECTION * settings.api_pool_size)
+    app.add_middleware(Authenticated, known=lambda key: known_key(settings, key))
     app.add_middleware(Deadline, seconds=settings.api_request_timeout)
     app.exception_handler(psycopg.errors.QueryCanceled)(statement_timeout)
+
+
+def shared_limits(settings: Settings) -> SharedLimits:
+    """The per-key limits of `settings`, shared through the stack's Redis."""
+    return SharedLimits(
+        settings.result_set_redis_url, in_flight=settings.api_max_concurrent_per_key,
+        lease_seconds=settings.api_request_timeout + LEASE_MARGIN_SECONDS,
+        publish_rate=settings.api_publish_rate_per_key)
 
 
 async def statement_timeout(request: Request, exc: Exception) -> JSONResponse:
@@ -87,29 +121,25 @@ class BodyLimit:
         if declared is not None and declared > self.max_bytes:
             await self._refuse(send)
             return
-        chunks: list[bytes] = []
+        chunks: list[Message] = []
         size = 0
         while True:
             message = await receive()
             if message["type"] != "http.request":
                 return  # the client went away before its body was complete: nobody to answer
-            chunk = message.get("body", b"")
-            size += len(chunk)
+            size += len(message.get("body", b""))
             if size > self.max_bytes:
                 await self._refuse(send)
                 return
-            chunks.append(chunk)
+            chunks.append(message)
             if not message.get("more_body", False):
                 break
-        body: Message | None = {"type": "http.request", "body": b"".join(chunks),
-                                "more_body": False}
+        chunks.reverse()  # popped from the end, in arrival order
 
         async def replay() -> Message:
-            nonlocal body
-            if body is None:
-                return await receive()  # after the body: disconnect notices
-            message, body = body, None
-            return message
+            if chunks:  # the body as it came, chunk by chunk: never joined into a copy
+                return chunks.pop()
+            return await receive()  # after the body: disconnect notices
 
         await self.app(scope, replay, send)
 
@@ -119,38 +149,80 @@ class BodyLimit:
                          field="body", headers=_CLOSE)
 
 
-class KeyConcurrency:
-    """429 `too_many_requests` for a request of a key that already has `limit` in flight.
+class Authenticated:
+    """401 `unauthorized` for a /v1/ request without a known API key, before its body is read
+    (the routes check the key's namespaces and scopes; this only keeps strangers out early)."""
 
-    Only configured keys are counted (an unknown key costs no state here and gets its 401 from
-    the routes); the count is this process's."""
-
-    def __init__(self, app: ASGIApp, *, keys: Collection[str], limit: int) -> None:
+    def __init__(self, app: ASGIApp, *, known: Callable[[str], bool]) -> None:
         self.app = app
-        self.keys = keys
-        self.limit = limit
-        self.in_flight: dict[str, int] = {}
+        self.known = known
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        key = _bearer(scope) if scope["type"] == "http" else None
-        if key is None or key not in self.keys:
+        if scope["type"] != "http" or not scope["path"].startswith(API_PREFIX):
             await self.app(scope, receive, send)
             return
-        running = self.in_flight.get(key, 0)
-        if running >= self.limit:
-            await send_error(send, 429, "too_many_requests",
-                             f"this API key already has {self.limit} requests in flight",
-                             field="Authorization", headers=((b"retry-after", b"1"),))
+        key = _bearer(scope)
+        if not key or not self.known(key):
+            await send_error(send, 401, "unauthorized",
+                             "missing bearer API key" if not key else "unknown API key",
+                             field="Authorization",
+                             headers=((b"www-authenticate", b"Bearer"), *_unread(scope)))
             return
-        self.in_flight[key] = running + 1
+        await self.app(scope, receive, send)
+
+
+class ProcessInFlight:
+    """503 `overloaded` for a /v1/ request while `limit` are in flight in this process."""
+
+    def __init__(self, app: ASGIApp, *, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+        self.in_flight = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith(API_PREFIX):
+            await self.app(scope, receive, send)
+            return
+        if self.in_flight >= self.limit:
+            await send_error(send, 503, "overloaded",
+                             f"this API process has {self.limit} requests in flight",
+                             headers=((b"retry-after", b"1"), *_unread(scope)))
+            return
+        self.in_flight += 1
         try:
             await self.app(scope, receive, send)
         finally:
-            left = self.in_flight[key] - 1
-            if left:
-                self.in_flight[key] = left
-            else:
-                del self.in_flight[key]
+            self.in_flight -= 1
+
+
+class KeyConcurrency:
+    """429 `too_many_requests` for a request of a key that already has its limit in flight
+    across the API's processes (`SharedLimits`); an admitted request runs as its key's tenant
+    (its connection share, its publish rate)."""
+
+    def __init__(self, app: ASGIApp, *, limits: SharedLimits, share: ConnectionShare) -> None:
+        self.app = app
+        self.limits = limits
+        self.share = share
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        key = _bearer(scope) if scope["type"] == "http" else None
+        if key is None or not scope["path"].startswith(API_PREFIX):
+            await self.app(scope, receive, send)
+            return
+        tenant = tenant_id(key)
+        admission = await self.limits.enter(tenant)
+        if admission is None:
+            await send_error(send, 429, "too_many_requests",
+                             f"this API key already has {self.limits.in_flight} requests in "
+                             "flight", field="Authorization",
+                             headers=((b"retry-after", b"1"), *_unread(scope)))
+            return
+        try:
+            with acting_as(Tenant(tenant, self.share)):
+                await self.app(scope, receive, send)
+        finally:
+            await self.limits.leave(admission)
 
 
 class Deadline:
@@ -205,6 +277,13 @@ def _header(scope: Scope, name: bytes) -> bytes | None:
         if key.lower() == name:
             return bytes(value)
     return None
+
+
+def _unread(scope: Scope) -> Headers:
+    """`Connection: close` when the request may still have a body we leave unread."""
+    if _header(scope, b"transfer-encoding") is not None or (_content_length(scope) or 0) > 0:
+        return _CLOSE
+    return ()
 
 
 def _content_length(scope: Scope) -> int | None:

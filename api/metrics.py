@@ -24,7 +24,8 @@ DEPENDENCY_UP = Gauge(
 
 PPR_SNAPSHOT = Gauge(
     "brainstream_ppr_snapshot", "This process's in-memory PPR snapshots: namespaces held, "
-    "bytes held (estimated), builds so far, seconds of the last build, seconds since the "
+    "bytes held (estimated), builds running (0 or 1) and queued, namespaces refused (over "
+    "PPR_SNAPSHOT_MAX_BYTES), builds so far, seconds of the last build, seconds since the "
     "stalest snapshot's last refresh read", ["measure"], registry=REGISTRY)
 
 

@@ -21,7 +21,11 @@ from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pipeline.domain.errors import ConfigError
-from pipeline.domain.setting_values import parse_json_object
+from pipeline.domain.setting_values import (
+    check_allowed_hosts,
+    check_allowed_origins,
+    parse_json_object,
+)
 from pipeline.embedding.settings import EmbeddingSettings
 from pipeline.entities.settings import EntitySettings
 from pipeline.ingest.settings import IngestSettings
@@ -99,8 +103,12 @@ class ApiSettings(BaseModel):
         default=200, ge=1, le=10_000, description="The most dead letters the operator page "
         "(GET /v1/admin/status) lists, oldest first. Raise it to see further back.")
     api_max_concurrent_per_key: int = Field(
-        default=8, ge=1, le=10_000, description="Requests one key may have in flight in one API "
-        "process; more get 429. Raise it for a trusted batch caller.")
+        default=8, ge=1, le=10_000, description="Requests one key may have in flight across the "
+        "API's processes; more get 429. Raise it for a trusted batch caller.")
+    api_publish_rate_per_key: float = Field(
+        default=50.0, gt=0, le=100_000, description="Publishes (POST /v1/events, message "
+        "writes, entity decisions) one key may make per second across the API's processes; "
+        "more get 429. Raise it for a busy publisher.")
 
     @field_validator("api_keys", mode="before")
     @classmethod
@@ -109,7 +117,7 @@ class ApiSettings(BaseModel):
 
 
 class McpSettings(BaseModel):
-    """`brainstream mcp`: the API it calls."""
+    """`brainstream mcp`: the API it calls, and whom its HTTP transport answers."""
 
     mcp_api_url: str | None = Field(
         default=None, description="The API the MCP server calls (default: this API_HOST and "
@@ -120,6 +128,26 @@ class McpSettings(BaseModel):
     mcp_namespace: str | None = Field(
         default=None, description="The namespace of a key bound to several. Set it with such "
         "a key.")
+    mcp_allowed_hosts: list[str] | None = Field(
+        default=None, description="JSON list: the Host headers the HTTP MCP server answers "
+        "(`name`, `name:port`, or `name:*` for any port); any other is refused (421), against "
+        "DNS rebinding. Default: the bind address and its loopback forms with --port. Set it to "
+        "the public host name when a proxy forwards to it.")
+    mcp_allowed_origins: list[str] | None = Field(
+        default=None, description="JSON list: the Origin headers (`https://name[:port]`) the "
+        "HTTP MCP server accepts from browsers; any other is refused (403). Default: the "
+        "http:// and https:// origins of MCP_ALLOWED_HOSTS. Set it only for a browser client "
+        "served from another origin.")
+
+    @field_validator("mcp_allowed_hosts")
+    @classmethod
+    def _hosts(cls, value: list[str] | None) -> list[str] | None:
+        return check_allowed_hosts(value)
+
+    @field_validator("mcp_allowed_origins")
+    @classmethod
+    def _origins(cls, value: list[str] | None) -> list[str] | None:
+        return check_allowed_origins(value)
 
 
 class Settings(BaseSettings, IngestSettings, LexicalSettings, EmbeddingSettings, EntitySettings,

@@ -13,6 +13,8 @@ import httpx
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 
+from pipeline.domain.errors import InvalidInput
+
 # The request headers a caller's own credentials travel in (forwarded over streamable HTTP).
 FORWARDED = ("authorization", "x-namespace")
 
@@ -27,8 +29,18 @@ class ApiToolError(ToolError):
         super().__init__(json.dumps({"status": status, "error": self.error}))
 
 
-def segment(value: str) -> str:
-    """A caller's value placed in a URL path: quoted whole, so it never adds a path step."""
+# Path segments a URL resolves away (RFC 3986 dot segments) or that leave the step empty: quoting
+# keeps them as they are, so `read(object_id="..")` would become `GET /v1/`.
+DOT_SEGMENTS = ("", ".", "..")
+
+
+def segment(value: str, argument: str) -> str:
+    """A caller's value placed in a URL path: quoted whole, so it never adds a path step; a dot
+    segment or an empty one is a tool error naming `argument` (the API's 422 shape)."""
+    if value in DOT_SEGMENTS:
+        raise ApiToolError(422, {"code": InvalidInput.code, "field": argument,
+                                 "message": f"{argument}: {value!r} is not an id (empty, `.` "
+                                            "and `..` are refused)"})
     return quote(value, safe="")
 
 

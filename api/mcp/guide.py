@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-INSTRUCTIONS = """\
+INSTRUCTIONS_TEMPLATE = """\
 brainstream is a knowledge base of objects (each of a kind: company, deal, note, ... with a
 title, summary, properties and content; long content is cut into parts), links between objects
 (a relation type, from -> to, with metadata), entities extracted from the text (people,
@@ -29,9 +29,7 @@ Which tool:
   user's) messages and summaries.
 - schema: the kinds, their fields and filters, the entity labels and edge types.
 - continue: the next page of any ranked answer that said has_more (pass its result_set_id).
-- save_object, delete_object, save_link, add_messages: write. Writes are events the pipeline
-  applies in the background: pass wait=true to answer only once applied (status "applied"),
-  else the status is "accepted" and a search may not find the write for a few seconds.
+{writes}
 
 Labels on answers:
 - degrade "lexical_only": the embedding model is unavailable; only word matches ranked the
@@ -48,6 +46,20 @@ Errors: a failed call returns the API's JSON error: {"status", "error": {"code",
 Status 401/403: the key is unknown or not allowed there; 404: not found in this namespace;
 422: fix the named field; 429/503: retry a little later.
 """
+
+WRITES = """\
+- save_object, delete_object, save_link, add_messages: write. Writes are events the pipeline
+  applies in the background: pass wait=true to answer only once applied (status "applied"),
+  else the status is "accepted" and a search may not find the write for a few seconds."""
+
+READ_ONLY = """\
+- This server is read-only: it has no tools that save, delete or add messages."""
+
+
+def instructions(read_only: bool) -> str:
+    """The server's instructions: the write tools named only where they are registered."""
+    return INSTRUCTIONS_TEMPLATE.replace("{writes}", READ_ONLY if read_only else WRITES)
+
 
 FILTERS_BASE = (
     "filters: an object {kind?, title?, created_after?, created_before?, updated_after?, "

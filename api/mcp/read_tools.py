@@ -99,7 +99,8 @@ def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None)
     async def run_recipe(ctx: Context, name: Annotated[str, Field(
             description="a recipe name from list_recipes")], object_ids: Ids,
             limit: Limit = None) -> Json:
-        result: Json = await api.call(ctx, "POST", f"/v1/expand/recipe/{segment(name)}",
+        path = f"/v1/expand/recipe/{segment(name, 'name')}"
+        result: Json = await api.call(ctx, "POST", path,
                                       body=body(object_ids=object_ids, limit=limit))
         return result
 
@@ -110,12 +111,14 @@ def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None)
         return result
 
     async def read(ctx: Context, object_id: ObjectId) -> Json:
-        result: Json = await api.call(ctx, "GET", f"/v1/objects/{segment(object_id)}")
+        result: Json = await api.call(ctx, "GET",
+                                      f"/v1/objects/{segment(object_id, 'object_id')}")
         return result
 
     async def children(ctx: Context, object_id: ObjectId, offset: int | None = None,
                        limit: Limit = None) -> Json:
-        result: Json = await api.call(ctx, "GET", f"/v1/objects/{segment(object_id)}/children",
+        path = f"/v1/objects/{segment(object_id, 'object_id')}/children"
+        result: Json = await api.call(ctx, "GET", path,
                                       params={"offset": offset, "limit": limit})
         return result
 

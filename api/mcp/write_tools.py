@@ -1,6 +1,7 @@
 """The write tools: each publishes one event through `POST /v1/events` (objects and links) or
 the session's messages endpoint, and returns the event id, the status ("accepted", or
-"applied" when asked to wait and the pipeline applied it in time) and the ids it wrote.
+"applied" when asked to wait and the pipeline applied it in time) and the ids it wrote. A
+server started with `--read-only` does not register them.
 
 No `from __future__ import annotations` here: the SDK reads the signatures (read_tools.py).
 """
@@ -29,7 +30,7 @@ async def publish(api: ApiBackend, ctx: Context, event_type: str, data: Json, wa
 
 
 def register_write_tools(server: MCPServer, api: ApiBackend) -> None:
-    """Add the write tools (objects, links) and the memory tools (messages) to `server`."""
+    """Add the write tools (objects, links, a session's messages) to `server`."""
 
     async def save_object(ctx: Context, kind: Annotated[str, Field(
             description="the object's kind (see the schema tool)")],
@@ -73,33 +74,8 @@ def register_write_tools(server: MCPServer, api: ApiBackend) -> None:
             wait: Wait = False) -> Json:
         sent = [m if not isinstance(m, dict) or "uuid" in m else {**m, "uuid": str(uuid.uuid4())}
                 for m in messages]
-        result: Json = await api.call(ctx, "POST", f"/v1/sessions/{segment(session_id)}/messages",
-                                      body={"messages": sent, "wait": wait})
-        return result
-
-    async def memory_get(ctx: Context, session_id: str, lastn: Annotated[int | None, Field(
-            description="the last n messages (default: those after the summary)")] = None,
-            ) -> Json:
-        result: Json = await api.call(ctx, "GET", f"/v1/sessions/{segment(session_id)}/memory",
-                                      params={"lastn": lastn})
-        return result
-
-    async def memory_search(ctx: Context, query: str, session_id: Annotated[str | None, Field(
-            description="search this session")] = None, user_id: Annotated[str | None, Field(
-                description="or all sessions of this user")] = None,
-            limit: int | None = None, search_scope: Annotated[str | None, Field(
-                description='"messages" (default), "summary" or "both"')] = None,
-            where: Annotated[Json | None, Field(
-                description="metadata filter: {\"jsonpath\": \"$.key\", \"eq\": value}, or "
-                            "{\"and\"|\"or\": [...]}")] = None,
-            since: str | None = None, until: str | None = None) -> Json:
-        fields = body(query=query, limit=limit, search_scope=search_scope, where=where,
-                      since=since, until=until)
-        if session_id is not None:
-            path = f"/v1/sessions/{segment(session_id)}/search"
-        else:
-            path, fields = "/v1/memory/search", {**fields, **body(user_id=user_id)}
-        result: Json = await api.call(ctx, "POST", path, body=fields)
+        path = f"/v1/sessions/{segment(session_id, 'session_id')}/messages"
+        result: Json = await api.call(ctx, "POST", path, body={"messages": sent, "wait": wait})
         return result
 
     tools: list[tuple[Any, str, str]] = [
@@ -111,10 +87,6 @@ def register_write_tools(server: MCPServer, api: ApiBackend) -> None:
          "link event), with its relation type and metadata."),
         (add_messages, "add_messages", "Add messages to a conversation session (created when "
          "new); returns the event id, status and, once applied, the stored messages."),
-        (memory_get, "memory_get", "A session's memory: its running summary and the recent "
-         "messages after it (or the last `lastn`)."),
-        (memory_search, "memory_search", "Search conversation memory: one session's messages "
-         "and summaries (session_id), or all sessions of a user (user_id)."),
     ]
     for fn, name, description in tools:
         server.add_tool(fn, name=name, description=description)

@@ -72,7 +72,7 @@ async def prometheus(svc: Svc) -> Response:
     """The metrics of this process, in the Prometheus text format."""
     if svc.ppr_snapshots is not None:
         status = svc.ppr_snapshots.status()
-        for measure in ("namespaces", "bytes", "builds", "last_build_seconds",
-                        "oldest_age_seconds"):
+        for measure in ("namespaces", "bytes", "building", "queued", "refused", "builds",
+                        "last_build_seconds", "oldest_age_seconds"):
             metrics.PPR_SNAPSHOT.labels(measure).set(status[measure])
     return Response(generate_latest(metrics.REGISTRY), media_type=CONTENT_TYPE_LATEST)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Annotated
 
@@ -43,11 +44,12 @@ from pipeline.entities.decisions import FAILED, WAITING, Applied, record_and_app
 from pipeline.entities.merging import PairDecision, check_pair, merge_plan
 from pipeline.entities.resolving import ResolveConfig, resolve
 from pipeline.entities.store import resolution as store
+from pipeline.kafka.publish_pool import PublishPool
 from pipeline.kafka.publisher import LazyPublisher
 from pipeline.postgres.plans import arun
-from pipeline.postgres.pool import AsyncConn, read_connection
+from pipeline.postgres.pool import read_connection
 from pipeline.settings import Settings
-from pipeline.wiring.services import query_embedder
+from pipeline.wiring.services import Services, query_embedder
 
 router = APIRouter(tags=["entities"], responses=ERRORS)
 
@@ -87,14 +89,17 @@ async def resolve_phrases(body: ResolveBody, ns: Ns, svc: Svc) -> ResolveOut:
     if body.limit is not None:
         config = replace(config, resolver=replace(config.resolver, candidates=body.limit))
     embed = query_embedder(lambda: svc.name_embedder)
+    # every phrase embedded before a connection is taken: none is held while the embedder
+    # thinks (or times out)
+    vectors: list[tuple[Sequence[float] | None, list[str]]] = []
+    for phrase in phrases:
+        try:
+            vectors.append((await asyncio.wait_for(embed(phrase), EMBED_TIMEOUT), []))
+        except (Unavailable, TimeoutError):
+            vectors.append((None, ["embedding: the query embedder is unavailable"]))
     answers = []
     async with read_connection(svc.pool) as conn:
-        for phrase in phrases:
-            vector, skipped = None, []
-            try:
-                vector = await asyncio.wait_for(embed(phrase), EMBED_TIMEOUT)
-            except (Unavailable, TimeoutError):
-                skipped = ["embedding: the query embedder is unavailable"]
+        for phrase, (vector, skipped) in zip(phrases, vectors, strict=True):
             answers.append(await arun(conn, resolve(ns, phrase, config, vector=vector,
                                                     labels=body.labels, skipped=skipped)))
     return ResolveOut(results=[AnswerOut.of(a) for a in answers])
@@ -133,9 +138,9 @@ async def merge_entities(body: MergeBody, ns: Ns, who: Curator, svc: Svc,
     async with read_connection(svc.pool) as conn:
         report = await arun(conn, merge_plan(ns, body.from_, body.into, dry_run=True,
                                              decided_by=who))
-        if body.dry_run:
-            return MergeOut.of(report)
-        done = await _decide(request, conn, ns, "merge", body.from_, body.into, who)
+    if body.dry_run:
+        return MergeOut.of(report)
+    done = await _decide(request, svc, ns, "merge", body.from_, body.into, who)
     if done.merge is None:  # merged meanwhile by someone else: nothing left to merge
         raise EntityMerged(f"entity {body.from_} and {body.into} are one already",
                            field="from")
@@ -150,22 +155,25 @@ async def decide_pair(from_id: uuid.UUID, to_id: uuid.UUID, body: DecisionBody, 
     published as an event, like a merge."""
     async with read_connection(svc.pool) as conn:
         await arun(conn, check_pair(ns, from_id, to_id, body.decision))
-        done = await _decide(request, conn, ns, body.decision, from_id, to_id, who)
+    done = await _decide(request, svc, ns, body.decision, from_id, to_id, who)
     status = "verified" if body.decision == "verify" else "refused"
     return DecisionOut.of(PairDecision(from_id, to_id, status, done.merge))
 
 
-async def _decide(request: Request, conn: AsyncConn, ns: uuid.UUID, decision: str,
+async def _decide(request: Request, svc: Services, ns: uuid.UUID, decision: str,
                   from_id: uuid.UUID, to_id: uuid.UUID, who: str) -> Applied:
     """Publish the decision (the topic is its record: a replay applies it again), then record
     and apply it at once; the consumer later finds it recorded. A broker that does not take it
-    is a 503 and nothing changed."""
+    is a 503 and nothing changed. No connection is held while the broker is waited on (what
+    changed meanwhile is caught by the apply: WAITING, FAILED)."""
     event_id = str(uuid.uuid4())
     publisher: LazyPublisher = request.app.state.decision_publisher
-    await asyncio.to_thread(publisher.publish, decision_envelope(
+    threads: PublishPool = request.app.state.publish_threads
+    await threads.run(publisher.publish, decision_envelope(
         ns, event_id, decision, from_id, to_id, who, None))
-    done = await arun(conn, record_and_apply(ns, API_SOURCE, event_id, decision, from_id,
-                                             to_id, who, None))
+    async with read_connection(svc.pool) as conn:
+        done = await arun(conn, record_and_apply(ns, API_SOURCE, event_id, decision, from_id,
+                                                 to_id, who, None))
     if done.status == WAITING:  # checked a moment ago: it vanished meanwhile
         raise NotFound(f"entity {from_id} or {to_id} is gone", field="from")
     if done.status == FAILED:

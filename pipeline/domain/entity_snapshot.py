@@ -15,9 +15,58 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+# What a snapshot holds, per key, for the memory bound (`EntitySnapshot.nbytes` counts the same
+# way; `SnapshotSize.nbytes` estimates it from counts before a build reads a row). Per key held
+# (entities and rows): the id object, its dict entry and list slots (measured with tracemalloc at
+# 100k parts: see docs/operations.md).
+KEY_BYTES = 260
+LINK_BYTES = 200
+# Per name and per alias held for the seed lookup: the strings, their dict and set slots
+# (measured with tracemalloc on 19,011 names with two aliases each: 630 + 410 bytes, plus
+# the strings themselves).
+NAME_BYTES = 750
+ALIAS_BYTES = 470
+# The arrays, per key: an entity's count (int64) and live flag, a row's part and live flags,
+# promoted object number and id halves (8 + 8), each array with room to grow (2x), and the
+# CSR pointer (int64) of each; a mention pair is one int64 in each CSR index array.
+ENTITY_ARRAY_BYTES = 2 * (8 + 1) + 8
+ROW_ARRAY_BYTES = 2 * (1 + 1 + 8 + 8 + 8) + 8
+PAIR_BYTES = 2 * 8
+ENTITY_BYTES = KEY_BYTES + NAME_BYTES + ENTITY_ARRAY_BYTES  # an entity and its name
+ROW_BYTES = KEY_BYTES + ROW_ARRAY_BYTES
+
 # The change log's kinds (migration 0029): mentions of rows, deleted state of objects, entity
 # counts / merges, walkable edges, and a truncated table (every snapshot is rebuilt).
 ROW, OBJECT, ENTITY, EDGE, TRUNCATE = "row", "object", "entity", "edge", "truncate"
+
+
+@dataclass(frozen=True)
+class SnapshotSize:
+    """What a namespace's snapshot would hold, counted before the build reads a row: entities,
+    rows, mention pairs (counted with repeats: the build drops them), walkable edges and
+    aliases."""
+
+    entities: int = 0
+    rows: int = 0
+    pairs: int = 0
+    links: int = 0
+    aliases: int = 0
+
+    def nbytes(self) -> int:
+        """The memory a snapshot of this size holds, at the per-key costs of the bound."""
+        return (ENTITY_BYTES * self.entities + ROW_BYTES * self.rows + PAIR_BYTES * self.pairs
+                + LINK_BYTES * self.links + ALIAS_BYTES * self.aliases)
+
+
+class SnapshotTooLarge(Exception):
+    """A build refused (from its estimate, before reading a row) or aborted (its stream
+    crossed the cap): the snapshot would need `needed` bytes, over the `cap` it was given;
+    `read` is how many tuples it had read (0: refused from the estimate)."""
+
+    def __init__(self, needed: int, cap: int, read: int) -> None:
+        super().__init__(f"needs ~{needed >> 10} KiB, over the {cap >> 10} KiB it may take"
+                         f" ({read} tuples read)")
+        self.needed, self.cap, self.read = needed, cap, read
 
 
 @dataclass(frozen=True)

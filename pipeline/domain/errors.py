@@ -49,6 +49,29 @@ class Unavailable(BrainstreamError):
     code = "unavailable"
 
 
+class Overloaded(Unavailable):
+    """This API process has no room for the request right now (its in-flight cap, or every
+    publishing thread busy): retry after `retry_after` seconds. Refused at once, never queued."""
+
+    code = "overloaded"
+
+    def __init__(self, message: str, *, field: str | None = None, retry_after: int = 1) -> None:
+        super().__init__(message, field=field)
+        self.retry_after = retry_after
+
+
+class TooManyRequests(BrainstreamError):
+    """The caller's key is over one of its shares (requests in flight, publishes per second,
+    database connections held): retry after `retry_after` seconds."""
+
+    code = "too_many_requests"
+
+    def __init__(self, message: str, *, field: str | None = "Authorization",
+                 retry_after: int = 1) -> None:
+        super().__init__(message, field=field)
+        self.retry_after = retry_after
+
+
 class ChannelDegraded(Unavailable):
     """An optional search channel's own dependency (the query embedder) cannot answer: the
     answer leaves the channel out and carries the channel's degrade label. What every channel

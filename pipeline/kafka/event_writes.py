@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from pipeline.domain.errors import InvalidInput, MalformedJson, NamespaceForbidden
 from pipeline.domain.kinds import KindCatalog
+from pipeline.kafka.publish_pool import PublishPool
 from pipeline.kafka.publisher import EventPublisher, LazyPublisher
 from schemas.events import (
     LINK_DELETE,
@@ -129,8 +130,9 @@ class EventWriter:
     and serves reads while the broker is down)."""
 
     def __init__(self, make_publisher: Callable[[], EventPublisher], *, wait_seconds: float,
-                 poll_seconds: float = 0.05) -> None:
+                 threads: PublishPool, poll_seconds: float = 0.05) -> None:
         self._publisher = LazyPublisher(make_publisher, timeout=wait_seconds + 10.0)
+        self._threads = threads
         self.wait_seconds = wait_seconds
         self.poll_seconds = poll_seconds
 
@@ -139,7 +141,7 @@ class EventWriter:
         """Send the events (`Unavailable` when the broker does not acknowledge them); with
         `wait`, poll `applied` until all are applied or the wait runs out. Returns the
         (source, event id) of those known applied (none without `wait`)."""
-        await asyncio.to_thread(self._publisher.publish_all, [a.envelope for a in admitted])
+        await self._threads.run(self._publisher.publish_all, [a.envelope for a in admitted])
         if not wait:
             return set()
         keys = [(a.source, a.event_id) for a in admitted]

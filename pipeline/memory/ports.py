@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol, runtime_checkable
 
 from pipeline.domain.memory_values import (
@@ -83,6 +84,10 @@ class SummaryWork(Protocol):
 
 class MemorySearcher(Protocol):
     """Candidates, rows and neighbours of memory search, within one namespace."""
+
+    def one_connection(self) -> AbstractAsyncContextManager[None]:
+        """The block's statements share one database connection, run one at a time."""
+        ...
 
     async def sessions(self, namespace: uuid.UUID, *, session_id: str | None = None,
                        user_id: str | None = None, limit: int = 1000

@@ -13,7 +13,6 @@ When the query embedder is down the answer is lexical only and says so (`degrade
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -105,15 +104,22 @@ class MemorySearch:
                 vector = await self.embed_query(query.text)
             except Unavailable:
                 degraded = "lexical_only"
-        calls: dict[str, Any] = {}
+        # the query is embedded first: no connection waits on the embedder
+        async with self.searcher.one_connection():
+            return await self._search(namespace, sessions, query, scope, k, vector, degraded)
+
+    async def _search(self, namespace: uuid.UUID, sessions: dict[uuid.UUID, str],
+                      query: MemoryQuery, scope: MemoryScope, k: int,
+                      vector: Sequence[float] | None, degraded: str | None) -> MemoryAnswer:
+        # the channels run one after another on the one connection
+        channels: dict[str, list[Hit]] = {}
         for kind in SCOPES[query.search_scope]:
             if "lexical" in query.channels:
-                calls[f"{kind}_lexical"] = self.searcher.lexical(namespace, kind, scope,
-                                                                 query.text, k)
+                channels[f"{kind}_lexical"] = await self.searcher.lexical(
+                    namespace, kind, scope, query.text, k)
             if vector is not None:
-                calls[f"{kind}_dense"] = self.searcher.dense(namespace, kind, scope, vector, k)
-        results: list[list[Hit]] = list(await asyncio.gather(*calls.values()))
-        channels = dict(zip(calls, results, strict=True))
+                channels[f"{kind}_dense"] = await self.searcher.dense(namespace, kind, scope,
+                                                                      vector, k)
         kinds = {hit.id: name.split("_")[0] for name, hits in channels.items() for hit in hits}
         weights = self._weights(channels)
         fused = rrf(channels, k=self.limits.rrf_k, weights=weights)

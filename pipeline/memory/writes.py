@@ -9,7 +9,6 @@ exactly like one from any other publisher.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from typing import Any
 
 from pipeline.domain.memory_model import Message, session_key
 from pipeline.kafka.event_writes import event_time, poll_until
+from pipeline.kafka.publish_pool import PublishPool
 from pipeline.kafka.publisher import EventPublisher, LazyPublisher
 from schemas.memory import MESSAGES_ADD
 
@@ -42,8 +42,9 @@ class MessageWriter:
     starts and serves reads while the broker is down)."""
 
     def __init__(self, make_publisher: Callable[[], EventPublisher], *, wait_seconds: float,
-                 poll_seconds: float = 0.05) -> None:
+                 threads: PublishPool, poll_seconds: float = 0.05) -> None:
         self._publisher = LazyPublisher(make_publisher, timeout=wait_seconds + 10.0)
+        self._threads = threads
         self.wait_seconds = wait_seconds
         self.poll_seconds = poll_seconds
 
@@ -60,7 +61,7 @@ class MessageWriter:
             "datacontenttype": "application/json", "namespace": str(ns),
             "data": {"session_id": session_id, "messages": list(messages)},
         }
-        await asyncio.to_thread(self._publisher.publish, envelope)
+        await self._threads.run(self._publisher.publish, envelope)
         result = WriteResult(event_id, applied=False)
         if not wait:
             return result

@@ -41,6 +41,8 @@ from pipeline.ports.read import (
     PathGraph,
     QueryEmbedder,
     ResultSetStore,
+    SnapshotBuilder,
+    SnapshotReads,
 )
 from pipeline.ports.write import (
     DeadLetterSink,
@@ -76,6 +78,8 @@ __all__ = [
     "PathGraph",
     "QueryEmbedder",
     "ResultSetStore",
+    "SnapshotBuilder",
+    "SnapshotReads",
     "Vectors",
     "WorkTrigger",
 ]

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
 from pipeline.domain.entity_reads import Hop, NameMatch
-from pipeline.domain.entity_snapshot import KeyState, LogRead, SnapshotBuild
+from pipeline.domain.entity_snapshot import KeyState, LogRead, SnapshotBuild, SnapshotSize
 from pipeline.domain.kinds import KindCatalog
 from pipeline.domain.mentions import ObjectEntity
 from pipeline.domain.paths import Citation, GraphEdge, Hub, NodeInfo, NodeRef
@@ -58,14 +59,9 @@ class EntityHops(Protocol):
         ...
 
 
-class EntitySnapshotSource(Protocol):
-    """What in-memory PPR snapshots are built and kept fresh from: a namespace's entity layer
-    at once, the change log since a position, and the current state of the keys it named."""
-
-    async def build(self, namespace: uuid.UUID) -> SnapshotBuild:
-        """The namespace's entities, rows, mentions and walkable edges, read in one
-        transaction, with that read's position."""
-        ...
+class SnapshotReads(Protocol):
+    """What keeps in-memory PPR snapshots fresh: the change log since a position, and the
+    current state of the keys it named."""
 
     async def changes(self, since: int, namespace: uuid.UUID | None = None) -> LogRead:
         """Log entries written by transactions `>= since` (of one namespace, and truncations,
@@ -76,6 +72,28 @@ class EntitySnapshotSource(Protocol):
                         objects: Sequence[uuid.UUID], entities: Sequence[uuid.UUID],
                         edge_entities: Sequence[uuid.UUID]) -> KeyState:
         """The current state of those keys, read in one transaction."""
+        ...
+
+
+class SnapshotBuilder(SnapshotReads, Protocol):
+    """One build's own connection: the build, then its catch-up reads."""
+
+    async def build(self, namespace: uuid.UUID, room: Callable[[SnapshotSize], int]
+                    ) -> SnapshotBuild:
+        """The namespace's entities, rows, mentions and walkable edges, read in one
+        transaction, with that read's position. Its size is counted first and `room(size)`
+        says how many bytes (`SnapshotSize.nbytes`) the build may take: over it, the build is
+        refused before reading a row, and a read that crosses it stops at once
+        (`SnapshotTooLarge` both times)."""
+        ...
+
+
+class EntitySnapshotSource(SnapshotReads, Protocol):
+    """What in-memory PPR snapshots are built and kept fresh from: a build runs on a session
+    of its own (not the read pool), the tail's reads on the read side's connections."""
+
+    def build_session(self) -> AbstractAsyncContextManager[SnapshotBuilder]:
+        """A connection for one build and its catch-up, closed on exit."""
         ...
 
 

@@ -5,6 +5,7 @@ statement that ran out of time into `QueryTimeout`)."""
 
 from __future__ import annotations
 
+import contextlib
 import select
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -15,6 +16,7 @@ from pgvector.psycopg import register_vector, register_vector_async
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from pipeline.domain.errors import QueryTimeout, Unavailable
+from pipeline.fairness.tenant import current_tenant
 from pipeline.services.settings import StackSettings
 
 
@@ -72,8 +74,14 @@ async def check_idle_connection(conn: AsyncConn) -> None:
         await AsyncConnectionPool.check_connection(conn)
 
 
+# How long a read waits for a pooled connection (and for its key's connection share) before it
+# fails fast: a database that is down answers 503 in seconds, not psycopg's default 30.
+POOL_WAIT_SECONDS = 5.0
+
+
 async def make_async_pool(settings: StackSettings, *, min_size: int = 1, max_size: int = 8,
-                          name: str = "brainstream-read", wait_seconds: float = 5.0,
+                          name: str = "brainstream-read",
+                          wait_seconds: float = POOL_WAIT_SECONDS,
                           statement_timeout: float | None = None,
                           ) -> AsyncConnectionPool[AsyncConn]:
     """An opened async pool for the read side: pgvector registered, autocommit, and
@@ -102,9 +110,13 @@ async def make_async_pool(settings: StackSettings, *, min_size: int = 1, max_siz
 @asynccontextmanager
 async def read_connection(pool: AsyncConnectionPool[AsyncConn]) -> AsyncIterator[AsyncConn]:
     """A pooled connection; an unreachable database becomes `Unavailable`, a statement
-    cancelled by the statement timeout `QueryTimeout`."""
+    cancelled by the statement timeout `QueryTimeout`. Within an API request it counts against
+    the caller's connection share (`pipeline.fairness.connections`), taken before the pool's."""
+    tenant = current_tenant()
+    share = (tenant.connections.connection(tenant.id) if tenant is not None
+             else contextlib.nullcontext())
     try:
-        async with pool.connection() as conn:
+        async with share, pool.connection() as conn:
             yield conn
     except psycopg.errors.QueryCanceled as exc:
         raise QueryTimeout("the query ran past the read statement timeout") from exc

@@ -33,8 +33,9 @@ class RetrievalSettings(BaseModel):
         "12x slower, no memory). Use `sql` when API processes are short of memory.")
     ppr_snapshot_max_bytes: int = Field(
         default=1 << 30, ge=1 << 20, le=1 << 40, description="Memory (estimated) one API "
-        "process gives PPR snapshots; least recently used out, the SQL walk answers past it. "
-        "Size it to the API host's memory.")
+        "process gives all its PPR snapshots together, the one being built included; least "
+        "recently used out, a namespace larger alone is walked in SQL. Each API worker has its "
+        "own: size it to the API host's memory / API_WORKERS.")
 
     @field_validator("expand_recipes", mode="before")
     @classmethod

@@ -150,8 +150,8 @@ FIND = GraphConfig()
 # Corpus statistics (BM25's document counts, the PPR hubs' row counts) are read again after this
 # many seconds: they move slowly, and reading them costs a scan of the namespace.
 STATS_TTL = 300.0
-# A snapshot build reads a whole namespace's entity layer: it may take longer than a request's
-# statement timeout.
+# A snapshot build reads a whole namespace's entity layer, on a connection of its own: its
+# statements may take longer than a request's statement timeout.
 SNAPSHOT_BUILD_TIMEOUT = 300.0
 
 

@@ -3,8 +3,10 @@ an entity, curators' merges and pair decisions, and the proposal pass; two tenan
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import psycopg
@@ -234,3 +236,31 @@ def test_a_homonym_ranked_first_does_not_hide_the_next_candidate(
     proposals = propose_for(base_db, a.namespace, [new])
     assert [(p.other_id, p.decision) for p in proposals] == [(person, "possibly_same")]
     assert band not in {p.other_id for p in proposals}
+
+
+def test_resolve_holds_no_connection_while_it_waits_on_the_embedder(
+        client: TestClient, seeded: dict[str, Tenant], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 35 item 12: the phrases are embedded before a pooled connection is taken (a slow
+    embedder used to hold one of the read pool's few connections per request)."""
+    _embedder_loaded(client)
+    svc = client.app.state.services  # type: ignore[attr-defined]
+    real = svc.name_embedder
+    embedding, release = threading.Event(), threading.Event()
+
+    class SlowEmbedder:
+        def embed(self, texts: list[str]) -> Any:
+            embedding.set()
+            release.wait(30)
+            return real.embed(texts)
+
+    monkeypatch.setattr(type(svc), "name_embedder", property(lambda self: SlowEmbedder()))
+    stats = svc.pool.get_stats
+    with ThreadPoolExecutor(1) as pool:
+        answer = pool.submit(client.post, "/v1/resolve", json={"query": "acme robotics"},
+                             headers=seeded["a"].headers)
+        try:
+            assert embedding.wait(30)
+            assert stats().get("pool_size", 0) - stats().get("pool_available", 0) == 0
+        finally:
+            release.set()
+        assert answer.result().status_code == 200

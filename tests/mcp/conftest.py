@@ -11,9 +11,12 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 import psycopg
@@ -92,5 +95,41 @@ def api_process(catalog: Settings, procs: dict[str, Proc],
 def _ready(url: str) -> bool:
     try:
         return httpx.get(url + "/readyz", timeout=5).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def mcp_env(api: RunningApi, **extra: str) -> dict[str, str]:
+    """The environment of `brainstream mcp` in front of `api`: its URL, and no API keys (the
+    MCP server learns from the API whether a key is valid, it never needs the keys)."""
+    env = {k: v for k, v in api.env.items()
+           if k not in ("BRAINSTREAM_API_KEYS", "BRAINSTREAM_API_ADMIN_KEYS")}
+    return {**env, "BRAINSTREAM_MCP_API_URL": api.url, **extra}
+
+
+@contextmanager
+def mcp_http_server(env: dict[str, str], *flags: str) -> Iterator[str]:
+    """`brainstream mcp --transport http` (with `flags`) while the block runs: its endpoint URL.
+    Its log goes to the temporary directory (brainstream-mcp-<port>.log)."""
+    port = free_port()
+    log_path = Path(tempfile.gettempdir()) / f"brainstream-mcp-{port}.log"
+    with open(log_path, "ab") as out:
+        popen = subprocess.Popen(
+            [sys.executable, "-m", "pipeline.cli", "mcp", "--transport", "http", "--port",
+             str(port), *flags], env=env, cwd=str(REPO), stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        wait_for(lambda: _listening(url), timeout=60, what="the MCP server to listen")
+        yield url
+    finally:
+        os.killpg(popen.pid, signal.SIGTERM)
+        popen.wait(timeout=30)
+
+
+def _listening(url: str) -> bool:
+    try:
+        httpx.get(url, timeout=2)
+        return True
     except httpx.TransportError:
         return False

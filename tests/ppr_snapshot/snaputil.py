@@ -6,11 +6,12 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from psycopg_pool import AsyncConnectionPool
 
+from pipeline.ports import EntitySnapshotSource
 from pipeline.postgres.pool import AsyncConn, make_async_pool
 from pipeline.retrieval.ppr.snapshot import EntitySnapshot
 from pipeline.retrieval.ppr.snapshots import PprSnapshots, SnapshotConfig
@@ -19,11 +20,17 @@ from pipeline.settings import Settings
 
 
 @asynccontextmanager
-async def snapshots_on(settings: Settings, max_age: float = 2.0
-                       ) -> AsyncIterator[tuple[AsyncConnectionPool[AsyncConn], PprSnapshots]]:
-    """A read pool and snapshots over it, closed after."""
-    pool = await make_async_pool(settings)
-    snaps = PprSnapshots(PgEntitySnapshotSource(pool), SnapshotConfig(max_age=max_age))
+async def snapshots_on(
+        settings: Settings, max_age: float = 2.0, *, max_bytes: int = 1 << 30,
+        pool_size: int = 8,
+        source: Callable[[AsyncConnectionPool[AsyncConn]], EntitySnapshotSource] =
+        PgEntitySnapshotSource,
+        clock: Callable[[], float] = time.monotonic,
+) -> AsyncIterator[tuple[AsyncConnectionPool[AsyncConn], PprSnapshots]]:
+    """A read pool and snapshots over it (from `source(pool)`), closed after."""
+    pool = await make_async_pool(settings, max_size=pool_size)
+    snaps = PprSnapshots(source(pool), SnapshotConfig(max_age=max_age, max_bytes=max_bytes),
+                         clock)
     try:
         yield pool, snaps
     finally:

@@ -58,6 +58,8 @@ def test_first_search_walks_in_sql_then_the_snapshot_answers_the_same(
         assert {o["id"] for o in later["objects"]} <= set(tenant.ids.values())
     metrics = client.get("/metrics").text
     assert 'brainstream_ppr_snapshot{measure="namespaces"} 2.0' in metrics
+    for idle in ("building", "queued", "refused"):
+        assert f'brainstream_ppr_snapshot{{measure="{idle}"}} 0.0' in metrics
 
 
 def test_ppr_walk_sql_never_builds_a_snapshot(

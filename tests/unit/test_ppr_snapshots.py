@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import numpy as np
 
@@ -19,6 +19,8 @@ from pipeline.domain.entity_snapshot import (
     LogRead,
     SnapshotBuild,
     SnapshotRow,
+    SnapshotSize,
+    SnapshotTooLarge,
 )
 from pipeline.retrieval.ppr.snapshots import PprSnapshots, SnapshotConfig
 
@@ -44,10 +46,18 @@ class FakeSource:
         self.fail = False
         self.state = KeyState()
 
-    async def build(self, namespace: uuid.UUID) -> SnapshotBuild:
+    @contextlib.asynccontextmanager
+    async def build_session(self) -> AsyncIterator[FakeSource]:
+        yield self  # one source plays the build's own connection too
+
+    async def build(self, namespace: uuid.UUID, room: Callable[[SnapshotSize], int]
+                    ) -> SnapshotBuild:
         self.builds.append(namespace)
         if self.fail:
             raise OSError("database down")
+        size = SnapshotSize(entities=3, rows=3, pairs=3)
+        if size.nbytes() > room(size):
+            raise SnapshotTooLarge(size.nbytes(), room(size), 0)
         rows = [SnapshotRow(R[0], R[0], False, True), SnapshotRow(R[1], R[1], False, True),
                 SnapshotRow(R[2], R[0], True, True)]
         return SnapshotBuild(self.xid, list(E), np.array([1, 1, 1]), np.array([True] * 3),
@@ -121,7 +131,9 @@ def test_a_failed_build_is_retried_later() -> None:
         snaps.view(ns)
         assert source.builds == [ns]
         source.fail = False
-        clock.now += 31
+        next_try = snaps.next_attempt(ns)
+        assert next_try is not None and clock.now + 15 <= next_try <= clock.now + 30
+        clock.now = next_try
         await _built(snaps, ns)
         await snaps.close()
 
@@ -194,6 +206,25 @@ def test_close_returns_when_the_tail_lost_its_cancellation() -> None:
         reads = source.reads
         await asyncio.sleep(0.2)
         assert source.reads == reads  # the tail stopped
-        assert snaps.view(ns) is None and not snaps._building  # no build after close
+        assert snaps.view(ns) is None and not snaps._queue  # no build after close
+
+    asyncio.run(run())
+
+
+def test_a_build_gets_room_from_the_least_recently_used_before_it_reads() -> None:
+    async def run() -> None:
+        clock, source = Clock(), FakeSource()
+        probe = PprSnapshots(source, SnapshotConfig(), clock)
+        await _built(probe, uuid.uuid4())
+        held = next(iter(probe._held.values())).nbytes()
+        counted = SnapshotSize(entities=3, rows=3, pairs=3).nbytes()  # what FakeSource counts
+        await probe.close()
+        # two held leave less than the third build's count: it gets the least recently used's
+        snaps = PprSnapshots(source, SnapshotConfig(max_bytes=2 * held + counted - 1), clock)
+        a, b, c = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+        for ns in (a, b, c):
+            await _built(snaps, ns)
+        assert list(snaps._held) == [b, c] and snaps.status()["refused"] == 0
+        await snaps.close()
 
     asyncio.run(run())

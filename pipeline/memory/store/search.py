@@ -12,7 +12,9 @@ STACK.md), and BM25's statistics are the scope's own.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from psycopg import sql
@@ -113,6 +115,12 @@ _ROWS = {
 }
 
 
+# The connection a searcher's `one_connection` block runs on (per task, so concurrent searches
+# through one searcher each have their own).
+_PINNED: ContextVar[tuple[PgMemorySearcher, AsyncConn] | None] = ContextVar(
+    "brainstream_memory_search_connection", default=None)
+
+
 class PgMemorySearcher:
     """Candidates, rows and neighbours of memory search over one Postgres database."""
 
@@ -122,9 +130,29 @@ class PgMemorySearcher:
         self.k1 = k1
         self.b = b
 
+    @asynccontextmanager
+    async def one_connection(self) -> AsyncIterator[None]:
+        """Run this searcher's statements of the block on one pooled connection, one after
+        another (a search holds one connection of its key's share, not one per channel)."""
+        if self._pinned() is not None:
+            yield
+            return
+        async with read_connection(self.pool) as conn:
+            token = _PINNED.set((self, conn))
+            try:
+                yield
+            finally:
+                _PINNED.reset(token)
+
+    def _pinned(self) -> AsyncConn | None:
+        pinned = _PINNED.get()
+        return pinned[1] if pinned is not None and pinned[0] is self else None
+
     async def _fetch(self, query: sql.Composable | str, params: dict[str, Any]
                      ) -> list[tuple[Any, ...]]:
-        async with read_connection(self.pool) as conn:
+        async with self.one_connection():
+            conn = self._pinned()
+            assert conn is not None
             cur = await conn.execute(query, params, prepare=False)  # type: ignore[arg-type]
             rows: list[tuple[Any, ...]] = await cur.fetchall()
         return rows

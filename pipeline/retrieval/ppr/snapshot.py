@@ -24,20 +24,19 @@ import numpy as np
 import numpy.typing as npt
 
 from pipeline.domain.entity_reads import EntityLink, EntityRef, Hop, NameMatch, RowMention
-from pipeline.domain.entity_snapshot import KeyState, SnapshotBuild, SnapshotLink
+from pipeline.domain.entity_snapshot import (
+    ALIAS_BYTES,
+    KEY_BYTES,
+    LINK_BYTES,
+    NAME_BYTES,
+    KeyState,
+    SnapshotBuild,
+    SnapshotLink,
+)
 from pipeline.retrieval.ppr.model import id_halves
 from pipeline.retrieval.ppr.names import NameIndex
 
 IntArray = npt.NDArray[np.int64]
-# Per key held (entities and rows): the id object, its dict entry and list slots; an estimate
-# for the memory bound (measured with tracemalloc at 100k parts: see docs/operations.md).
-KEY_BYTES = 260
-LINK_BYTES = 200
-# Per name and per alias held for the seed lookup: the strings, their dict and set slots
-# (measured with tracemalloc on 19,011 names with two aliases each: 630 + 410 bytes, plus
-# the strings themselves).
-NAME_BYTES = 750
-ALIAS_BYTES = 470
 _Link = tuple[int, int, str, str | None, str]  # from, to (entity numbers), type, status, predicate
 
 
@@ -290,7 +289,8 @@ class EntitySnapshot:
     # -- size ------------------------------------------------------------------------------
 
     def nbytes(self) -> int:
-        """An estimate of the memory held: the arrays, plus per key and per edge."""
+        """An estimate of the memory held: the arrays, plus per key, name, alias and edge (the
+        costs `SnapshotSize.nbytes` estimates a build with)."""
         arrays = (self._rows_ptr.nbytes + self._rows_idx.nbytes + self._ents_ptr.nbytes
                   + self._ents_idx.nbytes + self.r_live.nbytes + self.r_part.nbytes
                   + self.r_obj.nbytes + self.r_hi.nbytes + self.r_lo.nbytes

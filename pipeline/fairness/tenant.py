@@ -1,0 +1,44 @@
+"""The tenant a request acts for, carried in a context variable from the API's middleware to
+the read pool (`pipeline.postgres.pool.read_connection`) and the publishing threads, so neither
+needs the request passed down."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+from pipeline.fairness.connections import ConnectionShare
+
+
+def tenant_id(api_key: str) -> str:
+    """A stable name for a key that is not the key: what Redis and the logs see."""
+    return hashlib.sha256(api_key.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Tenant:
+    """One API key's request: its name (`tenant_id`) and this process's connection share."""
+
+    id: str
+    connections: ConnectionShare
+
+
+_CURRENT: ContextVar[Tenant | None] = ContextVar("brainstream_tenant", default=None)
+
+
+def current_tenant() -> Tenant | None:
+    """The tenant of the running request (None outside one: workers, consumers, tests)."""
+    return _CURRENT.get()
+
+
+@contextmanager
+def acting_as(tenant: Tenant) -> Iterator[None]:
+    """Run the block (and the tasks it starts) as `tenant`."""
+    token = _CURRENT.set(tenant)
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
