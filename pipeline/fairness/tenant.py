@@ -4,13 +4,17 @@ needs the request passed down."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import Context, ContextVar
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from pipeline.fairness.connections import ConnectionShare
+
+T = TypeVar("T")
 
 
 def tenant_id(api_key: str) -> str:
@@ -42,3 +46,10 @@ def acting_as(tenant: Tenant) -> Iterator[None]:
         yield
     finally:
         _CURRENT.reset(token)
+
+
+def detached(coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+    """Start `coro` as a task of no request: a background task started while serving one (a
+    snapshot build, a recount) would otherwise inherit its tenant and charge its connections
+    to that key's share for as long as it runs."""
+    return asyncio.get_running_loop().create_task(coro, context=Context())

@@ -102,3 +102,31 @@ def test_busy_publishing_threads_refuse_at_once_and_free_when_the_publish_ends()
     finally:
         release.set()
         threads.close()
+
+
+def test_busy_keys_together_leave_the_reserve_to_a_key_holding_none() -> None:
+    share = ConnectionShare(3, wait_seconds=0.05)  # a pool of 4: one in reserve
+
+    async def main() -> None:
+        release = asyncio.Event()
+        taken: list[str] = []
+
+        async def hold(tenant: str) -> None:
+            async with share.connection(tenant):
+                taken.append(tenant)
+                await release.wait()
+
+        holders = [asyncio.create_task(hold(t)) for t in ("a", "a", "c")]
+        await asyncio.sleep(0)
+        assert sorted(taken) == ["a", "a", "c"]
+        for busy in ("a", "c"):  # three taken: a busy key waits, then is refused
+            with pytest.raises(TooManyRequests):
+                async with share.connection(busy):
+                    pass
+        async with share.connection("b"):  # a key holding none still gets the reserve
+            assert share.held("b") == 1
+        release.set()
+        await asyncio.gather(*holders)
+        assert share.held("a") == share.held("c") == 0
+
+    asyncio.run(main())

@@ -50,6 +50,7 @@ from pipeline.domain.entity_snapshot import (
     SnapshotTooLarge,
 )
 from pipeline.domain.retry import backoff_seconds
+from pipeline.fairness.tenant import detached
 from pipeline.ports import EntitySnapshotSource, SnapshotReads
 from pipeline.retrieval.ppr.snapshot import EntitySnapshot
 
@@ -142,7 +143,7 @@ class PprSnapshots:
             return
         self._queue[namespace] = None
         if self._builder is None or self._builder.done():
-            self._builder = asyncio.get_running_loop().create_task(self._drain())
+            self._builder = detached(self._drain())
 
     def peek(self, namespace: uuid.UUID) -> EntitySnapshot | None:
         """`view` without starting a build: the seed lookup uses a fresh snapshot when there
@@ -263,7 +264,7 @@ class PprSnapshots:
         self._held.move_to_end(namespace)
         self._evict(keep=namespace)
         if not self._closed and (self._tail is None or self._tail.done()):
-            self._tail = asyncio.get_running_loop().create_task(self._follow())
+            self._tail = detached(self._follow())
 
     def _evict(self, keep: uuid.UUID | None = None) -> None:
         """Least recently used out, down to the bounds (`keep` stays: it fits alone)."""

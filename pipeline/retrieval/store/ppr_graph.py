@@ -22,6 +22,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from pipeline.domain.entity_reads import EntityLink, EntityRef, Hop, NameMatch, RowMention
 from pipeline.domain.read_model import Filters
+from pipeline.fairness.tenant import detached
 from pipeline.postgres.pool import AsyncConn, read_connection
 from pipeline.retrieval.store.filters import SEARCHABLE_FROM, searchable
 
@@ -132,7 +133,7 @@ class PgEntityGraph:
         if cached is None:
             return await self._count_rows(namespace)
         if time.monotonic() - cached[0] >= self.rows_ttl and namespace not in self._recounting:
-            task = asyncio.get_running_loop().create_task(self._count_rows(namespace))
+            task = detached(self._count_rows(namespace))
             self._recounting[namespace] = task
             task.add_done_callback(lambda done: self._recounted(namespace, done))
         return cached[1]
