@@ -43,7 +43,7 @@ def install(app: FastAPI, settings: Settings) -> None:
     runs right before the routes) and map a cancelled statement to 503 `query_timeout`."""
     app.add_middleware(BodyLimit, max_bytes=settings.api_max_body_bytes)
     app.add_middleware(KeyConcurrency,
-                       keys=set(settings.api_keys) | set(settings.api_admin_keys),
+                       keys=set(settings.api_keys),
                        limit=settings.api_max_concurrent_per_key)
     app.add_middleware(Deadline, seconds=settings.api_request_timeout)
     app.exception_handler(psycopg.errors.QueryCanceled)(statement_timeout)

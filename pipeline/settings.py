@@ -20,6 +20,7 @@ from typing import Any, Self
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from pipeline.access import ApiKey, parse_api_keys
 from pipeline.domain.errors import ConfigError
 from pipeline.domain.setting_values import parse_json_object
 from pipeline.embedding.settings import EmbeddingSettings
@@ -76,12 +77,10 @@ class ApiSettings(BaseModel):
                           "loopback behind a TLS proxy; `0.0.0.0` only inside a container.")
     api_port: int = Field(default=8000, ge=1, le=65535, description="The API's port. Change "
                           "it when the port is taken.")
-    api_keys: dict[str, list[str]] = Field(
-        default_factory=dict, description="JSON: API key -> namespaces it may read and write. "
+    api_keys: dict[str, ApiKey] = Field(
+        default_factory=dict, description="JSON: API key -> `{\"name\", \"scopes\": "
+        "{namespace: [read|write|admin]}, \"operator\"}` (or a list of namespaces: read only). "
         "Set it before anyone but you calls the API (`up` prints a development key without it).")
-    api_admin_keys: list[str] = Field(
-        default_factory=list, description="JSON list: keys that may read every tenant's "
-        "backlogs and dead letters (the explorer's operator page). Give them to operators only.")
     api_workers: int = Field(
         default_factory=lambda: os.cpu_count() or 1, ge=1, le=64, description="API processes "
         "(default: the cores). Lower it on a host shared with the pipeline.")
@@ -105,7 +104,7 @@ class ApiSettings(BaseModel):
     @field_validator("api_keys", mode="before")
     @classmethod
     def _keys_json(cls, value: object) -> object:
-        return parse_json_object(value)
+        return parse_api_keys(parse_json_object(value))
 
 
 class McpSettings(BaseModel):
@@ -132,6 +131,8 @@ class Settings(BaseSettings, IngestSettings, LexicalSettings, EmbeddingSettings,
         env_file=".env",
         env_file_encoding="utf-8",
         extra="ignore",
+        # a refused value is never repeated in an error: API_KEYS holds the API's secrets
+        hide_input_in_errors=True,
     )
 
     @property
