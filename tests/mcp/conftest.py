@@ -62,7 +62,7 @@ def ev_tenants() -> dict[str, ApiTenant]:
 def ev_client(catalog: Settings, procs: dict[str, Proc],
               ev_tenants: dict[str, ApiTenant]) -> Iterator[TestClient]:
     """The API in-process over the running pipeline, a key per tenant."""
-    with api_client(catalog, ev_tenants.values(), memory_write_wait=20.0) as client:
+    with api_client(catalog, ev_tenants.values(), "write", memory_write_wait=20.0) as client:
         yield client
 
 
@@ -72,7 +72,7 @@ def api_process(catalog: Settings, procs: dict[str, Proc],
     """`brainstream api` (one worker) over the running pipeline, a key per tenant."""
     port = free_port()
     env = {**settings_env(catalog), "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1",
-           "BRAINSTREAM_API_KEYS": json.dumps(api_keys(ev_tenants.values())),
+           "BRAINSTREAM_API_KEYS": json.dumps(api_keys(ev_tenants.values(), "write")),
            "BRAINSTREAM_API_WORKERS": "1", "BRAINSTREAM_MEMORY_WRITE_WAIT": "20"}
     log_path = catalog.resolved_data_dir / "mcp-logs" / "api.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
