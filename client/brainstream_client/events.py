@@ -27,7 +27,8 @@ class Event(Body):
 
     type: EventType
     data: dict[str, Any]
-    id: str = Field(default_factory=lambda: str(uuid.uuid4()))
+    # the API requires an id (or an Idempotency-Key): a fresh one unless given
+    id: str | None = Field(default_factory=lambda: str(uuid.uuid4()))
     namespace: uuid.UUID | None = None
     source: str | None = None
     time: datetime | None = None

@@ -144,5 +144,5 @@ class MeOut(Answer):
 
     name: str
     namespaces: list[str]
-    scopes: dict[str, list[str]]
+    scopes: dict[str, list[Literal["read", "write", "admin"]]]
     operator: bool
