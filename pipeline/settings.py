@@ -212,9 +212,19 @@ def unknown_variables(environ: Mapping[str, str] | None = None,
     return sorted(given - known)
 
 
+# Settings folded into API_KEYS. Still set, they would be ignored and the keys they named would
+# lose what they granted without a word: the processes refuse to start and say what to do.
+REMOVED = {
+    "BRAINSTREAM_API_ADMIN_KEYS": "give those keys \"operator\": true in BRAINSTREAM_API_KEYS",
+    "BRAINSTREAM_ENTITY_CURATORS": "give those keys the admin scope in BRAINSTREAM_API_KEYS "
+                                   "(their name is recorded as decided_by)",
+}
+
+
 def load_settings(**overrides: Any) -> Settings:
     """Read the settings once; a bad value becomes a ConfigError naming the variable. A variable
-    that names no setting is logged: it would otherwise be ignored without a word."""
+    that names no setting is logged: it would otherwise be ignored without a word; one of a
+    removed setting (`REMOVED`) is a ConfigError saying what replaced it."""
     from pydantic import ValidationError
 
     try:
@@ -226,5 +236,8 @@ def load_settings(**overrides: Any) -> Settings:
             f"BRAINSTREAM_{name.upper()}: {first['msg']}", field=name
         ) from exc
     for name in unknown_variables():
+        if name in REMOVED:
+            raise ConfigError(f"{name} was removed: {REMOVED[name]} (docs/operations.md, "
+                              "\"Security model\")", field=name.removeprefix(PREFIX).lower())
         log.warning("%s is not a setting: ignored (brainstream config lists them)", name)
     return settings

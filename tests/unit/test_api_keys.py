@@ -57,3 +57,13 @@ def test_a_bad_entry_is_named_without_its_secret(entry: Any, says: str) -> None:
 def test_a_secret_with_spaces_is_refused() -> None:
     with pytest.raises(ConfigError, match="leading or trailing spaces"):
         _keys({" padded ": [str(NS_A)]})
+
+
+@pytest.mark.parametrize("removed", ["BRAINSTREAM_API_ADMIN_KEYS", "BRAINSTREAM_ENTITY_CURATORS"])
+def test_a_removed_key_setting_stops_the_processes(monkeypatch: pytest.MonkeyPatch,
+                                                   tmp_path: Any, removed: str) -> None:
+    monkeypatch.chdir(tmp_path)  # no .env
+    monkeypatch.setenv(removed, '["an-operator-key"]')
+    with pytest.raises(ConfigError, match="BRAINSTREAM_API_KEYS") as raised:
+        load_settings()
+    assert removed in raised.value.message and "an-operator-key" not in raised.value.message
