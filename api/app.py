@@ -22,7 +22,7 @@ from fastapi.exceptions import RequestValidationError
 from psycopg_pool import PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from api import errors, limits, metrics
+from api import access, errors, limits, metrics
 from api.routes import (
     admin,
     entities,
@@ -129,6 +129,7 @@ def create_app(settings: Settings | None = None,
                               "call is scoped to the namespace of the caller's API key.")
     app.state.settings = settings
     app.state.worker_readiness = None  # this process's own readiness (set at start-up)
+    app.state.api_keys = access.key_table(settings)  # secret -> the key's record
     # the write-through of memory messages publishes events like any publisher (its key signs);
     # a broker that does not answer fails the request within the wait, not the request deadline
     block_ms = round(settings.memory_write_wait * 1000)
@@ -136,7 +137,8 @@ def create_app(settings: Settings | None = None,
     def make_publisher() -> EventPublisher:
         return EventPublisher(make_producer(settings, bootstrap_timeout_ms=block_ms,
                                             max_block_ms=block_ms),
-                              settings.topic_events, signer_for(settings))
+                              settings.topic_events, signer_for(settings),
+                              max_event_bytes=settings.max_event_bytes)
 
     # per-key limits shared by the API's processes (requests in flight, publishes per second)
     app.state.shared_limits = limits.shared_limits(settings)

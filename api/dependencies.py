@@ -1,15 +1,13 @@
-"""What every route depends on: the caller's namespace (from its API key) and the services of
-the active index generation."""
+"""What every route depends on: the services of the active index generation, and the bearer key
+of a request (what the key may do: `api/access.py`)."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Annotated
 
-from fastapi import Depends, Header, Request
+from fastapi import Depends, Request
 
-from pipeline.domain.errors import InvalidInput, NamespaceForbidden, Unauthorized
-from pipeline.settings import Settings
+from pipeline.domain.errors import Unauthorized
 from pipeline.wiring import Services
 
 
@@ -26,33 +24,4 @@ def bearer_key(authorization: str | None) -> str:
     return authorization[7:].strip()
 
 
-def known_key(settings: Settings, key: str) -> bool:
-    """Whether `key` is a configured API key of any kind (the one place that says so: the
-    ASGI layer refuses the others before reading a body)."""
-    return key in settings.api_keys or key in settings.api_admin_keys
-
-
-def namespace(request: Request, authorization: Annotated[str | None, Header()] = None,
-              x_namespace: Annotated[str | None, Header()] = None) -> uuid.UUID:
-    """The caller's namespace, from its API key (and X-Namespace when it has several)."""
-    settings: Settings = request.app.state.settings
-    namespaces = settings.api_keys.get(bearer_key(authorization))
-    if not namespaces:
-        raise Unauthorized("unknown API key", field="Authorization")
-    if x_namespace is None:
-        if len(namespaces) != 1:
-            raise InvalidInput("this key has several namespaces: name one with X-Namespace",
-                               field="X-Namespace")
-        chosen = namespaces[0]
-    elif x_namespace in namespaces:
-        chosen = x_namespace
-    else:
-        raise NamespaceForbidden("the key is not bound to that namespace", field="X-Namespace")
-    try:
-        return uuid.UUID(chosen)
-    except ValueError as exc:
-        raise Unauthorized("the key's namespace is not a UUID") from exc
-
-
-Ns = Annotated[uuid.UUID, Depends(namespace)]
 Svc = Annotated[Services, Depends(get_services)]

@@ -19,14 +19,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.schemas import ErrorOut
 from pipeline.domain.errors import (
-    AdminRequired,
     BrainstreamError,
-    CuratorRequired,
     InvalidInput,
     NamespaceForbidden,
     NotFound,
+    OperatorRequired,
     Overloaded,
     RecipeReadOnly,
+    ScopeRequired,
     TooManyRequests,
     Unauthorized,
     Unavailable,
@@ -43,8 +43,8 @@ STATUS = {
     Unauthorized: 401,
     NamespaceForbidden: 403,
     RecipeReadOnly: 403,
-    CuratorRequired: 403,
-    AdminRequired: 403,
+    ScopeRequired: 403,
+    OperatorRequired: 403,
     TooManyRequests: 429,
     Unavailable: 503,
     InvalidInput: 422,
@@ -54,11 +54,12 @@ STATUS = {
 ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorOut, "description": "the body is not valid JSON"},
     401: {"model": ErrorOut, "description": "missing or unknown API key"},
-    403: {"model": ErrorOut, "description": "the key is not bound to that namespace, the"
-                                             " recipe is a read-only operator default, the"
-                                             " entity write needs a curator key, the"
-                                             " operator's status an admin key, or a"
-                                             " message's `system` metadata key was given"},
+    403: {"model": ErrorOut, "description": "the key is not bound to that namespace, lacks"
+                                             " the scope the request needs"
+                                             " (`scope_required`), the recipe is a read-only"
+                                             " operator default, the operator's status needs"
+                                             " an operator key, or a message's `system`"
+                                             " metadata key was given"},
     404: {"model": ErrorOut, "description": "not found in this namespace"},
     408: {"model": ErrorOut, "description": "the body did not arrive in time (api/limits.py)"},
     413: {"model": ErrorOut, "description": "the body is too large (api/limits.py)"},

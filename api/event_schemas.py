@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from api.plain_text import PLAIN_TEXT, PlainJson
+from schemas.limits import VERSION_MAX
 
 Text = Annotated[StrictStr, PLAIN_TEXT]
 
@@ -24,14 +25,17 @@ class EventEnvelope(BaseModel):
         description="what the event does (messages, sessions and entity decisions have "
                     "endpoints of their own)")
     data: PlainJson = Field(description="the type's payload (examples/events.jsonl, schemas/json/)")
-    id: Text = Field(default_factory=lambda: str(uuid.uuid4()),
-                     description="the event id (a new UUID4 when omitted)")
+    id: Text | None = Field(
+        default=None, description="the event id; required unless the request sends an "
+        "`Idempotency-Key` (ids are then derived from it, the same on a retry)")
     namespace: uuid.UUID | None = Field(default=None, description="the caller's when omitted")
-    source: Text | None = None
+    source: Text | None = Field(default=None, description="always `api:<key name>` (another is "
+                                                          "422 `source_not_allowed`)")
     time: datetime | None = None
     specversion: Text | None = None
     datacontenttype: Text | None = None
-    version: int | None = Field(default=None, description="orders writes of one object")
+    version: Annotated[int, Field(ge=0, le=VERSION_MAX)] | None = Field(
+        default=None, description="orders writes of one object; needs the `admin` scope")
 
 
 class PublishEventsBody(BaseModel):
@@ -44,8 +48,9 @@ class PublishEventsBody(BaseModel):
         description="CloudEvents envelopes of type brainstream.object.put, "
                     "brainstream.object.soft_delete, brainstream.link.put or "
                     "brainstream.link.delete (at most API_EVENTS_MAX). `namespace` defaults to "
-                    "the caller's (another is 403); `id` (a UUID4), `specversion`, `time` and "
-                    "`source` (\"api\") are optional.")
+                    "the caller's (another is 403); `specversion`, `time` and `source` "
+                    "(`api:<key name>`) are optional; `id` is required without an "
+                    "`Idempotency-Key` header.")
     wait: bool = Field(default=False, description="wait (bounded by MEMORY_WRITE_WAIT) until "
                                                   "the pipeline has applied every event")
 

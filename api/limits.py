@@ -4,7 +4,7 @@ runs (so before the body is read or parsed).
 - `Deadline`: the whole request, body included, within `api_request_timeout` seconds; a body
   still arriving then is cut off with 408 `body_timeout`, anything else answers 503
   `request_timeout` (a slow or stuck request releases its connection and its key's slot).
-- `Authenticated`: every route under /v1/ needs a known API key (`api.dependencies.known_key`);
+- `Authenticated`: every route under /v1/ needs a known API key (`app.state.api_keys`);
   a missing or unknown one is answered 401 `unauthorized` before a byte of the body is read,
   and counts nowhere.
 - `ProcessInFlight`: at most `MAX_IN_FLIGHT_PER_CONNECTION` x the read pool's size /v1/
@@ -28,15 +28,15 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import psycopg
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.dependencies import known_key
 from api.errors import error_response
+from pipeline.access import ApiKey
 from pipeline.domain.errors import QueryTimeout
 from pipeline.fairness.connections import ConnectionShare, share_of_pool
 from pipeline.fairness.shared import SharedLimits
@@ -63,14 +63,15 @@ API_PREFIX = "/v1/"
 def install(app: FastAPI, settings: Settings) -> None:
     """Add the limits to `app` (outermost last: the deadline covers everything, the body limit
     runs right before the routes) and map a cancelled statement to 503 `query_timeout`.
-    `app.state.shared_limits` must be set (`shared_limits`)."""
+    `app.state.shared_limits` and `app.state.api_keys` must be set."""
     share = ConnectionShare(share_of_pool(settings.api_pool_size),
                             wait_seconds=POOL_WAIT_SECONDS)
     app.add_middleware(BodyLimit, max_bytes=settings.api_max_body_bytes)
     app.add_middleware(KeyConcurrency, limits=app.state.shared_limits, share=share)
     app.add_middleware(ProcessInFlight,
                        limit=MAX_IN_FLIGHT_PER_CONNECTION * settings.api_pool_size)
-    app.add_middleware(Authenticated, known=lambda key: known_key(settings, key))
+    keys: Mapping[str, ApiKey] = app.state.api_keys
+    app.add_middleware(Authenticated, known=keys.__contains__)
     app.add_middleware(Deadline, seconds=settings.api_request_timeout)
     app.exception_handler(psycopg.errors.QueryCanceled)(statement_timeout)
 

@@ -20,6 +20,7 @@ from typing import Any, Self
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from pipeline.access import ApiKey, parse_api_keys
 from pipeline.domain.errors import ConfigError
 from pipeline.domain.setting_values import (
     check_allowed_hosts,
@@ -80,12 +81,10 @@ class ApiSettings(BaseModel):
                           "loopback behind a TLS proxy; `0.0.0.0` only inside a container.")
     api_port: int = Field(default=8000, ge=1, le=65535, description="The API's port. Change "
                           "it when the port is taken.")
-    api_keys: dict[str, list[str]] = Field(
-        default_factory=dict, description="JSON: API key -> namespaces it may read and write. "
+    api_keys: dict[str, ApiKey] = Field(
+        default_factory=dict, description="JSON: API key -> `{\"name\", \"scopes\": "
+        "{namespace: [read|write|admin]}, \"operator\"}` (or a list of namespaces: read only). "
         "Set it before anyone but you calls the API (`up` prints a development key without it).")
-    api_admin_keys: list[str] = Field(
-        default_factory=list, description="JSON list: keys that may read every tenant's "
-        "backlogs and dead letters (the explorer's operator page). Give them to operators only.")
     api_workers: int = Field(
         default_factory=lambda: os.cpu_count() or 1, ge=1, le=64, description="API processes "
         "(default: the cores). Lower it on a host shared with the pipeline.")
@@ -113,7 +112,7 @@ class ApiSettings(BaseModel):
     @field_validator("api_keys", mode="before")
     @classmethod
     def _keys_json(cls, value: object) -> object:
-        return parse_json_object(value)
+        return parse_api_keys(parse_json_object(value))
 
 
 class McpSettings(BaseModel):
@@ -160,6 +159,8 @@ class Settings(BaseSettings, IngestSettings, LexicalSettings, EmbeddingSettings,
         env_file=".env",
         env_file_encoding="utf-8",
         extra="ignore",
+        # a refused value is never repeated in an error: API_KEYS holds the API's secrets
+        hide_input_in_errors=True,
     )
 
     @property
@@ -239,9 +240,19 @@ def unknown_variables(environ: Mapping[str, str] | None = None,
     return sorted(given - known)
 
 
+# Settings folded into API_KEYS. Still set, they would be ignored and the keys they named would
+# lose what they granted without a word: the processes refuse to start and say what to do.
+REMOVED = {
+    "BRAINSTREAM_API_ADMIN_KEYS": "give those keys \"operator\": true in BRAINSTREAM_API_KEYS",
+    "BRAINSTREAM_ENTITY_CURATORS": "give those keys the admin scope in BRAINSTREAM_API_KEYS "
+                                   "(their name is recorded as decided_by)",
+}
+
+
 def load_settings(**overrides: Any) -> Settings:
     """Read the settings once; a bad value becomes a ConfigError naming the variable. A variable
-    that names no setting is logged: it would otherwise be ignored without a word."""
+    that names no setting is logged: it would otherwise be ignored without a word; one of a
+    removed setting (`REMOVED`) is a ConfigError saying what replaced it."""
     from pydantic import ValidationError
 
     try:
@@ -253,5 +264,8 @@ def load_settings(**overrides: Any) -> Settings:
             f"BRAINSTREAM_{name.upper()}: {first['msg']}", field=name
         ) from exc
     for name in unknown_variables():
+        if name in REMOVED:
+            raise ConfigError(f"{name} was removed: {REMOVED[name]} (docs/operations.md, "
+                              "\"Security model\")", field=name.removeprefix(PREFIX).lower())
         log.warning("%s is not a setting: ignored (brainstream config lists them)", name)
     return settings

@@ -35,7 +35,13 @@ from pipeline.domain.errors import (
     UnknownEventType,
 )
 from pipeline.domain.sessions import session_key
-from schemas.limits import EVENT_ID_MAX, EVENT_SOURCE_MAX, EVENT_SUBJECT_MAX, MEDIA_TYPE_MAX
+from schemas.limits import (
+    EVENT_ID_MAX,
+    EVENT_SOURCE_MAX,
+    EVENT_SUBJECT_MAX,
+    MEDIA_TYPE_MAX,
+    VERSION_MAX,
+)
 from schemas.memory import MemoryPayload
 from schemas.payloads import (
     LINK_DELETE,
@@ -103,7 +109,7 @@ class Envelope(BaseModel):
         StrictStr, Field(max_length=MEDIA_TYPE_MAX), AfterValidator(_json_media_type)
     ] = Field(default="application/json", description="application/json or application/*+json")
     namespace: uuid.UUID
-    version: Annotated[StrictInt, Field(ge=0)] | None = Field(
+    version: Annotated[StrictInt, Field(ge=0, le=VERSION_MAX)] | None = Field(
         default=None, description="Source version; events older than the stored one are ignored."
     )
     data: dict[str, Any] = Field(

@@ -16,6 +16,8 @@ from typing import Final
 EVENT_ID_MAX: Final = 256
 EVENT_SOURCE_MAX: Final = 256
 EVENT_SUBJECT_MAX: Final = 1024
+# `version` is stored in a bigint column: a larger one would pass the schema and fail the write.
+VERSION_MAX: Final = 2**63 - 1
 MEDIA_TYPE_MAX: Final = 256  # datacontenttype, and a put's content_type
 
 # An object put. Generous beside the datasets (a SciFact title is at most 300 characters, a

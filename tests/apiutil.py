@@ -14,6 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
+from pipeline.access import Scope, shorthand_name
 from pipeline.settings import Settings
 from pipeline.wiring import services
 
@@ -37,16 +38,18 @@ class Tenant(ApiTenant):
     ids: dict[str, str]
 
 
-def api_keys(tenants: Iterable[ApiTenant]) -> dict[str, list[str]]:
-    """API_KEYS binding each tenant's key to its namespace."""
-    return {t.key: [str(t.namespace)] for t in tenants}
+def api_keys(tenants: Iterable[ApiTenant], scope: Scope = "read") -> dict[str, Any]:
+    """API_KEYS binding each tenant's key to its namespace with `scope` (and those below it);
+    each key is named as the shorthand would name it."""
+    return {t.key: {"name": shorthand_name(t.key), "scopes": {str(t.namespace): [scope]}}
+            for t in tenants}
 
 
-def api_client(settings: Settings, tenants: Iterable[ApiTenant],
+def api_client(settings: Settings, tenants: Iterable[ApiTenant], scope: Scope = "read",
                **overrides: Any) -> TestClient:
-    """The API over `settings` (with `overrides`), a key per tenant; enter it (`with`) to
-    start the app."""
-    update = {"api_keys": api_keys(tenants), **overrides}
+    """The API over `settings` (with `overrides`), a key per tenant holding `scope`; enter it
+    (`with`) to start the app."""
+    update = {"api_keys": api_keys(tenants, scope), **overrides}
     return TestClient(create_app(settings.model_copy(update=update)))
 
 

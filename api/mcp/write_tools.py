@@ -22,8 +22,10 @@ ObjectId = Annotated[str, Field(description="the object's id (UUID)")]
 
 async def publish(api: ApiBackend, ctx: Context, event_type: str, data: Json, wait: bool,
                   version: int | None = None) -> Json:
-    """One event through POST /v1/events; its event id and status."""
-    event = body(type=f"brainstream.{event_type}", data=data, version=version)
+    """One event through POST /v1/events; its event id and status. The id is chosen here (the
+    API requires one, or an Idempotency-Key): one tool call is one event."""
+    event = body(type=f"brainstream.{event_type}", data=data, version=version,
+                 id=str(uuid.uuid4()))
     answer = await api.call(ctx, "POST", "/v1/events", body={"events": [event], "wait": wait})
     out: Json = answer["events"][0]
     return out

@@ -1,12 +1,12 @@
 """Entity routes: resolve phrases to entities (`/v1/resolve`), read one entity, and the
 curators' writes: merge two entities, verify or refuse a possibly-same pair.
 
-Merges are a person's decision on derived data: they need a key listed in
-`BRAINSTREAM_ENTITY_CURATORS` (its name is recorded as `decided_by`) and act in the key's
-namespace. The content cannot re-derive them, so each is published as a
-`brainstream.entity.decision` event (the topic is the record a replay rebuilds from) and applied
-at once in the same request (`pipeline/entities/decisions.py`); the graph hears of it through
-the outbox like every other change.
+Merges are a person's decision on derived data: they need a key with the `admin` scope on the
+namespace (its name is recorded as `decided_by`, and the event's source is `api:<name>`). The
+content cannot re-derive them, so each is published as a `brainstream.entity.decision` event
+(the topic is the record a replay rebuilds from) and applied at once in the same request
+(`pipeline/entities/decisions.py`); the graph hears of it through the outbox like every other
+change.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import asyncio
 import uuid
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, Request
+from fastapi import APIRouter, Request
 
-from api.dependencies import Ns, Svc
+from api.access import AdminNs, Caller, ReadNs
+from api.dependencies import Svc
 from api.errors import ERRORS
 from api.resolution_schemas import (
     AliasOut,
@@ -32,14 +32,14 @@ from api.resolution_schemas import (
     ResolveBody,
     ResolveOut,
 )
+from pipeline.access import ApiKey
 from pipeline.domain.errors import (
-    CuratorRequired,
     EntityMerged,
     InvalidInput,
     NotFound,
     Unavailable,
 )
-from pipeline.entities.decision_events import API_SOURCE, decision_envelope
+from pipeline.entities.decision_events import decision_envelope
 from pipeline.entities.decisions import FAILED, WAITING, Applied, record_and_apply
 from pipeline.entities.merging import PairDecision, check_pair, merge_plan
 from pipeline.entities.resolving import ResolveConfig, resolve
@@ -48,7 +48,6 @@ from pipeline.kafka.publish_pool import PublishPool
 from pipeline.kafka.publisher import LazyPublisher
 from pipeline.postgres.plans import arun
 from pipeline.postgres.pool import read_connection
-from pipeline.settings import Settings
 from pipeline.wiring.services import Services, query_embedder
 
 router = APIRouter(tags=["entities"], responses=ERRORS)
@@ -58,25 +57,12 @@ MAX_ALIASES = 100  # aliases shown by GET /v1/entities/{id}
 MAX_HOPS = 10  # merged_into followed at most this far (a merge re-points earlier ones: 1 hop)
 
 
-def curator(request: Request, ns: Ns,
-            authorization: Annotated[str | None, Header()] = None) -> str:
-    """The name a curator key records as `decided_by` (the key was checked by `ns`)."""
-    settings: Settings = request.app.state.settings
-    key = (authorization or "")[7:].strip()
-    name = settings.entity_curators.get(key)
-    if not name:
-        raise CuratorRequired("this API key may not merge entities or decide pairs",
-                              field="Authorization")
-    return name
-
-
-Curator = Annotated[str, Depends(curator)]
 # The most phrases one /v1/resolve request may name: each is a lookup of a few statements.
 RESOLVE_MAX_QUERIES = 20
 
 
 @router.post("/v1/resolve", response_model=ResolveOut, response_model_exclude_none=True)
-async def resolve_phrases(body: ResolveBody, ns: Ns, svc: Svc) -> ResolveOut:
+async def resolve_phrases(body: ResolveBody, ns: ReadNs, svc: Svc) -> ResolveOut:
     """Resolve phrases to entities of the namespace: per phrase the entity, its confidence, the
     layer that decided and the candidates, or `unresolved` with a reason."""
     settings = svc.settings
@@ -107,7 +93,7 @@ async def resolve_phrases(body: ResolveBody, ns: Ns, svc: Svc) -> ResolveOut:
 
 @router.get("/v1/entities/{entity_id}", response_model=EntityOut,
             response_model_exclude_none=True)
-async def read_entity(entity_id: uuid.UUID, ns: Ns, svc: Svc) -> EntityOut:
+async def read_entity(entity_id: uuid.UUID, ns: ReadNs, svc: Svc) -> EntityOut:
     """One entity with its aliases and counts; a merged one answers with its survivor."""
     async with read_connection(svc.pool) as conn:
         current, hops = entity_id, 0
@@ -131,13 +117,13 @@ async def read_entity(entity_id: uuid.UUID, ns: Ns, svc: Svc) -> EntityOut:
 
 
 @router.post("/v1/entities/merge", response_model=MergeOut, response_model_by_alias=True)
-async def merge_entities(body: MergeBody, ns: Ns, who: Curator, svc: Svc,
+async def merge_entities(body: MergeBody, ns: AdminNs, who: Caller, svc: Svc,
                          request: Request) -> MergeOut:
     """Merge entity `from` into `into` (a curator's decision, published as an event so a replay
     keeps it), or with `dry_run` say what would move."""
     async with read_connection(svc.pool) as conn:
         report = await arun(conn, merge_plan(ns, body.from_, body.into, dry_run=True,
-                                             decided_by=who))
+                                             decided_by=who.name))
     if body.dry_run:
         return MergeOut.of(report)
     done = await _decide(request, svc, ns, "merge", body.from_, body.into, who)
@@ -149,8 +135,8 @@ async def merge_entities(body: MergeBody, ns: Ns, who: Curator, svc: Svc,
 
 @router.post("/v1/entities/possibly_same/{from_id}/{to_id}", response_model=DecisionOut,
              response_model_by_alias=True)
-async def decide_pair(from_id: uuid.UUID, to_id: uuid.UUID, body: DecisionBody, ns: Ns,
-                      who: Curator, svc: Svc, request: Request) -> DecisionOut:
+async def decide_pair(from_id: uuid.UUID, to_id: uuid.UUID, body: DecisionBody, ns: AdminNs,
+                      who: Caller, svc: Svc, request: Request) -> DecisionOut:
     """Verify (merge `from` into `to`) or refuse (never proposed again) a possibly-same pair;
     published as an event, like a merge."""
     async with read_connection(svc.pool) as conn:
@@ -161,19 +147,20 @@ async def decide_pair(from_id: uuid.UUID, to_id: uuid.UUID, body: DecisionBody, 
 
 
 async def _decide(request: Request, svc: Services, ns: uuid.UUID, decision: str,
-                  from_id: uuid.UUID, to_id: uuid.UUID, who: str) -> Applied:
+                  from_id: uuid.UUID, to_id: uuid.UUID, who: ApiKey) -> Applied:
     """Publish the decision (the topic is its record: a replay applies it again), then record
     and apply it at once; the consumer later finds it recorded. A broker that does not take it
     is a 503 and nothing changed. No connection is held while the broker is waited on (what
-    changed meanwhile is caught by the apply: WAITING, FAILED)."""
+    changed meanwhile is caught by the apply: WAITING, FAILED). Its source is the key's
+    (`api:<name>`); the id is fresh, so the ledger's (source, id) stays unique."""
     event_id = str(uuid.uuid4())
     publisher: LazyPublisher = request.app.state.decision_publisher
     threads: PublishPool = request.app.state.publish_threads
     await threads.run(publisher.publish, decision_envelope(
-        ns, event_id, decision, from_id, to_id, who, None))
+        ns, event_id, decision, from_id, to_id, who.name, None, source=who.source))
     async with read_connection(svc.pool) as conn:
-        done = await arun(conn, record_and_apply(ns, API_SOURCE, event_id, decision, from_id,
-                                                 to_id, who, None))
+        done = await arun(conn, record_and_apply(ns, who.source, event_id, decision, from_id,
+                                                 to_id, who.name, None))
     if done.status == WAITING:  # checked a moment ago: it vanished meanwhile
         raise NotFound(f"entity {from_id} or {to_id} is gone", field="from")
     if done.status == FAILED:

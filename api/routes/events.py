@@ -1,20 +1,26 @@
 """`POST /v1/events` (issue 15): publish object and link events as the caller, under its
-namespace. Every event is validated as the consumer would (envelope, payload, kind catalog)
-before any is sent: one bad event refuses the request (422 naming `events.N.<field>`) and
-nothing is published. With `wait`, the answer is 200 once the pipeline has applied them all,
-else 202 (still `accepted`)."""
+namespace (the `write` scope; `version` takes `admin`), with the source `api:<key name>`. Every
+event is validated as the consumer would (envelope, payload, kind catalog) before any is sent,
+off the event loop: one bad event refuses the request (422 naming `events.N.<field>`) and
+nothing is published. Every event names its `id`, or the request sends an `Idempotency-Key`
+the ids are derived from: a retried request is applied once. With `wait`, the answer is 200
+once the pipeline has applied them all, else 202 (still `accepted`)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+import asyncio
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse
 
-from api.dependencies import Ns, Svc
+from api.access import Caller, WriteNs
+from api.dependencies import Svc
 from api.errors import ERRORS
 from api.event_schemas import PublishedEventOut, PublishEventsBody, PublishEventsOut
 from pipeline.domain.errors import InvalidInput
 from pipeline.ingest.store.ledger import PgEventLedger
-from pipeline.kafka.event_writes import EventWriter, admit
+from pipeline.kafka.event_writes import EventWriter, Publisher, admit, idempotency_key
 
 router = APIRouter(tags=["events"], responses=ERRORS)
 # Events one POST /v1/events may carry (published in one batch; more in several requests).
@@ -24,16 +30,24 @@ EVENTS_MAX = 500
 @router.post("/v1/events", response_model=PublishEventsOut,
              responses={202: {"model": PublishEventsOut,
                               "description": "published, not all applied yet"}})
-async def publish_events(body: PublishEventsBody, ns: Ns, svc: Svc,
-                         request: Request) -> JSONResponse:
+async def publish_events(
+        body: PublishEventsBody, ns: WriteNs, key: Caller, svc: Svc, request: Request,
+        idempotency: Annotated[str | None, Header(
+            alias="Idempotency-Key", description="derive the ids of events sent without one "
+            "from it: a retry with the same key and body is applied once")] = None,
+) -> JSONResponse:
     """Publish the events (signed with the API's publisher key); 202 with each `accepted`, or
     with `wait` 200 and each `applied` once the pipeline applied them all within the wait."""
     settings = svc.settings
     if len(body.events) > EVENTS_MAX:
         raise InvalidInput(f"at most {EVENTS_MAX} events per request "
                            "(API_EVENTS_MAX)", field="events")
+    publisher = Publisher(key.name, may_version=key.allows(ns, "admin"),
+                          idempotency_key=idempotency_key(idempotency))
     envelopes = [e.model_dump(mode="json", exclude_none=True) for e in body.events]
-    admitted = admit(envelopes, ns, await svc.catalog(), max_bytes=settings.max_event_bytes)
+    # up to EVENTS_MAX envelopes parsed and checked: CPU work kept off the event loop
+    admitted = await asyncio.to_thread(admit, envelopes, ns, await svc.catalog(),
+                                       max_bytes=settings.max_event_bytes, publisher=publisher)
     writer: EventWriter = request.app.state.event_writer
     ledger = PgEventLedger(svc.pool)
     applied = await writer.publish(admitted, wait=body.wait,

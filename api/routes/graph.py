@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from api.dependencies import Ns, Svc
+from api.access import ReadNs, WriteNs
+from api.dependencies import Svc
 from api.entity_schemas import FindObjectsOut
 from api.errors import ERRORS
 from api.routes import PAGE_LINKS, page
@@ -28,7 +29,7 @@ router = APIRouter(tags=["graph"], responses=ERRORS)
 
 @router.post("/v1/find_objects", response_model=FindObjectsOut, responses=PAGE_LINKS,
              response_model_exclude_unset=True)
-async def find_objects(body: FindObjectsBody, ns: Ns, svc: Svc) -> FindObjectsOut:
+async def find_objects(body: FindObjectsBody, ns: ReadNs, svc: Svc) -> FindObjectsOut:
     """Entity search in the graph (text + vector, RRF), hydrated under the namespace; with
     `include_entities`, also the extracted entities named like the query (`entities`: exact
     normalised name, alias, or trigram-near)."""
@@ -41,7 +42,7 @@ async def find_objects(body: FindObjectsBody, ns: Ns, svc: Svc) -> FindObjectsOu
 
 
 @router.post("/v1/find_links", response_model=PageOut, responses=PAGE_LINKS)
-async def find_links(body: FindLinksBody, ns: Ns, svc: Svc) -> PageOut:
+async def find_links(body: FindLinksBody, ns: ReadNs, svc: Svc) -> PageOut:
     """Edge-note text search on one relation type; each hit is the target object with its
     relation (`relation.source_id` is the source)."""
     return page(await svc.graph.find_links(ns, body.relation_type, body.query,
@@ -49,7 +50,7 @@ async def find_links(body: FindLinksBody, ns: Ns, svc: Svc) -> PageOut:
 
 
 @router.post("/v1/expand", response_model=PageOut, responses=PAGE_LINKS)
-async def expand(body: ExpandBody, ns: Ns, svc: Svc) -> PageOut:
+async def expand(body: ExpandBody, ns: ReadNs, svc: Svc) -> PageOut:
     """Containment and/or graph neighbors of one object (max_hops <= 4), paged."""
     query = ExpandQuery((body.object_id,), tuple(body.relation_types or ()), body.max_hops,
                         body.direction, body.limit, body.want_containment)
@@ -57,7 +58,7 @@ async def expand(body: ExpandBody, ns: Ns, svc: Svc) -> PageOut:
 
 
 @router.post("/v1/expand_many", response_model=PageOut, responses=PAGE_LINKS)
-async def expand_many(body: ExpandManyBody, ns: Ns, svc: Svc) -> PageOut:
+async def expand_many(body: ExpandManyBody, ns: ReadNs, svc: Svc) -> PageOut:
     """Neighbors of many objects within a budget; the first seed to reach one claims it."""
     query = ExpandQuery(tuple(body.object_ids), tuple(body.relation_types or ()),
                         body.max_hops, body.direction, body.limit, body.want_containment,
@@ -66,7 +67,7 @@ async def expand_many(body: ExpandManyBody, ns: Ns, svc: Svc) -> PageOut:
 
 
 @router.put("/v1/expand/recipes/{name}", response_model=RecipeBody)
-async def register_recipe(name: str, body: RecipeBody, ns: Ns, svc: Svc) -> RecipeBody:
+async def register_recipe(name: str, body: RecipeBody, ns: WriteNs, svc: Svc) -> RecipeBody:
     """Register (or replace) a named expand template of the caller's namespace; one of the
     same name as an operator default shadows it for this namespace only."""
     await svc.recipes.put(ns, name, body.model_dump())
@@ -74,19 +75,19 @@ async def register_recipe(name: str, body: RecipeBody, ns: Ns, svc: Svc) -> Reci
 
 
 @router.get("/v1/expand/recipes", response_model=RecipeListOut)
-async def list_recipes(ns: Ns, svc: Svc) -> RecipeListOut:
+async def list_recipes(ns: ReadNs, svc: Svc) -> RecipeListOut:
     """The expand templates the caller's namespace sees: its own and the operator defaults."""
     return RecipeListOut(recipes=[_recipe_out(r) for r in await svc.recipes.list(ns)])
 
 
 @router.get("/v1/expand/recipes/{name}", response_model=RecipeOut)
-async def read_recipe(name: str, ns: Ns, svc: Svc) -> RecipeOut:
+async def read_recipe(name: str, ns: ReadNs, svc: Svc) -> RecipeOut:
     """One expand template as the caller's namespace sees it."""
     return _recipe_out(await svc.recipes.get(ns, name))
 
 
 @router.delete("/v1/expand/recipes/{name}", status_code=204)
-async def delete_recipe(name: str, ns: Ns, svc: Svc) -> Response:
+async def delete_recipe(name: str, ns: WriteNs, svc: Svc) -> Response:
     """Delete the caller's own template (an operator default it shadowed is seen again); an
     operator default itself is read-only (403 `recipe_read_only`)."""
     await svc.recipes.delete(ns, name)
@@ -94,7 +95,7 @@ async def delete_recipe(name: str, ns: Ns, svc: Svc) -> Response:
 
 
 @router.post("/v1/expand/recipe/{name}", response_model=PageOut, responses=PAGE_LINKS)
-async def run_recipe(name: str, body: RecipeRunBody, ns: Ns, svc: Svc) -> PageOut:
+async def run_recipe(name: str, body: RecipeRunBody, ns: ReadNs, svc: Svc) -> PageOut:
     """Run an expand template (the namespace's own, else the default) on one or more
     objects."""
     spec = RecipeBody.model_validate((await svc.recipes.get(ns, name)).spec)

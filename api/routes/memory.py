@@ -10,7 +10,8 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse
 
-from api.dependencies import Ns, Svc
+from api.access import Caller, ReadNs, WriteNs
+from api.dependencies import Svc
 from api.errors import ERRORS
 from api.memory_schemas import (
     MemoryOut,
@@ -42,7 +43,7 @@ def _missing() -> MemorySessionNotFound:
 
 
 @router.get("/v1/sessions/{session_id}", response_model=SessionOut)
-async def session(session_id: SessionId, ns: Ns, svc: Svc) -> SessionOut:
+async def session(session_id: SessionId, ns: ReadNs, svc: Svc) -> SessionOut:
     """One live session."""
     found = await svc.memory.session(ns, session_id)
     if found is None:
@@ -51,7 +52,7 @@ async def session(session_id: SessionId, ns: Ns, svc: Svc) -> SessionOut:
 
 
 @router.get("/v1/sessions", response_model=SessionsOut)
-async def sessions(ns: Ns, svc: Svc,
+async def sessions(ns: ReadNs, svc: Svc,
                    user_id: Annotated[str | None, Query(min_length=1, max_length=USER_ID_MAX,
                                                         pattern=NO_NUL)] = None,
                    after: Annotated[str | None, Query(max_length=SESSION_ID_MAX,
@@ -67,7 +68,7 @@ async def sessions(ns: Ns, svc: Svc,
 
 
 @router.get("/v1/sessions/{session_id}/memory", response_model=MemoryOut)
-async def memory(session_id: SessionId, ns: Ns, svc: Svc,
+async def memory(session_id: SessionId, ns: ReadNs, svc: Svc,
                  lastn: Annotated[int | None, Query(ge=1)] = None) -> MemoryOut:
     """The latest summary and the last `lastn` messages; without `lastn`, the messages after
     the summary point, at most the window (`summary_lag` says how many more are waiting)."""
@@ -81,7 +82,7 @@ async def memory(session_id: SessionId, ns: Ns, svc: Svc,
 
 
 @router.get("/v1/sessions/{session_id}/messages", response_model=MessagesOut)
-async def messages(session_id: SessionId, ns: Ns, svc: Svc,
+async def messages(session_id: SessionId, ns: ReadNs, svc: Svc,
                    after_seq: Annotated[int, Query(ge=0)] = 0,
                    limit: Annotated[int, Query(ge=1)] = 100) -> MessagesOut:
     """Visible messages by seq (arrival order); page on with `after_seq`."""
@@ -97,9 +98,10 @@ async def messages(session_id: SessionId, ns: Ns, svc: Svc,
 
 @router.post("/v1/sessions/{session_id}/messages", response_model=WriteOut,
              responses={202: {"model": WriteOut, "description": "published, not stored yet"}})
-async def add_messages(session_id: SessionId, body: PostMessagesBody, ns: Ns, svc: Svc,
-                       request: Request) -> JSONResponse:
-    """Publish the messages as a `brainstream.messages.add` event (a new session is created);
+async def add_messages(session_id: SessionId, body: PostMessagesBody, ns: WriteNs,
+                       caller: Caller, svc: Svc, request: Request) -> JSONResponse:
+    """Publish the messages as a `brainstream.messages.add` event of source `api:<key name>`
+    (a new session is created);
     with `wait`, answer 200 once they are stored, or 202 when the wait (MEMORY_WRITE_WAIT)
     ran out first. A deleted session is 404 (a session.put event revives it)."""
     for index, m in enumerate(body.messages):
@@ -112,7 +114,7 @@ async def add_messages(session_id: SessionId, body: PostMessagesBody, ns: Ns, sv
     result = await writer.add(ns, session_id,
                               [m.model_dump(mode="json", exclude_none=True)
                                for m in body.messages],
-                              wait=body.wait,
+                              source=caller.source, wait=body.wait,
                               stored=lambda key, uuids: svc.memory.stored(ns, key, uuids))
     out = WriteOut(event_id=result.event_id, status="applied" if result.applied else "accepted",
                    messages=[MessageOut.of(m) for m in result.messages])

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.dependencies import Ns, Svc
+from api.access import ReadNs
+from api.dependencies import Svc
 from api.errors import ERRORS
 from api.memory_search_schemas import MemorySearchBody, MemorySearchOut, UserMemorySearchBody
 from api.routes.memory import SessionId
@@ -27,7 +28,7 @@ def _search(svc: Services) -> tuple[MemorySearch, PgMemorySearcher]:
 
 
 @router.post("/v1/sessions/{session_id}/search", response_model=MemorySearchOut)
-async def search_session(session_id: SessionId, body: MemorySearchBody, ns: Ns,
+async def search_session(session_id: SessionId, body: MemorySearchBody, ns: ReadNs,
                          svc: Svc) -> MemorySearchOut:
     """Hybrid search (BM25 + dense, fused by weighted RRF) over one session's messages and/or
     summaries, with a metadata filter, a date range, `min_score`, MMR and neighbouring turns."""
@@ -39,7 +40,7 @@ async def search_session(session_id: SessionId, body: MemorySearchBody, ns: Ns,
 
 
 @router.post("/v1/memory/search", response_model=MemorySearchOut)
-async def search_user(body: UserMemorySearchBody, ns: Ns, svc: Svc) -> MemorySearchOut:
+async def search_user(body: UserMemorySearchBody, ns: ReadNs, svc: Svc) -> MemorySearchOut:
     """The same search across every live session of `user_id` (none: no results); at most
     `MAX_SESSIONS` sessions are searched (the first by session id)."""
     search, searcher = _search(svc)

@@ -8,7 +8,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from api.dependencies import Ns, Svc
+from api.access import ReadNs
+from api.dependencies import Svc
 from api.errors import ERRORS
 from api.schemas import ChildrenOut, ObjectEntityOut, ObjectOut, RichObjectOut
 from pipeline.retrieval.requests import (
@@ -25,7 +26,7 @@ OBJECT_MENTIONS_MAX = 20
 
 
 @router.get("/v1/objects/{object_id}", response_model=ObjectOut)
-async def read(object_id: uuid.UUID, ns: Ns, svc: Svc) -> ObjectOut:
+async def read(object_id: uuid.UUID, ns: ReadNs, svc: Svc) -> ObjectOut:
     """One object with its content and the entities it names, each with its mentions (capped:
     OBJECT_ENTITIES_MAX entities, OBJECT_MENTIONS_MAX mentions each)."""
     obj = RichObjectOut.of(await svc.engine.read(ns, object_id), with_content=True)
@@ -37,7 +38,7 @@ async def read(object_id: uuid.UUID, ns: Ns, svc: Svc) -> ObjectOut:
 
 
 @router.get("/v1/objects/{object_id}/children", response_model=ChildrenOut)
-async def children(object_id: uuid.UUID, ns: Ns, svc: Svc,
+async def children(object_id: uuid.UUID, ns: ReadNs, svc: Svc,
                    offset: Annotated[int, Query(ge=0, le=MAX_CHILDREN_OFFSET)] = 0,
                    limit: Annotated[int, Query(ge=1, le=MAX_CHILDREN_LIMIT)] = 100
                    ) -> ChildrenOut:
@@ -47,7 +48,7 @@ async def children(object_id: uuid.UUID, ns: Ns, svc: Svc,
 
 
 @router.get("/v1/schema")
-async def schema(ns: Ns, svc: Svc,
+async def schema(ns: ReadNs, svc: Svc,
                  kind: Annotated[str | None, Query(max_length=200)] = None) -> dict[str, Any]:
     """Kinds with their filterable fields, and how to filter; the namespace's entity labels
     and entity edge types with their counts (`entities`)."""

@@ -1,18 +1,18 @@
 """The operator's status as JSON (`GET /v1/admin/status`): what `brainstream status` computes,
 the dead letters with their reasons and the index generations, for the web explorer's operator
-page. It spans every tenant, so it takes an admin key (`BRAINSTREAM_API_ADMIN_KEYS`); a
-tenant's key is refused (403 `admin_required`)."""
+page. It spans every tenant, so it takes a key with `operator: true` (`BRAINSTREAM_API_KEYS`);
+a tenant's key is refused (403 `operator_required`)."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Header, Request
+from fastapi import APIRouter, Request
 
-from api.dependencies import Svc, bearer_key
+from api.access import Operator
+from api.dependencies import Svc
 from api.errors import ERRORS
-from pipeline.domain.errors import AdminRequired
 from pipeline.ops.operator_view import operator_view
 from pipeline.settings import Settings
 
@@ -20,15 +20,11 @@ router = APIRouter(tags=["ops"], responses=ERRORS)
 
 
 @router.get("/v1/admin/status")
-async def admin_status(request: Request, svc: Svc,
-                       authorization: Annotated[str | None, Header()] = None
-                       ) -> dict[str, Any]:
+async def admin_status(request: Request, svc: Svc, key: Operator) -> dict[str, Any]:
     """Services, consumer lag, backlogs (outbox, embedding, extraction, memory, queues), the
     dead letters (oldest first, at most UI_DEAD_LETTERS_MAX, with their code and message) and
     the index generations; a part that could not be read is named in `errors`."""
     settings: Settings = request.app.state.settings
-    if bearer_key(authorization) not in settings.api_admin_keys:
-        raise AdminRequired("the operator's status takes an admin key", field="Authorization")
     # blocking reads (Kafka, Postgres, Redis probes) off the event loop
     return await asyncio.to_thread(operator_view, svc.settings, settings,
                                    max_letters=settings.ui_dead_letters_max)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.dependencies import Ns, Svc
+from api.access import ReadNs
+from api.dependencies import Svc
 from api.entity_schemas import PathsBody, PathsOut
 from api.errors import ERRORS
 from pipeline.domain.paths import PathQuery
@@ -14,7 +15,7 @@ router = APIRouter(tags=["graph"], responses=ERRORS)
 
 
 @router.post("/v1/paths", response_model=PathsOut)
-async def paths(body: PathsBody, ns: Ns, svc: Svc) -> PathsOut:
+async def paths(body: PathsBody, ns: ReadNs, svc: Svc) -> PathsOut:
     """The k best paths (fewest hops, then strongest) from any of `from` to any of `to`, over
     links between objects, MENTIONS between objects and entities, and CO_OCCURS, RELATES and
     verified POSSIBLY_SAME edges between entities; each edge cites what states it. `status`

@@ -6,7 +6,8 @@ from dataclasses import replace
 
 from fastapi import APIRouter
 
-from api.dependencies import Ns, Svc
+from api.access import ReadNs
+from api.dependencies import Svc
 from api.errors import ERRORS
 from api.routes import PAGE_LINKS, page
 from api.schemas import ContinueBody, FindExactBody, PageOut, SearchBody
@@ -16,7 +17,7 @@ router = APIRouter(tags=["search"], responses=ERRORS)
 
 
 @router.post("/v1/search", response_model=PageOut, responses=PAGE_LINKS)
-async def search(body: SearchBody, ns: Ns, svc: Svc) -> PageOut:
+async def search(body: SearchBody, ns: ReadNs, svc: Svc) -> PageOut:
     """Hybrid retrieval over parts (BM25 + trigram + dense, RRF, decay), promoted to their
     objects with evidence; `mode` ppr or auto fuses it with PPR over the entity layer."""
     query = replace(_search_query(body), mode=body.mode, explain=body.explain)
@@ -24,13 +25,13 @@ async def search(body: SearchBody, ns: Ns, svc: Svc) -> PageOut:
 
 
 @router.post("/v1/find_exact", response_model=PageOut, responses=PAGE_LINKS)
-async def find_exact(body: FindExactBody, ns: Ns, svc: Svc) -> PageOut:
+async def find_exact(body: FindExactBody, ns: ReadNs, svc: Svc) -> PageOut:
     """Equality first (id, title, property value, quoted phrase), then lexical + trigram."""
     return page(await svc.engine.find_exact(ns, _search_query(body)), "find_exact")
 
 
 @router.post("/v1/continue", response_model=PageOut, responses=PAGE_LINKS)
-async def continue_(body: ContinueBody, ns: Ns, svc: Svc) -> PageOut:
+async def continue_(body: ContinueBody, ns: ReadNs, svc: Svc) -> PageOut:
     """The next page of a result set (a snapshot shared by every API process)."""
     return page(await svc.engine.continue_page(ns, body.result_set_id, body.limit),
                 "continue")

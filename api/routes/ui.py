@@ -1,24 +1,24 @@
 """The web explorer: its static files at `/ui` (api/ui/, no build step), the graph library it
 draws with (cytoscape) and the OpenAPI page's Swagger UI (swagger-ui-dist), both installed by
 `npm ci` from package.json and served from this origin (no CDN: the explorer keeps a key in
-this origin's storage), and `GET /v1/me`, which tells the explorer the namespaces of the key a
-user entered (its namespace chooser) and whether the key may read the operator page."""
+this origin's storage), and `GET /v1/me`, which tells the explorer the name of the key a user
+entered, its namespaces with their scopes (the namespace chooser) and whether the key may read
+the operator page."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
 
-from fastapi import APIRouter, FastAPI, Header, Request
+from fastapi import APIRouter, FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
-from api.dependencies import bearer_key
+from api.access import Caller
 from api.errors import ERRORS
-from pipeline.domain.errors import NotFound, Unauthorized
-from pipeline.settings import Settings
+from pipeline.access import Scope
+from pipeline.domain.errors import NotFound
 
 UI_DIR = Path(__file__).resolve().parents[1] / "ui"
 _NODE_MODULES = Path(__file__).resolve().parents[2] / "node_modules"
@@ -46,24 +46,25 @@ router = APIRouter(tags=["ui"], responses=ERRORS)
 
 
 class MeOut(BaseModel):
-    """What the caller's key may read: its namespaces (name one with X-Namespace when there
-    are several) and whether it may read the operator's status."""
+    """Who the caller's key is and what it may do."""
 
-    namespaces: list[str]
-    admin: bool
+    name: str = Field(description="the key's name (the `source` of its events is "
+                                   "`api:<name>`, the `decided_by` of its curation)")
+    namespaces: list[str] = Field(description="the namespaces it is bound to (name one with "
+                                              "X-Namespace when there are several)")
+    scopes: dict[str, list[Scope]] = Field(
+        description="per namespace, the scopes it holds, implied ones included "
+                    "(read < write < admin)")
+    operator: bool = Field(description="whether it may read the operator's status")
 
 
 @router.get("/v1/me", response_model=MeOut)
-async def me(request: Request,
-             authorization: Annotated[str | None, Header()] = None) -> MeOut:
-    """The namespaces of the caller's key, and whether it is an admin key."""
-    settings: Settings = request.app.state.settings
-    key = bearer_key(authorization)
-    namespaces = settings.api_keys.get(key, [])
-    admin = key in settings.api_admin_keys
-    if not namespaces and not admin:
-        raise Unauthorized("unknown API key", field="Authorization")
-    return MeOut(namespaces=list(namespaces), admin=admin)
+async def me(key: Caller) -> MeOut:
+    """The caller's key: its name, namespaces with their scopes, and whether it is an
+    operator key."""
+    return MeOut(name=key.name, namespaces=[str(ns) for ns in key.namespaces],
+                 scopes={str(ns): list(key.granted(ns)) for ns in key.namespaces},
+                 operator=key.operator)
 
 
 @router.get("/docs", include_in_schema=False)

@@ -56,8 +56,9 @@ def child_env(settings: Settings) -> dict[str, str]:
         value = getattr(settings, name)
         if value is None:
             continue
-        if isinstance(value, dict):
-            env[f"BRAINSTREAM_{name.upper()}"] = json.dumps(value)
+        if isinstance(value, dict):  # as JSON (API_KEYS's records included)
+            env[f"BRAINSTREAM_{name.upper()}"] = json.dumps(
+                settings.model_dump(mode="json", include={name})[name])
         elif isinstance(value, Path):
             env[f"BRAINSTREAM_{name.upper()}"] = str(value.expanduser().resolve())
         else:

@@ -133,12 +133,13 @@ class AsyncClient:
         return await self._call(ops.READYZ)
 
     async def me(self) -> MeOut:
-        """The namespaces this client's key may read, and whether it is an admin key."""
+        """This client's key: its name, namespaces with their scopes, and whether it is an
+        operator key."""
         return await self._call(ops.ME)
 
     async def admin_status(self) -> dict[str, Any]:
         """The operator's status across every tenant (lag, backlogs, dead letters,
-        generations); an admin key only (403 `admin_required` otherwise)."""
+        generations); an operator key only (403 `operator_required` otherwise)."""
         return await self._call(ops.ADMIN_STATUS)
 
     # search

@@ -133,12 +133,13 @@ class Client:
         return self._call(ops.READYZ)
 
     def me(self) -> MeOut:
-        """The namespaces this client's key may read, and whether it is an admin key."""
+        """This client's key: its name, namespaces with their scopes, and whether it is an
+        operator key."""
         return self._call(ops.ME)
 
     def admin_status(self) -> dict[str, Any]:
         """The operator's status across every tenant (lag, backlogs, dead letters,
-        generations); an admin key only (403 `admin_required` otherwise)."""
+        generations); an operator key only (403 `operator_required` otherwise)."""
         return self._call(ops.ADMIN_STATUS)
 
     # search

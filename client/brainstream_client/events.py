@@ -1,10 +1,11 @@
 """Events for `POST /v1/events` (the publisher helper): builders for the four event types the
 endpoint takes, and its body and answer.
 
-Each builder gives the event an id at once: the pipeline applies an event id once, so a
-publish retried after a lost answer cannot apply anything twice. `namespace`, `time`,
-`source` and `specversion` may be left out: the API fills them (the caller's namespace,
-now, `api`, `1.0`).
+Each builder gives the event an id at once (the API requires one): the pipeline applies an
+event id once, so a publish retried after a lost answer cannot apply anything twice.
+`namespace`, `time`, `source` and `specversion` may be left out: the API fills them (the
+caller's namespace, now, `api:<key name>` (no other source is accepted), `1.0`). Publishing
+takes a key with the `write` scope; `version` takes `admin`.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ class Event(Body):
 
     type: EventType
     data: dict[str, Any]
-    id: str = Field(default_factory=lambda: str(uuid.uuid4()))
+    # the API requires an id (or an Idempotency-Key): a fresh one unless given
+    id: str | None = Field(default_factory=lambda: str(uuid.uuid4()))
     namespace: uuid.UUID | None = None
     source: str | None = None
     time: datetime | None = None

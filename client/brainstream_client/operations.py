@@ -162,7 +162,7 @@ SEARCH_MEMORY: Operation[MemorySearchOut] = Operation("search_memory", "POST", "
 # publishing (events carry their ids: a repeated publish is applied once)
 PUBLISH: Operation[PublishOut] = Operation("publish", "POST", "/v1/events", PublishBody, PublishOut)
 
-# the caller's key, and (admin keys only) the operator's status across tenants
+# the caller's key, and (operator keys only) the operator's status across tenants
 ME: Operation[MeOut] = Operation("me", "GET", "/v1/me", None, MeOut)
 ADMIN_STATUS: Operation[dict[str, Any]] = Operation("admin_status", "GET", "/v1/admin/status",
                                                     None, dict)

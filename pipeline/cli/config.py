@@ -17,9 +17,8 @@ from pipeline.cli.common import context_settings
 from pipeline.domain.setting_values import MASK, redact_credentials
 from pipeline.settings import GROUPS, PREFIX, Settings, dotenv_names, own_fields, unknown_variables
 
-# Settings whose keys (not values) are credentials: an API key bound to namespaces, a curator's.
-_SECRET_KEYS = {"api_keys", "entity_curators"}
-_SECRET_ITEMS = {"api_admin_keys"}
+# Settings whose keys (not values) are credentials: API_KEYS (secret -> the key's record).
+_SECRET_KEYS = {"api_keys"}
 _URLS = {"postgres_dsn", "redis_url", "falkordb_url", "embedder_url", "entity_http_url",
          "summariser_url", "mcp_api_url"}
 BEGIN, END = "<!-- settings:begin -->", "<!-- settings:end -->"
@@ -38,9 +37,8 @@ def masked(name: str, value: Any) -> Any:
     if isinstance(value, BaseModel):
         return {k: masked(k, v) for k, v in value}
     if name in _SECRET_KEYS and isinstance(value, dict):
-        return {f"{str(k)[:4]}{MASK}": v for k, v in value.items()}
-    if name in _SECRET_ITEMS and isinstance(value, list):
-        return [f"{str(v)[:4]}{MASK}" for v in value]
+        return {f"{str(k)[:4]}{MASK}": v.model_dump(mode="json") if isinstance(v, BaseModel)
+                else v for k, v in value.items()}
     if isinstance(value, dict):
         return {k: masked(k, v) for k, v in value.items()}
     if name in _URLS and isinstance(value, str):

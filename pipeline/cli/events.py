@@ -39,7 +39,8 @@ def publish(ctx: click.Context, path: Path, namespace: uuid.UUID | None, source:
     signer = signer_for(settings, key_id)
     producer = make_producer(settings)
     try:
-        report = EventPublisher(producer, settings.topic_events, signer).publish_lines(
+        report = EventPublisher(producer, settings.topic_events, signer,
+                                max_event_bytes=settings.max_event_bytes).publish_lines(
             read_lines(path), namespace=namespace, source=source)
     finally:
         producer.close()

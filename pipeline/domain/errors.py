@@ -350,18 +350,32 @@ class EntityMerged(InvalidInput):
     code = "entity_merged"
 
 
-class CuratorRequired(BrainstreamError):
-    """Merging entities and deciding possibly-same pairs takes a curator key
-    (`BRAINSTREAM_ENTITY_CURATORS`), not only a key of the namespace."""
+class ScopeRequired(BrainstreamError):
+    """The key is bound to the namespace, but not with the scope the request needs (`read` <
+    `write` < `admin`, per namespace in `BRAINSTREAM_API_KEYS`)."""
 
-    code = "curator_required"
+    code = "scope_required"
 
 
-class AdminRequired(BrainstreamError):
-    """The operator's status (`GET /v1/admin/status`) spans every tenant: it takes a key listed
-    in `BRAINSTREAM_API_ADMIN_KEYS`, not a tenant's key."""
+class OperatorRequired(BrainstreamError):
+    """The operator's status (`GET /v1/admin/status`) spans every tenant: it takes a key with
+    `operator: true` in `BRAINSTREAM_API_KEYS`, not a tenant's key."""
 
-    code = "admin_required"
+    code = "operator_required"
+
+
+class SourceNotAllowed(InvalidInput):
+    """An event published through the API has the `source` of its key (`api:<key name>`),
+    never one another publisher's ledger entries are kept under."""
+
+    code = "source_not_allowed"
+
+
+class IdempotencyRequired(InvalidInput):
+    """A publish through the API names each event's `id` or sends an `Idempotency-Key`, so a
+    retried request sends the same events again and the pipeline applies them once."""
+
+    code = "idempotency_required"
 
 
 class ResultSetExpired(NotFound):

@@ -1,5 +1,6 @@
 """The entity layer's settings: which extractor finds entities (and where an HTTP one is), how
-the extraction stage batches and leases its work, when the resolver merges, and who curates."""
+the extraction stage batches and leases its work, and when the resolver merges (who curates is
+an API key's `admin` scope: `API_KEYS`)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,11 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, SecretStr, ValidationInfo, field_validator
 
-from pipeline.domain.setting_values import parse_json_object
-
 ExtractorName = Literal["heuristic", "spacy", "http"]
 
 
 class EntitySettings(BaseModel):
-    """Extractors, the extraction stage, resolution thresholds, curators."""
+    """Extractors, the extraction stage, resolution thresholds."""
 
     entity_extractor: ExtractorName = Field(
         default="heuristic", description="What finds entities: `heuristic` (rules, fast), "
@@ -48,15 +47,6 @@ class EntitySettings(BaseModel):
     entity_possibly_same_threshold: float = Field(
         default=0.75, ge=0.1, le=1, description="Confidence at which a pair is held as possibly "
         "the same for a curator. Lower it to hold more pairs.")
-    entity_curators: dict[str, str] = Field(
-        default_factory=dict, description="JSON: API key -> curator name. These keys may merge "
-        "entities and decide possibly-same pairs in their namespaces. Set it for your curators.")
-
-    @field_validator("entity_curators", mode="before")
-    @classmethod
-    def _curators_json(cls, value: object) -> object:
-        return parse_json_object(value)
-
     @field_validator("entity_possibly_same_threshold")
     @classmethod
     def _held_below_merge(cls, value: float, info: ValidationInfo) -> float:

@@ -6,6 +6,13 @@ Every event of a request is completed (id, time, source, namespace defaults) and
 the consumer would validate it (`schemas.events.parse_event`, then the kind catalog) before the
 first one is sent, so a request with one bad event publishes nothing. The event is still the
 only way in: what is published here is replayed, dead-lettered and counted like any event.
+
+Who publishes is the caller's key (`Publisher`): its events carry the source `api:<key name>`,
+never one another publisher's ledger entries are kept under (the ledger dedups on namespace,
+source and id); `version`, which can pin an object against later writes, takes the `admin`
+scope. Each event has an id the caller chose or one derived from the request's
+`Idempotency-Key`, so a retried request sends the same (source, id) and the consumer's ledger
+drops the copy.
 """
 
 from __future__ import annotations
@@ -19,7 +26,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from pipeline.domain.errors import InvalidInput, MalformedJson, NamespaceForbidden
+from pipeline.access import SOURCE_PREFIX
+from pipeline.domain.errors import (
+    IdempotencyRequired,
+    InvalidInput,
+    MalformedJson,
+    NamespaceForbidden,
+    ScopeRequired,
+    SourceNotAllowed,
+)
 from pipeline.domain.kinds import KindCatalog
 from pipeline.kafka.publish_pool import PublishPool
 from pipeline.kafka.publisher import EventPublisher, LazyPublisher
@@ -35,8 +50,11 @@ from schemas.events import (
 # The types a caller may publish here; messages and sessions have their own endpoints, and a
 # curator's decision is not an event a plain key may send.
 PUBLISHABLE = (OBJECT_PUT, OBJECT_SOFT_DELETE, LINK_PUT, LINK_DELETE)
-# The CloudEvents `source` of an event sent without one.
-DEFAULT_SOURCE = "api"
+# The uuid5 namespace of the event ids derived from an Idempotency-Key (a fixed constant: the
+# same request must derive the same ids in every API process, before and after a restart).
+IDEMPOTENT_IDS = uuid.UUID("5f0c7f4e-3c1d-4b8e-9a57-2d6a1b0e9c43")
+# An Idempotency-Key: printable ASCII, no longer than an event id (schemas/limits.py).
+IDEMPOTENCY_KEY_MAX = 200
 
 T = TypeVar("T")
 
@@ -54,6 +72,39 @@ class Admitted:
     type: str
 
 
+@dataclass(frozen=True)
+class Publisher:
+    """Who publishes a request's events: the caller's key name (the events' source is
+    `api:<name>`), whether it may set `version` (the `admin` scope), and the request's
+    Idempotency-Key (None: every event names its id)."""
+
+    name: str
+    may_version: bool
+    idempotency_key: str | None = None
+
+    @property
+    def source(self) -> str:
+        """The CloudEvents `source` of every event this publisher sends."""
+        return SOURCE_PREFIX + self.name
+
+    def derived_id(self, index: int) -> str:
+        """The id of the request's event `index` without one: the same key, Idempotency-Key
+        and place give the same id (a retry re-sends the same event)."""
+        return str(uuid.uuid5(IDEMPOTENT_IDS, json.dumps([self.name, self.idempotency_key,
+                                                          index])))
+
+
+def idempotency_key(value: str | None) -> str | None:
+    """An Idempotency-Key header as given, checked (`InvalidInput` naming the header)."""
+    if value is None:
+        return None
+    if not 1 <= len(value) <= IDEMPOTENCY_KEY_MAX or not value.isascii() \
+            or not value.isprintable() or not value.strip():
+        raise InvalidInput(f"Idempotency-Key: 1-{IDEMPOTENCY_KEY_MAX} printable ASCII "
+                           "characters", field="Idempotency-Key")
+    return value
+
+
 def event_time() -> str:
     """Now, as the API stamps the `time` of the events it publishes."""
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -66,15 +117,28 @@ def _refuse(exc: InvalidInput, where: str) -> InvalidInput:
 
 
 def admit_one(raw: object, index: int, namespace: uuid.UUID, catalog: KindCatalog,
-              *, max_bytes: int) -> Admitted:
+              *, max_bytes: int, publisher: Publisher) -> Admitted:
     """Complete one caller's envelope with its defaults and validate it (`InvalidInput` naming
-    `events.<index>.<field>`; `NamespaceForbidden` for another namespace)."""
+    `events.<index>.<field>`; `NamespaceForbidden` for another namespace; `ScopeRequired` for
+    a `version` without the admin scope)."""
     where = f"events.{index}"
     if not isinstance(raw, dict):
         raise InvalidInput(f"{where}: an event is a JSON object (an envelope)", field=where)
-    envelope: dict[str, Any] = {"specversion": "1.0", "source": DEFAULT_SOURCE,
-                                "time": event_time(), **raw}
-    envelope.setdefault("id", str(uuid.uuid4()))
+    if raw.get("source", publisher.source) != publisher.source:
+        raise SourceNotAllowed(f"{where}: events published with this key have the source "
+                               f"{publisher.source!r}", field=f"{where}.source")
+    if raw.get("version") is not None and not publisher.may_version:
+        raise ScopeRequired(f"{where}: setting `version` takes the admin scope",
+                            field=f"{where}.version")
+    event_id = raw.get("id")
+    if event_id is None:
+        if publisher.idempotency_key is None:
+            raise IdempotencyRequired(f"{where}: give every event an `id`, or send an "
+                                      "Idempotency-Key header (a retry then applies once)",
+                                      field=f"{where}.id")
+        event_id = publisher.derived_id(index)
+    envelope: dict[str, Any] = {"specversion": "1.0", "time": event_time(), **raw,
+                                "source": publisher.source, "id": event_id}
     given = envelope.setdefault("namespace", str(namespace))
     try:
         foreign = isinstance(given, str) and uuid.UUID(given) != namespace
@@ -105,9 +169,9 @@ def json_bytes(envelope: dict[str, Any]) -> bytes:
 
 
 def admit(events: Sequence[object], namespace: uuid.UUID, catalog: KindCatalog, *,
-          max_bytes: int) -> list[Admitted]:
+          max_bytes: int, publisher: Publisher) -> list[Admitted]:
     """Validate every event of a request, in order; the first bad one refuses them all."""
-    return [admit_one(raw, index, namespace, catalog, max_bytes=max_bytes)
+    return [admit_one(raw, index, namespace, catalog, max_bytes=max_bytes, publisher=publisher)
             for index, raw in enumerate(events)]
 
 

@@ -21,7 +21,13 @@ from kafka.errors import KafkaError
 
 from pipeline.domain.errors import InvalidInput, Unavailable
 from pipeline.kafka.signing import Signer
-from schemas.events import looks_like_envelope, parse_event, record_key, wrap_bare_object
+from schemas.events import (
+    DEFAULT_MAX_BYTES,
+    looks_like_envelope,
+    parse_event,
+    record_key,
+    wrap_bare_object,
+)
 
 
 @dataclass
@@ -32,7 +38,8 @@ class PublishReport:
 
 
 def prepare_line(line: str, *, namespace: uuid.UUID | None, source: str,
-                 line_no: int = 0) -> tuple[bytes | None, bytes, bool, bool]:
+                 line_no: int = 0, max_bytes: int = DEFAULT_MAX_BYTES
+                 ) -> tuple[bytes | None, bytes, bool, bool]:
     """(key, value, wrapped, valid) for one JSONL line."""
     try:
         obj: Any = json.loads(line)
@@ -48,7 +55,7 @@ def prepare_line(line: str, *, namespace: uuid.UUID | None, source: str,
         line = json.dumps(obj, ensure_ascii=False)
     value = line.encode("utf-8", "surrogatepass")
     try:
-        event = parse_event(value)
+        event = parse_event(value, max_bytes=max_bytes)
     except InvalidInput:
         return None, value, wrapped, False
     return record_key(event), value, wrapped, True
@@ -56,13 +63,15 @@ def prepare_line(line: str, *, namespace: uuid.UUID | None, source: str,
 
 class EventPublisher:
     """Sends events to the input topic, signed when given a `signer`; `flush` waits until the
-    broker acknowledged them all."""
+    broker acknowledged them all. Events are checked against `max_event_bytes`, the consumer's
+    limit (MAX_EVENT_BYTES)."""
 
-    def __init__(self, producer: KafkaProducer, topic: str, signer: Signer | None = None
-                 ) -> None:
+    def __init__(self, producer: KafkaProducer, topic: str, signer: Signer | None = None, *,
+                 max_event_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.producer = producer
         self.topic = topic
         self.signer = signer
+        self.max_event_bytes = max_event_bytes
         self._pending: list[Any] = []
 
     @property
@@ -81,7 +90,7 @@ class EventPublisher:
     def send_event(self, envelope: dict[str, Any]) -> None:
         """Validate and send one envelope (raises InvalidInput for a bad one)."""
         value = json.dumps(envelope, ensure_ascii=False).encode()
-        self.send(value, record_key(parse_event(value)))
+        self.send(value, record_key(parse_event(value, max_bytes=self.max_event_bytes)))
 
     def flush(self, timeout: float = 60.0) -> None:
         try:
@@ -97,7 +106,8 @@ class EventPublisher:
                       source: str) -> PublishReport:
         """Publish JSONL lines (blank lines skipped); bare objects are wrapped as puts."""
         report = PublishReport()
-        prepared = list(_prepare_all(lines, namespace=namespace, source=source))
+        prepared = list(_prepare_all(lines, namespace=namespace, source=source,
+                                     max_bytes=self.max_event_bytes))
         for key, value, wrapped, valid in prepared:
             self.send(value, key)
             report.sent += 1
@@ -107,10 +117,11 @@ class EventPublisher:
         return report
 
 
-def _prepare_all(lines: Iterable[str], *, namespace: uuid.UUID | None, source: str
-                 ) -> list[tuple[bytes | None, bytes, bool, bool]]:
+def _prepare_all(lines: Iterable[str], *, namespace: uuid.UUID | None, source: str,
+                 max_bytes: int) -> list[tuple[bytes | None, bytes, bool, bool]]:
     # Prepared up front so a file with an unwrappable bare object sends nothing at all.
-    return [prepare_line(raw.rstrip("\r\n"), namespace=namespace, source=source, line_no=number)
+    return [prepare_line(raw.rstrip("\r\n"), namespace=namespace, source=source,
+                         line_no=number, max_bytes=max_bytes)
             for number, raw in enumerate(lines, start=1) if raw.strip()]
 
 

@@ -20,9 +20,6 @@ from pipeline.kafka.publish_pool import PublishPool
 from pipeline.kafka.publisher import EventPublisher, LazyPublisher
 from schemas.memory import MESSAGES_ADD
 
-# Where the API's events come from (the CloudEvents `source`); ids are fresh per request.
-API_SOURCE = "brainstream.api"
-
 # What the wait polls: the messages of these uuids the session holds now.
 StoredMessages = Callable[[uuid.UUID, Sequence[uuid.UUID]], Awaitable[list[Message]]]
 
@@ -49,13 +46,15 @@ class MessageWriter:
         self.poll_seconds = poll_seconds
 
     async def add(self, ns: uuid.UUID, session_id: str, messages: Sequence[dict[str, Any]], *,
-                  wait: bool, stored: StoredMessages) -> WriteResult:
-        """Publish the messages (raises `InvalidInput` for an event the schemas refuse,
+                  source: str, wait: bool, stored: StoredMessages) -> WriteResult:
+        """Publish the messages as an event of `source` (the caller's key: `api:<name>`; ids
+        are fresh per request, so the ledger's (source, id) stays unique) (raises
+        `InvalidInput` for an event the schemas refuse,
         `Unavailable` when the broker does not acknowledge it); with `wait`, poll `stored`
         until every message is there or the wait runs out."""
         event_id = str(uuid.uuid4())
         envelope = {
-            "specversion": "1.0", "id": event_id, "source": API_SOURCE,
+            "specversion": "1.0", "id": event_id, "source": source,
             "type": MESSAGES_ADD,
             "time": event_time(),
             "datacontenttype": "application/json", "namespace": str(ns),

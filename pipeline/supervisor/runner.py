@@ -92,14 +92,16 @@ def development_key(settings: Settings) -> tuple[str, str]:
     return key, namespace
 
 
-def development_access(settings: Settings, key: str, namespace: str) -> dict[str, str]:
-    """The API's keys under `up` without API_KEYS: the development key for its namespace, and
-    the admin key of the explorer's operator page too unless API_ADMIN_KEYS names some (one
-    developer, one tenant: nobody else's data to hide)."""
-    env = {"BRAINSTREAM_API_KEYS": json.dumps({key: [namespace]})}
-    if not settings.api_admin_keys:
-        env["BRAINSTREAM_API_ADMIN_KEYS"] = json.dumps([key])
-    return env
+# The name of the development key (the source `api:dev` of the events it publishes).
+DEV_KEY_NAME = "dev"
+
+
+def development_access(key: str, namespace: str) -> dict[str, str]:
+    """The API's keys under `up` without API_KEYS: the development key, with every scope on its
+    namespace and the explorer's operator page (one developer, one tenant: nobody else's data
+    to hide)."""
+    record = {"name": DEV_KEY_NAME, "scopes": {namespace: ["admin"]}, "operator": True}
+    return {"BRAINSTREAM_API_KEYS": json.dumps({key: record})}
 
 
 class _Stop(Exception):
@@ -139,9 +141,10 @@ def run_up(settings: Settings, *, stop_services: bool) -> None:
         env = {SUPERVISOR_ENV: str(os.getpid())}
         if not settings.api_keys:
             key, namespace = development_key(settings)
-            env.update(development_access(settings, key, namespace))
-            report(f"development API key: {key}  (namespace {namespace}; publish bare objects "
-                   f"with --namespace {namespace}; set BRAINSTREAM_API_KEYS to use your own)")
+            env.update(development_access(key, namespace))
+            report(f"development API key: {key}  (read, write and admin on namespace "
+                   f"{namespace}, and the operator page; publish bare objects with --namespace "
+                   f"{namespace}; set BRAINSTREAM_API_KEYS to use your own)")
         for spec in app_processes(settings, env):
             supervisor.start(spec)
         report(f"web explorer: http://{settings.api_host}:{settings.api_port}/ui")

@@ -62,7 +62,7 @@ def tenants(catalog: Settings) -> dict[str, Tenant]:
 
 @pytest.fixture(scope="session")
 def api_settings(catalog: Settings, tenants: dict[str, Tenant]) -> Settings:
-    keys = api_keys(tenants.values())
+    keys = api_keys(tenants.values(), "admin")  # every route is tested, writes and curation
     keys["key-both"] = [str(tenants["a"].namespace), str(tenants["b"].namespace)]
     return catalog.model_copy(update={"api_keys": keys})
 

@@ -1,7 +1,8 @@
 """The client against the real API: `brainstream api` run as its own process (one worker: the
 per-key limits are per process) over the session's stack, with the pipeline's processes
 running (`procs`), and two tenants whose data the project's test `Publisher` sends through the
-broker like any producer. Tenant A's key is also an entity curator."""
+broker like any producer. Tenant A's key (named alice) also curates entities (admin); B's
+writes."""
 
 from __future__ import annotations
 
@@ -97,9 +98,10 @@ def live_api(catalog: Settings, procs: dict[str, Proc]) -> Iterator[LiveApi]:
     port = _free_port()
     env = pipeline_env(catalog, BRAINSTREAM_API_WORKERS="1", BRAINSTREAM_API_PORT=str(port),
                        BRAINSTREAM_MEMORY_WRITE_WAIT="20",
-                       BRAINSTREAM_API_KEYS=json.dumps(
-                           {t.key: [str(t.namespace)] for t in tenants.values()}),
-                       BRAINSTREAM_ENTITY_CURATORS=json.dumps({tenants["a"].key: "alice"}))
+                       BRAINSTREAM_API_KEYS=json.dumps({t.key: {
+                           "name": "alice" if n == "a" else f"client-{n}",
+                           "scopes": {str(t.namespace): ["admin" if n == "a" else "write"]}}
+                           for n, t in tenants.items()}))
     log_dir = catalog.resolved_data_dir / "proc-logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     with open(log_dir / "client-api.log", "ab") as log:

@@ -132,8 +132,8 @@ def test_entities_resolve_read_and_curate(live_api: LiveApi, clients: dict[str, 
     plan = a.merge_entities(dana, acme, dry_run=True)
     assert (str(plan.from_), str(plan.into), plan.dry_run) == (dana, acme, True)
     with pytest.raises(ApiError) as raised:
-        b.merge_entities(dana, acme, dry_run=True)  # B's key is no curator
-    assert (raised.value.status, raised.value.code) == (403, "curator_required")
+        b.merge_entities(dana, acme, dry_run=True)  # B's key writes, it does not curate
+    assert (raised.value.status, raised.value.code) == (403, "scope_required")
     with pytest.raises(ApiError) as raised:
         a.decide_pair(dana, dana, "refuse")
     assert (raised.value.status, raised.value.field) == (422, "to")

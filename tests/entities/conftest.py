@@ -112,13 +112,11 @@ def base_db(catalog: Settings) -> Iterator[psycopg.Connection[Any]]:
 
 @pytest.fixture(scope="module")
 def api_settings(catalog: Settings, tenants: dict[str, Tenant]) -> Settings:
-    keys = {}
-    for t in tenants.values():
+    keys: dict[str, Any] = {}
+    for n, t in tenants.items():
         keys[t.key] = [str(t.namespace)]
-        keys[t.curator_key] = [str(t.namespace)]
-    return catalog.model_copy(update={
-        "api_keys": keys,
-        "entity_curators": {t.curator_key: f"curator of {n}" for n, t in tenants.items()}})
+        keys[t.curator_key] = {"name": f"curator-of-{n}", "scopes": {str(t.namespace): ["admin"]}}
+    return catalog.model_copy(update={"api_keys": keys})
 
 
 @pytest.fixture(scope="module")

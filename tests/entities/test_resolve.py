@@ -138,7 +138,7 @@ def test_curator_merges_after_a_dry_run(client: TestClient, base_db: psycopg.Con
                    (a.namespace, low, high, w, [uuid.UUID(a.notes[0])]))
     body = {"from": str(old), "into": str(keep)}
     refused = client.post("/v1/entities/merge", json=body, headers=a.headers)
-    assert refused.status_code == 403 and refused.json()["error"]["code"] == "curator_required"
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "scope_required"
     elsewhere = client.post("/v1/entities/merge", json=body, headers=b.curator)
     assert elsewhere.status_code == 404 and elsewhere.json()["error"]["field"] == "from"
 
@@ -162,7 +162,7 @@ def test_curator_merges_after_a_dry_run(client: TestClient, base_db: psycopg.Con
     assert [(set(e[:2]), e[2]) for e in edges] == [({keep, other}, 5.0)]
     history = base_db.execute("SELECT decided_by, method FROM entity_merges WHERE id = %s",
                          (done["merge_id"],)).fetchone()
-    assert history == ("curator of a", "person")
+    assert history == ("curator-of-a", "person")
     assert {("entity_sync", old), ("entity_sync", keep),
             ("mentions_sync", uuid.UUID(a.notes[0]))} <= _outbox(base_db, a.namespace)
     again = client.post("/v1/entities/merge", json=body, headers=a.curator)
@@ -208,7 +208,7 @@ def test_proposals_merge_hold_and_respect_refusals(client: TestClient,
     assert verified["status"] == "verified" and verified["merge"]["into"] == str(person)
     history = base_db.execute("SELECT decided_by, method, note FROM entity_merges"
                               " WHERE from_id = %s", (nickname,)).fetchone()
-    assert history == ("curator of b", "nickname", "verified possibly_same")
+    assert history == ("curator-of-b", "nickname", "verified possibly_same")
 
 
 def test_the_runner_examines_each_new_entity_once(base_db: psycopg.Connection[Any],

@@ -53,7 +53,8 @@ def tenants(catalog: Settings) -> Iterator[Tenants]:
 @pytest.fixture(scope="module")
 def client(catalog: Settings, tenants: Tenants) -> Iterator[TestClient]:
     settings = catalog.model_copy(update={
-        "api_keys": {tenants.keys[n]: [str(ns)] for n, ns in tenants.ns.items()},
+        "api_keys": {tenants.keys[n]: {"name": f"recipes-{n}", "scopes": {str(ns): ["write"]}}
+                     for n, ns in tenants.ns.items()},
         "expand_recipes": {"team": TEAM}})
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(recipes, "MAX_PER_NAMESPACE", 3)

@@ -65,7 +65,7 @@ def ev_tenants() -> dict[str, ApiTenant]:
 def ev_client(catalog: Settings, procs: dict[str, Proc],
               ev_tenants: dict[str, ApiTenant]) -> Iterator[TestClient]:
     """The API in-process over the running pipeline, a key per tenant."""
-    with api_client(catalog, ev_tenants.values(), memory_write_wait=20.0) as client:
+    with api_client(catalog, ev_tenants.values(), "write", memory_write_wait=20.0) as client:
         yield client
 
 
@@ -75,7 +75,7 @@ def api_process(catalog: Settings, procs: dict[str, Proc],
     """`brainstream api` (one worker) over the running pipeline, a key per tenant."""
     port = free_port()
     env = {**settings_env(catalog), "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1",
-           "BRAINSTREAM_API_KEYS": json.dumps(api_keys(ev_tenants.values())),
+           "BRAINSTREAM_API_KEYS": json.dumps(api_keys(ev_tenants.values(), "write")),
            "BRAINSTREAM_API_WORKERS": "1", "BRAINSTREAM_MEMORY_WRITE_WAIT": "20"}
     log_path = catalog.resolved_data_dir / "mcp-logs" / "api.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -103,7 +103,7 @@ def mcp_env(api: RunningApi, **extra: str) -> dict[str, str]:
     """The environment of `brainstream mcp` in front of `api`: its URL, and no API keys (the
     MCP server learns from the API whether a key is valid, it never needs the keys)."""
     env = {k: v for k, v in api.env.items()
-           if k not in ("BRAINSTREAM_API_KEYS", "BRAINSTREAM_API_ADMIN_KEYS")}
+           if k != "BRAINSTREAM_API_KEYS"}
     return {**env, "BRAINSTREAM_MCP_API_URL": api.url, **extra}
 
 

@@ -8,17 +8,23 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
+from pipeline.access import shorthand_name
 from pipeline.settings import Settings
 from tests.apiutil import ApiTenant, api_client, ok
 from tests.mcp.conftest import EVENTS_MAX, in_ledger
 from tests.pipelineutil import wait_for
 
 
+def _event(event_type: str, data: Any) -> dict[str, Any]:
+    """An event with its own id (the API requires one, or an Idempotency-Key)."""
+    return {"type": event_type, "id": str(uuid.uuid4()), "data": data}
+
+
 def _put(**data: Any) -> dict[str, Any]:
     data.setdefault("id", str(uuid.uuid4()))
     data.setdefault("kind", "company")
     data.setdefault("title", f"Company {data['id'][:8]}")
-    return {"type": "brainstream.object.put", "data": data}
+    return _event("brainstream.object.put", data)
 
 
 def _error(response: Any, status: int) -> dict[str, Any]:
@@ -35,8 +41,7 @@ def test_wait_answers_200_applied_and_only_the_caller_reads_it(
         _put(id=company, title="Zephyr Looms", properties={"industry": "textiles"}),
         _put(id=deal, kind="deal", title="Zephyr loom upgrade",
              properties={"stage": "prospect"}),
-        {"type": "brainstream.link.put",
-         "data": {"from": deal, "to": company, "relation_type": "buyer"}},
+        _event("brainstream.link.put", {"from": deal, "to": company, "relation_type": "buyer"}),
     ], "wait": True}
     answer = ok(ev_client.post("/v1/events", json=body, headers=a.headers))
     assert [e["type"] for e in answer["events"]] == [
@@ -56,7 +61,7 @@ def test_without_wait_answers_202_accepted_with_the_given_id(
         catalog: Settings, ev_client: TestClient, ev_tenants: dict[str, ApiTenant]) -> None:
     a = ev_tenants["a"]
     event = {**_put(title="Quill Harbour"), "id": "evt-given-" + uuid.uuid4().hex,
-             "source": "crm", "namespace": str(a.namespace)}
+             "source": f"api:{shorthand_name(a.key)}", "namespace": str(a.namespace)}
     response = ev_client.post("/v1/events", json={"events": [event]}, headers=a.headers)
     assert response.status_code == 202, response.text
     assert response.json() == {"events": [{"event_id": event["id"],
@@ -76,11 +81,11 @@ def test_one_invalid_event_refuses_the_request_and_publishes_nothing(
     assert error["field"] == "events.1.data.kind"
     assert error["code"] == "unknown_kind"
     for bad, field in (
-            ({"type": "brainstream.object.put", "data": {"kind": "deal", "title": "no stage"}},
+            (_event("brainstream.object.put", {"kind": "deal", "title": "no stage"}),
              "events.0.data.properties.stage"),
-            ({"type": "brainstream.messages.add",
-              "data": {"session_id": "s", "messages": []}}, "events.0.type"),
-            ({"type": "brainstream.link.put", "data": {"from": "x"}}, "events.0.data.from"),
+            (_event("brainstream.messages.add", {"session_id": "s", "messages": []}),
+             "events.0.type"),
+            (_event("brainstream.link.put", {"from": "x"}), "events.0.data.from"),
             ("not an object", "events.0")):
         refused = ev_client.post("/v1/events", json={"events": [bad]}, headers=a.headers)
         assert _error(refused, 422)["field"] == field
@@ -127,7 +132,7 @@ def test_an_event_the_pipeline_refuses_stays_accepted_past_the_wait(
     ok(ev_client.post("/v1/events", json={"events": [_put(id=theirs, title="B keeps this")],
                                           "wait": True}, headers=b.headers))
     # valid to the schemas and the catalog, but the id is B's: the consumer dead-letters it
-    with api_client(catalog, ev_tenants.values(), memory_write_wait=1.0) as short:
+    with api_client(catalog, ev_tenants.values(), "write", memory_write_wait=1.0) as short:
         response = short.post("/v1/events", json={"events": [
             _put(title="A's fine one"), _put(id=theirs, title="A takes B's id")],
             "wait": True}, headers=a.headers)

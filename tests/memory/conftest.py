@@ -23,5 +23,5 @@ def mem_tenants() -> dict[str, Tenant]:
 @pytest.fixture(scope="session")
 def mem_client(catalog: Settings, mem_tenants: dict[str, Tenant]) -> Iterator[TestClient]:
     """The API over the test stack, with one key per tenant (short write-through wait)."""
-    with api_client(catalog, mem_tenants.values(), memory_write_wait=15.0) as client:
+    with api_client(catalog, mem_tenants.values(), "write", memory_write_wait=15.0) as client:
         yield client

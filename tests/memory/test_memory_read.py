@@ -188,7 +188,7 @@ def test_write_through_without_a_broker_is_a_503(catalog: Settings,
         probe.bind(("127.0.0.1", 0))
         closed = probe.getsockname()[1]
     a = mem_tenants["a"]
-    with api_client(catalog, [a], kafka_bootstrap=f"127.0.0.1:{closed}",
+    with api_client(catalog, [a], "write", kafka_bootstrap=f"127.0.0.1:{closed}",
                     memory_write_wait=2.0) as client:
         answer = client.post("/v1/sessions/nowhere/messages",
                              json={"messages": [message("lost?")]}, headers=a.headers)

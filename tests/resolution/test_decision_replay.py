@@ -88,9 +88,9 @@ def test_a_merge_and_a_refusal_survive_a_replay(own: Settings) -> None:
     assert {"marie curie", "maria sklodowska"} <= live_entities(settings, a)
     assert {"leo tolstoy", "leo tolstoi"} <= live_entities(settings, b)
 
-    keys = {"ka": [str(a)], "kb": [str(b)]}
-    api = settings.model_copy(update={"api_keys": keys,
-                                      "entity_curators": {"ka": "Ada", "kb": "Bo"}})
+    keys = {"ka": {"name": "Ada", "scopes": {str(a): ["admin"]}},
+            "kb": {"name": "Bo", "scopes": {str(b): ["admin"]}}}
+    api = settings.model_copy(update={"api_keys": keys})
     with TestClient(create_app(api)) as client:
         merged = client.post("/v1/entities/merge", headers={"Authorization": "Bearer ka"},
                              json={"from": str(sklodowska), "into": str(curie)})

@@ -133,7 +133,8 @@ def _answers(port: int) -> bool:
 @pytest.fixture(scope="session")
 def explorer(procs: dict[str, Proc], catalog: Settings) -> Iterator[Explorer]:
     """Both tenants' data applied by the running pipeline, and `brainstream api` (one worker:
-    the tests read what one process answers) with their keys, a key of both, an admin key."""
+    the tests read what one process answers) with their read keys, a read key of both, an
+    operator key."""
     pub = Publisher(catalog)
     try:
         tenants = {name: _publish_tenant(pub, uuid.uuid4(), only_b=name == "b")
@@ -145,12 +146,12 @@ def explorer(procs: dict[str, Proc], catalog: Settings) -> Iterator[Explorer]:
             wait_for(lambda oid=tenant.ids[name]: indexed(catalog, oid), timeout=120,
                      what=f"{name} indexed")
     both_key, admin_key = f"ui-both-{uuid.uuid4().hex[:8]}", f"ui-admin-{uuid.uuid4().hex[:8]}"
-    keys = {t.key: [str(t.namespace)] for t in tenants.values()}
+    keys: dict[str, object] = {t.key: [str(t.namespace)] for t in tenants.values()}
     keys[both_key] = [str(tenants["a"].namespace), str(tenants["b"].namespace)]
+    keys[admin_key] = {"name": "ui-operator", "operator": True}
     port = _free_port()
     env = {**settings_env(catalog), "BRAINSTREAM_API_WORKERS": "1",
            "BRAINSTREAM_API_PORT": str(port), "BRAINSTREAM_API_KEYS": json.dumps(keys),
-           "BRAINSTREAM_API_ADMIN_KEYS": json.dumps([admin_key]),
            "BRAINSTREAM_POSTGRES_DSN": _with_password(catalog.base_postgres_dsn),
            # the whole suite's dead letters precede this one's: list them all
            "BRAINSTREAM_UI_DEAD_LETTERS_MAX": "10000"}

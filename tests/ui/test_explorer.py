@@ -100,9 +100,9 @@ def test_walk_through_search_object_graph_path_memory_operator(explorer: Explore
     assert [m.text.splitlines()[-1] for m in shown] == [m["content"] for m in memory["messages"]]
     screenshot(browser, "memory")
 
-    # the operator page: refused to a tenant's key, shown to an admin key
+    # the operator page: refused to a tenant's key, shown to an operator key
     go(browser, "#/operator")
-    assert error_code(browser) == "admin_required"
+    assert error_code(browser) == "operator_required"
     enter_key(browser, explorer.url, explorer.admin_key)
     rows = wait(browser, lambda d: css(d, "#dead-letters tbody tr"), "dead letters")
     status = explorer.get(explorer.admin_key, "/v1/admin/status").json()

@@ -1,6 +1,6 @@
-"""The explorer's server side on the running API: the operator's status only for admin keys
-(every tenant's data is in it), `GET /v1/me` naming only the caller's own namespaces, and the
-static files and graph library at /ui."""
+"""The explorer's server side on the running API: the operator's status only for operator keys
+(every tenant's data is in it), `GET /v1/me` naming only the caller's own namespaces with their
+scopes, and the static files and graph library at /ui."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ import sys
 
 import httpx
 
+from pipeline.access import shorthand_name
 from pipeline.domain.setting_values import MASK
 from tests.ui.conftest import DSN_PASSWORD, Explorer
 
 
-def test_operator_status_takes_an_admin_key(explorer: Explorer) -> None:
+def test_operator_status_takes_an_operator_key(explorer: Explorer) -> None:
     a, b = explorer.tenants["a"], explorer.tenants["b"]
     anonymous = httpx.get(explorer.url + "/v1/admin/status", timeout=30)
     assert anonymous.status_code == 401
@@ -22,8 +23,8 @@ def test_operator_status_takes_an_admin_key(explorer: Explorer) -> None:
         refused = explorer.get(key, "/v1/admin/status")
         assert refused.status_code == 403, refused.text
         assert refused.json()["error"] == {
-            "code": "admin_required", "field": "Authorization",
-            "message": "the operator's status takes an admin key"}
+            "code": "operator_required", "field": "Authorization",
+            "message": "the operator's status takes an operator key"}
 
     status = explorer.get(explorer.admin_key, "/v1/admin/status")
     assert status.status_code == 200, status.text
@@ -61,12 +62,15 @@ def test_no_password_of_a_dsn_is_answered_or_printed(explorer: Explorer) -> None
 
 def test_me_names_only_the_callers_namespaces(explorer: Explorer) -> None:
     a, b = explorer.tenants["a"], explorer.tenants["b"]
-    assert explorer.get(a.key, "/v1/me").json() == {"namespaces": [str(a.namespace)],
-                                                   "admin": False}
+    assert explorer.get(a.key, "/v1/me").json() == {
+        "name": shorthand_name(a.key), "namespaces": [str(a.namespace)],
+        "scopes": {str(a.namespace): ["read"]}, "operator": False}
     assert explorer.get(explorer.both_key, "/v1/me").json() == {
-        "namespaces": [str(a.namespace), str(b.namespace)], "admin": False}
-    assert explorer.get(explorer.admin_key, "/v1/me").json() == {"namespaces": [],
-                                                                 "admin": True}
+        "name": shorthand_name(explorer.both_key),
+        "namespaces": [str(a.namespace), str(b.namespace)],
+        "scopes": {str(a.namespace): ["read"], str(b.namespace): ["read"]}, "operator": False}
+    assert explorer.get(explorer.admin_key, "/v1/me").json() == {
+        "name": "ui-operator", "namespaces": [], "scopes": {}, "operator": True}
     unknown = explorer.get("no-such-key", "/v1/me")
     assert unknown.status_code == 401 and unknown.json()["error"]["code"] == "unauthorized"
 

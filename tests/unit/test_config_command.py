@@ -39,8 +39,10 @@ def test_every_setting_says_where_it_came_from(tmp_path: Path) -> None:
 
 def test_secrets_are_masked(tmp_path: Path) -> None:
     settings = Settings.model_validate({
-        "api_keys": {"tenant-key-123": ["8f1d2c3b-4a5e-4f60-8a7b-9c0d1e2f3a4b"]},
-        "api_admin_keys": ["admin-key-456"], "entity_curators": {"curator-key-789": "Ana"},
+        "api_keys": {"tenant-key-123": ["8f1d2c3b-4a5e-4f60-8a7b-9c0d1e2f3a4b"],
+                     "admin-key-456": {"name": "ops", "operator": True},
+                     "curator-key-789": {"name": "Ana", "scopes": {
+                         "8f1d2c3b-4a5e-4f60-8a7b-9c0d1e2f3a4b": ["admin"]}}},
         "embedder_api_key": "sk-embedding", "postgres_dsn": "postgresql://app:hunter2@db/kb",
         "publisher_keys": {"crm": {"secret": "s" * 32,
                                    "namespaces": ["8f1d2c3b-4a5e-4f60-8a7b-9c0d1e2f3a4b"]}}})
@@ -51,6 +53,7 @@ def test_secrets_are_masked(tmp_path: Path) -> None:
     assert masked("postgres_dsn", "postgresql://app:hunter2@db/kb") == \
         f"postgresql://app:{MASK}@db/kb"
     assert "8f1d2c3b-4a5e-4f60-8a7b-9c0d1e2f3a4b" in shown  # what a key may read is not secret
+    assert '"name": "Ana"' in shown and '"operator": true' in shown
 
 
 def test_a_variable_that_names_no_setting_is_reported(tmp_path: Path) -> None:

@@ -1,20 +1,22 @@
-"""`brainstream up` without API keys: its development key reads its namespace and, unless the
-operator named admin keys, the explorer's operator page (pipeline/supervisor/runner.py)."""
+"""`brainstream up` without API keys: its development key holds every scope on its namespace
+and reads the explorer's operator page (pipeline/supervisor/runner.py), and the API reads the
+key as `up` hands it over."""
 
 from __future__ import annotations
 
 import json
+import uuid
 
 from pipeline.supervisor.runner import development_access
 from tests.stackutil import make_settings
 
 
-def test_the_development_key_is_the_admin_key_when_none_is_set() -> None:
-    env = development_access(make_settings(), "dev-key", "ns-1")
-    assert json.loads(env["BRAINSTREAM_API_KEYS"]) == {"dev-key": ["ns-1"]}
-    assert json.loads(env["BRAINSTREAM_API_ADMIN_KEYS"]) == ["dev-key"]
-
-
-def test_named_admin_keys_stay_the_only_ones() -> None:
-    env = development_access(make_settings(api_admin_keys=["ops"]), "dev-key", "ns-1")
-    assert "BRAINSTREAM_API_ADMIN_KEYS" not in env  # the API reads the operator's own setting
+def test_the_development_key_holds_every_scope_and_the_operator_page() -> None:
+    namespace = uuid.uuid4()
+    env = development_access("dev-key", str(namespace))
+    settings = make_settings(api_keys=env["BRAINSTREAM_API_KEYS"])
+    key = settings.api_keys["dev-key"]
+    assert key.name == "dev" and key.source == "api:dev"
+    assert key.granted(namespace) == ("read", "write", "admin")
+    assert key.operator
+    assert set(json.loads(env["BRAINSTREAM_API_KEYS"])) == {"dev-key"}

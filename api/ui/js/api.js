@@ -18,7 +18,7 @@ export const auth = {
     if (value) sessionStorage.setItem(NAMESPACE, value); else sessionStorage.removeItem(NAMESPACE);
   },
   namespaces: [],  // of the current key, from GET /v1/me
-  admin: false,
+  operator: false,  // whether it may read the operator page
 };
 
 /** An answer the API refused: its JSON error ({code, message, field}) and HTTP status. */

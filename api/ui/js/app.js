@@ -15,21 +15,22 @@ const keyInput = document.getElementById("api-key");
 const chooser = document.getElementById("namespace");
 const keyState = document.getElementById("key-state");
 
-/** Learn what the key reads (GET /v1/me): fill the namespace chooser when it has several. */
+/** Learn what the key may do (GET /v1/me): fill the namespace chooser when it has several. */
 async function loadKey() {
   auth.namespaces = [];
-  auth.admin = false;
+  auth.operator = false;
   chooser.hidden = true;
   if (!auth.key) { keyState.textContent = "enter an API key"; return; }
   try {
     const me = await api("GET", "/v1/me");
     auth.namespaces = me.namespaces;
-    auth.admin = me.admin;
+    auth.operator = me.operator;
     if (!me.namespaces.includes(auth.namespace)) auth.namespace = me.namespaces[0] || "";
     chooser.replaceChildren(...me.namespaces.map(ns => h("option", {value: ns}, ns)));
     chooser.value = auth.namespace;
     chooser.hidden = me.namespaces.length < 2;
-    keyState.textContent = `${me.namespaces.length} namespace(s)` + (me.admin ? ", admin" : "");
+    keyState.textContent = `${me.name}: ${me.namespaces.length} namespace(s)` +
+      (me.operator ? ", operator" : "");
   } catch (err) {
     keyState.textContent = err.code || String(err);
   }

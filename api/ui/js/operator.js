@@ -1,4 +1,4 @@
-// The operator page (an admin key): services, consumer lag, the backlogs `brainstream status`
+// The operator page (an operator key): services, consumer lag, the backlogs `brainstream status`
 // shows, the dead letters with their reasons, and the index generations (GET /v1/admin/status).
 import {api, h, table} from "./api.js";
 

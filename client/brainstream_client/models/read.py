@@ -138,8 +138,11 @@ class ChildrenOut(Answer):
 
 
 class MeOut(Answer):
-    """What the caller's key may read: its namespaces (name one with X-Namespace when there
-    are several) and whether it may read the operator's status."""
+    """Who the caller's key is: its name, its namespaces (name one with X-Namespace when there
+    are several) with the scopes it holds on each (implied ones included: read < write <
+    admin), and whether it may read the operator's status."""
 
+    name: str
     namespaces: list[str]
-    admin: bool
+    scopes: dict[str, list[Literal["read", "write", "admin"]]]
+    operator: bool
