@@ -9,7 +9,7 @@ runs (so before the body is read or parsed).
   and counts nowhere.
 - `ProcessInFlight`: at most `MAX_IN_FLIGHT_PER_CONNECTION` x the read pool's size /v1/
   requests in flight in this process; one more answers 503 `overloaded` with Retry-After.
-- `KeyConcurrency`: at most `api_max_concurrent_per_key` requests of one key in flight across
+- `KeyConcurrency`: at most the key's `max_in_flight` requests in flight across
   every API process (counted in Redis, `pipeline/fairness/shared.py`; per process while Redis
   is down); one more answers 429 `too_many_requests` with Retry-After. The request then runs as
   its key's tenant: it holds at most its share of the read pool
@@ -67,10 +67,10 @@ def install(app: FastAPI, settings: Settings) -> None:
     share = ConnectionShare(share_of_pool(settings.api_pool_size),
                             wait_seconds=POOL_WAIT_SECONDS)
     app.add_middleware(BodyLimit, max_bytes=settings.api_max_body_bytes)
-    app.add_middleware(KeyConcurrency, limits=app.state.shared_limits, share=share)
+    keys: Mapping[str, ApiKey] = app.state.api_keys
+    app.add_middleware(KeyConcurrency, limits=app.state.shared_limits, share=share, keys=keys)
     app.add_middleware(ProcessInFlight,
                        limit=MAX_IN_FLIGHT_PER_CONNECTION * settings.api_pool_size)
-    keys: Mapping[str, ApiKey] = app.state.api_keys
     app.add_middleware(Authenticated, known=keys.__contains__)
     app.add_middleware(Deadline, seconds=settings.api_request_timeout)
     app.exception_handler(psycopg.errors.QueryCanceled)(statement_timeout)
@@ -78,10 +78,8 @@ def install(app: FastAPI, settings: Settings) -> None:
 
 def shared_limits(settings: Settings) -> SharedLimits:
     """The per-key limits of `settings`, shared through the stack's Redis."""
-    return SharedLimits(
-        settings.result_set_redis_url, in_flight=settings.api_max_concurrent_per_key,
-        lease_seconds=settings.api_request_timeout + LEASE_MARGIN_SECONDS,
-        publish_rate=settings.api_publish_rate_per_key)
+    return SharedLimits(settings.result_set_redis_url,
+                        lease_seconds=settings.api_request_timeout + LEASE_MARGIN_SECONDS)
 
 
 async def statement_timeout(request: Request, exc: Exception) -> JSONResponse:
@@ -199,28 +197,31 @@ class ProcessInFlight:
 class KeyConcurrency:
     """429 `too_many_requests` for a request of a key that already has its limit in flight
     across the API's processes (`SharedLimits`); an admitted request runs as its key's tenant
-    (its connection share, its publish rate)."""
+    (its connection share, its publish rate). The limits are the key's record's."""
 
-    def __init__(self, app: ASGIApp, *, limits: SharedLimits, share: ConnectionShare) -> None:
+    def __init__(self, app: ASGIApp, *, limits: SharedLimits, share: ConnectionShare,
+                 keys: Mapping[str, ApiKey]) -> None:
         self.app = app
         self.limits = limits
         self.share = share
+        self.keys = keys
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         key = _bearer(scope) if scope["type"] == "http" else None
-        if key is None or not scope["path"].startswith(API_PREFIX):
-            await self.app(scope, receive, send)
+        record = self.keys.get(key) if key is not None else None
+        if key is None or record is None or not scope["path"].startswith(API_PREFIX):
+            await self.app(scope, receive, send)  # outside /v1/, or refused by Authenticated
             return
-        tenant = tenant_id(key)
-        admission = await self.limits.enter(tenant)
+        tenant = Tenant(tenant_id(key), self.share, record.max_in_flight, record.publish_rate)
+        admission = await self.limits.enter(tenant.id, tenant.max_in_flight)
         if admission is None:
             await send_error(send, 429, "too_many_requests",
-                             f"this API key already has {self.limits.in_flight} requests in "
+                             f"this API key already has {tenant.max_in_flight} requests in "
                              "flight", field="Authorization",
                              headers=((b"retry-after", b"1"), *_unread(scope)))
             return
         try:
-            with acting_as(Tenant(tenant, self.share)):
+            with acting_as(tenant):
                 await self.app(scope, receive, send)
         finally:
             await self.limits.leave(admission)

@@ -27,6 +27,12 @@ SCOPES: tuple[Scope, ...] = ("read", "write", "admin")
 # (`api:<name>`) and the `decided_by` of its curation: a short plain token.
 KEY_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 SOURCE_PREFIX = "api:"
+# A key's share of the API unless its record says otherwise: requests in flight across the API's
+# processes (enough for an explorer's or an agent's parallel calls), and publishes a second
+# (events, messages, entity decisions; a burst of one second's worth). Raise them on the record
+# of a trusted batch caller, not for every key.
+MAX_IN_FLIGHT = 8
+PUBLISH_RATE = 50.0
 
 
 def shorthand_name(secret: str) -> str:
@@ -51,6 +57,10 @@ class ApiKey(BaseModel):
         default_factory=dict, description="namespace -> scopes (read < write < admin)")
     operator: bool = Field(default=False, description="may read the cross-tenant operator "
                                                       "status")
+    max_in_flight: int = Field(default=MAX_IN_FLIGHT, ge=1, le=10_000,
+                               description="requests in flight across the API's processes")
+    publish_rate: float = Field(default=PUBLISH_RATE, gt=0, le=100_000,
+                                description="publishes a second (a burst of one second's worth)")
 
     @field_validator("name")
     @classmethod

@@ -101,13 +101,6 @@ class ApiSettings(BaseModel):
     ui_dead_letters_max: int = Field(
         default=200, ge=1, le=10_000, description="The most dead letters the operator page "
         "(GET /v1/admin/status) lists, oldest first. Raise it to see further back.")
-    api_max_concurrent_per_key: int = Field(
-        default=8, ge=1, le=10_000, description="Requests one key may have in flight across the "
-        "API's processes; more get 429. Raise it for a trusted batch caller.")
-    api_publish_rate_per_key: float = Field(
-        default=50.0, gt=0, le=100_000, description="Publishes (POST /v1/events, message "
-        "writes, entity decisions) one key may make per second across the API's processes; "
-        "more get 429. Raise it for a busy publisher.")
 
     @field_validator("api_keys", mode="before")
     @classmethod
@@ -240,12 +233,15 @@ def unknown_variables(environ: Mapping[str, str] | None = None,
     return sorted(given - known)
 
 
-# Settings folded into API_KEYS. Still set, they would be ignored and the keys they named would
+# Settings folded into API_KEYS (the per-key limits are each key's own). Still set, they would be
+# ignored and the keys they named would
 # lose what they granted without a word: the processes refuse to start and say what to do.
 REMOVED = {
     "BRAINSTREAM_API_ADMIN_KEYS": "give those keys \"operator\": true in BRAINSTREAM_API_KEYS",
     "BRAINSTREAM_ENTITY_CURATORS": "give those keys the admin scope in BRAINSTREAM_API_KEYS "
                                    "(their name is recorded as decided_by)",
+    "BRAINSTREAM_API_MAX_CONCURRENT_PER_KEY": "set \"max_in_flight\" on the key's record in "
+                                              "BRAINSTREAM_API_KEYS (default 8)",
 }
 
 

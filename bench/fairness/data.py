@@ -55,10 +55,11 @@ def tenants(small_namespaces: int) -> tuple[Tenant, Tenant]:
 
 def api_keys_setting(grants: Sequence[Tenant]) -> str:
     """BRAINSTREAM_API_KEYS for the tenants' keys, each allowed to read and write every one of
-    its namespaces (A publishes, so its key needs the write scope wherever keys have scopes).
-
-    The one place that knows the setting's format: today `{"<key>": ["<namespace>", ...]}`."""
-    return json.dumps({t.key: [str(ns) for ns in t.namespaces] for t in grants})
+    its namespaces (A publishes), with the default per-key limits: the worst a tenant is
+    allowed is what an ordinary write key may do."""
+    return json.dumps({t.key: {"name": f"fairness-{t.name}",
+                               "scopes": {str(ns): ["write"] for ns in t.namespaces}}
+                       for t in grants})
 
 
 # -- documents -------------------------------------------------------------------------------

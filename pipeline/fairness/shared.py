@@ -79,13 +79,9 @@ class Admission:
 class SharedLimits:
     """The in-flight and publish limits of API keys, shared through Redis."""
 
-    def __init__(self, url: str, *, in_flight: int, lease_seconds: float,
-                 publish_rate: float) -> None:
+    def __init__(self, url: str, *, lease_seconds: float) -> None:
         self.url = url
-        self.in_flight = in_flight
         self.lease_seconds = lease_seconds
-        self.publish_rate = publish_rate
-        self._burst = max(1.0, publish_rate)
         self._redis: _Redis | None = None
         self._down_until = 0.0
         self._warned = False
@@ -103,15 +99,15 @@ class SharedLimits:
                                  client.register_script(_TAKE))
         return self._redis
 
-    async def enter(self, tenant: str) -> Admission | None:
-        """Admit one more request of `tenant` (None: it has `in_flight` already)."""
+    async def enter(self, tenant: str, limit: int) -> Admission | None:
+        """Admit one more request of `tenant` (None: it has `limit` in flight already)."""
         if self._redis_up():
             lease = uuid.uuid4().hex
             now = time.time()
             try:
                 admitted = await self._client().enter(
                     keys=[f"{PREFIX}inflight:{tenant}"],
-                    args=[now, self.in_flight, now + self.lease_seconds, lease,
+                    args=[now, limit, now + self.lease_seconds, lease,
                           math.ceil(self.lease_seconds) + 1])
             except (RedisError, OSError) as exc:
                 self._failed(exc)
@@ -119,7 +115,7 @@ class SharedLimits:
                 self._recovered()
                 return Admission(tenant, lease) if admitted else None
         running = self._local.get(tenant, 0)
-        if running >= self.in_flight:
+        if running >= limit:
             return None
         self._local[tenant] = running + 1
         return Admission(tenant, None)
@@ -139,22 +135,23 @@ class SharedLimits:
         except (RedisError, OSError) as exc:
             self._failed(exc)
 
-    async def take_publish(self, tenant: str) -> float:
-        """Take one publish of `tenant`'s bucket: 0, or the seconds until it has one."""
+    async def take_publish(self, tenant: str, rate: float) -> float:
+        """Take one publish of `tenant`'s bucket, refilled at `rate` a second up to one
+        second's worth: 0, or the seconds until it has one."""
         if self._redis_up():
             try:
                 wait_ms = await self._client().take(keys=[f"{PREFIX}publish:{tenant}"],
-                                           args=[self.publish_rate, self._burst, time.time()])
+                                           args=[rate, _burst(rate), time.time()])
             except (RedisError, OSError) as exc:
                 self._failed(exc)
             else:
                 self._recovered()
                 return int(wait_ms) / 1000
-        return self._take_local(tenant)
+        return self._take_local(tenant, rate)
 
-    def _take_local(self, tenant: str) -> float:
+    def _take_local(self, tenant: str, rate: float) -> float:
         now = time.monotonic()
-        rate, burst = self.publish_rate, self._burst
+        burst = _burst(rate)
         tokens, at = self._buckets.get(tenant, (burst, now))
         tokens = min(burst, tokens + max(0.0, now - at) * rate)
         if tokens >= 1:
@@ -190,7 +187,12 @@ class SharedLimits:
         tenant = current_tenant()
         if tenant is None:
             return
-        wait = await self.take_publish(tenant.id)
+        wait = await self.take_publish(tenant.id, tenant.publish_rate)
         if wait > 0:
-            raise TooManyRequests(f"this API key publishes at most {self.publish_rate:g} "
+            raise TooManyRequests(f"this API key publishes at most {tenant.publish_rate:g} "
                                   "times a second", retry_after=max(1, math.ceil(wait)))
+
+
+def _burst(rate: float) -> float:
+    """A bucket holds one second's worth of publishes, at least one."""
+    return max(1.0, rate)

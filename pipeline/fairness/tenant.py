@@ -24,10 +24,13 @@ def tenant_id(api_key: str) -> str:
 
 @dataclass(frozen=True)
 class Tenant:
-    """One API key's request: its name (`tenant_id`) and this process's connection share."""
+    """One API key's request: its name (`tenant_id`), this process's connection share, and
+    the key's own limits (its record in API_KEYS)."""
 
     id: str
     connections: ConnectionShare
+    max_in_flight: int
+    publish_rate: float
 
 
 _CURRENT: ContextVar[Tenant | None] = ContextVar("brainstream_tenant", default=None)

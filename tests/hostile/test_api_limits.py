@@ -54,8 +54,11 @@ class Tenants:
     b_key: str = f"limits-b-{uuid.uuid4().hex[:8]}"
 
     @property
-    def keys(self) -> dict[str, list[str]]:
-        return {self.a_key: [str(self.a)], self.b_key: [str(self.b)]}
+    def keys(self) -> dict[str, dict[str, Any]]:
+        """Read keys, each with the small in-flight limit under test."""
+        return {key: {"name": f"limits-{name}", "scopes": {str(ns): ["read"]},
+                      "max_in_flight": PER_KEY}
+                for name, key, ns in (("a", self.a_key, self.a), ("b", self.b_key, self.b))}
 
     @staticmethod
     def auth(key: str) -> dict[str, str]:
@@ -96,7 +99,6 @@ def api(catalog: Settings, tenants: Tenants) -> Iterator[Api]:
            "BRAINSTREAM_API_KEYS": json.dumps(tenants.keys),
            "BRAINSTREAM_API_REQUEST_TIMEOUT": str(DEADLINE),
            "BRAINSTREAM_API_STATEMENT_TIMEOUT": "60",
-           "BRAINSTREAM_API_MAX_CONCURRENT_PER_KEY": str(PER_KEY),
            "BRAINSTREAM_API_WORKERS": "1"}
     log_path = catalog.resolved_data_dir / "hostile-logs" / "api.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)

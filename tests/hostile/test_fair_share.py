@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import psutil
@@ -50,9 +51,10 @@ class Tenants:
     a_key: str = f"fair-a-{uuid.uuid4().hex[:8]}"
     b_key: str = f"fair-b-{uuid.uuid4().hex[:8]}"
 
-    @property
-    def keys(self) -> dict[str, list[str]]:
-        return {self.a_key: [str(self.a)], self.b_key: [str(self.b)]}
+    def keys(self, **limits: float) -> dict[str, dict[str, Any]]:
+        """API_KEYS: both keys write in their namespace, with these limits on their records."""
+        return {key: {"name": f"fair-{name}", "scopes": {str(ns): ["write"]}, **limits}
+                for name, key, ns in (("a", self.a_key, self.a), ("b", self.b_key, self.b))}
 
     @staticmethod
     def auth(key: str) -> dict[str, str]:
@@ -74,14 +76,14 @@ def tenants(catalog: Settings) -> Tenants:
 
 @contextmanager
 def running_api(catalog: Settings, tenants: Tenants, *, ready: bool = True,
-                **env: str) -> Iterator[Api]:
-    """A `brainstream api` process on a free port with these BRAINSTREAM_* overrides, once it
-    is ready (or only live: `ready=False`)."""
+                limits: dict[str, float] | None = None, **env: str) -> Iterator[Api]:
+    """A `brainstream api` process on a free port with these BRAINSTREAM_* overrides and the
+    keys' `limits`, once it is ready (or only live: `ready=False`)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = int(probe.getsockname()[1])
     full = {**settings_env(catalog), "PYTHONUNBUFFERED": "1",
-            "BRAINSTREAM_API_KEYS": json.dumps(tenants.keys),
+            "BRAINSTREAM_API_KEYS": json.dumps(tenants.keys(**(limits or {}))),
             "BRAINSTREAM_API_STATEMENT_TIMEOUT": "60",
             **{f"BRAINSTREAM_{k.upper()}": v for k, v in env.items()}}
     log_path = catalog.resolved_data_dir / "hostile-logs" / f"fair-api-{port}.log"
@@ -116,7 +118,7 @@ def api(catalog: Settings, tenants: Tenants) -> Iterator[Api]:
     """One API process (its read pool: 8, so one key's share is 6 and its in-flight cap 64),
     a per-key limit that is not the one under test, and a slow publish rate."""
     with running_api(catalog, tenants, api_workers="1", api_request_timeout="15",
-                     api_max_concurrent_per_key="100", api_publish_rate_per_key="0.5") as api:
+                     limits={"max_in_flight": 100, "publish_rate": 0.5}) as api:
         yield api
 
 
@@ -223,7 +225,7 @@ def test_a_keys_in_flight_limit_holds_across_two_workers(
     were in flight)."""
     per_key = 2
     with running_api(catalog, tenants, api_workers="2", api_request_timeout="30",
-                     api_max_concurrent_per_key=str(per_key)) as api:
+                     limits={"max_in_flight": per_key}) as api:
         conns = _connections_per_worker(api, per_key)
         path = f"/v1/objects/{tenants.a_object}"
 
@@ -342,7 +344,7 @@ def test_a_hung_broker_fills_the_publishing_threads_and_searches_still_answer(
     and searches waited behind them until the deadline."""
     with silent_broker() as port, running_api(
             catalog, tenants, api_workers="1", api_request_timeout="20",
-            api_max_concurrent_per_key="100", memory_write_wait="25",
+            limits={"max_in_flight": 100}, memory_write_wait="25",
             kafka_bootstrap=f"127.0.0.1:{port}") as api, \
             ThreadPoolExecutor(PUBLISH_THREADS + 6) as pool:
         publishes = [pool.submit(_publish, api, tenants.a_key, f"m{i}")
@@ -371,7 +373,7 @@ def test_with_redis_down_the_limits_hold_per_process_with_one_warning(
         probe.bind(("127.0.0.1", 0))
         dead = int(probe.getsockname()[1])
     with running_api(catalog, tenants, ready=False, api_workers="1",
-                     api_max_concurrent_per_key="1",
+                     limits={"max_in_flight": 1},
                      redis_url=f"redis://127.0.0.1:{dead}/0") as api:
         path = f"{api.url}/v1/objects/{tenants.a_object}"
         for _ in range(3):

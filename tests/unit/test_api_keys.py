@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.access import shorthand_name
+from pipeline.access import MAX_IN_FLIGHT, PUBLISH_RATE, parse_api_keys, shorthand_name
 from pipeline.domain.errors import ConfigError
 from pipeline.settings import load_settings
 
@@ -67,3 +67,15 @@ def test_a_removed_key_setting_stops_the_processes(monkeypatch: pytest.MonkeyPat
     with pytest.raises(ConfigError, match="BRAINSTREAM_API_KEYS") as raised:
         load_settings()
     assert removed in raised.value.message and "an-operator-key" not in raised.value.message
+
+
+def test_a_key_carries_its_own_limits_with_defaults() -> None:
+    keys = parse_api_keys({
+        "s1": {"name": "batch", "scopes": {str(uuid.uuid4()): ["write"]},
+               "max_in_flight": 32, "publish_rate": 500},
+        "s2": [str(uuid.uuid4())]})
+    assert (keys["s1"].max_in_flight, keys["s1"].publish_rate) == (32, 500)
+    assert (keys["s2"].max_in_flight, keys["s2"].publish_rate) == (MAX_IN_FLIGHT, PUBLISH_RATE)
+    for bad in ({"max_in_flight": 0}, {"publish_rate": 0}):
+        with pytest.raises(ValueError, match="key 1 \\('x'\\)"):
+            parse_api_keys({"s3": {"name": "x", **bad}})
