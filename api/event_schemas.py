@@ -47,7 +47,7 @@ class PublishEventsBody(BaseModel):
         min_length=1,
         description="CloudEvents envelopes of type brainstream.object.put, "
                     "brainstream.object.soft_delete, brainstream.link.put or "
-                    "brainstream.link.delete (at most API_EVENTS_MAX). `namespace` defaults to "
+                    "brainstream.link.delete (at most 500). `namespace` defaults to "
                     "the caller's (another is 403); `specversion`, `time` and `source` "
                     "(`api:<key name>`) are optional; `id` is required without an "
                     "`Idempotency-Key` header.")

@@ -40,8 +40,8 @@ async def publish_events(
     with `wait` 200 and each `applied` once the pipeline applied them all within the wait."""
     settings = svc.settings
     if len(body.events) > EVENTS_MAX:
-        raise InvalidInput(f"at most {EVENTS_MAX} events per request "
-                           "(API_EVENTS_MAX)", field="events")
+        raise InvalidInput(f"at most {EVENTS_MAX} events per request: send more in several",
+                           field="events")
     publisher = Publisher(key.name, may_version=key.allows(ns, "admin"),
                           idempotency_key=idempotency_key(idempotency))
     envelopes = [e.model_dump(mode="json", exclude_none=True) for e in body.events]
