@@ -85,11 +85,15 @@ MASK = "********"
 # `@`, as urlsplit reads it; the password is what follows the first `:`.
 _URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^:@/\s?#]*)"
                            r":(?P<password>[^/\s?#]*)@")
-# Secrets given as parameters: a URL's query (`?password=x&sslpassword=y`) and libpq's
-# `key=value` form (`host=db password='a b'`, which make_conninfo writes for a generation's DSN).
-_SECRET_PARAMETER = re.compile(
-    r"(?P<key>\b(?:ssl)?password|\bpasswd|\bsecret|\btoken|\bapi_?key)(?P<eq>\s*=\s*)"
-    r"(?P<value>'(?:[^'\\]|\\.)*'|[^\s&'#]+)", re.IGNORECASE)
+# Secrets given as parameters: a URL's query (`?password=x&sslpassword=y`: the value ends at
+# `&` or `#`), and libpq's `key=value` form (`host=db password='a b'`, which make_conninfo
+# writes for a generation's DSN: an unquoted value ends only at white space, `&` included).
+_SECRET_KEY = r"(?P<key>(?:ssl)?password|passwd|secret|token|api_?key)"
+_QUERY_SECRET = re.compile(r"(?<=[?&])" + _SECRET_KEY + r"(?P<eq>=)(?P<value>[^&#\s]*)",
+                           re.IGNORECASE)
+_KEYWORD_SECRET = re.compile(r"(?:(?<=\s)|^)" + _SECRET_KEY
+                             + r"(?P<eq>\s*=\s*)(?P<value>'(?:[^'\\]|\\.)*'|[^\s']+)",
+                             re.IGNORECASE)
 
 
 def redact_credentials(text: str) -> str:
@@ -99,4 +103,5 @@ def redact_credentials(text: str) -> str:
     they tell an operator which server and role, and are no secret. Everything an address is
     printed, logged or returned through passes here (status, services, up, the operator page)."""
     text = _URL_USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:{MASK}@", text)
-    return _SECRET_PARAMETER.sub(lambda m: f"{m['key']}{m['eq']}{MASK}", text)
+    text = _QUERY_SECRET.sub(lambda m: f"{m['key']}{m['eq']}{MASK}", text)
+    return _KEYWORD_SECRET.sub(lambda m: f"{m['key']}{m['eq']}{MASK}", text)
