@@ -13,11 +13,7 @@ wall-clock time.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
-import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -35,8 +31,9 @@ from psycopg import sql
 
 from api.app import create_app
 from pipeline.settings import Settings
+from tests.apiprocess import ApiProcess, serve_api
 from tests.pipelineutil import ingest, put, wait_for
-from tests.stackutil import REPO, settings_env
+from tests.stackutil import settings_env
 
 pytestmark = pytest.mark.stack
 
@@ -78,48 +75,16 @@ def tenants(catalog: Settings) -> Tenants:
     return Tenants(a, b, b_object)
 
 
-@dataclass
-class Api:
-    port: int
-    popen: subprocess.Popen[bytes]
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def healthz(self) -> int:
-        return httpx.get(self.url + "/healthz", timeout=30).status_code
-
-
 @pytest.fixture(scope="module")
-def api(catalog: Settings, tenants: Tenants) -> Iterator[Api]:
+def api(catalog: Settings, tenants: Tenants) -> Iterator[ApiProcess]:
     """A `brainstream api` process with a short deadline and a small per-key limit."""
-    port = catalog.pg_port - 4297  # beside the fault suite's API port
-    env = {**settings_env(catalog), "PYTHONUNBUFFERED": "1",
+    env = {**settings_env(catalog),
            "BRAINSTREAM_API_KEYS": json.dumps(tenants.keys),
            "BRAINSTREAM_API_REQUEST_TIMEOUT": str(DEADLINE),
            "BRAINSTREAM_API_STATEMENT_TIMEOUT": "60",
            "BRAINSTREAM_API_WORKERS": "1"}
-    log_path = catalog.resolved_data_dir / "hostile-logs" / "api.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as out:
-        popen = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "api", "--port",
-                                  str(port)], env=env, cwd=str(REPO), stdout=out,
-                                 stderr=subprocess.STDOUT, start_new_session=True)
-    running = Api(port, popen)
-    try:
-        wait_for(lambda: _ready(running), timeout=60, what="the API to be ready")
+    with serve_api(env, catalog.resolved_data_dir / "hostile-logs" / "api.log") as running:
         yield running
-    finally:
-        os.killpg(popen.pid, signal.SIGTERM)
-        popen.wait(timeout=30)
-
-
-def _ready(api: Api) -> bool:
-    try:
-        return httpx.get(api.url + "/readyz", timeout=5).status_code == 200
-    except httpx.TransportError:
-        return False
 
 
 class RawRequest:
@@ -178,7 +143,7 @@ def _error(status: int, body: dict[str, Any]) -> tuple[int, str, str | None]:
     return status, body["error"]["code"], body["error"].get("field")
 
 
-def test_a_declared_huge_body_gets_413_before_it_is_sent(api: Api, tenants: Tenants) -> None:
+def test_a_declared_huge_body_gets_413_before_it_is_sent(api: ApiProcess, tenants: Tenants) -> None:
     """50 MB declared (with a key: without one it is a 401 at once, tests/hostile/
     test_fair_share.py): the 413 arrives while the client has sent 64 KB of it."""
     hostile = RawRequest(api.port, "/v1/search", {"Content-Type": "application/json",
@@ -192,7 +157,7 @@ def test_a_declared_huge_body_gets_413_before_it_is_sent(api: Api, tenants: Tena
 
 
 def test_a_streamed_huge_body_is_cut_off_and_healthz_answers_meanwhile(
-        api: Api, tenants: Tenants) -> None:
+        api: ApiProcess, tenants: Tenants) -> None:
     """A chunked body (no length): /healthz answers while it streams; it gets 413 after about
     the limit, and the server's memory does not grow by the body's size."""
     proc = psutil.Process(api.popen.pid)
@@ -213,7 +178,7 @@ def test_a_streamed_huge_body_is_cut_off_and_healthz_answers_meanwhile(
 
 
 def test_a_slow_body_is_cut_off_by_the_deadline_and_healthz_answers_meanwhile(
-        api: Api, tenants: Tenants) -> None:
+        api: ApiProcess, tenants: Tenants) -> None:
     hostile = RawRequest(api.port, "/v1/search", {"Content-Type": "application/json",
                                                    "Content-Length": "100",
                                                    **tenants.auth(tenants.a_key)})
@@ -224,7 +189,7 @@ def test_a_slow_body_is_cut_off_by_the_deadline_and_healthz_answers_meanwhile(
 
 
 def test_a_500_word_query_and_too_many_filters_are_refused_naming_the_field(
-        api: Api, tenants: Tenants) -> None:
+        api: ApiProcess, tenants: Tenants) -> None:
     letters = "abcdefghijklmnopqrstuvwxyz"
     words = " ".join([x + y for x in letters for y in letters][:500])  # 1,499 characters
     with httpx.Client(base_url=api.url, timeout=30, headers=tenants.auth(tenants.a_key)) as c:
@@ -239,7 +204,7 @@ def test_a_500_word_query_and_too_many_filters_are_refused_naming_the_field(
     assert api.healthz() == 200
 
 
-def test_snippets_of_later_pages_are_built_when_they_are_read(api: Api,
+def test_snippets_of_later_pages_are_built_when_they_are_read(api: ApiProcess,
                                                               tenants: Tenants) -> None:
     """Snippets are made for the returned page only: `continue` makes its page's, centred on
     the query's words like the first page's."""
@@ -274,7 +239,7 @@ def _waiting_reads(conn: psycopg.Connection[Any]) -> int:
 
 
 def test_one_key_over_its_concurrency_gets_429_while_another_key_is_served(
-        api: Api, tenants: Tenants, catalog: Settings) -> None:
+        api: ApiProcess, tenants: Tenants, catalog: Settings) -> None:
     def search() -> httpx.Response:
         return httpx.post(api.url + "/v1/search", json={"query": "harbour crane"},
                           headers=tenants.auth(tenants.a_key), timeout=60)

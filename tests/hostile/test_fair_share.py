@@ -12,11 +12,7 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
-import signal
 import socket
-import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -32,10 +28,11 @@ import pytest
 
 from pipeline.kafka.publish_pool import PUBLISH_THREADS
 from pipeline.settings import Settings
-from tests.hostile.test_api_limits import Api, RawRequest, _ready, table_locked
+from tests.apiprocess import ApiProcess, free_port, serve_api
+from tests.hostile.test_api_limits import RawRequest, table_locked
 from tests.memory.memutil import add, message, session_put
 from tests.pipelineutil import apply_only, ingest, put, wait_for
-from tests.stackutil import REPO, settings_env
+from tests.stackutil import settings_env
 
 pytestmark = pytest.mark.stack
 
@@ -76,45 +73,21 @@ def tenants(catalog: Settings) -> Tenants:
 
 @contextmanager
 def running_api(catalog: Settings, tenants: Tenants, *, ready: bool = True,
-                limits: dict[str, float] | None = None, **env: str) -> Iterator[Api]:
+                limits: dict[str, float] | None = None, **env: str) -> Iterator[ApiProcess]:
     """A `brainstream api` process on a free port with these BRAINSTREAM_* overrides and the
     keys' `limits`, once it is ready (or only live: `ready=False`)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
-    full = {**settings_env(catalog), "PYTHONUNBUFFERED": "1",
+    port = free_port()
+    full = {**settings_env(catalog),
             "BRAINSTREAM_API_KEYS": json.dumps(tenants.keys(**(limits or {}))),
             "BRAINSTREAM_API_STATEMENT_TIMEOUT": "60",
             **{f"BRAINSTREAM_{k.upper()}": v for k, v in env.items()}}
     log_path = catalog.resolved_data_dir / "hostile-logs" / f"fair-api-{port}.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as out:
-        popen = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "api", "--port",
-                                  str(port)], env=full, cwd=str(REPO), stdout=out,
-                                 stderr=subprocess.STDOUT, start_new_session=True)
-    api = Api(port, popen)
-    try:
-        wait_for(lambda: _ready(api) if ready else _alive(api), timeout=120,
-                 what="the API to answer")
+    with serve_api(full, log_path, port=port, ready=ready) as api:
         yield api
-    finally:
-        os.killpg(popen.pid, signal.SIGTERM)
-        try:
-            popen.wait(timeout=60)
-        except subprocess.TimeoutExpired:  # a publish thread still waiting on a hung broker
-            os.killpg(popen.pid, signal.SIGKILL)
-            popen.wait(timeout=30)
-
-
-def _alive(api: Api) -> bool:
-    try:
-        return api.healthz() == 200
-    except httpx.TransportError:
-        return False
 
 
 @pytest.fixture(scope="module")
-def api(catalog: Settings, tenants: Tenants) -> Iterator[Api]:
+def api(catalog: Settings, tenants: Tenants) -> Iterator[ApiProcess]:
     """One API process (its read pool: 8, so one key's share is 6 and its in-flight cap 64),
     a per-key limit that is not the one under test, and a slow publish rate."""
     with running_api(catalog, tenants, api_workers="1", api_request_timeout="15",
@@ -139,7 +112,7 @@ def _head(raw: RawRequest) -> dict[str, str]:
 
 @pytest.mark.parametrize("auth", [{}, {"Authorization": "Bearer no-such-key"}])
 def test_a_request_without_a_known_key_gets_401_before_its_body_is_sent(
-        api: Api, auth: dict[str, str]) -> None:
+        api: ApiProcess, auth: dict[str, str]) -> None:
     """A body of 900 KB declared (under the body limit), not a byte of it sent: the 401 comes
     anyway (before, the server waited for the body and answered 408 at the deadline)."""
     raw = RawRequest(api.port, "/v1/search", {"Content-Type": "application/json",
@@ -151,7 +124,7 @@ def test_a_request_without_a_known_key_gets_401_before_its_body_is_sent(
     assert api.healthz() == 200
 
 
-def test_the_process_answers_503_past_its_in_flight_cap(api: Api, tenants: Tenants) -> None:
+def test_the_process_answers_503_past_its_in_flight_cap(api: ApiProcess, tenants: Tenants) -> None:
     """Requests of a known key whose bodies never come fill the process's cap (64 with a pool
     of 8); the next request, of either tenant, answers 503 `overloaded` with Retry-After while
     /healthz still answers; once they go, requests are served again."""
@@ -191,7 +164,7 @@ def _answered_soon(raw: RawRequest) -> bool:
 # -- item 4: connections -------------------------------------------------------------------
 
 def test_b_is_served_while_a_holds_its_share_of_the_read_pool(
-        api: Api, tenants: Tenants, catalog: Settings) -> None:
+        api: ApiProcess, tenants: Tenants, catalog: Settings) -> None:
     """Twelve memory searches of A wait on a locked table: A holds at most its share (6 of
     the pool's 8, one connection per memory search) and B's read is served from the rest.
     Before, each memory search took one connection per channel and A took the whole pool:
@@ -251,7 +224,7 @@ def test_a_keys_in_flight_limit_holds_across_two_workers(
             conn.close()
 
 
-def _connections_per_worker(api: Api, each: int) -> list[http.client.HTTPConnection]:
+def _connections_per_worker(api: ApiProcess, each: int) -> list[http.client.HTTPConnection]:
     """Keep-alive connections, `each` served by each of the API's two worker processes."""
     parent = psutil.Process(api.popen.pid)
 
@@ -291,14 +264,14 @@ def _connections_per_worker(api: Api, each: int) -> list[http.client.HTTPConnect
 
 # -- item 6: publishing --------------------------------------------------------------------
 
-def _publish(api: Api, key: str, text: str = "hello") -> httpx.Response:
+def _publish(api: ApiProcess, key: str, text: str = "hello") -> httpx.Response:
     return httpx.post(f"{api.url}/v1/sessions/{SESSION}/messages", timeout=60,
                       json={"messages": [message(text)]},
                       headers=Tenants.auth(key))
 
 
 def test_publishes_over_a_keys_rate_get_429_and_another_key_still_publishes(
-        api: Api, tenants: Tenants) -> None:
+        api: ApiProcess, tenants: Tenants) -> None:
     answers = [_publish(api, tenants.a_key) for _ in range(6)]
     assert answers[0].status_code == 202, answers[0].text
     refused = [r for r in answers if r.status_code == 429]

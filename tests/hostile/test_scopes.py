@@ -7,11 +7,6 @@ and reads B cannot write B, and a publish retried with its Idempotency-Key is ap
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,8 +17,9 @@ import psycopg
 import pytest
 
 from pipeline.settings import Settings
+from tests.apiprocess import serve_api
 from tests.pipelineutil import Proc, wait_for
-from tests.stackutil import REPO, settings_env
+from tests.stackutil import settings_env
 
 pytestmark = pytest.mark.stack
 
@@ -49,19 +45,6 @@ class Scoped:
             **(headers or {})})
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _ready(url: str) -> bool:
-    try:
-        return httpx.get(url + "/readyz", timeout=5).status_code == 200
-    except httpx.TransportError:
-        return False
-
-
 @pytest.fixture(scope="module")
 def api(catalog: Settings, procs: dict[str, Proc]) -> Iterator[Scoped]:
     a, b = uuid.uuid4(), uuid.uuid4()
@@ -72,23 +55,12 @@ def api(catalog: Settings, procs: dict[str, Proc]) -> Iterator[Scoped]:
     keys = {role: f"scopes-{role}-{uuid.uuid4().hex[:8]}" for role in roles}
     api_keys = {keys[role]: {"name": f"scopes-{role.replace('_', '-')}", **record}
                 for role, record in roles.items()}
-    port = _free_port()
-    env = {**settings_env(catalog), "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1",
+    env = {**settings_env(catalog), "HF_HUB_OFFLINE": "1",
            "BRAINSTREAM_API_KEYS": json.dumps(api_keys), "BRAINSTREAM_API_WORKERS": "2",
            "BRAINSTREAM_MEMORY_WRITE_WAIT": "30"}
     log_path = catalog.resolved_data_dir / "hostile-logs" / "scopes-api.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as out:
-        popen = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "api", "--port",
-                                  str(port)], env=env, cwd=str(REPO), stdout=out,
-                                 stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for(lambda: _ready(url), timeout=120, what="the API to be ready")
-        yield Scoped(url, a, b, keys)
-    finally:
-        os.killpg(popen.pid, signal.SIGTERM)
-        popen.wait(timeout=30)
+    with serve_api(env, log_path) as running:
+        yield Scoped(running.url, a, b, keys)
 
 
 def _put(object_id: str, title: str, *, event_id: str | None = None, kind: str = "company",

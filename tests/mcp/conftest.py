@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,6 +24,7 @@ from fastapi.testclient import TestClient
 
 from api.routes import events as events_route
 from pipeline.settings import Settings
+from tests.apiprocess import free_port, serve_api
 from tests.apiutil import ApiTenant, api_client, api_keys
 from tests.pipelineutil import Proc, wait_for
 from tests.stackutil import REPO, settings_env
@@ -39,12 +39,6 @@ class RunningApi:
 
     url: str
     env: dict[str, str]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def in_ledger(settings: Settings, namespace: uuid.UUID, event_id: str) -> bool:
@@ -73,30 +67,11 @@ def ev_client(catalog: Settings, procs: dict[str, Proc],
 def api_process(catalog: Settings, procs: dict[str, Proc],
                 ev_tenants: dict[str, ApiTenant]) -> Iterator[RunningApi]:
     """`brainstream api` (one worker) over the running pipeline, a key per tenant."""
-    port = free_port()
-    env = {**settings_env(catalog), "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1",
+    env = {**settings_env(catalog), "HF_HUB_OFFLINE": "1",
            "BRAINSTREAM_API_KEYS": json.dumps(api_keys(ev_tenants.values(), "write")),
            "BRAINSTREAM_API_WORKERS": "1", "BRAINSTREAM_MEMORY_WRITE_WAIT": "20"}
-    log_path = catalog.resolved_data_dir / "mcp-logs" / "api.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as out:
-        popen = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "api", "--port",
-                                  str(port)], env=env, cwd=str(REPO), stdout=out,
-                                 stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for(lambda: _ready(url), timeout=120, what="the API to be ready")
-        yield RunningApi(url, env)
-    finally:
-        os.killpg(popen.pid, signal.SIGTERM)
-        popen.wait(timeout=30)
-
-
-def _ready(url: str) -> bool:
-    try:
-        return httpx.get(url + "/readyz", timeout=5).status_code == 200
-    except httpx.TransportError:
-        return False
+    with serve_api(env, catalog.resolved_data_dir / "mcp-logs" / "api.log") as running:
+        yield RunningApi(running.url, env)
 
 
 def mcp_env(api: RunningApi, **extra: str) -> dict[str, str]:
