@@ -159,9 +159,11 @@ class Settings(BaseSettings, IngestSettings, LexicalSettings, EmbeddingSettings,
     @property
     def api_pool_size(self) -> int:
         """The read pool of one API process: API_POOL_MAX, or its share of the connection
-        budget across API_WORKERS processes and two generations (at least 2: a replay's switch
-        keeps the old generation's pool open for its grace period)."""
-        return max(2, min(API_POOL_MAX, API_CONNECTION_BUDGET // (2 * self.api_workers)))
+        budget across API_WORKERS processes, each holding two generations' pools (a replay's
+        switch keeps the old generation's open for its grace period) and one PPR snapshot
+        build's connection; at least 2."""
+        per_process = API_CONNECTION_BUDGET // self.api_workers
+        return max(2, min(API_POOL_MAX, (per_process - 1) // 2))
 
     @property
     def result_set_redis_url(self) -> str:

@@ -27,7 +27,7 @@ def test_api_workers_default_to_the_cores_and_pools_share_the_budget() -> None:
     settings = make_settings()
     assert settings.api_workers == (psutil.cpu_count() or 1)
     assert make_settings(api_workers=2).api_pool_size == 8  # 2 x 8 x 2 <= 200
-    assert make_settings(api_workers=20).api_pool_size == 5  # 200 // 40
+    assert make_settings(api_workers=20).api_pool_size == 4  # (200 // 20 - 1 build) // 2
     assert make_settings(api_workers=64).api_pool_size == 2  # the floor
 
 
