@@ -27,6 +27,13 @@ SCOPES: tuple[Scope, ...] = ("read", "write", "admin")
 # (`api:<name>`) and the `decided_by` of its curation: a short plain token.
 KEY_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 SOURCE_PREFIX = "api:"
+
+
+def key_source(name: str) -> str:
+    """The CloudEvents `source` of what the key `name` publishes through the API."""
+    return SOURCE_PREFIX + name
+
+
 # A key's share of the API unless its record says otherwise: requests in flight across the API's
 # processes (enough for an explorer's or an agent's parallel calls), and publishes a second
 # (events, messages, entity decisions; a burst of one second's worth). Raise them on the record
@@ -86,7 +93,7 @@ class ApiKey(BaseModel):
     @property
     def source(self) -> str:
         """The CloudEvents `source` of the events this key publishes through the API."""
-        return SOURCE_PREFIX + self.name
+        return key_source(self.name)
 
     def granted(self, namespace: uuid.UUID) -> tuple[Scope, ...]:
         """The scopes the key holds on `namespace` (implied ones included; none: unbound)."""

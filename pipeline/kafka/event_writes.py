@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from pipeline.access import SOURCE_PREFIX
+from pipeline.access import key_source
 from pipeline.domain.errors import (
     IdempotencyRequired,
     InvalidInput,
@@ -85,7 +85,7 @@ class Publisher:
     @property
     def source(self) -> str:
         """The CloudEvents `source` of every event this publisher sends."""
-        return SOURCE_PREFIX + self.name
+        return key_source(self.name)
 
     def derived_id(self, index: int) -> str:
         """The id of the request's event `index` without one: the same key, Idempotency-Key

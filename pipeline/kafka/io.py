@@ -96,7 +96,7 @@ class DeadLetterWriter:
     Each letter is cut to `max_bytes` in all (`letter_size.letter_bytes(MAX_EVENT_BYTES)`)."""
 
     def __init__(self, producer: KafkaProducer, topic: str, *,
-                 max_bytes: int = 1_000_000) -> None:
+                 max_bytes: int) -> None:
         self.producer = producer
         self.topic = topic
         self.max_bytes = max_bytes

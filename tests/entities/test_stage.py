@@ -183,7 +183,7 @@ def test_refused_row_is_dead_lettered_and_the_rest_extracted(edb: Settings,
     producer = make_producer(edb)
     try:
         stats = stage(edb, epool, CapsExtractor(refuse="POISON"),
-                      dead_letters=DeadLetterWriter(producer, edb.topic_dlq)).run([good, bad])
+                      dead_letters=DeadLetterWriter.of(producer, edb)).run([good, bad])
     finally:
         producer.close()
     assert stats.failed == 1 and stats.extracted == 3

@@ -221,7 +221,7 @@ def _embed(settings: Settings, url: str) -> EmbedStats:
     try:
         with HttpEmbedder(url, dim=STATIC_DIM) as embedder:
             return EmbeddingService(settings, pool, embedder,
-                                    DeadLetterWriter(producer, settings.topic_dlq)).run()
+                                    DeadLetterWriter.of(producer, settings)).run()
     finally:
         producer.close()
         pool.close()

@@ -91,7 +91,7 @@ def test_a_refused_message_is_dead_lettered_and_the_others_go_on(
         try:
             stats = MessageExtraction(catalog, PgMessageWork(pool), _Refusing(),
                                       message_extractor(catalog),
-                                      DeadLetterWriter(producer, catalog.topic_dlq)).run()
+                                      DeadLetterWriter.of(producer, catalog)).run()
         finally:
             producer.close()
             pool.close()

@@ -101,7 +101,7 @@ def _service(settings: Settings, summariser: Summariser) -> tuple[SessionSummari
     pool = make_pool(settings, min_size=1, max_size=2, name="test-summaries")
     producer = make_producer(settings)
     service = SessionSummariser(settings, PgSummaryWork(pool), summariser, StaticEmbedder(),
-                                DeadLetterWriter(producer, settings.topic_dlq))
+                                DeadLetterWriter.of(producer, settings))
     return service, lambda: (producer.close(), pool.close())
 
 
