@@ -45,6 +45,9 @@ class Runtime:
     _graph: FalkorGraphWriter | None = None
     _extractor: Extractor | None = None
     _summariser: Summariser | None = None
+    # the workers reuse the stored vectors of their own generation only (a replay, building
+    # another generation, also reads the live one's)
+    vector_source: ConnectionPool | None = None
 
     @property
     def graph(self) -> FalkorGraphWriter:

@@ -35,7 +35,9 @@ import psycopg
 from pgvector.psycopg import register_vector
 
 from bench.harness.runenv import BENCH_DIR, REPO, bench_parser, emit_report, log, machine_lines
+from pipeline.domain.index_text import text_hash
 from pipeline.embedding.embedders import StaticEmbedder
+from pipeline.embedding.identity import model_key
 from pipeline.entities.likeness import label_class
 from pipeline.entities.merging import propose_for
 from pipeline.entities.names import normalise
@@ -81,7 +83,8 @@ def decide(conn: psycopg.Connection[Any], index: int, pair: dict[str, Any],
     conn.execute(_INSERT, (a, namespace, pair["a"], normalise(pair["a"]), pair["label_a"], 2))
     conn.execute(_INSERT, (b, namespace, pair["b"], normalise(pair["b"]), pair["label_b"], 1))
     if names is not None:
-        name_vectors.store(conn, [a, b], list(names.embed([pair["a"], pair["b"]])))
+        name_vectors.store(conn, [a, b], list(names.embed([pair["a"], pair["b"]])),
+                           [text_hash(pair["a"]), text_hash(pair["b"])], model_key(names))
     proposals = propose_for(conn, namespace, [b], config)
     decisions = {p.decision for p in proposals if p.other_id == a}
     _clear(conn, namespace)

@@ -50,6 +50,7 @@ def replay(ctx: click.Context, since: Any, embedder: str | None, switch: bool,
                f"{result.seconds:,.1f}s: {result.applied:,} applied, {result.duplicates:,} "
                f"duplicates, {result.stale:,} stale, {result.deferred:,} deferred, "
                f"{result.markers:,} markers; {result.embedded:,} rows embedded, "
+               f"{result.reused:,} given their stored vectors, "
                f"{result.extracted:,} rows' entities extracted, "
                f"{result.memory_extracted:,} message extractor results, "
                f"{result.summary_folds:,} summary folds"

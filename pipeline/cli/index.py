@@ -114,16 +114,19 @@ def graph_rebuild(ctx: click.Context, generation: int | None) -> None:
 
 @click.command()
 @generation_option
+@click.option("--all", "every", is_flag=True,
+              help="Every row, reusing no stored vector (a model server that changed its "
+              "weights under the same name and address).")
 @click.pass_context
-def reembed(ctx: click.Context, generation: int | None) -> None:
-    """Re-embed every object with the generation's model (same dimension), then re-sync the
-    graph.
+def reembed(ctx: click.Context, generation: int | None, every: bool) -> None:
+    """Re-embed every object whose vector another model computed (a new model or version of
+    the same dimension), then re-sync the graph; rows of the current model keep theirs.
 
     A model of another dimension needs a new generation: `brainstream replay --embedder`.
     """
     from pipeline.ops.rebuild import reembed as run_reembed
 
-    count = run_reembed(active_settings(ctx, generation))
+    count = run_reembed(active_settings(ctx, generation), every=every)
     click.echo(f"re-embedded {count} rows")
 
 

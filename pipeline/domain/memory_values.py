@@ -76,10 +76,13 @@ class ContextRule:
 @dataclass(frozen=True)
 class MessageIndex:
     """The embed extractor's result for one message: the vector of its dense text and its
-    lexical text (`ContextRule`), stored together."""
+    lexical text (`ContextRule`), stored together, with the hash of the dense text and the key
+    of the model that embedded it (what a later embedding of the same text reuses)."""
 
     vector: Any
     lexical: str
+    text_hash: str | None = None
+    model: str | None = None
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,10 @@ must not fail the others: the batch is halved until each refused text is alone, 
 fails. Retries exhausted on an outage (a transient error) fail the batch as a whole: the embedder
 is down for every row alike, and halving would only multiply the calls to it. What reaches the
 embedder is capped at `EMBED_TEXT_CAP_CHARS`.
+
+A row whose text this model already embedded in the same namespace (another object with the same
+text, the live generation's row during a replay) takes the stored vector instead of a model call
+(`pipeline/embedding/reuse.py`).
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ from pipeline.domain.index_text import (
 )
 from pipeline.domain.retry import give_up_error, isolate_refused, retry_transient
 from pipeline.embedding.embedders.base import embed_distinct
+from pipeline.embedding.identity import EMBED_TEXT_CAP_CHARS
+from pipeline.embedding.reuse import Key, VectorReuse, key_arrays
 from pipeline.embedding.settings import EmbeddingSettings
 from pipeline.kafka.io import dead_letter_headers
 from pipeline.metrics import instruments as metrics
@@ -43,9 +49,6 @@ from pipeline.ports import DeadLetterSink, Embedder
 
 log = logging.getLogger(__name__)
 
-# The longest text one embedding call is given: past every shipped model's input window, so the
-# cut never changes a vector of theirs (the memory extractors cut at the same length).
-EMBED_TEXT_CAP_CHARS = 8000
 # A batch that fails is retried with jittered back-off up to this many times (at most this many
 # seconds between tries), then its rows are marked failed and dead-lettered: a model server's
 # restart takes seconds, and a longer outage must not hold the stage.
@@ -65,6 +68,16 @@ WHERE id IN (
     LIMIT %(limit)s
     FOR UPDATE OF e SKIP LOCKED)
 RETURNING id
+"""
+
+# Stored vectors of texts by (namespace, text hash): `embedded_hash` is the hash of the index text
+# the row's vector was computed from, `model` the key of the model (migration 0042's index).
+_STORED = """
+SELECT DISTINCT ON (e.namespace_id, e.embedded_hash) e.namespace_id, e.embedded_hash, e.embedding
+FROM object_embeddings e
+JOIN unnest(%(ns)s::uuid[], %(hash)s::text[]) AS k (ns, hash)
+  ON e.namespace_id = k.ns AND e.embedded_hash = k.hash
+WHERE e.model = %(model)s AND e.embedding IS NOT NULL
 """
 
 _LOAD = """
@@ -93,7 +106,8 @@ class _Row:
 @dataclass
 class EmbedStats:
     claimed: int = 0
-    embedded: int = 0
+    embedded: int = 0  # by a model call
+    reused: int = 0  # a stored vector of the same text and model
     failed: int = 0
     roots_completed: int = 0
 
@@ -102,11 +116,13 @@ class EmbeddingService:
     """Embeds what the write path left pending."""
 
     def __init__(self, settings: EmbeddingSettings, pool: ConnectionPool, embedder: Embedder,
-                 dead_letters: DeadLetterSink | None = None) -> None:
+                 dead_letters: DeadLetterSink | None = None, *,
+                 reuse: VectorReuse | None = None) -> None:
         self.settings = settings
         self.pool = pool
         self.embedder = embedder
         self.dead_letters = dead_letters
+        self.reuse = reuse or VectorReuse.of(embedder)
 
     def run(self, roots: Sequence[uuid.UUID] | None = None, *, max_batches: int = 1000
             ) -> EmbedStats:
@@ -143,6 +159,11 @@ class EmbeddingService:
     def _embed_batch(self, ids: Sequence[uuid.UUID], stats: EmbedStats) -> None:
         rows = self._load(ids)
         metrics.EMBED_BATCH.observe(len(rows))
+        hits, rows = self.reuse.split(self.pool, stored_vectors, rows,
+                                      lambda row: (row.namespace_id, row.index_text_hash))
+        if hits:
+            self._store([row for row, _ in hits], np.stack([v for _, v in hits]), stats,
+                        reused=True)
         self._embed_rows(rows, stats)
 
     def _embed_rows(self, rows: Sequence[_Row], stats: EmbedStats) -> None:
@@ -168,20 +189,20 @@ class EmbeddingService:
                 exc.code, exc.message))
 
     def _store(self, rows: Sequence[_Row], vectors: np.ndarray[Any, Any],
-               stats: EmbedStats) -> None:
+               stats: EmbedStats, *, reused: bool = False) -> None:
         # The write-back locks many rows that a consumer batch (or the sweep applying deferred
         # links) may lock in another order: Postgres then aborts one side as a deadlock. The
         # consumer retries its batch; here the vectors are in hand, so the transaction is
         # retried too (before, the task failed and the rows waited out their lease, 120 s by
         # default, to be embedded again; seen in the fault suite's Postgres restart catch-up).
-        retry_transient(lambda: self._store_once(rows, vectors, stats), attempts=5,
+        retry_transient(lambda: self._store_once(rows, vectors, stats, reused), attempts=5,
                         max_wait=2.0, transient=(psycopg.errors.TransactionRollback,),
                         on_retry=lambda n, exc: log.warning("embedding write-back attempt %d "
                                                             "rolled back: %s", n, exc))
 
     def _store_once(self, rows: Sequence[_Row], vectors: np.ndarray[Any, Any],
-                    stats: EmbedStats) -> None:
-        model = self.embedder.name
+                    stats: EmbedStats, reused: bool) -> None:
+        model = self.reuse.model
         params = sorted(((vector, row.index_text_hash, model, row.id, row.index_text_hash)
                          for row, vector in zip(rows, vectors, strict=True)),
                         key=lambda p: p[3])  # one row order for every writer
@@ -210,7 +231,11 @@ class EmbeddingService:
                 (roots,),
             ).fetchall()
             outbox.enqueue_many(conn, [outbox.Entry(ns, root, NODE_SYNC) for root, ns in done])
-        stats.embedded += len(rows)
+        if reused:
+            stats.reused += len(rows)
+            metrics.EMBED_REUSED.inc(len(rows))
+        else:
+            stats.embedded += len(rows)
         stats.roots_completed += len(done)
 
     def _fail(self, rows: Sequence[_Row], error: EmbeddingFailed, stats: EmbedStats) -> None:
@@ -243,6 +268,13 @@ class EmbeddingService:
             # The graph still gets the node (without a vector) so links and text search work.
             roots = sorted({(row.root, row.namespace_id) for row in rows})
             outbox.enqueue_many(conn, [outbox.Entry(ns, root, NODE_SYNC) for root, ns in roots])
+
+
+def stored_vectors(conn: psycopg.Connection[Any], model: str, keys: Sequence[Key]
+                   ) -> dict[Key, Any]:
+    """The vectors `model` computed for objects' texts of `keys` (namespace, index text hash)."""
+    rows = conn.execute(_STORED, {**key_arrays(keys), "model": model}).fetchall()
+    return {(ns, text_hash): vector for ns, text_hash, vector in rows}
 
 
 def claim(conn: psycopg.Connection[Any], roots: Sequence[uuid.UUID] | None, *, lease: float,

@@ -24,6 +24,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from pipeline.domain.errors import EntityMerged, InvalidInput, NotFound
+from pipeline.embedding.reuse import VectorReuse
 from pipeline.entities.name_vectors import embed_claimed, embed_queued
 from pipeline.entities.proposals import Proposal, propose_batch
 from pipeline.entities.resolving import ResolveConfig
@@ -81,19 +82,21 @@ def propose_pending(conn_or_pool: psycopg.Connection[Any] | ConnectionPool, *, b
 
 
 def propose_all(pool: ConnectionPool, *, batch: int = PROPOSAL_BATCH, config: ResolveConfig,
-                names: Embedder | None = None, max_rounds: int = 50) -> ProposalStats:
+                names: Embedder | None = None, max_rounds: int = 50,
+                reuse: VectorReuse | None = None) -> ProposalStats:
     """Run the proposal pass until no unexamined entity is left (or `max_rounds` ran: the rest
     waits for the next call; the sweep makes one). What the worker runs after extraction. With
     `names` (the name embedder), the entities get their name vectors first
-    (`pipeline/entities/name_vectors.py`)."""
+    (`pipeline/entities/name_vectors.py`; `reuse` says where stored name vectors may also
+    come from: a replay's live generation)."""
     stats = ProposalStats()
     with pool.connection() as conn:
         # a namespace's first load: the lookups need statistics that say it is not selective
         entities_sql.analyze_stale(conn, ("entities", "entity_aliases"))
     for _ in range(max_rounds):
-        if names is not None and embed_queued(pool, names, batch=batch) is None:
+        if names is not None and embed_queued(pool, names, batch=batch, reuse=reuse) is None:
             names = None  # the embedder failed: this pass leaves the names to backfill
-        examined, proposals = _propose_round(pool, batch, config, names)
+        examined, proposals = _propose_round(pool, batch, config, names, reuse)
         if not examined:
             break
         stats.examined += examined
@@ -114,7 +117,8 @@ def proposals_due(conn: psycopg.Connection[Any], max_delay: float | None = None)
 
 def propose_if_due(pool: ConnectionPool, *, batch: int = PROPOSAL_BATCH,
                    config: ResolveConfig, names: Embedder | None = None,
-                   max_delay: float | None = PROPOSAL_MAX_DELAY) -> ProposalStats | None:
+                   max_delay: float | None = PROPOSAL_MAX_DELAY,
+                   reuse: VectorReuse | None = None) -> ProposalStats | None:
     """`propose_all` when an entity waits for the pass (`proposals_due`), else None without
     claiming (what the sweep's propose task and the extract task run: most ticks nothing
     changed, and the claim's pass lock would make another pass meanwhile find it taken and
@@ -123,17 +127,17 @@ def propose_if_due(pool: ConnectionPool, *, batch: int = PROPOSAL_BATCH,
         due = proposals_due(conn, max_delay)
     if not due:
         return None
-    return propose_all(pool, batch=batch, config=config, names=names)
+    return propose_all(pool, batch=batch, config=config, names=names, reuse=reuse)
 
 
 def _propose_round(conn_or_pool: psycopg.Connection[Any] | ConnectionPool, batch: int,
-                   config: ResolveConfig, names: Embedder | None = None
-                   ) -> tuple[int, list[Proposal]]:
+                   config: ResolveConfig, names: Embedder | None = None,
+                   reuse: VectorReuse | None = None) -> tuple[int, list[Proposal]]:
     out: list[Proposal] = []
     with connection_of(conn_or_pool) as conn, conn.transaction():
         claimed = run(conn, merges.claim_unproposed(batch))
         if claimed and names is not None:  # created since the queue was embedded
-            embed_claimed(conn, names, [entity_id for _, entity_id in claimed])
+            embed_claimed(conn, names, [entity_id for _, entity_id in claimed], reuse=reuse)
         if claimed:
             out = run(conn, propose_batch(claimed, config))
             run(conn, merges.mark_proposed([entity_id for _, entity_id in claimed]))

@@ -7,7 +7,8 @@ The pass embeds the whole queue before each round, so an entity examined in one 
 names of entities another round will examine (as when the vectors were written at creation),
 then the round's own entities that still lack one (created since). An embedder failure leaves the
 names without a vector and never fails the pass: they still resolve by their text, and backfill
-embeds them later.
+embeds them later. A name this model already embedded in the namespace (a merged entity's, or the
+live generation's during a replay) takes the stored vector (`pipeline/embedding/reuse.py`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from pipeline.domain.index_text import text_hash
+from pipeline.embedding.reuse import VectorReuse
 from pipeline.entities.store import name_vectors as store
 from pipeline.entities.store.name_vectors import Unvectored
 from pipeline.ports import Embedder
@@ -27,19 +30,34 @@ from pipeline.ports import Embedder
 log = logging.getLogger(__name__)
 
 
+def _vectors(conn: psycopg.Connection[Any], embedder: Embedder, rows: Sequence[Unvectored],
+             reuse: VectorReuse | None) -> tuple[list[Any], list[str], str]:
+    """The rows' name vectors (stored ones, the rest embedded), the names' hashes, the model
+    key; the embedder's errors propagate."""
+    reuse = reuse or VectorReuse.of(embedder)
+    keys = [(ns, text_hash(name)) for _, ns, name in rows]
+    found = reuse.find_on(conn, store.stored_vectors, keys)
+    todo = [i for i, key in enumerate(keys) if key not in found]
+    fresh = dict(zip(todo, embedder.embed([rows[i][2] for i in todo]), strict=True)
+                 ) if todo else {}
+    return ([fresh[i] if i in fresh else found[key] for i, key in enumerate(keys)],
+            [text for _, text in keys], reuse.model)
+
+
 def _embed_and_store(conn: psycopg.Connection[Any], embedder: Embedder,
-                     rows: Sequence[Unvectored]) -> int | None:
+                     rows: Sequence[Unvectored], reuse: VectorReuse | None) -> int | None:
     """Store the rows' name vectors; None when the embedder failed."""
     try:
-        vectors = embedder.embed([name for _, _, name in rows])
+        vectors, hashes, model = _vectors(conn, embedder, rows, reuse)
     except Exception as exc:  # a name without a vector still resolves by its text
         log.warning("entity name embedding failed (%s); leaving %d names without a vector",
                     exc, len(rows))
         return None
-    return store.store(conn, [entity_id for entity_id, _, _ in rows], list(vectors))
+    return store.store(conn, [entity_id for entity_id, _, _ in rows], vectors, hashes, model)
 
 
-def embed_queued(pool: ConnectionPool, embedder: Embedder, *, batch: int) -> int | None:
+def embed_queued(pool: ConnectionPool, embedder: Embedder, *, batch: int,
+                 reuse: VectorReuse | None = None) -> int | None:
     """Give every entity waiting for the proposal pass a name vector; how many were stored, or
     None when the embedder failed (the pass then goes on without asking it again: a dead
     embedder must not cost a timeout per round)."""
@@ -47,7 +65,7 @@ def embed_queued(pool: ConnectionPool, embedder: Embedder, *, batch: int) -> int
     while True:
         with pool.connection() as conn:
             rows = store.queued_without(conn, batch)
-            stored = _embed_and_store(conn, embedder, rows) if rows else 0
+            stored = _embed_and_store(conn, embedder, rows, reuse) if rows else 0
         if stored is None:
             return None
         done += stored
@@ -56,14 +74,14 @@ def embed_queued(pool: ConnectionPool, embedder: Embedder, *, batch: int) -> int
 
 
 def embed_claimed(conn: psycopg.Connection[Any], embedder: Embedder,
-                  ids: Sequence[uuid.UUID]) -> int:
+                  ids: Sequence[uuid.UUID], *, reuse: VectorReuse | None = None) -> int:
     """In the pass's transaction: vectors for the claimed entities still without one."""
     rows = store.queued_without(conn, len(ids), ids) if ids else []
-    return (_embed_and_store(conn, embedder, rows) or 0) if rows else 0
+    return (_embed_and_store(conn, embedder, rows, reuse) or 0) if rows else 0
 
 
 def embed_names(pool: ConnectionPool, embedder: Embedder, namespace: uuid.UUID | None, *,
-                batch: int) -> int:
+                batch: int, reuse: VectorReuse | None = None) -> int:
     """Give every live entity (of `namespace`, or all) without a name vector one; the count
     (`brainstream entities backfill`). An embedder failure here is the caller's error."""
     done, after = 0, uuid.UUID(int=0)
@@ -72,7 +90,8 @@ def embed_names(pool: ConnectionPool, embedder: Embedder, namespace: uuid.UUID |
             rows = store.live_without(conn, namespace, after, batch)
         if not rows:
             return done
-        vectors = embedder.embed([name for _, _, name in rows])
         with pool.connection() as conn:
-            done += store.store(conn, [entity_id for entity_id, _, _ in rows], list(vectors))
+            vectors, hashes, model = _vectors(conn, embedder, rows, reuse)
+            done += store.store(conn, [entity_id for entity_id, _, _ in rows], vectors, hashes,
+                                model)
         after = rows[-1][0]

@@ -9,7 +9,8 @@ nothing.
 
 - token: the approximate token count of the content (`pipeline/domain/chunking.py: count_tokens`);
 - embed: the pipeline's embedder, the same model as the objects', over the message after the
-  turns before it in its session (`ContextRule.dense_text`: `dense_turns`); the lexemes of
+  turns before it in its session (`ContextRule.dense_text`: `dense_turns`; a dense text this
+  model already embedded in the namespace takes the stored vector); the lexemes of
   the message after its `lexical_turns` turns before, dated (`ContextRule.lexical_text`:
   `date`), go to `context_lexical`, which lexical
   search reads (a reply is found by the words of the question it answers, a turn by the month
@@ -34,13 +35,14 @@ from typing import Any
 
 from pipeline.domain.chunking import count_tokens
 from pipeline.domain.errors import BrainstreamError, Unavailable
-from pipeline.domain.index_text import embedder_text
+from pipeline.domain.index_text import embedder_text, text_hash
 from pipeline.domain.memory_errors import ExtractorFailed
 from pipeline.domain.memory_model import EMBED_EXTRACTOR, ENTITIES_EXTRACTOR, TOKEN_EXTRACTOR
 from pipeline.domain.memory_values import ClaimedMessage, ContextRule, MessageIndex
 from pipeline.domain.mentions import Extraction, TextField
 from pipeline.domain.retry import give_up_error, isolate_refused
-from pipeline.embedding.service import EMBED_TEXT_CAP_CHARS
+from pipeline.embedding.identity import EMBED_TEXT_CAP_CHARS
+from pipeline.embedding.reuse import VectorReuse
 from pipeline.entities.extractors import build_extractor
 from pipeline.entities.names import normalise
 from pipeline.entities.settings import EntitySettings
@@ -62,30 +64,44 @@ def message_extractor(settings: EntitySettings) -> Extractor:
 class ExtractStats:
     stored: dict[str, int] = field(default_factory=dict)
     failed: dict[str, int] = field(default_factory=dict)
+    reused: int = 0  # dense texts given a stored vector instead of a model call
 
 
 class MessageExtraction:
     """Runs every message extractor over the pending messages of some sessions (or all)."""
 
     def __init__(self, settings: MemorySettings, work: MessageWork, embedder: Embedder,
-                 entities: Extractor, dead_letters: DeadLetterSink | None = None) -> None:
+                 entities: Extractor, dead_letters: DeadLetterSink | None = None, *,
+                 reuse: VectorReuse | None = None) -> None:
         self.settings = settings
         self.work = work
         self.dead_letters = dead_letters
-        cap = EMBED_TEXT_CAP_CHARS
+        self.embedder = embedder
+        self.reuse = reuse or VectorReuse.of(embedder)
         # the rule's defaults: chosen on a LoCoMo dev conversation (docs/memory.md); a change
         # applies to messages extracted from then on, so it is a release's, not a setting
         self.context = ContextRule()
-        rule = self.context
         self.extractors: dict[str, Compute] = {
             TOKEN_EXTRACTOR: lambda rows: [count_tokens(r.content) for r in rows],
-            EMBED_EXTRACTOR: lambda rows: [
-                MessageIndex(vector, rule.lexical_text(r)) for r, vector in zip(
-                    rows, embedder.embed([embedder_text(rule.dense_text(r), cap_chars=cap)
-                                          for r in rows]), strict=True)],
+            EMBED_EXTRACTOR: self._index,
             ENTITIES_EXTRACTOR: lambda rows: [_entities(x) for x in entities.extract(
                 [[TextField("content", r.content)] for r in rows])],
         }
+        self.reused = 0
+
+    def _index(self, rows: Sequence[ClaimedMessage]) -> list[MessageIndex]:
+        """Each message's dense vector (stored, or embedded) and lexical text."""
+        rule, model = self.context, self.reuse.model
+        texts = [embedder_text(rule.dense_text(r), cap_chars=EMBED_TEXT_CAP_CHARS) for r in rows]
+        keys = [(r.namespace_id, text_hash(text)) for r, text in zip(rows, texts, strict=True)]
+        found = self.work.find_vectors(self.reuse, keys)
+        todo = [i for i, key in enumerate(keys) if key not in found]
+        fresh = dict(zip(todo, self.embedder.embed([texts[i] for i in todo]), strict=True)
+                     ) if todo else {}
+        self.reused += len(rows) - len(todo)
+        return [MessageIndex(found[key] if i not in fresh else fresh[i], rule.lexical_text(r),
+                             key[1], model)
+                for i, (r, key) in enumerate(zip(rows, keys, strict=True))]
 
     def run(self, sessions: Sequence[uuid.UUID] | None = None, *,
             max_batches: int = 1000) -> ExtractStats:
@@ -100,6 +116,7 @@ class MessageExtraction:
                 if not claimed:
                     break
                 self._batch(name, compute, claimed, stats)
+        stats.reused, self.reused = self.reused, 0
         return stats
 
     def _batch(self, name: str, compute: Compute, rows: Sequence[ClaimedMessage],

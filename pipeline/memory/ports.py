@@ -20,6 +20,7 @@ from pipeline.domain.memory_values import (
     MemoryScope,
 )
 from pipeline.domain.read_model import Hit
+from pipeline.embedding.reuse import Key, VectorReuse
 
 
 @runtime_checkable
@@ -50,6 +51,10 @@ class MessageWork(Protocol):
     def write_results(self, extractor: str,
                       results: Sequence[tuple[ClaimedMessage, Any]]) -> int:
         """Store results where the claims hold; how many were stored."""
+        ...
+
+    def find_vectors(self, reuse: VectorReuse, keys: Sequence[Key]) -> dict[Key, Any]:
+        """Stored vectors of messages' dense texts by (namespace, text hash)."""
         ...
 
     def mark_failed(self, extractor: str, rows: Sequence[ClaimedMessage], error: str) -> None: ...

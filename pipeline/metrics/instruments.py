@@ -21,6 +21,8 @@ EMBED_BATCH = Histogram("brainstream_embed_batch_size", "Texts per embedder call
                         buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512))
 EMBED_FAILURES = Counter("brainstream_embed_failures_total",
                          "Rows marked failed after every retry")
+EMBED_REUSED = Counter("brainstream_embed_reused_total",
+                       "Rows given a stored vector of the same text and model, not embedded")
 GRAPH_SECONDS = Histogram("brainstream_graph_write_seconds", "Graph sync latency per relay round",
                           buckets=(0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10))
 GRAPH_FAILURES = Counter("brainstream_graph_write_failures_total",

@@ -11,6 +11,7 @@ import time
 import psycopg
 
 from pipeline.embedding.embedders import build_embedder
+from pipeline.embedding.identity import model_key
 from pipeline.embedding.service import EmbeddingService, pending_count
 from pipeline.graph.falkordb.schema import connect, prepare_graph
 from pipeline.graph.falkordb.writer import FalkorGraphWriter
@@ -64,19 +65,28 @@ def rebuild_graph(settings: Settings) -> int:
     return nodes + edges
 
 
-def reembed(settings: Settings) -> int:
-    """Mark every visible row for embedding with the configured model, embed, re-project."""
+def reembed(settings: Settings, *, every: bool = False) -> int:
+    """Embed again every visible row whose vector another model computed (or none), with the
+    configured model, then re-project; a row of this model keeps its vector. With `every`,
+    every row, and nothing stored is reused (a model server that changed its weights under the
+    same name and address). The number of rows marked."""
+    embedder = build_embedder(settings)
+    current = model_key(embedder)
     with psycopg.connect(settings.effective_postgres_dsn) as conn, conn.transaction():
         marked = conn.execute(
             "UPDATE object_embeddings e SET embed_status = 'pending', embed_attempts = 0,"
-            " embed_error = NULL, embedded_hash = NULL, embed_lease_until = NULL,"
-            " queued_at = now() FROM objects o WHERE o.id = e.id AND o.deleted_at IS NULL"
-            ).rowcount
+            " embed_error = NULL, embed_lease_until = NULL, queued_at = now(),"
+            " embedded_hash = CASE WHEN %(every)s THEN NULL ELSE e.embedded_hash END,"
+            " model = CASE WHEN %(every)s THEN NULL ELSE e.model END"
+            " FROM objects o WHERE o.id = e.id AND o.deleted_at IS NULL"
+            " AND (%(every)s OR e.embedding IS NULL OR e.model IS DISTINCT FROM %(model)s"
+            "      OR e.embedded_hash IS DISTINCT FROM e.index_text_hash)",
+            {"every": every, "model": current}).rowcount
     pool = make_pool(settings, max_size=2, name="brainstream-reembed")
     producer = make_producer(settings)
     progress = Progress("re-embedding (rows)", marked)
     try:
-        service = EmbeddingService(settings, pool, build_embedder(settings),
+        service = EmbeddingService(settings, pool, embedder,
                                    DeadLetterWriter.of(producer, settings))
         while True:
             service.run(max_batches=1)

@@ -175,6 +175,10 @@ class Replay:
             fetch_max_bytes=max(8 * settings.max_event_bytes, 52_428_800),
             request_timeout_ms=30_000)
         pool = make_pool(settings, max_size=3, name=f"brainstream-replay-g{gen.id}")
+        # the live generation's stored vectors: a text the same model embedded there is not
+        # embedded again (pipeline/embedding/reuse.py)
+        source = make_pool(live.settings(self.base), min_size=0, max_size=1,
+                           name=f"brainstream-replay-g{gen.id}-source")
         try:
             partitions = sorted(consumer.partitions_for_topic(self.topic) or [])
             if not partitions:
@@ -192,7 +196,8 @@ class Replay:
             # before the endpoint's partition is read. What still waits at the end is decided
             # by `_expire_deferred`.
             processor.options = replace(processor.options, defer_seconds=float("inf"))
-            work = InProcessWork.for_generation(settings, pool, _SuppressedChanges(result))
+            work = InProcessWork.for_generation(settings, pool, _SuppressedChanges(result),
+                                                vector_source=source)
             step = ReplayStep(consumer, processor, work, self, result, gen.id)
             progress = Progress(f"replay g{gen.id} (records)", total or None,
                                 stream=self.stream)
@@ -240,6 +245,7 @@ class Replay:
         finally:
             consumer.close()
             pool.close()
+            source.close()
 
     def _expire_deferred(self, pool: Any, settings: Settings, marks: dict[int, int],
                          result: ReplayReport) -> None:

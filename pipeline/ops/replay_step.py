@@ -41,7 +41,8 @@ class ReplayReport:
     markers: int = 0
     skipped: int = 0  # older than --since
     rejected: Counter[str] = field(default_factory=Counter)  # by error code, not re-published
-    embedded: int = 0
+    embedded: int = 0  # rows the model embedded
+    reused: int = 0  # rows and messages given a stored vector of the same text and model
     embed_failed: int = 0
     extracted: int = 0
     extract_failed: int = 0
@@ -78,22 +79,29 @@ class InProcessWork:
     summariser: Summariser
     # failures are marked, not dead-lettered again (they were when first consumed)
     dead_letters: DeadLetterSink | None = None
+    # the live generation's database: its stored vectors of the same model are reused
+    vector_source: Any = None
 
     @classmethod
-    def for_generation(cls, settings: Settings, pool: Any, changes: ChangeSink
-                       ) -> InProcessWork:
-        """The jobs on the generation's database and graph, with its embedder and extractor."""
+    def for_generation(cls, settings: Settings, pool: Any, changes: ChangeSink, *,
+                       vector_source: Any = None) -> InProcessWork:
+        """The jobs on the generation's database and graph, with its embedder and extractor
+        (and the stored vectors of `vector_source`, a pool on the live generation)."""
         embedder = build_embedder(settings)
         return cls(settings, pool, embedder, build_extractor(settings),
                    FalkorGraphWriter.from_settings(settings), changes,
                    build_name_embedder(settings, passages=embedder),
-                   build_summariser(settings, embedder))
+                   build_summariser(settings, embedder), vector_source=vector_source)
 
-    def run(self, result: ReplayReport, *, rounds: int) -> None:
+    def run(self, result: ReplayReport, *, rounds: int, defer: tuple[str, ...] = ()) -> None:
+        """Every stage but those of `defer`, each bounded by `rounds`."""
         for stage in STAGES:
+            if stage.name in defer:
+                continue
             stats = stage.run(self, None, rounds, True).stats
             if stage.name == "embed":
                 result.embedded += stats["embedded"]
+                result.reused += stats["reused"]
                 result.embed_failed += stats["failed"]
             elif stage.name == "extract":
                 result.extracted += stats["extracted"]
@@ -101,6 +109,7 @@ class InProcessWork:
             elif stage.name == "memory":
                 result.memory_extracted += sum(stats["extracted"].values())
                 result.memory_failed += sum(stats["extract_failed"].values())
+                result.reused += stats["reused"]
                 result.summary_folds += stats["folds"]
         with self.pool.connection() as conn:
             refresh_vocab(conn)  # the sweep's job in a live generation
@@ -172,8 +181,14 @@ class ReplayStep:
         return len(records)
 
     def work(self, *, final: bool) -> None:
-        """Embed, extract and relay some of the backlog (all of it when `final`)."""
-        self.in_process.run(self.result, rounds=1000 if final else 2)
+        """Extract and relay some of the backlog between batches; embed (and everything else)
+        all of it when `final`. Embedding waits for the end of the topic: a later event may
+        still change a text, and a vector is only worth its model call (or its lookup) for the
+        text the switched generation holds."""
+        if final:
+            self.in_process.run(self.result, rounds=1000)
+        else:
+            self.in_process.run(self.result, rounds=2, defer=("embed",))
 
     def settle(self) -> None:
         """Before deciding "caught up": retry every deferred event now (its endpoint may have

@@ -25,6 +25,9 @@ class Embedder(Protocol):
 
     name: str
     dim: int
+    # what changes the vectors (model, version or weights, dimension, normalisation): equal
+    # identities give equal vectors, so a stored one may be reused (pipeline/embedding/identity.py)
+    identity: str
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         """Embed `texts`, one normalized row per text, in order."""

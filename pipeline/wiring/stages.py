@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from psycopg_pool import ConnectionPool
 
 from pipeline.domain.errors import Unavailable
+from pipeline.embedding.reuse import VectorReuse
 from pipeline.embedding.service import EmbeddingService, pending_count
 from pipeline.entities.decisions import apply_pending
 from pipeline.entities.merging import ProposalStats, propose_all, propose_if_due
@@ -71,6 +72,12 @@ class StageResources(Protocol):
     @property
     def summariser(self) -> Summariser: ...
 
+    @property
+    def vector_source(self) -> ConnectionPool | None:
+        """Another generation's database whose stored vectors may be reused (a replay's live
+        generation; None for the workers: their own database is the only one)."""
+        ...
+
 
 @dataclass
 class Outcome:
@@ -104,7 +111,8 @@ def _bound(name: str, rounds: int | None) -> dict[str, int]:
 
 
 def _embed(res: StageResources, roots: Roots, rounds: int | None, draining: bool) -> Outcome:
-    service = EmbeddingService(res.settings, res.pool, res.embedder, res.dead_letters)
+    service = EmbeddingService(res.settings, res.pool, res.embedder, res.dead_letters,
+                               reuse=VectorReuse.of(res.embedder, res.vector_source))
     stats = service.run(roots, **_bound("max_batches", rounds))
     return Outcome(stats.__dict__, ("relay",) if stats.roots_completed or stats.failed else ())
 
@@ -117,14 +125,16 @@ def _extract(res: StageResources, roots: Roots, rounds: int | None, draining: bo
     # entity (pipeline/entities/decisions.py)
     decided = apply_pending(res.pool)
     config = ResolveConfig.from_settings(res.settings)
+    names = res.name_embedder
+    reuse = VectorReuse.of(names, res.vector_source)
     proposals: ProposalStats | None
     if draining:  # nothing else extracts meanwhile: examine what this run created
-        proposals = propose_all(res.pool, config=config, names=res.name_embedder
+        proposals = propose_all(res.pool, config=config, names=names, reuse=reuse
                                 ) if stats.entities_created else None
     else:
         # the pass waits while extraction has rows pending (30 s at most): the task that
         # drains the last of a burst examines the burst's entities
-        proposals = propose_if_due(res.pool, config=config, names=res.name_embedder)
+        proposals = propose_if_due(res.pool, config=config, names=names, reuse=reuse)
     proposals = proposals or ProposalStats()
     changed = (stats.extracted or stats.recounted or stats.failed or proposals.merged
                or decided.applied)
@@ -134,13 +144,14 @@ def _extract(res: StageResources, roots: Roots, rounds: int | None, draining: bo
 
 def _memory(res: StageResources, roots: Roots, rounds: int | None, draining: bool) -> Outcome:
     extracted = MessageExtraction(res.settings, PgMessageWork(res.pool), res.embedder,
-                                  res.extractor, res.dead_letters).run(
+                                  res.extractor, res.dead_letters,
+                                  reuse=VectorReuse.of(res.embedder, res.vector_source)).run(
         roots, **_bound("max_batches", rounds))
     summarised = SessionSummariser(res.settings, PgSummaryWork(res.pool), res.summariser,
                                    res.embedder, res.dead_letters).run(
         roots, **_bound("max_rounds", rounds))
     return Outcome({"extracted": extracted.stored, "extract_failed": extracted.failed,
-                    **summarised.__dict__})
+                    "reused": extracted.reused, **summarised.__dict__})
 
 
 def _relay(lane: str, follow: tuple[str, ...]) -> Callable[

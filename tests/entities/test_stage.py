@@ -291,6 +291,7 @@ def test_the_proposal_pass_writes_name_vectors_not_the_stage(edb: Settings,
 
     class Broken:
         calls = 0
+        name, dim, identity = "broken", 256, "broken"
 
         def embed(self, texts: list[str]) -> object:
             Broken.calls += 1

@@ -15,6 +15,7 @@ from psycopg import sql
 
 from pipeline.domain.read_model import Filters
 from pipeline.embedding.embedders import build_embedder
+from pipeline.embedding.identity import model_key
 from pipeline.embedding.service import EmbeddingService, claim
 from pipeline.postgres.pool import make_async_pool, make_pool
 from pipeline.retrieval.store.search import PgPartSearcher
@@ -53,7 +54,7 @@ def test_embedding_does_not_rewrite_the_wide_row(db: psycopg.Connection[Any],
     rows = db.execute("SELECT e.embed_status, e.model, e.embedding IS NOT NULL,"
                       " e.embedded_hash = o.index_text_hash FROM object_embeddings e"
                       " JOIN objects o ON o.id = e.id WHERE e.root_id = %s", (oid,)).fetchall()
-    assert set(rows) == {("done", embedding.embedder.name, True, True)}
+    assert set(rows) == {("done", model_key(embedding.embedder), True, True)}
     # the root went to the graph's outbox once complete (the put's own sync before that)
     assert db.execute("SELECT count(*) FROM outbox WHERE aggregate_id = %s AND op = 'node_sync'",
                       (oid,)).fetchone() == (2,)

@@ -233,7 +233,9 @@ def pg_snapshot(settings: Settings, namespaces: list[str]) -> dict[str, Any]:
             " md5(coalesce(o.content, '')), o.parent_id, o.position, o.index_text_hash,"
             # a hidden row's embedding depends on whether a worker got to it before the delete
             " CASE WHEN o.deleted_at IS NULL THEN e.embedded_hash END,"
-            " CASE WHEN o.deleted_at IS NULL THEN e.embed_status END, o.deleted_at IS NULL"
+            " CASE WHEN o.deleted_at IS NULL THEN e.embed_status END,"
+            " CASE WHEN o.deleted_at IS NULL THEN md5(e.embedding::text) || e.model END,"
+            " o.deleted_at IS NULL"
             " FROM objects o JOIN object_embeddings e ON e.id = o.id"
             " WHERE o.namespace_id::text = ANY(%s) ORDER BY o.id",
             (namespaces,)).fetchall()

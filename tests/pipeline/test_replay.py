@@ -13,6 +13,7 @@ the API and the live consumer followed the switch, and dropping the old generati
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -167,6 +168,15 @@ def test_replay_reports_and_switches(replayed: Replayed) -> None:
     # the poison event was dead-lettered once, by the live consumer, not again by the replay
     letters = read_topic(replayed.settings, replayed.settings.topic_dlq)
     assert len([v for _, v, _ in letters if b"poison" in v]) == 1
+
+
+def test_the_same_model_embeds_nothing_the_live_generation_had(replayed: Replayed) -> None:
+    """Every object row of the new generation took the live generation's stored vector (the
+    same model): no model call, and (above and below) the same rows and the same answers."""
+    found = re.search(r"([\d,]+) rows embedded, ([\d,]+) given their stored vectors",
+                      replayed.replay.stdout)
+    assert found is not None, replayed.replay.stdout
+    assert found.group(1) == "0" and int(found.group(2).replace(",", "")) > 200
 
 
 def test_postgres_and_graph_are_identical(replayed: Replayed) -> None:

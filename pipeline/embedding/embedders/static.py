@@ -22,6 +22,7 @@ from tokenizers import Tokenizer
 
 from pipeline.domain.errors import EmbedderError
 from pipeline.embedding.embedders.base import empty_vectors, normalize_rows, text_list
+from pipeline.embedding.identity import package_version
 from pipeline.ports import Vectors
 
 STATIC_DIM = 256
@@ -67,6 +68,8 @@ class StaticEmbedder:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         self.dim = STATIC_DIM
+        self.identity = (f"static wordllama l2_supercat=={package_version('wordllama')} "
+                         f"dim={STATIC_DIM} pooling=token-sum normalize=l2")
         self.batch_size = batch_size
 
     def embed(self, texts: Sequence[str]) -> Vectors:

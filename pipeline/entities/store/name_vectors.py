@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import psycopg
 
+from pipeline.embedding.reuse import Key, key_arrays
+
 Conn = psycopg.Connection[Any]
 
 # The pass's queue without vectors (all of it, or the ids given), oldest first.
@@ -33,10 +35,21 @@ ORDER BY e.id LIMIT %(limit)s"""
 
 # Only where none was stored meanwhile, and only for entities still there.
 _STORE = """
-INSERT INTO entity_name_vectors (entity_id, namespace_id, embedding)
-SELECT v.id, e.namespace_id, v.embedding
-FROM unnest(%b::uuid[], %b::vector[]) AS v(id, embedding) JOIN entities e ON e.id = v.id
+INSERT INTO entity_name_vectors (entity_id, namespace_id, embedding, name_hash, model)
+SELECT v.id, e.namespace_id, v.embedding, v.name_hash, %b
+FROM unnest(%b::uuid[], %b::vector[], %b::text[]) AS v(id, embedding, name_hash)
+JOIN entities e ON e.id = v.id
 ORDER BY v.id ON CONFLICT (entity_id) DO NOTHING"""
+
+# Stored vectors of names by (namespace, name hash) (migration 0042's index): a merged entity's
+# row counts too, its name is the same text.
+_STORED = """
+SELECT DISTINCT ON (v.namespace_id, v.name_hash) v.namespace_id, v.name_hash, v.embedding
+FROM entity_name_vectors v
+JOIN unnest(%(ns)s::uuid[], %(hash)s::text[]) AS k (ns, hash)
+  ON v.namespace_id = k.ns AND v.name_hash = k.hash
+WHERE v.model = %(model)s
+"""
 
 Unvectored = tuple[uuid.UUID, uuid.UUID, str]  # entity id, namespace, name
 
@@ -56,9 +69,18 @@ def live_without(conn: Conn, namespace: uuid.UUID | None, after: uuid.UUID, limi
     return [(r[0], r[1], str(r[2])) for r in rows]
 
 
-def store(conn: Conn, ids: Sequence[uuid.UUID], vectors: Sequence[Any]) -> int:
-    """Store the vectors of `ids` (where none is stored yet); how many were stored."""
+def store(conn: Conn, ids: Sequence[uuid.UUID], vectors: Sequence[Any],
+          name_hashes: Sequence[str], model: str) -> int:
+    """Store the vectors of `ids` (where none is stored yet) with the hashes of the names and
+    the key of the model that embedded them; how many were stored."""
     if not ids:
         return 0
-    return conn.execute(_STORE, (list(ids), [np.asarray(v, dtype=np.float32) for v in vectors]),
-                        prepare=False).rowcount
+    return conn.execute(_STORE, (model, list(ids),
+                                 [np.asarray(v, dtype=np.float32) for v in vectors],
+                                 list(name_hashes)), prepare=False).rowcount
+
+
+def stored_vectors(conn: Conn, model: str, keys: Sequence[Key]) -> dict[Key, Any]:
+    """The vectors `model` computed for the names of `keys` (namespace, name hash)."""
+    rows = conn.execute(_STORED, {**key_arrays(keys), "model": model}).fetchall()
+    return {(ns, name_hash): vector for ns, name_hash, vector in rows}

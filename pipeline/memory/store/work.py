@@ -19,6 +19,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from pipeline.domain.memory_values import ClaimedMessage, MessageIndex
+from pipeline.embedding.reuse import Key, VectorReuse, key_arrays
 
 _CLAIM_MESSAGES = """
 UPDATE message_extraction x SET lease_until = now() + make_interval(secs => %(lease)s),
@@ -41,13 +42,31 @@ RETURNING x.namespace_id, x.message_uuid, x.session_pk, x.lease_until, m.content
   m.created_at
 """
 
+# Stored vectors of messages' dense texts by (namespace, text hash) (migration 0042's index).
+_STORED = """
+SELECT DISTINCT ON (m.namespace_id, m.embedded_hash) m.namespace_id, m.embedded_hash, m.embedding
+FROM messages m
+JOIN unnest(%(ns)s::uuid[], %(hash)s::text[]) AS k (ns, hash)
+  ON m.namespace_id = k.ns AND m.embedded_hash = k.hash
+WHERE m.model = %(model)s AND m.embedding IS NOT NULL
+"""
+
+
+def stored_message_vectors(conn: psycopg.Connection[Any], model: str, keys: Sequence[Key]
+                           ) -> dict[Key, Any]:
+    """The vectors `model` computed for messages' dense texts of `keys`."""
+    rows = conn.execute(_STORED, {**key_arrays(keys), "model": model}).fetchall()
+    return {(ns, text_hash): vector for ns, text_hash, vector in rows}
+
+
 # The message's column written by each extractor; its state row is marked done in the same
 # statement's transaction, only while the claim's lease stamp is still the row's.
 _SET: dict[str, LiteralString] = {
     "token": "token_count = %(value)s",
     # the vector of the message's dense text and the lexemes of its lexical text
     # (pipeline/domain/memory_values.py: ContextRule)
-    "embed": "embedding = %(value)s, context_lexical = to_tsvector('english', %(context)s)",
+    "embed": "embedding = %(value)s, embedded_hash = %(hash)s, model = %(model)s,"
+             " context_lexical = to_tsvector('english', %(context)s)",
     "entities": "metadata = jsonb_set(metadata, '{system}', coalesce(metadata -> 'system',"
                 " '{}'::jsonb) || jsonb_build_object('entities', %(value)s::jsonb))",
 }
@@ -73,6 +92,10 @@ class PgMessageWork:
                                created)
                 for ns, uid, session, until, content, event, previous, created in rows]
 
+    def find_vectors(self, reuse: VectorReuse, keys: Sequence[Key]) -> dict[Key, Any]:
+        """Stored vectors of messages' dense texts (here, then in `reuse`'s source)."""
+        return reuse.find(self.pool, stored_message_vectors, keys)
+
     def write_results(self, extractor: str,
                       results: Sequence[tuple[ClaimedMessage, Any]]) -> int:
         """Store each claimed message's result (the embed extractor's: a `MessageIndex`) and
@@ -95,7 +118,8 @@ class PgMessageWork:
                           "lease": claimed.lease,
                           "value": Jsonb(value) if extractor == "entities" else value}
                 if isinstance(value, MessageIndex):
-                    params.update(value=value.vector, context=value.lexical)
+                    params.update(value=value.vector, context=value.lexical,
+                                  hash=value.text_hash, model=value.model)
                 if conn.execute(statement, params).rowcount != 1:
                     continue
                 conn.execute(
