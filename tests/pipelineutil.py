@@ -35,6 +35,8 @@ T = TypeVar("T")
 
 PROCESS_ARGS: dict[str, list[str]] = {
     "consumer": ["consumer"],
+    # a second consumer of the same group (tests/faults/test_scale_out.py)
+    "consumer2": ["consumer"],
     "worker": ["worker", "--queues", "celery", "--concurrency", "2", "--beat"],
     "extract": ["worker", "--queues", "extract", "--concurrency", "1", "--no-beat",
                 "--metrics-port", "0"],

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from pipeline.kafka.topics import wanted_partitions
 from pipeline.settings import Settings
 from tests.composeutil import (
     COMPOSE_DIR,
@@ -358,3 +359,17 @@ def test_compose_and_env_example_values_validate(
     assert settings.api_host == "0.0.0.0" and settings.api_port == 8000
     assert settings.api_keys, "the example API keys must parse to a non-empty mapping"
     assert settings.topic_partitions == int(example["BRAINSTREAM_TOPIC_PARTITIONS"])
+
+
+def test_migrate_creates_input_topics_for_several_consumers(services: dict[str, Any]) -> None:
+    """`migrate` creates the input and dead-letter topics with more than one partition, with or
+    without compose/.env, so `--scale consumer=N` has partitions to share."""
+    raw = _environment(services["migrate"])["BRAINSTREAM_TOPIC_PARTITIONS"]
+    for env in ({}, _env_example()):
+        settings = Settings(_env_file=None,  # type: ignore[call-arg]
+                            topic_partitions=int(_interpolate(raw, env)))
+        for topic in (settings.topic_events, settings.topic_dlq):
+            assert wanted_partitions(settings, topic)[0] >= 4, (
+                f"compose creates {topic} with {wanted_partitions(settings, topic)[0]} "
+                "partitions: too few for several consumers")
+

@@ -75,8 +75,17 @@ class ProcSet:
 
     def log_since_start(self, name: str) -> str:
         """What the current incarnation of a process logged so far."""
+        return self.log_since(name, self.log_start[name])
+
+    def log_mark(self, name: str) -> int:
+        """Where a process's log ends now (for `log_since`)."""
+        log_path = self.log_dir / f"{name}.log"
+        return log_path.stat().st_size if log_path.exists() else 0
+
+    def log_since(self, name: str, mark: int) -> str:
+        """What a process logged after `mark` (a `log_mark`)."""
         with open(self.log_dir / f"{name}.log", "rb") as fh:
-            fh.seek(self.log_start[name])
+            fh.seek(mark)
             return fh.read().decode("utf-8", "replace")
 
     def check_producers(self) -> None:

@@ -223,6 +223,24 @@ def check_against_postgres(settings: Settings, ns: uuid.UUID, expected: Expected
     assert_verify_clean(settings)
 
 
+def check_published(procs: ProcSet, ns: uuid.UUID, events: list[tuple[dict[str, Any], str]],
+                    *, timeout: float = 180.0) -> Expected:
+    """The oracle on what a publisher had acknowledged (events with their keys): nothing
+    acknowledged is missing from the log, the log implies the publisher's outcomes, and
+    `check_against_postgres` holds."""
+    settings = procs.settings
+    published = [event for event, _ in events]
+    lost = missing_from_log(settings, published)
+    assert not lost, (f"the broker lost {len(lost)} acknowledged records, e.g. {lost[:2]} "
+                      "(bench/broker/durability.py finds where)")
+    expected = expected_from_published(ns, published)
+    log_view = expected_from_log(settings, ns)
+    assert (log_view.outcomes, log_view.dead) == (expected.outcomes, expected.dead), \
+        "the log implies another outcome than the publisher's order"
+    check_against_postgres(settings, ns, expected, procs=procs, timeout=timeout)
+    return expected
+
+
 def _check_ledger(settings: Settings, ns: uuid.UUID, expected: Expected) -> None:
     ledger = dict(rows(settings, "SELECT event_id, outcome FROM processed_events"
                        " WHERE namespace_id = %s", ns))

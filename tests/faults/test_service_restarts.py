@@ -18,7 +18,6 @@ import shutil
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -27,14 +26,7 @@ from pipeline.services.broker import BrokerService, S3StoreService
 from pipeline.services.postgres import PostgresService
 from pipeline.settings import Settings
 from tests.faults.faultutil import PIPELINE, ProcSet, elapsed, rows, running_procs, scalar
-from tests.faults.oracle import (
-    Expected,
-    check_against_postgres,
-    expected_from_log,
-    expected_from_published,
-    missing_from_log,
-    summary,
-)
+from tests.faults.oracle import check_published, summary
 from tests.faults.workload import BackgroundPublisher, mixed_events
 from tests.pipelineutil import wait_for
 from tests.stackutil import TEST_DATA_DIR, TEST_PORTS, make_settings
@@ -50,21 +42,6 @@ OBJECTS = 700  # about 2,100 events per test
 def _ledger(settings: Settings, ns: uuid.UUID) -> int:
     return int(scalar(settings, "SELECT count(*) FROM processed_events WHERE namespace_id = %s",
                       ns))
-
-
-def _check(procs: ProcSet, ns: uuid.UUID, events: list[tuple[dict[str, Any], str]]) -> Expected:
-    """The oracle on what the publisher had acknowledged: nothing acknowledged may be lost."""
-    settings = procs.settings
-    published = [event for event, _ in events]
-    lost = missing_from_log(settings, published)
-    assert not lost, (f"the broker lost {len(lost)} acknowledged records, e.g. {lost[:2]} "
-                      "(bench/broker/durability.py finds where)")
-    expected = expected_from_published(ns, published)
-    log_view = expected_from_log(settings, ns)
-    assert (log_view.outcomes, log_view.dead) == (expected.outcomes, expected.dead), \
-        "the log implies another outcome than the publisher's order"
-    check_against_postgres(settings, ns, expected, procs=procs, timeout=180)
-    return expected
 
 
 def _own_broker() -> Settings:
@@ -134,7 +111,7 @@ def test_broker_restart_mid_ingest_loses_nothing(own_broker_procs: ProcSet) -> N
         store.start()
     publisher.wait(timeout=180)
     assert again < len(events), "the restarts came after the consumer had applied everything"
-    expected = _check(procs, ns, events)
+    expected = check_published(procs, ns, events)
     procs.assert_alive(*PIPELINE)
     log.info("broker restart: %s; publisher retried %d chunks; converged in %.1fs",
              summary(expected), publisher.retries, elapsed(started))
@@ -163,6 +140,6 @@ def test_postgres_restart_mid_batch_converges(pipeline_procs: ProcSet) -> None:
              at_stop, len(killed))
     publisher.wait(timeout=180)
     assert at_stop < len(events), "the restart came after the consumer had applied everything"
-    expected = _check(procs, ns, events)
+    expected = check_published(procs, ns, events)
     procs.assert_alive(*PIPELINE)
     log.info("postgres restart: %s; converged in %.1fs", summary(expected), elapsed(started))

@@ -126,6 +126,34 @@ def _phase_rank(event: dict[str, Any]) -> int:
     return 1 if event.get("version") == 0 else 0
 
 
+def sequenced_puts(ns: uuid.UUID, keys: int, rounds: int, *, label: str = "seq"
+                   ) -> tuple[list[Event], dict[str, str]]:
+    """`rounds` unversioned puts of each of `keys` objects, round by round, and each object's
+    last title. Without a version every put applies, so only the order in which a key's
+    events are applied decides which title stays: the last one published, if order held."""
+    ids = [str(uuid.uuid4()) for _ in range(keys)]
+    events = [(envelope("object.put", ns, {"id": oid, "kind": "company",
+                                           "title": f"{label} {k} #{r}"}), oid)
+              for r in range(rounds) for k, oid in enumerate(ids)]
+    return events, {oid: f"{label} {k} #{rounds - 1}" for k, oid in enumerate(ids)}
+
+
+def interleave(first: list[Event], second: list[Event], *, seed: int = 0) -> list[Event]:
+    """Both lists merged at random, each one's own order kept (so every key's order)."""
+    rng = random.Random(seed)
+    out: list[Event] = []
+    i = j = 0
+    while i < len(first) or j < len(second):
+        left = len(first) - i
+        if j == len(second) or (left and rng.random() < left / (left + len(second) - j)):
+            out.append(first[i])
+            i += 1
+        else:
+            out.append(second[j])
+            j += 1
+    return out
+
+
 @dataclass
 class BackgroundPublisher:
     """Publishes events in chunks from a thread, as a careful upstream publisher would: a chunk
