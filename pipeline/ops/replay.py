@@ -174,7 +174,9 @@ class Replay:
             max_partition_fetch_bytes=max(4 * settings.max_event_bytes, 1_048_576),
             fetch_max_bytes=max(8 * settings.max_event_bytes, 52_428_800),
             request_timeout_ms=30_000)
-        pool = make_pool(settings, max_size=3, name=f"brainstream-replay-g{gen.id}")
+        # the consumer's batches and the stages' threads (replay_step.CONCURRENT), each of which
+        # may hold two connections at once (a claim's and a write-back's)
+        pool = make_pool(settings, max_size=10, name=f"brainstream-replay-g{gen.id}")
         # the live generation's stored vectors: a text the same model embedded there is not
         # embedded again (pipeline/embedding/reuse.py)
         source = make_pool(live.settings(self.base), min_size=0, max_size=1,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -25,7 +26,15 @@ from pipeline.memory.ports import Summariser
 from pipeline.memory.summarisers import build_summariser
 from pipeline.ports import ChangeSink, DeadLetterSink, Embedder, Extractor, GraphWriter
 from pipeline.settings import Settings
-from pipeline.wiring.stages import BY_NAME, STAGES, pending
+from pipeline.wiring.stages import BY_NAME, STAGES, Stage, pending
+
+# The stages a replay runs at once (one thread per group; a stage's waits are on Postgres,
+# FalkorDB or the model, so two cores both work): safe as it is for the workers' processes, since
+# every stage claims with a lease and writes by compare-and-set. The stages of one group share a
+# client that may not be shared between threads (the extractor finds the entities of rows and of
+# messages; both relay lanes write through one graph client). A stage in no group runs alone.
+CONCURRENT: tuple[tuple[str, ...], ...] = (
+    ("embed",), ("extract", "memory"), ("relay", "relay_entities"), ("lexical",))
 
 
 @dataclass
@@ -94,19 +103,28 @@ class InProcessWork:
                    build_summariser(settings, embedder), vector_source=vector_source)
 
     def run(self, result: ReplayReport, *, rounds: int, defer: tuple[str, ...] = ()) -> None:
-        """Every stage but those of `defer`, each bounded by `rounds`."""
-        for stage in STAGES:
-            if stage.name in defer:
-                continue
-            stats = stage.run(self, None, rounds, True).stats
-            if stage.name == "embed":
+        """Every stage but those of `defer`, each bounded by `rounds`; the groups of
+        `CONCURRENT` at once, as the workers' processes run them for the live generation."""
+        grouped = {name for group in CONCURRENT for name in group}
+        groups = [[BY_NAME[n] for n in group if n in BY_NAME and n not in defer]
+                  for group in CONCURRENT]
+        groups += [[stage] for stage in STAGES if stage.name not in grouped | set(defer)]
+        groups = [group for group in groups if group]
+
+        def run_group(group: list[Stage]) -> list[tuple[str, dict[str, Any]]]:
+            return [(stage.name, stage.run(self, None, rounds, True).stats) for stage in group]
+
+        with ThreadPoolExecutor(len(groups), thread_name_prefix="replay-stage") as threads:
+            done = [pair for pairs in threads.map(run_group, groups) for pair in pairs]
+        for name, stats in done:
+            if name == "embed":
                 result.embedded += stats["embedded"]
                 result.reused += stats["reused"]
                 result.embed_failed += stats["failed"]
-            elif stage.name == "extract":
+            elif name == "extract":
                 result.extracted += stats["extracted"]
                 result.extract_failed += stats["failed"]
-            elif stage.name == "memory":
+            elif name == "memory":
                 result.memory_extracted += sum(stats["extracted"].values())
                 result.memory_failed += sum(stats["extract_failed"].values())
                 result.reused += stats["reused"]
