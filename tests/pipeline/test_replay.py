@@ -321,6 +321,29 @@ def test_drop_old_generations(replayed: Replayed, live_replayed: LiveReplayed) -
     assert _differences(local, {k: v for k, v in now.items() if k in local}) == []
 
 
+def test_another_model_embeds_every_row(replayed: Replayed, live_replayed: LiveReplayed) -> None:
+    """A replay with another embedder reuses nothing (its key matches no stored vector): every
+    visible row of the new generation is embedded by it."""
+    settings = replayed.settings
+    done = _cli(settings, "replay", "--embedder", "minilm", "--no-switch", timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr[-4000:]
+    found = re.search(r"generation (\d+): .* ([\d,]+) rows embedded, ([\d,]+) given their "
+                      r"stored vectors", done.stdout)
+    assert found is not None, done.stdout
+    gen = get_generation(settings, int(found.group(1)))
+    with psycopg.connect(gen.settings(settings).effective_postgres_dsn) as conn:
+        row = conn.execute("SELECT count(*), count(*) FILTER (WHERE e.model LIKE 'minilm:%%'),"
+                           " count(DISTINCT (e.namespace_id, e.embedded_hash))"
+                           " FROM object_embeddings e JOIN objects o ON o.id = e.id"
+                           " WHERE o.deleted_at IS NULL").fetchone()
+    assert row is not None and row[0] == row[1] > 200
+    # each distinct text of a namespace was given to the model (a row of the same text met
+    # later in the same replay may take the vector it just computed)
+    assert int(found.group(2).replace(",", "")) >= row[2]
+    dropped = _cli(settings, "generations", "drop", str(gen.id), "--yes")
+    assert dropped.returncode == 0, dropped.stderr
+
+
 def test_markers_are_skipped_not_dead_lettered(db: psycopg.Connection[Any]) -> None:
     _, value, headers = marker_record(9, 0)
     records = [RawRecord("t", 0, 0, None, value, tuple(headers)),
