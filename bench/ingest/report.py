@@ -14,9 +14,11 @@ from bench.ingest.baselines import EmbedRate, NaiveRate, pooled
 from bench.ingest.flow import IDLE_TIMEOUT
 from bench.ingest.writeamp import WriteCost, table_lines
 
-# Issue 13's targets (they replace the first ingestion issue's docs/s ratios: static >= 5x the
-# naive loop, MiniLM >= 0.85 of the embedder alone's throughput, which the report keeps printing)
-TARGET_MINILM_VS_EMBEDDER = 0.85
+# The targets: the pipeline against its baselines, and the static pipeline's whole cost per
+# document (the entity layer included) in absolute terms, since its naive loop writes no entity
+# layer to compare with
+TARGET_MINILM_VS_EMBEDDER = 0.9
+TARGET_STATIC_SETTLED_CPU_MS = 20.0  # CPU per document until settled, all processes, at most
 TARGET_STATIC_VS_NAIVE = 1.5
 TARGET_STATIC_CPU_VS_NAIVE = 1.3      # pipeline CPU per document / the naive loop's, at most
 TARGET_MINILM_CPU_VS_EMBEDDER = 0.87  # embedder-alone CPU per passage / the pipeline's, at least
@@ -170,6 +172,9 @@ def report(result: Result) -> str:
     cpu_naive_target = (f"<= {TARGET_STATIC_CPU_VS_NAIVE}x | "
                         f"{verdict(cpu_vs_naive <= TARGET_STATIC_CPU_VS_NAIVE)}"
                         if not minilm else "- | -")
+    settled_target = (f"<= {TARGET_STATIC_SETTLED_CPU_MS:.0f} | "
+                      f"{verdict(t.settled_cpu_ms_per_doc <= TARGET_STATIC_SETTLED_CPU_MS)}"
+                      if not minilm else "- | -")
     cpu_vs_embedder = cheapest.cpu_ms_per_passage / t.cpu_ms_per_passage
     cpu_embedder_target = (f">= {TARGET_MINILM_CPU_VS_EMBEDDER} | "
                            f"{verdict(cpu_vs_embedder >= TARGET_MINILM_CPU_VS_EMBEDDER)}"
@@ -197,7 +202,7 @@ def report(result: Result) -> str:
         f"last indexed {t.seconds:.1f} | {t.settled_after / t.seconds:.2f} | - | - |",
         f"| CPU per document until settled, ms | {t.settled_cpu_ms_per_doc:.1f} | naive loop "
         f"{r.naive.cpu_ms_per_doc:.1f} | "
-        f"{t.settled_cpu_ms_per_doc / r.naive.cpu_ms_per_doc:.2f}x | - | - |",
+        f"{t.settled_cpu_ms_per_doc / r.naive.cpu_ms_per_doc:.2f}x | {settled_target} |",
         f"| CPU per passage, ms (all processes) | {t.cpu_ms_per_passage:.2f} | embedder alone "
         f"({cheapest.label}) {cheapest.cpu_ms_per_passage:.2f} | "
         f"{cpu_vs_embedder:.2f} | {cpu_embedder_target} |",
