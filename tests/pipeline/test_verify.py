@@ -12,6 +12,8 @@ import falkordb
 import psycopg
 import pytest
 
+from pipeline.embedding.embedders import StaticEmbedder
+from pipeline.embedding.identity import model_key
 from pipeline.graph.falkordb.schema import NODE_LABEL, _has_index, index_rows, prepare_graph
 from pipeline.graph.falkordb.writer import FalkorGraphWriter
 from pipeline.kafka.io import KafkaChangeSink, make_producer
@@ -114,7 +116,11 @@ def test_graph_rebuild_and_reembed(db: psycopg.Connection[Any], stack_settings: 
 
     before = db.execute("SELECT count(*) FROM object_embeddings"
                         " WHERE embed_status = 'done'").fetchone()
-    assert reembed(settings) == before[0]
+    assert reembed(settings) == 0  # the same model: every row keeps its vector
+    db.execute("UPDATE object_embeddings SET model = 'static:older' WHERE id = %s", (ids[2],))
+    assert reembed(settings) == 1  # only the row another model embedded
+    assert reembed(settings, every=True) == before[0]
     assert db.execute("SELECT count(*) FROM object_embeddings WHERE embed_status <> 'done'"
-                      " OR embedded_hash IS NULL").fetchone() == (0,)
+                      " OR embedded_hash IS NULL OR model <> %s",
+                      (model_key(StaticEmbedder()),)).fetchone() == (0,)
     assert verify(settings).clean
