@@ -91,8 +91,10 @@ def graph_contents(settings: Settings) -> list[tuple[str, int]]:
     try:
         usage = connect(settings).connection.execute_command(
             "GRAPH.MEMORY", "USAGE", settings.graph_name)
-        pairs = dict(zip(usage[::2], usage[1::2], strict=False))
-        total = pairs.get(b"total_graph_sz_mb", pairs.get("total_graph_sz_mb"))
+        pairs = usage if isinstance(usage, dict) else dict(
+            zip(usage[::2], usage[1::2], strict=False))
+        pairs = {(k.decode() if isinstance(k, bytes) else str(k)): v for k, v in pairs.items()}
+        total = pairs.get("total_graph_sz_mb")
         if total is not None:
             rows.append(("graph memory (MB)", int(total)))
     except Exception as exc:  # older servers: no GRAPH.MEMORY; the counts say enough
