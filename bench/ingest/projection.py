@@ -1,5 +1,5 @@
-"""What each stage of the pipeline costs per document, the graph projection's lanes among them,
-and what the graph holds (SciFact, static embedder; a diagnostic: no target).
+"""What each stage of the pipeline costs per document, the graph relay among them, and what the
+graph holds (SciFact, static embedder; a diagnostic: no target).
 
 Step by step: its own embedded stack (data dir `.brainstream-bench/projection`, ports = defaults
 + 2050 + BRAINSTREAM_TEST_PORT_OFFSET); SciFact documents applied through the consumer's write
@@ -11,8 +11,9 @@ waits (settled). The CPU of each step is metered across this process and every s
 stack (Postgres, FalkorDB, the broker and its store, Redis), so a stage's row holds the work it
 caused anywhere. The report gives CPU ms per document of each step, split by process, and each
 step's share of the whole; then what the graph holds at the end, by label and relation type.
-A chunk is about one consumer batch, so the relay's lanes see the batches a steady stream
-gives them (not one coalesced drain at the end, which would flatter them).
+A chunk is about one consumer batch, so the relay sees the batches a steady stream gives it (not
+one coalesced drain at the end, which would flatter it). docs/architecture.md ("The graph holds
+objects and links") uses it to weigh a projection's cost against the reads it serves.
 """
 
 from __future__ import annotations
@@ -155,7 +156,7 @@ def report(measured: Measured, docs: int, chunk: int) -> str:
     steps, passes, contents = measured.costs, measured.passes, measured.contents
     whole = sum(c.total for c in steps.values())
     ms = 1000.0 / docs
-    lines = ["# What each stage costs per document, the graph projection's lanes among them", "",
+    lines = ["# What each stage costs per document, the graph relay among them", "",
              *machine_lines(), "",
              f"{docs} SciFact documents, static embedder, applied in chunks of {chunk} with "
              f"every stage run after each, then {passes} passes until settled. CPU = this "
