@@ -13,7 +13,8 @@ from pipeline.graph.falkordb.schema import connect
 from pipeline.graph.falkordb.writer import FalkorGraphWriter
 from pipeline.kafka.io import KafkaChangeSink, make_producer
 from pipeline.outbox import store as outbox
-from pipeline.outbox.relay import OutboxRelay, RelayStats
+from pipeline.outbox.relay import OutboxRelay
+from pipeline.outbox.relay_stats import RelayStats
 from pipeline.postgres.pool import make_pool
 from pipeline.settings import Settings
 from tests.stackutil import make_settings

@@ -44,7 +44,7 @@ def _documents(settings: Settings) -> tuple[uuid.UUID, uuid.UUID, list[str]]:
     ingest(settings, [*docs, put(b, title="about Babbage"), link])
     pool = make_pool(settings, max_size=2)
     try:
-        ExtractionStage(settings, pool, CapsExtractor()).run()  # type: ignore[arg-type]
+        ExtractionStage(settings, pool, CapsExtractor()).run()
         propose_all(pool, batch=100, config=ResolveConfig.from_settings(settings))
     finally:
         pool.close()
