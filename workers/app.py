@@ -14,11 +14,10 @@ from pipeline.settings import WORKER_START_TIMEOUT, load_settings
 
 EMBED_TASK = "brainstream.embed"
 EXTRACT_TASK = "brainstream.extract"
-# The outbox relay's two lanes (pipeline/outbox/relay.py): objects and links; the entity layer.
-# Both on the relay queue, whose worker runs three processes (the two lanes and the lexical
-# writer): a long entity sync or lexical commit never holds a document's node row.
+# The outbox relay (pipeline/outbox/relay.py): objects and links, on the relay queue, whose
+# worker runs two processes (the relay and the lexical writer): a long lexical commit never
+# holds a document's node row.
 RELAY_TASK = "brainstream.relay"
-ENTITY_RELAY_TASK = "brainstream.relay_entities"
 # The resolver's proposal pass over entities nobody examined (what the sweep finds waiting).
 PROPOSE_TASK = "brainstream.propose"
 SWEEP_TASK = "brainstream.sweep"
@@ -59,7 +58,6 @@ def create_app() -> Celery:
         worker_cancel_long_running_tasks_on_connection_loss=False,
         broker_transport_options={"visibility_timeout": 600},
         task_routes={RELAY_TASK: {"queue": RELAY_QUEUE}, LEXICAL_TASK: {"queue": RELAY_QUEUE},
-                     ENTITY_RELAY_TASK: {"queue": RELAY_QUEUE},
                      EXTRACT_TASK: {"queue": EXTRACT_QUEUE},
                      PROPOSE_TASK: {"queue": EXTRACT_QUEUE}},
         beat_schedule={

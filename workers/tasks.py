@@ -16,7 +16,6 @@ from pipeline.retrieval.store.ppr_log import prune_log
 from pipeline.wiring.stages import BY_NAME, pending
 from workers.app import (
     EMBED_TASK,
-    ENTITY_RELAY_TASK,
     EXTRACT_TASK,
     LEXICAL_TASK,
     MEMORY_TASK,
@@ -65,8 +64,6 @@ def propose() -> dict[str, Any]:
                                names=rt.name_embedder)
     if proposals is None:  # an extraction's own pass examined them meanwhile, or it is not due
         return {"examined": 0}
-    if proposals.merged:
-        relay_entities.delay()
     return proposals.__dict__
 
 
@@ -79,16 +76,9 @@ def memory(sessions: list[str] | None = None) -> dict[str, Any]:
 
 @app.task(name=RELAY_TASK)
 def relay() -> dict[str, Any]:
-    """Apply the outbox's object lane (objects and links) to the graph, then send the entity
-    lane what it handed over; idempotent: rows re-sync current Postgres state."""
+    """Apply the outbox (objects and links) to the graph; idempotent: rows re-sync current
+    Postgres state."""
     return _run("relay")
-
-
-@app.task(name=ENTITY_RELAY_TASK)
-def relay_entities() -> dict[str, Any]:
-    """Apply the outbox's entity lane (entities, MENTIONS, entity edges) to the graph;
-    idempotent: rows re-sync current Postgres state."""
-    return _run("relay_entities")
 
 
 @app.task(name=LEXICAL_TASK)
@@ -100,7 +90,7 @@ def lexical() -> dict[str, Any]:
 
 # each stage's task, by the stage's name (a task's name is `brainstream.<stage>`)
 TASKS = {"embed": embed, "extract": extract, "memory": memory, "relay": relay,
-         "relay_entities": relay_entities, "lexical": lexical}
+         "lexical": lexical}
 
 
 @app.task(name=SWEEP_TASK)
@@ -116,17 +106,15 @@ def sweep() -> dict[str, Any]:
     with rt.pool.connection() as conn:
         proposals_waiting = proposals_due(conn, PROPOSAL_MAX_DELAY)
     for name, count in waiting.items():
-        if count and name != "relay_entities":
+        if count:
             TASKS[name].delay()
     # curators' decisions recorded but not applied yet (a killed worker), before the proposal
     # pass, so a refusal keeps the resolver from proposing the pair again
-    decided = apply_pending(rt.pool)
+    apply_pending(rt.pool)
     # entities a killed worker created but never examined: the pass runs on the extraction
     # queue, so a long one never holds the embedding queue; nothing is sent when none waits
     if proposals_waiting:
         propose.delay()
-    if waiting["relay_entities"] or decided.applied:
-        relay_entities.delay()
     with rt.pool.connection() as conn:
         vocab_rows = refresh_vocab(conn) or 0
         ppr_log_pruned = prune_log(conn, SnapshotConfig().log_retention)

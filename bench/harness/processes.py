@@ -102,7 +102,7 @@ class PipelineProcesses:
                        "--beat"],
             "extract": ["worker", "--queues", "extract", "--concurrency",
                         str(self.extractors), "--no-beat"],
-            "relay": ["worker", "--queues", "relay", "--concurrency", "3", "--no-beat"],
+            "relay": ["worker", "--queues", "relay", "--concurrency", "2", "--no-beat"],
         }
 
     def start(self) -> None:

@@ -192,8 +192,8 @@ def stage_breakdown(settings: Settings, namespace: uuid.UUID, sent: dict[str, fl
     consumer's batch transaction start (`processed_events.processed_at`), the start of the
     embedding transaction that completed the document (its last `node_sync` outbox row's
     `created_at`), and the relay's `done_at` on that row split the publish-to-indexed time into
-    five stages. Only `node_sync` rows: the extraction stage's `mentions_sync` rows name the
-    root too, and came last since the entity layer, so the stages were measured on them.
+    five stages. Only `node_sync` rows: a root's other rows (a link's `edge_sync` names its
+    source) would measure something else.
     """
     with psycopg.connect(settings.effective_postgres_dsn) as conn:
         rows = conn.execute(_STAGES, {"ns": namespace, "source": SOURCE}).fetchall()

@@ -60,8 +60,9 @@ def purge(ctx: click.Context, older_than: str, generation: int | None) -> None:
 
 
 @click.command()
-@click.option("--repair", is_flag=True, help="Queue every drifted aggregate for the relay and "
-              "rebuild a vector index that no longer answers.")
+@click.option("--repair", is_flag=True, help="Queue every drifted aggregate for the relay, "
+              "rebuild a vector index that no longer answers and delete a leftover entity "
+              "projection.")
 @click.option("--sample", type=int, default=200, show_default=True,
               help="Vectors to look up in the vector index (0 skips the check).")
 @generation_option
@@ -74,15 +75,9 @@ def verify(ctx: click.Context, repair: bool, sample: int, generation: int | None
 
     settings = active_settings(ctx, generation)
     drift = run_verify(settings, vector_sample=sample)
-    ents = drift.entities
-    click.echo(f"checked {drift.nodes.checked} objects and {drift.edges.checked} links, "
-               f"{ents.entities.checked} entities, {ents.mentions.checked} MENTIONS and "
-               f"{ents.edges.checked} entity edges")
+    click.echo(f"checked {drift.nodes.checked} objects and {drift.edges.checked} links")
     for name, count in drift.summary():
         click.echo(f"  {name:42} {count}")
-    for ns, (pg, gr) in ents.namespaces.items():
-        click.echo(f"  namespace {ns}: entities/MENTIONS/entity edges {pg[0]}/{pg[1]}/{pg[2]} "
-                   f"in Postgres, {gr[0]}/{gr[1]}/{gr[2]} in the graph")
     memory = verify_memory(settings)
     show_memory_check(memory)
     if drift.clean:
@@ -90,9 +85,10 @@ def verify(ctx: click.Context, repair: bool, sample: int, generation: int | None
         sys.exit(0 if memory.clean else 1)
     if repair:
         done = run_repair(settings, drift)
-        click.echo(f"queued {done['nodes']} node, {done['edges']} edge, {done['entities']} "
-                   f"entity and {done['mention_roots']} MENTIONS re-syncs for the relay"
-                   + ("; rebuilt the vector index" if done["vector_index_rebuilt"] else ""))
+        click.echo(f"queued {done['nodes']} node and {done['edges']} edge re-syncs for the relay"
+                   + ("; rebuilt the vector index" if done["vector_index_rebuilt"] else "")
+                   + (f"; deleted {done['retired_entities']} leftover entity nodes"
+                      if done["retired_entities"] else ""))
     sys.exit(1)
 
 

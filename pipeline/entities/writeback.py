@@ -8,9 +8,8 @@ label class): a typed mention (PERSON "Jordan") names the entity of its class, a
 (the heuristic's shape labels) the untyped entity of its name, else the one typed entity of that
 name when there is exactly one (`pipeline/entities/store/writes.py: by_norm`). Then, for
 every entity and pair whose rows changed (extracted rows, soft-deleted or revived rows,
-hard-deleted rows), `part_count` and the CO_OCCURS weights are recomputed from the live rows,
-and the graph is told through the outbox: MENTIONS_SYNC for each root, ENTITY_SYNC for each
-touched entity.
+hard-deleted rows), `part_count` and the CO_OCCURS weights are recomputed from the live rows.
+The entity layer lives in Postgres alone (no graph projection, so no outbox row).
 
 Writers of the same entities serialize on advisory locks taken in one global order before any
 write, so two workers cannot deadlock; a rollback (deadlock with another writer such as the
@@ -34,8 +33,6 @@ from pipeline.entities.names import normalise
 from pipeline.entities.settings import EntitySettings
 from pipeline.entities.store import extraction as rows_sql, writes as sql
 from pipeline.entities.store.extraction import RowText
-from pipeline.outbox import store as outbox
-from pipeline.outbox.ops import ENTITY_SYNC, MENTIONS_SYNC, entity_sync_payload
 
 Conn = psycopg.Connection[Any]
 Key = tuple[uuid.UUID, str, str]  # (namespace, normalised name, label class)
@@ -151,8 +148,7 @@ def write_batch(conn: Conn, settings: EntitySettings, extractor: str,
     mention_rows, aliases = _mentions(keep, known)
     sql.replace_mentions(conn, [row.id for row, _ in keep], mention_rows)
     sql.add_aliases(conn, aliases)
-    related = _relations(conn, keep, state, known)
-    touched = set(related)
+    touched = set(_relations(conn, keep, state, known))
 
     new_counts: dict[uuid.UUID, dict[uuid.UUID, int]] = {row.id: {} for row, _ in keep}
     for m in mention_rows:
@@ -169,20 +165,6 @@ def write_batch(conn: Conn, settings: EntitySettings, extractor: str,
     rows_sql.mark_done(conn, [(row.id, row.text_hash, extractor, len(found.triples))
                               for row, found in keep])
     rows_sql.mark_recounted(conn, recount)
-    roots = {(row.namespace_id, row.root_id) for row, _ in keep}
-    roots |= {(g.namespace_id, g.root_id) for g in gone}
-    roots |= set(rows_sql.roots_of(conn, recount))
-    # An entity whose RELATES edges changed re-syncs every edge; the others only the CO_OCCURS
-    # pairs this batch recounted (a hub's thousands of other edges did not change).
-    partners: dict[uuid.UUID, set[uuid.UUID]] = {}
-    for a, b in touched_pairs:
-        partners.setdefault(a, set()).add(b)
-        partners.setdefault(b, set()).add(a)
-    outbox.enqueue_many(conn, [outbox.Entry(ns, root, MENTIONS_SYNC) for ns, root in
-                               sorted(roots)] +
-                        [outbox.Entry(ns, eid, ENTITY_SYNC, None if eid in related else
-                                      entity_sync_payload(partners.get(eid, ())))
-                         for eid, ns in sorted(sql.namespaces_of(conn, touched).items())])
     result.extracted = len(keep)
     result.recounted = len(recount) + len(gone)
     result.mentions = len(mention_rows)

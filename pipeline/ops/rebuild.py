@@ -50,11 +50,8 @@ def _drain_outbox(settings: Settings, label: str) -> None:
 
 
 def rebuild_graph(settings: Settings) -> int:
-    """Drop the graph, recreate its indexes, and re-project every visible object and link.
-
-    The entity layer comes back with the objects: the relay's `node_sync` of a root re-syncs
-    its MENTIONS and the entities they reach, and an entity node new to the graph brings its
-    entity edges (`pipeline.outbox.entity_sync`)."""
+    """Drop the graph (a leftover entity projection of an older version with it), recreate its
+    indexes, and re-project every visible object and link."""
     db = connect(settings)
     if settings.graph_name in db.list_graphs():
         db.select_graph(settings.graph_name).delete()

@@ -2,10 +2,10 @@
 
 Checks nodes (missing, extra, placeholders left behind, stale properties, stale or missing
 vectors), edges (missing, extra, stale metadata), the vector index itself (FalkorDB 4.16 leaves
-orphan entries behind writes, after which a node's own vector no longer finds it) and the entity
-layer (`verify_entities`: entity nodes, MENTIONS, entity edges). `--repair` hands every drifted
-aggregate to the outbox (the relay re-syncs it from Postgres) and rebuilds a vector index that
-no longer answers.
+orphan entries behind writes, after which a node's own vector no longer finds it) and what is
+left of the entity projection an older version wrote (`NamedEntity` nodes: `brainstream migrate`
+deletes them). `--repair` hands every drifted aggregate to the outbox (the relay re-syncs it
+from Postgres), rebuilds a vector index that no longer answers and deletes that leftover.
 """
 
 from __future__ import annotations
@@ -20,9 +20,14 @@ import psycopg
 from redis.exceptions import ResponseError
 
 from pipeline.domain.index_text import CONTENT_CAP_CHARS, entity_index_text
-from pipeline.graph.falkordb.schema import NODE_LABEL, connect, rebuild_vector_index
+from pipeline.graph.falkordb.schema import (
+    NODE_LABEL,
+    RETIRED_ENTITY_LABEL,
+    connect,
+    drop_entity_projection,
+    rebuild_vector_index,
+)
 from pipeline.ops.drift import Diff
-from pipeline.ops.verify_entities import EntityDrift, repair_entities, verify_entities
 from pipeline.outbox import store as outbox
 from pipeline.outbox.ops import EDGE_SYNC, NODE_SYNC, edge_payload
 from pipeline.settings import Settings
@@ -37,12 +42,12 @@ class Drift:
     stale_vectors: list[str] = field(default_factory=list)
     vector_misses: list[str] = field(default_factory=list)
     vector_sampled: int = 0
-    entities: EntityDrift = field(default_factory=EntityDrift)
+    retired_entities: int = 0  # NamedEntity nodes an older version projected
 
     @property
     def clean(self) -> bool:
-        return (self.nodes.clean and self.edges.clean and self.entities.clean
-                and not (self.stale_vectors or self.vector_misses))
+        return (self.nodes.clean and self.edges.clean
+                and not (self.stale_vectors or self.vector_misses or self.retired_entities))
 
     def summary(self) -> list[tuple[str, int]]:
         return [*self.nodes.summary(),
@@ -50,7 +55,7 @@ class Drift:
                 *self.edges.summary(),
                 (f"vector index misses (of {self.vector_sampled} sampled)",
                  len(self.vector_misses)),
-                *self.entities.summary()]
+                (f"leftover {RETIRED_ENTITY_LABEL} nodes", self.retired_entities)]
 
 
 def _pg_nodes(conn: psycopg.Connection[Any], cap: int) -> dict[str, dict[str, Any]]:
@@ -108,7 +113,6 @@ def verify(settings: Settings, *, vector_sample: int = 200, seed: int = 0) -> Dr
     with psycopg.connect(settings.effective_postgres_dsn) as conn:
         pg_nodes = _pg_nodes(conn, CONTENT_CAP_CHARS)
         pg_edges = _pg_edges(conn)
-        drift.entities = verify_entities(conn, graph, settings)
     gr_nodes = _graph_nodes(graph)
     gr_edges = _graph_edges(graph)
     drift.nodes.checked, drift.edges.checked = len(pg_nodes), len(pg_edges)
@@ -130,6 +134,8 @@ def verify(settings: Settings, *, vector_sample: int = 200, seed: int = 0) -> Dr
         elif _edge_stale(pg, gr):
             drift.edges.stale.append(key)
     drift.edges.extra = sorted(set(gr_edges) - set(pg_edges))
+    rows = graph.ro_query(f"MATCH (e:{RETIRED_ENTITY_LABEL}) RETURN count(e)").result_set
+    drift.retired_entities = int(rows[0][0]) if rows else 0
     _check_vector_index(settings, graph, pg_nodes, drift, vector_sample, seed)
     return drift
 
@@ -169,7 +175,8 @@ def _finds_itself(graph: Any, oid: str, k: int) -> bool:
 
 
 def repair(settings: Settings, drift: Drift) -> dict[str, int]:
-    """Queue every drifted aggregate for the relay; rebuild a vector index that misses."""
+    """Queue every drifted aggregate for the relay; rebuild a vector index that misses; delete
+    a leftover entity projection."""
     graph = connect(settings).select_graph(settings.graph_name)
     namespaces = _namespaces(settings, graph, drift)
     node_ids = drift.nodes.drifted() | set(drift.stale_vectors)
@@ -186,9 +193,9 @@ def repair(settings: Settings, drift: Drift) -> dict[str, int]:
             + [outbox.Entry(namespaces.get(f, uuid.UUID(int=0)), uuid.UUID(f), EDGE_SYNC,
                             edge_payload(f, t, to))
                for f, t, to in sorted(edges)])
-        entities, roots = repair_entities(conn, drift.entities)
+    retired = drop_entity_projection(graph) if drift.retired_entities else 0
     return {"nodes": len(node_ids), "edges": len(edges), "vector_index_rebuilt": rebuilt,
-            "entities": entities, "mention_roots": roots}
+            "retired_entities": retired}
 
 
 def _namespaces(settings: Settings, graph: Any, drift: Drift) -> dict[str, uuid.UUID]:

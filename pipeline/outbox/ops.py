@@ -2,37 +2,21 @@
 
 A row names an aggregate to re-sync, not a delta: `NODE_SYNC` re-syncs an object (its node, and
 the incident edges a revived node gets back), `EDGE_SYNC` one link, named by its payload.
-The entity layer adds two: `ENTITY_SYNC` re-syncs one extracted entity (aggregate = entity id:
-its `NamedEntity` node and its entity-to-entity edges, or their removal once it is merged away or
-no live row mentions it), `MENTIONS_SYNC` the `MENTIONS` edges of one object (aggregate = the
-root object id: from its node to the entities its live rows mention).
 
-An `ENTITY_SYNC` row of the extraction write-back may narrow the edge re-sync: its payload lists
-the entities whose edges with this one the batch changed (`entity_sync_payload`), and the relay
-then re-syncs the edges of those pairs only, not every edge of the entity. A hub entity ("cells")
-that most batches name has thousands of edges; re-reading them all for each batch made the
-relay's work grow with the square of the corpus. A row without the list (merges, holds, repairs,
-relations) re-syncs every edge, as does a node new to the graph.
+`RETIRED_OPS` are ops older versions wrote (the graph's entity projection, no longer kept:
+docs/architecture.md, "The graph holds objects and links"): a row of one, enqueued by a worker
+of an older version during an upgrade, is marked done without being applied.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
 from typing import Any
 
 NODE_SYNC = "node_sync"
 EDGE_SYNC = "edge_sync"
-ENTITY_SYNC = "entity_sync"
-MENTIONS_SYNC = "mentions_sync"
-# The relay's object lane (objects and links); every other op is the entity lane's. Migration
-# 0040's partial indexes `outbox_due_objects` / `outbox_due_others` name the same ops: a claim
-# whose list differs from theirs still answers, but walks no index
-# (tests/writeside/test_outbox_lanes.py compares the two).
-OBJECT_LANE_OPS = (NODE_SYNC, EDGE_SYNC)
-
-# An entity_sync payload lists at most this many partners; a longer list re-syncs every edge.
-MAX_EDGE_PARTNERS = 2048
+# Migration 0043 marks the pending rows of these done; the relay does the same to any it claims.
+RETIRED_OPS = ("entity_sync", "mentions_sync")
 
 # (from_id, relation_type, to_id): a link's identity
 LinkKey = tuple[uuid.UUID, str, uuid.UUID]
@@ -47,18 +31,3 @@ def edge_payload(from_id: uuid.UUID | str, relation_type: str,
 def edge_key(payload: dict[str, Any]) -> LinkKey:
     """The link an `EDGE_SYNC` row's payload names."""
     return uuid.UUID(payload["from"]), payload["relation_type"], uuid.UUID(payload["to"])
-
-
-def entity_sync_payload(partners: Iterable[uuid.UUID]) -> dict[str, Any] | None:
-    """The payload of an `ENTITY_SYNC` row whose entity's edges changed with `partners` only
-    (none: its node only); None (every edge) past `MAX_EDGE_PARTNERS`."""
-    ids = sorted({str(p) for p in partners})
-    return None if len(ids) > MAX_EDGE_PARTNERS else {"edges": ids}
-
-
-def entity_sync_partners(payload: dict[str, Any] | None) -> set[uuid.UUID] | None:
-    """The partners an `ENTITY_SYNC` row's payload narrows its edge re-sync to; None when it
-    re-syncs every edge of its entity."""
-    if not payload or "edges" not in payload:
-        return None
-    return {uuid.UUID(p) for p in payload["edges"]}

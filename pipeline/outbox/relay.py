@@ -1,17 +1,12 @@
 """The outbox relay: makes the graph agree with Postgres, then announces what became visible.
 
 Outbox rows name an aggregate to re-sync, not a delta to replay: the relay reads the aggregate's
-current state from Postgres and writes exactly that to the graph. Applying a row twice, late or
-out of order therefore changes nothing twice. The outbox has two lanes: objects and links
-(`node_sync`, `edge_sync`), and the entity layer (everything else). Each lane has a single writer
-at a time (a Postgres advisory lock each), which keeps its graph writes in commit order without
-per-row locking; other invocations of a lane return at once. The Celery worker runs the lanes as
-two tasks, in two processes, so a document's node row never waits for entity work; replays,
-rebuilds and tests run both in one process, a batch of each per round. The lanes never write the
-same graph state: the object lane writes object nodes and links and removes deleted nodes (their
-MENTIONS with them), and hands the entity layer what a node change asks of it as outbox rows (a
-written node's `mentions_sync`, a deleted node's entities' `entity_sync`). A graph outage leaves
-rows pending with a growing back-off; Postgres writes never wait for the graph.
+current state from Postgres and writes exactly that to the graph (object nodes and their links:
+`node_sync`, `edge_sync`). Applying a row twice, late or out of order therefore changes nothing
+twice. One relay writes at a time (a Postgres advisory lock), which keeps its graph writes in
+commit order without per-row locking; other invocations return at once. A graph outage leaves
+rows pending with a growing back-off; Postgres writes never wait for the graph. A row of a
+retired op (`ops.RETIRED_OPS`, enqueued by a worker of an older version) is marked done unapplied.
 
 A row the graph refuses (anything but an outage: a malformed payload, a value the graph will not
 store) must not hold up the others: the batch is halved until the refused rows are alone, every
@@ -39,43 +34,29 @@ from pipeline.domain.retry import backoff_seconds
 from pipeline.metrics import instruments as metrics
 from pipeline.outbox import store
 from pipeline.outbox.aggregates import incident_links, load_edges, load_nodes
-from pipeline.outbox.entity_sync import EntitySync
 from pipeline.outbox.letters import outbox_letter
 from pipeline.outbox.ops import (
     EDGE_SYNC,
-    ENTITY_SYNC,
-    MENTIONS_SYNC,
     NODE_SYNC,
-    OBJECT_LANE_OPS,
+    RETIRED_OPS,
     LinkKey,
     edge_key,
     edge_payload,
-    entity_sync_partners,
-    entity_sync_payload,
 )
 from pipeline.outbox.relay_stats import RelayStats
-from pipeline.outbox.settings import RELAY_ENTITY_BATCH_SIZE, RELAY_MAX_BACKOFF, RelaySettings
+from pipeline.outbox.settings import RELAY_MAX_BACKOFF, RelaySettings
 from pipeline.outbox.single_writer import single_writer
 from pipeline.outbox.store import OutboxRow
 from pipeline.ports import ChangeSink, DeadLetterSink, GraphWriter
 
 log = logging.getLogger(__name__)
 
-_RELAY_LOCK = 0x6272_6169_6E72  # one object lane at a time, cluster-wide
-_ENTITY_RELAY_LOCK = 0x6272_6169_6E73  # one entity lane at a time, cluster-wide
+_RELAY_LOCK = 0x6272_6169_6E72  # one relay at a time, cluster-wide
 _CHANGE_NS = uuid.UUID("6b1f4a52-6f27-4f0b-9d53-3c1d5a0e8c11")
 # Failures that are no row's fault: the batch waits (or the task fails) instead of blaming rows.
 # A Postgres OperationalError is its connection or server; the relay's SQL only reads by id.
 _NOT_THE_ROWS = (Unavailable, ConfigError, psycopg.OperationalError)
-_OPS = {NODE_SYNC, EDGE_SYNC, ENTITY_SYNC, MENTIONS_SYNC}
-# Two lanes: objects and links (`OBJECT_LANE_OPS`), and the entity layer (with any op the relay
-# does not know, refused there). A document's node row never waits behind entity rows: in a
-# steady stream the entity layer is most of the relay's work.
-OBJECTS = "objects"
-ENTITIES = "entities"
-LANES = (OBJECTS, ENTITIES)
-# each lane's single-writer lock
-LANE_LOCKS = {OBJECTS: _RELAY_LOCK, ENTITIES: _ENTITY_RELAY_LOCK}
+_OPS = {NODE_SYNC, EDGE_SYNC, *RETIRED_OPS}
 _PROGRESS_EVERY = 10.0  # seconds between a long run's progress lines
 
 
@@ -89,23 +70,17 @@ class OutboxRelay:
         self.graph = graph
         self.changes = changes
         self.dead_letters = dead_letters  # None: failed rows are only marked (replays)
-        self.entities = EntitySync(settings, pool, graph)
 
-    def run(self, *, max_rounds: int = 1000, lanes: Sequence[str] = LANES) -> RelayStats:
-        """Drain the outbox's `lanes` (up to `max_rounds` rounds of a batch of each) unless
-        another relay is at one of them."""
-        unknown = set(lanes) - set(LANES)
-        if unknown or not lanes:
-            raise ValueError(f"relay lanes must be among {LANES}, not {sorted(lanes)}")
+    def run(self, *, max_rounds: int = 1000) -> RelayStats:
+        """Drain the outbox (up to `max_rounds` batches) unless another relay is at it."""
         stats = RelayStats()
-        with single_writer(self.pool, [LANE_LOCKS[lane] for lane in LANES if lane in lanes]
-                           ) as held:
+        with single_writer(self.pool, [_RELAY_LOCK]) as held:
             if not held:
                 stats.skipped = True
                 return stats
             said = time.monotonic()
             for _ in range(max_rounds):
-                if not self._round(stats, lanes):
+                if not self._round(stats):
                     break
                 if time.monotonic() - said >= _PROGRESS_EVERY:  # a long drain says how it goes
                     said = time.monotonic()
@@ -113,22 +88,12 @@ class OutboxRelay:
                              stats.rows, stats.rounds, stats.coalesced, stats.seconds)
         return stats
 
-    def _round(self, stats: RelayStats, lanes: Sequence[str]) -> bool:
-        """A batch of each lane; False when there was nothing to do or the graph is
-        unavailable."""
-        applied = False
-        # the object lane first: the MENTIONS it hands over attach to the nodes it wrote
-        for lane, exclude, size in ((OBJECTS, False, self.settings.relay_batch_size),
-                                    (ENTITIES, True, RELAY_ENTITY_BATCH_SIZE)):
-            if lane not in lanes:
-                continue
-            with stats.timed("claim"), self.pool.connection() as conn:
-                rows = store.claim_due(conn, size, ops=OBJECT_LANE_OPS, exclude=exclude)
-            if rows:
-                if not self._batch(rows, size, stats):
-                    return False
-                applied = True
-        return applied
+    def _round(self, stats: RelayStats) -> bool:
+        """One batch; False when there was nothing to do or the graph is unavailable."""
+        size = self.settings.relay_batch_size
+        with stats.timed("claim"), self.pool.connection() as conn:
+            rows = store.claim_due(conn, size)
+        return bool(rows) and self._batch(rows, size, stats)
 
     def _batch(self, rows: Sequence[OutboxRow], size: int, stats: RelayStats) -> bool:
         """Apply one claimed batch (of `size` rows and those coalesced with them); False when
@@ -154,7 +119,7 @@ class OutboxRelay:
         which raises), halve it until each refused row is alone: it is retried or failed, every
         other row applies. Re-applying the good half is harmless (state-based sync)."""
         try:
-            changes, later = self._apply(rows, stats)
+            changes = self._apply(rows, stats)
             with stats.timed("publish"):
                 self.changes.publish(changes)
         except _NOT_THE_ROWS:
@@ -170,9 +135,7 @@ class OutboxRelay:
             self._apply_isolating(rows[half:], stats)
             return
         with stats.timed("done"), self.pool.connection() as conn:
-            store.enqueue_many(conn, later)  # with the rows that asked for it, or not at all
             store.mark_done(conn, [row.id for row in rows])
-        stats.handed += len(later)
         stats.rows += len(rows)
         stats.changes += len(changes)
 
@@ -205,26 +168,21 @@ class OutboxRelay:
             store.record_failure(conn, row.id, error.message, retry_in=None)
         stats.rows_failed += 1
 
-    def _apply(self, rows: Sequence[OutboxRow], stats: RelayStats
-               ) -> tuple[list[Change], list[store.Entry]]:
-        """Apply `rows`; the change events, and the rows to enqueue when they are marked done
-        (what the nodes written or deleted ask of the entity lane)."""
+    def _apply(self, rows: Sequence[OutboxRow], stats: RelayStats) -> list[Change]:
+        """Apply `rows`; the change events."""
         unknown = sorted({row.op for row in rows} - _OPS)
         if unknown:  # skipping it would mark it done: lost
             raise InvalidInput(f"unknown outbox op {unknown[0]!r}", field="op")
+        stats.retired += sum(1 for row in rows if row.op in RETIRED_OPS)
         node_ids = sorted({row.aggregate_id for row in rows if row.op == NODE_SYNC})
         edge_keys = sorted({edge_key(row.payload) for row in rows if row.op == EDGE_SYNC})
-        entity_ids = sorted({row.aggregate_id for row in rows if row.op == ENTITY_SYNC})
         marker = f"{rows[0].id}-{rows[-1].id}"
         changes: list[Change] = []
         with stats.timed("objects"):
             upserts, deletes = self._node_states(node_ids, marker, changes,
                                                  [row.id for row in rows])
-            stored = self.graph.node_times([n.id for n in upserts]) if upserts else {}
-            later = [store.Entry(uuid.UUID(n.namespace), uuid.UUID(n.id), MENTIONS_SYNC)
-                     for n in upserts if _mentions_follow_node(n, stored)]
-            later += self._entities_of_deleted(deletes, rows)
             announce = set(edge_keys)  # restored incident edges are not news
+            stored = self.graph.node_times([n.id for n in upserts]) if upserts else {}
             fresh = [uuid.UUID(n.id) for n in upserts if n.id not in stored]
             if fresh:
                 # Revived or new nodes (or placeholders) get their live incident edges back:
@@ -238,36 +196,12 @@ class OutboxRelay:
             self.graph.upsert_nodes(upserts)
             self.graph.upsert_edges(edge_up)
             self.graph.delete_edges(edge_down)
-            self.graph.delete_nodes(deletes)  # with their MENTIONS (DETACH)
-        with stats.timed("entities"):
-            mention_roots = sorted({row.aggregate_id for row in rows if row.op == MENTIONS_SYNC})
-            ent = self.entities.apply(mention_roots, entity_ids, _edge_partners(rows))
-        stats.entities_upserted += ent.entities_upserted
-        stats.entities_deleted += ent.entities_deleted
-        stats.mentions_upserted += ent.mentions_upserted
-        stats.mentions_deleted += ent.mentions_deleted
-        stats.entity_edges_upserted += ent.edges_upserted
-        stats.entity_edges_deleted += ent.edges_deleted
+            self.graph.delete_nodes(deletes)
         stats.nodes_upserted += len(upserts)
         stats.nodes_deleted += len(deletes)
         stats.edges_upserted += len(edge_up)
         stats.edges_deleted += len(edge_down)
-        return changes, later
-
-    def _entities_of_deleted(self, deletes: Sequence[str], rows: Sequence[OutboxRow]
-                             ) -> list[store.Entry]:
-        """An `entity_sync` of its node only (no edge re-sync) for each entity a deleted node
-        MENTIONS in the graph: it may have lost its last live mention. Read before the node
-        goes; Postgres may no longer know them (a purge). Their edges' weights are re-synced
-        by extraction's recount of the deleted rows."""
-        if not deletes:
-            return []
-        namespaces = {str(row.aggregate_id): row.namespace_id for row in rows}
-        found = self.graph.fetch_mentions(list(deletes))
-        pairs = sorted({(namespaces[m.root_id], m.entity_id) for m in found
-                        if m.root_id in namespaces})
-        return [store.Entry(ns, uuid.UUID(eid), ENTITY_SYNC, entity_sync_payload(()))
-                for ns, eid in pairs]
+        return changes
 
     def _node_states(self, ids: Sequence[uuid.UUID], marker: str, changes: list[Change],
                      claimed: Sequence[int]) -> tuple[list[NodeState], list[str]]:
@@ -345,30 +279,3 @@ class OutboxRelay:
 def _change(kind: str, namespace: Any, key: Any, data: dict[str, Any], marker: str) -> Change:
     return Change(type=kind, namespace=str(namespace), key=str(key), data=data,
                   id=str(uuid.uuid5(_CHANGE_NS, f"{kind}:{key}:{marker}:{sorted(data.items())}")))
-
-
-def _edge_partners(rows: Sequence[OutboxRow]) -> dict[uuid.UUID, set[uuid.UUID]]:
-    """The entities whose every `ENTITY_SYNC` row of the batch narrows its edge re-sync, with
-    the union of the partners those rows list (`ops.entity_sync_payload`)."""
-    narrowed: dict[uuid.UUID, set[uuid.UUID]] = {}
-    whole: set[uuid.UUID] = set()
-    for row in rows:
-        if row.op != ENTITY_SYNC:
-            continue
-        listed = entity_sync_partners(row.payload)
-        if listed is None:
-            whole.add(row.aggregate_id)
-        else:
-            narrowed.setdefault(row.aggregate_id, set()).update(listed)
-    return {eid: ps for eid, ps in narrowed.items() if eid not in whole}
-
-
-def _mentions_follow_node(node: NodeState, stored: dict[str, str]) -> bool:
-    """Whether a written node's MENTIONS must be re-synced after it: one the graph does not
-    hold yet (new, revived after a DETACH DELETE, or a placeholder: a MENTIONS_SYNC applied
-    before the node was written could not attach) and one written since its last sync
-    (MENTIONS carry its rows' `updated_at`; `stored` holds the graph's). Any other keeps its
-    MENTIONS, and extraction sends a MENTIONS_SYNC whenever they change: re-reading them for
-    every sync (the one after embedding, retries, repairs) cost each a pass over the object's
-    mentions. (A deleted node's are always re-synced.)"""
-    return stored.get(node.id) != node.updated_at

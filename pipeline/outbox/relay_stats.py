@@ -15,24 +15,17 @@ class RelayStats:
     nodes_deleted: int = 0
     edges_upserted: int = 0
     edges_deleted: int = 0
-    # the entity layer (NamedEntity nodes, MENTIONS, entity edges)
-    entities_upserted: int = 0
-    entities_deleted: int = 0
-    mentions_upserted: int = 0
-    mentions_deleted: int = 0
-    entity_edges_upserted: int = 0
-    entity_edges_deleted: int = 0
     changes: int = 0
     failed_rounds: int = 0
     rows_retrying: int = 0  # refused by the graph, tried again after a back-off
     rows_failed: int = 0  # refused on every try: marked failed and dead-lettered
+    retired: int = 0  # rows of a retired op, marked done unapplied (`ops.RETIRED_OPS`)
     skipped: bool = False
     errors: list[str] = field(default_factory=list)
     rounds: int = 0
     coalesced: int = 0  # rows claimed with an earlier row of their aggregate (`claim_due`)
-    handed: int = 0  # rows the object lane enqueued for the entity lane
-    # where a run's time went: claiming; objects and links (Postgres reads, graph writes); the
-    # entity layer; change events; marking rows done
+    # where a run's time went: claiming; objects and links (Postgres reads, graph writes);
+    # change events; marking rows done
     seconds: dict[str, float] = field(default_factory=dict)
 
     @contextlib.contextmanager

@@ -5,17 +5,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-# The entity lane's rows are heavier (a MENTIONS row rewrites every edge of an object): a tenth of
-# the object lane's batch keeps one round trip about as long.
-RELAY_ENTITY_BATCH_SIZE = 100
 # The longest wait (seconds) between two tries of a row the graph refused: long enough that a
 # restarting graph is not hammered, short enough that it catches up within a minute.
 RELAY_MAX_BACKOFF = 30.0
-# What one graph edge carries of its evidence: the ids of the rows behind a MENTIONS edge and of
-# an entity edge, the first this many by id (Postgres keeps them all; a bigger list only makes
-# every write of a popular entity's edges longer).
-GRAPH_MENTION_PARTS_CAP = 16
-GRAPH_ENTITY_EVIDENCE_CAP = 16
 
 
 class RelaySettings(BaseModel):

@@ -9,19 +9,17 @@ and purge finished rows. Ops and payloads are `pipeline.outbox.ops`'.
 
 from __future__ import annotations
 
-import functools
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import psycopg
-from psycopg import sql
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from pipeline.domain.retry import backoff_seconds
-from pipeline.outbox.ops import EDGE_SYNC, ENTITY_SYNC, NODE_SYNC, entity_sync_payload
+from pipeline.outbox.ops import EDGE_SYNC, NODE_SYNC
 
 Conn = psycopg.Connection[Any]
 
@@ -32,12 +30,6 @@ _INSERT = ("INSERT INTO outbox (namespace_id, aggregate_id, op, payload)"
 _INSERT_MANY = ("INSERT INTO outbox (namespace_id, aggregate_id, op, payload)"
                 " SELECT ns, id, op, payload FROM unnest(%b::uuid[], %b::uuid[], %b::text[],"
                 " %b::jsonb[]) WITH ORDINALITY AS r(ns, id, op, payload, n) ORDER BY n")
-
-# One row per aggregate id (an array), all of one namespace and op, without payload: the
-# statement form of `enqueue_many` for code that runs its statements on a synchronous or an
-# asynchronous connection alike (pipeline/postgres/plans.py). Params: namespace, op, ids.
-ENQUEUE_IDS = ("INSERT INTO outbox (namespace_id, aggregate_id, op, payload)"
-               " SELECT %s, id, %s, '{}'::jsonb FROM unnest(%s::uuid[]) AS id")
 
 
 class Entry(NamedTuple):
@@ -81,30 +73,13 @@ def enqueue(conn: Conn, namespace: uuid.UUID, aggregate_id: uuid.UUID, op: str,
     conn.execute(_INSERT, (namespace, aggregate_id, op, Jsonb(payload or {})))
 
 
-# The statement form of `enqueue_many` for plans (pipeline/postgres/plans.py);
-# params: `entry_arrays(entries)`.
-ENQUEUE_ENTRIES = _INSERT_MANY
-
-
-def entry_arrays(entries: Sequence[Entry]) -> tuple[list[Any], ...]:
-    """`ENQUEUE_ENTRIES`'s parameters: the entries as parallel arrays, in their order."""
-    return ([e.namespace for e in entries], [e.aggregate_id for e in entries],
-            [e.op for e in entries], [Jsonb(e.payload or {}) for e in entries])
-
-
-def pair_syncs(pairs: Iterable[tuple[uuid.UUID, uuid.UUID, uuid.UUID]]) -> list[Entry]:
-    """For (namespace, a, b) pairs whose one edge changed (a hold, a person's decision): an
-    ENTITY_SYNC row for each end, narrowed to the other end."""
-    return [Entry(ns, x, ENTITY_SYNC, entity_sync_payload([y]))
-            for ns, a, b in pairs for x, y in ((a, b), (b, a))]
-
-
 def enqueue_many(conn: Conn, entries: Iterable[Entry]) -> None:
     """Record many rows, in the caller's transaction, with one statement (in the given order:
     ids follow it, and the relay applies rows by id)."""
     rows = list(entries)
     if rows:
-        conn.execute(_INSERT_MANY, entry_arrays(rows))
+        conn.execute(_INSERT_MANY, ([e.namespace for e in rows], [e.aggregate_id for e in rows],
+                                    [e.op for e in rows], [Jsonb(e.payload or {}) for e in rows]))
 
 
 def enqueue_visible(conn: Conn) -> tuple[int, int]:
@@ -139,14 +114,12 @@ def pending_node_syncs(conn: Conn, ids: Sequence[uuid.UUID], claimed: Sequence[i
 # The oldest due rows, then the later due rows that ask for the same re-sync as one of them
 # (same op and aggregate; an edge row also the same link): the relay reads each aggregate's
 # state after it claims, so that read covers every row committed before it. Behind a backlog,
-# an object's node row after embedding rides with its node row of the consumer's commit, and a
-# hub entity that most extraction batches name is re-synced once per batch, not once per row.
-# The lane's ops are written into the statement (`{lane}`, literals of the relay's own
-# constants), so the planner matches the lane's partial index (migration 0040) and walks it in
-# id order, stopping after `limit` due rows, whatever the other lane's backlog.
-_CLAIM = sql.SQL(
+# an object's node row after embedding rides with its node row of the consumer's commit. The
+# head walks the partial index of due rows (`outbox_due`, migration 0043) in id order and stops
+# after `limit` of them.
+_CLAIM = (
     "WITH head AS (SELECT id, op, aggregate_id, payload, namespace_id, failures FROM outbox"
-    " WHERE done_at IS NULL AND failed_at IS NULL AND available_at <= now() AND {lane}"
+    " WHERE done_at IS NULL AND failed_at IS NULL AND available_at <= now()"
     " ORDER BY id LIMIT %(limit)s)"
     " SELECT * FROM head UNION ALL"
     " (SELECT o.id, o.op, o.aggregate_id, o.payload, o.namespace_id, o.failures FROM outbox o"
@@ -159,29 +132,13 @@ _CLAIM = sql.SQL(
     " ORDER BY id")
 
 
-def _lane(ops: Sequence[str], exclude: bool) -> sql.Composable:
-    if not ops:
-        return sql.SQL("TRUE")
-    listed = sql.SQL(", ").join(sql.Literal(op) for op in ops)
-    return sql.SQL("op NOT IN ({})" if exclude else "op IN ({})").format(listed)
-
-
-@functools.cache
-def _lane_claim(ops: tuple[str, ...], exclude: bool) -> sql.Composed:
-    """`_CLAIM` for one lane, composed once (each relay lane claims with the same ops)."""
-    return _CLAIM.format(lane=_lane(ops, exclude))
-
-
-def claim_due(conn: Conn, limit: int, *, ops: Sequence[str] = (), exclude: bool = False,
-              absorb: int | None = None) -> list[OutboxRow]:
-    """The oldest `limit` rows neither done nor failed whose back-off has passed (of the `ops`
-    given, or, with `exclude`, of every other op), with up to `absorb` (default: `limit`) later
-    due rows that re-sync the same aggregates (coalesced: applying them with the first is what
-    applying them later would do). Not locked: a single relay runs each lane at a time (it
-    holds the lane's advisory lock)."""
-    rows = conn.execute(_lane_claim(tuple(ops), exclude),
-                        {"limit": limit, "absorb": limit if absorb is None else absorb,
-                         "edge": EDGE_SYNC}).fetchall()
+def claim_due(conn: Conn, limit: int, *, absorb: int | None = None) -> list[OutboxRow]:
+    """The oldest `limit` rows neither done nor failed whose back-off has passed, with up to
+    `absorb` (default: `limit`) later due rows that re-sync the same aggregates (coalesced:
+    applying them with the first is what applying them later would do). Not locked: a single
+    relay runs at a time (it holds the relay's advisory lock)."""
+    rows = conn.execute(_CLAIM, {"limit": limit, "absorb": limit if absorb is None else absorb,
+                                 "edge": EDGE_SYNC}).fetchall()
     return [OutboxRow(*row) for row in rows]
 
 

@@ -6,16 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from pipeline.domain.projection import (
-    Change,
-    EdgeKey,
-    EdgeState,
-    EntityEdgeKey,
-    EntityEdgeState,
-    MentionsState,
-    NamedEntityState,
-    NodeState,
-)
+from pipeline.domain.projection import Change, EdgeKey, EdgeState, NodeState
 
 
 class ChangeSink(Protocol):
@@ -66,49 +57,4 @@ class GraphWriter(Protocol):
 
     def node_ids(self, namespace: str | None = None) -> set[str]:
         """The ids of every node (of one namespace, if given)."""
-        ...
-
-    def upsert_named_entities(self, entities: Sequence[NamedEntityState]) -> None:
-        """Create or update entity nodes (unseen by the object reads above), keeping edges."""
-        ...
-
-    def delete_named_entities(self, ids: Sequence[str]) -> None:
-        """Remove entity nodes with their MENTIONS and entity edges; missing ids are ignored."""
-        ...
-
-    def fetch_named_entities(self, ids: Sequence[str]) -> list[NamedEntityState]:
-        """The stored state of those of `ids` that have an entity node."""
-        ...
-
-    def fetch_mentions(self, root_ids: Sequence[str]) -> list[MentionsState]:
-        """The MENTIONS edges from these object nodes."""
-        ...
-
-    def fetch_mentions_to(self, entity_ids: Sequence[str]) -> set[str]:
-        """The ids of the object nodes with MENTIONS to these entity nodes."""
-        ...
-
-    def upsert_mentions(self, mentions: Sequence[MentionsState]) -> None:
-        """Create or update MENTIONS edges whose two endpoints exist (others are skipped)."""
-        ...
-
-    def delete_mentions(self, pairs: Sequence[tuple[str, str]]) -> None:
-        """Remove MENTIONS edges by (root id, entity id); missing ones are ignored."""
-        ...
-
-    def fetch_entity_edges(self, entity_ids: Sequence[str]) -> list[EntityEdgeState]:
-        """The entity edges touching these entity nodes, each once."""
-        ...
-
-    def fetch_entity_edges_between(self, pairs: Sequence[tuple[str, str]]
-                                   ) -> list[EntityEdgeState]:
-        """The entity edges between the two entity nodes of each pair, each once."""
-        ...
-
-    def upsert_entity_edges(self, edges: Sequence[EntityEdgeState]) -> None:
-        """Create or update entity edges whose two endpoints exist (others are skipped)."""
-        ...
-
-    def delete_entity_edges(self, keys: Sequence[EntityEdgeKey]) -> None:
-        """Remove entity edges; missing ones are ignored."""
         ...

@@ -33,7 +33,7 @@ from pipeline.memory.ports import Summariser
 from pipeline.memory.store.fold import PgSummaryWork
 from pipeline.memory.store.work import PgMessageWork, pending_work
 from pipeline.memory.summarising import SessionSummariser
-from pipeline.outbox.relay import ENTITIES, OBJECTS, OutboxRelay
+from pipeline.outbox.relay import OutboxRelay
 from pipeline.outbox.store import backlog
 from pipeline.ports import ChangeSink, DeadLetterSink, Embedder, Extractor, GraphWriter
 from pipeline.settings import Settings
@@ -136,10 +136,10 @@ def _extract(res: StageResources, roots: Roots, rounds: int | None, draining: bo
         # drains the last of a burst examines the burst's entities
         proposals = propose_if_due(res.pool, config=config, names=names, reuse=reuse)
     proposals = proposals or ProposalStats()
-    changed = (stats.extracted or stats.recounted or stats.failed or proposals.merged
-               or decided.applied)
+    # the entity layer lives in Postgres alone: nothing follows (PPR's snapshots and the entity
+    # reads see the committed rows)
     return Outcome({**stats.__dict__, "proposals": proposals.__dict__,
-                    "decisions": decided.__dict__}, ("relay_entities",) if changed else ())
+                    "decisions": decided.__dict__})
 
 
 def _memory(res: StageResources, roots: Roots, rounds: int | None, draining: bool) -> Outcome:
@@ -154,19 +154,15 @@ def _memory(res: StageResources, roots: Roots, rounds: int | None, draining: boo
                     "reused": extracted.reused, **summarised.__dict__})
 
 
-def _relay(lane: str, follow: tuple[str, ...]) -> Callable[
-        [StageResources, Roots, int | None, bool], Outcome]:
-    def run(res: StageResources, roots: Roots, rounds: int | None, draining: bool) -> Outcome:
-        try:
-            graph = res.graph
-        except Unavailable as exc:  # rows stay pending; the sweep triggers the relay again
-            log.warning("relay (%s): %s", lane, exc)
-            return Outcome({"skipped": True, "error": str(exc)})
-        relay = OutboxRelay(res.settings, res.pool, graph, res.changes, res.dead_letters)
-        stats = relay.run(lanes=(lane,), **_bound("max_rounds", rounds))
-        handed = {k: v for k, v in stats.__dict__.items() if k != "errors"}
-        return Outcome(handed, follow if handed.get("handed") else ())
-    return run
+def _relay(res: StageResources, roots: Roots, rounds: int | None, draining: bool) -> Outcome:
+    try:
+        graph = res.graph
+    except Unavailable as exc:  # rows stay pending; the sweep triggers the relay again
+        log.warning("relay: %s", exc)
+        return Outcome({"skipped": True, "error": str(exc)})
+    relay = OutboxRelay(res.settings, res.pool, graph, res.changes, res.dead_letters)
+    stats = relay.run(**_bound("max_rounds", rounds))
+    return Outcome({k: v for k, v in stats.__dict__.items() if k != "errors"})
 
 
 def _lexical(res: StageResources, roots: Roots, rounds: int | None, draining: bool) -> Outcome:
@@ -203,13 +199,12 @@ STAGES: tuple[Stage, ...] = (
     Stage("embed", _embed, _embed_pending),
     Stage("extract", _extract, _extract_pending),
     Stage("memory", _memory, _memory_pending),
-    Stage("relay", _relay(OBJECTS, ("relay_entities",)), _outbox_pending),
-    Stage("relay_entities", _relay(ENTITIES, ()), _outbox_pending),
+    Stage("relay", _relay, _outbox_pending),
     Stage("lexical", _lexical, _lexical_pending),
 )
 BY_NAME: dict[str, Stage] = {stage.name: stage for stage in STAGES}
 
 
 def pending(pool: ConnectionPool, *, older_than: float = 0.0) -> dict[str, int]:
-    """Each stage's waiting work (the relay's two lanes share the outbox's count)."""
+    """Each stage's waiting work."""
     return {s.name: s.pending(pool, older_than) for s in STAGES}

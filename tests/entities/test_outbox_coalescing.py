@@ -1,10 +1,9 @@
-"""The relay's claims (issue 13: publish-to-indexed at half load). Two lanes: object and link rows
-go first, then a smaller batch of entity-layer rows. And an aggregate's later rows are claimed
-with its first (coalesced): behind a backlog, an object's node row written after embedding
-rides with its node row of the consumer's commit, and an entity that many extraction batches
-name is re-synced once per batch. Coalescing is safe because a row asks for a re-sync of the
-aggregate's current state, which the relay reads after it claims. On a fresh database of its
-own (no relay worker there); two tenants."""
+"""The relay's claims (publish-to-indexed at half load): an aggregate's later rows are claimed
+with its first (coalesced): behind a backlog, an object's node row written after embedding rides
+with its node row of the consumer's commit. Coalescing is safe because a row asks for a re-sync
+of the aggregate's current state, which the relay reads after it claims. A row of a retired op
+(the entity projection's, enqueued by a worker of an older version) is marked done unapplied.
+On a fresh database of its own (no relay worker there); two tenants."""
 
 from __future__ import annotations
 
@@ -16,14 +15,7 @@ import pytest
 
 from pipeline.graph.falkordb.schema import NODE_LABEL, connect
 from pipeline.outbox import store as outbox
-from pipeline.outbox.ops import (
-    EDGE_SYNC,
-    ENTITY_SYNC,
-    MENTIONS_SYNC,
-    NODE_SYNC,
-    edge_payload,
-    entity_sync_payload,
-)
+from pipeline.outbox.ops import EDGE_SYNC, NODE_SYNC, RETIRED_OPS, edge_payload
 from pipeline.settings import Settings
 from tests.entities.projutil import relay
 from tests.pipelineutil import ingest, put
@@ -39,19 +31,18 @@ def _row(ns: uuid.UUID, aggregate: uuid.UUID, op: str,
 def test_claim_takes_the_later_rows_of_the_aggregates_it_claims(
         db: psycopg.Connection[Any]) -> None:
     a, b = uuid.uuid4(), uuid.uuid4()
-    node, other, ent, frm, to = (uuid.uuid4() for _ in range(5))
-    partner_1, partner_2 = uuid.uuid4(), uuid.uuid4()
+    node, other, third, frm, to = (uuid.uuid4() for _ in range(5))
     db.execute("DELETE FROM outbox")
     outbox.enqueue_many(db, [
         _row(a, node, NODE_SYNC),                                           # head
-        _row(a, ent, ENTITY_SYNC, entity_sync_payload([partner_1])),        # head
+        _row(b, third, NODE_SYNC),                                          # head
         _row(a, frm, EDGE_SYNC, edge_payload(frm, "cites", to)),            # head
         _row(a, other, NODE_SYNC),                     # another aggregate: waits its turn
         _row(a, node, NODE_SYNC),                      # the same node: absorbed
-        _row(a, ent, ENTITY_SYNC, entity_sync_payload([partner_2])),  # same entity: absorbed
+        _row(b, third, NODE_SYNC),                     # the same node: absorbed
         _row(a, frm, EDGE_SYNC, edge_payload(frm, "cites", uuid.uuid4())),  # another link
         _row(a, frm, EDGE_SYNC, edge_payload(frm, "cites", to)),    # the same link: absorbed
-        _row(a, node, ENTITY_SYNC),                    # same id, another op: waits
+        _row(a, node, EDGE_SYNC, edge_payload(node, "cites", to)),  # same id, another op: waits
         _row(b, node, NODE_SYNC),                      # (ids are global: the same re-sync)
     ])
     ids = [r[0] for r in db.execute("SELECT id FROM outbox ORDER BY id").fetchall()]
@@ -94,27 +85,22 @@ def test_the_relay_applies_coalesced_rows_once_and_marks_them_all_done(
     assert titles == {str(o1): "First, retitled", str(o2): "Second", str(b1): "Theirs, retitled"}
 
 
-def test_a_node_row_is_applied_ahead_of_older_entity_rows(
+def test_rows_of_a_retired_op_are_marked_done_unapplied(
         db: psycopg.Connection[Any], proj_settings: Settings) -> None:
-    """The relay's two lanes: a round applies the object rows first, then one batch of the
-    entity lane (`RELAY_ENTITY_BATCH_SIZE`), however many entity rows are older; the node's
-    MENTIONS re-sync goes to the entity lane as a row of its own, written with the node's."""
+    """A worker of an older version may still enqueue the entity projection's rows during an
+    upgrade: the relay marks them done with their batch and writes nothing for them; an op it
+    has never known is still refused (dead-lettered after its tries), never dropped."""
     a = uuid.uuid4()
-    event = put(a, title="Late but first")
+    event = put(a, title="Beside the retired rows")
     ingest(proj_settings, [event])
-    relay(proj_settings)
     oid = uuid.UUID(event["data"]["id"])
-    db.execute("UPDATE objects SET title = 'Late but first, retitled', updated_at = now()"
-               " WHERE id = %s", (oid,))
-    backlog = [uuid.uuid4() for _ in range(150)]  # entities no row names: nothing to write
-    outbox.enqueue_many(db, [_row(a, e, ENTITY_SYNC) for e in backlog] + [_row(a, oid, NODE_SYNC)])
-    stats = relay(proj_settings, max_rounds=1)  # the entity lane's batch: 100
-    assert (stats.rounds, stats.nodes_upserted, stats.changes) == (2, 1, 1)
-    pending = db.execute("SELECT op, count(*) FROM outbox WHERE done_at IS NULL GROUP BY op"
-                         " ORDER BY op").fetchall()
-    assert pending == [(ENTITY_SYNC, 50), (MENTIONS_SYNC, 1)]
+    retired = [_row(a, uuid.uuid4(), op, {"edges": []}) for op in RETIRED_OPS for _ in range(3)]
+    outbox.enqueue_many(db, [*retired, _row(a, oid, "mentions_sync"), _row(a, oid, NODE_SYNC),
+                             _row(a, uuid.uuid4(), "nonsense_sync")])
+    stats = relay(proj_settings.model_copy(update={"relay_max_attempts": 1}))
+    assert (stats.retired, stats.nodes_upserted, stats.rows_failed) == (7, 1, 1)
+    left = db.execute("SELECT op FROM outbox WHERE done_at IS NULL").fetchall()
+    assert left == [("nonsense_sync",)]  # failed, waiting for an operator
     graph = connect(proj_settings).select_graph(proj_settings.graph_name)
-    assert graph.query(f"MATCH (n:{NODE_LABEL} {{id: $id}}) RETURN n.title",
-                       {"id": str(oid)}).result_set == [["Late but first, retitled"]]
-    relay(proj_settings)
-    assert db.execute("SELECT count(*) FROM outbox WHERE done_at IS NULL").fetchone() == (0,)
+    assert graph.query("MATCH (n) RETURN labels(n)[0], n.id").result_set == [
+        [NODE_LABEL, str(oid)]]

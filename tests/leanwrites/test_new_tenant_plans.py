@@ -1,8 +1,8 @@
 """Reads by id stay reads by id for a tenant the statistics have not seen yet. Statistics taken
 before a tenant's first ingest estimate its namespace at about one row; a query asking for rows
 by id *and* namespace was then planned as a scan of the namespace (an `objects_ns_*` index)
-probing the ids, a cost that grows with the tenant: the relay's live-mention probe read every
-object of the namespace per entity, the lexical writer's load every object per batch. Real
+probing the ids, a cost that grows with the tenant: the lexical writer's load read every object
+of the namespace per batch. Real
 Postgres: a young database analysed (five tenants of one object), tenant B loaded after it
 (3,000 objects); plans and answers of both read."""
 
@@ -15,7 +15,6 @@ import psycopg
 import pytest
 
 from pipeline.lexical.queue import _LOAD, load_documents
-from pipeline.outbox.entity_aggregates import _ENTITIES_OF, load_entities
 from pipeline.retrieval.store.paths import _ENDPOINTS
 from pipeline.retrieval.store.ppr_snapshot import (
     _ALIASES_OF,
@@ -65,21 +64,13 @@ def test_reads_by_id_of_a_tenant_loaded_after_the_statistics(
     early = [uuid.uuid4() for _ in range(5)]
     a = early[0]
     a_rows = [r for ns in early for r in _objects(db, ns, 1)]
-    a_entities = [e for ns, r in zip(early, a_rows, strict=True)
-                  for e in _entities(db, ns, [r, r], per=3)]
+    for ns, r in zip(early, a_rows, strict=True):
+        _entities(db, ns, [r, r], per=3)
     db.execute("ANALYZE objects; ANALYZE entities; ANALYZE mentions")
     b = uuid.uuid4()
     b_rows = _objects(db, b, 3000)  # after the statistics: B is "about one row"
     b_entities = _entities(db, b, b_rows[-60:])  # named by the namespace's last rows
     db.execute("UPDATE objects SET deleted_at = now() WHERE id = %s", (b_rows[-1],))
-
-    # the relay's entity read: live (projected) or not, each in its own namespace
-    asked = b_entities + a_entities
-    found = load_entities(db, asked)
-    assert {e for e, row in found.items() if row.projected} == set(asked) - {b_entities[-1]}
-    assert [found[e].namespace_id for e in a_entities[:2]] == [a, a]
-    plan = _plan(db, _ENTITIES_OF, {"ids": asked})
-    assert "objects_pkey" in plan and "objects_ns" not in plan, plan  # by the mentions
 
     # the lexical writer's load: the roots asked, of the namespace asked only
     docs = load_documents(db, b, b_rows[:10] + a_rows)

@@ -114,15 +114,6 @@ def lock_rows(conn: Conn, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, tuple[str
     return {row[0]: (row[1], row[2], row[3], row[4]) for row in rows}
 
 
-def roots_of(conn: Conn, row_ids: Sequence[uuid.UUID]) -> list[tuple[uuid.UUID, uuid.UUID]]:
-    """(namespace, root) of each of these rows."""
-    if not row_ids:
-        return []
-    return [(ns, root) for ns, root in conn.execute(
-        "SELECT DISTINCT namespace_id, root_id FROM entity_extraction WHERE row_id = ANY(%s)",
-        (list(row_ids),)).fetchall()]
-
-
 def mark_done(conn: Conn, rows: Iterable[tuple[uuid.UUID, str | None, str, int]]) -> None:
     """(row, hash extracted, extractor, triples): extracted, the lease and any recount done."""
     with conn.cursor() as cur:

@@ -6,8 +6,7 @@ A merge moves everything that hangs on the merged entity to the survivor: mentio
 (its own name becomes one, source `merge`), entity edges (re-keyed; the weights of an edge both
 had are summed, its evidence joined; an edge between the two is dropped), recomputes the
 survivor's `part_count`, sets `merged_into` (also on entities merged into the merged one
-before, so following it is one step), records the merge in `entity_merges`, and enqueues
-ENTITY_SYNC for both and MENTIONS_SYNC for every object whose mentions moved.
+before, so following it is one step) and records the merge in `entity_merges`.
 """
 
 from __future__ import annotations
@@ -17,8 +16,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pipeline.domain.errors import EntityMerged, InvalidInput, NotFound
-from pipeline.outbox.ops import ENTITY_SYNC, MENTIONS_SYNC
-from pipeline.outbox.store import ENQUEUE_ENTRIES, ENQUEUE_IDS, entry_arrays, pair_syncs
 from pipeline.postgres.plans import Plan, Statement
 
 _LOCK = """
@@ -191,9 +188,6 @@ def merge(namespace: uuid.UUID, from_id: uuid.UUID, into_id: uuid.UUID, *, confi
     yield Statement(_RETIRE, keys)
     history = yield Statement(_HISTORY, {**keys, "c": confidence, "m": method, "by": decided_by,
                                          "note": note})
-    yield Statement(ENQUEUE_IDS, (namespace, ENTITY_SYNC, [from_id, into_id]))
-    if report.objects:
-        yield Statement(ENQUEUE_IDS, (namespace, MENTIONS_SYNC, report.objects))
     return MergeReport(from_id, into_id, False, report.mentions, report.aliases,
                        report.edges_moved, report.edges_dropped, report.objects,
                        int(history[0][0]), int(recount[0][0]))
@@ -213,8 +207,6 @@ def hold(namespace: uuid.UUID, a: uuid.UUID, b: uuid.UUID, *, confidence: float,
     low, high = ordered(a, b)
     rows = yield Statement(_HOLD, {"ns": namespace, "a": low, "b": high, "c": confidence,
                                    "m": method})
-    if rows:
-        yield Statement(ENQUEUE_ENTRIES, entry_arrays(pair_syncs([(namespace, low, high)])))
     return bool(rows)
 
 
@@ -232,14 +224,7 @@ def hold_many(holds: Sequence[Hold]) -> Plan[set[tuple[uuid.UUID, uuid.UUID]]]:
         "ns": [last[p].namespace for p in pairs], "a": [p[0] for p in pairs],
         "b": [p[1] for p in pairs], "c": [last[p].confidence for p in pairs],
         "m": [last[p].method for p in pairs]})
-    applied = {(r[0], r[1]) for r in rows}
-    # one ENTITY_SYNC per end of each applied hold (narrowed to the pair), in the holds' order,
-    # as `hold` enqueues
-    syncs = pair_syncs((h.namespace, *ordered(h.a, h.b)) for h in holds
-                       if ordered(h.a, h.b) in applied)
-    if syncs:
-        yield Statement(ENQUEUE_ENTRIES, entry_arrays(syncs))
-    return applied
+    return {(r[0], r[1]) for r in rows}
 
 
 def decide(namespace: uuid.UUID, a: uuid.UUID, b: uuid.UUID,
@@ -248,7 +233,6 @@ def decide(namespace: uuid.UUID, a: uuid.UUID, b: uuid.UUID,
     resolver's confidence and method when it had proposed it."""
     low, high = ordered(a, b)
     rows = yield Statement(_DECIDE, {"ns": namespace, "a": low, "b": high, "s": status})
-    yield Statement(ENQUEUE_ENTRIES, entry_arrays(pair_syncs([(namespace, low, high)])))
     confidence, method = rows[0]
     return (float(confidence) if confidence is not None else None, method)
 

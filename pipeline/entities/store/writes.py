@@ -259,12 +259,6 @@ def add_aliases(conn: Conn, aliases: Iterable[tuple[uuid.UUID, str, str, uuid.UU
             [list(column) for column in zip(*rows, strict=True)])
 
 
-def namespaces_of(conn: Conn, entity_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, uuid.UUID]:
-    """entity -> its namespace, for the entities that exist."""
-    return dict(conn.execute("SELECT id, namespace_id FROM entities WHERE id = ANY(%b)",
-                             (sorted(set(entity_ids)),)).fetchall())
-
-
 def recount_entities(conn: Conn, entity_ids: Iterable[uuid.UUID]) -> None:
     """Set `part_count` of these entities to the live rows that mention them."""
     ids = sorted(set(entity_ids))

@@ -22,9 +22,9 @@ FalkorDB 4.16.3 quirks absorbed here:
   ties are common (and every score is 0 when every indexed node matches): ties go by id.
 - Case folding in the full-text index is ASCII-only ("NAÏVE" does not find "naïve"): a token
   with non-ASCII letters is also searched in lower, upper and capitalized form.
-- Entity layer: extracted entities are `NamedEntity` nodes with no vector property (so none of
-  their writes touches the `Entity` vector index and its orphan entries); every statement on
-  objects and links names the `Entity` label at both ends, so readers never reach them.
+- Every statement on objects and links names the `Entity` label at both ends, so nodes of any
+  other label (the `NamedEntity` nodes an older version projected, until `prepare_graph` deletes
+  them) are never reached.
 - Walks: written as one pattern, `MATCH (a {id: f})-[e]-(b:Entity) WHERE b.namespace = ...` is
   planned from `b` (a scan of the whole namespace, 40 ms on 10k nodes instead of 0.3 ms);
   indexing a list parameter per row (`$frontier[pos]`) and sorting every candidate edge are
@@ -36,9 +36,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from pipeline.domain.projection import ENTITY_EDGE_FIELDS
 from pipeline.domain.read_model import Direction
-from pipeline.graph.falkordb.schema import NAMED_ENTITY_LABEL, NODE_LABEL
+from pipeline.graph.falkordb.schema import NODE_LABEL
 
 # -- writer ---------------------------------------------------------------------------------
 
@@ -113,110 +112,6 @@ FETCH_EDGES = (f"MATCH (a:{NODE_LABEL})-[e]->(b:{NODE_LABEL}) "
                "RETURN a.id, b.id, type(e), e.namespace, e.note, e.status, e.role, e.confidence, "
                "e.evidence_id, e.created_at, e.updated_at ORDER BY a.id, type(e), b.id")
 NODE_IDS = f"MATCH (n:{NODE_LABEL}) WHERE $ns IS NULL OR n.namespace = $ns RETURN n.id"
-
-# -- writer: the entity layer ---------------------------------------------------------------
-
-_NE = NAMED_ENTITY_LABEL
-_ENTITY_EDGE_TYPES = "|".join(f"`{t}`" for t in ENTITY_EDGE_FIELDS)
-
-# A NamedEntity carries no vector (see the module docstring), so a plain SET is safe.
-UPSERT_NAMED_ENTITIES = f"""
-UNWIND $rows AS r
-MERGE (e:{_NE} {{id: r.id}})
-SET e.namespace = r.namespace, e.name = r.name, e.norm = r.norm, e.label = r.label,
-    e.part_count = r.part_count
-"""
-
-DELETE_NAMED_ENTITIES = f"UNWIND $ids AS id MATCH (e:{_NE} {{id: id}}) DETACH DELETE e"
-
-_NAMED_ENTITY_COLUMNS = "e.id, e.namespace, e.name, e.norm, e.label, e.part_count"
-FETCH_NAMED_ENTITIES = (f"UNWIND $ids AS id MATCH (e:{_NE} {{id: id}}) "
-                        f"RETURN {_NAMED_ENTITY_COLUMNS}")
-
-_MENTIONS_COLUMNS = "o.id, e.id, m.namespace, m.count, m.parts, m.updated_at"
-
-# Both endpoints are matched, never created: an object node comes from its own NODE_SYNC (which
-# re-syncs its MENTIONS) and an entity node is upserted by the relay before its MENTIONS.
-UPSERT_MENTIONS = f"""
-UNWIND $rows AS r
-MATCH (o:{NODE_LABEL} {{id: r.root_id}})
-MATCH (e:{_NE} {{id: r.entity_id}})
-MERGE (o)-[m:MENTIONS]->(e)
-SET m.namespace = r.namespace, m.count = r.count, m.parts = r.parts, m.updated_at = r.updated_at
-"""
-
-DELETE_MENTIONS = f"""
-UNWIND $rows AS r
-MATCH (:{NODE_LABEL} {{id: r.root_id}})-[m:MENTIONS]->(:{_NE} {{id: r.entity_id}})
-DELETE m
-"""
-
-FETCH_MENTIONS = f"""
-UNWIND $ids AS id
-MATCH (o:{NODE_LABEL} {{id: id}})-[m:MENTIONS]->(e:{_NE})
-RETURN {_MENTIONS_COLUMNS}
-"""
-
-MENTIONS_TO = f"""
-UNWIND $ids AS id
-MATCH (o:{NODE_LABEL})-[:MENTIONS]->(:{_NE} {{id: id}})
-RETURN DISTINCT o.id
-"""
-
-_ENTITY_EDGE_COLUMNS = ("a.id, type(r), coalesce(r.predicate, ''), b.id, r.namespace, r.weight, "
-                        "r.status, r.confidence, r.method, r.evidence")
-
-# Each edge once, whichever of the given entities it joins (both, possibly).
-FETCH_ENTITY_EDGES = f"""
-UNWIND $ids AS id
-MATCH (:{_NE} {{id: id}})-[x:{_ENTITY_EDGE_TYPES}]-(:{_NE})
-WITH DISTINCT x AS r
-WITH r, startNode(r) AS a, endNode(r) AS b
-RETURN {_ENTITY_EDGE_COLUMNS}
-"""
-
-# Each edge between the two entities of a pair (`$pairs`: [id, id] lists), once.
-FETCH_ENTITY_EDGES_BETWEEN = f"""
-UNWIND $pairs AS p
-MATCH (:{_NE} {{id: p[0]}})-[x:{_ENTITY_EDGE_TYPES}]-(:{_NE} {{id: p[1]}})
-WITH DISTINCT x AS r
-WITH r, startNode(r) AS a, endNode(r) AS b
-RETURN {_ENTITY_EDGE_COLUMNS}
-"""
-
-
-def upsert_entity_edges(edge_type: str) -> str:
-    """MERGE the `$rows` entity edges of one type (a key of `ENTITY_EDGE_FIELDS`) between
-    existing NamedEntity nodes, setting that type's properties."""
-    fields = ENTITY_EDGE_FIELDS[edge_type]
-    # RELATES edges of one pair differ by predicate: part of the MERGE pattern (identity).
-    identity = " {predicate: r.predicate}" if "predicate" in fields else ""
-    return f"""
-UNWIND $rows AS r
-MATCH (a:{_NE} {{id: r.from_id}})
-MATCH (b:{_NE} {{id: r.to_id}})
-MERGE (a)-[e:`{edge_type}`{identity}]->(b)
-SET {", ".join(f"e.{f} = r.{f}" for f in ("namespace", *fields))}
-"""
-
-
-def delete_entity_edges(edge_type: str) -> str:
-    """DELETE the `$rows` entity edges (from_id, predicate, to_id) of one type."""
-    if edge_type not in ENTITY_EDGE_FIELDS:
-        raise ValueError(f"not an entity edge type: {edge_type!r}")
-    return f"""
-UNWIND $rows AS r
-MATCH (:{_NE} {{id: r.from_id}})-[e:`{edge_type}`]->(:{_NE} {{id: r.to_id}})
-WHERE coalesce(e.predicate, '') = r.predicate
-DELETE e
-"""
-
-
-# `brainstream verify`: the whole entity layer.
-ALL_NAMED_ENTITIES = f"MATCH (e:{_NE}) RETURN {_NAMED_ENTITY_COLUMNS}"
-ALL_MENTIONS = f"MATCH (o:{NODE_LABEL})-[m:MENTIONS]->(e:{_NE}) RETURN {_MENTIONS_COLUMNS}"
-ALL_ENTITY_EDGES = (f"MATCH (a:{_NE})-[r:{_ENTITY_EDGE_TYPES}]->(b:{_NE}) "
-                    f"RETURN {_ENTITY_EDGE_COLUMNS}")
 
 # -- reader ---------------------------------------------------------------------------------
 

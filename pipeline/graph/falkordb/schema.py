@@ -2,10 +2,11 @@
 what they allow (the capabilities that writer and reader resolve from them).
 
 Nodes are first-class objects under the label `Entity` (id, namespace, kind, title, index_text,
-embedding), and extracted entities under `NamedEntity` (range indexes on id and namespace, a
-unique id; no full-text or vector index). Edge full-text indexes are per relation type and are
-created by the writer when a type first appears (`ensure_edge_fulltext_index`), because FalkorDB
-cannot take a relation type as a parameter.
+embedding), edges their links. Edge full-text indexes are per relation type and are created by
+the writer when a type first appears (`ensure_edge_fulltext_index`), because FalkorDB cannot take
+a relation type as a parameter. Extracted entities are not projected (Postgres serves every read
+of them: docs/architecture.md, "The graph holds objects and links"); `prepare_graph` deletes what
+an older version projected of them (`drop_entity_projection`).
 
 FalkorDB 4.16.3 quirks absorbed here:
 - Edge full-text indexes exist only as the DDL `CREATE FULLTEXT INDEX FOR ()-[e:T]->() ON
@@ -29,8 +30,12 @@ from pipeline.graph.falkordb.errors import graph_errors
 from pipeline.graph.falkordb.settings import GraphSettings
 
 NODE_LABEL = "Entity"
-# Extracted entities (the entity layer): id, namespace, name, norm, label, part_count; no vector.
-NAMED_ENTITY_LABEL = "NamedEntity"
+# The label an older version projected extracted entities under (with MENTIONS edges from object
+# nodes and CO_OCCURS, RELATES and POSSIBLY_SAME between them): deleted by `prepare_graph`.
+RETIRED_ENTITY_LABEL = "NamedEntity"
+# NamedEntity nodes deleted per statement: one statement holds the graph's write lock, so a big
+# projection goes in steps that let the relay's writes and the readers in between.
+_DROP_BATCH = 10_000
 Report = Callable[[str], None]
 
 INDEXES = ("CALL db.indexes() YIELD label, types, options, entitytype, status "
@@ -130,11 +135,10 @@ def prepare_graph(settings: GraphSettings, *, report: Report = _noop,
     graph.query("RETURN 1")
     rows = index_rows(graph)
     created: list[str] = []
-    for label in (NODE_LABEL, NAMED_ENTITY_LABEL):
-        for prop in ("id", "namespace"):
-            if _has_index(rows, label, prop, "RANGE") is None:
-                graph.query(f"CREATE INDEX FOR (n:{label}) ON (n.{prop})")
-                created.append(f"range({label}.{prop})")
+    for prop in ("id", "namespace"):
+        if _has_index(rows, NODE_LABEL, prop, "RANGE") is None:
+            graph.query(f"CREATE INDEX FOR (n:{NODE_LABEL}) ON (n.{prop})")
+            created.append(f"range({NODE_LABEL}.{prop})")
     if _has_index(rows, NODE_LABEL, "index_text", "FULLTEXT") is None:
         graph.query(
             f"CALL db.idx.fulltext.createNodeIndex('{NODE_LABEL}', 'title', 'index_text')"
@@ -156,14 +160,42 @@ def prepare_graph(settings: GraphSettings, *, report: Report = _noop,
                 field="embedding_dim",
             )
     constraints = graph.list_constraints()
-    for label in (NODE_LABEL, NAMED_ENTITY_LABEL):
-        if not any(c.get("label") == label and list(c.get("properties", [])) == ["id"]
-                   and c.get("type") == "UNIQUE" for c in constraints):
-            graph.create_node_unique_constraint(label, "id")
-            created.append(f"unique({label}.id)")
+    if not any(c.get("label") == NODE_LABEL and list(c.get("properties", [])) == ["id"]
+               and c.get("type") == "UNIQUE" for c in constraints):
+        graph.create_node_unique_constraint(NODE_LABEL, "id")
+        created.append(f"unique({NODE_LABEL}.id)")
+    dropped = drop_entity_projection(graph, rows, constraints)
+    if dropped:
+        created.append(f"deleted {dropped} {RETIRED_ENTITY_LABEL} nodes and their edges")
     wait_operational(graph, timeout=timeout)
     report(f"graph: {settings.graph_name} ready"
-           + (f" (created {', '.join(created)})" if created else " (nothing to do)"))
+           + (f" ({', '.join(created)})" if created else " (nothing to do)"))
+
+
+def drop_entity_projection(graph: Any, rows: list[dict[str, Any]] | None = None,
+                           constraints: list[dict[str, Any]] | None = None) -> int:
+    """Delete what an older version projected of the entity layer: every NamedEntity node with
+    its edges (MENTIONS, CO_OCCURS, RELATES, POSSIBLY_SAME), then its constraint and indexes;
+    the nodes deleted. `rows` and `constraints`: the graph's indexes and constraints, when the
+    caller has just read them. Idempotent; on a graph without any, two reads and no write."""
+    label = RETIRED_ENTITY_LABEL
+    deleted = 0
+    while True:
+        result = graph.query(f"MATCH (e:{label}) WITH e LIMIT {_DROP_BATCH} DETACH DELETE e "
+                             "RETURN count(e)")
+        count = int(result.result_set[0][0]) if result.result_set else 0
+        deleted += count
+        if count < _DROP_BATCH:
+            break
+    for c in graph.list_constraints() if constraints is None else constraints:
+        if c.get("label") == label and c.get("type") == "UNIQUE":
+            graph.drop_node_unique_constraint(label, *list(c.get("properties", [])))
+    for row in index_rows(graph) if rows is None else rows:
+        if row["label"] == label and row["entitytype"] == "NODE":
+            for prop, kinds in row["types"].items():
+                if "RANGE" in kinds:
+                    graph.query(f"DROP INDEX FOR (n:{label}) ON (n.{prop})")
+    return deleted
 
 
 def wait_operational(graph: Any, *, timeout: float) -> None:

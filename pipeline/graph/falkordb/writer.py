@@ -23,16 +23,7 @@ from typing import Any
 import falkordb
 
 from pipeline.domain.errors import InvalidInput
-from pipeline.domain.projection import (
-    ENTITY_EDGE_FIELDS,
-    EdgeKey,
-    EdgeState,
-    EntityEdgeKey,
-    EntityEdgeState,
-    MentionsState,
-    NamedEntityState,
-    NodeState,
-)
+from pipeline.domain.projection import EdgeKey, EdgeState, NodeState
 from pipeline.domain.relations import check_relation_type
 from pipeline.graph.falkordb import cypher
 from pipeline.graph.falkordb.errors import graph_errors
@@ -177,114 +168,15 @@ class FalkorGraphWriter:
                 with graph_errors("delete edges"):
                     self._graph.query(query, {"rows": chunk})
 
-    # -- the entity layer (NamedEntity nodes, MENTIONS, entity edges) -----------------------
-
-    def _run_chunks(self, query: str, rows: list[dict[str, Any]], what: str) -> None:
-        for chunk in _chunks(rows, self.batch_size):
-            with graph_errors(what):
-                self._graph.query(query, {"rows": chunk})
-
-    def upsert_named_entities(self, entities: Sequence[NamedEntityState]) -> None:
-        """MERGE NamedEntity nodes by id and set their properties (they carry no vector)."""
-        rows = list({e.id: {"id": e.id, "namespace": e.namespace, "name": e.name,
-                            "norm": e.norm, "label": e.label, "part_count": e.part_count}
-                     for e in entities}.values())
-        self._run_chunks(cypher.UPSERT_NAMED_ENTITIES, rows, "upsert named entities")
-
-    def delete_named_entities(self, ids: Sequence[str]) -> None:
-        """DETACH DELETE NamedEntity nodes (their MENTIONS and entity edges go with them)."""
-        unique = list(dict.fromkeys(ids))
-        for start in range(0, len(unique), self.batch_size):
-            with graph_errors("delete named entities"):
-                self._graph.query(cypher.DELETE_NAMED_ENTITIES,
-                                  {"ids": unique[start:start + self.batch_size]})
+    # -- reads (tests, `brainstream verify`) -----------------------------------------------
 
     def _read_by_ids(self, query: str, ids: Sequence[str], what: str) -> list[list[Any]]:
         """`query` over `$ids`, in batches of distinct ids; all rows."""
-        return self._read_batches(query, "ids", list(dict.fromkeys(ids)), what)
-
-    def _read_batches(self, query: str, param: str, items: Sequence[Any],
-                      what: str) -> list[list[Any]]:
-        """`query` over `$param`, `items` in batches; all rows."""
+        unique = list(dict.fromkeys(ids))
         rows: list[list[Any]] = []
-        for start in range(0, len(items), self.batch_size):
-            rows += self._read(query, {param: list(items[start:start + self.batch_size])},
-                               what)
+        for start in range(0, len(unique), self.batch_size):
+            rows += self._read(query, {"ids": unique[start:start + self.batch_size]}, what)
         return rows
-
-    def fetch_named_entities(self, ids: Sequence[str]) -> list[NamedEntityState]:
-        """The stored state of those of `ids` that have a NamedEntity node."""
-        rows = self._read_by_ids(cypher.FETCH_NAMED_ENTITIES, ids, "fetch named entities")
-        return [named_entity_state(r) for r in rows]
-
-    def fetch_mentions(self, root_ids: Sequence[str]) -> list[MentionsState]:
-        """The MENTIONS edges from these object nodes."""
-        rows = self._read_by_ids(cypher.FETCH_MENTIONS, root_ids, "fetch mentions")
-        return [mentions_state(r) for r in rows]
-
-    def fetch_mentions_to(self, entity_ids: Sequence[str]) -> set[str]:
-        """The ids of the object nodes with MENTIONS to these NamedEntity nodes."""
-        rows = self._read_by_ids(cypher.MENTIONS_TO, entity_ids, "mentions to")
-        return {str(r[0]) for r in rows}
-
-    def upsert_mentions(self, mentions: Sequence[MentionsState]) -> None:
-        """MERGE MENTIONS edges between existing object and NamedEntity nodes (an edge whose
-        endpoint is missing is skipped: the endpoint's own sync brings it)."""
-        rows = list({(m.root_id, m.entity_id): {
-            "root_id": m.root_id, "entity_id": m.entity_id, "namespace": m.namespace,
-            "count": m.count, "parts": list(m.parts), "updated_at": m.updated_at}
-            for m in mentions}.values())
-        self._run_chunks(cypher.UPSERT_MENTIONS, rows, "upsert mentions")
-
-    def delete_mentions(self, pairs: Sequence[tuple[str, str]]) -> None:
-        """Delete MENTIONS edges by (root id, entity id); missing ones are ignored."""
-        rows = [{"root_id": r, "entity_id": e} for r, e in dict.fromkeys(pairs)]
-        self._run_chunks(cypher.DELETE_MENTIONS, rows, "delete mentions")
-
-    def fetch_entity_edges(self, entity_ids: Sequence[str]) -> list[EntityEdgeState]:
-        """The entity edges touching these NamedEntity nodes, each once."""
-        rows = self._read_by_ids(cypher.FETCH_ENTITY_EDGES, entity_ids, "fetch entity edges")
-        # an edge between two entities of different id batches comes back twice
-        return list({edge.key: edge for edge in map(entity_edge_state, rows)}.values())
-
-    def fetch_entity_edges_between(self, pairs: Sequence[tuple[str, str]]
-                                   ) -> list[EntityEdgeState]:
-        """The entity edges between the two NamedEntity nodes of each pair, each once."""
-        unique = [list(p) for p in dict.fromkeys(tuple(sorted(p)) for p in pairs)]
-        rows = self._read_batches(cypher.FETCH_ENTITY_EDGES_BETWEEN, "pairs", unique,
-                                  "fetch entity edges between")
-        return list({edge.key: edge for edge in map(entity_edge_state, rows)}.values())
-
-    def upsert_entity_edges(self, edges: Sequence[EntityEdgeState]) -> None:
-        """MERGE entity edges (one statement per type) between existing NamedEntity nodes."""
-        by_type: dict[str, dict[EntityEdgeKey, dict[str, Any]]] = {}
-        for edge in edges:
-            key = edge.key
-            if key.edge_type not in ENTITY_EDGE_FIELDS:
-                raise InvalidInput(f"not an entity edge type: {key.edge_type!r}",
-                                   field="edge_type")
-            by_type.setdefault(key.edge_type, {})[key] = {
-                "from_id": key.from_id, "to_id": key.to_id, "namespace": edge.namespace,
-                "predicate": key.predicate, "weight": edge.weight, "status": edge.status,
-                "confidence": edge.confidence, "method": edge.method,
-                "evidence": None if edge.evidence is None else list(edge.evidence)}
-        for edge_type, keyed in by_type.items():
-            self._run_chunks(cypher.upsert_entity_edges(edge_type), list(keyed.values()),
-                             "upsert entity edges")
-
-    def delete_entity_edges(self, keys: Sequence[EntityEdgeKey]) -> None:
-        """Delete entity edges by key; missing ones are ignored."""
-        by_type: dict[str, list[dict[str, Any]]] = {}
-        for key in dict.fromkeys(keys):
-            if key.edge_type not in ENTITY_EDGE_FIELDS:
-                raise InvalidInput(f"not an entity edge type: {key.edge_type!r}",
-                                   field="edge_type")
-            by_type.setdefault(key.edge_type, []).append(
-                {"from_id": key.from_id, "predicate": key.predicate, "to_id": key.to_id})
-        for edge_type, rows in by_type.items():
-            self._run_chunks(cypher.delete_entity_edges(edge_type), rows, "delete entity edges")
-
-    # -- reads (tests, `brainstream verify`) -----------------------------------------------
 
     def _read(self, query: str, params: dict[str, Any], what: str) -> list[list[Any]]:
         with graph_errors(what):
@@ -333,31 +225,3 @@ class FalkorGraphWriter:
         rows = self._read(cypher.NODE_IDS, {"ns": namespace}, "node ids")
         return {str(r[0]) for r in rows}
 
-
-def named_entity_state(row: Sequence[Any]) -> NamedEntityState:
-    """A NamedEntity row (`cypher._NAMED_ENTITY_COLUMNS`) as a value."""
-    id_, namespace, name, norm, label, part_count = row
-    return NamedEntityState(id=str(id_), namespace=str(namespace or ""), name=str(name or ""),
-                            norm=str(norm or ""), label=str(label or ""),
-                            part_count=int(part_count or 0))
-
-
-def mentions_state(row: Sequence[Any]) -> MentionsState:
-    """A MENTIONS row (`cypher._MENTIONS_COLUMNS`) as a value."""
-    root_id, entity_id, namespace, count, parts, updated_at = row
-    return MentionsState(root_id=str(root_id), entity_id=str(entity_id),
-                         namespace=str(namespace or ""), count=int(count or 0),
-                         parts=tuple(str(p) for p in parts or ()),
-                         updated_at=str(updated_at or ""))
-
-
-def entity_edge_state(row: Sequence[Any]) -> EntityEdgeState:
-    """An entity edge row (`cypher._ENTITY_EDGE_COLUMNS`) as a value."""
-    (from_id, edge_type, predicate, to_id, namespace, weight, status, confidence, method,
-     evidence) = row
-    return EntityEdgeState(
-        key=EntityEdgeKey(str(from_id), str(edge_type), str(predicate or ""), str(to_id)),
-        namespace=str(namespace or ""),
-        weight=None if weight is None else float(weight), status=_opt_str(status),
-        confidence=None if confidence is None else float(confidence), method=_opt_str(method),
-        evidence=None if evidence is None else tuple(str(e) for e in evidence))
