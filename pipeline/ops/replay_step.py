@@ -32,9 +32,9 @@ from pipeline.wiring.stages import BY_NAME, STAGES, Stage, pending
 # FalkorDB or the model, so two cores both work): safe as it is for the workers' processes, since
 # every stage claims with a lease and writes by compare-and-set. The stages of one group share a
 # client that may not be shared between threads (the extractor finds the entities of rows and of
-# messages; both relay lanes write through one graph client). A stage in no group runs alone.
-CONCURRENT: tuple[tuple[str, ...], ...] = (
-    ("embed",), ("extract", "memory"), ("relay", "relay_entities"), ("lexical",))
+# messages). A stage in no group runs alone.
+CONCURRENT: tuple[tuple[str, ...], ...] = (("embed",), ("extract", "memory"), ("relay",),
+                                           ("lexical",))
 
 
 @dataclass
