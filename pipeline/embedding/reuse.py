@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import psycopg
+from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from pipeline.embedding.identity import model_key
@@ -83,6 +84,22 @@ class VectorReuse:
         return hits, [item for item in items if key(item) not in found]
 
 
-def key_arrays(keys: Sequence[Key]) -> dict[str, list[Any]]:
-    """`keys` as the two arrays a lookup statement unnests (`%(ns)s`, `%(hash)s`)."""
-    return {"ns": [ns for ns, _ in keys], "hash": [text for _, text in keys]}
+def lookup_in(table: str, hash_column: str) -> Lookup:
+    """The lookup of stored vectors in `table` (a wing's own: `object_embeddings`, `messages`,
+    `entity_name_vectors`), whose rows hold `namespace_id`, the text's hash in `hash_column`,
+    `model` and `embedding`. Any row of the key answers: equal keys hold equal vectors."""
+    statement = sql.SQL(
+        "SELECT DISTINCT ON (t.namespace_id, t.{hash}) t.namespace_id, t.{hash}, t.embedding"
+        " FROM {table} t JOIN unnest(%(ns)s::uuid[], %(hash)s::text[]) AS k (ns, hash)"
+        "   ON t.namespace_id = k.ns AND t.{hash} = k.hash"
+        " WHERE t.model = %(model)s AND t.embedding IS NOT NULL").format(
+            table=sql.Identifier(table), hash=sql.Identifier(hash_column))
+
+    def lookup(conn: psycopg.Connection[Any], model: str, keys: Sequence[Key]
+               ) -> dict[Key, Any]:
+        rows = conn.execute(statement, {"ns": [ns for ns, _ in keys],
+                                        "hash": [text for _, text in keys],
+                                        "model": model}).fetchall()
+        return {(ns, text_hash): vector for ns, text_hash, vector in rows}
+
+    return lookup

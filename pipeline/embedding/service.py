@@ -39,7 +39,7 @@ from pipeline.domain.index_text import (
 from pipeline.domain.retry import give_up_error, isolate_refused, retry_transient
 from pipeline.embedding.embedders.base import embed_distinct
 from pipeline.embedding.identity import EMBED_TEXT_CAP_CHARS
-from pipeline.embedding.reuse import Key, VectorReuse, key_arrays
+from pipeline.embedding.reuse import VectorReuse, lookup_in
 from pipeline.embedding.settings import EmbeddingSettings
 from pipeline.kafka.io import dead_letter_headers
 from pipeline.metrics import instruments as metrics
@@ -68,16 +68,6 @@ WHERE id IN (
     LIMIT %(limit)s
     FOR UPDATE OF e SKIP LOCKED)
 RETURNING id
-"""
-
-# Stored vectors of texts by (namespace, text hash): `embedded_hash` is the hash of the index text
-# the row's vector was computed from, `model` the key of the model (migration 0042's index).
-_STORED = """
-SELECT DISTINCT ON (e.namespace_id, e.embedded_hash) e.namespace_id, e.embedded_hash, e.embedding
-FROM object_embeddings e
-JOIN unnest(%(ns)s::uuid[], %(hash)s::text[]) AS k (ns, hash)
-  ON e.namespace_id = k.ns AND e.embedded_hash = k.hash
-WHERE e.model = %(model)s AND e.embedding IS NOT NULL
 """
 
 _LOAD = """
@@ -270,11 +260,9 @@ class EmbeddingService:
             outbox.enqueue_many(conn, [outbox.Entry(ns, root, NODE_SYNC) for root, ns in roots])
 
 
-def stored_vectors(conn: psycopg.Connection[Any], model: str, keys: Sequence[Key]
-                   ) -> dict[Key, Any]:
-    """The vectors `model` computed for objects' texts of `keys` (namespace, index text hash)."""
-    rows = conn.execute(_STORED, {**key_arrays(keys), "model": model}).fetchall()
-    return {(ns, text_hash): vector for ns, text_hash, vector in rows}
+# Stored vectors of objects' texts by (namespace, index text hash): `embedded_hash` is the hash
+# of the index text the row's vector was computed from (migration 0042's index)
+stored_vectors = lookup_in("object_embeddings", "embedded_hash")
 
 
 def claim(conn: psycopg.Connection[Any], roots: Sequence[uuid.UUID] | None, *, lease: float,

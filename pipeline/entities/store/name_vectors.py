@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from pipeline.embedding.reuse import Key, key_arrays
+from pipeline.embedding.reuse import lookup_in
 
 Conn = psycopg.Connection[Any]
 
@@ -40,16 +40,6 @@ SELECT v.id, e.namespace_id, v.embedding, v.name_hash, %b
 FROM unnest(%b::uuid[], %b::vector[], %b::text[]) AS v(id, embedding, name_hash)
 JOIN entities e ON e.id = v.id
 ORDER BY v.id ON CONFLICT (entity_id) DO NOTHING"""
-
-# Stored vectors of names by (namespace, name hash) (migration 0042's index): a merged entity's
-# row counts too, its name is the same text.
-_STORED = """
-SELECT DISTINCT ON (v.namespace_id, v.name_hash) v.namespace_id, v.name_hash, v.embedding
-FROM entity_name_vectors v
-JOIN unnest(%(ns)s::uuid[], %(hash)s::text[]) AS k (ns, hash)
-  ON v.namespace_id = k.ns AND v.name_hash = k.hash
-WHERE v.model = %(model)s
-"""
 
 Unvectored = tuple[uuid.UUID, uuid.UUID, str]  # entity id, namespace, name
 
@@ -80,7 +70,6 @@ def store(conn: Conn, ids: Sequence[uuid.UUID], vectors: Sequence[Any],
                                  list(name_hashes)), prepare=False).rowcount
 
 
-def stored_vectors(conn: Conn, model: str, keys: Sequence[Key]) -> dict[Key, Any]:
-    """The vectors `model` computed for the names of `keys` (namespace, name hash)."""
-    rows = conn.execute(_STORED, {**key_arrays(keys), "model": model}).fetchall()
-    return {(ns, name_hash): vector for ns, name_hash, vector in rows}
+# Stored vectors of names by (namespace, name hash) (migration 0042's index); a merged entity's
+# row answers too: its name is the same text
+stored_vectors = lookup_in("entity_name_vectors", "name_hash")

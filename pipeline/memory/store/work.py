@@ -19,7 +19,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from pipeline.domain.memory_values import ClaimedMessage, MessageIndex
-from pipeline.embedding.reuse import Key, VectorReuse, key_arrays
+from pipeline.embedding.reuse import Key, VectorReuse, lookup_in
 
 _CLAIM_MESSAGES = """
 UPDATE message_extraction x SET lease_until = now() + make_interval(secs => %(lease)s),
@@ -42,21 +42,8 @@ RETURNING x.namespace_id, x.message_uuid, x.session_pk, x.lease_until, m.content
   m.created_at
 """
 
-# Stored vectors of messages' dense texts by (namespace, text hash) (migration 0042's index).
-_STORED = """
-SELECT DISTINCT ON (m.namespace_id, m.embedded_hash) m.namespace_id, m.embedded_hash, m.embedding
-FROM messages m
-JOIN unnest(%(ns)s::uuid[], %(hash)s::text[]) AS k (ns, hash)
-  ON m.namespace_id = k.ns AND m.embedded_hash = k.hash
-WHERE m.model = %(model)s AND m.embedding IS NOT NULL
-"""
-
-
-def stored_message_vectors(conn: psycopg.Connection[Any], model: str, keys: Sequence[Key]
-                           ) -> dict[Key, Any]:
-    """The vectors `model` computed for messages' dense texts of `keys`."""
-    rows = conn.execute(_STORED, {**key_arrays(keys), "model": model}).fetchall()
-    return {(ns, text_hash): vector for ns, text_hash, vector in rows}
+# Stored vectors of messages' dense texts by (namespace, text hash) (migration 0042's index)
+stored_message_vectors = lookup_in("messages", "embedded_hash")
 
 
 # The message's column written by each extractor; its state row is marked done in the same
