@@ -34,6 +34,7 @@ from pipeline.generations.active import ActivePointer, Generation
 from pipeline.ingest.processor import BatchProcessor
 from pipeline.ingest.records import RawRecord
 from pipeline.ingest.settings import (
+    BULK_BATCH_SIZE,
     CONSUMER_BATCH_SECONDS,
     CONSUMER_BATCH_SIZE,
     CONSUMER_FETCH_WAIT_MS,
@@ -67,7 +68,9 @@ def create_app(settings: Settings, pointer: ActivePointer | None = None) -> faus
         broker_commit_every=CONSUMER_BATCH_SIZE,
         consumer_max_fetch_size=max(4 * settings.max_event_bytes, 4 * 1024 * 1024),
         producer_max_request_size=max(2 * settings.max_event_bytes, 1_048_576),
-        stream_buffer_maxsize=4 * CONSUMER_BATCH_SIZE,
+        # a batch's worth waits while the one before is applied (faust stops filling the take
+        # buffer meanwhile), so a consumer behind takes a full batch at once
+        stream_buffer_maxsize=BULK_BATCH_SIZE,
         fetch_wait_ms=CONSUMER_FETCH_WAIT_MS,
     )
     topic = app.topic(settings.topic_events, key_type=bytes, value_type=bytes,
@@ -76,7 +79,9 @@ def create_app(settings: Settings, pointer: ActivePointer | None = None) -> faus
 
     @app.agent(topic, name="brainstream.ingest")
     async def ingest(stream: Any) -> None:  # faust's StreamT stubs lack take_events
-        async for events in stream.take_events(CONSUMER_BATCH_SIZE,
+        # What is waiting, up to BULK_BATCH_SIZE: a few records when caught up (the latency of
+        # CONSUMER_BATCH_SECONDS), large batches while behind.
+        async for events in stream.take_events(BULK_BATCH_SIZE,
                                                 within=CONSUMER_BATCH_SECONDS):
             records = [_record(event) for event in events]
             try:

@@ -23,7 +23,7 @@ from pipeline.cli.common import context_settings, echo
               help="Activate the new generation once it caught up (or leave that to "
               "`generations activate`).")
 @click.option("--batch", type=int, default=None,
-              help="Records per batch (default: the consumer's, 200).")
+              help="Records per batch at most (default: the consumer's largest, 2,000).")
 @click.pass_context
 def replay(ctx: click.Context, since: Any, embedder: str | None, switch: bool,
            batch: int | None) -> None:

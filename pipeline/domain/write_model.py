@@ -43,6 +43,10 @@ class ObjectWrite:
     event_id: str
     chunked: bool = False
     context_title: str | None = None  # a part's parent title (searched with the part)
+    # what created_at / updated_at are stamped with: the event's record time when the row is
+    # written together with other events' rows (pipeline/ingest/bulk.py); None: the event time
+    # the store holds (`EventStore.set_event_time`)
+    at: datetime | None = None
 
 
 @dataclass(frozen=True)

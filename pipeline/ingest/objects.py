@@ -8,6 +8,7 @@ here syncs it at once too, since fields other than its index text may have chang
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 from pipeline.domain.chunking import chunk_text, part_id
 from pipeline.domain.errors import (
@@ -45,7 +46,7 @@ def _upsert_owned(store: EventStore, rows: list[ObjectWrite]) -> None:
 def put(ctx: Applying, event: ParsedEvent, payload: ObjectPut) -> None:
     """Write an object (and the parts cut from its content) or, with `parent_id`, a part."""
     assert event.object_id is not None
-    store, options, outcome = ctx.store, ctx.options, ctx.outcome
+    store, outcome = ctx.store, ctx.outcome
     object_id = event.object_id
     ctx.catalog.validate_put(payload.kind, payload.properties)
     if payload.parent_id is not None:
@@ -57,30 +58,7 @@ def put(ctx: Applying, event: ParsedEvent, payload: ObjectPut) -> None:
         if head.parent_id is not None:
             raise InvalidInput("this id belongs to a part; a part is put with its parent_id",
                                field="data.parent_id")
-    index_text = entity_index_text(payload.title, payload.summary, payload.properties,
-                                   payload.content, content_cap_chars=options.content_cap_chars)
-    rows = [ObjectWrite(
-        id=object_id, namespace_id=event.namespace, kind=payload.kind, title=payload.title,
-        summary=payload.summary, properties=dict(payload.properties), content=payload.content,
-        content_type=payload.content_type, parent_id=None, position=None,
-        index_text_hash=text_hash(index_text), source_version=event.version,
-        event_id=event.event_id,
-    )]
-    spec = ctx.catalog.get(payload.kind)
-    chunked = bool(payload.content and payload.content.strip()) and (
-        ctx.catalog.is_open or (spec is not None and spec.is_parent))
-    chunks = chunk_text(payload.content or "", max_tokens=options.chunk_max_tokens,
-                        overlap_tokens=options.chunk_overlap_tokens) if chunked else []
-    for chunk in chunks:
-        rows.append(ObjectWrite(
-            id=part_id(event.namespace, object_id, chunk.position),
-            namespace_id=event.namespace, kind=payload.kind,
-            title=None, summary=None, properties={}, content=chunk.text,
-            content_type=payload.content_type, parent_id=object_id, position=chunk.position,
-            index_text_hash=text_hash(part_index_text(payload.title, chunk.text)),
-            source_version=None, event_id=event.event_id, chunked=True,
-            context_title=payload.title,
-        ))
+    rows = put_rows(ctx, event, payload)
     # Chunked parts not cut again are stale: those past the new end, and those stored under an
     # id of the scheme before part ids were derived within the namespace (replaced by their
     # namespaced twin; docs/operations.md). Explicit parts stay as sent. A new object has none:
@@ -102,6 +80,39 @@ def put(ctx: Applying, event: ParsedEvent, payload: ObjectPut) -> None:
     outcome.embed_roots.add(object_id)
     store.enqueue(event.namespace, object_id, NODE_SYNC)
     outcome.outbox_rows += 1
+
+
+def put_rows(ctx: Applying, event: ParsedEvent, payload: ObjectPut,
+             at: datetime | None = None) -> list[ObjectWrite]:
+    """The rows a put of a first-class object writes: the object, then the parts cut from its
+    content in their order (stamped with `at`, None: the event time the store holds)."""
+    assert event.object_id is not None
+    options, object_id = ctx.options, event.object_id
+    index_text = entity_index_text(payload.title, payload.summary, payload.properties,
+                                   payload.content, content_cap_chars=options.content_cap_chars)
+    rows = [ObjectWrite(
+        id=object_id, namespace_id=event.namespace, kind=payload.kind, title=payload.title,
+        summary=payload.summary, properties=dict(payload.properties), content=payload.content,
+        content_type=payload.content_type, parent_id=None, position=None,
+        index_text_hash=text_hash(index_text), source_version=event.version,
+        event_id=event.event_id, at=at,
+    )]
+    spec = ctx.catalog.get(payload.kind)
+    chunked = bool(payload.content and payload.content.strip()) and (
+        ctx.catalog.is_open or (spec is not None and spec.is_parent))
+    chunks = chunk_text(payload.content or "", max_tokens=options.chunk_max_tokens,
+                        overlap_tokens=options.chunk_overlap_tokens) if chunked else []
+    for chunk in chunks:
+        rows.append(ObjectWrite(
+            id=part_id(event.namespace, object_id, chunk.position),
+            namespace_id=event.namespace, kind=payload.kind,
+            title=None, summary=None, properties={}, content=chunk.text,
+            content_type=payload.content_type, parent_id=object_id, position=chunk.position,
+            index_text_hash=text_hash(part_index_text(payload.title, chunk.text)),
+            source_version=None, event_id=event.event_id, chunked=True,
+            context_title=payload.title, at=at,
+        ))
+    return rows
 
 
 def _put_part(ctx: Applying, event: ParsedEvent, payload: ObjectPut, object_id: uuid.UUID) -> None:

@@ -43,7 +43,7 @@ from pipeline.embedding.service import pending_count
 from pipeline.embedding.settings import KNOWN_EMBEDDING_DIMS
 from pipeline.generations.active import Generation, active_generation
 from pipeline.ingest.processor import BatchProcessor
-from pipeline.ingest.settings import CONSUMER_BATCH_SIZE
+from pipeline.ingest.settings import BULK_BATCH_SIZE
 from pipeline.ingest.store.events import PgEventStores
 from pipeline.kafka.io import H_CODE, make_producer
 from pipeline.kafka.markers import catch_up, marker_record
@@ -134,7 +134,7 @@ class Replay:
         self.since = since
         self.embedder = embedder or base.embedder
         self.switch = switch
-        self.batch = batch or CONSUMER_BATCH_SIZE
+        self.batch = batch or BULK_BATCH_SIZE  # always behind until its markers
         self.idle_seconds = idle_seconds
         self.stream = stream
         self.say = report

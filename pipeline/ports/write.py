@@ -34,6 +34,17 @@ class EventStore(Protocol):
         """Record the event as processed; False when it already was (a duplicate)."""
         ...
 
+    def claim_events(self, events: Sequence[tuple[uuid.UUID, str, str, str]]
+                     ) -> set[tuple[uuid.UUID, str, str]]:
+        """Record events (namespace, source, event id, type; no two alike) as processed; the
+        (namespace, source, event id) of those that were not already (the rest: duplicates)."""
+        ...
+
+    def processed(self, events: Sequence[tuple[uuid.UUID, str, str]]
+                  ) -> set[tuple[uuid.UUID, str, str]]:
+        """Which of the events (namespace, source, event id) the ledger holds."""
+        ...
+
     def set_outcome(self, namespace: uuid.UUID, source: str, event_id: str,
                     outcome: str) -> None: ...
 
@@ -51,6 +62,10 @@ class EventStore(Protocol):
 
     def lock_object(self, object_id: uuid.UUID) -> ObjectHead | None:
         """The row of `object_id`, locked until commit (events on one object serialize)."""
+        ...
+
+    def lock_objects(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, ObjectHead]:
+        """The rows of `ids` that exist, locked until commit."""
         ...
 
     def share_objects(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, ObjectHead]:

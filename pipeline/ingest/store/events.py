@@ -39,7 +39,16 @@ Conn = psycopg.Connection[Any]
 _OBJECT_HEAD = ("SELECT id, namespace_id, kind, title, parent_id, source_version, deleted_at "
                 "FROM objects")
 
-
+# The ledger claim of a run of events (`PgEventStore.claim_events`): the rows returned are the
+# events claimed now; one already there (a duplicate) is left as it is.
+_CLAIM_EVENTS = """
+INSERT INTO processed_events (namespace_id, source, event_id, event_type, outcome)
+SELECT e.ns, e.source, e.id, e.type, 'applied'
+FROM unnest(%(ns)s::uuid[], %(source)s::text[], %(id)s::text[], %(type)s::text[])
+     AS e(ns, source, id, type)
+ON CONFLICT DO NOTHING
+RETURNING namespace_id, source, event_id
+"""
 
 
 @contextlib.contextmanager
@@ -167,6 +176,29 @@ class PgEventStore:
         )
         return cur.fetchone() is not None
 
+    def claim_events(self, events: Sequence[tuple[uuid.UUID, str, str, str]]
+                     ) -> set[tuple[uuid.UUID, str, str]]:
+        """Record events (namespace, source, event id, type; no two alike) as processed, in
+        one statement; the (namespace, source, event id) of those that were not already."""
+        if not events:
+            return set()
+        rows = self.conn.execute(_CLAIM_EVENTS, {
+            "ns": [e[0] for e in events], "source": [e[1] for e in events],
+            "id": [e[2] for e in events], "type": [e[3] for e in events]}).fetchall()
+        return {(r[0], r[1], r[2]) for r in rows}
+
+    def processed(self, events: Sequence[tuple[uuid.UUID, str, str]]
+                  ) -> set[tuple[uuid.UUID, str, str]]:
+        """Which of the events (namespace, source, event id) the ledger holds."""
+        rows = self.conn.execute(
+            "SELECT p.namespace_id, p.source, p.event_id"
+            " FROM unnest(%(ns)s::uuid[], %(source)s::text[], %(id)s::text[]) AS e(ns, source, id)"
+            " JOIN processed_events p ON p.namespace_id = e.ns AND p.source = e.source"
+            " AND p.event_id = e.id",
+            {"ns": [e[0] for e in events], "source": [e[1] for e in events],
+             "id": [e[2] for e in events]}).fetchall()
+        return {(r[0], r[1], r[2]) for r in rows}
+
     def set_outcome(self, namespace: uuid.UUID, source: str, event_id: str,
                     outcome: str) -> None:
         self.conn.execute(
@@ -194,6 +226,14 @@ class PgEventStore:
         row = self.conn.cursor(row_factory=tuple_row).execute(
             _OBJECT_HEAD + " WHERE id = %s FOR UPDATE", (object_id,)).fetchone()
         return ObjectHead(*row) if row else None
+
+    def lock_objects(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, ObjectHead]:
+        """The rows of `ids` that exist, locked until commit, in one statement (in id order,
+        so two batches locking overlapping sets cannot deadlock)."""
+        rows = self.conn.cursor(row_factory=tuple_row).execute(
+            _OBJECT_HEAD + " WHERE id = ANY(%s) ORDER BY id FOR UPDATE",
+            (sorted(ids),)).fetchall()
+        return {row[0]: ObjectHead(*row) for row in rows}
 
     def share_objects(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, ObjectHead]:
         """Rows of `ids`, share-locked (link endpoints, parents) so they cannot vanish."""

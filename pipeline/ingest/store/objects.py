@@ -4,25 +4,27 @@ from __future__ import annotations
 
 from pipeline.postgres.timing import EVENT_TIME
 
-# All the rows of one put in one statement: one round trip, and the statement triggers on
-# `objects` (the embedding rows, the lexical queue) run once per put instead of once per row. The
+# All the rows of one put (or of a run of puts: pipeline/ingest/bulk.py) in one statement: one
+# round trip, and the statement triggers on `objects` (the embedding rows, the lexical queue) run
+# once per statement instead of once per row. The
 # rows come as parallel arrays, inserted in their order; a put never holds one id twice (a
-# statement cannot update a row twice).
+# statement cannot update a row twice). A row's `at` is its event's time when rows of several
+# events go together; NULL: the event time set for the statement.
 UPSERT_OBJECTS = f"""
 INSERT INTO objects (id, namespace_id, kind, title, summary, properties, content, content_type,
                      parent_id, position, chunked, context_title, index_text_hash,
                      source_version, event_id, created_at, updated_at)
 SELECT r.id, r.namespace_id, r.kind, r.title, r.summary, r.properties, r.content,
        r.content_type, r.parent_id, r.position, r.chunked, r.context_title, r.index_text_hash,
-       r.source_version, r.event_id, {EVENT_TIME}, {EVENT_TIME}
+       r.source_version, r.event_id, coalesce(r.at, {EVENT_TIME}), coalesce(r.at, {EVENT_TIME})
 FROM unnest(%(id)s::uuid[], %(namespace_id)s::uuid[], %(kind)s::text[], %(title)s::text[],
             %(summary)s::text[], %(properties)s::jsonb[], %(content)s::text[],
             %(content_type)s::text[], %(parent_id)s::uuid[], %(position)s::integer[],
             %(chunked)s::boolean[], %(context_title)s::text[], %(index_text_hash)s::text[],
-            %(source_version)s::bigint[], %(event_id)s::text[])
+            %(source_version)s::bigint[], %(event_id)s::text[], %(at)s::timestamptz[])
      WITH ORDINALITY AS r(id, namespace_id, kind, title, summary, properties, content,
                           content_type, parent_id, position, chunked, context_title,
-                          index_text_hash, source_version, event_id, n)
+                          index_text_hash, source_version, event_id, at, n)
 ORDER BY r.n
 ON CONFLICT (id) DO UPDATE SET
     kind = EXCLUDED.kind, title = EXCLUDED.title, summary = EXCLUDED.summary,
@@ -35,7 +37,7 @@ ON CONFLICT (id) DO UPDATE SET
     index_text_hash = EXCLUDED.index_text_hash,
     source_version = coalesce(EXCLUDED.source_version, objects.source_version),
     event_id = EXCLUDED.event_id,
-    updated_at = {EVENT_TIME},
+    updated_at = EXCLUDED.updated_at,
     deleted_at = NULL
 -- a row of another namespace is never taken over: it is left as it is and its id not returned
 WHERE objects.namespace_id = EXCLUDED.namespace_id
@@ -44,4 +46,4 @@ RETURNING id
 
 OBJECT_COLUMNS = ("id", "namespace_id", "kind", "title", "summary", "properties", "content",
                    "content_type", "parent_id", "position", "chunked", "context_title",
-                   "index_text_hash", "source_version", "event_id")
+                   "index_text_hash", "source_version", "event_id", "at")

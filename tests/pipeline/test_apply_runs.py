@@ -1,0 +1,151 @@
+"""apply_batch's runs of puts (pipeline/ingest/bulk.py) on a real Postgres database: what the
+set-based statements write is what the event-by-event path writes, and what they do not cover
+(re-puts, stale versions, refusals, duplicates) comes out as it did event by event."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import psycopg
+import pytest
+
+from pipeline.domain.chunking import part_id
+from pipeline.ingest import batch
+from pipeline.ingest.batch import apply_batch
+from pipeline.ingest.records import BatchOutcome, IngestOptions, RawRecord
+from pipeline.ingest.store.events import PgEventStore
+from tests.pipelineutil import envelope, put
+
+pytestmark = pytest.mark.stack
+
+OPTIONS = IngestOptions(chunk_max_tokens=20, chunk_overlap_tokens=0)
+LONG = "\n\n".join(f"Paragraph {i} talks about topic {i} in some detail here." for i in range(6))
+T0 = 1_700_000_000_000
+
+
+def _apply(conn: psycopg.Connection[Any], events: list[dict[str, Any]],
+           stamps: list[int | None] | None = None) -> BatchOutcome:
+    stamps = stamps or [None] * len(events)
+    records = [RawRecord("t", 0, i, None, json.dumps(e).encode(), (), stamp)
+               for i, (e, stamp) in enumerate(zip(events, stamps, strict=True))]
+    with conn.transaction():
+        return apply_batch(PgEventStore(conn), records, OPTIONS)
+
+
+def _state(conn: psycopg.Connection[Any], ns: uuid.UUID) -> dict[str, Any]:
+    """Everything the puts of `ns` wrote, without the ids of generated rows."""
+    return {
+        "objects": conn.execute(
+            "SELECT o.id::text, o.parent_id::text, o.position, o.title, o.content,"
+            " o.context_title, o.index_text_hash, o.source_version, o.event_id,"
+            " (extract(epoch FROM o.created_at) * 1000)::bigint,"
+            " (extract(epoch FROM o.updated_at) * 1000)::bigint, e.embed_status,"
+            " x.status FROM objects o JOIN object_embeddings e ON e.id = o.id"
+            " JOIN entity_extraction x ON x.row_id = o.id"
+            " WHERE o.namespace_id = %s ORDER BY o.id", (ns,)).fetchall(),
+        "ledger": conn.execute("SELECT event_id, outcome FROM processed_events"
+                               " WHERE namespace_id = %s ORDER BY event_id", (ns,)).fetchall(),
+        "outbox": [r[0] for r in conn.execute(
+            "SELECT aggregate_id::text FROM outbox WHERE namespace_id = %s ORDER BY id",
+            (ns,)).fetchall()],
+        "lexical": conn.execute("SELECT count(DISTINCT root_id) FROM lexical_queue"
+                                " WHERE namespace_id = %s", (ns,)).fetchone(),
+    }
+
+
+def _puts(ns: uuid.UUID, n: int) -> list[dict[str, Any]]:
+    return [put(ns, id=str(uuid.uuid5(ns, str(i))), title=f"doc {i}",
+                content=LONG if i % 2 == 0 else None) | {"id": f"event-{i}"}
+            for i in range(n)]
+
+
+def test_a_run_writes_what_one_by_one_writes(db: psycopg.Connection[Any],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same puts (same ids, times, event ids) in two namespaces, once as a run and once
+    event by event: the rows, their times, the ledger, the outbox and the queues are equal."""
+    stamps: list[int | None] = [T0 + 1000 * i for i in range(7)]
+    stamps[3] = None  # no record time: the transaction's, as before
+    together, alone = uuid.uuid4(), uuid.uuid4()
+    outcome = _apply(db, _puts(together, 7), stamps)
+    monkeypatch.setattr(batch, "MIN_RUN", 10**9)
+    single = _apply(db, _puts(alone, 7), stamps)
+    assert (outcome.applied, outcome.outbox_rows, len(outcome.embed_roots)) == (7, 7, 7)
+    assert (single.applied, single.outbox_rows) == (7, 7)
+
+    def relative(state: dict[str, Any], ns: uuid.UUID) -> dict[str, Any]:
+        names = {str(uuid.uuid5(ns, str(i))): f"doc{i}" for i in range(7)}
+        names |= {str(part_id(ns, uuid.uuid5(ns, str(i)), p)): f"doc{i}/{p}"
+                  for i in range(7) for p in range(10)}
+        def stamp(ms: int) -> int | str:
+            return ms if ms < T0 + 10**6 else "now"  # the transaction's time
+
+        objects = sorted((names[r[0]], names.get(r[1]), *r[2:9], stamp(r[9]), stamp(r[10]),
+                          *r[11:]) for r in state["objects"])
+        return {**state, "objects": objects, "outbox": [names[o] for o in state["outbox"]]}
+
+    assert relative(_state(db, together), together) == relative(_state(db, alone), alone)
+
+
+def test_a_run_keeps_the_outcomes_of_what_it_does_not_cover(
+        db: psycopg.Connection[Any]) -> None:
+    ns, other = uuid.uuid4(), uuid.uuid4()
+    existing = put(ns, title="Old title", content=LONG) | {"version": 2}
+    theirs = put(other, title="Theirs")
+    _apply(db, [existing, theirs])
+    oid = existing["data"]["id"]
+    fresh = [put(ns, title=f"new {i}") for i in range(3)]
+    events = [
+        fresh[0],
+        put(ns, id=oid, title="New title") | {"version": 3},  # a re-put: one by one
+        fresh[1],
+        put(ns, id=theirs["data"]["id"], title="refused"),  # another namespace's id
+        envelope("object.put", ns, {"kind": "bad kind!", "title": "x"}),  # refused by parsing
+        put(ns, id=oid, title="older") | {"version": 1},  # the same object again: a new run
+        existing,  # a duplicate of the first put (same event id)
+        fresh[2],
+    ]
+    outcome = _apply(db, events)
+    assert [d.error.code for d in outcome.dead] == ["id_owned_by_other_namespace",
+                                                    "invalid_payload"]
+    assert (outcome.applied, outcome.stale, outcome.duplicates) == (4, 1, 1)
+    assert db.execute("SELECT title, source_version FROM objects WHERE id = %s",
+                      (oid,)).fetchone() == ("New title", 3)
+    assert db.execute("SELECT DISTINCT context_title FROM objects WHERE parent_id = %s",
+                      (oid,)).fetchall() == []  # re-put without content: its parts are gone
+    assert db.execute("SELECT title FROM objects WHERE id = %s",
+                      (theirs["data"]["id"],)).fetchone() == ("Theirs",)
+    ledger = dict(db.execute("SELECT event_id, outcome FROM processed_events"
+                             " WHERE namespace_id = %s", (ns,)).fetchall())
+    assert ledger == {existing["id"]: "applied", events[1]["id"]: "applied",
+                      events[5]["id"]: "stale", **{e["id"]: "applied" for e in fresh}}
+    # again, whole: every event is a duplicate now, the refused ones refused again
+    again = _apply(db, events)
+    assert (again.applied, again.duplicates, len(again.dead)) == (0, 6, 2)
+
+
+def test_a_part_id_another_namespace_holds_sends_the_run_one_by_one(
+        db: psycopg.Connection[Any]) -> None:
+    """The upsert refuses the run (a derived part id is another namespace's): the run's
+    savepoint is rolled back and its events go one by one, only that put dead-lettered."""
+    ns, other = uuid.uuid4(), uuid.uuid4()
+    victim = put(ns, title="Chunked", content=LONG)
+    squatter = put(other, id=str(part_id(ns, uuid.UUID(victim["data"]["id"]), 1)),
+                   title="squatter")
+    _apply(db, [squatter])
+    before, after = put(ns, title="before"), put(ns, title="after")
+    outcome = _apply(db, [before, victim, after], [T0, T0 + 1, T0 + 2])
+    assert [d.error.code for d in outcome.dead] == ["id_owned_by_other_namespace"]
+    assert outcome.applied == 2
+    assert {r[0] for r in db.execute("SELECT id::text FROM objects WHERE namespace_id = %s",
+                                     (ns,)).fetchall()} == {before["data"]["id"],
+                                                            after["data"]["id"]}
+    assert [r[0] for r in db.execute("SELECT aggregate_id::text FROM outbox"
+                                     " WHERE namespace_id = %s ORDER BY id", (ns,)).fetchall()
+            ] == [before["data"]["id"], after["data"]["id"]]
+    assert db.execute("SELECT count(*) FROM processed_events WHERE namespace_id = %s",
+                      (ns,)).fetchone() == (2,)
+    assert [r[0] for r in db.execute(
+        "SELECT (extract(epoch FROM created_at) * 1000)::bigint FROM objects"
+        " WHERE namespace_id = %s ORDER BY created_at", (ns,)).fetchall()] == [T0, T0 + 2]
