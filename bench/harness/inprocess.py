@@ -27,7 +27,7 @@ from pipeline.entities.stage import ExtractionStage
 from pipeline.graph.falkordb.schema import prepare_graph
 from pipeline.graph.falkordb.writer import FalkorGraphWriter
 from pipeline.ingest.batch import apply_batch
-from pipeline.ingest.records import RawRecord, ingest_options
+from pipeline.ingest.records import IngestOptions, RawRecord, ingest_options
 from pipeline.ingest.settings import CONSUMER_BATCH_SIZE
 from pipeline.ingest.store.events import PgEventStore
 from pipeline.kafka.io import KafkaChangeSink, make_producer
@@ -83,10 +83,11 @@ def bench_stack(settings: Settings, *, fresh: bool, sql_postings: bool = False
 
 
 def apply_events(settings: Settings, events: Sequence[dict[str, Any]], *,
-                 batch_size: int | None = None) -> int:
-    """Apply put/link events as the consumer does: one transaction per batch of records."""
+                 batch_size: int | None = None, options: IngestOptions | None = None) -> int:
+    """Apply put/link events as the consumer does: one transaction per batch of records (with
+    the settings' options unless given)."""
     size = batch_size or CONSUMER_BATCH_SIZE
-    options = ingest_options(settings)
+    options = options or ingest_options(settings)
     applied = 0
     with psycopg.connect(settings.effective_postgres_dsn, autocommit=True) as conn:
         for start in range(0, len(events), size):

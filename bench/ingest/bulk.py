@@ -24,13 +24,14 @@ import statistics
 import sys
 import time
 import uuid
+from dataclasses import replace
 from typing import Any
 
 from bench.harness.inprocess import apply_events, bench_settings, bench_stack
 from bench.harness.runenv import load_average, machine, quiet_logging, say
 from bench.ingest.leanwrites import postgres_cpu
 from bench.quality.data import load_scifact, put_events
-from pipeline.ingest import batch
+from pipeline.ingest.records import ingest_options
 from pipeline.ingest.settings import BULK_BATCH_SIZE, CONSUMER_BATCH_SIZE
 
 CPU_TARGET = 0.7  # the bulk path's CPU per document, at most this times the event-by-event's
@@ -47,19 +48,17 @@ def moved(events: list[dict[str, Any]], namespace: uuid.UUID) -> list[dict[str, 
 def apply_pass(settings: Any, postmaster: int, events: list[dict[str, Any]], *,
                bulk: bool) -> dict[str, float]:
     """Apply the events as one path does: ms per document of wall, own and Postgres CPU."""
-    # the event-by-event path is the same code with no run long enough to go together
-    saved = batch.MIN_RUN
-    batch.MIN_RUN = saved if bulk else sys.maxsize
-    try:
-        pg, own, started = postgres_cpu(postmaster), time.process_time(), time.perf_counter()
-        apply_events(settings, events,
-                     batch_size=BULK_BATCH_SIZE if bulk else CONSUMER_BATCH_SIZE)
-        wall = time.perf_counter() - started
-        own = time.process_time() - own
-        time.sleep(0.5)  # the backend of the pass has exited and been reaped
-        pg = postgres_cpu(postmaster) - pg
-    finally:
-        batch.MIN_RUN = saved
+    # the event-by-event path: the same code with no run long enough to go together
+    options = ingest_options(settings)
+    if not bulk:
+        options = replace(options, min_run=sys.maxsize)
+    pg, own, started = postgres_cpu(postmaster), time.process_time(), time.perf_counter()
+    apply_events(settings, events, options=options,
+                 batch_size=BULK_BATCH_SIZE if bulk else CONSUMER_BATCH_SIZE)
+    wall = time.perf_counter() - started
+    own = time.process_time() - own
+    time.sleep(0.5)  # the backend of the pass has exited and been reaped
+    pg = postgres_cpu(postmaster) - pg
     n = len(events)
     return {"wall": 1000 * wall / n, "own": 1000 * own / n, "pg": 1000 * pg / n,
             "cpu": 1000 * (own + pg) / n}

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from pipeline.domain.errors import InvalidInput
 from pipeline.ingest.apply import apply_one
-from pipeline.ingest.bulk import MIN_RUN, Consumed, PutRun, apply_puts
+from pipeline.ingest.bulk import Consumed, PutRun, apply_puts
 from pipeline.ingest.deferred import Defer, park, retry_deferred
 from pipeline.ingest.records import Applying, BatchOutcome, DeadLetter, IngestOptions, RawRecord
 from pipeline.kafka.markers import read_marker
@@ -66,7 +66,7 @@ def apply_batch(store: EventStore, records: Sequence[RawRecord],
 
 def _apply_run(ctx: Applying, items: list[Consumed]) -> None:
     """A run of puts: together what can go together, the rest one by one, in their order."""
-    left = apply_puts(ctx, items) if len(items) >= MIN_RUN else items
+    left = apply_puts(ctx, items) if len(items) >= ctx.options.min_run else items
     for item in left:
         _apply_one(ctx, item)
 

@@ -33,11 +33,6 @@ from schemas.events import ObjectPut, ParsedEvent
 
 log = logging.getLogger(__name__)
 
-# The shortest run worth the set-based statements: a run of one costs about what the event by
-# event path costs (a savepoint, a claim, a lock, an upsert), two already save half the round
-# trips.
-MIN_RUN = 2
-
 LedgerKey = tuple[uuid.UUID, str, str]  # namespace, source, event id
 
 

@@ -84,6 +84,11 @@ class IngestOptions:
     defer_seconds: float = 300.0
     deferred_per_batch: int = 200
     publisher_keys: PublisherKeys = field(default_factory=PublisherKeys)
+    # The shortest run of consecutive puts applied together (pipeline/ingest/bulk.py): a run of
+    # one costs what the event-by-event path costs (a savepoint, a claim, a lock, an upsert), two
+    # already save half the round trips. A benchmark or a test sets it past any batch to
+    # measure or check the event-by-event path.
+    min_run: int = 2
 
 
 def ingest_options(settings: IngestSettings) -> IngestOptions:

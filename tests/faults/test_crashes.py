@@ -1,6 +1,7 @@
 """kill -9 of pipeline processes mid-work: nothing is lost, nothing is applied twice.
 
-The consumer is killed while it applies a stream of puts (replayed offsets must be no-ops); the
+The consumer is killed while it applies a stream of puts (replayed offsets must be no-ops), and
+while it applies a large batch of a burst it started far behind on (the bulk path); the
 embedding worker and the relay are killed while both have a backlog (leases expire, the sweep
 re-triggers, the relay re-syncs idempotently).
 """
@@ -22,6 +23,7 @@ import pytest
 from kafka.errors import KafkaError
 
 from pipeline.domain.chunking import chunk_text
+from pipeline.ingest.settings import CONSUMER_BATCH_SIZE
 from pipeline.settings import Settings
 from tests.faults.faultutil import (
     PIPELINE,
@@ -39,12 +41,20 @@ from tests.faults.faultutil import (
     scalar,
     wait_converged,
 )
-from tests.faults.oracle import check_against_postgres, expected_from_published
+from tests.faults.oracle import (
+    check_against_postgres,
+    expected_from_log,
+    expected_from_published,
+)
+from tests.faults.workload import mixed_events
 from tests.pipelineutil import put, wait_for
 from tests.stackutil import REPO
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 log = logging.getLogger(__name__)
+
+# The mixed workload's links may overtake their endpoints' puts (other partitions): they wait.
+PROC_ENV = {"BRAINSTREAM_DEFER_SECONDS": "600"}
 
 
 def _puts(ns: uuid.UUID, count: int, *, every_content: int, chunk_max: int, overlap: int,
@@ -120,6 +130,57 @@ def test_consumer_kill9_mid_batch_applies_every_event_exactly_once(
     log.info("consumer crash: killed at %d/%d rows (%d after kill), %d replayed events were "
              "no-ops, converged in %.1fs", at_kill, total, after_kill, replayed,
              elapsed(started))
+
+
+def _consumer_in_transaction(settings: Settings) -> bool:
+    """Whether the consumer's connection holds an open transaction: a batch is being applied."""
+    return bool(scalar(settings, "SELECT count(*) FROM pg_stat_activity"
+                       " WHERE application_name = 'brainstream-consumer'"
+                       " AND xact_start IS NOT NULL"))
+
+
+def test_consumer_kill9_mid_bulk_burst_keeps_key_order_and_applies_once(
+        pipeline_procs: ProcSet) -> None:
+    """A consumer far behind takes large batches (runs of puts through set-based statements,
+    pipeline/ingest/bulk.py); killed while one is in flight after others committed, its
+    successor re-applies what was not acknowledged, and the oracle finds every event of the
+    mixed workload (re-puts, deletes, revivals, stale versions, links, poison) applied once, in
+    each key's order."""
+    procs = pipeline_procs
+    settings = procs.settings
+    ns = uuid.uuid4()
+    events = mixed_events(ns, 1000, seed=3, label="bulk")  # about 3,000 events
+    expected = expected_from_published(ns, [e for e, _ in events])
+    procs.stop("consumer")  # the burst is all waiting when the consumer starts: it is behind
+    publish_fast(settings, events)
+    procs.start("consumer")
+
+    def ledger() -> int:
+        return int(scalar(settings, "SELECT count(*) FROM processed_events"
+                          " WHERE namespace_id = %s", ns))
+
+    def sizes() -> list[int]:
+        return [int(n) for n in re.findall(r"batch: (\d+) records",
+                                           procs.log_since_start("consumer"))]
+
+    # the first batches are small (the fetches ramp up), then they grow: kill once a large one
+    # committed and the next is in flight
+    at_kill = wait_for(lambda: max(sizes(), default=0) > CONSUMER_BATCH_SIZE
+                       and _consumer_in_transaction(settings) and ledger(), timeout=120,
+                       interval=0.01, what="a large batch committed and the next one in flight")
+    procs.kill9("consumer")
+    before = sizes()
+    assert ledger() < len(expected.outcomes), "the consumer had applied everything"
+    procs.start("consumer")
+
+    log_view = expected_from_log(settings, ns)
+    assert (log_view.outcomes, log_view.dead) == (expected.outcomes, expected.dead)
+    check_against_postgres(settings, ns, expected, procs=procs, timeout=240)
+    procs.assert_alive("consumer")
+    replayed = sum(int(n) for n in re.findall(r"(\d+) duplicates",
+                                              procs.log_since_start("consumer")))
+    log.info("bulk burst crash: %d events, batches before the kill %s, killed at %d in the "
+             "ledger, %d replayed events were no-ops", len(events), before, at_kill, replayed)
 
 
 def test_worker_and_relay_kill9_mid_work_converge(pipeline_procs: ProcSet) -> None:

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import replace
 from typing import Any
 
 import psycopg
 import pytest
 
 from pipeline.domain.chunking import part_id
-from pipeline.ingest import batch
 from pipeline.ingest.batch import apply_batch
 from pipeline.ingest.records import BatchOutcome, IngestOptions, RawRecord
 from pipeline.ingest.store.events import PgEventStore
@@ -26,12 +26,13 @@ T0 = 1_700_000_000_000
 
 
 def _apply(conn: psycopg.Connection[Any], events: list[dict[str, Any]],
-           stamps: list[int | None] | None = None) -> BatchOutcome:
+           stamps: list[int | None] | None = None, options: IngestOptions = OPTIONS
+           ) -> BatchOutcome:
     stamps = stamps or [None] * len(events)
     records = [RawRecord("t", 0, i, None, json.dumps(e).encode(), (), stamp)
                for i, (e, stamp) in enumerate(zip(events, stamps, strict=True))]
     with conn.transaction():
-        return apply_batch(PgEventStore(conn), records, OPTIONS)
+        return apply_batch(PgEventStore(conn), records, options)
 
 
 def _state(conn: psycopg.Connection[Any], ns: uuid.UUID) -> dict[str, Any]:
@@ -61,16 +62,14 @@ def _puts(ns: uuid.UUID, n: int) -> list[dict[str, Any]]:
             for i in range(n)]
 
 
-def test_a_run_writes_what_one_by_one_writes(db: psycopg.Connection[Any],
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_writes_what_one_by_one_writes(db: psycopg.Connection[Any]) -> None:
     """The same puts (same ids, times, event ids) in two namespaces, once as a run and once
     event by event: the rows, their times, the ledger, the outbox and the queues are equal."""
     stamps: list[int | None] = [T0 + 1000 * i for i in range(7)]
     stamps[3] = None  # no record time: the transaction's, as before
     together, alone = uuid.uuid4(), uuid.uuid4()
     outcome = _apply(db, _puts(together, 7), stamps)
-    monkeypatch.setattr(batch, "MIN_RUN", 10**9)
-    single = _apply(db, _puts(alone, 7), stamps)
+    single = _apply(db, _puts(alone, 7), stamps, replace(OPTIONS, min_run=10**9))
     assert (outcome.applied, outcome.outbox_rows, len(outcome.embed_roots)) == (7, 7, 7)
     assert (single.applied, single.outbox_rows) == (7, 7)
 
