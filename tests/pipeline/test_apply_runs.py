@@ -5,6 +5,7 @@ set-based statements write is what the event-by-event path writes, and what they
 from __future__ import annotations
 
 import json
+import random
 import uuid
 from dataclasses import replace
 from typing import Any
@@ -148,3 +149,83 @@ def test_a_part_id_another_namespace_holds_sends_the_run_one_by_one(
     assert [r[0] for r in db.execute(
         "SELECT (extract(epoch FROM created_at) * 1000)::bigint FROM objects"
         " WHERE namespace_id = %s ORDER BY created_at", (ns,)).fetchall()] == [T0, T0 + 2]
+
+
+def _random_batches(rng: random.Random, ns: uuid.UUID, n: int) -> list[list[dict[str, Any]]]:
+    """`n` events over a few objects of `ns` (ids derived from it, event ids shared by every
+    namespace): new puts, re-puts with and without content, stale versions, duplicates, soft
+    deletes, puts of unknown-kind-like names, puts of ids another namespace holds; in batches
+    of 1-25."""
+    keys = [f"k{i}" for i in range(12)]
+    version = dict.fromkeys(keys, 0)
+    sent: list[dict[str, Any]] = []
+    events: list[dict[str, Any]] = []
+    for i in range(n):
+        roll = rng.random()
+        key = rng.choice(keys)
+        oid = str(uuid.uuid5(ns, key))
+        if roll < 0.1 and sent:
+            events.append(rng.choice(sent))  # a duplicate delivery
+            continue
+        if roll < 0.2:
+            event = envelope("object.soft_delete", ns, {"id": oid},
+                             version=version[key] + 1)
+        elif roll < 0.25:
+            event = put(ns, id=str(uuid.uuid5(OTHER, key)), title=f"theirs {i}")
+        elif roll < 0.3:
+            event = put(ns, id=oid, title=f"stale {i}") | {"version": max(version[key] - 1, 0)}
+        else:
+            event = put(ns, id=oid, title=f"{key} v{i}",
+                        content=LONG[: rng.randrange(40, len(LONG))] if rng.random() < 0.5
+                        else None) | {"version": version[key] + 1}
+        event["id"] = f"e{i}"
+        if "version" in event:
+            version[key] = max(version[key], event["version"])
+        sent.append(event)
+        events.append(event)
+    out: list[list[dict[str, Any]]] = []
+    while events:
+        size = rng.randrange(1, 26)
+        out.append(events[:size])
+        events = events[size:]
+    return out
+
+
+OTHER = uuid.UUID("00000000-0000-0000-0000-00000000a0a0")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_batches_come_out_as_one_by_one(db: psycopg.Connection[Any], seed: int) -> None:
+    """Random mixes of puts, re-puts, stale versions, duplicates, deletes and refused ids,
+    applied in the same batches with runs and event by event into two namespaces: the same
+    rows, ledger, dead letters (in order) and each aggregate's outbox rows (in order)."""
+    together, alone = uuid.uuid4(), uuid.uuid4()
+    # ids another namespace holds: refused in both
+    _apply(db, [put(OTHER, id=str(uuid.uuid5(OTHER, f"k{i}")), title="theirs")
+                for i in range(12)])
+    results = {}
+    for ns, options in ((together, OPTIONS), (alone, replace(OPTIONS, min_run=10**9))):
+        dead: list[tuple[str | None, str]] = []
+        counts = [0, 0, 0]
+        for chunk in _random_batches(random.Random(seed), ns, 150):
+            got = _apply(db, chunk, options=options)
+            dead += [(d.event_id, d.error.code) for d in got.dead]
+            counts = [counts[0] + got.applied, counts[1] + got.duplicates, counts[2] + got.stale]
+        names = {str(uuid.uuid5(ns, f"k{i}")): f"k{i}" for i in range(12)}
+        objects = sorted(
+            (names.get(r[0], r[0]) if r[1] is None else f"{names[r[1]]}/{r[2]}",
+             r[3], r[4], r[5], r[6], r[7])
+            for r in db.execute(
+                "SELECT id::text, parent_id::text, position, title, content, source_version,"
+                " event_id, deleted_at IS NOT NULL FROM objects WHERE namespace_id = %s",
+                (ns,)).fetchall())
+        outbox: dict[str, list[str]] = {}
+        for aggregate, op in db.execute("SELECT aggregate_id::text, op FROM outbox"
+                                        " WHERE namespace_id = %s ORDER BY id", (ns,)):
+            outbox.setdefault(names[aggregate], []).append(op)
+        results[ns] = {
+            "objects": objects, "dead": dead, "counts": counts, "outbox": outbox,
+            "ledger": sorted(db.execute("SELECT event_id, outcome FROM processed_events"
+                                        " WHERE namespace_id = %s", (ns,)).fetchall())}
+    assert results[together] == results[alone]
+    assert results[together]["counts"][0] > 50  # the mix applied things, not only refusals
