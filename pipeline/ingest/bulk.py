@@ -101,11 +101,14 @@ def apply_puts(ctx: Applying, items: list[Consumed]) -> list[Consumed]:
         except InvalidInput:
             continue  # apply_one refuses it again, alone
         writes[n] = put_rows(ctx, item.event, payload, item.at)
+    if not writes:
+        return items
     store.set_event_time(None)  # every row carries its event's time
     try:
         with store.savepoint():
             heads = store.lock_objects([_object_id(items[n]) for n in writes])
             new = [n for n in writes if _object_id(items[n]) not in heads]
+            existing = [n for n in writes if _object_id(items[n]) in heads]
             claimed = store.claim_events([(e.namespace, e.source, e.event_id, e.type) for e in
                                           (items[n].event for n in new)])
             applied = [n for n in new if ledger_key(items[n].event) in claimed]
@@ -114,7 +117,6 @@ def apply_puts(ctx: Applying, items: list[Consumed]) -> list[Consumed]:
             for n in applied:
                 store.enqueue(items[n].event.namespace, _object_id(items[n]), NODE_SYNC)
             # an existing object's put is applied event by event, unless it is a duplicate
-            existing = [n for n in writes if n not in set(new)]
             seen = store.processed([ledger_key(items[n].event) for n in existing]) \
                 if existing else set()
     except Unavailable:
