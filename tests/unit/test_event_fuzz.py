@@ -121,6 +121,17 @@ class _Store:
     def claim_event(self, *args: Any) -> bool:
         return False
 
+    # a run of puts (pipeline/ingest/bulk.py): no object exists, every claim is a duplicate
+    def lock_objects(self, ids: Any) -> dict[Any, Any]:
+        return {}
+
+    def claim_events(self, events: Any) -> set[Any]:
+        return set()
+
+    def upsert_objects(self, rows: Any) -> list[Any]:
+        assert not rows  # nothing was claimed
+        return []
+
     def due_deferred(self, limit: int) -> list[Any]:
         return []
 

@@ -62,6 +62,12 @@ class _Store(PgEventStore):
     def lock_object(self, object_id: uuid.UUID) -> None:
         return None
 
+    def lock_objects(self, ids: Any) -> dict[uuid.UUID, Any]:
+        return {}
+
+    def claim_events(self, events: Any) -> set[tuple[Any, ...]]:
+        return {event[:3] for event in events}
+
     def chunked_parts_of(self, parent_id: uuid.UUID) -> list[tuple[uuid.UUID, int]]:
         return []
 
@@ -139,6 +145,31 @@ def test_an_unexpected_error_dead_letters_that_event_as_internal() -> None:
     outcome = apply_batch(_Store(RuntimeError("a bug")), [_put_record()], IngestOptions())
     assert [(d.error.code, d.error.message) for d in outcome.dead] == [
         ("internal", "RuntimeError: a bug")]
+
+
+def test_a_run_of_puts_applies_together() -> None:
+    store = _Store(None)
+    outcome = apply_batch(store, [_put_record() for _ in range(3)], IngestOptions())
+    assert (outcome.applied, outcome.dead, outcome.outbox_rows) == (3, [], 3)
+    assert [e[2] for e in store.enqueued] == ["node_sync"] * 3
+
+
+def test_a_run_of_puts_postgres_refuses_goes_one_by_one() -> None:
+    outcome = apply_batch(_Store(psycopg.errors.CheckViolation("violates check constraint")),
+                          [_put_record() for _ in range(3)], IngestOptions())
+    assert [d.error.code for d in outcome.dead] == ["rejected_by_database"] * 3
+
+
+@pytest.mark.parametrize(("exc", "broken"), [
+    (psycopg.OperationalError("server closed the connection"), True),
+    (psycopg.errors.DeadlockDetected("deadlock detected"), False),
+])
+def test_an_unreachable_database_fails_the_batch_of_a_run_of_puts(exc: Exception,
+                                                                  broken: bool) -> None:
+    with pytest.raises(Unavailable) as raised:
+        apply_batch(_Store(exc, broken=broken), [_put_record() for _ in range(3)],
+                    IngestOptions())
+    assert raised.value.__cause__ is exc
 
 
 class _Pool:
