@@ -114,6 +114,25 @@ def _pieces(name: str) -> tuple[str, ...]:
     return tuple(segments(name))
 
 
+# What the rules read of one folded name, kept with it: a pair's rules then only compare.
+@lru_cache(maxsize=_CACHED)
+def _words(folded: str) -> tuple[str, ...]:
+    return tuple(folded.split())
+
+
+@lru_cache(maxsize=_CACHED)
+def _letters(folded: str) -> str | None:
+    """The name's letters joined when it is spelled out one by one ("n a s a"), else None."""
+    words = _words(folded)
+    return "".join(words) if len(words) > 1 and all(len(w) == 1 for w in words) else None
+
+
+@lru_cache(maxsize=_CACHED)
+def _both_initials(folded: str) -> tuple[str, str]:
+    """`initials` without and with the stop words."""
+    return initials(folded, keep_stop=False), initials(folded, keep_stop=True)
+
+
 @dataclass(frozen=True)
 class Likeness:
     """Which rule found two names alike, and how sure it is."""
@@ -195,12 +214,14 @@ def _rule(a: str, b: str, trigram: float | None, floor: float) -> Likeness | Non
     return max(found, key=lambda r: r.confidence, default=None)
 
 
+@lru_cache(maxsize=_CACHED)
 def _canon(folded: str) -> str:
     """A folded name without its spaces and the leading zeros of its numbers: "Coca Cola" and
     "CocaCola", "Apollo 011" and "Apollo 11" agree."""
     return _LEADING_ZEROS.sub("", folded.replace(" ", "")) if len(folded) >= 4 else folded
 
 
+@lru_cache(maxsize=_CACHED)
 def _is_code(name: str) -> bool:
     """Written as an identifier: no spaces, and pieces joined by case or separators."""
     return " " not in name.strip() and len(_pieces(name)) > 1
@@ -215,11 +236,7 @@ def _same_symbols(a: str, b: str, folded: str) -> bool:
 
 def _spelled_out(fa: str, fb: str) -> bool:
     """"n a s a" and "nasa": one is the other's letters, one by one."""
-    for x, y in ((fa, fb), (fb, fa)):
-        letters = x.split()
-        if len(letters) > 1 and all(len(w) == 1 for w in letters) and "".join(letters) == y:
-            return True
-    return False
+    return _letters(fa) == fb or _letters(fb) == fa
 
 
 def _segments(a: str, b: str) -> Likeness | None:
@@ -241,15 +258,15 @@ def initials(folded: str, *, keep_stop: bool) -> str:
 
 def _initials(fa: str, fb: str) -> Likeness | None:
     for short, long_ in ((fa, fb), (fb, fa)):
-        if " " in short or not 2 <= len(short) <= 10 or len(long_.split()) < 2:
+        if " " in short or not 2 <= len(short) <= 10 or len(_words(long_)) < 2:
             continue
-        if short in (initials(long_, keep_stop=False), initials(long_, keep_stop=True)):
+        if short in _both_initials(long_):
             return Likeness("initials", 0.9)
     return None
 
 
 def _nickname(fa: str, fb: str) -> Likeness | None:
-    wa, wb = fa.split(), fb.split()
+    wa, wb = _words(fa), _words(fb)
     if len(wa) < 2 or len(wa) != len(wb) or wa[1:] != wb[1:]:
         return None
     if wb[0] in _NICKNAMES.get(wa[0], ()) or wa[0] in _NICKNAMES.get(wb[0], ()):
@@ -258,14 +275,14 @@ def _nickname(fa: str, fb: str) -> Likeness | None:
 
 
 def _prefix(fa: str, fb: str) -> Likeness | None:
-    wa, wb = fa.split(), fb.split()
+    wa, wb = _words(fa), _words(fb)
     short, long_ = (wa, wb) if len(wa) < len(wb) else (wb, wa)
     if not short or len(short) == len(long_):
         return None
     if long_[:len(short)] == short:
         rest = long_[len(short):]
         if all(len(w) == 1 for w in rest):  # "S.A." folds to "s a"
-            rest = ["".join(rest)]
+            rest = ("".join(rest),)
         return Likeness("prefix", 0.93 if all(w in _COMPANY for w in rest) else 0.6)
     if long_[-len(short):] == short and len("".join(short)) >= 4:
         return Likeness("prefix", 0.6)
@@ -321,12 +338,13 @@ def edit_similarity(a: str, b: str, at_least: float = 0.0) -> float:
     return 0.0 if distance > k else 1.0 - distance / longest
 
 
-def _trigrams(text: str) -> set[str]:
+@lru_cache(maxsize=_CACHED)
+def _trigrams(text: str) -> frozenset[str]:
     out: set[str] = set()
     for word in text.split():
         padded = f"  {word} "
         out.update(padded[i:i + 3] for i in range(len(padded) - 2))
-    return out
+    return frozenset(out)
 
 
 def trigram_similarity(a: str, b: str) -> float:

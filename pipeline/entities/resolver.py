@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from pipeline.domain.resolution import CandidateRow, Evidence
 from pipeline.entities.likeness import Likeness, cap, compare
@@ -27,6 +28,8 @@ EMBEDDING_CAP = 0.85
 # Below this cosine similarity a name's embedding says nothing: the nearest names of a
 # namespace are always some names, and they are not candidates for that alone.
 EMBEDDING_FLOOR = 0.5
+# The proposal pass scores tens of alias rows per name; `normalise` is pure: answers are kept.
+_normalise = lru_cache(maxsize=16_384)(normalise)
 
 MERGE = "merge"
 POSSIBLY_SAME = "possibly_same"
@@ -88,7 +91,7 @@ def score(phrase: str, row: CandidateRow, *, label: str = "NAME",
             capped = cap(semantic, phrase, row.name, label, row.label)
         return max((x for x in (by_name, capped) if x is not None),
                    key=lambda x: x.confidence, default=None)
-    if row.via == "alias" and normalise(row.matched) == normalise(phrase):
+    if row.via == "alias" and _normalise(row.matched) == _normalise(phrase):
         found = Likeness("alias", ALIAS_CONFIDENCE.get(row.alias_source or "", 0.96))
         return cap(found, phrase, row.matched, label, row.label)
     return compare(phrase, row.matched, label_a=label, label_b=row.label,
