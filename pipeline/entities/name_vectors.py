@@ -24,7 +24,7 @@ from psycopg_pool import ConnectionPool
 from pipeline.domain.index_text import text_hash
 from pipeline.embedding.reuse import VectorReuse
 from pipeline.entities.store import name_vectors as store
-from pipeline.entities.store.name_vectors import Unvectored
+from pipeline.entities.store.name_vectors import QueuePosition, Unvectored
 from pipeline.ports import Embedder
 
 log = logging.getLogger(__name__)
@@ -62,9 +62,10 @@ def embed_queued(pool: ConnectionPool, embedder: Embedder, *, batch: int,
     None when the embedder failed (the pass then goes on without asking it again: a dead
     embedder must not cost a timeout per round)."""
     done = 0
+    after: QueuePosition | None = None
     while True:
         with pool.connection() as conn:
-            rows = store.queued_without(conn, batch)
+            rows, after = store.queued_page(conn, batch, after=after)
             stored = _embed_and_store(conn, embedder, rows, reuse) if rows else 0
         if stored is None:
             return None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -17,11 +18,14 @@ from pipeline.embedding.reuse import lookup_in
 
 Conn = psycopg.Connection[Any]
 
-# The pass's queue without vectors (all of it, or the ids given), oldest first.
+# The pass's queue without vectors (all of it, or the ids given), oldest first; past a position
+# in that order when given (a page after the last: the vectors stored before it are not probed
+# again, which made embedding a burst's queue page by page quadratic).
 _QUEUED = """
-SELECT e.id, e.namespace_id, e.name FROM entity_proposal_queue q
+SELECT e.id, e.namespace_id, e.name, q.created_at FROM entity_proposal_queue q
 JOIN entities e ON e.id = q.entity_id AND e.merged_into IS NULL
 WHERE (%(ids)s::uuid[] IS NULL OR q.entity_id = ANY(%(ids)s::uuid[]))
+  AND (%(at)s::timestamptz IS NULL OR (q.created_at, q.entity_id) > (%(at)s, %(id)s::uuid))
   AND NOT EXISTS (SELECT 1 FROM entity_name_vectors v WHERE v.entity_id = e.id)
 ORDER BY q.created_at, q.entity_id LIMIT %(limit)s"""
 
@@ -42,14 +46,25 @@ JOIN entities e ON e.id = v.id
 ORDER BY v.id ON CONFLICT (entity_id) DO NOTHING"""
 
 Unvectored = tuple[uuid.UUID, uuid.UUID, str]  # entity id, namespace, name
+QueuePosition = tuple[datetime, uuid.UUID]  # (created_at, entity id) in the pass's queue
 
 
 def queued_without(conn: Conn, limit: int, ids: Sequence[uuid.UUID] | None = None
                    ) -> list[Unvectored]:
     """Up to `limit` entities waiting for the proposal pass (of `ids`, or any) with no vector."""
+    return queued_page(conn, limit, ids)[0]
+
+
+def queued_page(conn: Conn, limit: int, ids: Sequence[uuid.UUID] | None = None,
+                after: QueuePosition | None = None
+                ) -> tuple[list[Unvectored], QueuePosition | None]:
+    """`queued_without` past `after`, and the position of the last entity returned (None when
+    none was)."""
+    at, last = after if after is not None else (None, None)
     rows = conn.execute(_QUEUED, {"ids": list(ids) if ids is not None else None,
-                                  "limit": limit}).fetchall()
-    return [(r[0], r[1], str(r[2])) for r in rows]
+                                  "at": at, "id": last, "limit": limit}).fetchall()
+    return [(r[0], r[1], str(r[2])) for r in rows], ((rows[-1][3], rows[-1][0]) if rows
+                                                     else None)
 
 
 def live_without(conn: Conn, namespace: uuid.UUID | None, after: uuid.UUID, limit: int
