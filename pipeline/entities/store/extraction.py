@@ -115,13 +115,17 @@ def lock_rows(conn: Conn, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, tuple[str
 
 
 def mark_done(conn: Conn, rows: Iterable[tuple[uuid.UUID, str | None, str, int]]) -> None:
-    """(row, hash extracted, extractor, triples): extracted, the lease and any recount done."""
-    with conn.cursor() as cur:
-        cur.executemany(
-            "UPDATE entity_extraction SET status = 'done', extracted_hash = %s, extractor = %s,"
-            " triples = %s, attempts = attempts + 1, lease_until = NULL, error = NULL,"
-            " recount = false, updated_at = now() WHERE row_id = %s",
-            [(hsh, extractor, triples, rid) for rid, hsh, extractor, triples in sorted(rows)])
+    """(row, hash extracted, extractor, triples): extracted, the lease and any recount done. One
+    statement for the batch (the rows are locked already, `lock_rows`)."""
+    done = sorted(rows)
+    if done:
+        conn.execute(
+            "UPDATE entity_extraction x SET status = 'done', extracted_hash = t.hsh,"
+            " extractor = t.extractor, triples = t.triples, attempts = x.attempts + 1,"
+            " lease_until = NULL, error = NULL, recount = false, updated_at = now()"
+            " FROM unnest(%b::uuid[], %b::text[], %b::text[], %b::int[])"
+            " AS t(row_id, hsh, extractor, triples) WHERE x.row_id = t.row_id",
+            [list(column) for column in zip(*done, strict=True)])
 
 
 def mark_recounted(conn: Conn, row_ids: Sequence[uuid.UUID]) -> None:
