@@ -55,7 +55,12 @@ from bench.harness.runenv import (
 from bench.ingest.corpus import cycle_docs, load_corpus, object_id, put_envelope
 from bench.ingest.leanwrites import postgres_cpu
 from pipeline.embedding.embedders.buckets import length_buckets
-from pipeline.embedding.embedders.minilm import ENCODE_BATCH, MiniLMEmbedder, load_model
+from pipeline.embedding.embedders.minilm import (
+    ENCODE_BATCH,
+    ENCODE_CALL_TOKENS,
+    MiniLMEmbedder,
+    load_model,
+)
 from pipeline.embedding.service import EmbeddingService
 from pipeline.ports import Embedder, Vectors
 from pipeline.postgres.pool import make_pool
@@ -118,7 +123,7 @@ def bare_encode(texts: Sequence[str], batch: int) -> None:
     model = load_model()
     ids = model.tokenizer(list(texts), truncation=True, max_length=model.max_seq_length,
                           return_attention_mask=False, return_token_type_ids=False)["input_ids"]
-    for bucket in length_buckets([len(row) for row in ids], batch):
+    for bucket in length_buckets([len(row) for row in ids], batch, call_cost=ENCODE_CALL_TOKENS):
         model.encode([texts[i] for i in bucket], batch_size=len(bucket),
                      normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
 
