@@ -138,9 +138,14 @@ def test_minilm_semantic_sanity(minilm: MiniLMEmbedder) -> None:
 
 
 def test_minilm_batches_give_the_same_vectors(minilm: MiniLMEmbedder) -> None:
-    texts = [f"passage number {i} about topic {i % 7}" for i in range(10)]
-    small_batches = MiniLMEmbedder(batch_size=3).embed(texts)
-    np.testing.assert_allclose(minilm.embed(texts), small_batches, atol=1e-5)
+    # lengths out of order: the length buckets reorder the texts, the rows come back in order
+    texts = [f"passage number {i} about topic {i % 7}" + " and more" * (i * 7 % 10)
+             for i in range(10)]
+    one_batch = MiniLMEmbedder(batch_size=64).embed(texts)
+    np.testing.assert_allclose(minilm.embed(texts), one_batch, atol=1e-5)
+    np.testing.assert_allclose(MiniLMEmbedder(batch_size=3).embed(texts), one_batch, atol=1e-5)
+    alone = np.vstack([minilm.embed([text]) for text in texts])
+    np.testing.assert_allclose(alone, one_batch, atol=1e-5)
 
 
 def test_minilm_num_threads_is_applied(minilm: MiniLMEmbedder) -> None:
