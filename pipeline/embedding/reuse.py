@@ -68,8 +68,8 @@ class VectorReuse:
         missing = [key for key in wanted if key not in found]
         if missing and self.source is not None:
             try:
-                with self.source.connection() as conn:
-                    found.update(lookup(conn, self.model, missing))
+                with self.source.connection() as source:
+                    found.update(lookup(source, self.model, missing))
             except (psycopg.Error, PoolTimeout) as exc:
                 # the source is an optimisation: without it the texts are embedded again
                 log.warning("stored vectors of the source generation unavailable (%s); "
