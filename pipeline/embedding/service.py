@@ -147,14 +147,14 @@ class EmbeddingService:
         return out
 
     def _embed_batch(self, ids: Sequence[uuid.UUID], stats: EmbedStats) -> None:
-        rows = self._load(ids)
-        metrics.EMBED_BATCH.observe(len(rows))
-        hits, rows = self.reuse.split(self.pool, stored_vectors, rows,
+        hits, rows = self.reuse.split(self.pool, stored_vectors, self._load(ids),
                                       lambda row: (row.namespace_id, row.index_text_hash))
         if hits:
             self._store([row for row, _ in hits], np.stack([v for _, v in hits]), stats,
                         reused=True)
-        self._embed_rows(rows, stats)
+        if rows:  # what no stored vector answered goes to the model
+            metrics.EMBED_BATCH.observe(len(rows))
+            self._embed_rows(rows, stats)
 
     def _embed_rows(self, rows: Sequence[_Row], stats: EmbedStats) -> None:
         """Embed and store `rows`; a batch the embedder refuses is halved until each refused
