@@ -79,9 +79,19 @@ class VectorReuse:
     def split(self, pool: ConnectionPool, lookup: Lookup, items: Sequence[Item],
               key: Callable[[Item], Key]) -> tuple[list[tuple[Item, Any]], list[Item]]:
         """`items` as (item, stored vector) pairs found, and the items left to embed."""
-        found = self.find(pool, lookup, [key(item) for item in items])
-        hits = [(item, found[key(item)]) for item in items if key(item) in found]
-        return hits, [item for item in items if key(item) not in found]
+        keys = [key(item) for item in items]
+        found = self.find(pool, lookup, keys)
+        hits = [(item, found[k]) for item, k in zip(items, keys, strict=True) if k in found]
+        return hits, [item for item, k in zip(items, keys, strict=True) if k not in found]
+
+
+def stored_or_embedded(embedder: Embedder, texts: Sequence[str], keys: Sequence[Key],
+                       found: dict[Key, Any]) -> list[Any]:
+    """Each text's vector: the stored one of its key in `found`, else the embedder's (one call
+    for every text without one); the embedder's errors propagate."""
+    todo = [i for i, key in enumerate(keys) if key not in found]
+    fresh = dict(zip(todo, embedder.embed([texts[i] for i in todo]), strict=True)) if todo else {}
+    return [fresh[i] if i in fresh else found[key] for i, key in enumerate(keys)]
 
 
 def lookup_in(table: str, hash_column: str) -> Lookup:

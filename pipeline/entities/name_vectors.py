@@ -22,7 +22,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from pipeline.domain.index_text import text_hash
-from pipeline.embedding.reuse import VectorReuse
+from pipeline.embedding.reuse import VectorReuse, stored_or_embedded
 from pipeline.entities.store import name_vectors as store
 from pipeline.entities.store.name_vectors import QueuePosition, Unvectored
 from pipeline.ports import Embedder
@@ -37,10 +37,7 @@ def _vectors(conn: psycopg.Connection[Any], embedder: Embedder, rows: Sequence[U
     reuse = reuse or VectorReuse.of(embedder)
     keys = [(ns, text_hash(name)) for _, ns, name in rows]
     found = reuse.find_on(conn, store.stored_vectors, keys)
-    todo = [i for i, key in enumerate(keys) if key not in found]
-    fresh = dict(zip(todo, embedder.embed([rows[i][2] for i in todo]), strict=True)
-                 ) if todo else {}
-    return ([fresh[i] if i in fresh else found[key] for i, key in enumerate(keys)],
+    return (stored_or_embedded(embedder, [name for _, _, name in rows], keys, found),
             [text for _, text in keys], reuse.model)
 
 

@@ -42,7 +42,7 @@ from pipeline.domain.memory_values import ClaimedMessage, ContextRule, MessageIn
 from pipeline.domain.mentions import Extraction, TextField
 from pipeline.domain.retry import give_up_error, isolate_refused
 from pipeline.embedding.identity import EMBED_TEXT_CAP_CHARS
-from pipeline.embedding.reuse import VectorReuse
+from pipeline.embedding.reuse import VectorReuse, stored_or_embedded
 from pipeline.entities.extractors import build_extractor
 from pipeline.entities.names import normalise
 from pipeline.entities.settings import EntitySettings
@@ -95,13 +95,10 @@ class MessageExtraction:
         texts = [embedder_text(rule.dense_text(r), cap_chars=EMBED_TEXT_CAP_CHARS) for r in rows]
         keys = [(r.namespace_id, text_hash(text)) for r, text in zip(rows, texts, strict=True)]
         found = self.work.find_vectors(self.reuse, keys)
-        todo = [i for i, key in enumerate(keys) if key not in found]
-        fresh = dict(zip(todo, self.embedder.embed([texts[i] for i in todo]), strict=True)
-                     ) if todo else {}
-        self.reused += len(rows) - len(todo)
-        return [MessageIndex(found[key] if i not in fresh else fresh[i], rule.lexical_text(r),
-                             key[1], model)
-                for i, (r, key) in enumerate(zip(rows, keys, strict=True))]
+        vectors = stored_or_embedded(self.embedder, texts, keys, found)
+        self.reused += sum(key in found for key in keys)
+        return [MessageIndex(vector, rule.lexical_text(r), key[1], model)
+                for r, key, vector in zip(rows, keys, vectors, strict=True)]
 
     def run(self, sessions: Sequence[uuid.UUID] | None = None, *,
             max_batches: int = 1000) -> ExtractStats:
