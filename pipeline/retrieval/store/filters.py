@@ -20,6 +20,7 @@ from psycopg.types.json import Jsonb
 from pipeline.domain.errors import InvalidFilter
 from pipeline.domain.kinds import is_valid_property_key
 from pipeline.domain.read_model import Filters, Scalar
+from pipeline.postgres.conditions import compile_condition
 
 NO_FILTERS = Filters()
 
@@ -104,6 +105,11 @@ def filter_conditions(filters: Filters, scope_ids: Sequence[uuid.UUID], *,
         parts.append(sql.SQL("{}.properties @> ANY({}::jsonb[])").format(
             p, sql.Placeholder(holder)))
         params[holder] = docs
+    if filters.where is not None:
+        where_params: dict[str, Any] = {}
+        parts.append(sql.SQL("{}").format(compile_condition(
+            filters.where, where_params, sql.SQL("{}.properties").format(p))))
+        params.update(where_params)
     if scope_ids:
         parts.append(sql.SQL(
             "({}.id = ANY(%(f_scope)s::uuid[]) OR {}.id = ANY(%(f_scope)s::uuid[]))").format(p, o))
