@@ -30,11 +30,19 @@ def body(**values: Any) -> Json:
     return {k: v for k, v in values.items() if v is not None}
 
 
+WHERE_DOC = (
+    'Conditions on properties, beside filters: {"jsonpath": "$.price", "gte": 10} with one of '
+    "eq, ne, gt, gte, lt, lte, in (a list), exists (true/false), combined by "
+    '{"and": [...]}, {"or": [...]}, {"not": {...}} (4 deep, 20 leaves). Numbers compare as '
+    "numbers, ISO-8601 dates as instants, strings by code point; the field must be filterable.")
+
+
 def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None) -> None:
     """Add the read tools to `server`; `schema` (the live /v1/schema, or None) describes the
     filters."""
     filters_doc = filters_text(schema)
     Filters = Annotated[Json | None, Field(description=filters_doc)]
+    Where = Annotated[Json | None, Field(description=WHERE_DOC)]
 
     async def search(ctx: Context, query: Query, mode: Annotated[str | None, Field(
             description='"hybrid" (default), "ppr" (multi-hop over entities) or "auto"')] = None,
@@ -42,25 +50,28 @@ def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None)
             scope_ids: Annotated[Ids | None, Field(
                 description="only these objects and their parts")] = None,
             explain: Annotated[bool | None, Field(
-                description="add how the answer was ranked")] = None) -> Json:
+                description="add how the answer was ranked")] = None,
+            where: Where = None) -> Json:
         result: Json = await api.call(ctx, "POST", "/v1/search", body=body(
             query=query, mode=mode, filters=filters, limit=limit, scope_ids=scope_ids,
-            explain=explain))
+            explain=explain, where=where))
         return result
 
     async def find_exact(ctx: Context, query: Query, filters: Filters = None,
-                         limit: Limit = None, scope_ids: Ids | None = None) -> Json:
+                         limit: Limit = None, scope_ids: Ids | None = None,
+                         where: Where = None) -> Json:
         result: Json = await api.call(ctx, "POST", "/v1/find_exact", body=body(
-            query=query, filters=filters, limit=limit, scope_ids=scope_ids))
+            query=query, filters=filters, limit=limit, scope_ids=scope_ids, where=where))
         return result
 
     async def find_objects(ctx: Context, query: Query, kinds: Annotated[list[str] | None, Field(
             description="only these kinds")] = None, filters: Filters = None,
             limit: Limit = None, include_entities: Annotated[bool | None, Field(
-                description="also the entities named like the query")] = None) -> Json:
+                description="also the entities named like the query")] = None,
+            where: Where = None) -> Json:
         result: Json = await api.call(ctx, "POST", "/v1/find_objects", body=body(
             query=query, kinds=kinds, filters=filters, limit=limit,
-            include_entities=include_entities))
+            include_entities=include_entities, where=where))
         return result
 
     async def find_links(ctx: Context, relation_type: Annotated[str, Field(

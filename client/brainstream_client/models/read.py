@@ -45,6 +45,7 @@ class FindExactBody(Body):
     filters: FiltersBody | None = None
     limit: int = 10
     scope_ids: list[UUID] | None = None
+    where: dict[str, Any] | None = None
 
 
 class SearchBody(FindExactBody):
