@@ -1,8 +1,9 @@
 """`where` conditions (`pipeline/domain/conditions.py`) as Tantivy queries on the properties JSON
 field, with the semantics of `pipeline/postgres/conditions.py` (tests/lexical compare both).
 
-Equality is a typed term (5 matches 5.0, "5" does not match 5; an instant is a date term: the
-index holds instant-shaped strings as dates, `documents.json_properties`). A range is one bound
+Equality is a typed term (5 matches 5.0, "5" does not match 5), or for an instant a range of one
+point on the fast field (the index holds instant-shaped strings as dates,
+`documents.json_properties`; a date term would keep only seconds). A range is one bound
 in Tantivy's query syntax, parsed against the schema: tantivy-py's range query takes no JSON path.
 The text is injection-proof: the path's keys passed a strict pattern, numbers and instants are
 formatted here, and a string bound is a plain word (the parser checked it). One bound per query:
@@ -63,8 +64,12 @@ def _leaf(leaf: Leaf) -> tantivy.Query:
 
 def _equal(path: str, value: Scalar | tuple[Scalar, ...]) -> tantivy.Query:
     assert value is not None and not isinstance(value, tuple)
-    moment = instant(value)
-    return tantivy.Query.term_query(SCHEMA, path, moment if moment is not None else value)
+    if instant(value) is not None:
+        # a date term keeps seconds; the fast field keeps microseconds, as Postgres does
+        return tantivy.Query.boolean_query([
+            (tantivy.Occur.Must, _parser().parse_query(f"{path}:>={_bound(value)}", [])),
+            (tantivy.Occur.Must, _parser().parse_query(f"{path}:<={_bound(value)}", []))])
+    return tantivy.Query.term_query(SCHEMA, path, value)
 
 
 def _bound(value: Scalar | tuple[Scalar, ...]) -> str:

@@ -42,12 +42,14 @@ ROWS: list[dict[str, Any]] = [
     {"name": "10", "when": "not a date", "price": True},
     {},
     {"price": 9007199254740000, "name": "zebra", "when": ["2023-12-31", "2025-01-01T00:00:00Z"]},
+    {"when": "2024-05-01T07:30:00.5Z"},
 ]
 _IDS = [uuid.UUID(int=i + 1) for i in range(len(ROWS))]
 _PATHS = ["$.price", "$.name", "$.tags", "$.when", "$.n.b", "$.n", "$.flag", "$.missing"]
 _VALUES = [5, 5.0, 15.5, -3, 0, 7, 10, 30, 0.5, 9007199254740000, "7", "10", "apple", "b",
            "banana", "Cherry", "x", "zebra", "ä", "2024-05-01", "2024-05-01T00:00:00Z",
-           "2024-05-01T07:30:00+00:00", "2024-06-01T08:00:00Z", "2024-06-01", True, False]
+           "2024-05-01T07:30:00+00:00", "2024-05-01T07:30:00.5Z", "2024-06-01T08:00:00Z",
+           "2024-06-01", True, False]
 _LEAF = st.builds(lambda path, op, value: {"jsonpath": path, op: value},
                   st.sampled_from(_PATHS),
                   st.sampled_from(["eq", "ne", "gt", "gte", "lt", "lte", "exists"]),
@@ -120,16 +122,18 @@ def _check(pg: psycopg.Connection[Any], index: tantivy.Index, raw: dict[str, Any
     ({"jsonpath": "$.price", "gt": 0.5}, {0, 1, 4, 5, 6, 9}),
     ({"jsonpath": "$.name", "gte": "b"}, {1, 3, 4, 9}),
     ({"jsonpath": "$.name", "lt": "b"}, {0, 2, 7}),
-    ({"jsonpath": "$.when", "gte": "2024-05-01"}, {1, 2, 3, 4, 5, 9}),
-    ({"jsonpath": "$.when", "gt": "2024-05-01T00:00:00Z"}, {2, 5, 9}),
+    ({"jsonpath": "$.when", "gte": "2024-05-01"}, {1, 2, 3, 4, 5, 9, 10}),
+    ({"jsonpath": "$.when", "gt": "2024-05-01T00:00:00Z"}, {2, 5, 9, 10}),
+    ({"jsonpath": "$.when", "eq": "2024-05-01T07:30:00+00:00"}, {5}),
+    ({"jsonpath": "$.when", "in": ["2024-05-01T07:30:00.5Z", "2023-12-31"]}, {9, 10}),
     ({"jsonpath": "$.when", "eq": "2024-05-01T00:00:00+00:00"}, {1, 3, 4}),
-    ({"jsonpath": "$.when", "lt": "2024-06-01T08:00:00Z"}, {1, 3, 4, 5, 9}),
+    ({"jsonpath": "$.when", "lt": "2024-06-01T08:00:00Z"}, {1, 3, 4, 5, 9, 10}),
     ({"jsonpath": "$.tags", "gte": 10}, {1}),
     ({"jsonpath": "$.tags", "exists": True}, {0, 1}),
     ({"jsonpath": "$.n", "exists": True}, {0, 3}),
     ({"jsonpath": "$.n.b", "gte": 5}, {3}),
     ({"jsonpath": "$.name", "ne": "apple"}, {1, 2, 3, 4, 7, 9}),
-    ({"not": {"jsonpath": "$.name", "exists": True}}, {5, 6, 8}),
+    ({"not": {"jsonpath": "$.name", "exists": True}}, {5, 6, 8, 10}),
     ({"jsonpath": "$.flag", "eq": False}, {5}),
 ])
 def test_each_construct_selects_the_same_rows_everywhere(
