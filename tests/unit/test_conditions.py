@@ -235,3 +235,11 @@ def test_the_catalog_accepts_values_of_the_field_type() -> None:
     # any kind: `price` is a number for products and a string for notes
     check_where(catalog, (), parse_where({"jsonpath": "$.price", "gte": "abc"}))
     check_where(catalog, (), parse_where({"jsonpath": "$.price", "gte": 3}))
+
+
+def test_the_schema_tells_callers_about_where() -> None:
+    from pipeline.retrieval.requests import describe_schema
+
+    described = describe_schema(_catalog())
+    assert '"where"' in described["filter_usage"] and "not" in described["filter_usage"]
+    assert described["where_operators"] == ["eq", "ne", "gt", "gte", "lt", "lte", "in", "exists"]
