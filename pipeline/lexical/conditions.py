@@ -6,9 +6,9 @@ point on the fast field (the index holds instant-shaped strings as dates,
 `documents.json_properties`; a date term would keep only seconds). A range is one bound
 in Tantivy's query syntax, parsed against the schema: tantivy-py's range query takes no JSON path.
 The text is injection-proof: the path's keys passed a strict pattern, numbers and instants are
-formatted here, and a string bound is a plain word (the parser checked it). One bound per query:
-a two-sided range of mixed number types panics inside tantivy 0.27. `exists` is the fast JSON
-field's exists query, counting values under an object.
+formatted here, and a string bound is a plain word (the parser checked it). One bound per query
+(bar an instant's equality): a two-sided range of mixed number types panics inside tantivy 0.27.
+`exists` is the fast JSON field's exists query, counting values under an object.
 """
 
 from __future__ import annotations
@@ -65,10 +65,11 @@ def _leaf(leaf: Leaf) -> tantivy.Query:
 def _equal(path: str, value: Scalar | tuple[Scalar, ...]) -> tantivy.Query:
     assert value is not None and not isinstance(value, tuple)
     if instant(value) is not None:
-        # a date term keeps seconds; the fast field keeps microseconds, as Postgres does
-        return tantivy.Query.boolean_query([
-            (tantivy.Occur.Must, _parser().parse_query(f"{path}:>={_bound(value)}", [])),
-            (tantivy.Occur.Must, _parser().parse_query(f"{path}:<={_bound(value)}", []))])
+        # a date term keeps seconds; the fast field keeps microseconds, as Postgres does. One
+        # two-sided range (both bounds dates): two one-sided ones could each match another
+        # element of a list
+        bound = _bound(value)
+        return _parser().parse_query(f"{path}:[{bound} TO {bound}]", [])
     return tantivy.Query.term_query(SCHEMA, path, value)
 
 
