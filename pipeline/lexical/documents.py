@@ -14,11 +14,19 @@ analysed by the same Postgres function (`PartSearcher.query_lexemes`).
 Filters judge the promoted object (a part by its parent), as in
 `pipeline/retrieval/store/filters.py`: its kind, lowercased title (ILIKE by a regex over one
 term), creation and update times in microseconds (Tantivy's date fields keep seconds), and
-properties as JSON.
+properties as JSON (fast: range filters and aggregations read them by column).
+
+An index keeps the schema it was created with (in its meta.json). One written with an older
+schema is stale (`is_stale`): searches still read it, and the writer rebuilds it from Postgres
+into a fresh directory the first time it writes to that namespace (`LexicalWriter`), as
+`brainstream migrate` does for every stale index of a generation.
 """
 
 from __future__ import annotations
 
+import functools
+import json
+import tempfile
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -56,7 +64,7 @@ def build_schema() -> tantivy.Schema:
     sb.add_text_field(TITLE, tokenizer_name=LOWER_RAW, index_option="basic")
     sb.add_integer_field(CREATED, indexed=True, fast=True)
     sb.add_integer_field(UPDATED, indexed=True, fast=True)
-    sb.add_json_field(PROPERTIES, tokenizer_name="raw", index_option="basic")
+    sb.add_json_field(PROPERTIES, tokenizer_name="raw", index_option="basic", fast=True)
     sb.add_text_field(TEXT, tokenizer_name="raw", index_option="position")
     sb.add_text_field(BODY, stored=True, tokenizer_name="en_stem", index_option="freq")
     return sb.build()
@@ -92,6 +100,24 @@ def open_index(path: Path, *, create: bool) -> tantivy.Index | None:
         index = tantivy.Index.open(str(path))
     register_tokenizers(index)
     return index
+
+
+@functools.cache
+def _current_schema() -> list[Any]:
+    """The schema as Tantivy writes it into meta.json (from an empty index made once)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tantivy.Index(SCHEMA, path=tmp)
+        return list(json.loads((Path(tmp) / "meta.json").read_text())["schema"])
+
+
+def is_stale(path: Path) -> bool:
+    """Whether the index at `path` was written with another schema than `SCHEMA` (False when
+    there is no index)."""
+    try:
+        meta = json.loads((path / "meta.json").read_text())
+    except FileNotFoundError:
+        return False
+    return bool(meta.get("schema") != _current_schema())
 
 
 def index_exists(path: Path) -> bool:
