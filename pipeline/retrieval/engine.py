@@ -24,10 +24,12 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from pipeline.domain.errors import ChannelDegraded, InvalidInput, NotFound
+from pipeline.domain.match_set import plan_facets, plan_sort
 from pipeline.domain.read_model import Filters, Hit, Page, RichObject, RowMeta, SearchQuery
 from pipeline.ports import (
     CatalogSource,
     Channel,
+    MatchSetReader,
     ObjectReader,
     PartSearcher,
     QueryEmbedder,
@@ -42,6 +44,7 @@ from pipeline.retrieval.fusion import (
     promote,
     rrf,
 )
+from pipeline.retrieval.matchset import MatchSetStage, Shape
 from pipeline.retrieval.paging import Item, ResultPager
 from pipeline.retrieval.ppr.multihop import (
     StageRanks,
@@ -106,7 +109,8 @@ class RetrievalEngine:
                  result_sets: ResultSetStore, catalog: CatalogSource,
                  embed_query: QueryEmbedder | None, config: EngineConfig | None = None, *,
                  channels: Sequence[Channel] | None = None,
-                 ppr: PprStage | None = None) -> None:
+                 ppr: PprStage | None = None,
+                 match_sets: MatchSetReader | None = None) -> None:
         self.searcher = searcher
         self.reader = reader
         self.result_sets = result_sets
@@ -128,6 +132,9 @@ class RetrievalEngine:
         missing = [n for n in self.config.exact_channels if n not in self.channels]
         if missing:
             raise ValueError(f"find_exact names channels the engine lacks: {missing}")
+        # facets and sorting over the match set (pipeline/retrieval/matchset.py)
+        self.match_sets = None if match_sets is None else MatchSetStage(
+            match_sets, max_items=self.config.result_set_max_items)
         self.pager = ResultPager(result_sets, reader, evidence=self.evidence_entries,
                                  max_items=self.config.result_set_max_items,
                                  snippet_width=self.config.snippet_chars,
@@ -137,6 +144,20 @@ class RetrievalEngine:
         """Property filters must name filterable fields of the catalog (when it is not empty)."""
         check_filters(await self.catalog(), filters, max_filters=self.config.max_filters)
 
+    async def shape(self, request: SearchQuery) -> Shape | None:
+        """The request's facets and sort, validated against the catalog (None: neither)."""
+        if not request.facets and request.sort is None:
+            return None
+        catalog = await self.catalog()
+        facets = plan_facets(request.facets, catalog, request.filters.kinds)
+        sort = plan_sort(request.sort, catalog, request.filters.kinds)
+        if not facets and sort is None:
+            return None
+        if self.match_sets is None:
+            raise InvalidInput("this server computes no facets or sorted orders",
+                               field="facets" if facets else "sort")
+        return Shape(request, facets, sort)
+
     # -- search -----------------------------------------------------------------------------
 
     async def search(self, namespace: uuid.UUID, request: SearchQuery) -> Page:
@@ -144,6 +165,7 @@ class RetrievalEngine:
         query = query_text(request.query, max_terms=self.config.max_query_terms)
         check_limit(request.limit)
         await self.validate_filters(request.filters)
+        shape = await self.shape(request)
         if request.mode != "hybrid" and self.ppr is None:
             raise InvalidInput(f"mode {request.mode!r}: this server has no PPR stage",
                                field="mode")
@@ -160,15 +182,15 @@ class RetrievalEngine:
         if plan is None or walk is None or (request.mode == "auto" and not walk.seeds):
             page = await self.rank_and_page(namespace, query, hits, request.limit, degrade,
                                             mode=None if plan is None else "hybrid",
-                                            explain=request.explain)
+                                            explain=request.explain, shape=shape)
             if page.explain is not None:
                 page = replace(page, explain={**page.explain, **plan_explain(plan)})
             return page
-        return await self._search_ppr(namespace, query, request, hits, degrade, walk)
+        return await self._search_ppr(namespace, query, request, hits, degrade, walk, shape)
 
     async def _search_ppr(self, namespace: uuid.UUID, query: str, request: SearchQuery,
                           hits: dict[str, list[Hit]], degrade: str | None,
-                          plan: SeedPlan) -> Page:
+                          plan: SeedPlan, shape: Shape | None = None) -> Page:
         """The hybrid list and the PPR stage's list, fused (`multihop.fuse_stages`)."""
         assert self.ppr is not None
         ids = list(dict.fromkeys(h.id for found in hits.values() for h in found))
@@ -187,7 +209,7 @@ class RetrievalEngine:
                         evidence_n=self.config.evidence_n,
                         ppr_weight=self.config.ppr_list_weight))
         page = await self._page(namespace, query, promoted, meta, request.limit, degrade,
-                                mode="ppr")
+                                mode="ppr", shape=shape)
         if request.explain:
             page = replace(page, explain=self._explain(plan, result, page, ranks))
         return page
@@ -204,12 +226,13 @@ class RetrievalEngine:
         query = query_text(request.query, max_terms=self.config.max_query_terms)
         check_limit(request.limit)
         await self.validate_filters(request.filters)
+        shape = await self.shape(request)
         exact, (hits, degrade) = await asyncio.gather(
             self.searcher.exact_matches(namespace, query, request.filters, request.scope_ids,
                                         self.config.candidate_k),
             self.candidates(namespace, query, request, self.config.exact_channels))
         return await self.rank_and_page(namespace, query, hits, request.limit, degrade,
-                                        first=exact)
+                                        first=exact, shape=shape)
 
     async def candidates(self, namespace: uuid.UUID, query: str, request: SearchQuery,
                          names: Sequence[str]) -> tuple[dict[str, list[Hit]], str | None]:
@@ -238,10 +261,11 @@ class RetrievalEngine:
     async def rank_and_page(self, namespace: uuid.UUID, query: str,
                             channels: dict[str, list[Hit]], limit: int, degrade: str | None,
                             *, first: Sequence[Hit] = (), mode: str | None = None,
-                            explain: bool = False) -> Page:
+                            explain: bool = False, shape: Shape | None = None) -> Page:
         """Fuse the channels' hits, promote them to objects with evidence, decay by age and
         return the first page; `first` (exact matches) leads, in its own order. `mode` labels
-        the answer; `explain` adds each returned object's fused rank and score."""
+        the answer; `explain` adds each returned object's fused rank and score; `shape` adds
+        facets and a sorted order."""
         ids = list(dict.fromkeys([h.id for h in first]
                                  + [h.id for hits in channels.values() for h in hits]))
         meta = await self.searcher.row_meta(namespace, ids)
@@ -254,7 +278,8 @@ class RetrievalEngine:
                                enumerate(first)], meta, evidence_n=self.config.evidence_n)
             seen = {p.id for p in leading}
             promoted = leading + [p for p in promoted if p.id not in seen]
-        page = await self._page(namespace, query, promoted, meta, limit, degrade, mode=mode)
+        page = await self._page(namespace, query, promoted, meta, limit, degrade, mode=mode,
+                                shape=shape)
         if not explain:
             return page
         ranks = {p.id: StageRanks(rank, None, p.score) for rank, p in
@@ -263,8 +288,10 @@ class RetrievalEngine:
 
     async def _page(self, namespace: uuid.UUID, query: str, promoted: list[Promoted],
                     meta: dict[uuid.UUID, RowMeta], limit: int, degrade: str | None, *,
-                    mode: str | None) -> Page:
-        """Hydrate the ranked objects, decay by age, and hand the list to the pager."""
+                    mode: str | None, shape: Shape | None = None) -> Page:
+        """Hydrate the ranked objects, decay by age, apply the shape (facets, sort), and hand
+        the list to the pager."""
+        beyond = [p.id for p in promoted[self.config.max_results:]]
         promoted = promoted[: self.config.max_results]
         objects = await self.reader.hydrate(namespace, [p.id for p in promoted])
         now = datetime.now(UTC)
@@ -276,11 +303,17 @@ class RetrievalEngine:
             score = p.score * decay_factor(obj.updated_at, now, self.config.decay_lambda)
             items.append(self._item(p, score, meta))
         items.sort(key=lambda item: (-float(item["score"]), str(item["id"])))
+        facets, truncated = None, False
+        if shape is not None and self.match_sets is not None:
+            candidates = [uuid.UUID(str(item["id"])) for item in items] + beyond
+            items, facets, truncated = await self.match_sets.apply(
+                namespace, query, shape.request, items, candidates, shape.facets, shape.sort)
         # snippets are made by the pager, for the returned page only, from these texts
         texts = {str(row.id): row.content for row in meta.values()}
-        return await self.pager.first_page(namespace, items, limit, kind="search",
+        page = await self.pager.first_page(namespace, items, limit, kind="search",
                                            degrade=degrade, mode=mode, hydrated=objects,
-                                           query=query, texts=texts)
+                                           query=query, texts=texts, truncated=truncated)
+        return page if facets is None else replace(page, facets=facets)
 
     def _item(self, promoted: Promoted, score: float, meta: dict[uuid.UUID, RowMeta]) -> Item:
         evidence = [{**self._evidence(meta[part_id]), "score": part_score}

@@ -35,6 +35,7 @@ from pipeline.retrieval.graph.queries import GraphConfig, GraphQueries
 from pipeline.retrieval.ppr.snapshots import PprSnapshots, SnapshotConfig
 from pipeline.retrieval.ppr.stage import PprConfig, PprStage
 from pipeline.retrieval.store.entities import PgEntityReader
+from pipeline.retrieval.store.matchset import PgMatchSet
 from pipeline.retrieval.store.mentions import PgMentionReader
 from pipeline.retrieval.store.objects import PgObjectReader
 from pipeline.retrieval.store.paths import PgPathGraph
@@ -191,7 +192,7 @@ async def build_services(settings: Settings) -> Services:
         config = replace(config, exact_channels=("lexical", "fuzzy"))
     ppr = ppr_stage(settings, pool)
     engine = RetrievalEngine(searcher, reader, result_sets, catalog, embed_query, config,
-                             channels=channels, ppr=ppr)
+                             channels=channels, ppr=ppr, match_sets=PgMatchSet(pool))
     graph_reader = ReconnectingGraphReader(settings)
     graph = GraphQueries(graph_reader, reader=reader, pager=engine.pager, catalog=catalog,
                          embed_query=embed_query, fallback=engine.search,
