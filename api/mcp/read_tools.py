@@ -23,6 +23,14 @@ RelationTypes = Annotated[list[str] | None, Field(
     description="only links of these relation types (all when unset)")]
 MaxHops = Annotated[int | None, Field(description="how far to walk, 1-4 (default 1)")]
 Direction = Annotated[str | None, Field(description='"out", "in" or "both" (default)')]
+Facets = Annotated[list[Json] | None, Field(description=(
+    'counts per value over every matching object, beside the hits (first page): e.g.'
+    ' [{"field": "kind"}, {"field": "$.stage", "size": 5}, {"field": "$.amount",'
+    ' "interval": 1000}, {"field": "$.close_date", "interval": "month"}]'))]
+Sort = Annotated[Json | None, Field(description=(
+    'order every matching object (up to 1,000) instead of by relevance: {"field":'
+    ' "updated_at" | "created_at" | "title" | "position" | "$.<property>", "order": "asc" |'
+    ' "desc"}; continue pages through it'))]
 
 
 def body(**values: Any) -> Json:
@@ -42,16 +50,19 @@ def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None)
             scope_ids: Annotated[Ids | None, Field(
                 description="only these objects and their parts")] = None,
             explain: Annotated[bool | None, Field(
-                description="add how the answer was ranked")] = None) -> Json:
+                description="add how the answer was ranked")] = None,
+            facets: Facets = None, sort: Sort = None) -> Json:
         result: Json = await api.call(ctx, "POST", "/v1/search", body=body(
             query=query, mode=mode, filters=filters, limit=limit, scope_ids=scope_ids,
-            explain=explain))
+            explain=explain, facets=facets, sort=sort))
         return result
 
     async def find_exact(ctx: Context, query: Query, filters: Filters = None,
-                         limit: Limit = None, scope_ids: Ids | None = None) -> Json:
+                         limit: Limit = None, scope_ids: Ids | None = None,
+                         facets: Facets = None, sort: Sort = None) -> Json:
         result: Json = await api.call(ctx, "POST", "/v1/find_exact", body=body(
-            query=query, filters=filters, limit=limit, scope_ids=scope_ids))
+            query=query, filters=filters, limit=limit, scope_ids=scope_ids, facets=facets,
+            sort=sort))
         return result
 
     async def find_objects(ctx: Context, query: Query, kinds: Annotated[list[str] | None, Field(
@@ -148,7 +159,8 @@ def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None)
 
     tools: list[tuple[Any, str, str]] = [
         (search, "search", "Search the knowledge base with a question or keywords (hybrid "
-         "ranking; mode, filters, explain). The default tool for a question. " + filters_doc),
+         "ranking; mode, filters, explain, facets, sort). The default tool for a question. "
+         + filters_doc),
         (find_exact, "find_exact", "Find objects containing the exact words or identifier "
          "(codes, numbers, quoted phrases); same filters as search."),
         (find_objects, "find_objects", "Find objects (and optionally entities) named like the "

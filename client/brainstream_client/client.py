@@ -56,6 +56,7 @@ from brainstream_client.models.memory import (
 from brainstream_client.models.read import (
     ChildrenOut,
     ContinueBody,
+    FacetBody,
     FiltersBody,
     FindExactBody,
     MeOut,
@@ -64,6 +65,7 @@ from brainstream_client.models.read import (
     RichObjectOut,
     SearchBody,
     SearchMode,
+    SortBody,
 )
 from brainstream_client.retry import RetryPolicy
 
@@ -145,17 +147,24 @@ class Client:
     # search
     def search(self, query: str, *, filters: Filters = None, limit: int = 10,
                mode: SearchMode = "hybrid", explain: bool = False,
-               scope_ids: Sequence[Id] | None = None) -> PageOut:
-        """Hybrid search over parts, promoted to their objects with evidence."""
+               scope_ids: Sequence[Id] | None = None,
+               facets: Sequence[FacetBody | Mapping[str, Any]] | None = None,
+               sort: SortBody | Mapping[str, Any] | None = None) -> PageOut:
+        """Hybrid search over parts, promoted to their objects with evidence; `facets` count
+        the match set's objects per value (`PageOut.facets`, first page), `sort` orders it."""
         return self._call(ops.SEARCH, body=SearchBody.model_validate(dict(
             query=query, filters=filters, limit=limit, mode=mode, explain=explain,
-            scope_ids=scope_ids)))
+            scope_ids=scope_ids, facets=facets, sort=sort)))
 
     def find_exact(self, query: str, *, filters: Filters = None, limit: int = 10,
-                   scope_ids: Sequence[Id] | None = None) -> PageOut:
-        """Equality first (id, title, property value, quoted phrase), then lexical."""
+                   scope_ids: Sequence[Id] | None = None,
+                   facets: Sequence[FacetBody | Mapping[str, Any]] | None = None,
+                   sort: SortBody | Mapping[str, Any] | None = None) -> PageOut:
+        """Equality first (id, title, property value, quoted phrase), then lexical; `facets`
+        and `sort` as in `search`."""
         return self._call(ops.FIND_EXACT, body=FindExactBody.model_validate(dict(
-            query=query, filters=filters, limit=limit, scope_ids=scope_ids)))
+            query=query, filters=filters, limit=limit, scope_ids=scope_ids, facets=facets,
+            sort=sort)))
 
     def continue_(self, result_set_id: str, *, limit: int = 10) -> PageOut:
         """The next page of a result set (`iter_pages` and `iter_objects` call it)."""
