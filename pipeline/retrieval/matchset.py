@@ -90,7 +90,7 @@ def _number(value: float) -> int | float:
 
 
 def _iso(value: datetime) -> str:
-    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return value.replace(microsecond=0).isoformat() + "Z"  # four-digit years, always
 
 
 def _next(begin: datetime, unit: str) -> datetime:
