@@ -24,16 +24,20 @@ from pipeline.postgres.pool import AsyncConn, read_connection
 from pipeline.retrieval.store.filters import Query, filter_conditions
 from pipeline.retrieval.store.search_sql import QUERY_LEXEMES
 
-# The match set's object ids: rows holding a query word, promoted and filtered, and the fused
-# candidates (already filtered by their channels; still held to the namespace).
+# The match set's objects: the promoted ids of the rows holding a query word (in scope), and
+# the fused candidates; each object read once by its key, held to the namespace and filtered.
 _MATCH = sql.SQL(
-    "m AS MATERIALIZED (SELECT p.id FROM objects o"
-    " JOIN objects p ON p.id = coalesce(o.parent_id, o.id)"
-    " WHERE o.namespace_id = %(ns)s AND p.namespace_id = %(ns)s"
-    " AND o.deleted_at IS NULL AND p.deleted_at IS NULL AND o.lexical @@ %(tsq)s::tsquery"
-    " AND {where}"
-    " UNION SELECT p.id FROM objects p WHERE p.namespace_id = %(ns)s"
-    " AND p.deleted_at IS NULL AND p.id = ANY(%(candidates)s::uuid[]))")
+    "hit AS (SELECT DISTINCT coalesce(o.parent_id, o.id) AS id FROM objects o"
+    " WHERE o.lexical @@ %(tsq)s::tsquery AND o.namespace_id = %(ns)s"
+    " AND o.deleted_at IS NULL AND {scope}"
+    " UNION SELECT unnest(%(candidates)s::uuid[])),"
+    " m AS MATERIALIZED (SELECT p.id, p.kind, p.title, p.position, p.properties,"
+    " p.created_at, p.updated_at FROM hit JOIN objects p ON p.id = hit.id"
+    " WHERE p.namespace_id = %(ns)s AND p.deleted_at IS NULL AND {where})")
+# Rows holding a query word are found by the GIN index `objects_lexical`: a natural-language
+# query matches a fifth of the rows or more, where the planner would rather scan the table and
+# test each row's tsvector, detoasting every one of them (70 ms at 10k rows, against 4 ms).
+_USE_INDEXES = sql.SQL("SET LOCAL enable_seqscan = off")
 
 # A property's values as rows (a list gives one row per element; a missing key none).
 _ELEMENTS = sql.SQL(
@@ -49,17 +53,17 @@ def tsquery_text(lexemes: Sequence[str]) -> str | None:
 
 
 def _facet_select(i: int, plan: FacetPlan) -> tuple[Query, dict[str, Any]]:
-    """One facet's (i, value as jsonb, object count) rows over `pm` (the match set's objects)."""
+    """One facet's (i, value as jsonb, object count) rows over `m` (the match set's objects)."""
     params: dict[str, Any] = {}
     index = sql.Literal(i)
     if plan.source == "kind":
         return sql.SQL("SELECT {i} AS i, to_jsonb(p.kind) AS v, count(*) AS n"
-                       " FROM pm p GROUP BY 2").format(i=index), params
+                       " FROM m p GROUP BY 2").format(i=index), params
     if plan.source in ("created_at", "updated_at"):
         params[f"unit_{i}"] = plan.unit
         return sql.SQL(
             "SELECT {i} AS i, to_jsonb(date_trunc({unit}, p.{col} AT TIME ZONE 'UTC')) AS v,"
-            " count(*) AS n FROM pm p GROUP BY 2").format(
+            " count(*) AS n FROM m p GROUP BY 2").format(
                 i=index, unit=sql.SQL("{}::text").format(sql.Placeholder(f"unit_{i}")),
                 col=sql.Identifier(plan.source)), params
     key = sql.SQL("{}::text").format(sql.Placeholder(f"key_{i}"))
@@ -83,7 +87,7 @@ def _facet_select(i: int, plan: FacetPlan) -> tuple[Query, dict[str, Any]]:
                        " AND brainstream_instant(e.v #>> '{}') IS NOT NULL")
     return sql.SQL(
         "SELECT {i} AS i, {value} AS v, count(DISTINCT p.id) AS n"
-        " FROM pm p CROSS JOIN LATERAL {elements} WHERE {keep} GROUP BY 2").format(
+        " FROM m p CROSS JOIN LATERAL {elements} WHERE {keep} GROUP BY 2").format(
             i=index, value=value, elements=elements, keep=keep), params
 
 
@@ -121,13 +125,20 @@ class PgMatchSet:
     async def _match(self, conn: AsyncConn, namespace: uuid.UUID, query: str,
                      filters: Filters, scope_ids: Sequence[uuid.UUID],
                      candidates: Sequence[uuid.UUID]) -> tuple[Query, dict[str, Any]]:
+        """The match set's CTEs (`hit`, `m`: its objects' columns) and their parameters; in
+        the caller's transaction, which it sets to use the indexes."""
+        await conn.execute(_USE_INDEXES)
         cur = await conn.execute(QUERY_LEXEMES, {"q": query}, prepare=False)
         row = await cur.fetchone()
-        frag = filter_conditions(filters, scope_ids)
-        params = {**frag.params, "ns": namespace,
+        frag = filter_conditions(filters, ())  # on the object
+        scope: Query = sql.SQL("TRUE")
+        if scope_ids:  # a row in scope, or its object
+            scope = sql.SQL("(o.id = ANY(%(f_scope)s::uuid[])"
+                            " OR coalesce(o.parent_id, o.id) = ANY(%(f_scope)s::uuid[]))")
+        params = {**frag.params, "ns": namespace, "f_scope": list(scope_ids),
                   "tsq": tsquery_text(list(row[0]) if row else []),
                   "candidates": list(candidates)}
-        return _MATCH.format(where=frag.where), params
+        return _MATCH.format(where=frag.where, scope=scope), params
 
     async def facets(self, namespace: uuid.UUID, query: str, filters: Filters,
                      scope_ids: Sequence[uuid.UUID], candidates: Sequence[uuid.UUID],
@@ -136,7 +147,7 @@ class PgMatchSet:
         first, ties by value; buckets: by value) and the sum of all its values' counts."""
         if not plans:
             return []
-        async with read_connection(self.pool) as conn:
+        async with read_connection(self.pool) as conn, conn.transaction():
             match, params = await self._match(conn, namespace, query, filters, scope_ids,
                                               candidates)
             selects: list[Query] = []
@@ -147,9 +158,7 @@ class PgMatchSet:
             params["sizes"] = [p.size for p in plans]
             params["terms"] = [p.type == "terms" for p in plans]
             statement = sql.SQL(
-                "WITH {match}, pm AS MATERIALIZED (SELECT p.id, p.kind, p.properties,"
-                " p.created_at, p.updated_at FROM m JOIN objects p ON p.id = m.id),"
-                " g AS ({selects}),"
+                "WITH {match}, g AS ({selects}),"
                 " r AS (SELECT i, v, n, sum(n) OVER (PARTITION BY i) AS total,"
                 " row_number() OVER (PARTITION BY i ORDER BY CASE WHEN"
                 " (%(terms)s::bool[])[i + 1] THEN -n ELSE 0 END, v) AS rk FROM g)"
@@ -170,13 +179,13 @@ class PgMatchSet:
         """The match set's first `limit` objects in the plan's order; ties by their rank in
         `ranked` (the relevance order; objects not in it after those), then by id."""
         keys, extra = _sort_keys(plan)
-        async with read_connection(self.pool) as conn:
+        async with read_connection(self.pool) as conn, conn.transaction():
             match, params = await self._match(conn, namespace, query, filters, scope_ids,
                                               ranked)
             statement = sql.SQL(
                 "WITH {match}, r(id, rk) AS (SELECT * FROM unnest(%(candidates)s::uuid[])"
                 " WITH ORDINALITY)"
-                " SELECT p.id FROM m JOIN objects p ON p.id = m.id"
+                " SELECT p.id FROM m p"
                 " CROSS JOIN LATERAL (SELECT CASE jsonb_typeof(p.properties -> %(sort_key)s::text)"
                 " WHEN 'array' THEN p.properties -> %(sort_key)s::text -> 0"
                 " ELSE p.properties -> %(sort_key)s::text END AS x) AS k"
