@@ -29,6 +29,9 @@ from pipeline.domain.read_model import DATE_INTERVALS, FacetSpec, SortSpec
 MAX_FACETS = 8
 MAX_FACET_SIZE = 100
 DEFAULT_FACET_SIZE = 10
+# A numeric interval's bounds: bucket starts stay finite numbers a JSON answer can carry.
+MIN_INTERVAL = 1e-9
+MAX_INTERVAL = 1e15
 
 FacetType = Literal["terms", "number", "date"]
 # How a sort key compares: as numbers, instants, text, booleans, or (open mode) each type in
@@ -126,8 +129,9 @@ def _plan_facet(spec: FacetSpec, catalog: KindCatalog, kinds: Sequence[str],
     if is_date and interval not in DATE_INTERVALS:
         raise InvalidInput(f"interval must be a number or one of {', '.join(DATE_INTERVALS)}",
                            field=f"{at}.interval")
-    if isinstance(interval, int | float) and not (interval > 0 and interval < 1e15):
-        raise InvalidInput("a numeric interval must be positive", field=f"{at}.interval")
+    if isinstance(interval, int | float) and not MIN_INTERVAL <= interval <= MAX_INTERVAL:
+        raise InvalidInput(f"a numeric interval must be between {MIN_INTERVAL:g} and"
+                           f" {MAX_INTERVAL:g}", field=f"{at}.interval")
     if spec.field == "kind":
         if interval is not None:
             raise InvalidInput("kind takes no interval", field=f"{at}.interval")

@@ -11,6 +11,7 @@ no evidence. The pager stores that list as the result set, so `continue` pages t
 from __future__ import annotations
 
 import asyncio
+import math
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -69,19 +70,25 @@ async def _none() -> None:
 def facet_answer(plan: FacetPlan, counts: FacetCounts) -> dict[str, object]:
     """One facet as the answer shows it: `buckets` and `other` (the sum of the counts of the
     values or buckets beyond `size`)."""
-    kept = sum(n for _, n in counts.values)
+    kept = 0
     buckets: list[dict[str, object]] = []
     for value, n in counts.values:
         if plan.type == "terms":
             buckets.append({"value": value, "count": n})
         elif plan.type == "number":
-            start = float(value)  # type: ignore[arg-type]
-            width = float(plan.width or 1.0)
-            buckets.append({"from": _number(start), "to": _number(start + width), "count": n})
+            try:
+                start = float(value)  # type: ignore[arg-type]
+            except OverflowError:
+                continue  # beyond a float (a JSON answer holds none): counted in `other`
+            end = start + float(plan.width or 1.0)
+            if not math.isfinite(end):
+                continue
+            buckets.append({"from": _number(start), "to": _number(end), "count": n})
         else:
             begin = datetime.fromisoformat(str(value))
             buckets.append({"from": _iso(begin), "to": _iso(_next(begin, str(plan.unit))),
                             "count": n})
+        kept += n
     return {"buckets": buckets, "other": counts.total - kept}
 
 

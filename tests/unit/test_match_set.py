@@ -55,6 +55,7 @@ def test_facet_plans_follow_the_catalogs_types() -> None:
     ([FacetSpec("$.stage", interval=5)], (), "facets[0].interval"),
     ([FacetSpec("$.amount", interval="month")], (), "facets[0].interval"),
     ([FacetSpec("$.amount", interval=0)], (), "facets[0].interval"),
+    ([FacetSpec("$.amount", interval=1e-300)], (), "facets[0].interval"),
     ([FacetSpec("kind", interval="day")], (), "facets[0].interval"),
     ([FacetSpec("created_at")], (), "facets[0].interval"),
     ([FacetSpec("kind", size=0)], (), "facets[0].size"),
@@ -90,6 +91,8 @@ def test_facet_answers() -> None:
     number = FacetPlan("$.amount", "property", "number", 10, name="amount", width=2.5)
     assert facet_answer(number, FacetCounts([(5, 1), (7.5, 2)], 3))["buckets"] == [
         {"from": 5, "to": 7.5, "count": 1}, {"from": 7.5, "to": 10, "count": 2}]
+    huge = facet_answer(number, FacetCounts([(5, 1), (float("inf"), 2), (10**400, 4)], 7))
+    assert huge == {"buckets": [{"from": 5, "to": 7.5, "count": 1}], "other": 6}
     month = FacetPlan("$.close", "property", "date", 10, name="close", unit="month")
     assert facet_answer(month, FacetCounts([("2024-12-01T00:00:00", 4)], 4)) == {
         "buckets": [{"from": "2024-12-01T00:00:00Z", "to": "2025-01-01T00:00:00Z",
