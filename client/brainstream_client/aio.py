@@ -58,6 +58,7 @@ from brainstream_client.models.read import (
     ContinueBody,
     FiltersBody,
     FindExactBody,
+    FusionBody,
     MeOut,
     ObjectOut,
     PageOut,
@@ -145,17 +146,21 @@ class AsyncClient:
     # search
     async def search(self, query: str, *, filters: Filters = None, limit: int = 10,
                      mode: SearchMode = "hybrid", explain: bool = False,
-                     scope_ids: Sequence[Id] | None = None) -> PageOut:
-        """Hybrid search over parts, promoted to their objects with evidence."""
+                     scope_ids: Sequence[Id] | None = None, rerank: bool | None = None,
+                     strict: bool = False,
+                     fusion: FusionBody | Mapping[str, Any] | None = None) -> PageOut:
+        """Hybrid search over parts, promoted to their objects with evidence; `rerank`
+        (None: on when the server has a reranker), `strict` (an `ApiError` 503
+        `degraded_answer` instead of a degraded answer), `fusion` (weights, RRF k, PPR)."""
         return await self._call(ops.SEARCH, body=SearchBody.model_validate(dict(
             query=query, filters=filters, limit=limit, mode=mode, explain=explain,
-            scope_ids=scope_ids)))
+            scope_ids=scope_ids, rerank=rerank, strict=strict, fusion=fusion)))
 
     async def find_exact(self, query: str, *, filters: Filters = None, limit: int = 10,
-                         scope_ids: Sequence[Id] | None = None) -> PageOut:
+                         scope_ids: Sequence[Id] | None = None, strict: bool = False) -> PageOut:
         """Equality first (id, title, property value, quoted phrase), then lexical."""
         return await self._call(ops.FIND_EXACT, body=FindExactBody.model_validate(dict(
-            query=query, filters=filters, limit=limit, scope_ids=scope_ids)))
+            query=query, filters=filters, limit=limit, scope_ids=scope_ids, strict=strict)))
 
     async def continue_(self, result_set_id: str, *, limit: int = 10) -> PageOut:
         """The next page of a result set (`iter_pages` and `iter_objects` call it)."""

@@ -105,6 +105,12 @@ def test_a_bad_argument_is_a_tool_error_naming_the_field(
             stage = tool_error(await _ask(client, "search", query="kilns",
                                           filters={"no_such_field": "x"}))
             assert stage["error"]["field"] == "filters.no_such_field"
+            # the ranking knobs reach the API: no reranker here, no channel "nope"
+            rerank = tool_error(await _ask(client, "search", query="kilns", rerank=True))
+            assert (rerank["status"], rerank["error"]["field"]) == (422, "rerank")
+            fusion = tool_error(await _ask(client, "search", query="kilns",
+                                           fusion={"weights": {"nope": 1}}))
+            assert fusion["error"]["field"] == "fusion.weights.nope"
             # a path argument stays one URL segment: no reaching /v1/schema through `read`
             bad_id = tool_error(await _ask(client, "read", object_id="../schema"))
             assert (bad_id["status"], bad_id["error"]["code"]) == (404, "not_found")
