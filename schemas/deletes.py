@@ -8,10 +8,19 @@ the shape of the search API's `filters`), both, or, only when asked in so many w
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Final
+from typing import Annotated, Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictStr,
+    ValidationError,
+    model_validator,
+)
 
+from pipeline.domain.errors import InvalidInput
 from pipeline.domain.read_model import Filters
 from schemas.limits import EVENT_SOURCE_MAX, PROPERTY_STRING_MAX, TITLE_MAX
 
@@ -84,3 +93,15 @@ class ObjectsSoftDelete(BaseModel):
 DELETE_PAYLOAD_MODELS: Final[dict[str, type[ObjectsSoftDelete]]] = {
     OBJECTS_SOFT_DELETE: ObjectsSoftDelete,
 }
+
+
+def parse_delete(data: dict[str, Any]) -> ObjectsSoftDelete:
+    """A request's delete (the API's body, the CLI's options) validated as the consumer will
+    validate the event: `InvalidInput` naming the request's field (`source` when nothing
+    narrows the delete, `all` beside a narrowing, `filters.<name>` for a bad value)."""
+    try:
+        return ObjectsSoftDelete.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        field = ".".join(str(p) for p in error["loc"]) or ("all" if data.get("all") else "source")
+        raise InvalidInput(f"{field}: {error['msg']}", field=field) from None

@@ -38,11 +38,14 @@ from pipeline.domain.errors import (
 from pipeline.domain.kinds import KindCatalog
 from pipeline.kafka.publish_pool import PublishPool
 from pipeline.kafka.publisher import EventPublisher, LazyPublisher
+from pipeline.retrieval.requests import check_filters
+from schemas.deletes import parse_delete
 from schemas.events import (
     LINK_DELETE,
     LINK_PUT,
     OBJECT_PUT,
     OBJECT_SOFT_DELETE,
+    OBJECTS_SOFT_DELETE,
     ObjectPut,
     parse_event,
 )
@@ -160,6 +163,23 @@ def admit_one(raw: object, index: int, namespace: uuid.UUID, catalog: KindCatalo
             catalog.validate_put(event.payload.kind, event.payload.properties)
     except InvalidInput as exc:
         raise _refuse(exc, where) from None
+    return Admitted(envelope, event.event_id, event.source, event.type)
+
+
+def admit_delete(data: dict[str, Any], namespace: uuid.UUID, catalog: KindCatalog, *,
+                 max_bytes: int, publisher: Publisher) -> Admitted:
+    """A delete by source or filter (`brainstream.objects.soft_delete`) for the caller's
+    namespace, validated as the consumer will validate it: `InvalidInput` naming the body's
+    field (`source` when nothing narrows it and `all` is not set, `all` beside a narrowing,
+    `filters.<name>` for a filter the catalog refuses)."""
+    payload = parse_delete(data)
+    check_filters(catalog, payload.selection_filters())
+    event_id = publisher.derived_id(0) if publisher.idempotency_key else str(uuid.uuid4())
+    envelope: dict[str, Any] = {
+        "specversion": "1.0", "id": event_id, "source": publisher.source,
+        "type": OBJECTS_SOFT_DELETE, "time": event_time(), "namespace": str(namespace),
+        "data": payload.model_dump(mode="json", exclude_none=True, exclude_defaults=True)}
+    event = parse_event(json_bytes(envelope), max_bytes=max_bytes)
     return Admitted(envelope, event.event_id, event.source, event.type)
 
 

@@ -15,8 +15,10 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.rows import tuple_row
 
 from pipeline.domain.write_model import Selection
+from pipeline.postgres.pool import AsyncConn
 from pipeline.postgres.timing import EVENT_TIME
 from pipeline.retrieval.store.filters import Fragment, filter_conditions
 
@@ -37,16 +39,31 @@ def matching(namespace: uuid.UUID, selection: Selection) -> Fragment:
     return Fragment(sql.SQL(" AND ").join(parts), params)
 
 
+def _counting(namespace: uuid.UUID, selection: Selection, sample: int) -> Fragment:
+    # One statement: the count, and the first `sample` ids in the order a delete takes them.
+    where = matching(namespace, selection)
+    return Fragment(sql.SQL(
+        "SELECT (SELECT count(*) FROM objects p WHERE {w}),"
+        " ARRAY(SELECT p.id FROM objects p WHERE {w} ORDER BY p.id LIMIT {n})"
+    ).format(w=where.where, n=sql.Literal(sample)), where.params)
+
+
 def count_matching(conn: Conn, namespace: uuid.UUID, selection: Selection,
                    sample: int) -> tuple[int, list[uuid.UUID]]:
     """How many objects the selection matches now, and the first `sample` of their ids (in id
-    order: the order a delete takes them in)."""
-    where = matching(namespace, selection)
-    count = conn.execute(sql.SQL("SELECT count(*) FROM objects p WHERE {}").format(where.where),
-                         where.params).fetchone()
-    ids = conn.execute(sql.SQL("SELECT p.id FROM objects p WHERE {} ORDER BY p.id LIMIT {}")
-                       .format(where.where, sql.Literal(sample)), where.params).fetchall()
-    return (int(count[0]) if count else 0), [row[0] for row in ids]
+    order: the order a delete takes them in). A dry run's answer."""
+    query = _counting(namespace, selection, sample)
+    row = conn.cursor(row_factory=tuple_row).execute(query.where, query.params).fetchone()
+    return (int(row[0]), list(row[1])) if row else (0, [])
+
+
+async def count_matching_async(conn: AsyncConn, namespace: uuid.UUID, selection: Selection,
+                               sample: int) -> tuple[int, list[uuid.UUID]]:
+    """`count_matching` on the API's connections."""
+    query = _counting(namespace, selection, sample)
+    cur = conn.cursor(row_factory=tuple_row)
+    row = await (await cur.execute(query.where, query.params)).fetchone()
+    return (int(row[0]), list(row[1])) if row else (0, [])
 
 
 def soft_delete_matching(conn: Conn, namespace: uuid.UUID, selection: Selection, *,
