@@ -40,7 +40,8 @@ from pipeline.kafka.event_writes import (
     idempotency_key,
 )
 from pipeline.postgres.pool import read_connection
-from schemas.deletes import ObjectsSoftDelete
+from pipeline.retrieval.requests import check_filters
+from schemas.deletes import parse_delete
 from schemas.limits import DELETE_MAX
 
 router = APIRouter(tags=["events"], responses=ERRORS)
@@ -97,12 +98,13 @@ async def delete_objects(
     """Soft-delete the namespace's objects of a `source` or matching `filters` (one
     `brainstream.objects.soft_delete` event, so a replay repeats it), or with `dry_run` only
     count them. The event deletes what matches when the pipeline applies it, at most `limit`."""
-    data = body.model_dump(mode="json", include={"source", "filters", "all"}, exclude_none=True)
+    payload = parse_delete(body.model_dump(mode="json", include={"source", "filters", "all"},
+                                           exclude_none=True))
+    check_filters(await svc.catalog(), payload.selection_filters())
     publisher = Publisher(key.name, may_version=False,
                           idempotency_key=idempotency_key(idempotency))
-    admitted = admit_delete(data, ns, await svc.catalog(),
-                            max_bytes=svc.settings.max_event_bytes, publisher=publisher)
-    payload = ObjectsSoftDelete.model_validate(admitted.envelope["data"])
+    admitted = admit_delete(payload, ns, max_bytes=svc.settings.max_event_bytes,
+                            publisher=publisher)
     async with read_connection(svc.pool) as conn:
         matched, sample = await count_matching_async(conn, ns, selection_of(payload), SAMPLE_IDS)
     out = DeleteObjectsOut(dry_run=body.dry_run, matched=matched, limit=DELETE_MAX,

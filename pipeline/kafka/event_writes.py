@@ -38,8 +38,7 @@ from pipeline.domain.errors import (
 from pipeline.domain.kinds import KindCatalog
 from pipeline.kafka.publish_pool import PublishPool
 from pipeline.kafka.publisher import EventPublisher, LazyPublisher
-from pipeline.retrieval.requests import check_filters
-from schemas.deletes import parse_delete
+from schemas.deletes import ObjectsSoftDelete
 from schemas.events import (
     LINK_DELETE,
     LINK_PUT,
@@ -166,14 +165,11 @@ def admit_one(raw: object, index: int, namespace: uuid.UUID, catalog: KindCatalo
     return Admitted(envelope, event.event_id, event.source, event.type)
 
 
-def admit_delete(data: dict[str, Any], namespace: uuid.UUID, catalog: KindCatalog, *,
-                 max_bytes: int, publisher: Publisher) -> Admitted:
-    """A delete by source or filter (`brainstream.objects.soft_delete`) for the caller's
-    namespace, validated as the consumer will validate it: `InvalidInput` naming the body's
-    field (`source` when nothing narrows it and `all` is not set, `all` beside a narrowing,
-    `filters.<name>` for a filter the catalog refuses)."""
-    payload = parse_delete(data)
-    check_filters(catalog, payload.selection_filters())
+def admit_delete(payload: ObjectsSoftDelete, namespace: uuid.UUID, *, max_bytes: int,
+                 publisher: Publisher) -> Admitted:
+    """A delete by source or filter (`brainstream.objects.soft_delete`, its payload checked by
+    `schemas.deletes.parse_delete` and its filters against the catalog) as the caller's event
+    for its namespace."""
     event_id = publisher.derived_id(0) if publisher.idempotency_key else str(uuid.uuid4())
     envelope: dict[str, Any] = {
         "specversion": "1.0", "id": event_id, "source": publisher.source,
