@@ -9,12 +9,15 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
+from pipeline.cli import main
 from pipeline.settings import Settings
 from tests.apiutil import ApiTenant, api_client, ok
 from tests.mcp.conftest import in_ledger
 from tests.pipelineutil import Publisher, envelope, put, wait_for
+from tests.stackutil import settings_env
 
 SOURCE = "crm-import"
 
@@ -130,3 +133,29 @@ def test_bad_requests_name_the_field_and_a_read_key_cannot_delete(
         refused = reader.post("/v1/objects/delete", json={"source": SOURCE, "dry_run": True},
                               headers=a.headers)
     assert refused.status_code == 403, refused.text
+
+
+def test_the_operators_command_counts_then_publishes_the_event(
+        catalog: Settings, ev_client: TestClient, ev_tenants: dict[str, ApiTenant]) -> None:
+    a, b = ev_tenants["a"], ev_tenants["b"]
+    source = f"cli-{uuid.uuid4().hex[:6]}"
+    mine, theirs = ({**put(t.namespace, title="Operator's target"), "source": source}
+                    for t in (a, b))
+    _send(catalog, [mine, theirs])
+    wait_for(lambda: in_ledger(catalog, b.namespace, theirs["id"])
+             and in_ledger(catalog, a.namespace, mine["id"]), timeout=60,
+             what="both puts to be applied")
+    runner = CliRunner(env=settings_env(catalog))
+    command = ["delete", "--namespace", str(a.namespace), "--source", source]
+    counted = runner.invoke(main, [*command, "--dry-run"])
+    assert counted.exit_code == 0, counted.output
+    assert "1 object(s) match now" in counted.output
+    assert mine["data"]["id"] in counted.output and theirs["data"]["id"] not in counted.output
+    published = runner.invoke(main, command)
+    assert published.exit_code == 0, published.output
+    wait_for(lambda: ev_client.get(f"/v1/objects/{mine['data']['id']}",
+                                   headers=a.headers).status_code == 404, timeout=60,
+             what="the operator's delete to be applied")
+    assert ok(ev_client.get(f"/v1/objects/{theirs['data']['id']}", headers=b.headers))
+    refused = runner.invoke(main, ["delete", "--namespace", str(a.namespace)])
+    assert refused.exit_code == 2 and "source" in refused.output, refused.output
