@@ -15,7 +15,13 @@ from pydantic import BaseModel
 from brainstream_client import operations as ops
 from brainstream_client._core import answer, connection, prepare, retry_wait
 from brainstream_client.errors import ConnectionFailed
-from brainstream_client.events import Event, PublishBody, PublishOut
+from brainstream_client.events import (
+    DeleteObjectsBody,
+    DeleteObjectsOut,
+    Event,
+    PublishBody,
+    PublishOut,
+)
 from brainstream_client.models.entities import (
     DecisionBody,
     DecisionOut,
@@ -329,6 +335,16 @@ class AsyncClient:
         events`); with `wait`, answer once the pipeline applied them all (else each stays
         `accepted`). One invalid event refuses the whole request: `ApiError` naming it."""
         return await self._call(ops.PUBLISH, body=PublishBody(events=list(events), wait=wait))
+
+    async def delete_objects(self, *, source: str | None = None, filters: Filters = None,
+                       all: bool = False, dry_run: bool = False,
+                       wait: bool = False) -> DeleteObjectsOut:
+        """Soft-delete the namespace's objects whose last put came from `source` and/or that
+        match `filters` (`all=True`, alone: every object), as one event: it deletes what
+        matches when the pipeline applies it, at most `limit` (send again while `matched` is
+        above it). `dry_run` only counts. Takes the `write` scope."""
+        return await self._call(ops.DELETE_OBJECTS, body=DeleteObjectsBody.model_validate(dict(
+            source=source, filters=filters, all=all, dry_run=dry_run, wait=wait)))
 
     # paging
     async def iter_pages(self, first: PageOut, *, limit: int = 10) -> AsyncIterator[PageOut]:
