@@ -14,6 +14,7 @@ from pipeline.domain.mentions import ObjectEntity
 from pipeline.domain.read_model import (
     FacetSpec,
     Filters,
+    FusionParams,
     Page,
     RichObject,
     SearchMode,
@@ -21,6 +22,14 @@ from pipeline.domain.read_model import (
 )
 from pipeline.domain.relations import RELATION_TYPE_PATTERN
 from pipeline.retrieval.paging import RESULT_SET_ID_PATTERN
+from pipeline.retrieval.tuning import (
+    MAX_DAMPING,
+    MAX_PASSAGE_SEED_WEIGHT,
+    MAX_RRF_K,
+    MAX_WEIGHT,
+    MIN_DAMPING,
+    MIN_RRF_K,
+)
 
 # Text refuses NUL and control characters at the boundary (422, api/plain_text.py), never a
 # 500 further in; a query must also hold a non-blank character.
@@ -62,6 +71,42 @@ class FiltersBody(BaseModel):
                        updated_before=self.updated_before, properties=tuple(props))
 
 
+class PprFusionBody(_Strict):
+    """PPR's knobs for one search (modes ppr and auto); each defaults to the wired value."""
+
+    damping: Annotated[float, Field(ge=MIN_DAMPING, le=MAX_DAMPING)] | None = Field(
+        default=None, description="the walk's damping (wired 0.5): higher walks further from "
+                                  "the seeds")
+    list_weight: Annotated[float, Field(ge=0, le=MAX_WEIGHT)] | None = Field(
+        default=None, description="the PPR list's vote against the hybrid list's 1 (wired 0.8)")
+    passage_seed_weight: Annotated[float, Field(ge=0, le=MAX_PASSAGE_SEED_WEIGHT)] | None = (
+        Field(default=None, description="the hybrid list's best rows as weak seeds, their "
+                                        "weight against the named entities' 1 (wired 0.05)"))
+    rrf_k: Annotated[int, Field(ge=MIN_RRF_K, le=MAX_RRF_K)] | None = Field(
+        default=None, description="RRF's k between the hybrid and PPR lists (wired 5)")
+
+
+class FusionBody(_Strict):
+    """A search's own fusion: channel weights, RRF's k, PPR's knobs (wired values when left
+    out; explain shows the values used)."""
+
+    weights: dict[Annotated[str, StringConstraints(max_length=40)],
+                  Annotated[float, Field(ge=0, le=MAX_WEIGHT)]] | None = Field(
+        default=None, max_length=10, description="channel name -> its vote in RRF, 0..10 (0: "
+        "the channel is not asked); unknown channels are refused. Wired: lexical 1.25, "
+        "trigram/fuzzy 0.5, dense 1")
+    rrf_k: Annotated[int, Field(ge=MIN_RRF_K, le=MAX_RRF_K)] | None = Field(
+        default=None, description="RRF's k over the channels (wired 10): smaller lets one "
+                                  "channel's top ranks weigh more")
+    ppr: PprFusionBody | None = None
+
+    def to_params(self) -> FusionParams:
+        ppr = self.ppr or PprFusionBody()
+        return FusionParams(weights=tuple(sorted((self.weights or {}).items())),
+                            rrf_k=self.rrf_k, ppr_damping=ppr.damping,
+                            ppr_list_weight=ppr.list_weight,
+                            ppr_passage_seed_weight=ppr.passage_seed_weight,
+                            ppr_rrf_k=ppr.rrf_k)
 class FacetBody(_Strict):
     """`{"field": "kind" | "created_at" | "updated_at" | "$.<property>", "size"?, "interval"?}`."""
 
@@ -98,6 +143,9 @@ class FindExactBody(_Strict):
     filters: FiltersBody | None = None
     limit: Limit = 10
     scope_ids: list[uuid.UUID] | None = Field(default=None, max_length=1000)
+    strict: bool = Field(default=False, description=(
+        "refuse with 503 `degraded_answer` instead of answering degraded (`lexical_only`: the"
+        " query embedder is down; `rerank_skipped`: the reranker was slow or down)"))
     facets: list[FacetBody] | None = Field(default=None, max_length=MAX_FACETS, description=(
         "counts per value of each field over the match set (every object passing the filters"
         " that holds a query word, and every ranked hit), objects not parts; first page"
@@ -115,7 +163,15 @@ class SearchBody(FindExactBody):
         " which ran"))
     explain: bool = Field(default=False, description=(
         "add an `explain` block: seeds and weights, hubs dropped, subgraph size, iterations,"
-        " truncated, and per returned object its first-stage rank, PPR rank and fused score"))
+        " truncated, the fusion used, and per returned object its first-stage rank, PPR rank,"
+        " fused score, each channel's rank and raw score, PPR score and reranker score"))
+    rerank: bool | None = Field(default=None, description=(
+        "re-order the fused best objects with the configured reranker (default: on when one"
+        " is configured; true without one is a 422). When it is slow or down the fused order"
+        " is answered, labelled `degrade: rerank_skipped`"))
+    fusion: FusionBody | None = Field(default=None, description=(
+        "this search's own fusion knobs (channel weights, RRF k, PPR damping and weights);"
+        " left out: the wired values"))
 
 
 class FindObjectsBody(_Strict):
@@ -196,6 +252,8 @@ class EvidenceOut(BaseModel):
     score: float
     position: int | None
     properties: dict[str, Any]
+    highlights: list[tuple[int, int]] = Field(default_factory=list, description=(
+        "[start, end) character offsets into `snippet` of the query's words, in order"))
 
 
 class RelationOut(BaseModel):
@@ -233,7 +291,8 @@ class RichObjectOut(BaseModel):
             properties=obj.properties, content_type=obj.content_type, parent_id=obj.parent_id,
             position=obj.position,
             evidence=[EvidenceOut(part_id=e.part_id, title=e.title, snippet=e.snippet,
-                                  score=e.score, position=e.position, properties=e.properties)
+                                  score=e.score, position=e.position, properties=e.properties,
+                                  highlights=list(e.highlights))
                       for e in obj.evidence],
             relation=None if obj.relation is None else RelationOut(
                 type=obj.relation.type, direction=obj.relation.direction,

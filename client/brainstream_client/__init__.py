@@ -23,6 +23,7 @@ from brainstream_client.models.memory import MemorySearchOut, MessageBody, Messa
 from brainstream_client.models.read import (
     FacetBody,
     FiltersBody,
+    FusionBody,
     ObjectOut,
     PageOut,
     RichObjectOut,
@@ -32,8 +33,8 @@ from brainstream_client.retry import RetryPolicy
 
 __all__ = [
     "ApiError", "AsyncClient", "BrainstreamClientError", "Client", "ConnectionFailed", "Event",
-    "FacetBody", "FiltersBody", "FindObjectsOut", "MemorySearchOut", "MessageBody", "MessageOut",
-    "ObjectOut", "PageOut", "PathsOut", "PublishOut", "RecipeBody", "RetryPolicy", "RichObjectOut",
-    "SessionOut", "SortBody", "Unavailable", "delete_link", "put_link", "put_object",
-    "soft_delete",
+    "FacetBody", "FiltersBody", "FindObjectsOut", "FusionBody", "MemorySearchOut",
+    "MessageBody", "MessageOut", "ObjectOut", "PageOut", "PathsOut", "PublishOut", "RecipeBody",
+    "RetryPolicy", "RichObjectOut", "SessionOut", "SortBody", "Unavailable", "delete_link",
+    "put_link", "put_object", "soft_delete",
 ]

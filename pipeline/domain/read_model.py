@@ -57,6 +57,8 @@ class Evidence:
     score: float
     position: int | None
     properties: dict[str, object] = field(default_factory=dict)
+    # [start, end) character offsets into `snippet` of the query's words
+    highlights: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,19 @@ class SortSpec:
 
 
 @dataclass(frozen=True)
+class FusionParams:
+    """A search's own fusion knobs (`fusion`); None (and a channel not named): the wired value
+    (`pipeline.retrieval.tuning` checks them)."""
+
+    weights: tuple[tuple[str, float], ...] = ()  # channel name -> its vote in RRF
+    rrf_k: int | None = None
+    ppr_damping: float | None = None
+    ppr_list_weight: float | None = None  # the PPR list's vote against the hybrid list's 1
+    ppr_passage_seed_weight: float | None = None  # the first stage's rows as weak seeds
+    ppr_rrf_k: int | None = None
+
+
+@dataclass(frozen=True)
 class SearchQuery:
     """`search` / `find_exact` body, validated."""
 
@@ -157,6 +172,11 @@ class SearchQuery:
     scope_ids: tuple[uuid.UUID, ...] = ()
     mode: SearchMode = "hybrid"  # search only; find_exact ignores it
     explain: bool = False
+    # search only: re-rank the fused top objects (None: when a reranker is configured)
+    rerank: bool | None = None
+    # refuse (DegradedAnswer, 503) rather than answer degraded
+    strict: bool = False
+    fusion: FusionParams | None = None  # search only
     facets: tuple[FacetSpec, ...] = ()
     sort: SortSpec | None = None  # None: by relevance
 

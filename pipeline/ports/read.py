@@ -48,6 +48,20 @@ class Channel(Protocol):
         ...
 
 
+class Reranker(Protocol):
+    """The second stage of search: scores texts against the query, over the fused list's best
+    objects (`pipeline/retrieval/rerank/`). Raises `Unavailable` when it cannot answer now, any
+    other `BrainstreamError` when it refuses; the stage then keeps the fused order."""
+
+    async def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
+        """One score per text, in input order (higher: more relevant)."""
+        ...
+
+    def close(self) -> None:
+        """Release its connections."""
+        ...
+
+
 class EntityHops(Protocol):
     """Where the PPR walk reads its hops: the database (`EntityGraph`) or an in-memory
     snapshot of the namespace (`pipeline/retrieval/ppr/snapshot.py`), with the same answers."""

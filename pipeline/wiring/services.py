@@ -34,6 +34,7 @@ from pipeline.retrieval.graph.paths import PathConfig, PathFinder
 from pipeline.retrieval.graph.queries import GraphConfig, GraphQueries
 from pipeline.retrieval.ppr.snapshots import PprSnapshots, SnapshotConfig
 from pipeline.retrieval.ppr.stage import PprConfig, PprStage
+from pipeline.retrieval.rerank import rerank_stage
 from pipeline.retrieval.store.entities import PgEntityReader
 from pipeline.retrieval.store.matchset import PgMatchSet
 from pipeline.retrieval.store.mentions import PgMentionReader
@@ -111,6 +112,8 @@ class Services:
             await self.name_embedder_loader.close()
         if self.ppr_snapshots is not None:
             await self.ppr_snapshots.close()
+        if self.engine.reranker is not None:
+            self.engine.reranker.close()
         await self.result_sets.close()
         await self.pool.close()
         await self.graph_reader.aclose()
@@ -192,7 +195,8 @@ async def build_services(settings: Settings) -> Services:
         config = replace(config, exact_channels=("lexical", "fuzzy"))
     ppr = ppr_stage(settings, pool)
     engine = RetrievalEngine(searcher, reader, result_sets, catalog, embed_query, config,
-                             channels=channels, ppr=ppr, match_sets=PgMatchSet(pool))
+                             channels=channels, ppr=ppr, reranker=rerank_stage(settings.reranker),
+                             match_sets=PgMatchSet(pool))
     graph_reader = ReconnectingGraphReader(settings)
     graph = GraphQueries(graph_reader, reader=reader, pager=engine.pager, catalog=catalog,
                          embed_query=embed_query, fallback=engine.search,

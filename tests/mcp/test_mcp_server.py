@@ -19,10 +19,11 @@ from tests.mcp.mcputil import answer, http_client, stdio_params, tool_error
 EXPECTED_TOOLS = {
     "search", "find_exact", "find_objects", "find_links", "expand", "expand_many",
     "list_recipes", "run_recipe", "continue", "read", "children", "schema", "resolve", "paths",
-    "memory_get", "memory_search", "save_object", "delete_object", "save_link", "add_messages"}
+    "memory_get", "memory_search", "save_object", "delete_object", "delete_objects", "save_link",
+    "add_messages"}
 
 
-WRITE_TOOLS = {"save_object", "delete_object", "save_link", "add_messages"}
+WRITE_TOOLS = {"save_object", "delete_object", "delete_objects", "save_link", "add_messages"}
 
 
 @pytest.fixture(scope="module")
@@ -108,6 +109,12 @@ def test_a_bad_argument_is_a_tool_error_naming_the_field(
             stage = tool_error(await _ask(client, "search", query="kilns",
                                           filters={"no_such_field": "x"}))
             assert stage["error"]["field"] == "filters.no_such_field"
+            # the ranking knobs reach the API: no reranker here, no channel "nope"
+            rerank = tool_error(await _ask(client, "search", query="kilns", rerank=True))
+            assert (rerank["status"], rerank["error"]["field"]) == (422, "rerank")
+            fusion = tool_error(await _ask(client, "search", query="kilns",
+                                           fusion={"weights": {"nope": 1}}))
+            assert fusion["error"]["field"] == "fusion.weights.nope"
             # a path argument stays one URL segment: no reaching /v1/schema through `read`
             bad_id = tool_error(await _ask(client, "read", object_id="../schema"))
             assert (bad_id["status"], bad_id["error"]["code"]) == (404, "not_found")
@@ -177,5 +184,13 @@ def test_links_and_deletes_through_the_tools(
             won = answer(await _ask(client, "search", query="Larkspur",
                                     filters={"kind": "deal", "stage": "won"}))
             assert [o["id"] for o in won["objects"]] == [deal["object_id"]]
+            # a delete by filter: counted first, then one event
+            refit = {"kind": "deal", "title": "Larkspur refit"}
+            counted = answer(await _ask(client, "delete_objects", filters=refit, dry_run=True))
+            assert (counted["matched"], counted["sample_ids"]) == (1, [deal["object_id"]])
+            dropped = answer(await _ask(client, "delete_objects", filters=refit, wait=True))
+            assert (dropped["status"], dropped["matched"]) == ("applied", 1)
+            assert tool_error(await _ask(client, "read", object_id=deal["object_id"]))[
+                "status"] == 404
 
     asyncio.run(session())
