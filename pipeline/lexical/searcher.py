@@ -83,9 +83,10 @@ class TantivySearcher:
                 self._indexes.move_to_end(namespace)
                 kept, loaded, stale = opened
                 stamp = _stamp(path)
-                if stamp == loaded:
+                if stamp == loaded or stamp is None:
+                    # None: a rebuild is swapping the directory; the loaded state still serves
                     return kept
-                if not stale:
+                if not stale and not is_stale(path):
                     kept.reload()
                     self._indexes[namespace] = (kept, stamp, stale)
                     return kept
