@@ -48,6 +48,11 @@ UPDATED = "updated_us"
 PROPERTIES = "props"
 TEXT = "lex"  # the tsvector's lexemes, pre-tokenized
 BODY = "body"  # the row's own text, stored and stemmed by Tantivy: what snippets are cut from
+# One document per object leads it (`LEAD` 1; the others 0) and holds every lexeme of the
+# object's rows (`ROOT_TEXT`, no positions): facets count objects on the leads alone, exactly
+# (`pipeline/lexical/facets.py`), where counting rows would count an object once per part.
+LEAD = "lead"
+ROOT_TEXT = "root_lex"
 
 LOWER_RAW = "lower_raw"  # a whole value as one lowercased term (the title filter)
 _MASK64 = (1 << 64) - 1
@@ -67,6 +72,8 @@ def build_schema() -> tantivy.Schema:
     sb.add_json_field(PROPERTIES, tokenizer_name="raw", index_option="basic", fast=True)
     sb.add_text_field(TEXT, tokenizer_name="raw", index_option="position")
     sb.add_text_field(BODY, stored=True, tokenizer_name="en_stem", index_option="freq")
+    sb.add_unsigned_field(LEAD, indexed=True, fast=True)
+    sb.add_text_field(ROOT_TEXT, tokenizer_name="raw", index_option="basic")
     return sb.build()
 
 
@@ -166,8 +173,22 @@ def tokens(positions: Mapping[str, Sequence[int]]) -> list[tantivy.Token]:
     return [tantivy.Token(lexeme, pos, 0, 0) for pos, lexeme in out]
 
 
-def to_document(row: RowDocument) -> tantivy.Document:
-    """The Tantivy document of one searchable row."""
+def to_documents(rows: Sequence[RowDocument]) -> list[tantivy.Document]:
+    """The documents of whole objects' rows (every row of each root among `rows`): the first
+    row of each root leads it, holding the lexemes of all of them."""
+    lexemes: dict[uuid.UUID, set[str]] = {}
+    for row in rows:
+        lexemes.setdefault(row.root_id, set()).update(row.positions)
+    out = []
+    for row in rows:
+        lead = lexemes.pop(row.root_id, None)
+        out.append(to_document(row, lead))
+    return out
+
+
+def to_document(row: RowDocument, lead: set[str] | None = None) -> tantivy.Document:
+    """The Tantivy document of one searchable row; `lead`: it leads its object, whose
+    lexemes these are."""
     doc = tantivy.Document()
     doc.add_text(ROW_ID, str(row.row_id))
     doc.add_text(ROOT_ID, str(row.root_id))
@@ -183,4 +204,8 @@ def to_document(row: RowDocument) -> tantivy.Document:
         doc.add_json(PROPERTIES, dict(row.properties))
     doc.add_pre_tokenized_text(TEXT, tantivy.PreTokenizedString("", tokens(row.positions)))
     doc.add_text(BODY, row.body)
+    doc.add_unsigned(LEAD, 0 if lead is None else 1)
+    if lead:
+        doc.add_pre_tokenized_text(ROOT_TEXT, tantivy.PreTokenizedString(
+            "", [tantivy.Token(lexeme, i, 0, 0) for i, lexeme in enumerate(sorted(lead))]))
     return doc

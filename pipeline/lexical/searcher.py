@@ -102,6 +102,13 @@ class TantivySearcher:
                 self._indexes.popitem(last=False)
             return index
 
+    def current_index(self, namespace: uuid.UUID) -> tantivy.Index | None:
+        """The namespace's index if it has the current schema (None: none, or stale)."""
+        index = self.index(namespace)
+        with self._lock:
+            opened = self._indexes.get(namespace)
+        return None if index is None or opened is None or opened[2] else index
+
     async def search_lexical(self, namespace: uuid.UUID, query: str, filters: Filters,
                              scope_ids: Sequence[uuid.UUID], k: int) -> list[Hit]:
         """Top k rows by BM25 over the query's distinct lexemes (OR), ties by id."""

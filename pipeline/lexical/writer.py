@@ -36,7 +36,7 @@ from pipeline.lexical.documents import (
     is_stale,
     namespace_dir,
     open_index,
-    to_document,
+    to_documents,
 )
 from pipeline.lexical.settings import LexicalSettings
 from pipeline.outbox.single_writer import single_writer
@@ -123,8 +123,8 @@ class LexicalWriter:
             chunk = roots[start:start + size]
             with self.pool.connection() as conn:
                 docs = queue.load_documents(conn, namespace, chunk)
-            for doc in docs:
-                writer.add_document(to_document(doc))
+            for doc in to_documents(docs):
+                writer.add_document(doc)
             stats.roots += len(chunk)
             stats.documents += len(docs)
         writer.commit()
@@ -147,8 +147,8 @@ class LexicalWriter:
             writer = self._writer(namespace)
             for root in ordered:
                 writer.delete_documents_by_term(ROOT_ID, str(root))
-            for doc in docs:
-                writer.add_document(to_document(doc))
+            for doc in to_documents(docs):
+                writer.add_document(doc)
             writer.commit()
             stats.commits += 1
             stats.roots += len(ordered)

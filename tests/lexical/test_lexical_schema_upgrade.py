@@ -28,10 +28,11 @@ from pipeline.lexical.documents import (
     TEXT,
     TITLE,
     UPDATED,
+    id_halves,
     is_stale,
     namespace_dir,
     register_tokenizers,
-    to_document,
+    tokens,
 )
 from pipeline.lexical.searcher import TantivySearcher
 from pipeline.lexical.writer import LexicalWriter
@@ -68,8 +69,17 @@ def _write_old_index(path: Path, db: psycopg.Connection[Any], ns: uuid.UUID) -> 
     index = tantivy.Index(_old_schema(), path=str(path))
     register_tokenizers(index)
     writer = index.writer(15_000_000, 1)
-    for doc in queue.load_documents(db, ns, queue.roots_of(db, ns)):
-        writer.add_document(to_document(doc))
+    for row in queue.load_documents(db, ns, queue.roots_of(db, ns)):
+        doc = tantivy.Document()  # the fields of that schema only
+        doc.add_text(ROW_ID, str(row.row_id))
+        doc.add_text(ROOT_ID, str(row.root_id))
+        hi, lo = id_halves(row.row_id)
+        doc.add_unsigned(ID_HI, hi)
+        doc.add_unsigned(ID_LO, lo)
+        doc.add_text(KIND, row.kind)
+        doc.add_pre_tokenized_text(TEXT, tantivy.PreTokenizedString("", tokens(row.positions)))
+        doc.add_text(BODY, row.body)
+        writer.add_document(doc)
     writer.commit()
     writer.wait_merging_threads()
 

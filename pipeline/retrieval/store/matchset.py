@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
@@ -23,6 +23,15 @@ from pipeline.domain.read_model import Filters
 from pipeline.postgres.pool import AsyncConn, read_connection
 from pipeline.retrieval.store.filters import Query, filter_conditions
 from pipeline.retrieval.store.search_sql import QUERY_LEXEMES
+
+
+class IndexFacets(Protocol):
+    """Facet counts a lexical index can make (`pipeline/lexical/facets.py`): per plan its
+    counts, or None where the SQL store must count."""
+
+    async def facets(self, namespace: uuid.UUID, query: str, filters: Filters,
+                     scope_ids: Sequence[uuid.UUID], candidates: Sequence[uuid.UUID],
+                     plans: Sequence[FacetPlan]) -> list[FacetCounts | None]: ...
 
 # The match set's objects: the promoted ids of the rows holding a query word (in scope), and
 # the fused candidates; each object read once by its key, held to the namespace and filtered.
@@ -117,10 +126,13 @@ def _sort_keys(plan: SortPlan) -> tuple[list[Query], dict[str, Any]]:
 
 
 class PgMatchSet:
-    """Facet counts and sorted ids over a search's match set, on one Postgres database."""
+    """Facet counts and sorted ids over a search's match set, on one Postgres database;
+    `index` (LEXICAL_ENGINE=tantivy) counts the facets it can on the lexical index."""
 
-    def __init__(self, pool: AsyncConnectionPool[AsyncConn]) -> None:
+    def __init__(self, pool: AsyncConnectionPool[AsyncConn], *,
+                 index: IndexFacets | None = None) -> None:
         self.pool = pool
+        self.index = index
 
     async def _match(self, conn: AsyncConn, namespace: uuid.UUID, query: str,
                      filters: Filters, scope_ids: Sequence[uuid.UUID],
@@ -147,6 +159,21 @@ class PgMatchSet:
         first, ties by value; buckets: by value) and the sum of all its values' counts."""
         if not plans:
             return []
+        counted: list[FacetCounts | None] = [None] * len(plans)
+        if self.index is not None:
+            counted = await self.index.facets(namespace, query, filters, scope_ids, candidates,
+                                              plans)
+        rest = [i for i, c in enumerate(counted) if c is None]
+        if rest:
+            found = await self._sql_facets(namespace, query, filters, scope_ids, candidates,
+                                           [plans[i] for i in rest])
+            for i, counts in zip(rest, found, strict=True):
+                counted[i] = counts
+        return [c if c is not None else FacetCounts([], 0) for c in counted]
+
+    async def _sql_facets(self, namespace: uuid.UUID, query: str, filters: Filters,
+                          scope_ids: Sequence[uuid.UUID], candidates: Sequence[uuid.UUID],
+                          plans: Sequence[FacetPlan]) -> list[FacetCounts]:
         async with read_connection(self.pool) as conn, conn.transaction():
             match, params = await self._match(conn, namespace, query, filters, scope_ids,
                                               candidates)

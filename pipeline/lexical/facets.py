@@ -1,0 +1,157 @@
+"""Facet counts on the Tantivy index (LEXICAL_ENGINE=tantivy), exact and in Tantivy's columns.
+
+Each object has one lead document (`documents.LEAD`) holding every lexeme of its rows
+(`documents.ROOT_TEXT`). The match set's objects are then the leads that hold a query lexeme or
+belong to a fused candidate (`ROOT_ID`), under the filters; one aggregation over them counts
+objects, never parts: terms (kind, a property's values), histograms (a numeric property), and
+day histograms of created_at / updated_at folded into weeks, months or years here. A date
+property's buckets, a request with `scope_ids` (which may name parts), an index with an older
+schema, or a property with more distinct values than an aggregation may bucket are left to the
+SQL store (`None` for that facet).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import Counter
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import tantivy
+
+from pipeline.domain.match_set import FacetCounts, FacetPlan
+from pipeline.domain.read_model import Filters
+from pipeline.lexical.documents import (
+    CREATED,
+    KIND,
+    LEAD,
+    PROPERTIES,
+    ROOT_ID,
+    ROOT_TEXT,
+    SCHEMA,
+    UPDATED,
+)
+from pipeline.lexical.queries import filter_clauses
+from pipeline.lexical.searcher import TantivySearcher
+
+# Terms buckets asked per facet: every distinct value (Tantivy refuses an aggregation past
+# 65,000 buckets; such a facet goes to SQL).
+_ALL_TERMS = 60_000
+_DAY_US = 86_400_000_000
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class TantivyFacets:
+    """Facet counts over the leads of one index generation (`searcher`'s indexes)."""
+
+    def __init__(self, searcher: TantivySearcher) -> None:
+        self.searcher = searcher
+
+    async def facets(self, namespace: uuid.UUID, query: str, filters: Filters,
+                     scope_ids: Sequence[uuid.UUID], candidates: Sequence[uuid.UUID],
+                     plans: Sequence[FacetPlan]) -> list[FacetCounts | None]:
+        """Per plan its counts, or None where the SQL store must count."""
+        if scope_ids or not any(_supported(p) for p in plans):
+            return [None] * len(plans)
+        lexemes = await self.searcher.lexemes(query)
+        return await asyncio.to_thread(self._facets, namespace, lexemes, filters, candidates,
+                                       plans)
+
+    def _facets(self, namespace: uuid.UUID, lexemes: Sequence[str], filters: Filters,
+                candidates: Sequence[uuid.UUID],
+                plans: Sequence[FacetPlan]) -> list[FacetCounts | None]:
+        index = self.searcher.current_index(namespace)
+        if index is None:
+            return [None] * len(plans)
+        matches = []
+        if lexemes:
+            matches.append(tantivy.Query.term_set_query(SCHEMA, ROOT_TEXT, list(lexemes)))
+        if candidates:
+            matches.append(tantivy.Query.term_set_query(SCHEMA, ROOT_ID,
+                                                        [str(c) for c in candidates]))
+        if not matches:
+            return [FacetCounts([], 0) if _supported(p) else None for p in plans]
+        lead = tantivy.Query.range_query(SCHEMA, LEAD, tantivy.FieldType.Unsigned,
+                                         lower_bound=1, upper_bound=1)
+        query = tantivy.Query.boolean_query(
+            [(tantivy.Occur.Must, lead),
+             (tantivy.Occur.Must, tantivy.Query.boolean_query(
+                 [(tantivy.Occur.Should, m) for m in matches]))]
+            + [(tantivy.Occur.Must, c) for c in filter_clauses(filters, ())])
+        searcher = index.searcher()
+        out: list[FacetCounts | None] = []
+        for plan in plans:
+            agg = _aggregation(plan)
+            if agg is None:
+                out.append(None)
+                continue
+            try:
+                found = searcher.aggregate(query, {"f": agg})
+            except ValueError:  # too many buckets: SQL counts this one
+                out.append(None)
+                continue
+            out.append(_counts(plan, found["f"]))
+        return out
+
+
+def _supported(plan: FacetPlan) -> bool:
+    return _aggregation(plan) is not None
+
+
+def _aggregation(plan: FacetPlan) -> dict[str, Any] | None:
+    if plan.source == "kind":
+        return {"terms": {"field": KIND, "size": _ALL_TERMS, "segment_size": _ALL_TERMS}}
+    if plan.source in ("created_at", "updated_at"):
+        field = CREATED if plan.source == "created_at" else UPDATED
+        return {"histogram": {"field": field, "interval": _DAY_US, "min_doc_count": 1}}
+    path = f"{PROPERTIES}.{plan.name}"
+    if plan.type == "terms":
+        return {"terms": {"field": path, "size": _ALL_TERMS, "segment_size": _ALL_TERMS}}
+    if plan.type == "number":
+        return {"histogram": {"field": path, "interval": plan.width, "min_doc_count": 1}}
+    return None  # a date property: its strings are compared as instants in SQL
+
+
+def _value(key: object) -> object:
+    if isinstance(key, float) and key.is_integer() and abs(key) < 2**53:
+        return int(key)
+    return key
+
+
+def _order(value: object) -> tuple[int, object]:
+    # as Postgres orders jsonb scalars: strings, then numbers, then booleans
+    if isinstance(value, bool):
+        return 2, value
+    if isinstance(value, int | float):
+        return 1, value
+    return 0, str(value)
+
+
+def _counts(plan: FacetPlan, result: dict[str, Any]) -> FacetCounts:
+    buckets = [(_value(b["key"]), int(b["doc_count"])) for b in result.get("buckets", [])
+               if int(b["doc_count"]) > 0]
+    total = sum(n for _, n in buckets) + int(result.get("sum_other_doc_count") or 0)
+    if plan.source in ("created_at", "updated_at"):
+        folded: Counter[str] = Counter()
+        for day, n in buckets:
+            start = _EPOCH + timedelta(microseconds=int(day))  # type: ignore[call-overload]
+            folded[_truncate(start, str(plan.unit)).isoformat(timespec="seconds")] += n
+        values: list[tuple[object, int]] = sorted(folded.items())
+    elif plan.type == "terms":
+        values = sorted(buckets, key=lambda b: (-b[1], _order(b[0])))
+    else:
+        values = sorted(buckets, key=lambda b: float(b[0]))  # type: ignore[arg-type]
+    return FacetCounts(values[: plan.size], total)
+
+
+def _truncate(when: datetime, unit: str) -> datetime:
+    day = when.replace(hour=0, minute=0, second=0, microsecond=0, tzinfo=None)
+    if unit == "week":
+        return day - timedelta(days=day.weekday())
+    if unit == "month":
+        return day.replace(day=1)
+    if unit == "year":
+        return day.replace(month=1, day=1)
+    return day
