@@ -53,6 +53,8 @@ BODY = "body"  # the row's own text, stored and stemmed by Tantivy: what snippet
 # (`pipeline/lexical/facets.py`), where counting rows would count an object once per part.
 LEAD = "lead"
 ROOT_TEXT = "root_lex"
+ROOT_HI = "root_hi"  # the object's id in two halves, fast: a sorted lead's object, at once
+ROOT_LO = "root_lo"
 
 LOWER_RAW = "lower_raw"  # a whole value as one lowercased term (the title filter)
 _MASK64 = (1 << 64) - 1
@@ -74,6 +76,8 @@ def build_schema() -> tantivy.Schema:
     sb.add_text_field(BODY, stored=True, tokenizer_name="en_stem", index_option="freq")
     sb.add_unsigned_field(LEAD, indexed=True, fast=True)
     sb.add_text_field(ROOT_TEXT, tokenizer_name="raw", index_option="basic")
+    sb.add_unsigned_field(ROOT_HI, fast=True)
+    sb.add_unsigned_field(ROOT_LO, fast=True)
     return sb.build()
 
 
@@ -205,6 +209,9 @@ def to_document(row: RowDocument, lead: set[str] | None = None) -> tantivy.Docum
     doc.add_pre_tokenized_text(TEXT, tantivy.PreTokenizedString("", tokens(row.positions)))
     doc.add_text(BODY, row.body)
     doc.add_unsigned(LEAD, 0 if lead is None else 1)
+    root_hi, root_lo = id_halves(row.root_id)
+    doc.add_unsigned(ROOT_HI, root_hi)
+    doc.add_unsigned(ROOT_LO, root_lo)
     if lead:
         doc.add_pre_tokenized_text(ROOT_TEXT, tantivy.PreTokenizedString(
             "", [tantivy.Token(lexeme, i, 0, 0) for i, lexeme in enumerate(sorted(lead))]))

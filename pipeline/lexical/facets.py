@@ -8,6 +8,11 @@ day histograms of created_at / updated_at folded into weeks, months or years her
 property's buckets, a request with `scope_ids` (which may name parts), an index with an older
 schema, or a property with more distinct values than an aggregation may bucket are left to the
 SQL store (`None` for that facet).
+
+Sorting by created_at, updated_at or a numeric property takes the first leads in that order
+the same way (Tantivy's fast-field order, or a `top_hits` aggregation for a property); the SQL
+store sorts whatever this cannot order exactly: title and position, other property types, a
+property whose present values are not all numbers, ties across the cut, scoped requests.
 """
 
 from __future__ import annotations
@@ -21,17 +26,20 @@ from typing import Any
 
 import tantivy
 
-from pipeline.domain.match_set import FacetCounts, FacetPlan
+from pipeline.domain.match_set import FacetCounts, FacetPlan, SortPlan
 from pipeline.domain.read_model import Filters
 from pipeline.lexical.documents import (
     CREATED,
     KIND,
     LEAD,
     PROPERTIES,
+    ROOT_HI,
     ROOT_ID,
+    ROOT_LO,
     ROOT_TEXT,
     SCHEMA,
     UPDATED,
+    id_from_halves,
 )
 from pipeline.lexical.queries import filter_clauses
 from pipeline.lexical.searcher import TantivySearcher
@@ -65,21 +73,7 @@ class TantivyFacets:
         index = self.searcher.current_index(namespace)
         if index is None:
             return [None] * len(plans)
-        matches = []
-        if lexemes:
-            matches.append(tantivy.Query.term_set_query(SCHEMA, ROOT_TEXT, list(lexemes)))
-        if candidates:
-            matches.append(tantivy.Query.term_set_query(SCHEMA, ROOT_ID,
-                                                        [str(c) for c in candidates]))
-        if not matches:
-            return [FacetCounts([], 0) if _supported(p) else None for p in plans]
-        lead = tantivy.Query.range_query(SCHEMA, LEAD, tantivy.FieldType.Unsigned,
-                                         lower_bound=1, upper_bound=1)
-        query = tantivy.Query.boolean_query(
-            [(tantivy.Occur.Must, lead),
-             (tantivy.Occur.Must, tantivy.Query.boolean_query(
-                 [(tantivy.Occur.Should, m) for m in matches]))]
-            + [(tantivy.Occur.Must, c) for c in filter_clauses(filters, ())])
+        query = _leads(lexemes, filters, candidates)
         searcher = index.searcher()
         out: list[FacetCounts | None] = []
         for plan in plans:
@@ -94,6 +88,94 @@ class TantivyFacets:
                 continue
             out.append(_counts(plan, found["f"]))
         return out
+
+
+    async def sorted_ids(self, namespace: uuid.UUID, query: str, filters: Filters,
+                         scope_ids: Sequence[uuid.UUID], ranked: Sequence[uuid.UUID],
+                         plan: SortPlan, limit: int) -> list[uuid.UUID] | None:
+        """The match set's first `limit` objects in the plan's order (ties by rank in
+        `ranked`, then id), or None where the SQL store must sort."""
+        if scope_ids or not _sortable(plan):
+            return None
+        lexemes = await self.searcher.lexemes(query)
+        return await asyncio.to_thread(self._sorted, namespace, lexemes, filters, ranked,
+                                       plan, limit)
+
+    def _sorted(self, namespace: uuid.UUID, lexemes: Sequence[str], filters: Filters,
+                ranked: Sequence[uuid.UUID], plan: SortPlan,
+                limit: int) -> list[uuid.UUID] | None:
+        index = self.searcher.current_index(namespace)
+        if index is None:
+            return None
+        searcher = index.searcher()
+        base = _leads(lexemes, filters, ranked)
+        if plan.source in ("created_at", "updated_at"):
+            order = tantivy.Order.Desc if plan.descending else tantivy.Order.Asc
+            hits = searcher.search(base, limit + 1, count=False,
+                                   order_by_field=CREATED if plan.source == "created_at"
+                                   else UPDATED, order=order).hits
+            addresses = [address for _, address in hits]
+            his = searcher.fast_field_values(ROOT_HI, addresses)
+            los = searcher.fast_field_values(ROOT_LO, addresses)
+            present: list[tuple[int, uuid.UUID]] = [
+                (int(key), id_from_halves(int(h or 0), int(lo or 0)))
+                for (key, _), h, lo in zip(hits, his, los, strict=True)]
+            rest = 0
+        else:
+            path = f"{PROPERTIES}.{plan.name}"
+            exists = _and(base, tantivy.Query.exists_query(path))
+            values = searcher.aggregate(exists, {"all": {"value_count": {"field": path}},
+                                                 "numbers": {"stats": {"field": path}}})
+            if int(values["all"]["value"] or 0) != int(values["numbers"]["count"] or 0):
+                return None  # strings or booleans too: SQL orders the types
+            counted = _count(searcher, exists)
+            found = searcher.aggregate(exists, {"t": {"top_hits": {
+                "sort": [{path: "desc" if plan.descending else "asc"}], "size": limit + 1,
+                "docvalue_fields": [ROOT_HI, ROOT_LO]}}})
+            present = [(int(h["sort"][0]), id_from_halves(
+                int(h["docvalue_fields"][ROOT_HI][0]), int(h["docvalue_fields"][ROOT_LO][0])))
+                for h in found["t"]["hits"]]
+            rest = _count(searcher, base) - counted
+        if len(present) > limit and present[limit][0] == present[limit - 1][0]:
+            return None  # a tie across the cut: SQL breaks it by relevance over all of it
+        rank = {oid: i for i, oid in enumerate(ranked)}
+        far = len(ranked)
+        sign = -1 if plan.descending else 1
+        ordered = sorted(present[:limit],
+                         key=lambda p: (sign * p[0], rank.get(p[1], far), str(p[1])))
+        out = [oid for _, oid in ordered]
+        if len(out) < limit and rest > 0:
+            return None  # objects without the value follow: SQL orders them
+        return out
+
+
+def _count(searcher: tantivy.Searcher, query: tantivy.Query) -> int:
+    found: Any = searcher.search(query, 1, count=True)  # `count` is missing from the stubs
+    return int(found.count)
+
+
+def _and(base: tantivy.Query, clause: tantivy.Query) -> tantivy.Query:
+    return tantivy.Query.boolean_query([(tantivy.Occur.Must, base),
+                                        (tantivy.Occur.Must, clause)])
+
+
+def _leads(lexemes: Sequence[str], filters: Filters,
+           candidates: Sequence[uuid.UUID]) -> tantivy.Query:
+    """The match set's leads: those holding a lexeme or of a candidate, under the filters."""
+    matches = [tantivy.Query.term_set_query(SCHEMA, ROOT_TEXT, list(lexemes)),
+               tantivy.Query.term_set_query(SCHEMA, ROOT_ID, [str(c) for c in candidates])]
+    lead = tantivy.Query.range_query(SCHEMA, LEAD, tantivy.FieldType.Unsigned,
+                                     lower_bound=1, upper_bound=1)
+    return tantivy.Query.boolean_query(
+        [(tantivy.Occur.Must, lead),
+         (tantivy.Occur.Must, tantivy.Query.boolean_query(
+             [(tantivy.Occur.Should, m) for m in matches]))]
+        + [(tantivy.Occur.Must, c) for c in filter_clauses(filters, ())])
+
+
+def _sortable(plan: SortPlan) -> bool:
+    return plan.source in ("created_at", "updated_at") or (
+        plan.source == "property" and plan.key_type in ("number", "any"))
 
 
 def _supported(plan: FacetPlan) -> bool:

@@ -144,6 +144,10 @@ def test_sorting_orders_the_whole_match_set_and_pages_through_continue(
     by_amount = _walk(env, {"query": WORD, "sort": {"field": "$.amount", "order": "desc"}})
     # d2 ranks low (one word in a long summary) yet comes second; the note has no amount
     assert [name[i] for i in by_amount] == ["d4", "d2", "d3", "d1", "n1"]
+    # every deal has an amount: on Tantivy the index orders them (top_hits on the leads)
+    deals = _walk(env, {"query": WORD, "filters": {"kind": "deal"},
+                        "sort": {"field": "$.amount", "order": "desc"}})
+    assert [name[i] for i in deals] == ["d4", "d2", "d3", "d1"]
     ascending = _walk(env, {"query": WORD, "sort": {"field": "$.amount"}})
     assert [name[i] for i in ascending] == ["d1", "d3", "d2", "d4", "n1"]  # missing last
     by_date = [name[i] for i in _walk(env, {"query": WORD,

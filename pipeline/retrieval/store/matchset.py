@@ -26,12 +26,16 @@ from pipeline.retrieval.store.search_sql import QUERY_LEXEMES
 
 
 class IndexFacets(Protocol):
-    """Facet counts a lexical index can make (`pipeline/lexical/facets.py`): per plan its
-    counts, or None where the SQL store must count."""
+    """Facets and sorted orders a lexical index can make (`pipeline/lexical/facets.py`);
+    None where the SQL store must count or sort."""
 
     async def facets(self, namespace: uuid.UUID, query: str, filters: Filters,
                      scope_ids: Sequence[uuid.UUID], candidates: Sequence[uuid.UUID],
                      plans: Sequence[FacetPlan]) -> list[FacetCounts | None]: ...
+
+    async def sorted_ids(self, namespace: uuid.UUID, query: str, filters: Filters,
+                         scope_ids: Sequence[uuid.UUID], ranked: Sequence[uuid.UUID],
+                         plan: SortPlan, limit: int) -> list[uuid.UUID] | None: ...
 
 # The match set's objects: the promoted ids of the rows holding a query word (in scope), and
 # the fused candidates; each object read once by its key, held to the namespace and filtered.
@@ -205,6 +209,11 @@ class PgMatchSet:
                          plan: SortPlan, limit: int) -> list[uuid.UUID]:
         """The match set's first `limit` objects in the plan's order; ties by their rank in
         `ranked` (the relevance order; objects not in it after those), then by id."""
+        if self.index is not None:
+            found = await self.index.sorted_ids(namespace, query, filters, scope_ids, ranked,
+                                                plan, limit)
+            if found is not None:
+                return found
         keys, extra = _sort_keys(plan)
         async with read_connection(self.pool) as conn, conn.transaction():
             match, params = await self._match(conn, namespace, query, filters, scope_ids,
