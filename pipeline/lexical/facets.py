@@ -48,6 +48,9 @@ from pipeline.lexical.searcher import TantivySearcher
 # 65,000 buckets; such a facet goes to SQL).
 _ALL_TERMS = 60_000
 _DAY_US = 86_400_000_000
+# How far a sort widens its fetch to take in a tie across the cut (x the limit), before it
+# leaves the order to SQL.
+_MAX_TIE_FETCH = 8
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -110,16 +113,17 @@ class TantivyFacets:
         searcher = index.searcher()
         base = _leads(lexemes, filters, ranked)
         if plan.source in ("created_at", "updated_at"):
+            field = CREATED if plan.source == "created_at" else UPDATED
             order = tantivy.Order.Desc if plan.descending else tantivy.Order.Asc
-            hits = searcher.search(base, limit + 1, count=False,
-                                   order_by_field=CREATED if plan.source == "created_at"
-                                   else UPDATED, order=order).hits
-            addresses = [address for _, address in hits]
-            his = searcher.fast_field_values(ROOT_HI, addresses)
-            los = searcher.fast_field_values(ROOT_LO, addresses)
-            present: list[tuple[int, uuid.UUID]] = [
-                (int(key), id_from_halves(int(h or 0), int(lo or 0)))
-                for (key, _), h, lo in zip(hits, his, los, strict=True)]
+
+            def fetch(size: int) -> list[tuple[int, uuid.UUID]]:
+                hits = searcher.search(base, size, count=False, order_by_field=field,
+                                       order=order).hits
+                addresses = [address for _, address in hits]
+                his = searcher.fast_field_values(ROOT_HI, addresses)
+                los = searcher.fast_field_values(ROOT_LO, addresses)
+                return [(int(key), id_from_halves(int(h or 0), int(lo or 0)))
+                        for (key, _), h, lo in zip(hits, his, los, strict=True)]
             rest = 0
         else:
             path = f"{PROPERTIES}.{plan.name}"
@@ -128,22 +132,28 @@ class TantivyFacets:
                                                  "numbers": {"stats": {"field": path}}})
             if int(values["all"]["value"] or 0) != int(values["numbers"]["count"] or 0):
                 return None  # strings or booleans too: SQL orders the types
-            counted = _count(searcher, exists)
-            found = searcher.aggregate(exists, {"t": {"top_hits": {
-                "sort": [{path: "desc" if plan.descending else "asc"}], "size": limit + 1,
-                "docvalue_fields": [ROOT_HI, ROOT_LO]}}})
-            present = [(int(h["sort"][0]), id_from_halves(
-                int(h["docvalue_fields"][ROOT_HI][0]), int(h["docvalue_fields"][ROOT_LO][0])))
-                for h in found["t"]["hits"]]
-            rest = _count(searcher, base) - counted
-        if len(present) > limit and present[limit][0] == present[limit - 1][0]:
-            return None  # a tie across the cut: SQL breaks it by relevance over all of it
+            rest = _count(searcher, base) - _count(searcher, exists)
+
+            def fetch(size: int) -> list[tuple[int, uuid.UUID]]:
+                found = searcher.aggregate(exists, {"t": {"top_hits": {
+                    "sort": [{path: "desc" if plan.descending else "asc"}], "size": size,
+                    "docvalue_fields": [ROOT_HI, ROOT_LO]}}})
+                return [(int(h["sort"][0]), id_from_halves(int(h["docvalue_fields"][ROOT_HI][0]),
+                                                           int(h["docvalue_fields"][ROOT_LO][0])))
+                        for h in found["t"]["hits"]]
+        # ties straddling the cut are all fetched (the size doubles), then ordered by relevance
+        size = limit + 1
+        present = fetch(size)
+        while len(present) == size and present[-1][0] == present[limit - 1][0]:
+            if size >= _MAX_TIE_FETCH * limit:
+                return None  # a huge tie: SQL orders it
+            size *= 2
+            present = fetch(size)
         rank = {oid: i for i, oid in enumerate(ranked)}
         far = len(ranked)
         sign = -1 if plan.descending else 1
-        ordered = sorted(present[:limit],
-                         key=lambda p: (sign * p[0], rank.get(p[1], far), str(p[1])))
-        out = [oid for _, oid in ordered]
+        ordered = sorted(present, key=lambda p: (sign * p[0], rank.get(p[1], far), str(p[1])))
+        out = [oid for _, oid in ordered[:limit]]
         if len(out) < limit and rest > 0:
             return None  # objects without the value follow: SQL orders them
         return out
