@@ -47,6 +47,7 @@ from bench.query.data import (
 from pipeline.domain.read_model import FacetSpec, SearchQuery, SortSpec
 from pipeline.embedding.embedders.static import StaticEmbedder
 from pipeline.lexical.writer import LexicalWriter
+from pipeline.ops.lexical import rebuild_stale_lexical
 from pipeline.postgres.pool import make_pool
 from pipeline.settings import Settings
 from pipeline.wiring import build_services
@@ -65,8 +66,11 @@ _PROPERTIES = (
 
 
 def load(settings: Settings, parts: int) -> None:
-    """Documents until the namespace holds `parts` parts, their properties and the index."""
+    """Documents until the namespace holds `parts` parts, their properties and the index (an
+    index of an older schema rebuilt, as `brainstream migrate` does)."""
     if part_count(settings) >= parts:
+        if rebuild_stale_lexical(settings):
+            log("rebuilt the Tantivy index (older schema)")
         return
     source = load_source()
     rng = random.Random(SEED)
