@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +113,12 @@ def test_facets_count_objects_of_the_match_set_in_the_callers_namespace(
     assert small["has_more"]
     later = ok(_post(env, "/v1/continue", {"result_set_id": small["result_set_id"]}))
     assert later["facets"] is None
+    year = datetime.now(UTC).year
+    created = ok(_post(env, "/v1/find_exact", {"query": WORD, "facets": [
+        {"field": "created_at", "interval": "year"}]}))["facets"]["created_at"]
+    assert created == {"buckets": [{"from": f"{year}-01-01T00:00:00Z",
+                                    "to": f"{year + 1}-01-01T00:00:00Z", "count": 5}],
+                       "other": 0}
     won = ok(_post(env, "/v1/find_exact", {"query": WORD, "filters": {"stage": "won"},
                                            "facets": [{"field": "kind"}]}))
     assert _counts(won["facets"]["kind"]) == [("deal", 2)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 import pytest
 from hypothesis import example, given, strategies as st
@@ -17,6 +18,7 @@ from pipeline.domain.match_set import (
     plan_sort,
 )
 from pipeline.domain.read_model import FacetSpec, SortSpec
+from pipeline.lexical.facets import _counts as index_counts
 from pipeline.retrieval.matchset import facet_answer
 from pipeline.retrieval.store.matchset import tsquery_text
 
@@ -109,12 +111,28 @@ def test_a_date_bucket_ends_after_it_starts(start: datetime, unit: str) -> None:
     if unit == "year":
         start = start.replace(month=1)
     plan = FacetPlan("updated_at", "updated_at", "date", 1, unit=unit)
-    bucket = facet_answer(plan, FacetCounts([(start.isoformat(), 1)], 1))["buckets"][0]
-    assert bucket["to"] > bucket["from"]  # type: ignore[index,operator]
-    assert bucket["from"] == start.isoformat() + "Z"  # type: ignore[index]
+    buckets: Any = facet_answer(plan, FacetCounts([(start.isoformat(), 1)], 1))["buckets"]
+    assert buckets[0]["to"] > buckets[0]["from"]
+    assert buckets[0]["from"] == start.isoformat() + "Z"
 
 
 def test_tsquery_text_quotes_every_lexeme() -> None:
     assert tsquery_text([]) is None
     assert tsquery_text(["harbor", "o'neil", "a\\b", "&|!"]) == (
         "'harbor' | 'o''neil' | 'a\\\\b' | '&|!'")
+
+
+def test_index_counts_fold_days_and_order_values_as_postgres_does() -> None:
+    day = 86_400_000_000
+    monday = 19_723  # 2024-01-01 in days since the epoch, a Monday
+    weeks = FacetPlan("created_at", "created_at", "date", 10, unit="week")
+    days = {"buckets": [{"key": float(d * day), "doc_count": n}
+                        for d, n in ((monday, 1), (monday + 6, 2), (monday + 7, 4))]}
+    assert index_counts(weeks, days) == FacetCounts(
+        [("2024-01-01T00:00:00", 3), ("2024-01-08T00:00:00", 4)], 7)
+    terms = FacetPlan("$.x", "property", "terms", 3, name="x")
+    found = {"buckets": [{"key": 5.0, "doc_count": 2}, {"key": "b", "doc_count": 2},
+                         {"key": "a", "doc_count": 1}, {"key": "c", "doc_count": 1}],
+             "sum_other_doc_count": 0}
+    # count desc, then strings before numbers (jsonb's order); a whole float is an integer
+    assert index_counts(terms, found) == FacetCounts([("b", 2), (5, 2), ("a", 1)], 6)
