@@ -9,8 +9,17 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from api.plain_text import PLAIN_TEXT
+from pipeline.domain.match_set import DEFAULT_FACET_SIZE, MAX_FACET_SIZE, MAX_FACETS
 from pipeline.domain.mentions import ObjectEntity
-from pipeline.domain.read_model import Filters, FusionParams, Page, RichObject, SearchMode
+from pipeline.domain.read_model import (
+    FacetSpec,
+    Filters,
+    FusionParams,
+    Page,
+    RichObject,
+    SearchMode,
+    SortSpec,
+)
 from pipeline.domain.relations import RELATION_TYPE_PATTERN
 from pipeline.retrieval.paging import RESULT_SET_ID_PATTERN
 from pipeline.retrieval.tuning import (
@@ -98,6 +107,35 @@ class FusionBody(_Strict):
                             ppr_list_weight=ppr.list_weight,
                             ppr_passage_seed_weight=ppr.passage_seed_weight,
                             ppr_rrf_k=ppr.rrf_k)
+class FacetBody(_Strict):
+    """`{"field": "kind" | "created_at" | "updated_at" | "$.<property>", "size"?, "interval"?}`."""
+
+    field: Text = Field(description=(
+        "kind, created_at, updated_at, or a property as $.<name> (declared by a kind of the"
+        " catalog, when there is one)"))
+    size: int = Field(default=DEFAULT_FACET_SIZE, description=(
+        f"how many values or buckets to return (1..{MAX_FACET_SIZE}); the rest are summed in"
+        " `other`"))
+    interval: Number | Text | None = Field(default=None, description=(
+        "bucket the values: a number (numeric properties) or day|week|month|year (dates,"
+        " UTC); without it, the most frequent values"))
+
+    def to_spec(self) -> FacetSpec:
+        return FacetSpec(self.field, self.size, self.interval)  # type: ignore[arg-type]
+
+
+class SortBody(_Strict):
+    """`{"field": ..., "order": "asc" | "desc"}`."""
+
+    field: Text = Field(default="relevance", description=(
+        "relevance (default), updated_at, created_at, title (case-insensitive), position, or"
+        " a property as $.<name> (numbers as numbers, datetimes as instants; a list sorts by"
+        " its first element; objects without it last in both orders)"))
+    order: Literal["asc", "desc"] | None = Field(default=None, description=(
+        "default: desc for relevance and the times, asc otherwise"))
+
+    def to_spec(self) -> SortSpec:
+        return SortSpec(self.field, self.order)
 
 
 class FindExactBody(_Strict):
@@ -108,6 +146,13 @@ class FindExactBody(_Strict):
     strict: bool = Field(default=False, description=(
         "refuse with 503 `degraded_answer` instead of answering degraded (`lexical_only`: the"
         " query embedder is down; `rerank_skipped`: the reranker was slow or down)"))
+    facets: list[FacetBody] | None = Field(default=None, max_length=MAX_FACETS, description=(
+        "counts per value of each field over the match set (every object passing the filters"
+        " that holds a query word, and every ranked hit), objects not parts; first page"
+        " only, as `facets` beside the hits"))
+    sort: SortBody | None = Field(default=None, description=(
+        "order the match set's first 1,000 objects by a field instead of relevance (ties by"
+        " relevance, then id); `continue` pages through that order"))
 
 
 class SearchBody(FindExactBody):
@@ -312,13 +357,17 @@ class PageOut(BaseModel):
         " candidates. Narrow the request to reach them; false when nothing was cut"))
     explain: dict[str, Any] | None = Field(default=None, description=(
         "search with `explain: true`, first page only: how the answer was ranked"))
+    facets: dict[str, Any] | None = Field(default=None, description=(
+        "search or find_exact with `facets`, first page only: per field asked,"
+        " {\"buckets\": [{\"value\", \"count\"} | {\"from\", \"to\", \"count\"}],"
+        " \"other\": the summed counts beyond `size`}; counts are objects"))
 
     @classmethod
     def of(cls, page: Page) -> PageOut:
         return cls(objects=[RichObjectOut.of(o) for o in page.objects],
                    result_set_id=page.result_set_id, has_more=page.has_more,
                    degrade=page.degrade, mode=page.mode, truncated=page.truncated,
-                   explain=page.explain)
+                   explain=page.explain, facets=page.facets)
 
 
 class ChildrenOut(BaseModel):

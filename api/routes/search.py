@@ -43,4 +43,6 @@ def _search_query(body: FindExactBody) -> SearchQuery:
     return SearchQuery(query=body.query,
                        filters=body.filters.to_filters() if body.filters else Filters(),
                        limit=body.limit, scope_ids=tuple(body.scope_ids or ()),
-                       strict=body.strict)
+                       strict=body.strict,
+                       facets=tuple(f.to_spec() for f in body.facets or ()),
+                       sort=body.sort.to_spec() if body.sort else None)

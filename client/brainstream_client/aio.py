@@ -62,6 +62,7 @@ from brainstream_client.models.memory import (
 from brainstream_client.models.read import (
     ChildrenOut,
     ContinueBody,
+    FacetBody,
     FiltersBody,
     FindExactBody,
     FusionBody,
@@ -71,6 +72,7 @@ from brainstream_client.models.read import (
     RichObjectOut,
     SearchBody,
     SearchMode,
+    SortBody,
 )
 from brainstream_client.retry import RetryPolicy
 
@@ -154,19 +156,28 @@ class AsyncClient:
                      mode: SearchMode = "hybrid", explain: bool = False,
                      scope_ids: Sequence[Id] | None = None, rerank: bool | None = None,
                      strict: bool = False,
-                     fusion: FusionBody | Mapping[str, Any] | None = None) -> PageOut:
+                     fusion: FusionBody | Mapping[str, Any] | None = None,
+                     facets: Sequence[FacetBody | Mapping[str, Any]] | None = None,
+                     sort: SortBody | Mapping[str, Any] | None = None) -> PageOut:
         """Hybrid search over parts, promoted to their objects with evidence; `rerank`
         (None: on when the server has a reranker), `strict` (an `ApiError` 503
-        `degraded_answer` instead of a degraded answer), `fusion` (weights, RRF k, PPR)."""
+        `degraded_answer` instead of a degraded answer), `fusion` (weights, RRF k, PPR);
+        `facets` count the match set's objects per value (`PageOut.facets`, first page),
+        `sort` orders it."""
         return await self._call(ops.SEARCH, body=SearchBody.model_validate(dict(
             query=query, filters=filters, limit=limit, mode=mode, explain=explain,
-            scope_ids=scope_ids, rerank=rerank, strict=strict, fusion=fusion)))
+            scope_ids=scope_ids, rerank=rerank, strict=strict, fusion=fusion, facets=facets,
+            sort=sort)))
 
     async def find_exact(self, query: str, *, filters: Filters = None, limit: int = 10,
-                         scope_ids: Sequence[Id] | None = None, strict: bool = False) -> PageOut:
-        """Equality first (id, title, property value, quoted phrase), then lexical."""
+                         scope_ids: Sequence[Id] | None = None, strict: bool = False,
+                         facets: Sequence[FacetBody | Mapping[str, Any]] | None = None,
+                         sort: SortBody | Mapping[str, Any] | None = None) -> PageOut:
+        """Equality first (id, title, property value, quoted phrase), then lexical;
+        `facets` and `sort` as in `search`."""
         return await self._call(ops.FIND_EXACT, body=FindExactBody.model_validate(dict(
-            query=query, filters=filters, limit=limit, scope_ids=scope_ids, strict=strict)))
+            query=query, filters=filters, limit=limit, scope_ids=scope_ids, strict=strict,
+            facets=facets, sort=sort)))
 
     async def continue_(self, result_set_id: str, *, limit: int = 10) -> PageOut:
         """The next page of a result set (`iter_pages` and `iter_objects` call it)."""

@@ -106,6 +106,8 @@ class Page:
     truncated: bool = False
     # search with `explain`: how the answer was ranked (first page only)
     explain: dict[str, object] | None = None
+    # search / find_exact with `facets`: counts over the match set (first page only)
+    facets: dict[str, object] | None = None
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,33 @@ class RowMeta:
     content: str | None
     title: str | None
     properties: dict[str, object]
+
+
+# How a date facet buckets its values.
+DateInterval = Literal["day", "week", "month", "year"]
+DATE_INTERVALS: tuple[DateInterval, ...] = ("day", "week", "month", "year")
+
+
+@dataclass(frozen=True)
+class FacetSpec:
+    """One facet of a search (`pipeline/retrieval/matchset.py`): counts of the match set's
+    objects per value of `field` (`kind`, `created_at`, `updated_at` or a property `$.name`):
+    the `size` most frequent values, or buckets of width `interval` (a number, or a
+    DateInterval for dates)."""
+
+    field: str
+    size: int = 10
+    interval: float | DateInterval | None = None
+
+
+@dataclass(frozen=True)
+class SortSpec:
+    """The order of a search's answer: `relevance` (the default), `updated_at`, `created_at`,
+    `title`, `position` or a property `$.name`; `order` None takes the field's default (desc
+    for relevance and the times, asc otherwise)."""
+
+    field: str = "relevance"
+    order: Literal["asc", "desc"] | None = None
 
 
 @dataclass(frozen=True)
@@ -148,6 +177,8 @@ class SearchQuery:
     # refuse (DegradedAnswer, 503) rather than answer degraded
     strict: bool = False
     fusion: FusionParams | None = None  # search only
+    facets: tuple[FacetSpec, ...] = ()
+    sort: SortSpec | None = None  # None: by relevance
 
 
 @dataclass(frozen=True)

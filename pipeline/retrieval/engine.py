@@ -30,10 +30,12 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from pipeline.domain.errors import ChannelDegraded, DegradedAnswer, InvalidInput, NotFound
+from pipeline.domain.match_set import plan_facets, plan_sort
 from pipeline.domain.read_model import Filters, Hit, Page, RichObject, RowMeta, SearchQuery
 from pipeline.ports import (
     CatalogSource,
     Channel,
+    MatchSetReader,
     ObjectReader,
     PartSearcher,
     QueryEmbedder,
@@ -49,6 +51,7 @@ from pipeline.retrieval.fusion import (
     promote,
     rrf,
 )
+from pipeline.retrieval.matchset import MatchSetStage, Shape
 from pipeline.retrieval.paging import Item, ResultPager
 from pipeline.retrieval.ppr.multihop import (
     StageRanks,
@@ -115,7 +118,8 @@ class RetrievalEngine:
                  result_sets: ResultSetStore, catalog: CatalogSource,
                  embed_query: QueryEmbedder | None, config: EngineConfig | None = None, *,
                  channels: Sequence[Channel] | None = None,
-                 ppr: PprStage | None = None, reranker: RerankStage | None = None) -> None:
+                 ppr: PprStage | None = None, reranker: RerankStage | None = None,
+                 match_sets: MatchSetReader | None = None) -> None:
         self.searcher = searcher
         self.reader = reader
         self.result_sets = result_sets
@@ -138,6 +142,9 @@ class RetrievalEngine:
         missing = [n for n in self.config.exact_channels if n not in self.channels]
         if missing:
             raise ValueError(f"find_exact names channels the engine lacks: {missing}")
+        # facets and sorting over the match set (pipeline/retrieval/matchset.py)
+        self.match_sets = None if match_sets is None else MatchSetStage(
+            match_sets, max_items=self.config.result_set_max_items)
         self.pager = ResultPager(result_sets, reader, evidence=self.evidence_entries,
                                  max_items=self.config.result_set_max_items,
                                  snippet_width=self.config.snippet_chars,
@@ -146,6 +153,20 @@ class RetrievalEngine:
     async def validate_filters(self, filters: Filters) -> None:
         """Property filters must name filterable fields of the catalog (when it is not empty)."""
         check_filters(await self.catalog(), filters, max_filters=self.config.max_filters)
+
+    async def shape(self, request: SearchQuery) -> Shape | None:
+        """The request's facets and sort, validated against the catalog (None: neither)."""
+        if not request.facets and request.sort is None:
+            return None
+        catalog = await self.catalog()
+        facets = plan_facets(request.facets, catalog, request.filters.kinds)
+        sort = plan_sort(request.sort, catalog, request.filters.kinds)
+        if not facets and sort is None:
+            return None
+        if self.match_sets is None:
+            raise InvalidInput("this server computes no facets or sorted orders",
+                               field="facets" if facets else "sort")
+        return Shape(request, facets, sort)
 
     # -- search -----------------------------------------------------------------------------
 
@@ -168,6 +189,7 @@ class RetrievalEngine:
         query = query_text(request.query, max_terms=self.config.max_query_terms)
         check_limit(request.limit)
         await self.validate_filters(request.filters)
+        shape = await self.shape(request)
         if request.mode != "hybrid" and self.ppr is None:
             raise InvalidInput(f"mode {request.mode!r}: this server has no PPR stage",
                                field="mode")
@@ -188,15 +210,16 @@ class RetrievalEngine:
             page = await self.rank_and_page(namespace, query, hits, request.limit, degrade,
                                             mode=None if plan is None else "hybrid",
                                             explain=request.explain, request=request,
-                                            fusion=fusion)
+                                            fusion=fusion, shape=shape)
             if page.explain is not None:
                 page = replace(page, explain={**page.explain, **plan_explain(plan)})
             return page
-        return await self._search_ppr(namespace, query, request, hits, degrade, walk, fusion)
+        return await self._search_ppr(namespace, query, request, hits, degrade, walk, fusion,
+                                      shape)
 
     async def _search_ppr(self, namespace: uuid.UUID, query: str, request: SearchQuery,
                           hits: dict[str, list[Hit]], degrade: str | None,
-                          plan: SeedPlan, fusion: Fusion) -> Page:
+                          plan: SeedPlan, fusion: Fusion, shape: Shape | None = None) -> Page:
         """The hybrid list and the PPR stage's list, fused (`multihop.fuse_stages`)."""
         assert self.ppr is not None
         ids = list(dict.fromkeys(h.id for found in hits.values() for h in found))
@@ -216,7 +239,7 @@ class RetrievalEngine:
                         evidence_n=self.config.evidence_n,
                         ppr_weight=fusion.ppr_list_weight))
         page, reranked = await self._page(namespace, query, promoted, meta, request.limit,
-                                          degrade, mode="ppr", request=request)
+                                          degrade, mode="ppr", request=request, shape=shape)
         if request.explain:
             page = replace(page, explain=self._explain(
                 plan, result, page, ranks, channels=channel_details(hits, meta),
@@ -243,12 +266,14 @@ class RetrievalEngine:
         query = query_text(request.query, max_terms=self.config.max_query_terms)
         check_limit(request.limit)
         await self.validate_filters(request.filters)
+        shape = await self.shape(request)
         exact, (hits, degrade) = await asyncio.gather(
             self.searcher.exact_matches(namespace, query, request.filters, request.scope_ids,
                                         self.config.candidate_k),
             self.candidates(namespace, query, request, self.config.exact_channels))
         return await self.rank_and_page(namespace, query, hits, request.limit, degrade,
-                                        first=exact, request=replace(request, rerank=False))
+                                        first=exact, request=replace(request, rerank=False),
+                                        shape=shape)
 
     async def candidates(self, namespace: uuid.UUID, query: str, request: SearchQuery,
                          names: Sequence[str]) -> tuple[dict[str, list[Hit]], str | None]:
@@ -280,12 +305,12 @@ class RetrievalEngine:
                             channels: dict[str, list[Hit]], limit: int, degrade: str | None,
                             *, first: Sequence[Hit] = (), mode: str | None = None,
                             explain: bool = False, request: SearchQuery | None = None,
-                            fusion: Fusion | None = None) -> Page:
+                            fusion: Fusion | None = None, shape: Shape | None = None) -> Page:
         """Fuse the channels' hits, promote them to objects with evidence, decay by age and
         return the first page; `first` (exact matches) leads, in its own order. `mode` labels
         the answer; `explain` adds each returned object's fused rank and score, per-channel
         ranks and raw scores; `request` may ask for the reranker (and `strict`); `fusion`
-        overrides the wired weights and k."""
+        overrides the wired weights and k; `shape` adds facets and a sorted order."""
         ids = list(dict.fromkeys([h.id for h in first]
                                  + [h.id for hits in channels.values() for h in hits]))
         meta = await self.searcher.row_meta(namespace, ids)
@@ -301,7 +326,7 @@ class RetrievalEngine:
             seen = {p.id for p in leading}
             promoted = leading + [p for p in promoted if p.id not in seen]
         page, reranked = await self._page(namespace, query, promoted, meta, limit, degrade,
-                                          mode=mode, request=request)
+                                          mode=mode, request=request, shape=shape)
         if not explain:
             return page
         ranks = {p.id: StageRanks(rank, None, p.score) for rank, p in
@@ -312,10 +337,12 @@ class RetrievalEngine:
 
     async def _page(self, namespace: uuid.UUID, query: str, promoted: list[Promoted],
                     meta: dict[uuid.UUID, RowMeta], limit: int, degrade: str | None, *,
-                    mode: str | None, request: SearchQuery | None = None
-                    ) -> tuple[Page, Reranked | None]:
+                    mode: str | None, request: SearchQuery | None = None,
+                    shape: Shape | None = None) -> tuple[Page, Reranked | None]:
         """Hydrate the ranked objects, decay by age, re-rank the best when `request` asks for
-        it, and hand the list to the pager; with the reranker's outcome (None: not asked)."""
+        it, apply the shape (facets, sort), and hand the list to the pager; with the
+        reranker's outcome (None: not asked)."""
+        beyond = [p.id for p in promoted[self.config.max_results:]]
         promoted = promoted[: self.config.max_results]
         objects = await self.reader.hydrate(namespace, [p.id for p in promoted])
         now = datetime.now(UTC)
@@ -334,12 +361,17 @@ class RetrievalEngine:
                 raise DegradedAnswer(RERANK_SKIPPED)
             items, reranked = outcome.items, outcome
             degrade = degrade or (RERANK_SKIPPED if outcome.skipped else None)
+        facets, truncated = None, False
+        if shape is not None and self.match_sets is not None:
+            candidates = [uuid.UUID(str(item["id"])) for item in items] + beyond
+            items, facets, truncated = await self.match_sets.apply(
+                namespace, query, shape.request, items, candidates, shape.facets, shape.sort)
         # snippets are made by the pager, for the returned page only, from these texts
         texts = {str(row.id): row.content for row in meta.values()}
         page = await self.pager.first_page(namespace, items, limit, kind="search",
                                            degrade=degrade, mode=mode, hydrated=objects,
-                                           query=query, texts=texts)
-        return page, reranked
+                                           query=query, texts=texts, truncated=truncated)
+        return (page if facets is None else replace(page, facets=facets)), reranked
 
     def _item(self, promoted: Promoted, score: float, meta: dict[uuid.UUID, RowMeta]) -> Item:
         evidence = [{**self._evidence(meta[part_id]), "score": part_score}

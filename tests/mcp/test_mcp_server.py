@@ -72,11 +72,14 @@ def test_http_forwards_each_callers_key(
             saved = answer(await _ask(client_a, "save_object", kind="company",
                                       title="Saltmarsh Turbines", wait=True))
             assert saved["status"] == "applied"
-            mine = answer(await _ask(client_a, "find_exact", query="Saltmarsh Turbines"))
+            mine = answer(await _ask(client_a, "find_exact", query="Saltmarsh Turbines",
+                                     facets=[{"field": "kind"}], sort={"field": "title"}))
             assert [o["id"] for o in mine["objects"]] == [saved["object_id"]]
+            assert mine["facets"]["kind"]["buckets"] == [{"value": "company", "count": 1}]
         async with http_client(mcp_http, b.headers) as client_b:
-            theirs = answer(await _ask(client_b, "find_exact", query="Saltmarsh Turbines"))
-            assert theirs["objects"] == []
+            theirs = answer(await _ask(client_b, "find_exact", query="Saltmarsh Turbines",
+                                       facets=[{"field": "kind"}]))
+            assert theirs["objects"] == [] and theirs["facets"]["kind"]["buckets"] == []
             missing = tool_error(await _ask(client_b, "read", object_id=saved["object_id"]))
             assert missing["status"] == 404
         # B's key naming A's namespace: refused, nothing saved there

@@ -56,6 +56,21 @@ class FusionBody(Body):
     weights: dict[str, float] | None = None
     rrf_k: int | None = None
     ppr: PprFusionBody | None = None
+class FacetBody(Body):
+    """One facet: `field` (`kind`, `created_at`, `updated_at` or `$.<property>`), `size`
+    (values or buckets returned), `interval` (a number, or day|week|month|year)."""
+
+    field: str
+    size: int = 10
+    interval: float | str | None = None
+
+
+class SortBody(Body):
+    """`field`: relevance, updated_at, created_at, title, position or `$.<property>`;
+    `order`: asc | desc (default desc for relevance and the times, asc otherwise)."""
+
+    field: str = "relevance"
+    order: Literal["asc", "desc"] | None = None
 
 
 class FindExactBody(Body):
@@ -64,6 +79,8 @@ class FindExactBody(Body):
     limit: int = 10
     scope_ids: list[UUID] | None = None
     strict: bool = False
+    facets: list[FacetBody] | None = None
+    sort: SortBody | None = None
 
 
 class SearchBody(FindExactBody):
@@ -130,6 +147,7 @@ class PageOut(Answer):
     mode: str | None = None
     truncated: bool = False
     explain: dict[str, Any] | None = None
+    facets: dict[str, Any] | None = None
 
 
 class MentionOut(Answer):
