@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from api.schemas import ErrorOut
 from pipeline.domain.errors import (
     BrainstreamError,
+    DegradedAnswer,
     InvalidInput,
     NamespaceForbidden,
     NotFound,
@@ -67,7 +68,9 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     429: {"model": ErrorOut, "description": "this key is over its share (requests in flight, "
                                             "publishes per second, database connections)"},
     503: {"model": ErrorOut, "description": "a dependency is unavailable, the process is "
-                                            "overloaded, or the request ran out of time"},
+                                            "overloaded, the request ran out of time, or"
+                                            " `strict` refused a degraded answer"
+                                            " (`degraded_answer`)"},
 }
 
 
@@ -85,6 +88,8 @@ def error_response(exc: BrainstreamError) -> JSONResponse:
     body: dict[str, str | None] = dict(exc.to_dict())
     if isinstance(exc, Overloaded):  # our own refusal: its message names no host
         body["field"] = None
+    elif isinstance(exc, DegradedAnswer):  # `strict` refused a degraded answer: says which
+        pass
     elif status >= 500:
         log.warning("answered %d %s: %s", status, exc.code, exc.message)
         body = {"code": exc.code, "message": UNAVAILABLE_MESSAGE if isinstance(exc, Unavailable)

@@ -1,4 +1,5 @@
-"""Request and response bodies of `POST /v1/events` (api/routes/events.py)."""
+"""Request and response bodies of `POST /v1/events` and `POST /v1/objects/delete`
+(api/routes/events.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from api.plain_text import PLAIN_TEXT, PlainJson
-from schemas.limits import VERSION_MAX
+from api.schemas import FiltersBody
+from schemas.limits import EVENT_SOURCE_MAX, VERSION_MAX
 
 Text = Annotated[StrictStr, PLAIN_TEXT]
 
@@ -63,3 +65,35 @@ class PublishedEventOut(BaseModel):
 
 class PublishEventsOut(BaseModel):
     events: list[PublishedEventOut] = Field(description="one per event sent, in order")
+
+
+class DeleteObjectsBody(BaseModel):
+    """Soft-delete the caller's objects of a source or matching a filter (one event)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: Annotated[Text, Field(min_length=1, max_length=EVENT_SOURCE_MAX)] | None = Field(
+        default=None, description="the CloudEvents `source` of the publisher whose objects go "
+        "(the source of an object's last put; API keys publish as `api:<key name>`)")
+    filters: FiltersBody | None = Field(
+        default=None, description="the search's `filters`, judged on first-class objects; with "
+        "`source`, both must match")
+    all: bool = Field(default=False, description="every object of the namespace; only alone "
+                      "(without it, `source` or a non-empty `filters` is required)")
+    dry_run: bool = Field(default=False, description="only count: `matched` and `sample_ids`, "
+                          "nothing published")
+    wait: bool = Field(default=False, description="wait (bounded by MEMORY_WRITE_WAIT) until the "
+                       "pipeline has applied the delete")
+
+
+class DeleteObjectsOut(BaseModel):
+    dry_run: bool
+    matched: int = Field(description="objects that match now (the event decides again when it "
+                         "is applied: objects put before it count, later ones do not)")
+    limit: int = Field(description="the most one delete removes (the first in id order); "
+                       "send it again while `matched` is above it")
+    sample_ids: list[uuid.UUID] = Field(description="the first matching ids, in the order a "
+                                        "delete takes them (at most 10)")
+    event_id: str | None = Field(default=None, description="the event published (not on a "
+                                 "dry run)")
+    status: Literal["accepted", "applied"] | None = None

@@ -9,10 +9,27 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from api.plain_text import PLAIN_TEXT
+from pipeline.domain.match_set import DEFAULT_FACET_SIZE, MAX_FACET_SIZE, MAX_FACETS
 from pipeline.domain.mentions import ObjectEntity
-from pipeline.domain.read_model import Filters, Page, RichObject, SearchMode
+from pipeline.domain.read_model import (
+    FacetSpec,
+    Filters,
+    FusionParams,
+    Page,
+    RichObject,
+    SearchMode,
+    SortSpec,
+)
 from pipeline.domain.relations import RELATION_TYPE_PATTERN
 from pipeline.retrieval.paging import RESULT_SET_ID_PATTERN
+from pipeline.retrieval.tuning import (
+    MAX_DAMPING,
+    MAX_PASSAGE_SEED_WEIGHT,
+    MAX_RRF_K,
+    MAX_WEIGHT,
+    MIN_DAMPING,
+    MIN_RRF_K,
+)
 
 # Text refuses NUL and control characters at the boundary (422, api/plain_text.py), never a
 # 500 further in; a query must also hold a non-blank character.
@@ -63,11 +80,88 @@ class FiltersBody(BaseModel):
                        updated_before=self.updated_before, properties=tuple(props))
 
 
+class PprFusionBody(_Strict):
+    """PPR's knobs for one search (modes ppr and auto); each defaults to the wired value."""
+
+    damping: Annotated[float, Field(ge=MIN_DAMPING, le=MAX_DAMPING)] | None = Field(
+        default=None, description="the walk's damping (wired 0.5): higher walks further from "
+                                  "the seeds")
+    list_weight: Annotated[float, Field(ge=0, le=MAX_WEIGHT)] | None = Field(
+        default=None, description="the PPR list's vote against the hybrid list's 1 (wired 0.8)")
+    passage_seed_weight: Annotated[float, Field(ge=0, le=MAX_PASSAGE_SEED_WEIGHT)] | None = (
+        Field(default=None, description="the hybrid list's best rows as weak seeds, their "
+                                        "weight against the named entities' 1 (wired 0.05)"))
+    rrf_k: Annotated[int, Field(ge=MIN_RRF_K, le=MAX_RRF_K)] | None = Field(
+        default=None, description="RRF's k between the hybrid and PPR lists (wired 5)")
+
+
+class FusionBody(_Strict):
+    """A search's own fusion: channel weights, RRF's k, PPR's knobs (wired values when left
+    out; explain shows the values used)."""
+
+    weights: dict[Annotated[str, StringConstraints(max_length=40)],
+                  Annotated[float, Field(ge=0, le=MAX_WEIGHT)]] | None = Field(
+        default=None, max_length=10, description="channel name -> its vote in RRF, 0..10 (0: "
+        "the channel is not asked); unknown channels are refused. Wired: lexical 1.25, "
+        "trigram/fuzzy 0.5, dense 1")
+    rrf_k: Annotated[int, Field(ge=MIN_RRF_K, le=MAX_RRF_K)] | None = Field(
+        default=None, description="RRF's k over the channels (wired 10): smaller lets one "
+                                  "channel's top ranks weigh more")
+    ppr: PprFusionBody | None = None
+
+    def to_params(self) -> FusionParams:
+        ppr = self.ppr or PprFusionBody()
+        return FusionParams(weights=tuple(sorted((self.weights or {}).items())),
+                            rrf_k=self.rrf_k, ppr_damping=ppr.damping,
+                            ppr_list_weight=ppr.list_weight,
+                            ppr_passage_seed_weight=ppr.passage_seed_weight,
+                            ppr_rrf_k=ppr.rrf_k)
+class FacetBody(_Strict):
+    """`{"field": "kind" | "created_at" | "updated_at" | "$.<property>", "size"?, "interval"?}`."""
+
+    field: Text = Field(description=(
+        "kind, created_at, updated_at, or a property as $.<name> (declared by a kind of the"
+        " catalog, when there is one)"))
+    size: int = Field(default=DEFAULT_FACET_SIZE, description=(
+        f"how many values or buckets to return (1..{MAX_FACET_SIZE}); the rest are summed in"
+        " `other`"))
+    interval: Number | Text | None = Field(default=None, description=(
+        "bucket the values: a number (numeric properties) or day|week|month|year (dates,"
+        " UTC); without it, the most frequent values"))
+
+    def to_spec(self) -> FacetSpec:
+        return FacetSpec(self.field, self.size, self.interval)  # type: ignore[arg-type]
+
+
+class SortBody(_Strict):
+    """`{"field": ..., "order": "asc" | "desc"}`."""
+
+    field: Text = Field(default="relevance", description=(
+        "relevance (default), updated_at, created_at, title (case-insensitive), position, or"
+        " a property as $.<name> (numbers as numbers, datetimes as instants; a list sorts by"
+        " its first element; objects without it last in both orders)"))
+    order: Literal["asc", "desc"] | None = Field(default=None, description=(
+        "default: desc for relevance and the times, asc otherwise"))
+
+    def to_spec(self) -> SortSpec:
+        return SortSpec(self.field, self.order)
+
+
 class FindExactBody(_Strict):
     query: Query
     filters: FiltersBody | None = None
     limit: Limit = 10
     scope_ids: list[uuid.UUID] | None = Field(default=None, max_length=1000)
+    strict: bool = Field(default=False, description=(
+        "refuse with 503 `degraded_answer` instead of answering degraded (`lexical_only`: the"
+        " query embedder is down; `rerank_skipped`: the reranker was slow or down)"))
+    facets: list[FacetBody] | None = Field(default=None, max_length=MAX_FACETS, description=(
+        "counts per value of each field over the match set (every object passing the filters"
+        " that holds a query word, and every ranked hit), objects not parts; first page"
+        " only, as `facets` beside the hits"))
+    sort: SortBody | None = Field(default=None, description=(
+        "order the match set's first 1,000 objects by a field instead of relevance (ties by"
+        " relevance, then id); `continue` pages through that order"))
     where: dict[str, Any] | None = Field(default=None, description=WHERE_DESCRIPTION)
 
 
@@ -79,7 +173,15 @@ class SearchBody(FindExactBody):
         " which ran"))
     explain: bool = Field(default=False, description=(
         "add an `explain` block: seeds and weights, hubs dropped, subgraph size, iterations,"
-        " truncated, and per returned object its first-stage rank, PPR rank and fused score"))
+        " truncated, the fusion used, and per returned object its first-stage rank, PPR rank,"
+        " fused score, each channel's rank and raw score, PPR score and reranker score"))
+    rerank: bool | None = Field(default=None, description=(
+        "re-order the fused best objects with the configured reranker (default: on when one"
+        " is configured; true without one is a 422). When it is slow or down the fused order"
+        " is answered, labelled `degrade: rerank_skipped`"))
+    fusion: FusionBody | None = Field(default=None, description=(
+        "this search's own fusion knobs (channel weights, RRF k, PPR damping and weights);"
+        " left out: the wired values"))
 
 
 class FindObjectsBody(_Strict):
@@ -161,6 +263,8 @@ class EvidenceOut(BaseModel):
     score: float
     position: int | None
     properties: dict[str, Any]
+    highlights: list[tuple[int, int]] = Field(default_factory=list, description=(
+        "[start, end) character offsets into `snippet` of the query's words, in order"))
 
 
 class RelationOut(BaseModel):
@@ -198,7 +302,8 @@ class RichObjectOut(BaseModel):
             properties=obj.properties, content_type=obj.content_type, parent_id=obj.parent_id,
             position=obj.position,
             evidence=[EvidenceOut(part_id=e.part_id, title=e.title, snippet=e.snippet,
-                                  score=e.score, position=e.position, properties=e.properties)
+                                  score=e.score, position=e.position, properties=e.properties,
+                                  highlights=list(e.highlights))
                       for e in obj.evidence],
             relation=None if obj.relation is None else RelationOut(
                 type=obj.relation.type, direction=obj.relation.direction,
@@ -263,13 +368,17 @@ class PageOut(BaseModel):
         " candidates. Narrow the request to reach them; false when nothing was cut"))
     explain: dict[str, Any] | None = Field(default=None, description=(
         "search with `explain: true`, first page only: how the answer was ranked"))
+    facets: dict[str, Any] | None = Field(default=None, description=(
+        "search or find_exact with `facets`, first page only: per field asked,"
+        " {\"buckets\": [{\"value\", \"count\"} | {\"from\", \"to\", \"count\"}],"
+        " \"other\": the summed counts beyond `size`}; counts are objects"))
 
     @classmethod
     def of(cls, page: Page) -> PageOut:
         return cls(objects=[RichObjectOut.of(o) for o in page.objects],
                    result_set_id=page.result_set_id, has_more=page.has_more,
                    degrade=page.degrade, mode=page.mode, truncated=page.truncated,
-                   explain=page.explain)
+                   explain=page.explain, facets=page.facets)
 
 
 class ChildrenOut(BaseModel):

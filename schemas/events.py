@@ -35,6 +35,7 @@ from pipeline.domain.errors import (
     UnknownEventType,
 )
 from pipeline.domain.sessions import session_key
+from schemas.deletes import OBJECTS_SOFT_DELETE, ObjectsSoftDelete
 from schemas.limits import (
     EVENT_ID_MAX,
     EVENT_SOURCE_MAX,
@@ -62,9 +63,10 @@ from schemas.payloads import (
 
 # The payload names are re-exported: callers import every event name from one module.
 __all__ = [
-    "DEFAULT_MAX_BYTES", "LINK_DELETE", "LINK_PUT", "OBJECT_PUT", "OBJECT_SOFT_DELETE",
-    "PAYLOAD_MODELS", "Envelope", "EventType", "LinkDelete", "LinkMeta", "LinkPut", "ObjectPut",
-    "ObjectSoftDelete", "ParsedEvent", "Payload", "PropertyKey", "PropertyValue",
+    "DEFAULT_MAX_BYTES", "LINK_DELETE", "LINK_PUT", "OBJECTS_SOFT_DELETE", "OBJECT_PUT",
+    "OBJECT_SOFT_DELETE", "PAYLOAD_MODELS", "Envelope", "EventType", "LinkDelete", "LinkMeta",
+    "LinkPut", "ObjectPut", "ObjectSoftDelete", "ObjectsSoftDelete", "ParsedEvent", "Payload",
+    "PropertyKey", "PropertyValue",
     "derive_object_id", "looks_like_envelope", "parse_event", "record_key", "wrap_bare_object",
 ]
 
@@ -259,11 +261,13 @@ def parse_event(raw: bytes | str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Pars
 
 def record_key(event: ParsedEvent) -> bytes:
     """The Kafka record key: the aggregate id (object id; a part's parent id; a link's `from`;
-    a memory event's session key), so that all events about one aggregate land on one
-    partition, in order."""
+    a memory event's session key; a delete by source or filter's namespace), so that all events
+    about one aggregate land on one partition, in order."""
     payload = event.payload
     key: uuid.UUID | None
-    if isinstance(payload, MemoryPayload):
+    if isinstance(payload, ObjectsSoftDelete):
+        key = event.namespace
+    elif isinstance(payload, MemoryPayload):
         key = session_key(event.namespace, payload.session_id)
     elif isinstance(payload, ObjectPut):
         key = payload.parent_id or event.object_id

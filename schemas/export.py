@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from schemas.deletes import ObjectsSoftDelete
 from schemas.entities import EntityDecision
 from schemas.events import Envelope, LinkDelete, LinkPut, ObjectPut, ObjectSoftDelete
 from schemas.memory import MessageMetadata, MessagesAdd, SessionDelete, SessionPut, SummaryPut
@@ -24,6 +25,7 @@ MODELS: dict[str, type[BaseModel]] = {
     "envelope": Envelope,
     "object_put": ObjectPut,
     "object_soft_delete": ObjectSoftDelete,
+    "objects_soft_delete": ObjectsSoftDelete,
     "link_put": LinkPut,
     "link_delete": LinkDelete,
     "session_put": SessionPut,

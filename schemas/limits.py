@@ -29,6 +29,11 @@ PROPERTIES_MAX: Final = 256  # keys per object (each key is at most 63 character
 PROPERTY_STRING_MAX: Final = 10_000  # a string value, alone or in a list
 PROPERTY_LIST_MAX: Final = 1_000  # items of a list value
 
+# A delete by source or filter (schemas/deletes.py): the objects one event soft-deletes, at most.
+# Each costs its rows' updates, an outbox row and a lexical re-sync in the consumer's transaction;
+# 10,000 keeps one such event to about a second of the batch, so it cannot stall the consumer.
+DELETE_MAX: Final = 10_000
+
 # A link put's metadata (relation types are at most 63 characters, their pattern).
 NOTE_MAX: Final = 10_000
 LINK_LABEL_MAX: Final = 256  # status, role

@@ -1,7 +1,7 @@
 """The event types and the `data` model of each: what a put, a soft delete, a link put and a
 link delete carry, validated strictly (unknown fields, nested property values, self-links and
 parts without a position are refused). The memory events' models are in `schemas.memory`, the
-entity decision's in `schemas.entities`.
+entity decision's in `schemas.entities`, the delete by source or filter's in `schemas.deletes`.
 
 `schemas.events` wraps these in the CloudEvents envelope and parses raw records into them.
 """
@@ -27,6 +27,7 @@ from pydantic import (
 
 from pipeline.domain.kinds import KIND_PATTERN, PROPERTY_KEY_PATTERN
 from pipeline.domain.relations import RELATION_TYPE_PATTERN
+from schemas.deletes import DELETE_PAYLOAD_MODELS, ObjectsSoftDelete
 from schemas.entities import ENTITY_PAYLOAD_MODELS, EntityDecision
 from schemas.limits import (
     CONTENT_MAX,
@@ -48,6 +49,8 @@ LINK_DELETE: Final = "brainstream.link.delete"
 EventType: TypeAlias = Literal[
     "brainstream.object.put", "brainstream.object.soft_delete",
     "brainstream.link.put", "brainstream.link.delete",
+    # the objects of a source or matching a filter (schemas/deletes.py)
+    "brainstream.objects.soft_delete",
     # conversation memory (schemas/memory.py)
     "brainstream.session.put", "brainstream.session.delete", "brainstream.messages.add",
     "brainstream.message.metadata", "brainstream.summary.put",
@@ -195,9 +198,9 @@ class LinkDelete(_LinkEnds):
 
 
 Payload: TypeAlias = (ObjectPut | ObjectSoftDelete | LinkPut | LinkDelete | MemoryPayload
-                      | EntityDecision)
+                      | EntityDecision | ObjectsSoftDelete)
 PAYLOAD_MODELS: Final[dict[str, type[Payload]]] = {
     OBJECT_PUT: ObjectPut, OBJECT_SOFT_DELETE: ObjectSoftDelete,
     LINK_PUT: LinkPut, LINK_DELETE: LinkDelete, **MEMORY_PAYLOAD_MODELS,
-    **ENTITY_PAYLOAD_MODELS,
+    **ENTITY_PAYLOAD_MODELS, **DELETE_PAYLOAD_MODELS,
 }

@@ -23,6 +23,17 @@ RelationTypes = Annotated[list[str] | None, Field(
     description="only links of these relation types (all when unset)")]
 MaxHops = Annotated[int | None, Field(description="how far to walk, 1-4 (default 1)")]
 Direction = Annotated[str | None, Field(description='"out", "in" or "both" (default)')]
+Strict = Annotated[bool | None, Field(
+    description="fail (503 degraded_answer) rather than answer degraded (lexical_only when "
+                "the embedder is down, rerank_skipped when the reranker is)")]
+Facets = Annotated[list[Json] | None, Field(description=(
+    'counts per value over every matching object, beside the hits (first page): e.g.'
+    ' [{"field": "kind"}, {"field": "$.stage", "size": 5}, {"field": "$.amount",'
+    ' "interval": 1000}, {"field": "$.close_date", "interval": "month"}]'))]
+Sort = Annotated[Json | None, Field(description=(
+    'order every matching object (up to 1,000) instead of by relevance: {"field":'
+    ' "updated_at" | "created_at" | "title" | "position" | "$.<property>", "order": "asc" |'
+    ' "desc"}; continue pages through it'))]
 
 
 def body(**values: Any) -> Json:
@@ -50,18 +61,30 @@ def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None)
             scope_ids: Annotated[Ids | None, Field(
                 description="only these objects and their parts")] = None,
             explain: Annotated[bool | None, Field(
-                description="add how the answer was ranked")] = None,
-            where: Where = None) -> Json:
+                description="add how the answer was ranked: per hit each channel's rank and "
+                            "raw score, fused score, PPR and reranker scores")] = None,
+            rerank: Annotated[bool | None, Field(
+                description="re-order the best hits with the server's reranker (default: on "
+                            "when it has one)")] = None,
+            strict: Strict = None,
+            fusion: Annotated[Json | None, Field(
+                description='this search\'s fusion knobs, e.g. {"weights": {"lexical": 2, '
+                            '"dense": 0.5}, "rrf_k": 30, "ppr": {"damping": 0.6}} (weights '
+                            '0-10 by channel name; unset: the wired values)')] = None,
+            facets: Facets = None, sort: Sort = None, where: Where = None) -> Json:
         result: Json = await api.call(ctx, "POST", "/v1/search", body=body(
             query=query, mode=mode, filters=filters, limit=limit, scope_ids=scope_ids,
-            explain=explain, where=where))
+            explain=explain, rerank=rerank, strict=strict, fusion=fusion, facets=facets,
+            sort=sort, where=where))
         return result
 
     async def find_exact(ctx: Context, query: Query, filters: Filters = None,
                          limit: Limit = None, scope_ids: Ids | None = None,
-                         where: Where = None) -> Json:
+                         strict: Strict = None, facets: Facets = None,
+                         sort: Sort = None, where: Where = None) -> Json:
         result: Json = await api.call(ctx, "POST", "/v1/find_exact", body=body(
-            query=query, filters=filters, limit=limit, scope_ids=scope_ids, where=where))
+            query=query, filters=filters, limit=limit, scope_ids=scope_ids, strict=strict,
+            facets=facets, sort=sort, where=where))
         return result
 
     async def find_objects(ctx: Context, query: Query, kinds: Annotated[list[str] | None, Field(
@@ -159,7 +182,8 @@ def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None)
 
     tools: list[tuple[Any, str, str]] = [
         (search, "search", "Search the knowledge base with a question or keywords (hybrid "
-         "ranking; mode, filters, explain). The default tool for a question. " + filters_doc),
+         "ranking; mode, filters, explain, rerank, strict, fusion, facets, sort). The default "
+         "tool for a question. " + filters_doc),
         (find_exact, "find_exact", "Find objects containing the exact words or identifier "
          "(codes, numbers, quoted phrases); same filters as search."),
         (find_objects, "find_objects", "Find objects (and optionally entities) named like the "

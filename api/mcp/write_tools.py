@@ -1,7 +1,8 @@
-"""The write tools: each publishes one event through `POST /v1/events` (objects and links) or
-the session's messages endpoint, and returns the event id, the status ("accepted", or
-"applied" when asked to wait and the pipeline applied it in time) and the ids it wrote. A
-server started with `--read-only` does not register them.
+"""The write tools: each publishes one event through `POST /v1/events` (objects and links),
+`POST /v1/objects/delete` (the objects of a source or filter) or the session's messages
+endpoint, and returns the event id, the status ("accepted", or "applied" when asked to wait and
+the pipeline applied it in time) and the ids it wrote. A server started with `--read-only` does
+not register them.
 
 No `from __future__ import annotations` here: the SDK reads the signatures (read_tools.py).
 """
@@ -58,6 +59,18 @@ def register_write_tools(server: MCPServer, api: ApiBackend) -> None:
         out = await publish(api, ctx, "object.soft_delete", {"id": object_id}, wait)
         return {**out, "object_id": object_id}
 
+    async def delete_objects(ctx: Context, source: Annotated[str | None, Field(
+            description="the publisher (CloudEvents source) whose objects go")] = None,
+            filters: Annotated[Json | None, Field(
+                description="the search's filters, e.g. {\"kind\": \"deal\", \"stage\": "
+                            "\"lost\"}; with source, both must match")] = None,
+            dry_run: Annotated[bool, Field(
+                description="only count (matched, sample_ids); nothing is deleted")] = False,
+            wait: Wait = False) -> Json:
+        answer: Json = await api.call(ctx, "POST", "/v1/objects/delete", body=body(
+            source=source, filters=filters, dry_run=dry_run, wait=wait))
+        return answer
+
     async def save_link(ctx: Context, from_id: ObjectId, to_id: ObjectId,
                         relation_type: Annotated[str, Field(
                             description="e.g. buyer, about (letters, digits, underscore)")],
@@ -85,6 +98,9 @@ def register_write_tools(server: MCPServer, api: ApiBackend) -> None:
          "event_id, status and object_id; wait=true to be able to search or read it at once."),
         (delete_object, "delete_object", "Delete an object (a soft delete event): it and its "
          "parts disappear from every answer."),
+        (delete_objects, "delete_objects", "Delete every object of a source or matching "
+         "filters (one event: what matches when it is applied, at most `limit`). Run it with "
+         "dry_run=true first and check `matched`."),
         (save_link, "save_link", "Create or replace a link from one object to another (a "
          "link event), with its relation type and metadata."),
         (add_messages, "add_messages", "Add messages to a conversation session (created when "

@@ -21,7 +21,9 @@ router = APIRouter(tags=["search"], responses=ERRORS)
 async def search(body: SearchBody, ns: ReadNs, svc: Svc) -> PageOut:
     """Hybrid retrieval over parts (BM25 + trigram + dense, RRF, decay), promoted to their
     objects with evidence; `mode` ppr or auto fuses it with PPR over the entity layer."""
-    query = replace(_search_query(body), mode=body.mode, explain=body.explain)
+    query = replace(_search_query(body), mode=body.mode, explain=body.explain,
+                    rerank=body.rerank,
+                    fusion=body.fusion.to_params() if body.fusion is not None else None)
     return page(await svc.engine.search(ns, query), "search")
 
 
@@ -41,4 +43,7 @@ async def continue_(body: ContinueBody, ns: ReadNs, svc: Svc) -> PageOut:
 def _search_query(body: FindExactBody) -> SearchQuery:
     filters = body.filters.to_filters() if body.filters else Filters()
     return SearchQuery(query=body.query, filters=with_where(filters, body.where),
-                       limit=body.limit, scope_ids=tuple(body.scope_ids or ()))
+                       limit=body.limit, scope_ids=tuple(body.scope_ids or ()),
+                       strict=body.strict,
+                       facets=tuple(f.to_spec() for f in body.facets or ()),
+                       sort=body.sort.to_spec() if body.sort else None)

@@ -20,12 +20,21 @@ from brainstream_client.events import (
 )
 from brainstream_client.models.graph import FindObjectsOut, PathsOut, RecipeBody
 from brainstream_client.models.memory import MemorySearchOut, MessageBody, MessageOut, SessionOut
-from brainstream_client.models.read import FiltersBody, ObjectOut, PageOut, RichObjectOut
+from brainstream_client.models.read import (
+    FacetBody,
+    FiltersBody,
+    FusionBody,
+    ObjectOut,
+    PageOut,
+    RichObjectOut,
+    SortBody,
+)
 from brainstream_client.retry import RetryPolicy
 
 __all__ = [
     "ApiError", "AsyncClient", "BrainstreamClientError", "Client", "ConnectionFailed", "Event",
-    "FiltersBody", "FindObjectsOut", "MemorySearchOut", "MessageBody", "MessageOut", "ObjectOut",
-    "PageOut", "PathsOut", "PublishOut", "RecipeBody", "RetryPolicy", "RichObjectOut",
-    "SessionOut", "Unavailable", "delete_link", "put_link", "put_object", "soft_delete",
+    "FacetBody", "FiltersBody", "FindObjectsOut", "FusionBody", "MemorySearchOut",
+    "MessageBody", "MessageOut", "ObjectOut", "PageOut", "PathsOut", "PublishOut", "RecipeBody",
+    "RetryPolicy", "RichObjectOut", "SessionOut", "SortBody", "Unavailable", "delete_link",
+    "put_link", "put_object", "soft_delete",
 ]

@@ -15,7 +15,13 @@ from pydantic import BaseModel
 from brainstream_client import operations as ops
 from brainstream_client._core import answer, connection, prepare, retry_wait
 from brainstream_client.errors import ConnectionFailed
-from brainstream_client.events import Event, PublishBody, PublishOut
+from brainstream_client.events import (
+    DeleteObjectsBody,
+    DeleteObjectsOut,
+    Event,
+    PublishBody,
+    PublishOut,
+)
 from brainstream_client.models.entities import (
     DecisionBody,
     DecisionOut,
@@ -56,14 +62,17 @@ from brainstream_client.models.memory import (
 from brainstream_client.models.read import (
     ChildrenOut,
     ContinueBody,
+    FacetBody,
     FiltersBody,
     FindExactBody,
+    FusionBody,
     MeOut,
     ObjectOut,
     PageOut,
     RichObjectOut,
     SearchBody,
     SearchMode,
+    SortBody,
 )
 from brainstream_client.retry import RetryPolicy
 
@@ -148,20 +157,32 @@ class Client:
     # search
     def search(self, query: str, *, filters: Filters = None, limit: int = 10,
                mode: SearchMode = "hybrid", explain: bool = False,
-               scope_ids: Sequence[Id] | None = None,
+               scope_ids: Sequence[Id] | None = None, rerank: bool | None = None,
+               strict: bool = False,
+               fusion: FusionBody | Mapping[str, Any] | None = None,
+               facets: Sequence[FacetBody | Mapping[str, Any]] | None = None,
+               sort: SortBody | Mapping[str, Any] | None = None,
                where: Where = None) -> PageOut:
-        """Hybrid search over parts, promoted to their objects with evidence;
-        `where`: conditions on properties (ranges, exists, not, and/or)."""
+        """Hybrid search over parts, promoted to their objects with evidence; `rerank`
+        (None: on when the server has a reranker), `strict` (an `ApiError` 503
+        `degraded_answer` instead of a degraded answer), `fusion` (weights, RRF k, PPR);
+        `facets` count the match set's objects per value (`PageOut.facets`, first page),
+        `sort` orders it; `where`: conditions on properties (ranges, exists, not, and/or)."""
         return self._call(ops.SEARCH, body=SearchBody.model_validate(dict(
             query=query, filters=filters, limit=limit, mode=mode, explain=explain,
-            scope_ids=scope_ids, where=where)))
+            scope_ids=scope_ids, rerank=rerank, strict=strict, fusion=fusion, facets=facets,
+            sort=sort, where=where)))
 
     def find_exact(self, query: str, *, filters: Filters = None, limit: int = 10,
-                   scope_ids: Sequence[Id] | None = None, where: Where = None) -> PageOut:
-        """Equality first (id, title, property value, quoted phrase), then lexical; `where`
-        as in `search`."""
+                   scope_ids: Sequence[Id] | None = None, strict: bool = False,
+                   facets: Sequence[FacetBody | Mapping[str, Any]] | None = None,
+                   sort: SortBody | Mapping[str, Any] | None = None,
+               where: Where = None) -> PageOut:
+        """Equality first (id, title, property value, quoted phrase), then lexical;
+        `facets`, `sort` and `where` as in `search`."""
         return self._call(ops.FIND_EXACT, body=FindExactBody.model_validate(dict(
-            query=query, filters=filters, limit=limit, scope_ids=scope_ids, where=where)))
+            query=query, filters=filters, limit=limit, scope_ids=scope_ids, strict=strict,
+            facets=facets, sort=sort, where=where)))
 
     def continue_(self, result_set_id: str, *, limit: int = 10) -> PageOut:
         """The next page of a result set (`iter_pages` and `iter_objects` call it)."""
@@ -330,6 +351,16 @@ class Client:
         events`); with `wait`, answer once the pipeline applied them all (else each stays
         `accepted`). One invalid event refuses the whole request: `ApiError` naming it."""
         return self._call(ops.PUBLISH, body=PublishBody(events=list(events), wait=wait))
+
+    def delete_objects(self, *, source: str | None = None, filters: Filters = None,
+                       all: bool = False, dry_run: bool = False,
+                       wait: bool = False) -> DeleteObjectsOut:
+        """Soft-delete the namespace's objects whose last put came from `source` and/or that
+        match `filters` (`all=True`, alone: every object), as one event: it deletes what
+        matches when the pipeline applies it, at most `limit` (send again while `matched` is
+        above it). `dry_run` only counts. Takes the `write` scope."""
+        return self._call(ops.DELETE_OBJECTS, body=DeleteObjectsBody.model_validate(dict(
+            source=source, filters=filters, all=all, dry_run=dry_run, wait=wait)))
 
     # paging
     def iter_pages(self, first: PageOut, *, limit: int = 10) -> Iterator[PageOut]:

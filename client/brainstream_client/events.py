@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from brainstream_client.models.base import Answer, Body
+from brainstream_client.models.read import FiltersBody
 
 EventType = Literal["brainstream.object.put", "brainstream.object.soft_delete",
                     "brainstream.link.put", "brainstream.link.delete"]
@@ -100,3 +101,26 @@ def delete_link(from_id: uuid.UUID | str, to_id: uuid.UUID | str, relation_type:
     return Event(type="brainstream.link.delete", namespace=namespace,
                  data={"from": str(from_id), "to": str(to_id),
                        "relation_type": relation_type})
+
+
+class DeleteObjectsBody(Body):
+    """`POST /v1/objects/delete`: the caller's objects of `source` and/or matching `filters`
+    (the search's), or `all` of them (only alone)."""
+
+    source: str | None = None
+    filters: FiltersBody | None = None
+    all: bool = False
+    dry_run: bool = False
+    wait: bool = False
+
+
+class DeleteObjectsOut(Answer):
+    """`matched`: objects that match now; one delete removes at most `limit` (the first in id
+    order, `sample_ids` shows them); `event_id` and `status` unless a dry run."""
+
+    dry_run: bool
+    matched: int
+    limit: int
+    sample_ids: list[uuid.UUID]
+    event_id: str | None = None
+    status: Literal["accepted", "applied"] | None = None

@@ -14,7 +14,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel
 
-from brainstream_client.events import PublishBody, PublishOut
+from brainstream_client.events import DeleteObjectsBody, DeleteObjectsOut, PublishBody, PublishOut
 from brainstream_client.models.entities import (
     DecisionBody,
     DecisionOut,
@@ -161,6 +161,10 @@ SEARCH_MEMORY: Operation[MemorySearchOut] = Operation("search_memory", "POST", "
 
 # publishing (events carry their ids: a repeated publish is applied once)
 PUBLISH: Operation[PublishOut] = Operation("publish", "POST", "/v1/events", PublishBody, PublishOut)
+# a retry publishes a second delete, which may match objects put in between: not idempotent
+DELETE_OBJECTS: Operation[DeleteObjectsOut] = Operation(
+    "delete_objects", "POST", "/v1/objects/delete", DeleteObjectsBody, DeleteObjectsOut,
+    idempotent=False)
 
 # the caller's key, and (operator keys only) the operator's status across tenants
 ME: Operation[MeOut] = Operation("me", "GET", "/v1/me", None, MeOut)
@@ -173,5 +177,6 @@ OPERATIONS: tuple[Operation[Any], ...] = (
     HEALTHZ, READYZ, SEARCH, FIND_EXACT, CONTINUE, FIND_OBJECTS, FIND_LINKS, EXPAND,
     EXPAND_MANY, PUT_RECIPE, GET_RECIPE, DELETE_RECIPE, LIST_RECIPES, RUN_RECIPE, PATHS, READ,
     CHILDREN, SCHEMA, RESOLVE, ENTITY, MERGE_ENTITIES, DECIDE_PAIR, SESSION, SESSIONS, MEMORY,
-    MESSAGES, ADD_MESSAGES, SEARCH_SESSION, SEARCH_MEMORY, PUBLISH, ME, ADMIN_STATUS,
+    MESSAGES, ADD_MESSAGES, SEARCH_SESSION, SEARCH_MEMORY, PUBLISH, DELETE_OBJECTS, ME,
+    ADMIN_STATUS,
 )

@@ -12,7 +12,7 @@ import click
 from pipeline.cli.common import CliGroup
 from pipeline.cli.config import config
 from pipeline.cli.entities import entities
-from pipeline.cli.events import dlq, publish
+from pipeline.cli.events import delete, dlq, publish
 from pipeline.cli.generations import generations, replay
 from pipeline.cli.index import graph, purge, reembed, status, verify
 from pipeline.cli.lexical import lexical
@@ -32,7 +32,7 @@ def main() -> None:
     """
 
 
-for _command in (config, services, migrate, kinds, publish, status, dlq, purge, verify, graph,
-                 reembed, consumer, worker, api, up, logs, replay, generations, entities, memory,
-                 lexical, mcp):
+for _command in (config, services, migrate, kinds, publish, delete, status, dlq, purge, verify,
+                 graph, reembed, consumer, worker, api, up, logs, replay, generations, entities,
+                 memory, lexical, mcp):
     main.add_command(_command)

@@ -20,7 +20,7 @@ from pipeline.settings import GROUPS, PREFIX, Settings, dotenv_names, own_fields
 # Settings whose keys (not values) are credentials: API_KEYS (secret -> the key's record).
 _SECRET_KEYS = {"api_keys"}
 _URLS = {"postgres_dsn", "redis_url", "falkordb_url", "embedder_url", "entity_http_url",
-         "summariser_url", "mcp_api_url"}
+         "summariser_url", "mcp_api_url", "url"}  # `url`: RERANKER's
 BEGIN, END = "<!-- settings:begin -->", "<!-- settings:end -->"
 
 

@@ -1,14 +1,16 @@
-"""`brainstream publish` and `brainstream dlq`: events into the input topic, and the dead letters
-that came back out of it (listed by code, shown, re-driven)."""
+"""`brainstream publish`, `brainstream delete` and `brainstream dlq`: events into the input topic
+(a file of them; a delete by source or filter), and the dead letters that came back out of it
+(listed by code, shown, re-driven)."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from pathlib import Path
 
 import click
 
-from pipeline.cli.common import CliGroup, active_settings, context_settings
+from pipeline.cli.common import CliGroup, active_settings, context_settings, generation_option
 
 
 @click.command()
@@ -114,3 +116,58 @@ def dlq_retry(ctx: click.Context, refs: tuple[str, ...], code: str | None,
     if counts["cut"]:
         click.echo(f"{counts['cut']} not re-driven: cut to fit the dead-letter topic (`dlq show` "
                    "names the source offset that holds the whole record)", err=True)
+
+
+@click.command("delete")
+@click.option("--namespace", type=click.UUID, required=True, help="The namespace to delete in.")
+@click.option("--source", "of_source", default=None,
+              help="Delete the objects this publisher (CloudEvents source) put last.")
+@click.option("--filters", "filters_json", default=None,
+              help='The search\'s filters as JSON, e.g. \'{"kind": "deal", "stage": "lost"}\'; '
+                   "with --source, both must match.")
+@click.option("--all", "everything", is_flag=True,
+              help="Every object of the namespace (only alone).")
+@click.option("--dry-run", is_flag=True, help="Only count; publish nothing.")
+@click.option("--as-source", default="brainstream-cli", show_default=True,
+              help="The CloudEvents source of the delete event itself.")
+@click.option("--key-id", default=None, help="Sign the event with this publisher key (see "
+              "`publish --help`).")
+@generation_option
+@click.pass_context
+def delete(ctx: click.Context, namespace: uuid.UUID, of_source: str | None,
+           filters_json: str | None, everything: bool, dry_run: bool, as_source: str,
+           key_id: str | None, generation: int | None) -> None:
+    """Soft-delete the objects of a source or matching filters, as one event on the input
+    topic (a replay repeats it): it deletes what matches when the consumer applies it, at most
+    10,000 objects (run it again for more). Counts on the active generation first."""
+    from pipeline.kafka.io import make_producer
+    from pipeline.kafka.publisher import EventPublisher
+    from pipeline.kafka.signing import signer_for
+    from pipeline.ops.deletes import count, envelope
+    from schemas.deletes import parse_delete
+    from schemas.limits import DELETE_MAX
+
+    try:
+        filters = json.loads(filters_json) if filters_json is not None else None
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="--filters") from None
+    payload = parse_delete({"source": of_source, "filters": filters, "all": everything})
+    settings = active_settings(ctx, generation)
+    found = count(settings, namespace, payload)
+    click.echo(f"{found.matched} object(s) match now; one delete removes at most {DELETE_MAX}")
+    for object_id in found.sample_ids:
+        click.echo(f"  {object_id}")
+    if dry_run:
+        return
+    signer = signer_for(settings, key_id)
+    producer = make_producer(settings)
+    try:
+        publisher = EventPublisher(producer, settings.topic_events, signer,
+                                   max_event_bytes=settings.max_event_bytes)
+        event = envelope(namespace, payload, as_source)
+        publisher.send_event(event)
+        publisher.flush()
+    finally:
+        producer.close()
+    click.echo(f"published delete {event['id']} to {settings.topic_events}: the consumer "
+               "applies it in its place in the log")

@@ -288,6 +288,21 @@ class EmbedderError(BrainstreamError):
     code = "embedder_error"
 
 
+# --- the search reranker (pipeline/retrieval/rerank/): either failure leaves the fused order
+
+
+class RerankerUnavailable(Unavailable):
+    """The reranker failed transiently (unreachable, a timeout, 429, 5xx)."""
+
+    code = "reranker_unavailable"
+
+
+class RerankerError(BrainstreamError):
+    """The reranker refused the request or answered off its contract (4xx, a malformed body)."""
+
+    code = "reranker_error"
+
+
 # --- entity extractors (pipeline/entities/extractors/): callers retry the first, isolate the second
 
 
@@ -403,6 +418,20 @@ class QueryTimeout(Unavailable):
     """A read statement ran past the read pool's statement timeout (`api_statement_timeout`)."""
 
     code = "query_timeout"
+
+
+class DegradedAnswer(Unavailable):
+    """A request with `strict: true` would have been answered degraded (`degrade` names how:
+    `lexical_only`, `rerank_skipped`): refused instead, so the caller never silently gets a
+    weaker answer. Retry later, or ask without `strict` to take the degraded answer."""
+
+    code = "degraded_answer"
+
+    def __init__(self, degrade: str) -> None:
+        super().__init__(f"strict: the answer would be degraded ({degrade}); retry later or "
+                         "ask without strict", field="strict")
+        self.degrade = degrade
+        self.retry_after = 1
 
 
 # -- conversation memory: extractors and summarisers (pipeline/memory/) ------------------------

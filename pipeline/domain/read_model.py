@@ -62,6 +62,8 @@ class Evidence:
     score: float
     position: int | None
     properties: dict[str, object] = field(default_factory=dict)
+    # [start, end) character offsets into `snippet` of the query's words
+    highlights: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,8 @@ class Page:
     truncated: bool = False
     # search with `explain`: how the answer was ranked (first page only)
     explain: dict[str, object] | None = None
+    # search / find_exact with `facets`: counts over the match set (first page only)
+    facets: dict[str, object] | None = None
 
 
 @dataclass(frozen=True)
@@ -123,6 +127,46 @@ class RowMeta:
     properties: dict[str, object]
 
 
+# How a date facet buckets its values.
+DateInterval = Literal["day", "week", "month", "year"]
+DATE_INTERVALS: tuple[DateInterval, ...] = ("day", "week", "month", "year")
+
+
+@dataclass(frozen=True)
+class FacetSpec:
+    """One facet of a search (`pipeline/retrieval/matchset.py`): counts of the match set's
+    objects per value of `field` (`kind`, `created_at`, `updated_at` or a property `$.name`):
+    the `size` most frequent values, or buckets of width `interval` (a number, or a
+    DateInterval for dates)."""
+
+    field: str
+    size: int = 10
+    interval: float | DateInterval | None = None
+
+
+@dataclass(frozen=True)
+class SortSpec:
+    """The order of a search's answer: `relevance` (the default), `updated_at`, `created_at`,
+    `title`, `position` or a property `$.name`; `order` None takes the field's default (desc
+    for relevance and the times, asc otherwise)."""
+
+    field: str = "relevance"
+    order: Literal["asc", "desc"] | None = None
+
+
+@dataclass(frozen=True)
+class FusionParams:
+    """A search's own fusion knobs (`fusion`); None (and a channel not named): the wired value
+    (`pipeline.retrieval.tuning` checks them)."""
+
+    weights: tuple[tuple[str, float], ...] = ()  # channel name -> its vote in RRF
+    rrf_k: int | None = None
+    ppr_damping: float | None = None
+    ppr_list_weight: float | None = None  # the PPR list's vote against the hybrid list's 1
+    ppr_passage_seed_weight: float | None = None  # the first stage's rows as weak seeds
+    ppr_rrf_k: int | None = None
+
+
 @dataclass(frozen=True)
 class SearchQuery:
     """`search` / `find_exact` body, validated."""
@@ -133,6 +177,13 @@ class SearchQuery:
     scope_ids: tuple[uuid.UUID, ...] = ()
     mode: SearchMode = "hybrid"  # search only; find_exact ignores it
     explain: bool = False
+    # search only: re-rank the fused top objects (None: when a reranker is configured)
+    rerank: bool | None = None
+    # refuse (DegradedAnswer, 503) rather than answer degraded
+    strict: bool = False
+    fusion: FusionParams | None = None  # search only
+    facets: tuple[FacetSpec, ...] = ()
+    sort: SortSpec | None = None  # None: by relevance
 
 
 @dataclass(frozen=True)

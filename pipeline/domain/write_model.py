@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from pipeline.domain.read_model import Filters
+
 
 @dataclass(frozen=True)
 class ObjectHead:
@@ -41,6 +43,7 @@ class ObjectWrite:
     index_text_hash: str
     source_version: int | None
     event_id: str
+    source: str  # the CloudEvents source of the put (a delete by source matches it)
     chunked: bool = False
     context_title: str | None = None  # a part's parent title (searched with the part)
     # what created_at / updated_at are stamped with: the event's record time when the row is
@@ -71,3 +74,12 @@ class LinkHead:
     namespace_id: uuid.UUID
     source_version: int | None
     deleted_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What a delete by source or filter matches: the live first-class objects whose last put
+    came from `source` (None: any) and that pass `filters` (the search's)."""
+
+    source: str | None
+    filters: Filters

@@ -12,9 +12,10 @@ from collections.abc import Callable
 from typing import Any
 
 from pipeline.domain.errors import BrainstreamError, InvalidInput, Unavailable
-from pipeline.ingest import entities, links, memory, objects
+from pipeline.ingest import deletes, entities, links, memory, objects
 from pipeline.ingest.deferred import Defer
 from pipeline.ingest.records import Applying, Stale
+from schemas.deletes import ObjectsSoftDelete
 from schemas.entities import EntityDecision
 from schemas.events import LinkDelete, LinkPut, ObjectPut, ObjectSoftDelete, ParsedEvent
 from schemas.memory import MessageMetadata, MessagesAdd, SessionDelete, SessionPut, SummaryPut
@@ -35,6 +36,7 @@ HANDLERS: dict[type[Any], Handler] = {
     MessageMetadata: memory.set_message_metadata,
     SummaryPut: memory.put_summary,
     EntityDecision: entities.record_decision,
+    ObjectsSoftDelete: deletes.soft_delete_matching,
 }
 
 

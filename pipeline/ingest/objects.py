@@ -95,7 +95,7 @@ def put_rows(ctx: Applying, event: ParsedEvent, payload: ObjectPut,
         summary=payload.summary, properties=dict(payload.properties), content=payload.content,
         content_type=payload.content_type, parent_id=None, position=None,
         index_text_hash=text_hash(index_text), source_version=event.version,
-        event_id=event.event_id, at=at,
+        event_id=event.event_id, source=event.source, at=at,
     )]
     spec = ctx.catalog.get(payload.kind)
     chunked = bool(payload.content and payload.content.strip()) and (
@@ -109,7 +109,7 @@ def put_rows(ctx: Applying, event: ParsedEvent, payload: ObjectPut,
             title=None, summary=None, properties={}, content=chunk.text,
             content_type=payload.content_type, parent_id=object_id, position=chunk.position,
             index_text_hash=text_hash(part_index_text(payload.title, chunk.text)),
-            source_version=None, event_id=event.event_id, chunked=True,
+            source_version=None, event_id=event.event_id, source=event.source, chunked=True,
             context_title=payload.title, at=at,
         ))
     return rows
@@ -134,7 +134,8 @@ def _put_part(ctx: Applying, event: ParsedEvent, payload: ObjectPut, object_id: 
         summary=payload.summary, properties=dict(payload.properties), content=payload.content,
         content_type=payload.content_type, parent_id=payload.parent_id, position=payload.position,
         index_text_hash=text_hash(part_index_text(parent.title, payload.content or "")),
-        source_version=event.version, event_id=event.event_id, context_title=parent.title,
+        source_version=event.version, event_id=event.event_id, source=event.source,
+        context_title=parent.title,
     )])
     ctx.outcome.embed_roots.add(payload.parent_id)
     store.enqueue(event.namespace, payload.parent_id, NODE_SYNC)

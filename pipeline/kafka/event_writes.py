@@ -38,11 +38,13 @@ from pipeline.domain.errors import (
 from pipeline.domain.kinds import KindCatalog
 from pipeline.kafka.publish_pool import PublishPool
 from pipeline.kafka.publisher import EventPublisher, LazyPublisher
+from schemas.deletes import ObjectsSoftDelete
 from schemas.events import (
     LINK_DELETE,
     LINK_PUT,
     OBJECT_PUT,
     OBJECT_SOFT_DELETE,
+    OBJECTS_SOFT_DELETE,
     ObjectPut,
     parse_event,
 )
@@ -160,6 +162,20 @@ def admit_one(raw: object, index: int, namespace: uuid.UUID, catalog: KindCatalo
             catalog.validate_put(event.payload.kind, event.payload.properties)
     except InvalidInput as exc:
         raise _refuse(exc, where) from None
+    return Admitted(envelope, event.event_id, event.source, event.type)
+
+
+def admit_delete(payload: ObjectsSoftDelete, namespace: uuid.UUID, *, max_bytes: int,
+                 publisher: Publisher) -> Admitted:
+    """A delete by source or filter (`brainstream.objects.soft_delete`, its payload checked by
+    `schemas.deletes.parse_delete` and its filters against the catalog) as the caller's event
+    for its namespace."""
+    event_id = publisher.derived_id(0) if publisher.idempotency_key else str(uuid.uuid4())
+    envelope: dict[str, Any] = {
+        "specversion": "1.0", "id": event_id, "source": publisher.source,
+        "type": OBJECTS_SOFT_DELETE, "time": event_time(), "namespace": str(namespace),
+        "data": payload.model_dump(mode="json", exclude_none=True, exclude_defaults=True)}
+    event = parse_event(json_bytes(envelope), max_bytes=max_bytes)
     return Admitted(envelope, event.event_id, event.source, event.type)
 
 

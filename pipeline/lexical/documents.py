@@ -14,11 +14,19 @@ analysed by the same Postgres function (`PartSearcher.query_lexemes`).
 Filters judge the promoted object (a part by its parent), as in
 `pipeline/retrieval/store/filters.py`: its kind, lowercased title (ILIKE by a regex over one
 term), creation and update times in microseconds (Tantivy's date fields keep seconds), and
-properties as JSON.
+properties as JSON (fast: range filters and aggregations read them by column).
+
+An index keeps the schema it was created with (in its meta.json). One written with an older
+schema is stale (`is_stale`): searches still read it, and the writer rebuilds it from Postgres
+into a fresh directory the first time it writes to that namespace (`LexicalWriter`), as
+`brainstream migrate` does for every stale index of a generation.
 """
 
 from __future__ import annotations
 
+import functools
+import json
+import tempfile
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -42,6 +50,13 @@ UPDATED = "updated_us"
 PROPERTIES = "props"
 TEXT = "lex"  # the tsvector's lexemes, pre-tokenized
 BODY = "body"  # the row's own text, stored and stemmed by Tantivy: what snippets are cut from
+# One document per object leads it (`LEAD` 1; the others 0) and holds every lexeme of the
+# object's rows (`ROOT_TEXT`, no positions): facets count objects on the leads alone, exactly
+# (`pipeline/lexical/facets.py`), where counting rows would count an object once per part.
+LEAD = "lead"
+ROOT_TEXT = "root_lex"
+ROOT_HI = "root_hi"  # the object's id in two halves, fast: a sorted lead's object, at once
+ROOT_LO = "root_lo"
 
 LOWER_RAW = "lower_raw"  # a whole value as one lowercased term (the title filter)
 _MASK64 = (1 << 64) - 1
@@ -61,6 +76,10 @@ def build_schema() -> tantivy.Schema:
     sb.add_json_field(PROPERTIES, tokenizer_name="raw", index_option="basic", fast=True)
     sb.add_text_field(TEXT, tokenizer_name="raw", index_option="position")
     sb.add_text_field(BODY, stored=True, tokenizer_name="en_stem", index_option="freq")
+    sb.add_unsigned_field(LEAD, indexed=True, fast=True)
+    sb.add_text_field(ROOT_TEXT, tokenizer_name="raw", index_option="basic")
+    sb.add_unsigned_field(ROOT_HI, fast=True)
+    sb.add_unsigned_field(ROOT_LO, fast=True)
     return sb.build()
 
 
@@ -94,6 +113,24 @@ def open_index(path: Path, *, create: bool) -> tantivy.Index | None:
         index = tantivy.Index.open(str(path))
     register_tokenizers(index)
     return index
+
+
+@functools.cache
+def _current_schema() -> list[Any]:
+    """The schema as Tantivy writes it into meta.json (from an empty index made once)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tantivy.Index(SCHEMA, path=tmp)
+        return list(json.loads((Path(tmp) / "meta.json").read_text())["schema"])
+
+
+def is_stale(path: Path) -> bool:
+    """Whether the index at `path` was written with another schema than `SCHEMA` (False when
+    there is no index)."""
+    try:
+        meta = json.loads((path / "meta.json").read_text())
+    except FileNotFoundError:
+        return False
+    return bool(meta.get("schema") != _current_schema())
 
 
 def index_exists(path: Path) -> bool:
@@ -160,8 +197,22 @@ def _json_value(value: Any) -> Any:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def to_document(row: RowDocument) -> tantivy.Document:
-    """The Tantivy document of one searchable row."""
+def to_documents(rows: Sequence[RowDocument]) -> list[tantivy.Document]:
+    """The documents of whole objects' rows (every row of each root among `rows`): the first
+    row of each root leads it, holding the lexemes of all of them."""
+    lexemes: dict[uuid.UUID, set[str]] = {}
+    for row in rows:
+        lexemes.setdefault(row.root_id, set()).update(row.positions)
+    out = []
+    for row in rows:
+        lead = lexemes.pop(row.root_id, None)
+        out.append(to_document(row, lead))
+    return out
+
+
+def to_document(row: RowDocument, lead: set[str] | None = None) -> tantivy.Document:
+    """The Tantivy document of one searchable row; `lead`: it leads its object, whose
+    lexemes these are."""
     doc = tantivy.Document()
     doc.add_text(ROW_ID, str(row.row_id))
     doc.add_text(ROOT_ID, str(row.root_id))
@@ -177,4 +228,11 @@ def to_document(row: RowDocument) -> tantivy.Document:
         doc.add_json(PROPERTIES, json_properties(row.properties))
     doc.add_pre_tokenized_text(TEXT, tantivy.PreTokenizedString("", tokens(row.positions)))
     doc.add_text(BODY, row.body)
+    doc.add_unsigned(LEAD, 0 if lead is None else 1)
+    root_hi, root_lo = id_halves(row.root_id)
+    doc.add_unsigned(ROOT_HI, root_hi)
+    doc.add_unsigned(ROOT_LO, root_lo)
+    if lead:
+        doc.add_pre_tokenized_text(ROOT_TEXT, tantivy.PreTokenizedString(
+            "", [tantivy.Token(lexeme, i, 0, 0) for i, lexeme in enumerate(sorted(lead))]))
     return doc

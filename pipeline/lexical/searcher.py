@@ -34,6 +34,7 @@ from pipeline.lexical.documents import (
     SCHEMA,
     TEXT,
     id_from_halves,
+    is_stale,
     namespace_dir,
     open_index,
 )
@@ -66,8 +67,10 @@ class TantivySearcher:
         self.fuzzy_min_chars = fuzzy_min_chars
         self.fuzzy_max_words = fuzzy_max_words
         self.open_indexes = open_indexes
-        # namespace -> (its index, the stamp of the meta.json its reader last loaded)
-        self._indexes: OrderedDict[uuid.UUID, tuple[tantivy.Index, Stamp]] = OrderedDict()
+        # namespace -> (its index, the stamp of the meta.json its reader last loaded, whether
+        # it has an older schema: a rebuild replaces such an index, which is then reopened)
+        self._indexes: OrderedDict[uuid.UUID, tuple[tantivy.Index, Stamp, bool]] = (
+            OrderedDict())
         self._lock = threading.Lock()
 
     def index(self, namespace: uuid.UUID) -> tantivy.Index | None:
@@ -78,21 +81,33 @@ class TantivySearcher:
             opened = self._indexes.get(namespace)
             if opened is not None:
                 self._indexes.move_to_end(namespace)
-                kept, loaded = opened
+                kept, loaded, stale = opened
                 stamp = _stamp(path)
-                if stamp != loaded:
+                if stamp == loaded or stamp is None:
+                    # None: a rebuild is swapping the directory; the loaded state still serves
+                    return kept
+                if not stale and not is_stale(path):
                     kept.reload()
-                    self._indexes[namespace] = (kept, stamp)
-                return kept
+                    self._indexes[namespace] = (kept, stamp, stale)
+                    return kept
+                del self._indexes[namespace]  # reopened below, with the schema it has now
             stamp = _stamp(path)  # before opening: a commit in between reloads next time
+            stale = is_stale(path)
             index = open_index(path, create=False)
             if index is None:
                 return None
             index.config_reader(reload_policy="Manual")
-            self._indexes[namespace] = (index, stamp)
+            self._indexes[namespace] = (index, stamp, stale)
             while len(self._indexes) > self.open_indexes:
                 self._indexes.popitem(last=False)
             return index
+
+    def current_index(self, namespace: uuid.UUID) -> tantivy.Index | None:
+        """The namespace's index if it has the current schema (None: none, or stale)."""
+        index = self.index(namespace)
+        with self._lock:
+            opened = self._indexes.get(namespace)
+        return None if index is None or opened is None or opened[2] else index
 
     async def search_lexical(self, namespace: uuid.UUID, query: str, filters: Filters,
                              scope_ids: Sequence[uuid.UUID], k: int) -> list[Hit]:

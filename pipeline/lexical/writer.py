@@ -10,22 +10,34 @@ the last committed state, and the index reopens and converges.
 
 One writer at a time per generation: a Postgres advisory lock (other invocations return at
 once, `skipped`), and Tantivy's own lock file per index directory.
+
+A rebuild writes a fresh index beside the namespace's (`<namespace>.rebuild`) and swaps it in
+by two renames, so it takes the current schema; the writer rebuilds so an index it finds stale
+(written with an older schema, `documents.is_stale`) before writing to it.
 """
 
 from __future__ import annotations
 
 import logging
+import shutil
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import tantivy
 from psycopg_pool import ConnectionPool
 
 from pipeline.lexical import queue
-from pipeline.lexical.documents import ROOT_ID, namespace_dir, open_index, to_document
+from pipeline.lexical.documents import (
+    ROOT_ID,
+    is_stale,
+    namespace_dir,
+    open_index,
+    to_documents,
+)
 from pipeline.lexical.settings import LexicalSettings
 from pipeline.outbox.single_writer import single_writer
 
@@ -95,8 +107,15 @@ class LexicalWriter:
         return stats
 
     def _rebuild_namespace(self, namespace: uuid.UUID, stats: WriterStats) -> None:
-        writer = self._writer(namespace)
-        writer.delete_all_documents()
+        held = self._writers.pop(namespace, None)
+        if held is not None:  # its lock is on the index being replaced
+            _finish(held)
+        path = self._path(namespace)
+        fresh = path.with_name(path.name + ".rebuild")
+        shutil.rmtree(fresh, ignore_errors=True)  # a rebuild killed before its swap
+        index = open_index(fresh, create=True)
+        assert index is not None  # created
+        writer = index.writer(heap_size=WRITER_HEAP_BYTES, num_threads=1)
         with self.pool.connection() as conn:
             roots = queue.roots_of(conn, namespace)
         size = self.batch_size
@@ -104,12 +123,14 @@ class LexicalWriter:
             chunk = roots[start:start + size]
             with self.pool.connection() as conn:
                 docs = queue.load_documents(conn, namespace, chunk)
-            for doc in docs:
-                writer.add_document(to_document(doc))
+            for doc in to_documents(docs):
+                writer.add_document(doc)
             stats.roots += len(chunk)
             stats.documents += len(docs)
         writer.commit()
+        _finish(writer)
         stats.commits += 1
+        _swap(fresh, path)
 
     def _round(self, stats: WriterStats) -> bool:
         with self.pool.connection() as conn:
@@ -126,8 +147,8 @@ class LexicalWriter:
             writer = self._writer(namespace)
             for root in ordered:
                 writer.delete_documents_by_term(ROOT_ID, str(root))
-            for doc in docs:
-                writer.add_document(to_document(doc))
+            for doc in to_documents(docs):
+                writer.add_document(doc)
             writer.commit()
             stats.commits += 1
             stats.roots += len(ordered)
@@ -142,8 +163,10 @@ class LexicalWriter:
         if writer is None:
             while len(self._writers) >= _OPEN_WRITERS:  # the least recently used first
                 _finish(self._writers.pop(next(iter(self._writers))))
-            path = namespace_dir(self.settings.resolved_data_dir, self.settings.generation,
-                                 namespace)
+            path = self._path(namespace)
+            if is_stale(path):
+                log.info("lexical index of %s has an older schema: rebuilding it", namespace)
+                self._rebuild_namespace(namespace, WriterStats())
             index = open_index(path, create=True)
             assert index is not None  # created
             # one indexing thread: the writer shares two cores with everything else
@@ -152,11 +175,26 @@ class LexicalWriter:
         self._writers[namespace] = writer  # (re)inserted last: most recently used
         return writer
 
+    def _path(self, namespace: uuid.UUID) -> Path:
+        return namespace_dir(self.settings.resolved_data_dir, self.settings.generation,
+                             namespace)
+
     def _close(self) -> None:
         """Let pending merges finish and release the indexes' locks."""
         writers, self._writers = self._writers, {}
         for writer in writers.values():
             _finish(writer)
+
+
+def _swap(fresh: Path, path: Path) -> None:
+    """Put the index built at `fresh` in place of the one at `path` (two renames: searches
+    that open the namespace in between find no index, for that instant)."""
+    old = path.with_name(path.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if path.exists():
+        path.rename(old)
+    fresh.rename(path)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def _finish(writer: tantivy.IndexWriter) -> None:

@@ -237,6 +237,7 @@ def migrate_generations(base: Settings, *, postgres: bool = True, graph: bool = 
     later would serve an old schema. Each is migrated with its own embedder's dimension.
     Returns the versions applied to the base database."""
     from pipeline.graph.falkordb.schema import prepare_graph
+    from pipeline.ops.lexical import rebuild_stale_lexical
     from pipeline.ops.migrations import apply_migrations
 
     first = get_generation(base, 1)
@@ -250,6 +251,11 @@ def migrate_generations(base: Settings, *, postgres: bool = True, graph: bool = 
         if postgres and gen.id != 1:
             for version in apply_migrations(settings):
                 report(f"postgres: generation {gen.id}: applied migration {version:04d}")
+        if postgres and settings.lexical_engine == "tantivy":
+            # indexes written with an older schema than the code's, rebuilt from Postgres
+            for namespace in rebuild_stale_lexical(settings):
+                report(f"lexical: generation {gen.id}: rebuilt the index of {namespace}"
+                       " (older schema)")
         if graph:
             prepare_graph(settings, report=report)
     return applied

@@ -4,7 +4,8 @@ verify compares, per namespace, the searchable rows Postgres holds with the docu
 holds (counts), and for a sample of roots the documents themselves (which rows, and their text);
 roots still waiting in the queue are left aside (the writer has not applied them yet, which is
 not drift). `--repair` queues the drifted roots (all of a namespace whose count differs) for the
-writer. rebuild rewrites namespaces' indexes from Postgres (see `LexicalWriter.rebuild`).
+writer. rebuild rewrites namespaces' indexes from Postgres (see `LexicalWriter.rebuild`);
+`rebuild_stale_lexical` (run by `brainstream migrate`) those written with an older schema.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pipeline.lexical.documents import (
     SCHEMA,
     generation_dir,
     id_from_halves,
+    is_stale,
     namespace_dir,
     open_index,
 )
@@ -75,6 +77,27 @@ def rebuild_lexical(settings: Settings, namespace: uuid.UUID | None = None) -> W
             with pool.connection() as conn:
                 targets = sorted(set(queue.namespaces(conn)) | _indexed_namespaces(settings))
         return LexicalWriter(settings, pool).rebuild(targets)
+    finally:
+        pool.close()
+
+
+def rebuild_stale_lexical(settings: Settings) -> list[uuid.UUID]:
+    """Rebuild the generation's indexes that have an older schema than the code's (the
+    namespaces rebuilt; none when every index is current, and then Postgres is not asked)."""
+    stale = sorted(ns for ns in _indexed_namespaces(settings)
+                   if is_stale(namespace_dir(settings.resolved_data_dir, settings.generation,
+                                             ns)))
+    if stale:
+        rebuild_lexical_namespaces(settings, stale)
+    return stale
+
+
+def rebuild_lexical_namespaces(settings: Settings,
+                               namespaces: list[uuid.UUID]) -> WriterStats:
+    """Rebuild these namespaces' indexes from Postgres."""
+    pool = _pool(settings)
+    try:
+        return LexicalWriter(settings, pool).rebuild(namespaces)
     finally:
         pool.close()
 

@@ -4,9 +4,10 @@ One package, like psycopg's `abc.py` (modules `write`, `projection`, `models`, `
 from here): the write path (`EventStore`, `EventStores`, `WorkTrigger`, `DeadLetterSink`), the
 projection (`GraphWriter`, `ChangeSink`), embedding (`Embedder`), extraction (`Extractor`) and the
 read side (`Channel`, `EntityGraph`, `PartSearcher`, `ObjectReader`, `MentionReader`,
-`GraphReader`, `ResultSetStore`, `PathGraph`, `EntityReader`). Each has one production adapter in a
-module of its own (`pipeline/stores/`, `pipeline/graph/falkordb/`, `pipeline/kafka/`,
-`pipeline/embedding/embedders/`, `pipeline/retrieval/channels/`). The values they trade are in
+`GraphReader`, `ResultSetStore`, `Reranker`, `PathGraph`, `EntityReader`). Each has one
+production adapter in a module of its own (`pipeline/stores/`, `pipeline/graph/falkordb/`,
+`pipeline/kafka/`, `pipeline/embedding/embedders/`, `pipeline/retrieval/channels/`,
+`pipeline/retrieval/rerank/http.py`). The values they trade are in
 `pipeline/domain/` (and `pipeline/domain/memory_model.py`); the memory services' own ports are in
 `pipeline/memory/ports.py`.
 
@@ -35,11 +36,13 @@ from pipeline.ports.read import (
     FuzzySearcher,
     GraphReader,
     LexicalSearcher,
+    MatchSetReader,
     MentionReader,
     ObjectReader,
     PartSearcher,
     PathGraph,
     QueryEmbedder,
+    Reranker,
     ResultSetStore,
     SnapshotBuilder,
     SnapshotReads,
@@ -71,12 +74,14 @@ __all__ = [
     "GraphWriter",
     "Letter",
     "LexicalSearcher",
+    "MatchSetReader",
     "MemoryWriter",
     "MentionReader",
     "ObjectReader",
     "PartSearcher",
     "PathGraph",
     "QueryEmbedder",
+    "Reranker",
     "ResultSetStore",
     "SnapshotBuilder",
     "SnapshotReads",

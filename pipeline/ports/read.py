@@ -11,6 +11,7 @@ from typing import Protocol
 from pipeline.domain.entity_reads import Hop, NameMatch
 from pipeline.domain.entity_snapshot import KeyState, LogRead, SnapshotBuild, SnapshotSize
 from pipeline.domain.kinds import KindCatalog
+from pipeline.domain.match_set import FacetCounts, FacetPlan, SortPlan
 from pipeline.domain.mentions import ObjectEntity
 from pipeline.domain.paths import Citation, GraphEdge, Hub, NodeInfo, NodeRef
 from pipeline.domain.read_model import (
@@ -44,6 +45,20 @@ class Channel(Protocol):
     async def candidates(self, namespace: uuid.UUID, query: str, filters: Filters,
                          scope_ids: Sequence[uuid.UUID], k: int) -> list[Hit]:
         """Top k searchable rows (parts, or objects without parts) for `query`."""
+        ...
+
+
+class Reranker(Protocol):
+    """The second stage of search: scores texts against the query, over the fused list's best
+    objects (`pipeline/retrieval/rerank/`). Raises `Unavailable` when it cannot answer now, any
+    other `BrainstreamError` when it refuses; the stage then keeps the fused order."""
+
+    async def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
+        """One score per text, in input order (higher: more relevant)."""
+        ...
+
+    def close(self) -> None:
+        """Release its connections."""
         ...
 
 
@@ -127,6 +142,24 @@ class LexicalSearcher(Protocol):
     async def search_lexical(self, namespace: uuid.UUID, query: str, filters: Filters,
                              scope_ids: Sequence[uuid.UUID], k: int) -> list[Hit]:
         """Top k by BM25 (IDF and length normalization)."""
+        ...
+
+
+class MatchSetReader(Protocol):
+    """A search's match set (`pipeline/domain/match_set.py`): the objects passing the filters
+    and scope that hold a query word, with the fused `candidates`; facet counts and a sorted
+    order over it."""
+
+    async def facets(self, namespace: uuid.UUID, query: str, filters: Filters,
+                     scope_ids: Sequence[uuid.UUID], candidates: Sequence[uuid.UUID],
+                     plans: Sequence[FacetPlan]) -> list[FacetCounts]:
+        """Per plan, its kept values with object counts, and the sum over all its values."""
+        ...
+
+    async def sorted_ids(self, namespace: uuid.UUID, query: str, filters: Filters,
+                         scope_ids: Sequence[uuid.UUID], ranked: Sequence[uuid.UUID],
+                         plan: SortPlan, limit: int) -> list[uuid.UUID]:
+        """The first `limit` objects in the plan's order, ties by rank in `ranked`, then id."""
         ...
 
 

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from pipeline.domain.kinds import KindCatalog
 from pipeline.domain.memory_model import NewMessage, SessionHead
-from pipeline.domain.write_model import DeferredRow, LinkHead, ObjectHead, ObjectWrite
+from pipeline.domain.write_model import DeferredRow, LinkHead, ObjectHead, ObjectWrite, Selection
 
 # A dead letter as the sink takes it: the record's key and value, and the headers naming why.
 Letter = tuple[bytes | None, bytes, list[tuple[str, bytes]]]
@@ -92,6 +92,12 @@ class EventStore(Protocol):
 
     def soft_delete_object(self, object_id: uuid.UUID, version: int | None,
                            event_id: str) -> None: ...
+
+    def soft_delete_matching(self, namespace: uuid.UUID, selection: Selection, *, limit: int,
+                             event_id: str) -> list[uuid.UUID]:
+        """Hide the first `limit` (in id order) live first-class objects of `namespace` the
+        selection matches, with their parts; their ids."""
+        ...
 
     def revive_parts(self, parent_id: uuid.UUID, deleted_at: datetime) -> None: ...
 

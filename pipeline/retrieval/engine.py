@@ -13,6 +13,12 @@ entity layer (`pipeline/retrieval/ppr/stage.py`) and fuses its objects with the 
 (`pipeline/retrieval/ppr/multihop.py`); `auto` runs PPR from the seeds the query writes as names
 (strong seeds, `pipeline/retrieval/ppr/seeds.py`) when it has one, else hybrid. The answer's
 `mode` says which ran; `explain` adds how it was ranked.
+
+Per request: `fusion` overrides the channel weights, RRF's k and PPR's knobs
+(`pipeline/retrieval/tuning.py`; defaults are the wired values); `rerank` re-orders the fused
+best objects with the reranker (`pipeline/retrieval/rerank/`, on by default when one is
+configured), labelled `rerank_skipped` when it does not answer in time; `strict` refuses a
+degraded answer (`DegradedAnswer`, 503) instead of giving it.
 """
 
 from __future__ import annotations
@@ -23,17 +29,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from pipeline.domain.errors import ChannelDegraded, InvalidInput, NotFound
+from pipeline.domain.errors import ChannelDegraded, DegradedAnswer, InvalidInput, NotFound
+from pipeline.domain.match_set import plan_facets, plan_sort
 from pipeline.domain.read_model import Filters, Hit, Page, RichObject, RowMeta, SearchQuery
 from pipeline.ports import (
     CatalogSource,
     Channel,
+    MatchSetReader,
     ObjectReader,
     PartSearcher,
     QueryEmbedder,
     ResultSetStore,
 )
 from pipeline.retrieval.channels import standard_channels
+from pipeline.retrieval.explain import channel_details, hit_details
 from pipeline.retrieval.fusion import (
     Fused,
     Promoted,
@@ -42,6 +51,7 @@ from pipeline.retrieval.fusion import (
     promote,
     rrf,
 )
+from pipeline.retrieval.matchset import MatchSetStage, Shape
 from pipeline.retrieval.paging import Item, ResultPager
 from pipeline.retrieval.ppr.multihop import (
     StageRanks,
@@ -66,7 +76,9 @@ from pipeline.retrieval.requests import (
     check_limit,
     query_text,
 )
+from pipeline.retrieval.rerank import RERANK_SKIPPED, Reranked, RerankStage
 from pipeline.retrieval.snippets import MAX_SNIPPET_TERMS
+from pipeline.retrieval.tuning import Fusion, resolve_fusion
 
 
 @dataclass(frozen=True)
@@ -99,14 +111,15 @@ class RetrievalEngine:
 
     `channels` are the candidate channels `search` fuses, by name (default: lexical, trigram
     and dense over `searcher` and `embed_query`); `find_exact` fuses those named in
-    `config.exact_channels`.
+    `config.exact_channels`; `reranker` is search's optional second stage.
     """
 
     def __init__(self, searcher: PartSearcher, reader: ObjectReader,
                  result_sets: ResultSetStore, catalog: CatalogSource,
                  embed_query: QueryEmbedder | None, config: EngineConfig | None = None, *,
                  channels: Sequence[Channel] | None = None,
-                 ppr: PprStage | None = None) -> None:
+                 ppr: PprStage | None = None, reranker: RerankStage | None = None,
+                 match_sets: MatchSetReader | None = None) -> None:
         self.searcher = searcher
         self.reader = reader
         self.result_sets = result_sets
@@ -114,6 +127,7 @@ class RetrievalEngine:
         self.embed_query = embed_query
         self.config = config or EngineConfig()
         self.ppr = ppr
+        self.reranker = reranker
         self.weights = dict(self.config.channel_weights)
         if any(w < 0 for w in self.weights.values()):
             raise ValueError("channel weights must be >= 0")
@@ -128,6 +142,9 @@ class RetrievalEngine:
         missing = [n for n in self.config.exact_channels if n not in self.channels]
         if missing:
             raise ValueError(f"find_exact names channels the engine lacks: {missing}")
+        # facets and sorting over the match set (pipeline/retrieval/matchset.py)
+        self.match_sets = None if match_sets is None else MatchSetStage(
+            match_sets, max_items=self.config.result_set_max_items)
         self.pager = ResultPager(result_sets, reader, evidence=self.evidence_entries,
                                  max_items=self.config.result_set_max_items,
                                  snippet_width=self.config.snippet_chars,
@@ -137,66 +154,111 @@ class RetrievalEngine:
         """Property filters must name filterable fields of the catalog (when it is not empty)."""
         check_filters(await self.catalog(), filters, max_filters=self.config.max_filters)
 
+    async def shape(self, request: SearchQuery) -> Shape | None:
+        """The request's facets and sort, validated against the catalog (None: neither)."""
+        if not request.facets and request.sort is None:
+            return None
+        catalog = await self.catalog()
+        facets = plan_facets(request.facets, catalog, request.filters.kinds)
+        sort = plan_sort(request.sort, catalog, request.filters.kinds)
+        if not facets and sort is None:
+            return None
+        if self.match_sets is None:
+            raise InvalidInput("this server computes no facets or sorted orders",
+                               field="facets" if facets else "sort")
+        return Shape(request, facets, sort)
+
     # -- search -----------------------------------------------------------------------------
+
+    def fusion(self, request: SearchQuery) -> Fusion:
+        """The request's fusion knobs over the wired ones (422 naming a bad one)."""
+        return resolve_fusion(request.fusion, channels=list(self.channels),
+                              weights=self.weights, rrf_k=self.config.rrf_k,
+                              ppr_rrf_k=self.config.ppr_rrf_k,
+                              ppr_list_weight=self.config.ppr_list_weight,
+                              ppr=None if self.ppr is None else self.ppr.config)
+
+    def wants_rerank(self, request: SearchQuery) -> bool:
+        """Whether this search is re-ranked: as asked, else whenever a reranker is set."""
+        if request.rerank and self.reranker is None:
+            raise InvalidInput("rerank: this server has no reranker", field="rerank")
+        return self.reranker is not None and request.rerank is not False
 
     async def search(self, namespace: uuid.UUID, request: SearchQuery) -> Page:
         """Search over parts, promoted to their objects: hybrid, or fused with PPR (`mode`)."""
         query = query_text(request.query, max_terms=self.config.max_query_terms)
         check_limit(request.limit)
         await self.validate_filters(request.filters)
+        shape = await self.shape(request)
         if request.mode != "hybrid" and self.ppr is None:
             raise InvalidInput(f"mode {request.mode!r}: this server has no PPR stage",
                                field="mode")
+        fusion = self.fusion(request)
+        self.wants_rerank(request)
+        # the wired weights ask exactly `fused_channels`: the default search is unchanged
+        names = self.fused_channels if request.fusion is None else fusion.channels()
         if self.ppr is None or request.mode == "hybrid":
-            hits, degrade = await self.candidates(namespace, query, request,
-                                                  self.fused_channels)
+            hits, degrade = await self.candidates(namespace, query, request, names)
             plan = None
         else:
             (hits, degrade), plan = await asyncio.gather(
-                self.candidates(namespace, query, request, self.fused_channels),
+                self.candidates(namespace, query, request, names),
                 self.ppr.plan(namespace, query))
         # auto walks only from the words the query writes as names (strong seeds, seeds.py)
         walk = plan.strong_only() if plan is not None and request.mode == "auto" else plan
         if plan is None or walk is None or (request.mode == "auto" and not walk.seeds):
             page = await self.rank_and_page(namespace, query, hits, request.limit, degrade,
                                             mode=None if plan is None else "hybrid",
-                                            explain=request.explain)
+                                            explain=request.explain, request=request,
+                                            fusion=fusion, shape=shape)
             if page.explain is not None:
                 page = replace(page, explain={**page.explain, **plan_explain(plan)})
             return page
-        return await self._search_ppr(namespace, query, request, hits, degrade, walk)
+        return await self._search_ppr(namespace, query, request, hits, degrade, walk, fusion,
+                                      shape)
 
     async def _search_ppr(self, namespace: uuid.UUID, query: str, request: SearchQuery,
                           hits: dict[str, list[Hit]], degrade: str | None,
-                          plan: SeedPlan) -> Page:
+                          plan: SeedPlan, fusion: Fusion, shape: Shape | None = None) -> Page:
         """The hybrid list and the PPR stage's list, fused (`multihop.fuse_stages`)."""
         assert self.ppr is not None
         ids = list(dict.fromkeys(h.id for found in hits.values() for h in found))
         meta = await self.searcher.row_meta(namespace, ids)
-        first = fuse_and_promote(hits, meta, k=self.config.rrf_k,
-                                 evidence_n=self.config.evidence_n, weights=self.weights)
+        first = fuse_and_promote(hits, meta, k=fusion.rrf_k,
+                                 evidence_n=self.config.evidence_n, weights=fusion.weights)
         rows = [RowRef(f.id, meta[f.id].parent_id or f.id, meta[f.id].parent_id is not None)
-                for f in rrf(hits, k=self.config.rrf_k, weights=self.weights) if f.id in meta]
-        result = await self.ppr.rank(namespace, plan, request.filters, request.scope_ids, rows)
+                for f in rrf(hits, k=fusion.rrf_k, weights=fusion.weights) if f.id in meta]
+        result = await self.ppr.rank(namespace, plan, request.filters, request.scope_ids, rows,
+                                     config=fusion.ppr)
         missing = [p.id for p in result.parts if p.id not in meta]
         meta |= await self.searcher.row_meta(namespace, missing)
         promoted, ranks = (
             rerank_stages(first, result, depth=self.config.ppr_rerank_depth)
             if self.config.ppr_rerank_depth > 0 else
-            fuse_stages(first, result, meta, k=self.config.ppr_rrf_k,
+            fuse_stages(first, result, meta, k=fusion.ppr_rrf_k,
                         evidence_n=self.config.evidence_n,
-                        ppr_weight=self.config.ppr_list_weight))
-        page = await self._page(namespace, query, promoted, meta, request.limit, degrade,
-                                mode="ppr")
+                        ppr_weight=fusion.ppr_list_weight))
+        page, reranked = await self._page(namespace, query, promoted, meta, request.limit,
+                                          degrade, mode="ppr", request=request, shape=shape)
         if request.explain:
-            page = replace(page, explain=self._explain(plan, result, page, ranks))
+            page = replace(page, explain=self._explain(
+                plan, result, page, ranks, channels=channel_details(hits, meta),
+                reranked=reranked, fusion=fusion))
         return page
 
-    @staticmethod
-    def _explain(plan: SeedPlan | None, result: PprResult | None, page: Page,
-                 ranks: dict[uuid.UUID, StageRanks]) -> dict[str, object]:
+    def _explain(self, plan: SeedPlan | None, result: PprResult | None, page: Page,
+                 ranks: dict[uuid.UUID, StageRanks], *,
+                 channels: dict[uuid.UUID, dict[str, dict[str, float]]],
+                 reranked: Reranked | None, fusion: Fusion | None) -> dict[str, object]:
+        ids = [o.id for o in page.objects]
+        ppr_scores = None if result is None else {h.id: h.score for h in result.objects}
         return {**plan_explain(plan), **ppr_explain(result, max_hubs=EXPLAIN_MAX_HUBS),
-                "hits": hits_explain([o.id for o in page.objects], ranks)}
+                "hits": hit_details(hits_explain(ids, ranks), ids, channels=channels,
+                                    ppr=ppr_scores,
+                                    reranked=None if reranked is None else reranked.scores),
+                **({} if fusion is None else {"fusion": fusion.explain()}),
+                "rerank": None if reranked is None or self.reranker is None else {
+                    "depth": self.reranker.depth, "skipped": reranked.skipped}}
 
     async def find_exact(self, namespace: uuid.UUID, request: SearchQuery) -> Page:
         """Equality matches first (id, title, property value, quoted phrase), then the fusion of
@@ -204,12 +266,14 @@ class RetrievalEngine:
         query = query_text(request.query, max_terms=self.config.max_query_terms)
         check_limit(request.limit)
         await self.validate_filters(request.filters)
+        shape = await self.shape(request)
         exact, (hits, degrade) = await asyncio.gather(
             self.searcher.exact_matches(namespace, query, request.filters, request.scope_ids,
                                         self.config.candidate_k),
             self.candidates(namespace, query, request, self.config.exact_channels))
         return await self.rank_and_page(namespace, query, hits, request.limit, degrade,
-                                        first=exact)
+                                        first=exact, request=replace(request, rerank=False),
+                                        shape=shape)
 
     async def candidates(self, namespace: uuid.UUID, query: str, request: SearchQuery,
                          names: Sequence[str]) -> tuple[dict[str, list[Hit]], str | None]:
@@ -233,20 +297,27 @@ class RetrievalEngine:
                 raise result
             else:
                 hits[channel.name] = result
+        if degrade is not None and request.strict:
+            raise DegradedAnswer(degrade)
         return hits, degrade
 
     async def rank_and_page(self, namespace: uuid.UUID, query: str,
                             channels: dict[str, list[Hit]], limit: int, degrade: str | None,
                             *, first: Sequence[Hit] = (), mode: str | None = None,
-                            explain: bool = False) -> Page:
+                            explain: bool = False, request: SearchQuery | None = None,
+                            fusion: Fusion | None = None, shape: Shape | None = None) -> Page:
         """Fuse the channels' hits, promote them to objects with evidence, decay by age and
         return the first page; `first` (exact matches) leads, in its own order. `mode` labels
-        the answer; `explain` adds each returned object's fused rank and score."""
+        the answer; `explain` adds each returned object's fused rank and score, per-channel
+        ranks and raw scores; `request` may ask for the reranker (and `strict`); `fusion`
+        overrides the wired weights and k; `shape` adds facets and a sorted order."""
         ids = list(dict.fromkeys([h.id for h in first]
                                  + [h.id for hits in channels.values() for h in hits]))
         meta = await self.searcher.row_meta(namespace, ids)
-        promoted = fuse_and_promote(channels, meta, k=self.config.rrf_k,
-                                    evidence_n=self.config.evidence_n, weights=self.weights)
+        weights = self.weights if fusion is None else fusion.weights
+        promoted = fuse_and_promote(channels, meta,
+                                    k=self.config.rrf_k if fusion is None else fusion.rrf_k,
+                                    evidence_n=self.config.evidence_n, weights=weights)
         if first:
             # Exact matches lead, in their own order, above every fused result.
             top = 1.0 + max((p.score for p in promoted), default=0.0)
@@ -254,17 +325,24 @@ class RetrievalEngine:
                                enumerate(first)], meta, evidence_n=self.config.evidence_n)
             seen = {p.id for p in leading}
             promoted = leading + [p for p in promoted if p.id not in seen]
-        page = await self._page(namespace, query, promoted, meta, limit, degrade, mode=mode)
+        page, reranked = await self._page(namespace, query, promoted, meta, limit, degrade,
+                                          mode=mode, request=request, shape=shape)
         if not explain:
             return page
         ranks = {p.id: StageRanks(rank, None, p.score) for rank, p in
                  enumerate(promoted, start=1)}
-        return replace(page, explain=self._explain(None, None, page, ranks))
+        return replace(page, explain=self._explain(
+            None, None, page, ranks, channels=channel_details(channels, meta),
+            reranked=reranked, fusion=fusion))
 
     async def _page(self, namespace: uuid.UUID, query: str, promoted: list[Promoted],
                     meta: dict[uuid.UUID, RowMeta], limit: int, degrade: str | None, *,
-                    mode: str | None) -> Page:
-        """Hydrate the ranked objects, decay by age, and hand the list to the pager."""
+                    mode: str | None, request: SearchQuery | None = None,
+                    shape: Shape | None = None) -> tuple[Page, Reranked | None]:
+        """Hydrate the ranked objects, decay by age, re-rank the best when `request` asks for
+        it, apply the shape (facets, sort), and hand the list to the pager; with the
+        reranker's outcome (None: not asked)."""
+        beyond = [p.id for p in promoted[self.config.max_results:]]
         promoted = promoted[: self.config.max_results]
         objects = await self.reader.hydrate(namespace, [p.id for p in promoted])
         now = datetime.now(UTC)
@@ -276,11 +354,24 @@ class RetrievalEngine:
             score = p.score * decay_factor(obj.updated_at, now, self.config.decay_lambda)
             items.append(self._item(p, score, meta))
         items.sort(key=lambda item: (-float(item["score"]), str(item["id"])))
+        reranked = None
+        if request is not None and self.wants_rerank(request) and self.reranker is not None:
+            outcome = await self.reranker.rerank(query, items, objects, meta)
+            if outcome.skipped and request.strict:
+                raise DegradedAnswer(RERANK_SKIPPED)
+            items, reranked = outcome.items, outcome
+            degrade = degrade or (RERANK_SKIPPED if outcome.skipped else None)
+        facets, truncated = None, False
+        if shape is not None and self.match_sets is not None:
+            candidates = [uuid.UUID(str(item["id"])) for item in items] + beyond
+            items, facets, truncated = await self.match_sets.apply(
+                namespace, query, shape.request, items, candidates, shape.facets, shape.sort)
         # snippets are made by the pager, for the returned page only, from these texts
         texts = {str(row.id): row.content for row in meta.values()}
-        return await self.pager.first_page(namespace, items, limit, kind="search",
+        page = await self.pager.first_page(namespace, items, limit, kind="search",
                                            degrade=degrade, mode=mode, hydrated=objects,
-                                           query=query, texts=texts)
+                                           query=query, texts=texts, truncated=truncated)
+        return (page if facets is None else replace(page, facets=facets)), reranked
 
     def _item(self, promoted: Promoted, score: float, meta: dict[uuid.UUID, RowMeta]) -> Item:
         evidence = [{**self._evidence(meta[part_id]), "score": part_score}

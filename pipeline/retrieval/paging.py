@@ -182,7 +182,9 @@ def _with(obj: RichObject, item: Item) -> RichObject:
     evidence = tuple(Evidence(part_id=uuid.UUID(str(e["part_id"])), title=e.get("title"),
                               snippet=str(e.get("snippet") or ""), score=float(e["score"]),
                               position=e.get("position"), properties=dict(e.get("properties")
-                                                                          or {}))
+                                                                          or {}),
+                              highlights=tuple((int(a), int(b))
+                                               for a, b in e.get("highlights") or ()))
                      for e in item.get("evidence") or [])
     relation = None
     if item.get("relation"):

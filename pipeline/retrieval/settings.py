@@ -5,9 +5,32 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from pipeline.domain.setting_values import parse_json_object
+
+
+class RerankerSettings(BaseModel):
+    """The search reranker: an HTTP `/rerank` server (text-embeddings-inference, Cohere, Jina,
+    vLLM), given as one JSON object (`RERANKER`). Each key says when to change it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(description="The server's base URL (`.../v1`, or the `/rerank` route "
+                     "itself); credentials in it are masked wherever it is shown.")
+    model: str | None = Field(default=None, description="The model name sent with each "
+                              "request; set it when the server serves several (Cohere, Jina).")
+    api_key: SecretStr | None = Field(default=None, description="A bearer key; set it when "
+                                      "the server needs one. Never logged or shown.")
+    field: Literal["documents", "texts"] = Field(
+        default="documents", description="Where the texts go: `documents` (Cohere, Jina, "
+        "vLLM) or `texts` (text-embeddings-inference).")
+    depth: int = Field(default=20, ge=1, le=100, description="How many of the fused list's "
+                       "best objects are re-ranked. Raise it when good answers sit lower; each "
+                       "one costs the reranker a query-text pair.")
+    timeout: float = Field(default=1.0, gt=0, le=30, description="Seconds the reranker may "
+                           "take before the fused order is answered (`rerank_skipped`). Raise "
+                           "it for a slow server; callers wait up to this much longer.")
 
 
 class RetrievalSettings(BaseModel):
@@ -36,6 +59,17 @@ class RetrievalSettings(BaseModel):
         "process gives all its PPR snapshots together, the one being built included; least "
         "recently used out, a namespace larger alone is walked in SQL. Each API worker has its "
         "own: size it to the API host's memory / API_WORKERS.")
+
+    reranker: RerankerSettings | None = Field(
+        default=None, description="JSON: an HTTP reranker over search's fused top objects "
+        '(`{"url": ..., "model": ..., "api_key": ..., "field": "documents", "depth": 20, '
+        '"timeout": 1.0}`; docs/search-ranking.md). Set it to re-rank every search by default.')
+
+    @field_validator("reranker", mode="before")
+    @classmethod
+    def _reranker_json(cls, value: object) -> object:
+        parsed = parse_json_object(value)
+        return None if parsed == {} else parsed
 
     @field_validator("expand_recipes", mode="before")
     @classmethod

@@ -1,4 +1,6 @@
-"""Evidence snippets: an excerpt of a part around the words that matched the query.
+"""Evidence snippets: an excerpt of a part around the words that matched the query, and where
+in the excerpt those words are (`highlights`: `[start, end)` character offsets, so a client can
+mark them without matching words itself).
 
 The cost is bounded whatever the query: at most `max_terms` query words (the longest) make one
 compiled alternation per request, and each part is scanned once with it. Callers build snippets
@@ -40,6 +42,11 @@ class Snippets:
         self.terms = tuple(ordered)
         self.pattern = (re.compile(r"\b(?:" + "|".join(map(re.escape, ordered)) + ")")
                         if ordered else None)
+        # A highlight covers the whole word a stem begins ("warehouses" for "warehouse"); it
+        # matches the snippet as written (case-insensitively), so offsets are the snippet's
+        # own even where lower-casing would change a string's length.
+        self.words = (re.compile(r"\b(?:" + "|".join(map(re.escape, ordered)) + r")\w*",
+                                 re.IGNORECASE) if ordered else None)
 
     def __call__(self, text: str | None) -> str:
         """About `width` characters of `text` centred on the first query word in it, cut at
@@ -56,6 +63,13 @@ class Snippets:
         return _cut(flat, max(0, match.start() - self.width // 3), self.width)
 
 
+    def highlights(self, excerpt: str) -> list[list[int]]:
+        """`[start, end)` offsets into `excerpt` of each query word in it, in order."""
+        if self.words is None:
+            return []
+        return [[m.start(), m.end()] for m in self.words.finditer(excerpt)]
+
+
 def snippet(text: str | None, query: str, *, width: int = 240) -> str:
     """One snippet of `text` for `query` (see `Snippets`)."""
     return Snippets(query, width=width)(text)
@@ -64,14 +78,20 @@ def snippet(text: str | None, query: str, *, width: int = 240) -> str:
 def fill_snippets(items: Sequence[dict[str, Any]], texts: Mapping[str, str | None],
                   snippets: Snippets) -> list[dict[str, Any]]:
     """Copies of ranked items whose evidence without a snippet gets one from its part's text
-    (`texts` by part id; a part not in it gets an empty snippet). CPU work: run it in a
-    thread."""
+    (`texts` by part id; a part not in it gets an empty snippet), with its highlights. CPU
+    work: run it in a thread."""
     out = []
     for item in items:
-        evidence = [e if "snippet" in e else {**e, "snippet": snippets(texts.get(e["part_id"]))}
+        evidence = [e if "snippet" in e else _cut_for(e, texts, snippets)
                     for e in item.get("evidence") or []]
         out.append({**item, "evidence": evidence})
     return out
+
+
+def _cut_for(entry: dict[str, Any], texts: Mapping[str, str | None],
+             snippets: Snippets) -> dict[str, Any]:
+    excerpt = snippets(texts.get(entry["part_id"]))
+    return {**entry, "snippet": excerpt, "highlights": snippets.highlights(excerpt)}
 
 
 def missing_snippets(items: Sequence[dict[str, Any]]) -> list[str]:

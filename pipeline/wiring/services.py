@@ -20,6 +20,7 @@ from pipeline.domain.errors import Unavailable
 from pipeline.embedding.embedders import build_name_embedder, same_name_embedder
 from pipeline.graph.falkordb.reconnecting import ReconnectingGraphReader
 from pipeline.ingest.store.catalog import CachedCatalog
+from pipeline.lexical.facets import TantivyFacets
 from pipeline.lexical.postings_switch import NOT_MAINTAINED, postings_maintained_async
 from pipeline.lexical.searcher import TantivySearcher
 from pipeline.memory.store.read import PgMemoryReader
@@ -34,7 +35,9 @@ from pipeline.retrieval.graph.paths import PathConfig, PathFinder
 from pipeline.retrieval.graph.queries import GraphConfig, GraphQueries
 from pipeline.retrieval.ppr.snapshots import PprSnapshots, SnapshotConfig
 from pipeline.retrieval.ppr.stage import PprConfig, PprStage
+from pipeline.retrieval.rerank import rerank_stage
 from pipeline.retrieval.store.entities import PgEntityReader
+from pipeline.retrieval.store.matchset import PgMatchSet
 from pipeline.retrieval.store.mentions import PgMentionReader
 from pipeline.retrieval.store.objects import PgObjectReader
 from pipeline.retrieval.store.paths import PgPathGraph
@@ -110,6 +113,8 @@ class Services:
             await self.name_embedder_loader.close()
         if self.ppr_snapshots is not None:
             await self.ppr_snapshots.close()
+        if self.engine.reranker is not None:
+            self.engine.reranker.close()
         await self.result_sets.close()
         await self.pool.close()
         await self.graph_reader.aclose()
@@ -185,13 +190,18 @@ async def build_services(settings: Settings) -> Services:
     reader = PgObjectReader(pool)
     # the channels search fuses: a new channel is one more entry here
     channels = [*standard_channels(searcher, embed_query, embed_timeout=config.embed_timeout)]
+    match_sets = PgMatchSet(pool)
     if settings.lexical_engine == "tantivy":
-        channels = [*lexical_channels(settings, searcher),
+        index = TantivySearcher(settings.resolved_data_dir, settings.generation,
+                                searcher.query_lexemes)
+        channels = [*lexical_channels(index),
                     *(c for c in channels if c.name not in ("lexical", "trigram"))]
         config = replace(config, exact_channels=("lexical", "fuzzy"))
+        match_sets = PgMatchSet(pool, index=TantivyFacets(index))
     ppr = ppr_stage(settings, pool)
     engine = RetrievalEngine(searcher, reader, result_sets, catalog, embed_query, config,
-                             channels=channels, ppr=ppr)
+                             channels=channels, ppr=ppr, reranker=rerank_stage(settings.reranker),
+                             match_sets=match_sets)
     graph_reader = ReconnectingGraphReader(settings)
     graph = GraphQueries(graph_reader, reader=reader, pager=engine.pager, catalog=catalog,
                          embed_query=embed_query, fallback=engine.search,
@@ -211,9 +221,8 @@ async def build_services(settings: Settings) -> Services:
                     name_embedder_loader=names)
 
 
-def lexical_channels(settings: Settings, searcher: PgPartSearcher) -> list[Channel]:
+def lexical_channels(index: TantivySearcher) -> list[Channel]:
     """BM25 and near-spellings on the generation's Tantivy indexes (LEXICAL_ENGINE=tantivy);
-    queries are analysed by Postgres, as the indexed text was."""
-    index = TantivySearcher(settings.resolved_data_dir, settings.generation,
-                            searcher.query_lexemes)
+    queries are analysed by Postgres (`PgPartSearcher.query_lexemes`), as the indexed text
+    was."""
     return [LexicalChannel(index), FuzzyChannel(index)]

@@ -45,6 +45,7 @@ BASES: dict[tuple[str, str], dict[str, Any]] = {
     ("post", "/v1/memory/search"): {"query": "hello", "user_id": "u1"},
     ("post", "/v1/events"): {"events": [{"type": "brainstream.object.put",
                                          "data": {"kind": "company", "title": "plain"}}]},
+    ("post", "/v1/objects/delete"): {"source": "crm", "dry_run": True},
 }
 BAD = "a\x00b"
 

@@ -74,6 +74,23 @@ def test_publish_and_wait_applies_per_tenant(clients: dict[str, Client]) -> None
              what="the link gone from the graph")
 
 
+def test_delete_objects_counts_then_deletes_per_tenant(clients: dict[str, Client]) -> None:
+    a, b = clients["a"], clients["b"]
+    title = f"Gannet {uuid.uuid4().hex[:8]}"
+    mine, theirs = str(uuid.uuid4()), str(uuid.uuid4())
+    a.publish([put_object("company", id=mine, title=title)], wait=True)
+    b.publish([put_object("company", id=theirs, title=title)], wait=True)
+    counted = a.delete_objects(filters={"kind": "company", "title": title}, dry_run=True)
+    assert (counted.matched, [str(i) for i in counted.sample_ids], counted.event_id) == \
+        (1, [mine], None)
+    done = a.delete_objects(filters={"kind": "company", "title": title}, wait=True)
+    assert (done.status, done.matched) == ("applied", 1)
+    assert _gone(a, mine) and b.read(theirs).title == title
+    with pytest.raises(ApiError) as raised:
+        a.delete_objects()
+    assert (raised.value.status, raised.value.field) == (422, "source")
+
+
 def test_one_invalid_event_publishes_nothing(live_api: LiveApi,
                                              clients: dict[str, Client]) -> None:
     a = clients["a"]

@@ -19,10 +19,11 @@ from tests.mcp.mcputil import answer, http_client, stdio_params, tool_error
 EXPECTED_TOOLS = {
     "search", "find_exact", "find_objects", "find_links", "expand", "expand_many",
     "list_recipes", "run_recipe", "continue", "read", "children", "schema", "resolve", "paths",
-    "memory_get", "memory_search", "save_object", "delete_object", "save_link", "add_messages"}
+    "memory_get", "memory_search", "save_object", "delete_object", "delete_objects", "save_link",
+    "add_messages"}
 
 
-WRITE_TOOLS = {"save_object", "delete_object", "save_link", "add_messages"}
+WRITE_TOOLS = {"save_object", "delete_object", "delete_objects", "save_link", "add_messages"}
 
 
 @pytest.fixture(scope="module")
@@ -78,11 +79,14 @@ def test_http_forwards_each_callers_key(
             saved = answer(await _ask(client_a, "save_object", kind="company",
                                       title="Saltmarsh Turbines", wait=True))
             assert saved["status"] == "applied"
-            mine = answer(await _ask(client_a, "find_exact", query="Saltmarsh Turbines"))
+            mine = answer(await _ask(client_a, "find_exact", query="Saltmarsh Turbines",
+                                     facets=[{"field": "kind"}], sort={"field": "title"}))
             assert [o["id"] for o in mine["objects"]] == [saved["object_id"]]
+            assert mine["facets"]["kind"]["buckets"] == [{"value": "company", "count": 1}]
         async with http_client(mcp_http, b.headers) as client_b:
-            theirs = answer(await _ask(client_b, "find_exact", query="Saltmarsh Turbines"))
-            assert theirs["objects"] == []
+            theirs = answer(await _ask(client_b, "find_exact", query="Saltmarsh Turbines",
+                                       facets=[{"field": "kind"}]))
+            assert theirs["objects"] == [] and theirs["facets"]["kind"]["buckets"] == []
             missing = tool_error(await _ask(client_b, "read", object_id=saved["object_id"]))
             assert missing["status"] == 404
         # B's key naming A's namespace: refused, nothing saved there
@@ -112,6 +116,12 @@ def test_a_bad_argument_is_a_tool_error_naming_the_field(
             stage = tool_error(await _ask(client, "search", query="kilns",
                                           filters={"no_such_field": "x"}))
             assert stage["error"]["field"] == "filters.no_such_field"
+            # the ranking knobs reach the API: no reranker here, no channel "nope"
+            rerank = tool_error(await _ask(client, "search", query="kilns", rerank=True))
+            assert (rerank["status"], rerank["error"]["field"]) == (422, "rerank")
+            fusion = tool_error(await _ask(client, "search", query="kilns",
+                                           fusion={"weights": {"nope": 1}}))
+            assert fusion["error"]["field"] == "fusion.weights.nope"
             ranged = tool_error(await _ask(client, "search", query="kilns", where={
                 "and": [{"jsonpath": "$.industry", "gt": 3}]}))
             assert ranged["error"]["field"] == "where.and[0].gt"
@@ -184,5 +194,13 @@ def test_links_and_deletes_through_the_tools(
             won = answer(await _ask(client, "search", query="Larkspur",
                                     filters={"kind": "deal", "stage": "won"}))
             assert [o["id"] for o in won["objects"]] == [deal["object_id"]]
+            # a delete by filter: counted first, then one event
+            refit = {"kind": "deal", "title": "Larkspur refit"}
+            counted = answer(await _ask(client, "delete_objects", filters=refit, dry_run=True))
+            assert (counted["matched"], counted["sample_ids"]) == (1, [deal["object_id"]])
+            dropped = answer(await _ask(client, "delete_objects", filters=refit, wait=True))
+            assert (dropped["status"], dropped["matched"]) == ("applied", 1)
+            assert tool_error(await _ask(client, "read", object_id=deal["object_id"]))[
+                "status"] == 404
 
     asyncio.run(session())

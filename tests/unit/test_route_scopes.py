@@ -48,6 +48,7 @@ EXPECTED = {
     ("POST", "/v1/sessions/{session_id}/search"): "read",
     ("POST", "/v1/memory/search"): "read",
     ("POST", "/v1/events"): "write",
+    ("POST", "/v1/objects/delete"): "write",
     ("GET", "/v1/admin/status"): "operator",
     ("GET", "/v1/me"): "key",
 }

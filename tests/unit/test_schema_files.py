@@ -21,6 +21,7 @@ def test_expected_files_and_format() -> None:
         "link_put.schema.json",
         "message_metadata.schema.json", "messages_add.schema.json",
         "object_put.schema.json", "object_soft_delete.schema.json",
+        "objects_soft_delete.schema.json",
         "session_delete.schema.json", "session_put.schema.json", "summary_put.schema.json",
     ]
     for text in files.values():
@@ -35,7 +36,7 @@ def test_expected_files_and_format() -> None:
         "brainstream.link.put", "brainstream.link.delete",
         "brainstream.session.put", "brainstream.session.delete", "brainstream.messages.add",
         "brainstream.message.metadata", "brainstream.summary.put",
-        "brainstream.entity.decision",
+        "brainstream.entity.decision", "brainstream.objects.soft_delete",
     }
 
 

@@ -40,17 +40,55 @@ class FiltersBody(Body):
     updated_before: datetime | None = None
 
 
+class PprFusionBody(Body):
+    """PPR's knobs for one search (modes ppr and auto); None: the wired value."""
+
+    damping: float | None = None
+    list_weight: float | None = None
+    passage_seed_weight: float | None = None
+    rrf_k: int | None = None
+
+
+class FusionBody(Body):
+    """A search's own fusion, e.g. `FusionBody(weights={"dense": 2}, rrf_k=30)`; None: the
+    wired value. An unknown channel or a value out of bounds is an `ApiError` naming it."""
+
+    weights: dict[str, float] | None = None
+    rrf_k: int | None = None
+    ppr: PprFusionBody | None = None
+class FacetBody(Body):
+    """One facet: `field` (`kind`, `created_at`, `updated_at` or `$.<property>`), `size`
+    (values or buckets returned), `interval` (a number, or day|week|month|year)."""
+
+    field: str
+    size: int = 10
+    interval: float | str | None = None
+
+
+class SortBody(Body):
+    """`field`: relevance, updated_at, created_at, title, position or `$.<property>`;
+    `order`: asc | desc (default desc for relevance and the times, asc otherwise)."""
+
+    field: str = "relevance"
+    order: Literal["asc", "desc"] | None = None
+
+
 class FindExactBody(Body):
     query: str
     filters: FiltersBody | None = None
     limit: int = 10
     scope_ids: list[UUID] | None = None
+    strict: bool = False
+    facets: list[FacetBody] | None = None
+    sort: SortBody | None = None
     where: dict[str, Any] | None = None
 
 
 class SearchBody(FindExactBody):
     mode: SearchMode = "hybrid"
     explain: bool = False
+    rerank: bool | None = None
+    fusion: FusionBody | None = None
 
 
 class ContinueBody(Body):
@@ -65,6 +103,7 @@ class EvidenceOut(Answer):
     score: float
     position: int | None
     properties: dict[str, Any]
+    highlights: list[tuple[int, int]] = Field(default_factory=list)
 
 
 class RelationOut(Answer):
@@ -109,6 +148,7 @@ class PageOut(Answer):
     mode: str | None = None
     truncated: bool = False
     explain: dict[str, Any] | None = None
+    facets: dict[str, Any] | None = None
 
 
 class MentionOut(Answer):

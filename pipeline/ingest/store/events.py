@@ -23,8 +23,9 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from pipeline.domain.kinds import KindCatalog
-from pipeline.domain.write_model import DeferredRow, LinkHead, ObjectHead, ObjectWrite
+from pipeline.domain.write_model import DeferredRow, LinkHead, ObjectHead, ObjectWrite, Selection
 from pipeline.entities.store import decisions
+from pipeline.ingest.store import deletes
 from pipeline.ingest.store.catalog import read_catalog
 from pipeline.ingest.store.objects import OBJECT_COLUMNS, UPSERT_OBJECTS
 from pipeline.memory.store.writes import PgMemoryWriter
@@ -306,6 +307,12 @@ class PgEventStore:
             " FROM objects o WHERE o.id = %s AND p.parent_id = o.id AND p.deleted_at IS NULL",
             (object_id,),
         )
+
+    def soft_delete_matching(self, namespace: uuid.UUID, selection: Selection, *, limit: int,
+                             event_id: str) -> list[uuid.UUID]:
+        """Hide the first `limit` matching objects and their parts (ingest/store/deletes.py)."""
+        return deletes.soft_delete_matching(self.conn, namespace, selection, limit=limit,
+                                            event_id=event_id)
 
     def revive_parts(self, parent_id: uuid.UUID, deleted_at: datetime) -> None:
         """Bring back the parts hidden together with their parent."""

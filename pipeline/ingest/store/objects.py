@@ -13,18 +13,20 @@ from pipeline.postgres.timing import EVENT_TIME
 UPSERT_OBJECTS = f"""
 INSERT INTO objects (id, namespace_id, kind, title, summary, properties, content, content_type,
                      parent_id, position, chunked, context_title, index_text_hash,
-                     source_version, event_id, created_at, updated_at)
+                     source_version, event_id, source, created_at, updated_at)
 SELECT r.id, r.namespace_id, r.kind, r.title, r.summary, r.properties, r.content,
        r.content_type, r.parent_id, r.position, r.chunked, r.context_title, r.index_text_hash,
-       r.source_version, r.event_id, coalesce(r.at, {EVENT_TIME}), coalesce(r.at, {EVENT_TIME})
+       r.source_version, r.event_id, r.source, coalesce(r.at, {EVENT_TIME}),
+       coalesce(r.at, {EVENT_TIME})
 FROM unnest(%(id)s::uuid[], %(namespace_id)s::uuid[], %(kind)s::text[], %(title)s::text[],
             %(summary)s::text[], %(properties)s::jsonb[], %(content)s::text[],
             %(content_type)s::text[], %(parent_id)s::uuid[], %(position)s::integer[],
             %(chunked)s::boolean[], %(context_title)s::text[], %(index_text_hash)s::text[],
-            %(source_version)s::bigint[], %(event_id)s::text[], %(at)s::timestamptz[])
+            %(source_version)s::bigint[], %(event_id)s::text[], %(source)s::text[],
+            %(at)s::timestamptz[])
      WITH ORDINALITY AS r(id, namespace_id, kind, title, summary, properties, content,
                           content_type, parent_id, position, chunked, context_title,
-                          index_text_hash, source_version, event_id, at, n)
+                          index_text_hash, source_version, event_id, source, at, n)
 ORDER BY r.n
 ON CONFLICT (id) DO UPDATE SET
     kind = EXCLUDED.kind, title = EXCLUDED.title, summary = EXCLUDED.summary,
@@ -37,6 +39,7 @@ ON CONFLICT (id) DO UPDATE SET
     index_text_hash = EXCLUDED.index_text_hash,
     source_version = coalesce(EXCLUDED.source_version, objects.source_version),
     event_id = EXCLUDED.event_id,
+    source = EXCLUDED.source,
     updated_at = EXCLUDED.updated_at,
     deleted_at = NULL
 -- a row of another namespace is never taken over: it is left as it is and its id not returned
@@ -46,4 +49,4 @@ RETURNING id
 
 OBJECT_COLUMNS = ("id", "namespace_id", "kind", "title", "summary", "properties", "content",
                    "content_type", "parent_id", "position", "chunked", "context_title",
-                   "index_text_hash", "source_version", "event_id", "at")
+                   "index_text_hash", "source_version", "event_id", "source", "at")

@@ -162,11 +162,12 @@ class PprStage:
         return SeedPlan(tuple(seeds.values()), tuple(hubs.values()), hub_limit)
 
     async def rank(self, namespace: uuid.UUID, plan: SeedPlan, filters: Filters,
-                   scope_ids: Sequence[uuid.UUID], first_rows: Sequence[RowRef] = ()
-                   ) -> PprResult:
+                   scope_ids: Sequence[uuid.UUID], first_rows: Sequence[RowRef] = (), *,
+                   config: PprConfig | None = None) -> PprResult:
         """PPR from the plan's seeds (and `first_rows`, the first stage's best rows, as weak
-        seeds when configured), rows promoted to objects the filters and scope allow."""
-        cfg = self.config
+        seeds when configured), rows promoted to objects the filters and scope allow;
+        `config` replaces the stage's own for this walk (a request's `fusion.ppr`)."""
+        cfg = config or self.config
         total = sum(s.weight for s in plan.seeds)
         entities = [(s.entity.id, s.weight / total) for s in plan.seeds]
         weak = list(first_rows[: cfg.passage_seeds]) if cfg.passage_seed_weight > 0 else []
@@ -186,15 +187,14 @@ class PprStage:
                                     plan.hub_limit, hubs)
         if not walked.seeds:
             return PprResult([], [], hubs=list(plan.hubs))
-        result = await self._ranked(namespace, walked, filters, scope_ids)
+        result = await self._ranked(namespace, walked, filters, scope_ids, cfg)
         result.source, result.snapshot_age = ("sql" if view is None else "snapshot"), age
         return result
 
     async def _ranked(self, namespace: uuid.UUID, walked: Walked, filters: Filters,
-                      scope_ids: Sequence[uuid.UUID]) -> PprResult:
+                      scope_ids: Sequence[uuid.UUID], cfg: PprConfig) -> PprResult:
         """Power iteration over the walked subgraph; rows promoted to objects by array
         operations."""
-        cfg = self.config
         matrix = transition_arrays(walked.n, walked.u, walked.v, walked.w)
         rank_key: Callable[[Vector], Vector] | None = None
         if cfg.degree_normalised:

@@ -1,0 +1,149 @@
+"""Facets and sorting against plain search, in the same run, on SciFact-derived documents.
+
+Loads `--parts` parts (default 100k) the way `bench.query` does (`data.py`: synthetic documents
+chunked and embedded with the static embedder, COPY), gives every document three properties
+(`color`: 12 values, `price`: 0..1000, `published`: a date over three years; set with the
+triggers off, as if written so), builds the Tantivy index with the real writer, and asks the
+engine as the API wires it (LEXICAL_ENGINE from the environment, tantivy by default), one call
+at a time, the three requests interleaved claim by claim:
+
+- `search` (the baseline), limit 10;
+- the same with facets on two properties (`$.color` terms, `$.price` buckets of 100);
+- the same sorted by a property (`$.price` desc: the match set's first 1,000 in that order).
+
+Targets: each p95 within 2x the plain search p95 of the same run.
+
+Usage: python -m bench.query.facets [--parts 100000] [--requests 100] [--reuse]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+
+import psycopg
+
+from bench.harness.inprocess import bench_settings, bench_stack, md_table
+from bench.harness.runenv import (
+    add_reuse_and_out,
+    bench_parser,
+    emit_report,
+    load_average,
+    log,
+    quiet_logging,
+)
+from bench.harness.timing import Timing, run_concurrent
+from bench.query.data import (
+    NAMESPACE,
+    SEED,
+    existing_parents,
+    load_rows,
+    load_source,
+    make_docs,
+    object_rows,
+    part_count,
+)
+from pipeline.domain.read_model import FacetSpec, SearchQuery, SortSpec
+from pipeline.embedding.embedders.static import StaticEmbedder
+from pipeline.lexical.writer import LexicalWriter
+from pipeline.ops.lexical import rebuild_stale_lexical
+from pipeline.postgres.pool import make_pool
+from pipeline.settings import Settings
+from pipeline.wiring import build_services
+
+TARGET = 2.0  # each p95 within 2x the plain search p95
+FACETS = (FacetSpec("$.color"), FacetSpec("$.price", interval=100))
+SORT = SortSpec("$.price", "desc")
+_PROPERTIES = (
+    "UPDATE objects SET properties = jsonb_build_object("
+    " 'color', (ARRAY['red','orange','yellow','green','blue','indigo','violet','black',"
+    "'white','grey','brown','pink'])[1 + abs(hashtext(id::text)) %% 12],"
+    " 'price', (abs(hashtext(id::text || 'p')) %% 100000) / 100.0,"
+    " 'published', to_char(date '2021-01-01' + abs(hashtext(id::text || 'd')) %% 1100,"
+    " 'YYYY-MM-DD'))"
+    " WHERE namespace_id = %s AND parent_id IS NULL")
+
+
+def load(settings: Settings, parts: int) -> None:
+    """Documents until the namespace holds `parts` parts, their properties and the index (an
+    index of an older schema rebuilt, as `brainstream migrate` does)."""
+    if part_count(settings) >= parts:
+        if rebuild_stale_lexical(settings):
+            log("rebuilt the Tantivy index (older schema)")
+        return
+    source = load_source()
+    rng = random.Random(SEED)
+    docs = make_docs(source, len(existing_parents(settings)), parts - part_count(settings), rng)
+    log(f"loading {len(docs)} documents ...")
+    load_rows(settings, object_rows(docs, StaticEmbedder(), settings), [],
+              [d.id for d in docs])
+    with psycopg.connect(settings.effective_postgres_dsn, autocommit=True) as conn:
+        conn.execute("ALTER TABLE objects DISABLE TRIGGER USER")
+        try:
+            conn.execute(_PROPERTIES, (NAMESPACE,))
+        finally:
+            conn.execute("ALTER TABLE objects ENABLE TRIGGER USER")
+        conn.execute("VACUUM (ANALYZE) objects")
+    log("building the Tantivy index ...")
+    pool = make_pool(settings, max_size=2, name="bench-facets")
+    try:
+        LexicalWriter(settings, pool).rebuild([NAMESPACE])
+    finally:
+        pool.close()
+
+
+async def measure(settings: Settings, claims: list[str]) -> dict[str, Timing]:
+    """The three requests, interleaved claim by claim at concurrency 1."""
+    services = await build_services(settings)
+    calls: dict[str, Callable[[str], Awaitable[object]]] = {
+        "search": lambda q: services.engine.search(NAMESPACE, SearchQuery(q, limit=10)),
+        "search + facets on 2 properties": lambda q: services.engine.search(
+            NAMESPACE, SearchQuery(q, limit=10, facets=FACETS)),
+        "search sorted by a property": lambda q: services.engine.search(
+            NAMESPACE, SearchQuery(q, limit=10, sort=SORT)),
+    }
+    latencies: dict[str, list[float]] = {name: [] for name in calls}
+    try:
+        for call in calls.values():  # warm-up: caches, index readers, plans
+            await run_concurrent("warm-up", call, claims[-20:], 1)
+        for claim in claims[:-20]:
+            for name, call in calls.items():
+                timing = await run_concurrent(name, call, [claim], 1)
+                latencies[name] += timing.latencies
+        page = await services.engine.search(NAMESPACE, SearchQuery(claims[0], facets=FACETS))
+        log(f"facets of {claims[0]!r}: {page.facets}")
+    finally:
+        await services.close()
+    return {name: Timing(name, 1, tuple(values), sum(values))
+            for name, values in latencies.items()}
+
+
+def main() -> None:
+    parser = bench_parser(__doc__, "python -m bench.query.facets")
+    parser.add_argument("--parts", type=int, default=100_000)
+    parser.add_argument("--requests", type=int, default=100)
+    parser.add_argument("--port-offset", type=int, default=1300)
+    add_reuse_and_out(parser, "keep the loaded stack from an earlier run")
+    args = parser.parse_args()
+    quiet_logging()
+    settings = bench_settings("facets", args.port_offset, "static")
+    with bench_stack(settings, fresh=not args.reuse):
+        load(settings, args.parts)
+        claims = load_source().claims[: args.requests + 20]
+        timings = asyncio.run(measure(settings, claims))
+    base = timings["search"].ms(95)
+    rows = []
+    for name, timing in timings.items():
+        ratio = timing.ms(95) / base
+        verdict = "-" if name == "search" else ("PASS" if ratio <= TARGET else "FAIL")
+        rows.append([f"{name}, {args.parts:,} parts", "<= 2x search" if verdict != "-" else "-",
+                     f"{timing.ms(50):.1f} / {timing.ms(95):.1f} ms", f"{ratio:.2f}x",
+                     verdict])
+    emit_report(f"load average after: {load_average()}\n\n"
+                + md_table(["figure", "target", "p50 / p95", "ratio", "result"], rows),
+                args.out)
+
+
+if __name__ == "__main__":
+    main()
