@@ -41,6 +41,15 @@ RelationType = Annotated[str, StringConstraints(pattern=RELATION_TYPE_PATTERN)]
 ScalarValue = Text | int | Number | bool
 
 
+WHERE_DESCRIPTION = (
+    "conditions on the properties of the promoted object (a part is judged by its parent),"
+    " applied inside every channel: leaves {\"jsonpath\": \"$.price\", \"gte\": 10} with one"
+    " of eq, ne, gt, gte, lt, lte, in (a list), exists (true/false); combined by"
+    " {\"and\": [...]}, {\"or\": [...]}, {\"not\": {...}}; at most 4 deep and 20 leaves."
+    " Numbers compare as numbers, ISO-8601 date-times as instants (date-only is midnight UTC),"
+    " strings by code point; a list matches when one element does")
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -153,6 +162,7 @@ class FindExactBody(_Strict):
     sort: SortBody | None = Field(default=None, description=(
         "order the match set's first 1,000 objects by a field instead of relevance (ties by"
         " relevance, then id); `continue` pages through that order"))
+    where: dict[str, Any] | None = Field(default=None, description=WHERE_DESCRIPTION)
 
 
 class SearchBody(FindExactBody):
@@ -182,6 +192,7 @@ class FindObjectsBody(_Strict):
     include_entities: bool = Field(default=False, description=(
         "also answer the extracted entities named like the query (`entities`), at most "
         "`limit`; kinds and filters do not apply to them"))
+    where: dict[str, Any] | None = Field(default=None, description=WHERE_DESCRIPTION)
 
 
 class FindLinksBody(_Strict):

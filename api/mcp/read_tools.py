@@ -41,11 +41,19 @@ def body(**values: Any) -> Json:
     return {k: v for k, v in values.items() if v is not None}
 
 
+WHERE_DOC = (
+    'Conditions on properties, beside filters: {"jsonpath": "$.price", "gte": 10} with one of '
+    "eq, ne, gt, gte, lt, lte, in (a list), exists (true/false), combined by "
+    '{"and": [...]}, {"or": [...]}, {"not": {...}} (4 deep, 20 leaves). Numbers compare as '
+    "numbers, ISO-8601 dates as instants, strings by code point; the field must be filterable.")
+
+
 def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None) -> None:
     """Add the read tools to `server`; `schema` (the live /v1/schema, or None) describes the
     filters."""
     filters_doc = filters_text(schema)
     Filters = Annotated[Json | None, Field(description=filters_doc)]
+    Where = Annotated[Json | None, Field(description=WHERE_DOC)]
 
     async def search(ctx: Context, query: Query, mode: Annotated[str | None, Field(
             description='"hybrid" (default), "ppr" (multi-hop over entities) or "auto"')] = None,
@@ -63,29 +71,30 @@ def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None)
                 description='this search\'s fusion knobs, e.g. {"weights": {"lexical": 2, '
                             '"dense": 0.5}, "rrf_k": 30, "ppr": {"damping": 0.6}} (weights '
                             '0-10 by channel name; unset: the wired values)')] = None,
-            facets: Facets = None, sort: Sort = None) -> Json:
+            facets: Facets = None, sort: Sort = None, where: Where = None) -> Json:
         result: Json = await api.call(ctx, "POST", "/v1/search", body=body(
             query=query, mode=mode, filters=filters, limit=limit, scope_ids=scope_ids,
             explain=explain, rerank=rerank, strict=strict, fusion=fusion, facets=facets,
-            sort=sort))
+            sort=sort, where=where))
         return result
 
     async def find_exact(ctx: Context, query: Query, filters: Filters = None,
                          limit: Limit = None, scope_ids: Ids | None = None,
                          strict: Strict = None, facets: Facets = None,
-                         sort: Sort = None) -> Json:
+                         sort: Sort = None, where: Where = None) -> Json:
         result: Json = await api.call(ctx, "POST", "/v1/find_exact", body=body(
             query=query, filters=filters, limit=limit, scope_ids=scope_ids, strict=strict,
-            facets=facets, sort=sort))
+            facets=facets, sort=sort, where=where))
         return result
 
     async def find_objects(ctx: Context, query: Query, kinds: Annotated[list[str] | None, Field(
             description="only these kinds")] = None, filters: Filters = None,
             limit: Limit = None, include_entities: Annotated[bool | None, Field(
-                description="also the entities named like the query")] = None) -> Json:
+                description="also the entities named like the query")] = None,
+            where: Where = None) -> Json:
         result: Json = await api.call(ctx, "POST", "/v1/find_objects", body=body(
             query=query, kinds=kinds, filters=filters, limit=limit,
-            include_entities=include_entities))
+            include_entities=include_entities, where=where))
         return result
 
     async def find_links(ctx: Context, relation_type: Annotated[str, Field(

@@ -22,6 +22,7 @@ from api.schemas import (
     RecipeRunBody,
 )
 from pipeline.domain.read_model import ExpandQuery, Filters
+from pipeline.retrieval.requests import with_where
 from pipeline.retrieval.store.recipes import Recipe
 
 router = APIRouter(tags=["graph"], responses=ERRORS)
@@ -33,7 +34,7 @@ async def find_objects(body: FindObjectsBody, ns: ReadNs, svc: Svc) -> FindObjec
     """Entity search in the graph (text + vector, RRF), hydrated under the namespace; with
     `include_entities`, also the extracted entities named like the query (`entities`: exact
     normalised name, alias, or trigram-near)."""
-    filters = body.filters.to_filters() if body.filters else Filters()
+    filters = with_where(body.filters.to_filters() if body.filters else Filters(), body.where)
     found = page(await svc.graph.find_objects(ns, body.query, body.kinds or [], filters,
                                               body.limit), "find_objects")
     entities = (await svc.entities.find(ns, body.query, body.limit)

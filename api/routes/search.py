@@ -12,6 +12,7 @@ from api.errors import ERRORS
 from api.routes import PAGE_LINKS, page
 from api.schemas import ContinueBody, FindExactBody, PageOut, SearchBody
 from pipeline.domain.read_model import Filters, SearchQuery
+from pipeline.retrieval.requests import with_where
 
 router = APIRouter(tags=["search"], responses=ERRORS)
 
@@ -40,8 +41,8 @@ async def continue_(body: ContinueBody, ns: ReadNs, svc: Svc) -> PageOut:
 
 
 def _search_query(body: FindExactBody) -> SearchQuery:
-    return SearchQuery(query=body.query,
-                       filters=body.filters.to_filters() if body.filters else Filters(),
+    filters = body.filters.to_filters() if body.filters else Filters()
+    return SearchQuery(query=body.query, filters=with_where(filters, body.where),
                        limit=body.limit, scope_ids=tuple(body.scope_ids or ()),
                        strict=body.strict,
                        facets=tuple(f.to_spec() for f in body.facets or ()),

@@ -83,6 +83,9 @@ _sleep = time.sleep
 T = TypeVar("T")
 Id = UUID | str
 Filters = FiltersBody | Mapping[str, Any] | None
+# a `where` condition tree: {"and": [...]}, {"or": [...]}, {"not": {...}} over leaves
+# {"jsonpath": "$.price", "gte": 10}
+Where = Mapping[str, Any] | None
 Scope = Literal["messages", "summary", "both"]
 
 
@@ -158,26 +161,28 @@ class Client:
                strict: bool = False,
                fusion: FusionBody | Mapping[str, Any] | None = None,
                facets: Sequence[FacetBody | Mapping[str, Any]] | None = None,
-               sort: SortBody | Mapping[str, Any] | None = None) -> PageOut:
+               sort: SortBody | Mapping[str, Any] | None = None,
+               where: Where = None) -> PageOut:
         """Hybrid search over parts, promoted to their objects with evidence; `rerank`
         (None: on when the server has a reranker), `strict` (an `ApiError` 503
         `degraded_answer` instead of a degraded answer), `fusion` (weights, RRF k, PPR);
         `facets` count the match set's objects per value (`PageOut.facets`, first page),
-        `sort` orders it."""
+        `sort` orders it; `where`: conditions on properties (ranges, exists, not, and/or)."""
         return self._call(ops.SEARCH, body=SearchBody.model_validate(dict(
             query=query, filters=filters, limit=limit, mode=mode, explain=explain,
             scope_ids=scope_ids, rerank=rerank, strict=strict, fusion=fusion, facets=facets,
-            sort=sort)))
+            sort=sort, where=where)))
 
     def find_exact(self, query: str, *, filters: Filters = None, limit: int = 10,
                    scope_ids: Sequence[Id] | None = None, strict: bool = False,
                    facets: Sequence[FacetBody | Mapping[str, Any]] | None = None,
-                   sort: SortBody | Mapping[str, Any] | None = None) -> PageOut:
+                   sort: SortBody | Mapping[str, Any] | None = None,
+               where: Where = None) -> PageOut:
         """Equality first (id, title, property value, quoted phrase), then lexical;
-        `facets` and `sort` as in `search`."""
+        `facets`, `sort` and `where` as in `search`."""
         return self._call(ops.FIND_EXACT, body=FindExactBody.model_validate(dict(
             query=query, filters=filters, limit=limit, scope_ids=scope_ids, strict=strict,
-            facets=facets, sort=sort)))
+            facets=facets, sort=sort, where=where)))
 
     def continue_(self, result_set_id: str, *, limit: int = 10) -> PageOut:
         """The next page of a result set (`iter_pages` and `iter_objects` call it)."""
@@ -187,12 +192,12 @@ class Client:
     # graph
     def find_objects(self, query: str, *, kinds: Sequence[str] | None = None,
                      filters: Filters = None, limit: int = 10,
-                     include_entities: bool = False) -> FindObjectsOut:
+                     include_entities: bool = False, where: Where = None) -> FindObjectsOut:
         """Objects found in the graph by text and vector; with `include_entities`, the
         entities named like the query too."""
         return self._call(ops.FIND_OBJECTS, body=FindObjectsBody.model_validate(dict(
             query=query, kinds=kinds, filters=filters, limit=limit,
-            include_entities=include_entities)))
+            include_entities=include_entities, where=where)))
 
     def find_links(self, relation_type: str, query: str, *, limit: int = 10) -> PageOut:
         """Links of one relation type whose note matches; each hit is the target object."""

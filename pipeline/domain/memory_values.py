@@ -9,8 +9,10 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal
 from uuid import UUID
+
+from pipeline.domain.conditions import Condition
 
 MESSAGE = "message"
 SUMMARY = "summary"
@@ -114,26 +116,6 @@ class ClaimedSummary:
     summary_uuid: uuid.UUID
     content: str
     lease: datetime
-
-
-@dataclass(frozen=True)
-class PathCondition:
-    """One `where` leaf: a JSONPath expression and its variables; `negate` for `exists: false`."""
-
-    jsonpath: str
-    variables: dict[str, Any]
-    negate: bool = False
-
-
-@dataclass(frozen=True)
-class Group:
-    """`and` (all) or `or` (any) of its members."""
-
-    op: str
-    members: tuple[Condition, ...]
-
-
-Condition: TypeAlias = PathCondition | Group
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from pipeline.domain.conditions import Condition
+
 Scalar = str | int | float | bool
 Direction = Literal["out", "in", "both"]
 # How `search` ranks: the hybrid channels alone, fused with PPR over the entity layer, or PPR
@@ -24,7 +26,8 @@ MAX_HOPS = 4
 class Filters:
     """Validated filters (API shape: `{kind?, title?, created_after?, ..., <property>: v|[v]}`).
 
-    `properties` maps a property name to the accepted values (one value = eq, several = in).
+    `properties` maps a property name to the accepted values (one value = eq, several = in);
+    `where` is the structured condition on properties (ranges, exists, not, and/or).
     Filters apply to the promoted object (a part is judged by its parent).
     """
 
@@ -35,6 +38,8 @@ class Filters:
     updated_after: datetime | None = None
     updated_before: datetime | None = None
     properties: tuple[tuple[str, tuple[Scalar, ...]], ...] = ()
+    # the request's `where` (pipeline/domain/conditions.py), on the promoted object's properties
+    where: Condition | None = None
 
     @property
     def empty(self) -> bool:

@@ -36,6 +36,8 @@ from typing import Any
 
 import tantivy
 
+from pipeline.domain.conditions import instant
+
 # field names
 ROW_ID = "row_id"  # the searchable row (part, or object without parts): scope and deletes
 ROOT_ID = "root_id"  # its promoted object: re-sync deletes by it, scope matches it
@@ -177,6 +179,24 @@ def tokens(positions: Mapping[str, Sequence[int]]) -> list[tantivy.Token]:
     return [tantivy.Token(lexeme, pos, 0, 0) for pos, lexeme in out]
 
 
+def json_properties(properties: Mapping[str, Any]) -> dict[str, Any]:
+    """The properties as the index holds them: an instant-shaped string (ISO-8601 date or
+    date-time, `pipeline/domain/conditions.py`) as RFC 3339 UTC, which Tantivy indexes as a
+    date, so a date-only value and one with an offset compare as the instants they are."""
+    return {k: _json_value(v) for k, v in properties.items()}
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _json_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_value(v) for v in value]
+    moment = instant(value)
+    if moment is None:
+        return value
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def to_documents(rows: Sequence[RowDocument]) -> list[tantivy.Document]:
     """The documents of whole objects' rows (every row of each root among `rows`): the first
     row of each root leads it, holding the lexemes of all of them."""
@@ -205,7 +225,7 @@ def to_document(row: RowDocument, lead: set[str] | None = None) -> tantivy.Docum
     doc.add_integer(CREATED, micros(row.created_at))
     doc.add_integer(UPDATED, micros(row.updated_at))
     if row.properties:
-        doc.add_json(PROPERTIES, dict(row.properties))
+        doc.add_json(PROPERTIES, json_properties(row.properties))
     doc.add_pre_tokenized_text(TEXT, tantivy.PreTokenizedString("", tokens(row.positions)))
     doc.add_text(BODY, row.body)
     doc.add_unsigned(LEAD, 0 if lead is None else 1)

@@ -10,14 +10,17 @@ search ranks by BM25 alone, like the SQL one.
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from collections.abc import Sequence
 
 import tantivy
 
+from pipeline.domain.conditions import instant
 from pipeline.domain.errors import InvalidFilter
 from pipeline.domain.kinds import is_valid_property_key
-from pipeline.domain.read_model import Filters
+from pipeline.domain.read_model import Filters, Scalar
+from pipeline.lexical.conditions import condition_query
 from pipeline.lexical.documents import (
     CREATED,
     KIND,
@@ -45,6 +48,12 @@ def _range(field: str, lower: int | None, upper: int | None) -> tantivy.Query:
                                      include_lower=True, include_upper=upper is None)
 
 
+def _term_value(value: Scalar) -> Scalar | dt.datetime:
+    # the index holds instant-shaped strings as dates (documents.json_properties)
+    moment = instant(value)
+    return moment if moment is not None else value
+
+
 def filter_clauses(filters: Filters, scope_ids: Sequence[uuid.UUID]) -> list[tantivy.Query]:
     """One query per condition (all must match); [] without filters or scope."""
     clauses: list[tantivy.Query] = []
@@ -66,7 +75,10 @@ def filter_clauses(filters: Filters, scope_ids: Sequence[uuid.UUID]) -> list[tan
             continue
         path = f"{PROPERTIES}.{name}"
         clauses.append(tantivy.Query.boolean_query(
-            [(tantivy.Occur.Should, tantivy.Query.term_query(SCHEMA, path, v)) for v in values]))
+            [(tantivy.Occur.Should, tantivy.Query.term_query(SCHEMA, path, _term_value(v)))
+             for v in values]))
+    if filters.where is not None:
+        clauses.append(condition_query(filters.where))
     if scope_ids:
         ids = [str(i) for i in scope_ids]
         clauses.append(tantivy.Query.boolean_query([

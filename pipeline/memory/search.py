@@ -21,12 +21,12 @@ from typing import Any
 
 import numpy as np
 
+from pipeline.domain.conditions import MEMORY, parse_conditions
 from pipeline.domain.errors import InvalidInput, Unavailable
 from pipeline.domain.memory_values import MESSAGE, SUMMARY, MemoryRow, MemoryScope
 from pipeline.domain.read_model import Hit
 from pipeline.memory.mmr import mmr
 from pipeline.memory.ports import MemorySearcher
-from pipeline.memory.where import parse_where
 from pipeline.ports import QueryEmbedder
 from pipeline.retrieval.fusion import rrf
 
@@ -93,8 +93,8 @@ class MemorySearch:
                      query: MemoryQuery) -> MemoryAnswer:
         """Search `sessions` (row id -> session_id, already resolved under `namespace`)."""
         self._check(query)
-        scope = MemoryScope(tuple(sessions), where=parse_where(
-            query.where, max_conditions=self.limits.max_conditions)
+        scope = MemoryScope(tuple(sessions), where=parse_conditions(
+            query.where, max_leaves=self.limits.max_conditions, grammar=MEMORY)
             if query.where is not None else None, since=query.since, until=query.until)
         k = max(self.limits.candidates, query.limit)
         degraded: str | None = None

@@ -8,8 +8,19 @@ before any store is asked, so a bad request fails the same way whichever endpoin
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
+from pipeline.domain.conditions import (
+    OPERATORS,
+    RANGE_OPERATORS,
+    SEARCH,
+    Condition,
+    Leaf,
+    leaves,
+    parse_conditions,
+    value_type,
+)
 from pipeline.domain.errors import (
     InvalidFilter,
     InvalidInput,
@@ -18,7 +29,7 @@ from pipeline.domain.errors import (
     TooManyFilters,
     TooManyTerms,
 )
-from pipeline.domain.kinds import KindCatalog, is_valid_property_key
+from pipeline.domain.kinds import KindCatalog, KindSpec, is_valid_property_key
 from pipeline.domain.read_model import Filters
 
 MAX_LIMIT = 100
@@ -33,6 +44,12 @@ MAX_CHILDREN_OFFSET = 1_000_000
 # filter a condition on each candidate row.
 MAX_QUERY_TERMS = 128
 MAX_FILTERS = 16
+# The most leaves in one `where`: each is a jsonpath test on every candidate row (SQL) or a
+# posting/fast-field scan (Tantivy); memory search allows as many.
+MAX_WHERE_LEAVES = 20
+# Which value types a `where` leaf may compare with a declared field of each type.
+_ACCEPTS = {"number": {"number"}, "datetime": {"datetime"}, "boolean": {"boolean"},
+            "string": {"string", "datetime"}}
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -42,7 +59,13 @@ FILTER_USAGE = (
     "updated_after, updated_before (ISO-8601), and any filterable field below as "
     "\"<field>\": value (eq) or \"<field>\": [values] (in, where the field allows it). "
     "A part is filtered by its parent. An empty catalog means open mode: any property "
-    "may be filtered with eq/in."
+    "may be filtered with eq/in. "
+    "Beside filters, {\"where\": {...}} takes conditions on properties: leaves "
+    "{\"jsonpath\": \"$.price\", \"gte\": 10} with one of eq, ne, gt, gte, lt, lte, in "
+    "(a list), exists (true/false), combined by {\"and\": [...]}, {\"or\": [...]}, "
+    "{\"not\": {...}} (4 deep, 20 leaves). Every filterable field takes every operator; "
+    "ranges need a number, datetime or string field and a value of its type (datetimes as "
+    "ISO-8601, compared as instants; date-only is midnight UTC)."
 )
 ENDPOINTS_WITH_FILTERS = ("search", "find_exact", "find_objects")
 
@@ -103,6 +126,58 @@ def check_filters(catalog: KindCatalog, filters: Filters, *,
         unknown = [k for k in filters.kinds if catalog.get(k) is None]
         if unknown:
             raise InvalidFilter(f"unknown kind {unknown[0]!r}", field="kind")
+    if filters.where is not None:
+        check_where(catalog, filters.kinds, filters.where)
+
+
+def parse_where(where: object) -> Condition:
+    """A request's `where` checked and bounded (InvalidInput naming the field)."""
+    return parse_conditions(where, max_leaves=MAX_WHERE_LEAVES, grammar=SEARCH)
+
+
+def with_where(filters: Filters, where: object | None) -> Filters:
+    """`filters` carrying the request's `where` (parsed; None leaves them as they are)."""
+    return filters if where is None else replace(filters, where=parse_where(where))
+
+
+def check_where(catalog: KindCatalog, kinds: tuple[str, ...], where: Condition) -> None:
+    """Each leaf of `where` must name a field declared filterable for one of `kinds` (all kinds
+    when none), with an operator its type allows and values of its type; anything goes in
+    open mode. A declared field is a scalar or a list of scalars, so paths are one key deep."""
+    if catalog.is_open:
+        return
+    specs = [s for s in (catalog.get(k) for k in kinds) if s is not None] if kinds \
+        else catalog.specs
+    for leaf, field in leaves(where):
+        _check_leaf(leaf, field, specs, kinds)
+
+
+def _check_leaf(leaf: Leaf, field: str, specs: list[KindSpec],
+                kinds: tuple[str, ...]) -> None:
+    scope = "kinds " + ", ".join(kinds) if kinds else "any kind"
+    if leaf.keys is None or len(leaf.keys) != 1:
+        raise InvalidFilter(f"{leaf.path}: a declared field is one key deep ($.name)",
+                            field=f"{field}.jsonpath")
+    name = leaf.keys[0]
+    fields = [f for f in (s.field(name) for s in specs) if f is not None and f.operators]
+    if not fields:
+        raise InvalidFilter(f"property {name!r} is not filterable for {scope}",
+                            field=f"{field}.jsonpath")
+    where = f"{field}.{leaf.op}"
+    if leaf.op in RANGE_OPERATORS:
+        fields = [f for f in fields if f.type in ("number", "datetime", "string")]
+        if not fields:
+            raise InvalidFilter(f"{leaf.op} needs a number, datetime or string field; "
+                                f"{name!r} is not one", field=where)
+    if leaf.op == "exists":
+        return
+    values = leaf.value if isinstance(leaf.value, tuple) else (leaf.value,)
+    for i, value in enumerate(values):
+        have = value_type(value)
+        if not any(have in _ACCEPTS[f.type] for f in fields):
+            types = " or ".join(sorted({f.type for f in fields}))
+            raise InvalidFilter(f"{name!r} is a {types} field; {value!r} is a {have}",
+                                field=f"{where}[{i}]" if leaf.op == "in" else where)
 
 
 def describe_schema(catalog: KindCatalog, kind: str | None = None) -> dict[str, Any]:
@@ -124,5 +199,6 @@ def describe_schema(catalog: KindCatalog, kind: str | None = None) -> dict[str, 
                        for f in s.fields],
         } for s in specs],
         "filter_usage": FILTER_USAGE,
+        "where_operators": list(OPERATORS),
         "endpoints_with_filters": list(ENDPOINTS_WITH_FILTERS),
     }

@@ -56,6 +56,13 @@ def test_stdio_answers_a_question_with_the_tools(
             assert saved["status"] == "applied"
             found = answer(await _ask(client, "search", query="Brindlewood porcelain kilns"))
             assert saved["object_id"] in [o["id"] for o in found["objects"]]
+            ceramics = {"jsonpath": "$.industry", "in": ["ceramics"]}
+            kept = answer(await _ask(client, "search", query="Brindlewood porcelain kilns",
+                                     where=ceramics))
+            assert [o["id"] for o in kept["objects"]] == [saved["object_id"]]
+            left = answer(await _ask(client, "find_exact", query="Brindlewood Kilns",
+                                     where={"not": ceramics}))
+            assert saved["object_id"] not in [o["id"] for o in left["objects"]]
             read = answer(await _ask(client, "read", object_id=saved["object_id"]))
             assert (read["title"], read["properties"]["industry"]) == \
                 ("Brindlewood Kilns", "ceramics")
@@ -115,6 +122,9 @@ def test_a_bad_argument_is_a_tool_error_naming_the_field(
             fusion = tool_error(await _ask(client, "search", query="kilns",
                                            fusion={"weights": {"nope": 1}}))
             assert fusion["error"]["field"] == "fusion.weights.nope"
+            ranged = tool_error(await _ask(client, "search", query="kilns", where={
+                "and": [{"jsonpath": "$.industry", "gt": 3}]}))
+            assert ranged["error"]["field"] == "where.and[0].gt"
             # a path argument stays one URL segment: no reaching /v1/schema through `read`
             bad_id = tool_error(await _ask(client, "read", object_id="../schema"))
             assert (bad_id["status"], bad_id["error"]["code"]) == (404, "not_found")

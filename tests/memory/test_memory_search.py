@@ -103,6 +103,10 @@ def test_where_dates_min_score_mmr_and_context(
     hits = a("/v1/sessions/pets/search", query="sister violin Rust", where=where,
              limit=10).json()["results"]
     assert sorted(h["metadata"]["mood"] for h in hits) == [2, 5]
+    negated = a("/v1/sessions/pets/search", query="sister violin Rust", limit=10,
+                where={"and": [where["and"][0], {"not": where["and"][1]}]}).json()["results"]
+    # `not` is the complement: turns of those topics without a mood come back too
+    assert negated and all(h["metadata"].get("mood") not in (2, 5) for h in negated)
     dated = a("/v1/sessions/pets/search", query="Biscuit beagle sister", limit=10,
               since="2026-03-02T00:00:00Z", until="2026-03-05T00:00:00Z").json()["results"]
     assert {h["created_at"][:10] for h in dated} <= {"2026-03-02", "2026-03-03", "2026-03-04"}

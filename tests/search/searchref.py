@@ -17,6 +17,7 @@ from typing import Any
 
 import psycopg
 
+from pipeline.domain.conditions import matches
 from pipeline.domain.read_model import Filters
 from pipeline.ingest.batch import apply_batch
 from pipeline.ingest.records import IngestOptions, RawRecord
@@ -114,6 +115,8 @@ def passes(row_id: uuid.UUID, promoted: Row, filters: Filters,
     if filters.updated_before and not promoted.updated_at < filters.updated_before:
         return False
     if not all(_property_ok(promoted.properties, n, vs) for n, vs in filters.properties):
+        return False
+    if filters.where is not None and not matches(filters.where, promoted.properties):
         return False
     return not scope or row_id in scope or promoted.id in scope
 

@@ -2,7 +2,8 @@
 
 Two namespaces hold the same titles, contents and properties (different ids); each also has
 soft-deleted objects. Whatever a channel returns for one namespace must be a searchable row of
-that namespace that passes the filters, and the exhaustive channels must return all of them.
+that namespace that passes the filters (a generated `where` among them: it never widens the
+namespace), and the exhaustive channels must return all of them.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from pipeline.domain.errors import InvalidFilter
+from pipeline.domain.conditions import Condition
+from pipeline.domain.errors import InvalidFilter, InvalidInput
 from pipeline.domain.read_model import Filters, Scalar
+from pipeline.retrieval.requests import parse_where
 from pipeline.retrieval.store.search import PgPartSearcher
 from tests.search.corpus import BASE, K_ALL, KINDS, WORDS, hit_ids as _ids, run as _run
 from tests.search.searchref import Row, bm25_reference, passes, searchable
@@ -26,6 +29,23 @@ pytestmark = pytest.mark.stack
 
 # -- tenancy and soft deletes -------------------------------------------------------------------
 
+
+def _where(raw: dict[str, Any]) -> Condition | None:
+    try:
+        return parse_where(raw)
+    except InvalidInput:
+        return None
+
+
+_WHERE_LEAF = st.builds(
+    lambda path, op, value: {"jsonpath": path, op: value},
+    st.sampled_from(["$.stage", "$.tags", "$.amount", "$.flag", "$.code", "$.missing"]),
+    st.sampled_from(["eq", "ne", "gt", "gte", "lt", "lte", "exists"]),
+    st.sampled_from(["won", "open", "red", "AB", "b", 10, 20, 25.5, True]))
+where_st = st.none() | st.recursive(_WHERE_LEAF, lambda inner: st.one_of(
+    st.builds(lambda ms: {"and": ms}, st.lists(inner, min_size=1, max_size=3)),
+    st.builds(lambda ms: {"or": ms}, st.lists(inner, min_size=1, max_size=3)),
+    st.builds(lambda m: {"not": m}, inner)), max_leaves=4).map(_where)
 
 filters_st = st.builds(
     Filters,
@@ -39,6 +59,7 @@ filters_st = st.builds(
         st.lists(st.sampled_from(["won", "open", "red", "blue", 10, 30, True, "AB-3", "x"]),
                  min_size=1, max_size=2).map(tuple)), max_size=2, unique_by=lambda p: p[0]
     ).map(tuple),
+    where=where_st,
 )
 
 

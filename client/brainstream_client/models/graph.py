@@ -20,6 +20,7 @@ class FindObjectsBody(Body):
     filters: FiltersBody | None = None
     limit: int = 10
     include_entities: bool = False
+    where: dict[str, Any] | None = None
 
 
 class EntityHitOut(Answer):

@@ -81,6 +81,7 @@ class FindExactBody(Body):
     strict: bool = False
     facets: list[FacetBody] | None = None
     sort: SortBody | None = None
+    where: dict[str, Any] | None = None
 
 
 class SearchBody(FindExactBody):

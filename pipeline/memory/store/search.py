@@ -4,9 +4,9 @@ and a turn's neighbours.
 
 Every statement names the namespace and the sessions (the caller resolved them under the namespace),
 runs unprepared (planned for its actual scope), and carries the `where` filter as JSONPath
-parameters (`pipeline/memory/where.py`), never as text. A session holds thousands of messages, not
-millions: cosine is an exact scan of the scope (filtered HNSW starves on a selective scope,
-STACK.md), and BM25's statistics are the scope's own.
+parameters (`pipeline/postgres/conditions.py`), never as text. A session holds thousands of
+messages, not millions: cosine is an exact scan of the scope (filtered HNSW starves on a
+selective scope, STACK.md), and BM25's statistics are the scope's own.
 """
 
 from __future__ import annotations
@@ -18,20 +18,17 @@ from contextvars import ContextVar
 from typing import Any
 
 from psycopg import sql
-from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from pipeline.domain.bm25 import DEFAULT_B, DEFAULT_K1
 from pipeline.domain.memory_values import (
     MESSAGE,
     SUMMARY,
-    Condition,
-    Group,
     MemoryRow,
     MemoryScope,
-    PathCondition,
 )
 from pipeline.domain.read_model import Hit
+from pipeline.postgres.conditions import compile_condition
 from pipeline.postgres.pool import AsyncConn, read_connection
 
 _TABLE = {MESSAGE: sql.Identifier("messages"), SUMMARY: sql.Identifier("summaries")}
@@ -39,23 +36,6 @@ _TABLE = {MESSAGE: sql.Identifier("messages"), SUMMARY: sql.Identifier("summarie
 # extractor wrote them (migrations/0018; ContextRule), its own until then; a summary's own.
 _LEXICAL = {MESSAGE: sql.SQL("coalesce(r.context_lexical, r.lexical)"),
             SUMMARY: sql.SQL("r.lexical")}
-
-
-def compile_where(cond: Condition, params: dict[str, Any], column: sql.Composable
-                  ) -> sql.Composable:
-    """`cond` as SQL over the jsonb `column`; its paths and values go into `params`."""
-    if isinstance(cond, Group):
-        joiner = sql.SQL(" AND " if cond.op == "and" else " OR ")
-        return sql.SQL("({})").format(joiner.join(
-            compile_where(m, params, column) for m in cond.members))
-    assert isinstance(cond, PathCondition)
-    n = len(params)
-    path, variables = f"w{n}p", f"w{n}v"
-    params[path] = cond.jsonpath
-    params[variables] = Jsonb(cond.variables)
-    test = sql.SQL("jsonb_path_exists({}, {}::jsonpath, {})").format(
-        column, sql.Placeholder(path), sql.Placeholder(variables))
-    return sql.SQL("NOT {}").format(test) if cond.negate else test
 
 
 def _scope_sql(kind: str, scope: MemoryScope, params: dict[str, Any]) -> sql.Composable:
@@ -71,7 +51,7 @@ def _scope_sql(kind: str, scope: MemoryScope, params: dict[str, Any]) -> sql.Com
         if kind == SUMMARY:
             parts.append(sql.SQL("false"))
         else:
-            parts.append(compile_where(scope.where, params, sql.SQL("r.metadata")))
+            parts.append(compile_condition(scope.where, params, sql.SQL("r.metadata")))
     return sql.SQL(" AND ").join(parts)
 
 

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from pipeline.domain.conditions import matches as matches_condition
 from pipeline.domain.errors import GraphUnavailable, InvalidInput, NotFound, Unavailable
 from pipeline.domain.read_model import (
     MAX_HOPS,
@@ -81,7 +82,7 @@ def matches(obj: RichObject, filters: Filters) -> bool:
         if not any((v == a and type(v) is type(a)) or _num_eq(v, a)
                    for v in values for a in accepted):
             return False
-    return True
+    return filters.where is None or matches_condition(filters.where, obj.properties)
 
 
 def _in_range(value: datetime, bound: datetime, after: bool) -> bool:
@@ -135,7 +136,7 @@ class GraphQueries:
         """
         text = query_text(query, max_terms=self.config.max_query_terms)
         check_limit(limit)
-        merged = Filters(**{**asdict(filters), "kinds": tuple(kinds) or filters.kinds})
+        merged = replace(filters, kinds=tuple(kinds) or filters.kinds)
         check_filters(await self.catalog(), merged, max_filters=self.config.max_filters)
         if self.graph is None:
             return await self._fallback_objects(namespace, text, merged, limit)

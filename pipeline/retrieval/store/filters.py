@@ -20,6 +20,7 @@ from psycopg.types.json import Jsonb
 from pipeline.domain.errors import InvalidFilter
 from pipeline.domain.kinds import is_valid_property_key
 from pipeline.domain.read_model import Filters, Scalar
+from pipeline.postgres.conditions import compile_condition
 
 NO_FILTERS = Filters()
 
@@ -37,6 +38,14 @@ _SEARCHABLE_WHERE = sql.SQL(
     "SELECT 1 FROM objects c WHERE c.parent_id = o.id AND c.namespace_id = %(ns)s"
     " AND c.deleted_at IS NULL OFFSET 0))"
 )
+
+
+# A `where` is tested once per promoted object of the namespace (a root: a parent is never a
+# part; migrations/0046), not once per searchable row joined to it.
+_ROOTS = sql.SQL("w.namespace_id = %(ns)s AND w.parent_id IS NULL AND w.deleted_at IS NULL")
+# At most this many passing roots are handed to a statement as ids (`passing_roots`); beyond,
+# the filter is not narrow and the semi-join of `filter_conditions` serves.
+MAX_WHERE_ROOTS = 2000
 
 
 @dataclass(frozen=True)
@@ -70,8 +79,11 @@ def property_documents(name: str, values: Sequence[Scalar]) -> list[Jsonb]:
 
 
 def filter_conditions(filters: Filters, scope_ids: Sequence[uuid.UUID], *,
-                      promoted: str = "p", row: str = "o") -> Fragment:
+                      promoted: str = "p", row: str = "o",
+                      where_roots: Sequence[uuid.UUID] | None = None) -> Fragment:
     """Conditions on the promoted object (`promoted` alias) and the scope; TRUE when empty.
+    A `where` names the namespace as `%(ns)s` (`searchable` supplies it); `where_roots`, when
+    given, are exactly the promoted objects passing it (`passing_roots`).
 
     Time ranges are half-open: `*_after` is inclusive (>=), `*_before` exclusive (<), so
     adjacent ranges neither overlap nor leave a gap.
@@ -104,6 +116,15 @@ def filter_conditions(filters: Filters, scope_ids: Sequence[uuid.UUID], *,
         parts.append(sql.SQL("{}.properties @> ANY({}::jsonb[])").format(
             p, sql.Placeholder(holder)))
         params[holder] = docs
+    if where_roots is not None:
+        # the promoted objects passing `where`, found first (`passing_roots`): a condition on
+        # the row itself, which the planner can drive from (parts by their parent's index)
+        parts.append(sql.SQL("({}.parent_id = ANY(%(f_roots)s::uuid[]) OR ({}.parent_id IS NULL"
+                             " AND {}.id = ANY(%(f_roots)s::uuid[])))").format(o, o, o))
+        params["f_roots"] = list(where_roots)
+    elif filters.where is not None:
+        parts.append(sql.SQL("{}.id IN (SELECT w.id FROM objects w WHERE {} AND {})").format(
+            p, _ROOTS, compile_condition(filters.where, params, sql.SQL("w.properties"))))
     if scope_ids:
         parts.append(sql.SQL(
             "({}.id = ANY(%(f_scope)s::uuid[]) OR {}.id = ANY(%(f_scope)s::uuid[]))").format(p, o))
@@ -114,8 +135,21 @@ def filter_conditions(filters: Filters, scope_ids: Sequence[uuid.UUID], *,
 
 
 def searchable(namespace: uuid.UUID, filters: Filters = NO_FILTERS,
-               scope_ids: Sequence[uuid.UUID] = ()) -> Fragment:
+               scope_ids: Sequence[uuid.UUID] = (),
+               where_roots: Sequence[uuid.UUID] | None = None) -> Fragment:
     """The WHERE of `FROM SEARCHABLE_FROM`: searchable rows of `namespace`, filtered."""
-    extra = filter_conditions(filters, scope_ids)
+    extra = filter_conditions(filters, scope_ids, where_roots=where_roots)
     where = sql.SQL("{} AND {}").format(_SEARCHABLE_WHERE, extra.where)
     return Fragment(where, {"ns": namespace, **extra.params})
+
+
+def passing_roots(namespace: uuid.UUID, filters: Filters) -> Fragment | None:
+    """The statement listing the promoted objects of `namespace` passing `filters.where`, at
+    most MAX_WHERE_ROOTS + 1 of them (more: hand the statement the semi-join instead); None
+    without a `where`."""
+    if filters.where is None:
+        return None
+    params: dict[str, Any] = {"ns": namespace, "f_cap": MAX_WHERE_ROOTS + 1}
+    test = compile_condition(filters.where, params, sql.SQL("w.properties"))
+    return Fragment(sql.SQL("SELECT w.id FROM objects w WHERE {} AND {} LIMIT %(f_cap)s").format(
+        _ROOTS, test), params)

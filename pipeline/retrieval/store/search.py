@@ -22,7 +22,12 @@ from pipeline.domain import bm25
 from pipeline.domain.read_model import Filters, Hit, RowMeta
 from pipeline.postgres.pool import AsyncConn, read_connection
 from pipeline.retrieval.store import search_sql
-from pipeline.retrieval.store.filters import Query, searchable
+from pipeline.retrieval.store.filters import (
+    MAX_WHERE_ROOTS,
+    Query,
+    passing_roots,
+    searchable,
+)
 
 _HNSW_MAX_EF = 1000  # pgvector's upper bound for hnsw.ef_search
 
@@ -229,10 +234,11 @@ class PgPartSearcher:
         vec = np.asarray(vector, dtype=np.float32)
         if k <= 0 or vec.size == 0 or not np.any(vec):
             return []
-        frag = searchable(namespace, filters, scope_ids)
-        params = {**frag.params, "v": vec, "k": k}
-        exact = search_sql.over_embedded(search_sql.DENSE_EXACT, frag.where)
         async with read_connection(self.pool) as conn, conn.transaction():
+            frag = searchable(namespace, filters, scope_ids,
+                              await self._where_roots(conn, namespace, filters))
+            params = {**frag.params, "v": vec, "k": k}
+            exact = search_sql.over_embedded(search_sql.DENSE_EXACT, frag.where)
             if filters.empty and not scope_ids:
                 # the namespace's searchable rows (cached with the BM25 statistics) bound it
                 passing = (await self.corpus(conn, namespace)).n_docs
@@ -252,6 +258,18 @@ class PgPartSearcher:
                 self.dense_fallbacks += 1
                 hits = self._hits(await self._fetch(conn, exact, params))
         return hits
+
+    async def _where_roots(self, conn: AsyncConn, namespace: uuid.UUID, filters: Filters
+                           ) -> list[uuid.UUID] | None:
+        """The promoted objects passing a narrow `where`, so that the dense channel's passing
+        count and exact scan read their rows alone: the planner cannot see how few pass a
+        jsonpath test, and chose to sort every vector of 100k parts (EXPLAIN, 1% range: 300 ms
+        against 8 ms unfiltered). None without a `where`, or when more than the cap pass."""
+        listing = passing_roots(namespace, filters)
+        if listing is None:
+            return None
+        rows = await self._fetch(conn, listing.where, listing.params)
+        return [r[0] for r in rows] if len(rows) <= MAX_WHERE_ROOTS else None
 
     # -- exact ---------------------------------------------------------------------------------
 
