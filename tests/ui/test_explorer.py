@@ -211,3 +211,74 @@ def test_the_pages_run_under_their_policy_and_keep_the_key_per_tab(explorer: Exp
     loaded = browser.execute_script(
         "return performance.getEntriesByType('resource').map(r => r.name)")
     assert loaded and all(url.startswith(explorer.url) for url in loaded), loaded
+
+
+def _facets_shown(browser: Any, name: str) -> list[tuple[str, str]]:
+    return [(str(b.get_attribute("data-value")), b.text)
+            for b in css(browser, f"[data-test=facet-bucket][data-facet='{name}']")]
+
+
+def _run_search(browser: Any) -> None:
+    """Search again and wait for the answer that replaces the shown one."""
+    browser.execute_script("document.getElementById('results').replaceChildren()")
+    one(browser, "#search-button").click()
+    one(browser, "#answer-info")
+
+
+def test_search_facets_ranges_and_order_are_the_apis(explorer: Explorer, browser: Any) -> None:
+    """The explorer's facets, range filters and order show what /v1/search answers for the same
+    request; a facet's value narrows the search when clicked; tenant B's objects never count."""
+    a = explorer.tenants["a"]
+    enter_key(browser, explorer.url, a.key)
+    go(browser, "#/search")
+    one(browser, "#q").clear()
+    one(browser, "#q").send_keys("Acme")
+    Select(one(browser, "#sort")).select_by_value("updated_at:desc")
+    _run_search(browser)
+    body: dict[str, Any] = {"query": "Acme", "mode": "hybrid", "limit": 10,
+                            "facets": [{"field": "kind"}],
+                            "sort": {"field": "updated_at", "order": "desc"}}
+    answer = explorer.post(a.key, "/v1/search", body).json()
+    assert ids(css(browser, "[data-test=hit]")) == [o["id"] for o in answer["objects"]]
+    kinds = answer["facets"]["kind"]["buckets"]
+    assert _facets_shown(browser, "kind") == [(b["value"], f"{b['value']} ({b['count']})")
+                                              for b in kinds]
+    assert {b["value"]: b["count"] for b in kinds}["company"] == 1  # B's Acme is not counted
+    screenshot(browser, "search-facets")
+
+    # a kind's bucket narrows the search to that kind, and its value fields facet in turn
+    one(browser, "[data-test=facet-bucket][data-facet=kind][data-value=deal]").click()
+    wait(browser, lambda d: Select(one(d, "#kind")).first_selected_option
+         .get_attribute("value") == "deal", "the kind chosen by its facet")
+    deal_body = {**body, "filters": {"kind": "deal"},
+                 "facets": [{"field": "kind"}, {"field": "$.stage"}]}
+    answer = explorer.post(a.key, "/v1/search", deal_body).json()
+    wait(browser, lambda d: ids(css(d, "[data-test=hit]")) == [o["id"] for o in
+                                                              answer["objects"]] or None,
+         "the deals only")
+    assert [o["id"] for o in answer["objects"]] == [a.ids["deal"]]
+    assert _facets_shown(browser, "$.stage") == [
+        (b["value"], f"{b['value']} ({b['count']})")
+        for b in answer["facets"]["$.stage"]["buckets"]]
+
+    # ranges on a number and a datetime: the page asks the API's `where`, and answers as it does
+    bounds = {(i.get_attribute("data-range"), i.get_attribute("data-field")): i
+              for i in css(browser, "input[data-range]")}
+    assert set(bounds) == {(op, f) for op in ("gte", "lte") for f in ("amount", "close_date")}
+    for (op, field), value in {("gte", "amount"): "400000", ("lte", "amount"): "500000",
+                               ("gte", "close_date"): "2027-02-01",
+                               ("lte", "close_date"): "2027-02-28"}.items():
+        browser.execute_script("arguments[0].value = arguments[1]", bounds[(op, field)], value)
+    _run_search(browser)
+    where = {"and": [{"jsonpath": "$.amount", "gte": 400000},
+                     {"jsonpath": "$.amount", "lte": 500000},
+                     {"jsonpath": "$.close_date", "gte": "2027-02-01T00:00:00Z"},
+                     {"jsonpath": "$.close_date", "lte": "2027-02-28T23:59:59.999999Z"}]}
+    answer = explorer.post(a.key, "/v1/search", {**deal_body, "where": where}).json()
+    assert [o["id"] for o in answer["objects"]] == [a.ids["deal"]]
+    assert ids(css(browser, "[data-test=hit]")) == [a.ids["deal"]]
+    browser.execute_script("arguments[0].value = '500001'", bounds[("gte", "amount")])
+    _run_search(browser)
+    wait(browser, lambda d: "No hits." in one(d, "#results").text, "nothing above the range")
+    assert explorer.post(a.key, "/v1/search", {**deal_body, "where": {"and": [
+        {"jsonpath": "$.amount", "gte": 500001}, *where["and"][1:]]}}).json()["objects"] == []

@@ -44,7 +44,9 @@ def test_example_catalog_loads() -> None:
         operators=("eq", "in"), examples=("prospect", "won", "lost"),
     )
     amount = deal.field("amount")
-    assert amount is not None and amount.operators == () and not amount.required
+    assert amount is not None and amount.operators == ("eq",) and not amount.required
+    author = specs[2].field("author")
+    assert author is not None and author.operators == ()  # declared, not filterable
     assert deal.field("nope") is None
 
 
