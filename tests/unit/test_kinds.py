@@ -254,9 +254,10 @@ def test_filters_only_on_declared_filterable_fields() -> None:
     assert stage is not None and stage.name == "stage"
     assert catalog.validate_filter(None, "industry", "eq") is not None
     assert catalog.validate_filter(["deal", "company"], "industry", "eq") is not None
-    assert [f.name for f in catalog.filterable_fields("deal")] == ["stage"]
+    assert [f.name for f in catalog.filterable_fields("deal")] == ["stage", "amount",
+                                                                   "close_date"]
     for kinds, name, op, field in [
-        (["deal"], "amount", "eq", "filters.amount"),  # declared, but not filterable
+        (["note"], "author", "eq", "filters.author"),  # declared, but not filterable
         (["deal"], "industry", "eq", "filters.industry"),  # filterable, but on another kind
         (None, "undeclared", "eq", "filters.undeclared"),
         (["ticket"], "stage", "eq", "kinds"),
