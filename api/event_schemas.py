@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
@@ -78,8 +78,11 @@ class DeleteObjectsBody(BaseModel):
     filters: FiltersBody | None = Field(
         default=None, description="the search's `filters`, judged on first-class objects; with "
         "`source`, both must match")
+    where: dict[str, Any] | None = Field(
+        default=None, description="the search's `where` conditions on properties, judged on "
+        "first-class objects; with `source` or `filters`, all must match")
     all: bool = Field(default=False, description="every object of the namespace; only alone "
-                      "(without it, `source` or a non-empty `filters` is required)")
+                      "(without it, `source`, `where` or a non-empty `filters` is required)")
     dry_run: bool = Field(default=False, description="only count: `matched` and `sample_ids`, "
                           "nothing published")
     wait: bool = Field(default=False, description="wait (bounded by MEMORY_WRITE_WAIT) until the "

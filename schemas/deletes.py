@@ -7,6 +7,7 @@ the shape of the search API's `filters`), both, or, only when asked in so many w
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import Annotated, Any, Final
 
@@ -20,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 
+from pipeline.domain.conditions import MAX_WHERE_LEAVES, SEARCH, parse_conditions
 from pipeline.domain.errors import InvalidInput
 from pipeline.domain.read_model import Filters
 from schemas.limits import EVENT_SOURCE_MAX, PROPERTY_STRING_MAX, TITLE_MAX
@@ -71,12 +73,15 @@ class ObjectsSoftDelete(BaseModel):
     source: Annotated[StrictStr, Field(min_length=1, max_length=EVENT_SOURCE_MAX,
                                        pattern=r"\S")] | None = None
     filters: DeleteFilters | None = None
+    # the search's `where` conditions (pipeline/domain/conditions.py), judged on the object
+    where: dict[str, Any] | None = None
     all: StrictBool = False
 
     @model_validator(mode="after")
     def _says_what(self) -> ObjectsSoftDelete:
         # "Delete everything" must be asked for by name, never reached by forgetting a field.
-        narrowed = self.source is not None or not self.selection_filters().empty
+        narrowed = (self.source is not None or self.where is not None
+                    or (self.filters is not None and not self.filters.to_filters().empty))
         if self.all and narrowed:
             raise ValueError("`all` matches every object: give it alone, or give source/filters"
                              " without it")
@@ -86,8 +91,13 @@ class ObjectsSoftDelete(BaseModel):
         return self
 
     def selection_filters(self) -> Filters:
-        """The filters as the read side takes them (none: `Filters()`)."""
-        return self.filters.to_filters() if self.filters is not None else Filters()
+        """The filters and `where` as the read side takes them (none: `Filters()`); a bad
+        `where` raises InvalidInput naming its field."""
+        filters = self.filters.to_filters() if self.filters is not None else Filters()
+        if self.where is None:
+            return filters
+        return replace(filters, where=parse_conditions(self.where, max_leaves=MAX_WHERE_LEAVES,
+                                                       grammar=SEARCH))
 
 
 DELETE_PAYLOAD_MODELS: Final[dict[str, type[ObjectsSoftDelete]]] = {

@@ -95,10 +95,11 @@ async def delete_objects(
             alias="Idempotency-Key", description="derive the event's id from it: a retry "
             "with the same key is applied once")] = None,
 ) -> JSONResponse:
-    """Soft-delete the namespace's objects of a `source` or matching `filters` (one
+    """Soft-delete the namespace's objects of a `source` or matching `filters`/`where` (one
     `brainstream.objects.soft_delete` event, so a replay repeats it), or with `dry_run` only
     count them. The event deletes what matches when the pipeline applies it, at most `limit`."""
-    payload = parse_delete(body.model_dump(mode="json", include={"source", "filters", "all"},
+    payload = parse_delete(body.model_dump(mode="json", include={"source", "filters", "where",
+                                                             "all"},
                                            exclude_none=True))
     check_filters(await svc.catalog(), payload.selection_filters())
     publisher = Publisher(key.name, may_version=False,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import uuid
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -125,6 +126,9 @@ def dlq_retry(ctx: click.Context, refs: tuple[str, ...], code: str | None,
 @click.option("--filters", "filters_json", default=None,
               help='The search\'s filters as JSON, e.g. \'{"kind": "deal", "stage": "lost"}\'; '
                    "with --source, both must match.")
+@click.option("--where", "where_json", default=None,
+              help='The search\'s where conditions as JSON, e.g. '
+                   '\'{"jsonpath": "$.amount", "lt": 1000}\'.')
 @click.option("--all", "everything", is_flag=True,
               help="Every object of the namespace (only alone).")
 @click.option("--dry-run", is_flag=True, help="Only count; publish nothing.")
@@ -135,7 +139,8 @@ def dlq_retry(ctx: click.Context, refs: tuple[str, ...], code: str | None,
 @generation_option
 @click.pass_context
 def delete(ctx: click.Context, namespace: uuid.UUID, of_source: str | None,
-           filters_json: str | None, everything: bool, dry_run: bool, as_source: str,
+           filters_json: str | None, where_json: str | None, everything: bool,
+           dry_run: bool, as_source: str,
            key_id: str | None, generation: int | None) -> None:
     """Soft-delete the objects of a source or matching filters, as one event on the input
     topic (a replay repeats it): it deletes what matches when the consumer applies it, at most
@@ -147,11 +152,13 @@ def delete(ctx: click.Context, namespace: uuid.UUID, of_source: str | None,
     from schemas.deletes import parse_delete
     from schemas.limits import DELETE_MAX
 
-    try:
-        filters = json.loads(filters_json) if filters_json is not None else None
-    except ValueError as exc:
-        raise click.BadParameter(f"not JSON: {exc}", param_hint="--filters") from None
-    payload = parse_delete({"source": of_source, "filters": filters, "all": everything})
+    parsed: dict[str, Any] = {}
+    for hint, text in (("filters", filters_json), ("where", where_json)):
+        try:
+            parsed[hint] = json.loads(text) if text is not None else None
+        except ValueError as exc:
+            raise click.BadParameter(f"not JSON: {exc}", param_hint=f"--{hint}") from None
+    payload = parse_delete({"source": of_source, **parsed, "all": everything})
     settings = active_settings(ctx, generation)
     found = count(settings, namespace, payload)
     click.echo(f"{found.matched} object(s) match now; one delete removes at most {DELETE_MAX}")

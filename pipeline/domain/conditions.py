@@ -95,6 +95,9 @@ class Grammar:
 
 MEMORY = Grammar(list_steps=True, nulls=True, word_bounds=False)
 SEARCH = Grammar(list_steps=False, nulls=False, word_bounds=True)
+# The most leaves in one search `where`: each is a jsonpath test on every candidate row (SQL) or
+# a posting/fast-field scan (Tantivy); memory search allows as many.
+MAX_WHERE_LEAVES = 20
 
 
 def parse_conditions(where: object, *, max_leaves: int, grammar: Grammar,

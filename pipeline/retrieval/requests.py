@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from pipeline.domain.conditions import (
+    MAX_WHERE_LEAVES,
     OPERATORS,
     RANGE_OPERATORS,
     SEARCH,
@@ -44,9 +45,6 @@ MAX_CHILDREN_OFFSET = 1_000_000
 # filter a condition on each candidate row.
 MAX_QUERY_TERMS = 128
 MAX_FILTERS = 16
-# The most leaves in one `where`: each is a jsonpath test on every candidate row (SQL) or a
-# posting/fast-field scan (Tantivy); memory search allows as many.
-MAX_WHERE_LEAVES = 20
 # Which value types a `where` leaf may compare with a declared field of each type.
 _ACCEPTS = {"number": {"number"}, "datetime": {"datetime"}, "boolean": {"boolean"},
             "string": {"string", "datetime"}}

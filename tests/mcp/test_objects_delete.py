@@ -74,6 +74,10 @@ def test_delete_by_source_and_by_filter_through_the_consumer(
     assert (dry["matched"], set(map(str, dry["sample_ids"])), dry["event_id"]) == \
         (len(mining), mining, None)
     assert ok(_delete(ev_client, b, source=SOURCE, dry_run=True))["matched"] == len(theirs)
+    # the search's `where` selects as the equal filter does
+    dry = ok(_delete(ev_client, a, where={"jsonpath": "$.industry", "eq": "mining"},
+                     dry_run=True))
+    assert set(map(str, dry["sample_ids"])) == mining
 
     # by filter (with the source): only A's mining companies go
     answer = ok(_delete(ev_client, a, source=SOURCE, filters={"industry": "mining"},
@@ -123,7 +127,11 @@ def test_bad_requests_name_the_field_and_a_read_key_cannot_delete(
     for body, field in (({}, "source"), ({"filters": {}}, "source"),
                         ({"all": True, "source": SOURCE}, "all"),
                         ({"filters": {"no_such_field": 1}}, "filters.no_such_field"),
-                        ({"filters": {"kind": "no_such_kind"}}, "kind")):
+                        ({"filters": {"kind": "no_such_kind"}}, "kind"),
+                        ({"where": {"and": []}}, "where.and"),
+                        ({"where": {"jsonpath": "$.industry", "gt": 5}}, "where.gt"),
+                        ({"all": True, "where": {"jsonpath": "$.industry", "exists": True}},
+                         "all")):
         response = _delete(ev_client, a, **body, dry_run=True)
         assert response.status_code == 422, response.text
         assert response.json()["error"]["field"] == field, (body, response.text)

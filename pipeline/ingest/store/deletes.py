@@ -31,7 +31,8 @@ def matching(namespace: uuid.UUID, selection: Selection) -> Fragment:
     extra = filter_conditions(selection.filters, (), promoted="p", row="p")
     parts: list[sql.Composable] = [sql.SQL(
         "p.namespace_id = %(d_ns)s AND p.parent_id IS NULL AND p.deleted_at IS NULL")]
-    params: dict[str, Any] = {"d_ns": namespace, **extra.params}
+    # `ns`: a `where` semi-joins the namespace's objects under that name (filters.py)
+    params: dict[str, Any] = {"d_ns": namespace, "ns": namespace, **extra.params}
     if selection.source is not None:
         parts.append(sql.SQL("p.source = %(d_source)s"))
         params["d_source"] = selection.source
