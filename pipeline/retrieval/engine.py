@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 
 from pipeline.domain.errors import ChannelDegraded, InvalidInput, NotFound
 from pipeline.domain.read_model import Filters, Hit, Page, RichObject, RowMeta, SearchQuery
+from pipeline.domain.vectors import VectorSpace
 from pipeline.ports import (
     CatalogSource,
     Channel,
@@ -66,6 +67,7 @@ from pipeline.retrieval.requests import (
     check_limit,
     query_text,
 )
+from pipeline.retrieval.similar import LikenessSource, VectorSearch, uses_vectors
 from pipeline.retrieval.snippets import MAX_SNIPPET_TERMS
 
 
@@ -106,7 +108,8 @@ class RetrievalEngine:
                  result_sets: ResultSetStore, catalog: CatalogSource,
                  embed_query: QueryEmbedder | None, config: EngineConfig | None = None, *,
                  channels: Sequence[Channel] | None = None,
-                 ppr: PprStage | None = None) -> None:
+                 ppr: PprStage | None = None, likeness: LikenessSource | None = None,
+                 vector_space: VectorSpace | None = None) -> None:
         self.searcher = searcher
         self.reader = reader
         self.result_sets = result_sets
@@ -132,6 +135,8 @@ class RetrievalEngine:
                                  max_items=self.config.result_set_max_items,
                                  snippet_width=self.config.snippet_chars,
                                  snippet_max_terms=self.config.snippet_max_terms)
+        # similar_to, a caller's query vector, min_score (pipeline/retrieval/similar.py)
+        self.vectors = VectorSearch(self, likeness, vector_space)
 
     async def validate_filters(self, filters: Filters) -> None:
         """Property filters must name filterable fields of the catalog (when it is not empty)."""
@@ -141,6 +146,8 @@ class RetrievalEngine:
 
     async def search(self, namespace: uuid.UUID, request: SearchQuery) -> Page:
         """Search over parts, promoted to their objects: hybrid, or fused with PPR (`mode`)."""
+        if uses_vectors(request):
+            return await self.vectors.search(namespace, request)
         query = query_text(request.query, max_terms=self.config.max_query_terms)
         check_limit(request.limit)
         await self.validate_filters(request.filters)
@@ -238,15 +245,22 @@ class RetrievalEngine:
     async def rank_and_page(self, namespace: uuid.UUID, query: str,
                             channels: dict[str, list[Hit]], limit: int, degrade: str | None,
                             *, first: Sequence[Hit] = (), mode: str | None = None,
-                            explain: bool = False) -> Page:
+                            explain: bool = False, require: str | None = None,
+                            max_items: int | None = None, truncated: bool = False) -> Page:
         """Fuse the channels' hits, promote them to objects with evidence, decay by age and
         return the first page; `first` (exact matches) leads, in its own order. `mode` labels
-        the answer; `explain` adds each returned object's fused rank and score."""
+        the answer; `explain` adds each returned object's fused rank and score. `require`
+        names a channel every answered object must have a hit in; `max_items` bounds the
+        answer (default `config.max_results`); `truncated` says the channels were cut."""
         ids = list(dict.fromkeys([h.id for h in first]
                                  + [h.id for hits in channels.values() for h in hits]))
         meta = await self.searcher.row_meta(namespace, ids)
         promoted = fuse_and_promote(channels, meta, k=self.config.rrf_k,
                                     evidence_n=self.config.evidence_n, weights=self.weights)
+        if require is not None:
+            found = {row.parent_id or row.id for h in channels.get(require, ())
+                     if (row := meta.get(h.id)) is not None}
+            promoted = [p for p in promoted if p.id in found]
         if first:
             # Exact matches lead, in their own order, above every fused result.
             top = 1.0 + max((p.score for p in promoted), default=0.0)
@@ -254,7 +268,8 @@ class RetrievalEngine:
                                enumerate(first)], meta, evidence_n=self.config.evidence_n)
             seen = {p.id for p in leading}
             promoted = leading + [p for p in promoted if p.id not in seen]
-        page = await self._page(namespace, query, promoted, meta, limit, degrade, mode=mode)
+        page = await self._page(namespace, query, promoted, meta, limit, degrade, mode=mode,
+                                max_items=max_items, truncated=truncated)
         if not explain:
             return page
         ranks = {p.id: StageRanks(rank, None, p.score) for rank, p in
@@ -263,9 +278,10 @@ class RetrievalEngine:
 
     async def _page(self, namespace: uuid.UUID, query: str, promoted: list[Promoted],
                     meta: dict[uuid.UUID, RowMeta], limit: int, degrade: str | None, *,
-                    mode: str | None) -> Page:
+                    mode: str | None, max_items: int | None = None,
+                    truncated: bool = False) -> Page:
         """Hydrate the ranked objects, decay by age, and hand the list to the pager."""
-        promoted = promoted[: self.config.max_results]
+        promoted = promoted[: max_items or self.config.max_results]
         objects = await self.reader.hydrate(namespace, [p.id for p in promoted])
         now = datetime.now(UTC)
         items: list[Item] = []
@@ -280,7 +296,7 @@ class RetrievalEngine:
         texts = {str(row.id): row.content for row in meta.values()}
         return await self.pager.first_page(namespace, items, limit, kind="search",
                                            degrade=degrade, mode=mode, hydrated=objects,
-                                           query=query, texts=texts)
+                                           query=query, texts=texts, truncated=truncated)
 
     def _item(self, promoted: Promoted, score: float, meta: dict[uuid.UUID, RowMeta]) -> Item:
         evidence = [{**self._evidence(meta[part_id]), "score": part_score}
