@@ -143,13 +143,17 @@ class AsyncClient:
         return await self._call(ops.ADMIN_STATUS)
 
     # search
-    async def search(self, query: str, *, filters: Filters = None, limit: int = 10,
+    async def search(self, query: str | None = None, *, filters: Filters = None, limit: int = 10,
                      mode: SearchMode = "hybrid", explain: bool = False,
-                     scope_ids: Sequence[Id] | None = None) -> PageOut:
-        """Hybrid search over parts, promoted to their objects with evidence."""
+                     scope_ids: Sequence[Id] | None = None, similar_to: Id | None = None,
+                     min_score: float | None = None,
+                     vector: Mapping[str, Any] | None = None) -> PageOut:
+        """Hybrid search over parts, promoted to their objects with evidence. `similar_to`:
+        more like that object (no `query`); `min_score`: a cosine floor on the dense channel
+        (a range search); `vector` (`{"model", "values"}`): the dense channel's query vector."""
         return await self._call(ops.SEARCH, body=SearchBody.model_validate(dict(
             query=query, filters=filters, limit=limit, mode=mode, explain=explain,
-            scope_ids=scope_ids)))
+            scope_ids=scope_ids, similar_to=similar_to, min_score=min_score, vector=vector)))
 
     async def find_exact(self, query: str, *, filters: Filters = None, limit: int = 10,
                          scope_ids: Sequence[Id] | None = None) -> PageOut:

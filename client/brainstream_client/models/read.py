@@ -47,9 +47,18 @@ class FindExactBody(Body):
     scope_ids: list[UUID] | None = None
 
 
+class VectorBody(Body):
+    model: str
+    values: list[float] = Field(min_length=1, max_length=16000)
+
+
 class SearchBody(FindExactBody):
+    query: str | None = None  # type: ignore[assignment]
     mode: SearchMode = "hybrid"
     explain: bool = False
+    similar_to: UUID | None = None
+    min_score: float | None = Field(default=None, ge=-1.0, le=1.0)
+    vector: VectorBody | None = None
 
 
 class ContinueBody(Body):
