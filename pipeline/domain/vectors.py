@@ -21,6 +21,9 @@ from pipeline.domain.errors import VectorMismatch
 # reuse never hands a caller's vector to another row, and the stage never claims it.
 CALLER_MODEL_PREFIX = "caller:"
 
+# pgvector stores single-precision floats: a larger value would be infinite there
+_FLOAT32_MAX = 3.4028234663852886e38
+
 
 @dataclass(frozen=True)
 class VectorSpace:
@@ -47,8 +50,9 @@ class VectorSpace:
                 f"vector has {len(values)} values; the generation's model {self.model!r} has"
                 f" {self.dim} dimensions", field=f"{field}.values")
         floats = [float(v) for v in values]
-        if not all(math.isfinite(v) for v in floats):
-            raise VectorMismatch("vector values must be finite numbers", field=f"{field}.values")
+        if not all(math.isfinite(v) and abs(v) <= _FLOAT32_MAX for v in floats):
+            raise VectorMismatch("vector values must be finite single-precision numbers",
+                                 field=f"{field}.values")
         if not any(floats):
             raise VectorMismatch("a vector of zeros has no direction", field=f"{field}.values")
         return floats
