@@ -1,8 +1,8 @@
 """Search by a vector: more like an object (`similar_to`), a caller's query vector (`vector`), and
 a cosine floor on the dense channel (`min_score`).
 
-- `similar_to`: the dense channel searches with the object's own vector (the mean of its rows'
-  stored vectors, normalised: its own and its parts'; a part's own for a part) and the lexical
+- `similar_to`: the dense channel searches with the object's own vector (its own row's; the mean
+  of its parts' while that has none; a part's own for a part) and the lexical
   channel with its most distinctive lexemes (tf x idf: `LikenessSource`, then the lexical
   engine's more-like-this); the object and its parts are never in the answer. It takes no query
   text.

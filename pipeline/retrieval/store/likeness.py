@@ -3,9 +3,13 @@ lexemes with their frequencies (`PgLikenessSource`).
 
 The target is a visible object or a visible part of a visible object, of the caller's namespace;
 anything else is NotFound, so an id of another tenant reads exactly like an id that does not
-exist. The vector is the mean of the stored vectors of the target's rows (an object: its own row
-and its visible parts; a part: itself), normalised by the caller; the lexemes are those of the
-rows that are searched for it (an object: its visible parts, or itself when it has none).
+exist. The vector is the target's own stored vector (an object's own row embeds its title, summary,
+properties and first 2,000 characters), or, while that row has none, the mean of its visible
+parts' vectors, normalised. On SciFact with MiniLM the own row ranked documents relevant to the
+same claim best (recall@10 0.817, MRR 0.588; the mean of the row and its parts 0.815 / 0.556,
+the parts' mean 0.801 / 0.558, each part searched 0.807 / 0.543; a copy with a fifth of its
+sentences dropped came first for all four). The lexemes are those of the rows searched for it
+(an object: its visible parts, or itself when it has none).
 """
 
 from __future__ import annotations
@@ -60,11 +64,10 @@ class PgLikenessSource:
             cur = await conn.execute(_ROWS, {"ns": namespace, "root": root}, prepare=False)
             rows = await cur.fetchall()
             parts = [r[0] for r in rows if r[1]]
-            if found[1] is not None:
-                vector_ids, term_ids = [target], [target]
-            else:
-                vector_ids, term_ids = [root, *parts], parts or [root]
-            mean = await self._one(conn, _VECTOR, {"ids": vector_ids, "ns": namespace})
+            term_ids = [target] if found[1] is not None else parts or [root]
+            mean = await self._one(conn, _VECTOR, {"ids": [target], "ns": namespace})
+            if (mean is None or mean[0] is None) and found[1] is None and parts:
+                mean = await self._one(conn, _VECTOR, {"ids": parts, "ns": namespace})
             cur = await conn.execute(_TERMS, {"ids": term_ids, "ns": namespace}, prepare=False)
             terms = {str(lexeme): int(tf) for lexeme, tf in await cur.fetchall()}
         vector = None
