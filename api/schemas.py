@@ -165,7 +165,20 @@ class FindExactBody(_Strict):
     where: dict[str, Any] | None = Field(default=None, description=WHERE_DESCRIPTION)
 
 
+class VectorBody(_Strict):
+    """A vector computed by the caller with the index generation's model."""
+
+    model: Text = Field(description=(
+        "the model that computed it: the generation's embedder (`minilm` or"
+        " `sentence-transformers/all-MiniLM-L6-v2`, `static`, or an `http` embedder's model"
+        " name); another is refused (422, `vector.model`)"))
+    values: list[Number] = Field(min_length=1, max_length=16000, description=(
+        "the vector, of the model's dimension (422, `vector.values`, otherwise)"))
+
+
 class SearchBody(FindExactBody):
+    query: Query | None = Field(default=None, description=(  # type: ignore[assignment]
+        "the query text; optional with `similar_to` (which takes none) or `vector`"))
     mode: SearchMode = Field(default="hybrid", description=(
         "hybrid: lexical + trigram + dense, RRF. ppr: that list fused with Personalized"
         " PageRank over the entities the query names (multi-hop questions). auto: ppr when"
@@ -182,6 +195,19 @@ class SearchBody(FindExactBody):
     fusion: FusionBody | None = Field(default=None, description=(
         "this search's own fusion knobs (channel weights, RRF k, PPR damping and weights);"
         " left out: the wired values"))
+    similar_to: uuid.UUID | None = Field(default=None, description=(
+        "more like this object (or part): its own vector on the dense channel and its most"
+        " distinctive words on the lexical one; it and its parts are left out. No `query`;"
+        " 404 when it is not visible to the caller"))
+    min_score: Annotated[float, Field(ge=-1.0, le=1.0)] | None = Field(
+        default=None, description=(
+            "a floor on the dense channel's cosine similarity: a range search, every row"
+            " within it (up to 1,000 objects, paged by `continue`; `truncated` past that), and"
+            " only objects with such a row answer (e.g. `similar_to` with 0.95: near-duplicates)"))
+    vector: VectorBody | None = Field(default=None, description=(
+        "the dense channel's query vector, computed by the caller with the generation's model;"
+        " with `query` the other channels search its text, without it the dense channel"
+        " answers alone. Not with `similar_to`"))
 
 
 class FindObjectsBody(_Strict):

@@ -93,6 +93,21 @@ PropertyKey = Annotated[str, Field(pattern=PROPERTY_KEY_PATTERN)]
 MediaType = Annotated[StrictStr, Field(max_length=MEDIA_TYPE_MAX)]
 
 
+# The longest vector a put may carry (the widest embedding models have a few thousand
+# dimensions; pgvector's HNSW index takes 2,000, its columns 16,000).
+VECTOR_MAX_DIMS = 16000
+FiniteFloat = Annotated[StrictFloat | StrictInt, Field(allow_inf_nan=False)]
+
+
+class PutVector(BaseModel):
+    """An object's own vector, computed by the publisher with the index generation's model."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, title="PutVector")
+
+    model: Annotated[StrictStr, Field(min_length=1, max_length=200)]
+    values: Annotated[list[FiniteFloat], Field(min_length=1, max_length=VECTOR_MAX_DIMS)]
+
+
 class ObjectPut(BaseModel):
     """`data` of `brainstream.object.put`: a first-class object, or a part when `parent_id` is set.
 
@@ -115,6 +130,9 @@ class ObjectPut(BaseModel):
     content_type: MediaType | None = None
     parent_id: uuid.UUID | None = None
     position: Annotated[StrictInt, Field(ge=0)] | None = Field(default=None, validate_default=True)
+    # the dense channel's vector of the row this put writes, instead of the model's; checked
+    # against the generation's model name and dimension when applied (docs/search-similar.md)
+    vector: PutVector | None = None
 
     @field_validator("parent_id")
     @classmethod

@@ -55,7 +55,9 @@ def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None)
     Filters = Annotated[Json | None, Field(description=filters_doc)]
     Where = Annotated[Json | None, Field(description=WHERE_DOC)]
 
-    async def search(ctx: Context, query: Query, mode: Annotated[str | None, Field(
+    async def search(ctx: Context, query: Annotated[str | None, Field(
+            description="what to search for (leave it out with similar_to)")] = None,
+            mode: Annotated[str | None, Field(
             description='"hybrid" (default), "ppr" (multi-hop over entities) or "auto"')] = None,
             filters: Filters = None, limit: Limit = None,
             scope_ids: Annotated[Ids | None, Field(
@@ -71,11 +73,17 @@ def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None)
                 description='this search\'s fusion knobs, e.g. {"weights": {"lexical": 2, '
                             '"dense": 0.5}, "rrf_k": 30, "ppr": {"damping": 0.6}} (weights '
                             '0-10 by channel name; unset: the wired values)')] = None,
-            facets: Facets = None, sort: Sort = None, where: Where = None) -> Json:
+            facets: Facets = None, sort: Sort = None, where: Where = None,
+            similar_to: Annotated[str | None, Field(
+                description="an object id: find objects like it (its meaning and its"
+                " distinctive words); the object itself is left out")] = None,
+            min_score: Annotated[float | None, Field(
+                description="only objects at least this similar in meaning (cosine, -1..1;"
+                " 0.95 with similar_to finds near-duplicates)")] = None) -> Json:
         result: Json = await api.call(ctx, "POST", "/v1/search", body=body(
             query=query, mode=mode, filters=filters, limit=limit, scope_ids=scope_ids,
             explain=explain, rerank=rerank, strict=strict, fusion=fusion, facets=facets,
-            sort=sort, where=where))
+            sort=sort, where=where, similar_to=similar_to, min_score=min_score))
         return result
 
     async def find_exact(ctx: Context, query: Query, filters: Filters = None,

@@ -11,7 +11,7 @@ from api.dependencies import Svc
 from api.errors import ERRORS
 from api.routes import PAGE_LINKS, page
 from api.schemas import ContinueBody, FindExactBody, PageOut, SearchBody
-from pipeline.domain.read_model import Filters, SearchQuery
+from pipeline.domain.read_model import Filters, QueryVector, SearchQuery
 from pipeline.retrieval.requests import with_where
 
 router = APIRouter(tags=["search"], responses=ERRORS)
@@ -21,9 +21,12 @@ router = APIRouter(tags=["search"], responses=ERRORS)
 async def search(body: SearchBody, ns: ReadNs, svc: Svc) -> PageOut:
     """Hybrid retrieval over parts (BM25 + trigram + dense, RRF, decay), promoted to their
     objects with evidence; `mode` ppr or auto fuses it with PPR over the entity layer."""
+    vector = (None if body.vector is None else
+              QueryVector(model=body.vector.model, values=tuple(body.vector.values)))
     query = replace(_search_query(body), mode=body.mode, explain=body.explain,
                     rerank=body.rerank,
-                    fusion=body.fusion.to_params() if body.fusion is not None else None)
+                    fusion=body.fusion.to_params() if body.fusion is not None else None,
+                    similar_to=body.similar_to, min_score=body.min_score, vector=vector)
     return page(await svc.engine.search(ns, query), "search")
 
 
@@ -42,7 +45,7 @@ async def continue_(body: ContinueBody, ns: ReadNs, svc: Svc) -> PageOut:
 
 def _search_query(body: FindExactBody) -> SearchQuery:
     filters = body.filters.to_filters() if body.filters else Filters()
-    return SearchQuery(query=body.query, filters=with_where(filters, body.where),
+    return SearchQuery(query=body.query or "", filters=with_where(filters, body.where),
                        limit=body.limit, scope_ids=tuple(body.scope_ids or ()),
                        strict=body.strict,
                        facets=tuple(f.to_spec() for f in body.facets or ()),

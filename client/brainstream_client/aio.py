@@ -155,23 +155,29 @@ class AsyncClient:
         return await self._call(ops.ADMIN_STATUS)
 
     # search
-    async def search(self, query: str, *, filters: Filters = None, limit: int = 10,
+    async def search(self, query: str | None = None, *, filters: Filters = None, limit: int = 10,
                      mode: SearchMode = "hybrid", explain: bool = False,
                      scope_ids: Sequence[Id] | None = None, rerank: bool | None = None,
                      strict: bool = False,
                      fusion: FusionBody | Mapping[str, Any] | None = None,
                      facets: Sequence[FacetBody | Mapping[str, Any]] | None = None,
                      sort: SortBody | Mapping[str, Any] | None = None,
-                     where: Where = None) -> PageOut:
+                     where: Where = None, similar_to: Id | None = None,
+                     min_score: float | None = None,
+                     vector: Mapping[str, Any] | None = None) -> PageOut:
         """Hybrid search over parts, promoted to their objects with evidence; `rerank`
         (None: on when the server has a reranker), `strict` (an `ApiError` 503
         `degraded_answer` instead of a degraded answer), `fusion` (weights, RRF k, PPR);
         `facets` count the match set's objects per value (`PageOut.facets`, first page),
-        `sort` orders it; `where`: conditions on properties (ranges, exists, not, and/or)."""
+        `sort` orders it; `where`: conditions on properties (ranges, exists, not, and/or).
+        `similar_to`: more like that object (no `query`); `min_score`: a cosine floor on the
+        dense channel (a range search); `vector` (`{"model", "values"}`): the dense channel's
+        query vector."""
         return await self._call(ops.SEARCH, body=SearchBody.model_validate(dict(
             query=query, filters=filters, limit=limit, mode=mode, explain=explain,
             scope_ids=scope_ids, rerank=rerank, strict=strict, fusion=fusion, facets=facets,
-            sort=sort, where=where)))
+            sort=sort, where=where, similar_to=similar_to, min_score=min_score,
+            vector=vector)))
 
     async def find_exact(self, query: str, *, filters: Filters = None, limit: int = 10,
                          scope_ids: Sequence[Id] | None = None, strict: bool = False,

@@ -60,13 +60,15 @@ def put_object(kind: str, *, id: uuid.UUID | str | None = None, title: str | Non
                summary: str | None = None, properties: dict[str, Any] | None = None,
                content: str | None = None, content_type: str | None = None,
                parent_id: uuid.UUID | str | None = None, position: int | None = None,
-               version: int | None = None, namespace: uuid.UUID | None = None) -> Event:
+               version: int | None = None, namespace: uuid.UUID | None = None,
+               vector: dict[str, Any] | None = None) -> Event:
     """A `brainstream.object.put`: create or replace an object (a part when `parent_id` is
-    set). Without `id`, a new object (a fresh UUID); `version` orders writes of one object."""
+    set). Without `id`, a new object (a fresh UUID); `version` orders writes of one object;
+    `vector` (`{"model", "values"}`) is its own vector, computed with the generation's model."""
     data: dict[str, Any] = {"id": str(id or uuid.uuid4()), "kind": kind}
     for name, value in (("title", title), ("summary", summary), ("properties", properties),
                         ("content", content), ("content_type", content_type),
-                        ("parent_id", parent_id), ("position", position)):
+                        ("parent_id", parent_id), ("position", position), ("vector", vector)):
         if value is not None:
             data[name] = str(value) if isinstance(value, uuid.UUID) else value
     return Event(type="brainstream.object.put", data=data, version=version,

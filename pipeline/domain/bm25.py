@@ -174,3 +174,16 @@ class StatsCache:
         for table in (self._corpus, self._df):
             while len(table) > self.max_entries:
                 table.popitem(last=False)  # oldest write first
+
+
+# More like this: how many of a document's most distinctive lexemes the lexical channel searches
+# for (Lucene's and Tantivy's default): enough to find its topic, few to keep BM25's OR cheap.
+LIKE_MAX_TERMS = 25
+
+
+def distinctive_terms(tfs: Mapping[str, int], dfs: Mapping[str, int], n_docs: int,
+                      max_terms: int) -> list[str]:
+    """The `max_terms` terms of a document that tell it apart best (more like this): by tf x
+    idf over the corpus, ties by term; terms no row of the corpus holds are left out."""
+    scored = [(-tfs[t] * idf(n_docs, dfs[t]), t) for t in tfs if dfs.get(t, 0) > 0]
+    return [t for _, t in sorted(scored)[:max(0, max_terms)]]

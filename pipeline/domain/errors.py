@@ -191,6 +191,20 @@ class InvalidFilter(InvalidInput):
     code = "invalid_filter"
 
 
+class VectorMismatch(InvalidInput):
+    """A caller-supplied vector (a put's, or a search's query vector) does not fit the index
+    generation: another model name, another dimension, or values that are not finite."""
+
+    code = "vector_mismatch"
+
+
+class VectorOnParts(InvalidInput):
+    """A put carries a vector but its content is cut into several parts: one vector cannot be
+    each part's (send the parts as puts with `parent_id`, each with its vector)."""
+
+    code = "vector_on_parts"
+
+
 # -- write path: rejections that depend on what Postgres already holds ---------------------------
 
 

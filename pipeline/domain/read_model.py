@@ -184,6 +184,30 @@ class SearchQuery:
     fusion: FusionParams | None = None  # search only
     facets: tuple[FacetSpec, ...] = ()
     sort: SortSpec | None = None  # None: by relevance
+    # search only (pipeline/retrieval/similar.py): more like this object; a cosine floor on the
+    # dense channel (a range search); the dense channel's query vector, given by the caller
+    similar_to: uuid.UUID | None = None
+    min_score: float | None = None
+    vector: QueryVector | None = None
+
+
+@dataclass(frozen=True)
+class QueryVector:
+    """A caller's vector: the model that computed it (checked against the generation's) and its
+    values."""
+
+    model: str
+    values: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Likeness:
+    """What "more like this" searches with: the object's vector (None: not embedded yet), its
+    lexemes with their frequencies, and the rows never to answer (the object's own)."""
+
+    vector: tuple[float, ...] | None
+    terms: dict[str, int]
+    exclude: frozenset[uuid.UUID]
 
 
 @dataclass(frozen=True)

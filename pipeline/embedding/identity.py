@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 from importlib import metadata
 
+from pipeline.domain.vectors import VectorSpace
+from pipeline.embedding.settings import EmbeddingSettings
 from pipeline.ports import Embedder
 
 # The longest text one embedding call is given: past every shipped model's input window, so the
@@ -39,3 +41,21 @@ def model_key(embedder: Embedder) -> str:
     described = getattr(embedder, "identity", None) or f"{embedder.name} dim={embedder.dim}"
     full = f"{described} text_cap={EMBED_TEXT_CAP_CHARS}"
     return f"{embedder.name}:{hashlib.sha256(full.encode()).hexdigest()[:_DIGEST_HEX]}"
+
+
+# The model names a shipped embedder answers to besides its setting (what a caller that computed
+# vectors with the same model elsewhere would call it).
+_MODEL_NAMES: dict[str, tuple[str, ...]] = {
+    "minilm": ("sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2"),
+    "static": ("wordllama",),
+}
+
+
+def vector_space(settings: EmbeddingSettings) -> VectorSpace:
+    """The vector space of the generation `settings` address: the names a caller's vector may
+    give as its model (`http`: the model the server is asked for) and the dimension."""
+    if settings.embedder == "http":
+        names: tuple[str, ...] = (settings.embedder_model or "http",)
+    else:
+        names = (settings.embedder, *_MODEL_NAMES.get(settings.embedder, ()))
+    return VectorSpace(names=names, dim=settings.vector_dim)

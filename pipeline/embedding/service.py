@@ -208,7 +208,9 @@ class EmbeddingService:
                 cur.executemany(
                     "UPDATE object_embeddings SET embedding = %s, embedded_hash = %s, model = %s,"
                     " embed_status = 'done', embed_lease_until = NULL, embed_error = NULL"
-                    " WHERE id = %s AND index_text_hash = %s",
+                    " WHERE id = %s AND index_text_hash = %s"
+                    # a put gave the row its own vector since the claim: the caller's wins
+                    " AND coalesce(model, '') NOT LIKE 'caller:%%'",
                     params,
                 )
             # A root is ready for the graph once it and all its parts are embedded.

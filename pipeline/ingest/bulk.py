@@ -62,7 +62,9 @@ class PutRun:
         """A put of a first-class object that no event of the run is about, under a ledger key
         no event of the run has."""
         payload = event.payload
+        # a put with its own vector goes event by event (pipeline/ingest/objects.py)
         return (isinstance(payload, ObjectPut) and payload.parent_id is None
+                and payload.vector is None
                 and event.object_id is not None and event.object_id not in self._objects
                 and ledger_key(event) not in self._keys)
 

@@ -17,8 +17,11 @@ from pipeline.domain.errors import (
     ObjectNotFound,
     ParentIsPart,
     ParentNotFound,
+    VectorMismatch,
+    VectorOnParts,
 )
 from pipeline.domain.index_text import entity_index_text, part_index_text, text_hash
+from pipeline.domain.vectors import caller_model
 from pipeline.domain.write_model import ObjectHead, ObjectWrite
 from pipeline.ingest.records import Applying, check_version
 from pipeline.outbox.ops import NODE_SYNC
@@ -59,6 +62,7 @@ def put(ctx: Applying, event: ParsedEvent, payload: ObjectPut) -> None:
             raise InvalidInput("this id belongs to a part; a part is put with its parent_id",
                                field="data.parent_id")
     rows = put_rows(ctx, event, payload)
+    vector = _caller_vector(ctx, payload, rows)
     # Chunked parts not cut again are stale: those past the new end, and those stored under an
     # id of the scheme before part ids were derived within the namespace (replaced by their
     # namespaced twin; docs/operations.md). Explicit parts stay as sent. A new object has none:
@@ -68,11 +72,13 @@ def put(ctx: Applying, event: ParsedEvent, payload: ObjectPut) -> None:
         store.delete_rows([pid for pid, _ in store.chunked_parts_of(object_id)
                            if pid not in fresh])
     _upsert_owned(store, rows)
+    _store_vector(ctx, [row.id for row in rows], vector, new=head is None)
     if head is not None and head.title != payload.title:
         # Explicit parts are not re-sent with their parent, but their index text holds its title.
         store.retitle_parts(object_id, payload.title, [
             (pid, text_hash(part_index_text(payload.title, content or "")))
             for pid, content in store.explicit_parts_of(object_id)])
+        store.keep_caller_vectors(object_id)
     if head is not None and head.deleted_at is not None:
         store.revive_parts(object_id, head.deleted_at)
     # The embed worker writes the node once the object is embedded; an object whose index text
@@ -115,10 +121,42 @@ def put_rows(ctx: Applying, event: ParsedEvent, payload: ObjectPut,
     return rows
 
 
+def _caller_vector(ctx: Applying, payload: ObjectPut, rows: list[ObjectWrite]
+                   ) -> list[float] | None:
+    """The put's vector checked against the generation's model (VectorMismatch), or None.
+
+    A vector is the vector of the one searchable row a put writes: the object, or with its
+    content cut into one part that part too (the whole content). Cut into several parts, no
+    vector is each part's: refused (VectorOnParts); the caller sends the parts itself."""
+    if payload.vector is None:
+        return None
+    space = ctx.options.vector_space
+    if space is None:
+        raise VectorMismatch("this pipeline takes no caller vectors", field="data.vector")
+    values = space.check(payload.vector.model, payload.vector.values, field="data.vector")
+    if len(rows) > 2:
+        raise VectorOnParts(
+            f"the content is cut into {len(rows) - 1} parts and one vector cannot be each"
+            " part's: put the parts (with parent_id) each with its vector, or shorter content",
+            field="data.vector")
+    return values
+
+
+def _store_vector(ctx: Applying, ids: list[uuid.UUID], vector: list[float] | None, *,
+                  new: bool) -> None:
+    """The rows take the caller's vector; without one, rows that held a caller's vector go
+    back to the model's (a new object holds none: nothing to ask)."""
+    space = ctx.options.vector_space
+    if vector is None and (new or space is None):
+        return
+    ctx.store.set_caller_vector(ids, vector, caller_model(space) if space else "")
+
+
 def _put_part(ctx: Applying, event: ParsedEvent, payload: ObjectPut, object_id: uuid.UUID) -> None:
     """An explicit part: under a live first-class parent of the same namespace."""
     assert payload.parent_id is not None
     store = ctx.store
+    vector = _caller_vector(ctx, payload, [])
     parents = store.share_objects([payload.parent_id])
     parent = parents.get(payload.parent_id)
     if parent is None or parent.namespace_id != event.namespace or parent.deleted_at is not None:
@@ -137,6 +175,7 @@ def _put_part(ctx: Applying, event: ParsedEvent, payload: ObjectPut, object_id: 
         source_version=event.version, event_id=event.event_id, source=event.source,
         context_title=parent.title,
     )])
+    _store_vector(ctx, [object_id], vector, new=head is None)
     ctx.outcome.embed_roots.add(payload.parent_id)
     store.enqueue(event.namespace, payload.parent_id, NODE_SYNC)
     ctx.outcome.outbox_rows += 1

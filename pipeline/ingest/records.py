@@ -14,6 +14,9 @@ from datetime import UTC, datetime
 from pipeline.domain.errors import BrainstreamError, InvalidRecordTime
 from pipeline.domain.index_text import CONTENT_CAP_CHARS
 from pipeline.domain.kinds import KindCatalog
+from pipeline.domain.vectors import VectorSpace
+from pipeline.embedding.identity import vector_space
+from pipeline.embedding.settings import EmbeddingSettings
 from pipeline.ingest.settings import IngestSettings
 from pipeline.kafka.signing import PublisherKeys
 from pipeline.ports import EventStore
@@ -89,6 +92,8 @@ class IngestOptions:
     # already save half the round trips. A benchmark or a test sets it past any batch to
     # measure or check the event-by-event path.
     min_run: int = 2
+    # the generation's vector space: what a put's `vector` must fit (None: puts carry none)
+    vector_space: VectorSpace | None = None
 
 
 def ingest_options(settings: IngestSettings) -> IngestOptions:
@@ -100,6 +105,10 @@ def ingest_options(settings: IngestSettings) -> IngestOptions:
         content_cap_chars=CONTENT_CAP_CHARS,
         defer_seconds=settings.defer_seconds,
         publisher_keys=PublisherKeys.from_settings(settings),
+        # the full settings name the generation's embedder (a replay's own); the ingest
+        # settings alone take no caller vectors
+        vector_space=vector_space(settings) if isinstance(settings, EmbeddingSettings)
+        else None,
     )
 
 

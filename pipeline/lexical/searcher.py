@@ -22,11 +22,12 @@ import os
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
 import tantivy
 
+from pipeline.domain.bm25 import LIKE_MAX_TERMS
 from pipeline.domain.read_model import Filters, Hit
 from pipeline.lexical.documents import (
     ID_HI,
@@ -128,6 +129,28 @@ class TantivySearcher:
         scoring = tantivy.Query.boolean_query(
             [(tantivy.Occur.Should, tantivy.Query.term_query(SCHEMA, TEXT, lex))
              for lex in lexemes])
+        return _top(index.searcher(), filtered(scoring, filters, scope_ids), k)
+
+    async def search_like(self, namespace: uuid.UUID, terms: Mapping[str, int],
+                          filters: Filters, scope_ids: Sequence[uuid.UUID], k: int) -> list[Hit]:
+        """More like this: Tantivy's MoreLikeThis over a document's lexemes (`terms`: lexeme
+        -> its frequency in the document): its `LIKE_MAX_TERMS` best by tf x idf, each boosted
+        by that score."""
+        filter_clauses(filters, scope_ids)
+        if k <= 0 or not terms:
+            return []
+        return await asyncio.to_thread(self._like, namespace, terms, filters, scope_ids, k)
+
+    def _like(self, namespace: uuid.UUID, terms: Mapping[str, int], filters: Filters,
+              scope_ids: Sequence[uuid.UUID], k: int) -> list[Hit]:
+        index = self.index(namespace)
+        if index is None:
+            return []
+        # the raw tokenizer makes each value one term: a lexeme repeated tf times counts tf
+        values = [lex for lex, tf in sorted(terms.items()) for _ in range(max(1, tf))]
+        scoring = tantivy.Query.more_like_this_document_fields_query(
+            SCHEMA, {TEXT: values}, min_doc_frequency=1, min_term_frequency=1,
+            max_query_terms=LIKE_MAX_TERMS, boost_factor=1.0)
         return _top(index.searcher(), filtered(scoring, filters, scope_ids), k)
 
     async def search_fuzzy(self, namespace: uuid.UUID, query: str, filters: Filters,

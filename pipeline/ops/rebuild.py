@@ -77,7 +77,9 @@ def reembed(settings: Settings, *, every: bool = False) -> int:
             " model = CASE WHEN %(every)s THEN NULL ELSE e.model END"
             " FROM objects o WHERE o.id = e.id AND o.deleted_at IS NULL"
             " AND (%(every)s OR e.embedding IS NULL OR e.model IS DISTINCT FROM %(model)s"
-            "      OR e.embedded_hash IS DISTINCT FROM e.index_text_hash)",
+            "      OR e.embedded_hash IS DISTINCT FROM e.index_text_hash)"
+            # a caller's vector (a put's `vector`) is the caller's to change, not the model's
+            " AND coalesce(e.model, '') NOT LIKE 'caller:%%'",
             {"every": every, "model": current}).rowcount
     pool = make_pool(settings, max_size=2, name="brainstream-reembed")
     producer = make_producer(settings)

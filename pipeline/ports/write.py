@@ -90,6 +90,17 @@ class EventStore(Protocol):
 
     def delete_rows(self, ids: Sequence[uuid.UUID]) -> None: ...
 
+    def set_caller_vector(self, ids: Sequence[uuid.UUID], vector: Sequence[float] | None,
+                          model: str) -> None:
+        """Give rows a caller's vector (stored under `model`, embedded: the stage leaves them
+        alone); None: rows that hold a caller's vector go back to the model (pending)."""
+        ...
+
+    def keep_caller_vectors(self, root: uuid.UUID) -> None:
+        """Rows of `root` holding a caller's vector stay embedded after their index text
+        changed under them (a parent's new title)."""
+        ...
+
     def soft_delete_object(self, object_id: uuid.UUID, version: int | None,
                            event_id: str) -> None: ...
 

@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from pipeline.domain.errors import ChannelDegraded, DegradedAnswer, InvalidInput, NotFound
 from pipeline.domain.match_set import plan_facets, plan_sort
 from pipeline.domain.read_model import Filters, Hit, Page, RichObject, RowMeta, SearchQuery
+from pipeline.domain.vectors import VectorSpace
 from pipeline.ports import (
     CatalogSource,
     Channel,
@@ -77,6 +78,7 @@ from pipeline.retrieval.requests import (
     query_text,
 )
 from pipeline.retrieval.rerank import RERANK_SKIPPED, Reranked, RerankStage
+from pipeline.retrieval.similar import LikenessSource, VectorSearch, uses_vectors
 from pipeline.retrieval.snippets import MAX_SNIPPET_TERMS
 from pipeline.retrieval.tuning import Fusion, resolve_fusion
 
@@ -119,7 +121,9 @@ class RetrievalEngine:
                  embed_query: QueryEmbedder | None, config: EngineConfig | None = None, *,
                  channels: Sequence[Channel] | None = None,
                  ppr: PprStage | None = None, reranker: RerankStage | None = None,
-                 match_sets: MatchSetReader | None = None) -> None:
+                 match_sets: MatchSetReader | None = None,
+                 likeness: LikenessSource | None = None,
+                 vector_space: VectorSpace | None = None) -> None:
         self.searcher = searcher
         self.reader = reader
         self.result_sets = result_sets
@@ -149,6 +153,8 @@ class RetrievalEngine:
                                  max_items=self.config.result_set_max_items,
                                  snippet_width=self.config.snippet_chars,
                                  snippet_max_terms=self.config.snippet_max_terms)
+        # similar_to, a caller's query vector, min_score (pipeline/retrieval/similar.py)
+        self.vectors = VectorSearch(self, likeness, vector_space)
 
     async def validate_filters(self, filters: Filters) -> None:
         """Property filters must name filterable fields of the catalog (when it is not empty)."""
@@ -186,6 +192,8 @@ class RetrievalEngine:
 
     async def search(self, namespace: uuid.UUID, request: SearchQuery) -> Page:
         """Search over parts, promoted to their objects: hybrid, or fused with PPR (`mode`)."""
+        if uses_vectors(request):
+            return await self.vectors.search(namespace, request)
         query = query_text(request.query, max_terms=self.config.max_query_terms)
         check_limit(request.limit)
         await self.validate_filters(request.filters)
@@ -305,12 +313,16 @@ class RetrievalEngine:
                             channels: dict[str, list[Hit]], limit: int, degrade: str | None,
                             *, first: Sequence[Hit] = (), mode: str | None = None,
                             explain: bool = False, request: SearchQuery | None = None,
-                            fusion: Fusion | None = None, shape: Shape | None = None) -> Page:
+                            fusion: Fusion | None = None, shape: Shape | None = None,
+                            require: str | None = None, max_items: int | None = None,
+                            truncated: bool = False) -> Page:
         """Fuse the channels' hits, promote them to objects with evidence, decay by age and
         return the first page; `first` (exact matches) leads, in its own order. `mode` labels
         the answer; `explain` adds each returned object's fused rank and score, per-channel
         ranks and raw scores; `request` may ask for the reranker (and `strict`); `fusion`
-        overrides the wired weights and k; `shape` adds facets and a sorted order."""
+        overrides the wired weights and k; `shape` adds facets and a sorted order. `require`
+        names a channel every answered object must have a hit in; `max_items` bounds the
+        answer (default `config.max_results`); `truncated` says the channels were cut."""
         ids = list(dict.fromkeys([h.id for h in first]
                                  + [h.id for hits in channels.values() for h in hits]))
         meta = await self.searcher.row_meta(namespace, ids)
@@ -318,6 +330,10 @@ class RetrievalEngine:
         promoted = fuse_and_promote(channels, meta,
                                     k=self.config.rrf_k if fusion is None else fusion.rrf_k,
                                     evidence_n=self.config.evidence_n, weights=weights)
+        if require is not None:
+            found = {row.parent_id or row.id for h in channels.get(require, ())
+                     if (row := meta.get(h.id)) is not None}
+            promoted = [p for p in promoted if p.id in found]
         if first:
             # Exact matches lead, in their own order, above every fused result.
             top = 1.0 + max((p.score for p in promoted), default=0.0)
@@ -326,7 +342,8 @@ class RetrievalEngine:
             seen = {p.id for p in leading}
             promoted = leading + [p for p in promoted if p.id not in seen]
         page, reranked = await self._page(namespace, query, promoted, meta, limit, degrade,
-                                          mode=mode, request=request, shape=shape)
+                                          mode=mode, request=request, shape=shape,
+                                          max_items=max_items, truncated=truncated)
         if not explain:
             return page
         ranks = {p.id: StageRanks(rank, None, p.score) for rank, p in
@@ -338,12 +355,15 @@ class RetrievalEngine:
     async def _page(self, namespace: uuid.UUID, query: str, promoted: list[Promoted],
                     meta: dict[uuid.UUID, RowMeta], limit: int, degrade: str | None, *,
                     mode: str | None, request: SearchQuery | None = None,
-                    shape: Shape | None = None) -> tuple[Page, Reranked | None]:
+                    shape: Shape | None = None, max_items: int | None = None,
+                    truncated: bool = False) -> tuple[Page, Reranked | None]:
         """Hydrate the ranked objects, decay by age, re-rank the best when `request` asks for
         it, apply the shape (facets, sort), and hand the list to the pager; with the
-        reranker's outcome (None: not asked)."""
-        beyond = [p.id for p in promoted[self.config.max_results:]]
-        promoted = promoted[: self.config.max_results]
+        reranker's outcome (None: not asked). `max_items` bounds the list (default
+        `config.max_results`); `truncated`: the channels were cut."""
+        bound = max_items or self.config.max_results
+        beyond = [p.id for p in promoted[bound:]]
+        promoted = promoted[:bound]
         objects = await self.reader.hydrate(namespace, [p.id for p in promoted])
         now = datetime.now(UTC)
         items: list[Item] = []
@@ -361,11 +381,12 @@ class RetrievalEngine:
                 raise DegradedAnswer(RERANK_SKIPPED)
             items, reranked = outcome.items, outcome
             degrade = degrade or (RERANK_SKIPPED if outcome.skipped else None)
-        facets, truncated = None, False
+        facets = None
         if shape is not None and self.match_sets is not None:
             candidates = [uuid.UUID(str(item["id"])) for item in items] + beyond
-            items, facets, truncated = await self.match_sets.apply(
+            items, facets, cut = await self.match_sets.apply(
                 namespace, query, shape.request, items, candidates, shape.facets, shape.sort)
+            truncated = truncated or cut
         # snippets are made by the pager, for the returned page only, from these texts
         texts = {str(row.id): row.content for row in meta.values()}
         page = await self.pager.first_page(namespace, items, limit, kind="search",

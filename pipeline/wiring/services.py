@@ -18,6 +18,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from pipeline.domain.errors import Unavailable
 from pipeline.embedding.embedders import build_name_embedder, same_name_embedder
+from pipeline.embedding.identity import vector_space
 from pipeline.graph.falkordb.reconnecting import ReconnectingGraphReader
 from pipeline.ingest.store.catalog import CachedCatalog
 from pipeline.lexical.facets import TantivyFacets
@@ -37,6 +38,7 @@ from pipeline.retrieval.ppr.snapshots import PprSnapshots, SnapshotConfig
 from pipeline.retrieval.ppr.stage import PprConfig, PprStage
 from pipeline.retrieval.rerank import rerank_stage
 from pipeline.retrieval.store.entities import PgEntityReader
+from pipeline.retrieval.store.likeness import PgLikenessSource
 from pipeline.retrieval.store.matchset import PgMatchSet
 from pipeline.retrieval.store.mentions import PgMentionReader
 from pipeline.retrieval.store.objects import PgObjectReader
@@ -201,7 +203,8 @@ async def build_services(settings: Settings) -> Services:
     ppr = ppr_stage(settings, pool)
     engine = RetrievalEngine(searcher, reader, result_sets, catalog, embed_query, config,
                              channels=channels, ppr=ppr, reranker=rerank_stage(settings.reranker),
-                             match_sets=match_sets)
+                             match_sets=match_sets, likeness=PgLikenessSource(pool),
+                             vector_space=vector_space(settings))
     graph_reader = ReconnectingGraphReader(settings)
     graph = GraphQueries(graph_reader, reader=reader, pager=engine.pager, catalog=catalog,
                          embed_query=embed_query, fallback=engine.search,

@@ -109,3 +109,29 @@ def test_plain_hnsw_would_starve(dense: dict[str, Any], db: psycopg.Connection[A
             " ORDER BY e.embedding <=> %s LIMIT %s",
             (dense["a"], Jsonb({"bucket": "rare"}), dense["query"], K)).fetchall()
     assert len(rows) < K
+
+
+@pytest.mark.parametrize("threshold", [5, 5000])  # HNSW with its growing fetch, and exact
+def test_range_search_is_every_row_within_the_floor(dense: dict[str, Any], aio: asyncio.Runner,
+                                                    searcher: PgPartSearcher,
+                                                    threshold: int) -> None:
+    ranged = PgPartSearcher(searcher.pool, exact_dense_threshold=threshold)
+    sims = dense["sims"]
+    for floor in (0.15, 0.05):  # ~1% and ~20% of the rows: one fetch, and several
+        within = {dense["ids"][i] for i in np.flatnonzero(sims >= floor)}
+        hits, cut = aio.run(ranged.search_dense_within(dense["a"], dense["query"].tolist(),
+                                                       floor, Filters(), [], 1000))
+        got = [h.id for h in hits]
+        assert not cut and len(got) == len(set(got))
+        # B's rows are all closer than the floor: none leaks; HNSW may miss a row or two
+        assert set(got) <= within and len(got) >= 0.95 * len(within)
+        assert all(h.score >= floor for h in hits)
+        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    # the bound: more rows within the floor than the cap is a cut answer
+    hits, cut = aio.run(ranged.search_dense_within(dense["a"], dense["query"].tolist(), -1.0,
+                                                   Filters(), [], 50))
+    assert cut and len(hits) == 50
+    # filters apply inside the range search
+    hits, _ = aio.run(ranged.search_dense_within(dense["a"], dense["query"].tolist(), -1.0,
+                                                 RARE, [], 1000))
+    assert {h.id for h in hits} == {dense["ids"][i] for i in dense["rare"]}

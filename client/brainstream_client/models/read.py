@@ -84,11 +84,20 @@ class FindExactBody(Body):
     where: dict[str, Any] | None = None
 
 
+class VectorBody(Body):
+    model: str
+    values: list[float] = Field(min_length=1, max_length=16000)
+
+
 class SearchBody(FindExactBody):
+    query: str | None = None  # type: ignore[assignment]
     mode: SearchMode = "hybrid"
     explain: bool = False
     rerank: bool | None = None
     fusion: FusionBody | None = None
+    similar_to: UUID | None = None
+    min_score: float | None = Field(default=None, ge=-1.0, le=1.0)
+    vector: VectorBody | None = None
 
 
 class ContinueBody(Body):

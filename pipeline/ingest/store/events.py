@@ -291,6 +291,34 @@ class PgEventStore:
         if ids:
             self.conn.execute("DELETE FROM objects WHERE id = ANY(%s)", (list(ids),))
 
+    def set_caller_vector(self, ids: Sequence[uuid.UUID], vector: Sequence[float] | None,
+                          model: str) -> None:
+        """Give rows a caller's vector, or take a caller's vector back (the row is pending for
+        the model again); the reuse of stored vectors never finds one (`model` is no model
+        key), and the embedding stage's write-back never replaces one."""
+        if vector is not None:
+            self.conn.execute(
+                "UPDATE object_embeddings e SET embedding = %s::vector,"
+                " embedded_hash = o.index_text_hash,"
+                " model = %s, embed_status = 'done', embed_attempts = 0, embed_error = NULL,"
+                " embed_lease_until = NULL FROM objects o WHERE o.id = e.id"
+                " AND e.id = ANY(%s)",
+                ("[" + ",".join(repr(float(v)) for v in vector) + "]", model, list(ids)))
+            return
+        self.conn.execute(
+            "UPDATE object_embeddings SET embedding = NULL, embedded_hash = NULL, model = NULL,"
+            " embed_status = 'pending', embed_attempts = 0, embed_error = NULL,"
+            " embed_lease_until = NULL, queued_at = now()"
+            " WHERE id = ANY(%s) AND model LIKE 'caller:%%'", (list(ids),))
+
+    def keep_caller_vectors(self, root: uuid.UUID) -> None:
+        """Rows of `root` with a caller's vector, made pending by a new index text, are
+        embedded again at once: the vector is the caller's, not the text's."""
+        self.conn.execute(
+            "UPDATE object_embeddings SET embed_status = 'done', embedded_hash = index_text_hash"
+            " WHERE root_id = %s AND embed_status = 'pending' AND model LIKE 'caller:%%'"
+            " AND embedding IS NOT NULL", (root,))
+
     def soft_delete_object(self, object_id: uuid.UUID, version: int | None,
                            event_id: str) -> None:
         """Hide an object and its visible parts (with the same timestamp, so a re-put of the

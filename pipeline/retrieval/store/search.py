@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,6 +30,9 @@ from pipeline.retrieval.store.filters import (
 )
 
 _HNSW_MAX_EF = 1000  # pgvector's upper bound for hnsw.ef_search
+# A range search's first HNSW fetch, and its growth while every row fetched is within the range.
+_RANGE_FIRST_FETCH = 100
+_RANGE_GROWTH = 4
 
 
 class PgPartSearcher:
@@ -129,8 +132,26 @@ class PgPartSearcher:
         """Top k by BM25 over the distinct query lexemes (OR), ties by id."""
         if k <= 0:
             return []
-        lexemes = await self.query_lexemes(query)
-        if not lexemes:
+        return await self.search_lexemes(namespace, await self.query_lexemes(query), filters,
+                                         scope_ids, k)
+
+    async def search_like(self, namespace: uuid.UUID, terms: Mapping[str, int],
+                          filters: Filters, scope_ids: Sequence[uuid.UUID], k: int) -> list[Hit]:
+        """More like this: top k by BM25 over the `bm25.LIKE_MAX_TERMS` most distinctive of a
+        document's lexemes (`terms`: lexeme -> its frequency in the document; tf x idf)."""
+        if k <= 0 or not terms:
+            return []
+        async with read_connection(self.pool) as conn:
+            corpus = await self.corpus(conn, namespace)
+            dfs = await self.document_frequencies(conn, namespace, sorted(terms))
+        chosen = bm25.distinctive_terms(terms, dfs, corpus.n_docs, bm25.LIKE_MAX_TERMS)
+        return await self.search_lexemes(namespace, chosen, filters, scope_ids, k)
+
+    async def search_lexemes(self, namespace: uuid.UUID, lexemes: Sequence[str],
+                             filters: Filters, scope_ids: Sequence[uuid.UUID],
+                             k: int) -> list[Hit]:
+        """Top k by BM25 over `lexemes` (OR), ties by id."""
+        if k <= 0 or not lexemes:
             return []
         frag = searchable(namespace, filters, scope_ids)
         async with read_connection(self.pool) as conn:
@@ -270,6 +291,49 @@ class PgPartSearcher:
             return None
         rows = await self._fetch(conn, listing.where, listing.params)
         return [r[0] for r in rows] if len(rows) <= MAX_WHERE_ROOTS else None
+    async def search_dense_within(self, namespace: uuid.UUID, vector: Sequence[float],
+                                  min_score: float, filters: Filters,
+                                  scope_ids: Sequence[uuid.UUID], cap: int
+                                  ) -> tuple[list[Hit], bool]:
+        """Range search: every row whose cosine similarity reaches `min_score`, best first, ties
+        by id, at most `cap` of them; and whether more reach it (the answer was cut).
+
+        Exact when at most `exact_dense_threshold` rows pass (as `search_dense`). Otherwise
+        HNSW with iterative scan fetches the nearest rows, `_RANGE_FIRST_FETCH` first and
+        `_RANGE_GROWTH` times more while every row fetched is still within the range (up to
+        cap + 1): a tight range (near-duplicates) costs one small scan, not the whole set.
+        """
+        vec = np.asarray(vector, dtype=np.float32)
+        if cap <= 0 or vec.size == 0 or not np.any(vec):
+            return [], False
+        frag = searchable(namespace, filters, scope_ids)
+        params = {**frag.params, "v": vec, "maxd": 1.0 - min_score}
+        async with read_connection(self.pool) as conn, conn.transaction():
+            rows = await self._fetch(
+                conn, search_sql.over_embedded(search_sql.DENSE_PASSING, frag.where),
+                {**frag.params, "bound": self.exact_dense_threshold + 1})
+            passing = int(rows[0][0])
+            exact = search_sql.over_embedded(search_sql.DENSE_WITHIN_EXACT, frag.where)
+            if passing <= self.exact_dense_threshold:
+                hits = self._hits(await self._fetch(conn, exact, {**params, "k": cap + 1}))
+                return hits[:cap], len(hits) > cap
+            approx = search_sql.over_embedded(search_sql.DENSE_APPROX, frag.where)
+            fetch = min(_RANGE_FIRST_FETCH, cap + 1)
+            while True:
+                await conn.execute(search_sql.HNSW_SETTINGS, (str(min(fetch, _HNSW_MAX_EF)),),
+                                   prepare=False)
+                found = self._hits(await self._fetch(conn, approx,
+                                                     {**params, "fetch": fetch, "k": fetch}))
+                within = [h for h in found if h.score >= min_score]
+                if len(within) < len(found) or fetch > cap:
+                    break
+                if len(found) < min(fetch, passing):
+                    # HNSW gave up early (hnsw.max_scan_tuples): score the range exactly
+                    self.dense_fallbacks += 1
+                    within = self._hits(await self._fetch(conn, exact, {**params, "k": cap + 1}))
+                    break
+                fetch = min(fetch * _RANGE_GROWTH, cap + 1)
+        return within[:cap], len(within) > cap
 
     # -- exact ---------------------------------------------------------------------------------
 

@@ -109,6 +109,12 @@ DENSE_EXACT = sql.SQL(
     "SELECT o.id, 1 - (e.embedding <=> %(v)s) AS score FROM {from_} WHERE {where}"
     " ORDER BY (e.embedding <=> %(v)s) + 0, o.id LIMIT %(k)s")
 
+# Dense range: the rows within cosine distance `maxd`, nearest first, exactly (at most k).
+DENSE_WITHIN_EXACT = sql.SQL(
+    "SELECT o.id, 1 - (e.embedding <=> %(v)s) AS score FROM {from_} WHERE {where}"
+    " AND (e.embedding <=> %(v)s) <= %(maxd)s::float8"
+    " ORDER BY (e.embedding <=> %(v)s) + 0, o.id LIMIT %(k)s")
+
 # Dense: how many rows pass, counted up to a bound (is an exact scan cheap enough?).
 DENSE_PASSING = sql.SQL(
     "SELECT count(*) FROM (SELECT 1 FROM {from_} WHERE {where} LIMIT %(bound)s) AS s")
