@@ -24,7 +24,8 @@ REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
 # The documents a reader is pointed at: every page of docs/ and the Markdown files beside code.
 MARKDOWN = sorted({*DOCS.glob("*.md"), *REPO.glob("*.md"), *REPO.glob("*/README.md")})
-DOCS_MAX_LINES = 1900
+# docs/search.md (the search request language, ~130 lines) is most of the growth past 1,900
+DOCS_MAX_LINES = 2060
 
 
 def _tracked() -> list[Path]:

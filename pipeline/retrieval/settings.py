@@ -63,7 +63,7 @@ class RetrievalSettings(BaseModel):
     reranker: RerankerSettings | None = Field(
         default=None, description="JSON: an HTTP reranker over search's fused top objects "
         '(`{"url": ..., "model": ..., "api_key": ..., "field": "documents", "depth": 20, '
-        '"timeout": 1.0}`; docs/search-ranking.md). Set it to re-rank every search by default.')
+        '"timeout": 1.0}`; docs/search.md). Set it to re-rank every search by default.')
 
     @field_validator("reranker", mode="before")
     @classmethod
