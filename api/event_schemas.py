@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
@@ -78,7 +78,7 @@ class DeleteObjectsBody(BaseModel):
     filters: FiltersBody | None = Field(
         default=None, description="the search's `filters`, judged on first-class objects; with "
         "`source`, both must match")
-    where: dict[str, Any] | None = Field(
+    where: PlainJson | None = Field(
         default=None, description="the search's `where` conditions on properties, judged on "
         "first-class objects; with `source` or `filters`, all must match")
     all: bool = Field(default=False, description="every object of the namespace; only alone "

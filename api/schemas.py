@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from api.plain_text import PLAIN_TEXT
+from api.plain_text import PLAIN_TEXT, PlainJson
 from pipeline.domain.match_set import DEFAULT_FACET_SIZE, MAX_FACET_SIZE, MAX_FACETS
 from pipeline.domain.mentions import ObjectEntity
 from pipeline.domain.read_model import (
@@ -162,7 +162,7 @@ class FindExactBody(_Strict):
     sort: SortBody | None = Field(default=None, description=(
         "order the match set's first 1,000 objects by a field instead of relevance (ties by"
         " relevance, then id); `continue` pages through that order"))
-    where: dict[str, Any] | None = Field(default=None, description=WHERE_DESCRIPTION)
+    where: PlainJson | None = Field(default=None, description=WHERE_DESCRIPTION)
 
 
 class VectorBody(_Strict):
@@ -218,7 +218,7 @@ class FindObjectsBody(_Strict):
     include_entities: bool = Field(default=False, description=(
         "also answer the extracted entities named like the query (`entities`), at most "
         "`limit`; kinds and filters do not apply to them"))
-    where: dict[str, Any] | None = Field(default=None, description=WHERE_DESCRIPTION)
+    where: PlainJson | None = Field(default=None, description=WHERE_DESCRIPTION)
 
 
 class FindLinksBody(_Strict):

@@ -359,14 +359,14 @@ class Client:
         return self._call(ops.PUBLISH, body=PublishBody(events=list(events), wait=wait))
 
     def delete_objects(self, *, source: str | None = None, filters: Filters = None,
-                       all: bool = False, dry_run: bool = False,
+                       where: Where = None, all: bool = False, dry_run: bool = False,
                        wait: bool = False) -> DeleteObjectsOut:
         """Soft-delete the namespace's objects whose last put came from `source` and/or that
-        match `filters` (`all=True`, alone: every object), as one event: it deletes what
-        matches when the pipeline applies it, at most `limit` (send again while `matched` is
-        above it). `dry_run` only counts. Takes the `write` scope."""
+        match `filters` and/or `where` (`all=True`, alone: every object), as one event: it
+        deletes what matches when the pipeline applies it, at most `limit` (send again while
+        `matched` is above it). `dry_run` only counts. Takes the `write` scope."""
         return self._call(ops.DELETE_OBJECTS, body=DeleteObjectsBody.model_validate(dict(
-            source=source, filters=filters, all=all, dry_run=dry_run, wait=wait)))
+            source=source, filters=filters, where=where, all=all, dry_run=dry_run, wait=wait)))
 
     # paging
     def iter_pages(self, first: PageOut, *, limit: int = 10) -> Iterator[PageOut]:

@@ -111,6 +111,7 @@ class DeleteObjectsBody(Body):
 
     source: str | None = None
     filters: FiltersBody | None = None
+    where: dict[str, Any] | None = None
     all: bool = False
     dry_run: bool = False
     wait: bool = False

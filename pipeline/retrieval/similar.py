@@ -25,21 +25,68 @@ import logging
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from pipeline.domain.errors import DegradedAnswer, InvalidInput, QueryRequired, Unavailable
 from pipeline.domain.read_model import Filters, Hit, Likeness, Page, SearchQuery
 from pipeline.domain.vectors import VectorSpace
+from pipeline.ports import Channel, PartSearcher, QueryEmbedder
 from pipeline.retrieval.channels.dense import LEXICAL_ONLY
+from pipeline.retrieval.matchset import Shape
 from pipeline.retrieval.requests import check_limit, query_text
-
-if TYPE_CHECKING:
-    from pipeline.retrieval.engine import RetrievalEngine
+from pipeline.retrieval.tuning import Fusion
 
 log = logging.getLogger(__name__)
 
 DENSE = "dense"
 LEXICAL = "lexical"
+
+
+class CoreConfig(Protocol):
+    """The engine settings these searches read (`EngineConfig`)."""
+
+    @property
+    def candidate_k(self) -> int: ...
+    @property
+    def result_set_max_items(self) -> int: ...
+    @property
+    def max_query_terms(self) -> int: ...
+    @property
+    def embed_timeout(self) -> float: ...
+
+
+class EngineCore(Protocol):
+    """What these searches use of the retrieval engine (`RetrievalEngine`, which holds a
+    `VectorSearch` over itself): its channels, searcher, query embedder and settings, and its
+    request checks, candidates and paging."""
+
+    @property
+    def channels(self) -> dict[str, Channel]: ...
+    @property
+    def searcher(self) -> PartSearcher: ...
+    @property
+    def embed_query(self) -> QueryEmbedder | None: ...
+    @property
+    def config(self) -> CoreConfig: ...
+    @property
+    def fused_channels(self) -> list[str]: ...
+
+    async def validate_filters(self, filters: Filters) -> None: ...
+
+    def fusion(self, request: SearchQuery) -> Fusion: ...
+
+    async def shape(self, request: SearchQuery) -> Shape | None: ...
+
+    async def candidates(self, namespace: uuid.UUID, query: str, request: SearchQuery,
+                         names: Sequence[str]) -> tuple[dict[str, list[Hit]], str | None]: ...
+
+    async def rank_and_page(self, namespace: uuid.UUID, query: str,
+                            channels: dict[str, list[Hit]], limit: int, degrade: str | None,
+                            *, first: Sequence[Hit] = (), mode: str | None = None,
+                            explain: bool = False, request: SearchQuery | None = None,
+                            fusion: Fusion | None = None, shape: Shape | None = None,
+                            require: str | None = None, max_items: int | None = None,
+                            truncated: bool = False) -> Page: ...
 
 
 class LikenessSource(Protocol):
@@ -90,7 +137,7 @@ class _Probe:
 class VectorSearch:
     """The searches of this module over one engine's channels, pager and configuration."""
 
-    def __init__(self, engine: RetrievalEngine, likeness: LikenessSource | None,
+    def __init__(self, engine: EngineCore, likeness: LikenessSource | None,
                  space: VectorSpace | None) -> None:
         self.engine = engine
         self.likeness = likeness

@@ -26,8 +26,8 @@ PATH_PARAMS = {"session_id": "plain-text", "name": "plain-text",
 # A valid body per operation with a request body: each mutation changes one field of it, so
 # the first (and only) error the API names is that field's.
 BASES: dict[tuple[str, str], dict[str, Any]] = {
-    ("post", "/v1/search"): {"query": "acme"},
-    ("post", "/v1/find_exact"): {"query": "acme"},
+    ("post", "/v1/search"): {"query": "acme", "facets": [{"field": "kind"}]},
+    ("post", "/v1/find_exact"): {"query": "acme", "facets": [{"field": "kind"}]},
     ("post", "/v1/continue"): {"result_set_id": "a" * 32},
     ("post", "/v1/find_objects"): {"query": "acme"},
     ("post", "/v1/find_links"): {"relation_type": "buyer", "query": "acme"},

@@ -63,7 +63,7 @@ def test_503_is_retried_with_growing_jittered_waits(slept: list[float]) -> None:
     for wait, backoff in zip(slept, (1.0, 2.0, 4.0), strict=True):
         assert backoff / 2 <= wait <= backoff
     assert json.loads(seen[-1].content) == {"query": "acme", "limit": 10, "mode": "hybrid",
-                                            "explain": False}
+                                            "explain": False, "strict": False}
     assert seen[0].headers["Authorization"] == "Bearer k"
 
 
