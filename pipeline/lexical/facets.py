@@ -124,23 +124,39 @@ class TantivyFacets:
                 los = searcher.fast_field_values(ROOT_LO, addresses)
                 return [(int(key), id_from_halves(int(h or 0), int(lo or 0)))
                         for (key, _), h, lo in zip(hits, his, los, strict=True)]
-            rest = 0
+            def missing() -> int:
+                return 0
         else:
             path = f"{PROPERTIES}.{plan.name}"
             exists = _and(base, tantivy.Query.exists_query(path))
-            values = searcher.aggregate(exists, {"all": {"value_count": {"field": path}},
-                                                 "numbers": {"stats": {"field": path}}})
-            if int(values["all"]["value"] or 0) != int(values["numbers"]["count"] or 0):
-                return None  # strings or booleans too: SQL orders the types
-            rest = _count(searcher, base) - _count(searcher, exists)
 
-            def fetch(size: int) -> list[tuple[int, uuid.UUID]]:
-                found = searcher.aggregate(exists, {"t": {"top_hits": {
-                    "sort": [{path: "desc" if plan.descending else "asc"}], "size": size,
-                    "docvalue_fields": [ROOT_HI, ROOT_LO]}}})
+            def top(size: int) -> dict[str, Any]:
+                return {"top_hits": {"sort": [{path: "desc" if plan.descending else "asc"}],
+                                     "size": size, "docvalue_fields": [ROOT_HI, ROOT_LO]}}
+
+            def hits(found: dict[str, Any]) -> list[tuple[int, uuid.UUID]]:
                 return [(int(h["sort"][0]), id_from_halves(int(h["docvalue_fields"][ROOT_HI][0]),
                                                            int(h["docvalue_fields"][ROOT_LO][0])))
                         for h in found["t"]["hits"]]
+
+            # one pass over the objects holding the value: its types, their number (one
+            # ROOT_HI per document) and the first `limit + 1` in order
+            first = searcher.aggregate(exists, {"all": {"value_count": {"field": path}},
+                                                "numbers": {"stats": {"field": path}},
+                                                "docs": {"value_count": {"field": ROOT_HI}},
+                                                "t": top(limit + 1)})
+            if int(first["all"]["value"] or 0) != int(first["numbers"]["count"] or 0):
+                return None  # strings or booleans too: SQL orders the types
+            holding = int(first["docs"]["value"] or 0)
+
+            def missing() -> int:
+                """Objects of the match set without the value (counted only when needed)."""
+                return _count(searcher, base) - holding
+
+            def fetch(size: int) -> list[tuple[int, uuid.UUID]]:
+                found = first if size == limit + 1 else searcher.aggregate(exists,
+                                                                           {"t": top(size)})
+                return hits(found)
         # ties straddling the cut are all fetched (the size doubles), then ordered by relevance
         size = limit + 1
         present = fetch(size)
@@ -154,7 +170,7 @@ class TantivyFacets:
         sign = -1 if plan.descending else 1
         ordered = sorted(present, key=lambda p: (sign * p[0], rank.get(p[1], far), str(p[1])))
         out = [oid for _, oid in ordered[:limit]]
-        if len(out) < limit and rest > 0:
+        if len(out) < limit and missing() > 0:
             return None  # objects without the value follow: SQL orders them
         return out
 

@@ -105,7 +105,7 @@ def test_find_objects_is_unchanged_without_the_option(worlds_client: TestClient,
     plain = ok(worlds_client.post("/v1/find_objects", json=body, headers=a.headers))
     assert "entities" not in plain
     assert set(plain) == {"objects", "result_set_id", "has_more", "degrade", "mode",
-                          "truncated", "explain"}  # every page's keys (explain: search's)
+                          "truncated", "explain", "facets"}  # every page's keys (search's too)
     off = ok(worlds_client.post("/v1/find_objects", json={**body, "include_entities": False},
                                 headers=a.headers))
     assert "entities" not in off

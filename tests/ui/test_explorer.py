@@ -282,3 +282,22 @@ def test_search_facets_ranges_and_order_are_the_apis(explorer: Explorer, browser
     wait(browser, lambda d: "No hits." in one(d, "#results").text, "nothing above the range")
     assert explorer.post(a.key, "/v1/search", {**deal_body, "where": {"and": [
         {"jsonpath": "$.amount", "gte": 500001}, *where["and"][1:]]}}).json()["objects"] == []
+
+
+def test_more_like_this_is_the_apis_similar_to(explorer: Explorer, browser: Any) -> None:
+    """A hit's "more like this" shows what /v1/search answers for `similar_to` that object:
+    the object itself left out, and only the caller's objects."""
+    a = explorer.tenants["a"]
+    enter_key(browser, explorer.url, a.key)
+    go(browser, "#/search")
+    one(browser, "#q").clear()
+    one(browser, "#q").send_keys("Acme")
+    _run_search(browser)
+    one(browser, f"[data-test=hit][data-id='{a.ids['deal']}'] [data-test=similar]").click()
+    answer = explorer.post(a.key, "/v1/search", {"similar_to": a.ids["deal"], "limit": 10,
+                                                 "facets": [{"field": "kind"}]}).json()
+    expected = [o["id"] for o in answer["objects"]]
+    assert expected and a.ids["deal"] not in expected
+    assert set(expected) <= set(a.ids.values())  # tenant B's look-alikes never answer
+    wait(browser, lambda d: ids(css(d, "[data-test=hit]")) == expected or None,
+         "the deal's look-alikes")

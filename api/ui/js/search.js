@@ -87,12 +87,17 @@ export async function searchPage(root, _rest, params) {
     return {field, order: direction};
   }
 
+  // "more like this" (#/search?similar=<id>) until a query is typed
+  let similar = params.get("similar") || "";
+  q.addEventListener("input", () => { similar = ""; });
+
   async function run() {
-    if (!q.value.trim()) return;
     const query = q.value.trim();
+    if (!query && !similar) return;
     results.replaceChildren(h("p", {class: "muted"}, "searching..."));
+    const asked = query ? {query, mode: mode.value} : {similar_to: similar};
     try {
-      const page = await api("POST", "/v1/search", {query, mode: mode.value, limit: 10,
+      const page = await api("POST", "/v1/search", {...asked, limit: 10,
                                                     filters: filters(), where: where(),
                                                     facets: facets(), sort: order()});
       facetsBox.replaceChildren(...renderFacets(page.facets || {}));
@@ -158,14 +163,16 @@ export async function searchPage(root, _rest, params) {
                 q, mode, kind, sort,
                 h("button", {type: "submit", id: "search-button"}, "Search")),
               props, h("div", {class: "search-body"}, facetsBox, results));
-  if (q.value) await run();
+  if (q.value || similar) await run();
 }
 
 /** One hit: its title (to the object page), kind, score, summary, and evidence snippets. */
 export function hit(obj, terms) {
   return h("div", {class: "hit", "data-test": "hit", "data-id": obj.id},
            objectLink(obj, "title"), h("span", {class: "badge"}, obj.kind),
-           h("span", {class: "muted"}, ` score ${obj.score.toFixed(4)}`),
+           h("span", {class: "muted"}, ` score ${obj.score.toFixed(4)} `),
+           h("a", {href: "#/search?similar=" + encodeURIComponent(obj.id), class: "similar",
+                   "data-test": "similar"}, "more like this"),
            obj.summary ? h("div", {}, highlight(obj.summary, terms)) : "",
            obj.evidence.map(ev => h("p", {class: "snippet", "data-test": "snippet"},
                                     ev.title ? h("b", {}, ev.title + ": ") : "",
