@@ -6,7 +6,6 @@ real `OutboxRelay`. Each scale grows the one namespace cumulatively.
 
 from __future__ import annotations
 
-import datetime
 import random
 import re
 import time
@@ -44,9 +43,9 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 _COLUMNS = ("id", "namespace_id", "kind", "title", "content", "parent_id", "position", "chunked",
             "embedding", "index_text_hash", "embedded_hash", "embed_status", "event_id",
-            "context_title", "properties")
+            "context_title")
 _TYPES = ("uuid", "uuid", "text", "text", "text", "uuid", "int4", "bool", "vector", "text",
-          "text", "text", "text", "text", "jsonb")
+          "text", "text", "text", "text")
 # The vector and its state go to `object_embeddings` (migration 0033), the rest to `objects`.
 _EMBEDDING_COLUMNS = ("embedding", "embedded_hash", "embed_status")
 _OBJECT_AT = [i for i, c in enumerate(_COLUMNS) if c not in _EMBEDDING_COLUMNS]
@@ -84,20 +83,6 @@ class Doc:
     title: str
     content: str
     chunks: list[str]
-    properties: dict[str, Any]
-
-
-VENUES = ("Nature", "Science", "Cell", "Lancet", "NEJM", "JAMA", "BMJ", "PLoS One", "PNAS",
-          "eLife", "Neuron", "Immunity")
-
-
-def doc_properties(number: int) -> dict[str, Any]:
-    """A document's properties, spread evenly by its number: `score` in [0, 100) (so
-    `score < 1` holds for 1% of documents, and of parts), `year` 1990-2024, `venue` one of
-    12, `published` a date from 2000 on."""
-    day = datetime.date(2000, 1, 1) + datetime.timedelta(days=number * 97 % 9000)
-    return {"score": number * 7919 % 10000 / 100, "year": 1990 + number * 37 % 35,
-            "venue": VENUES[number % len(VENUES)], "published": day.isoformat()}
 
 
 def make_docs(source: SourceText, start: int, parts_wanted: int, rng: random.Random
@@ -118,7 +103,7 @@ def make_docs(source: SourceText, start: int, parts_wanted: int, rng: random.Ran
         title = f"{rng.choice(source.titles)} (#{number})"
         oid = uuid.uuid5(NAMESPACE, f"doc:{number}")
         chunks = [c.text for c in chunk_text(content)]
-        docs.append(Doc(oid, title, content, chunks, doc_properties(number)))
+        docs.append(Doc(oid, title, content, chunks))
         parts += len(chunks)
         number += 1
     return docs
@@ -138,15 +123,14 @@ def object_rows(docs: Sequence[Doc], embedder: StaticEmbedder, settings: Setting
     for doc, text, vector in zip(docs, parent_texts, vectors, strict=False):
         h = text_hash(text)
         rows.append((doc.id, NAMESPACE, KIND, doc.title, doc.content, None, None, False,
-                     vector, h, h, "done", f"{SOURCE}:{doc.id}", None,
-                     Jsonb(doc.properties)))
+                     vector, h, h, "done", f"{SOURCE}:{doc.id}", None))
     i = len(docs)
     for doc in docs:
         for position, chunk in enumerate(doc.chunks):
             h = text_hash(part_texts[i - len(docs)])
             rows.append((part_id(NAMESPACE, doc.id, position), NAMESPACE, KIND, None, chunk,
                          doc.id, position, True, vectors[i], h, h, "done", f"{SOURCE}:{doc.id}",
-                         doc.title, Jsonb({})))
+                         doc.title))
             i += 1
     return rows
 

@@ -1,19 +1,22 @@
-"""Facets and sorting against plain search, in the same run, on SciFact-derived documents.
+"""Search features against plain search, in the same run, on SciFact-derived documents.
 
 Loads `--parts` parts (default 100k) the way `bench.query` does (`data.py`: synthetic documents
 chunked and embedded with the static embedder, COPY), gives every document three properties
 (`color`: 12 values, `price`: 0..1000, `published`: a date over three years; set with the
 triggers off, as if written so), builds the Tantivy index with the real writer, and asks the
 engine as the API wires it (LEXICAL_ENGINE from the environment, tantivy by default), one call
-at a time, the three requests interleaved claim by claim:
+at a time, the requests interleaved claim by claim:
 
 - `search` (the baseline), limit 10;
+- the same with a range filter matching 1% of the parts (`where` `$.price` < 10);
 - the same with facets on two properties (`$.color` terms, `$.price` buckets of 100);
-- the same sorted by a property (`$.price` desc: the match set's first 1,000 in that order).
+- the same sorted by a property (`$.price` desc: the match set's first 1,000 in that order);
+- `similar_to` a document (a different one per request), limit 10.
 
-Targets: each p95 within 2x the plain search p95 of the same run.
+Targets: each p95 within 2x the plain search p95 of the same run, and every range-filtered
+search answers a full page (10 objects: about 160 documents pass the filter).
 
-Usage: python -m bench.query.facets [--parts 100000] [--requests 100] [--reuse]
+Usage: python -m bench.query.features [--parts 100000] [--requests 100] [--reuse]
 """
 
 from __future__ import annotations
@@ -44,17 +47,21 @@ from bench.query.data import (
     object_rows,
     part_count,
 )
-from pipeline.domain.read_model import FacetSpec, SearchQuery, SortSpec
+from pipeline.domain.read_model import FacetSpec, Filters, Page, SearchQuery, SortSpec
 from pipeline.embedding.embedders.static import StaticEmbedder
 from pipeline.lexical.writer import LexicalWriter
 from pipeline.ops.lexical import rebuild_stale_lexical
 from pipeline.postgres.pool import make_pool
+from pipeline.retrieval.requests import with_where
 from pipeline.settings import Settings
 from pipeline.wiring import build_services
 
 TARGET = 2.0  # each p95 within 2x the plain search p95
 FACETS = (FacetSpec("$.color"), FacetSpec("$.price", interval=100))
 SORT = SortSpec("$.price", "desc")
+# `price` is spread evenly over 0..1000: below 10 holds for 1% of the documents, and of parts
+NARROW = with_where(Filters(), {"jsonpath": "$.price", "lt": 10})
+LIMIT = 10
 _PROPERTIES = (
     "UPDATE objects SET properties = jsonb_build_object("
     " 'color', (ARRAY['red','orange','yellow','green','blue','indigo','violet','black',"
@@ -93,20 +100,38 @@ def load(settings: Settings, parts: int) -> None:
         pool.close()
 
 
-async def measure(settings: Settings, claims: list[str]) -> dict[str, Timing]:
-    """The three requests, interleaved claim by claim at concurrency 1."""
+async def measure(settings: Settings, claims: list[str]
+                  ) -> tuple[dict[str, Timing], tuple[int, int]]:
+    """The requests, interleaved claim by claim at concurrency 1; and how many range-filtered
+    searches answered a full page, of how many."""
     services = await build_services(settings)
+    parents = [pid for pid, _ in existing_parents(settings)]
+    targets = random.Random(SEED).sample(parents, len(claims))
+    similar_to = dict(zip(claims, targets, strict=True))
+    full = [0, 0]
+
+    async def narrow(q: str) -> Page:
+        page = await services.engine.search(NAMESPACE, SearchQuery(q, limit=LIMIT,
+                                                                   filters=NARROW))
+        full[0] += len(page.objects) == LIMIT
+        full[1] += 1
+        return page
+
     calls: dict[str, Callable[[str], Awaitable[object]]] = {
-        "search": lambda q: services.engine.search(NAMESPACE, SearchQuery(q, limit=10)),
+        "search": lambda q: services.engine.search(NAMESPACE, SearchQuery(q, limit=LIMIT)),
+        "search + range filter matching 1%": narrow,
         "search + facets on 2 properties": lambda q: services.engine.search(
-            NAMESPACE, SearchQuery(q, limit=10, facets=FACETS)),
+            NAMESPACE, SearchQuery(q, limit=LIMIT, facets=FACETS)),
         "search sorted by a property": lambda q: services.engine.search(
-            NAMESPACE, SearchQuery(q, limit=10, sort=SORT)),
+            NAMESPACE, SearchQuery(q, limit=LIMIT, sort=SORT)),
+        "similar_to a document": lambda q: services.engine.search(
+            NAMESPACE, SearchQuery("", limit=LIMIT, similar_to=similar_to[q])),
     }
     latencies: dict[str, list[float]] = {name: [] for name in calls}
     try:
         for call in calls.values():  # warm-up: caches, index readers, plans
             await run_concurrent("warm-up", call, claims[-20:], 1)
+        full[:] = [0, 0]
         for claim in claims[:-20]:
             for name, call in calls.items():
                 timing = await run_concurrent(name, call, [claim], 1)
@@ -115,23 +140,23 @@ async def measure(settings: Settings, claims: list[str]) -> dict[str, Timing]:
         log(f"facets of {claims[0]!r}: {page.facets}")
     finally:
         await services.close()
-    return {name: Timing(name, 1, tuple(values), sum(values))
-            for name, values in latencies.items()}
+    return ({name: Timing(name, 1, tuple(values), sum(values))
+             for name, values in latencies.items()}, (full[0], full[1]))
 
 
 def main() -> None:
-    parser = bench_parser(__doc__, "python -m bench.query.facets")
+    parser = bench_parser(__doc__, "python -m bench.query.features")
     parser.add_argument("--parts", type=int, default=100_000)
     parser.add_argument("--requests", type=int, default=100)
     parser.add_argument("--port-offset", type=int, default=1300)
     add_reuse_and_out(parser, "keep the loaded stack from an earlier run")
     args = parser.parse_args()
     quiet_logging()
-    settings = bench_settings("facets", args.port_offset, "static")
+    settings = bench_settings("features", args.port_offset, "static")
     with bench_stack(settings, fresh=not args.reuse):
         load(settings, args.parts)
         claims = load_source().claims[: args.requests + 20]
-        timings = asyncio.run(measure(settings, claims))
+        timings, (full, asked) = asyncio.run(measure(settings, claims))
     base = timings["search"].ms(95)
     rows = []
     for name, timing in timings.items():
@@ -140,6 +165,8 @@ def main() -> None:
         rows.append([f"{name}, {args.parts:,} parts", "<= 2x search" if verdict != "-" else "-",
                      f"{timing.ms(50):.1f} / {timing.ms(95):.1f} ms", f"{ratio:.2f}x",
                      verdict])
+    rows.append([f"range-filtered searches answering a full page of {LIMIT}", "all",
+                 f"{full} / {asked}", "-", "PASS" if full == asked else "FAIL"])
     emit_report(f"load average after: {load_average()}\n\n"
                 + md_table(["figure", "target", "p50 / p95", "ratio", "result"], rows),
                 args.out)
