@@ -70,14 +70,8 @@ class FiltersBody(BaseModel):
     updated_before: datetime | None = None
 
     def to_filters(self) -> Filters:
-        kinds = (self.kind,) if isinstance(self.kind, str) else tuple(self.kind or ())
-        props: list[tuple[str, tuple[ScalarValue, ...]]] = []
-        for name, value in sorted((self.model_extra or {}).items()):
-            values = tuple(value) if isinstance(value, list) else (value,)
-            props.append((name, values))
-        return Filters(kinds=kinds, title=self.title, created_after=self.created_after,
-                       created_before=self.created_before, updated_after=self.updated_after,
-                       updated_before=self.updated_before, properties=tuple(props))
+        return Filters.of_body(self.kind, self.title, self.created_after, self.created_before,
+                               self.updated_after, self.updated_before, self.model_extra)
 
 
 class PprFusionBody(_Strict):

@@ -52,12 +52,8 @@ class DeleteFilters(BaseModel):
 
     def to_filters(self) -> Filters:
         """The read side's `Filters` (as the search API makes them from its body)."""
-        kinds = (self.kind,) if isinstance(self.kind, str) else tuple(self.kind or ())
-        props = tuple((name, tuple(value) if isinstance(value, list) else (value,))
-                      for name, value in sorted((self.model_extra or {}).items()))
-        return Filters(kinds=kinds, title=self.title, created_after=self.created_after,
-                       created_before=self.created_before, updated_after=self.updated_after,
-                       updated_before=self.updated_before, properties=props)
+        return Filters.of_body(self.kind, self.title, self.created_after, self.created_before,
+                               self.updated_after, self.updated_before, self.model_extra)
 
 
 class ObjectsSoftDelete(BaseModel):

@@ -6,6 +6,7 @@ The ports that produce them are in `pipeline/ports.py`; every call is scoped to 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
@@ -44,6 +45,20 @@ class Filters:
     @property
     def empty(self) -> bool:
         return self == Filters()
+
+    @classmethod
+    def of_body(cls, kind: str | Sequence[str] | None, title: str | None,
+                created_after: datetime | None, created_before: datetime | None,
+                updated_after: datetime | None, updated_before: datetime | None,
+                properties: Mapping[str, Scalar | Sequence[Scalar]] | None) -> Filters:
+        """Filters from the API's `filters` shape (a kind or a list; each property a value,
+        eq, or a list, in), properties in name order."""
+        kinds = (kind,) if isinstance(kind, str) else tuple(kind or ())
+        props = tuple((name, tuple(value) if isinstance(value, list | tuple) else (value,))
+                      for name, value in sorted((properties or {}).items()))
+        return cls(kinds=kinds, title=title, created_after=created_after,
+                   created_before=created_before, updated_after=updated_after,
+                   updated_before=updated_before, properties=props)
 
 
 @dataclass(frozen=True)
