@@ -46,7 +46,7 @@ from pipeline.kafka.signing import signer_for
 from pipeline.memory.writes import MessageWriter
 from pipeline.settings import Settings, load_settings
 from pipeline.supervisor.lifeline import API_PARENT_ENV
-from pipeline.wiring import ActiveServices, Services
+from pipeline.wiring import ActiveServices, Services, freeze_startup_heap
 from pipeline.wiring.worker_readiness import WorkerReadiness
 
 log = logging.getLogger(__name__)
@@ -100,6 +100,7 @@ def create_app(settings: Settings | None = None,
             # the active index generation, followed across `brainstream replay` switches
             active = ActiveServices(settings, lambda svc: setattr(app.state, "services", svc))
             await active.start()
+            freeze_startup_heap()
             # under `brainstream api`, /readyz is what every worker of the instance agrees on
             readiness = WorkerReadiness.for_instance(settings.result_set_redis_url,
                                                      settings.api_workers,

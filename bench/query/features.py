@@ -54,7 +54,7 @@ from pipeline.ops.lexical import rebuild_stale_lexical
 from pipeline.postgres.pool import make_pool
 from pipeline.retrieval.requests import with_where
 from pipeline.settings import Settings
-from pipeline.wiring import build_services
+from pipeline.wiring import build_services, freeze_startup_heap
 
 TARGET = 2.0  # each p95 within 2x the plain search p95
 FACETS = (FacetSpec("$.color"), FacetSpec("$.price", interval=100))
@@ -105,6 +105,7 @@ async def measure(settings: Settings, claims: list[str]
     """The requests, interleaved claim by claim at concurrency 1; and how many range-filtered
     searches answered a full page, of how many."""
     services = await build_services(settings)
+    freeze_startup_heap()  # as the API process does once it is wired
     parents = [pid for pid, _ in existing_parents(settings)]
     targets = random.Random(SEED).sample(parents, len(claims))
     similar_to = dict(zip(claims, targets, strict=True))

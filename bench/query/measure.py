@@ -34,7 +34,7 @@ from pipeline.embedding.embedders.static import StaticEmbedder
 from pipeline.retrieval.engine import RetrievalEngine
 from pipeline.retrieval.store.search import PgPartSearcher
 from pipeline.settings import Settings
-from pipeline.wiring import Services, build_services
+from pipeline.wiring import Services, build_services, freeze_startup_heap
 
 
 @dataclass
@@ -159,6 +159,7 @@ async def measure_engine(settings: Settings, inputs: Inputs, n: int,
                          concurrencies: Sequence[int], budget: float) -> list[Timing]:
     """Every operation at every concurrency, through the engine as the API wires it."""
     services = await build_services(settings)
+    freeze_startup_heap()  # as the API process does once it is wired
     out: list[Timing] = []
     try:
         for name, (call, kind) in engine_calls(services).items():
@@ -182,6 +183,7 @@ async def channel_breakdown(settings: Settings, inputs: Inputs, n: int, budget: 
     goes (the channels run concurrently inside `search`, so its latency is about the slowest
     channel plus the steps after fusion)."""
     services = await build_services(settings)
+    freeze_startup_heap()  # as the API process does once it is wired
     engine = services.engine
     searcher = engine.searcher
     assert isinstance(searcher, PgPartSearcher) and engine.embed_query is not None
