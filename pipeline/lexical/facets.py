@@ -168,7 +168,8 @@ class TantivyFacets:
         rank = {oid: i for i, oid in enumerate(ranked)}
         far = len(ranked)
         sign = -1 if plan.descending else 1
-        ordered = sorted(present, key=lambda p: (sign * p[0], rank.get(p[1], far), str(p[1])))
+        # ties by rank, then id (a UUID's integer orders as its text does)
+        ordered = sorted(present, key=lambda p: (sign * p[0], rank.get(p[1], far), p[1].int))
         out = [oid for _, oid in ordered[:limit]]
         if len(out) < limit and missing() > 0:
             return None  # objects without the value follow: SQL orders them

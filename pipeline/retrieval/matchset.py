@@ -57,8 +57,8 @@ class MatchSetStage:
             for plan, counts in zip(facets, counted or [], strict=True)}
         if ordered is None:
             return items, shown, False
-        by_id = {str(item["id"]): item for item in items}
-        out = [by_id.get(str(oid)) or {"id": str(oid), "score": 0.0, "evidence": []}
+        by_id = {uuid.UUID(str(item["id"])): item for item in items}
+        out = [by_id.get(oid) or {"id": str(oid), "score": 0.0, "evidence": []}
                for oid in ordered[: self.max_items]]
         return out, shown, len(ordered) > self.max_items
 
