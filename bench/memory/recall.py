@@ -9,7 +9,7 @@ image's caption), created at its LoCoMo session's date plus one minute per turn.
 in through the broker, the consumer and the workers; the questions through the API app.
 Categories: single-hop (LoCoMo 4), temporal (2), multi-hop (1), open-domain (3); adversarial
 (5) apart, outside "overall". The baseline, measured in the same run on the same rows, is the
-same search with the recall rules off (`MemorySearchLimits(recall_rules=False)`: the fused
+same search with the recall rules off (`MemorySearchLimits(rules=None)`: the fused
 lexical and dense channels alone).
 
     python -m bench.memory.recall [--embedder minilm|static] [--reuse] [--out FILE]
@@ -133,7 +133,8 @@ def api_search(settings: Settings, ns: uuid.UUID) -> tuple[Search, Callable[[], 
 
 def core_search(settings: Settings, ns: uuid.UUID, **limits: Any
                 ) -> tuple[Search, Callable[[], None]]:
-    """The same search in-process with other `MemorySearchLimits` (the baseline)."""
+    """The same search in-process with other `MemorySearchLimits` (the baseline); the engine
+    is the returned function's `engine` attribute (the grid swaps its limits)."""
     from pipeline.embedding.embedders import build_embedder
     from pipeline.memory.search import MemoryQuery, MemorySearch, MemorySearchLimits
     from pipeline.memory.store.search import PgMemorySearcher
@@ -155,7 +156,44 @@ def core_search(settings: Settings, ns: uuid.UUID, **limits: Any
     def close() -> None:
         loop.run_until_complete(pool.close())
         loop.close()
-    return lambda user, question: loop.run_until_complete(one(user, question)), close
+
+    def run(user: str, question: str) -> list[str]:
+        return loop.run_until_complete(one(user, question))
+    run.engine = engine  # type: ignore[attr-defined]
+    return run, close
+
+
+# The grid the rules' constants were chosen from, on the tuning conversation alone.
+GRID = {"speaker_weight": (0.5, 0.75, 1.0), "time_weight": (0.0, 0.5),
+        "entity_weight": (0.0, 0.5), "echo_weight": (0.0, 0.5, 1.0)}
+
+
+def tune(settings: Settings, ns: uuid.UUID, questions: list[data.Question], user: str
+         ) -> list[str]:
+    """Recall@K on the tuning conversation for every point of GRID (Markdown lines)."""
+    import itertools
+
+    from pipeline.memory.recall_rules import RecallRules
+    from pipeline.memory.search import MemorySearchLimits
+
+    asked = [q for q in questions if q.user_id == user]
+    search, close = core_search(settings, ns)
+    lines = ["| " + " | ".join(GRID) + " | overall | multi-hop | temporal |",
+             "|---" * (len(GRID) + 3) + "|"]
+    scored = []
+    try:
+        for point in itertools.product(*GRID.values()):
+            rules = RecallRules(**dict(zip(GRID, point, strict=True)))
+            search.engine.limits = MemorySearchLimits(rules=rules)  # type: ignore[attr-defined]
+            row = measure(search, asked)[user]
+            scored.append((row["overall"], point, row))
+            log(f"{point}: {row['overall']:.3f}")
+    finally:
+        close()
+    for overall, point, row in sorted(scored, key=lambda x: -x[0]):
+        lines.append("| " + " | ".join(str(p) for p in point)
+                     + f" | {overall:.3f} | {row['multi-hop']:.3f} | {row['temporal']:.3f} |")
+    return lines
 
 
 def measure(search: Search, questions: list[data.Question]) -> dict[str, dict[str, float]]:
@@ -219,6 +257,8 @@ def main() -> int:
     parser.add_argument("--embedder", choices=["static", "minilm"], default="minilm")
     parser.add_argument("--no-baseline", action="store_true",
                         help="only the API's defaults (code without the recall rules' switch)")
+    parser.add_argument("--tune", action="store_true",
+                        help="also the grid of rule constants on the tuning conversation")
     add_reuse_and_out(parser, "keep the rows an earlier run published")
     args = parser.parse_args()
     quiet_logging()
@@ -238,7 +278,7 @@ def main() -> int:
         tables: dict[str, dict[str, dict[str, float]]] = {}
         runs: list[tuple[str, Callable[[], tuple[Search, Callable[[], None]]]]] = []
         if not args.no_baseline:
-            runs.append(("baseline", lambda: core_search(settings, ns, recall_rules=False)))
+            runs.append(("baseline", lambda: core_search(settings, ns, rules=None)))
         runs.append(("default (API)", lambda: api_search(settings, ns)))
         for label, make in runs:
             search, close = make()
@@ -248,7 +288,11 @@ def main() -> int:
                 close()
             log(f"{label}: " + ", ".join(f"{u} {tables[label][u]['overall']:.3f}"
                                          for u in users))
-    emit_report(report(tables, users, questions, settings), args.out)
+        grid = tune(settings, ns, questions, users[TUNING]) if args.tune else []
+    text = report(tables, users, questions, settings)
+    if grid:
+        text += f"\n\nRule constants on {users[TUNING]} (tuning) alone:\n\n" + "\n".join(grid)
+    emit_report(text, args.out)
     return 0
 
 
