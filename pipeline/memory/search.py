@@ -141,7 +141,10 @@ class MemorySearch:
         kinds = {hit.id: name.split("_")[0] for name, hits in channels.items() for hit in hits}
         weights = self._weights(channels) | {name: w for name, (_, w) in extra.items()}
         fused = rrf(channels, k=self.limits.rrf_k, weights=weights)
-        if plan is not None and set(query.channels) == {"lexical", "dense"}:
+        # the second fusion follows a speaker or time rule: a query neither concerns gets the
+        # plain hybrid answer (the documented fusion of the two channels)
+        if plan is not None and (plan.speakers or plan.when) and set(query.channels) == {
+                "lexical", "dense"}:
             assert self.limits.rules is not None
             joined = await entity_channel(self.searcher, self.limits.rules, namespace, scope,
                                           fused, kinds, k)

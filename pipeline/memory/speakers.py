@@ -15,6 +15,9 @@ from typing import Any
 
 # A first name shorter than this is too likely an ordinary word ("Al", "Jo") to name anyone.
 _MIN_FIRST_NAME = 3
+# Roles that are ordinary words of a query too ("the user table"): named, they still get their
+# channels, but stay in the text.
+_ROLE_WORDS = frozenset({"user", "assistant", "system", "tool", "human", "ai", "bot", "agent"})
 
 
 def speaker_of(role: str | None, metadata: Mapping[str, Any]) -> str | None:
@@ -41,10 +44,12 @@ def named_speakers(query: str, speakers: Iterable[str]) -> tuple[str, ...]:
 
 
 def without_speakers(query: str, speakers: Iterable[str]) -> str:
-    """`query` without the names of `speakers` (the query itself if nothing else is left): in a
-    conversation a name is mostly said to its bearer, so it finds the other speaker's turns."""
+    """`query` without the names of `speakers` (the query itself if nothing else is left; roles
+    that are ordinary words stay): in a conversation a name is mostly said to its bearer, so it
+    finds the other speaker's turns."""
     out = query
     for speaker in speakers:
-        out = _pattern(speaker).sub(" ", out)
+        if speaker not in _ROLE_WORDS:
+            out = _pattern(speaker).sub(" ", out)
     out = re.sub(r"\s+", " ", out).strip()
     return out if re.search(r"\w", out) else query
