@@ -180,11 +180,13 @@ class PgMemorySearcher:
         return {row[0]: str(row[1]) for row in rows}
 
     async def lexical(self, namespace: uuid.UUID, kind: str, scope: MemoryScope, query: str,
-                      k: int) -> list[Hit]:
-        """Top k by BM25 among the scope's rows of `kind`."""
+                      k: int, *, own_words: bool = False) -> list[Hit]:
+        """Top k by BM25 among the scope's rows of `kind`: over the text they are found by, or
+        with `own_words` over their own words alone (without the turns before them)."""
         params: dict[str, Any] = {"ns": namespace, "query": query, "k": k, "k1": self.k1,
                                   "b": self.b}
-        statement = sql.SQL(_BM25).format(table=_TABLE[kind], lexical=_LEXICAL[kind],
+        lexical = sql.SQL("r.lexical") if own_words else _LEXICAL[kind]
+        statement = sql.SQL(_BM25).format(table=_TABLE[kind], lexical=lexical,
                                           scope=_scope_sql(kind, scope, params))
         return [Hit(r[0], float(r[1])) for r in await self._fetch(statement, params)]
 
