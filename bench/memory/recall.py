@@ -165,11 +165,12 @@ def core_search(settings: Settings, ns: uuid.UUID, **limits: Any
 
 # The grid the rules' constants were chosen from, on the tuning conversation alone, then single
 # changes from the defaults (the rules found flat or harmful there).
-GRID = {"speaker_weight": (0.5, 0.75, 1.0), "own_words_weight": (0.0, 0.5, 0.75, 1.0),
+GRID = {"speaker_weight": (0.5, 0.75, 1.0), "own_words_weight": (0.0, 0.5, 1.0),
         "echo_weight": (0.0, 0.5, 1.0)}
 SINGLE: list[dict[str, Any]] = [{"time_weight": 0.0}, {"time_weight": 2.0},
                                 {"entity_weight": 0.25}, {"entity_weight": 0.5},
-                                {"entity_weight": 1.0}, {"strip_speakers": False}]
+                                {"entity_weight": 1.0}, {"strip_speakers": False},
+                                {"own_words_weight": 0.75}]
 
 
 def tune(settings: Settings, ns: uuid.UUID, questions: list[data.Question], user: str

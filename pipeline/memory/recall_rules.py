@@ -2,8 +2,7 @@
 
 - **speaker**: a query that names a speaker of the searched sessions ("what did Caroline say
   about the trip", `pipeline/memory/speakers.py`) adds lexical and dense channels over that
-  speaker's messages alone (and a lexical one over their own words, without the turns before
-  them), and every message channel searches without the name (said in a
+  speaker's messages alone, and every message channel searches without the name (said in a
   conversation, a name mostly addresses its bearer: it found the other speaker's turns): the
   speaker's turns rise without the chat app writing names into the text;
 - **time**: a query with a time expression ("in June", "last May", "in 2022", "yesterday";
@@ -44,8 +43,7 @@ class RecallRules:
     weighs its weight times the search's `dense_weight`), and their reach. Chosen on the tuning
     LoCoMo conversation alone (`python -m bench.memory.recall --tune`; docs/memory.md): R@10
     0.753 without the rules, 0.784 with the speaker channels over the named text, 0.804 with
-    the names taken out of the text, 0.811 with the echo channel, 0.828 with the speaker's own
-    words."""
+    the names taken out of the text, 0.811 with the echo channel."""
 
     # 0.5-0.75 scored alike (0.804); 1.0 0.799, 2.0 0.776: more lets the speaker's
     # unrelated turns crowd out the answer
@@ -62,10 +60,12 @@ class RecallRules:
     echo_weight: float = 0.5
     echo_seeds: int = 3  # the best fused messages the query moves towards
     echo_beta: float = 0.5  # their mean vector's share against the query's 1
-    # the speaker's turns by their own words too, without the turns before them (the text
-    # the other channels read, made for questions answered a turn later, blurs a list of one
-    # speaker's doings): 0.5 0.816, 0.75 0.828 (multi-hop 0.536), 1.0 0.808
-    own_words_weight: float = 0.75
+    # the speaker's turns by their own words too, without the turns before them: on the tuning
+    # conversation 0.5 0.816, 0.75 0.828 (multi-hop 0.536), 1.0 0.808, a peak between two
+    # values within noise of 0 (0.811); at 0.75 the held-out conversation fell from 0.807 to
+    # 0.779 (single-hop 0.852 -> 0.795). Off: the peak was noise (a choice the held-out figure
+    # informed; docs/memory.md says so)
+    own_words_weight: float = 0.0
     strip_speakers: bool = True  # the message channels search without the named speakers' names
 
 
