@@ -272,10 +272,11 @@ class PathGraph(Protocol):
         entity it was merged into); "part" for a visible part; absent when unknown."""
         ...
 
-    async def edges(self, namespace: uuid.UUID, frontier: Sequence[NodeRef], limit: int
-                    ) -> list[GraphEdge]:
+    async def edges(self, namespace: uuid.UUID, frontier: Sequence[NodeRef], limit: int, *,
+                    messages: bool = False) -> list[GraphEdge]:
         """The edges incident to the frontier's nodes, at most `limit` (which ones, when there
-        are more, is unspecified: the caller asks for one more than it may take, to know)."""
+        are more, is unspecified: the caller asks for one more than it may take, to know);
+        with `messages`, also the MENTIONS of live conversation messages."""
         ...
 
     async def hubs(self, namespace: uuid.UUID, entity_ids: Sequence[uuid.UUID], *,

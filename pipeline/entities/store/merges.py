@@ -33,6 +33,9 @@ SELECT (SELECT count(*) FROM mentions WHERE entity_id = %(f)s),
              JOIN objects o ON o.id = m.row_id WHERE m.entity_id = %(f)s)"""
 
 _MOVE_MENTIONS = "UPDATE mentions SET entity_id = %(i)s WHERE entity_id = %(f)s"
+# A conversation's mentions (migration 0055) move with the documents'.
+_MOVE_MESSAGE_MENTIONS = ("UPDATE message_mentions SET entity_id = %(i)s"
+                          " WHERE entity_id = %(f)s")
 
 _MOVE_ALIASES = """
 WITH gone AS (DELETE FROM entity_aliases WHERE entity_id = %(f)s RETURNING *)
@@ -181,6 +184,7 @@ def merge(namespace: uuid.UUID, from_id: uuid.UUID, into_id: uuid.UUID, *, confi
         return report
     _, name, norm, _ = found[from_id]
     yield Statement(_MOVE_MENTIONS, keys)
+    yield Statement(_MOVE_MESSAGE_MENTIONS, keys)
     yield Statement(_MOVE_ALIASES, keys)
     yield Statement(_NAME_AS_ALIAS, {**keys, "name": name, "norm": norm})
     yield Statement(_MOVE_EDGES, keys)

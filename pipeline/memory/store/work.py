@@ -20,6 +20,7 @@ from psycopg_pool import ConnectionPool
 
 from pipeline.domain.memory_values import ClaimedMessage, MessageIndex
 from pipeline.embedding.reuse import Key, VectorReuse, lookup_in
+from pipeline.entities.store.message_mentions import MessageEntities, link_messages
 
 _CLAIM_MESSAGES = """
 UPDATE message_extraction x SET lease_until = now() + make_interval(secs => %(lease)s),
@@ -88,8 +89,10 @@ class PgMessageWork:
         """Store each claimed message's result (the embed extractor's: a `MessageIndex`) and
         mark its row done, where the claim still holds (same lease stamp, message content
         unchanged); the number stored. One transaction; rows in one order (namespace, uuid) so
-        writers cannot deadlock."""
+        writers cannot deadlock. The entities extractor's results also feed the namespace's
+        entity layer in the same transaction (`message_mentions.link_messages`)."""
         stored = 0
+        linked: list[MessageEntities] = []
         statement = sql.SQL(
             "UPDATE messages SET {}, updated_at = now()"
             " WHERE namespace_id = %(ns)s AND uuid = %(uuid)s AND content = %(content)s"
@@ -115,6 +118,10 @@ class PgMessageWork:
                     " WHERE namespace_id = %s AND message_uuid = %s AND extractor = %s",
                     (claimed.namespace_id, claimed.message_uuid, extractor))
                 stored += 1
+                if extractor == "entities":
+                    linked.append(MessageEntities(claimed.namespace_id, claimed.message_uuid,
+                                                  value))
+            link_messages(conn, linked)
         return stored
 
     def mark_failed(self, extractor: str, rows: Sequence[ClaimedMessage], error: str) -> None:
