@@ -173,14 +173,17 @@ def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None)
             description="one name")] = None, queries: Annotated[list[str] | None, Field(
                 description="several names at once")] = None, limit: Limit = None,
             labels: Annotated[list[str] | None, Field(
-                description="only entities with these labels")] = None) -> Json:
+                description="only entities with these labels")] = None,
+            text: Annotated[str | None, Field(
+                description="a passage: every entity it names, with spans")] = None) -> Json:
         result: Json = await api.call(ctx, "POST", "/v1/resolve", body=body(
-            query=query, queries=queries, limit=limit, labels=labels))
+            query=query, queries=queries, limit=limit, labels=labels, text=text))
         return result
 
     async def paths(ctx: Context, from_ids: Annotated[Ids, Field(
-            description="object or entity ids the paths start at")],
-            to_ids: Annotated[Ids, Field(description="object or entity ids they end at")],
+            description="object, entity or message ids the paths start at")],
+            to_ids: Annotated[Ids, Field(description="object, entity or message ids they end "
+                                                     "at")],
             max_hops: Annotated[int | None, Field(description="1-4 (default 4)")] = None,
             k: Annotated[int | None, Field(description="how many paths (default 3)")] = None,
             ) -> Json:
@@ -215,7 +218,8 @@ def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None)
          "namespace's entity labels and edge types: call it before filtering on a kind you "
          "do not know."),
         (resolve, "resolve", "Which entity a name refers to: candidates with confidence and "
-         "evidence (query, or queries for several names)."),
+         "evidence (query, or queries for several names); or every entity a passage names "
+         "(text), with spans."),
         (paths, "paths", "How objects or entities are connected: the best k paths between "
          "`from_ids` and `to_ids`, with the evidence of each edge."),
     ]

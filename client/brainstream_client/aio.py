@@ -274,10 +274,12 @@ class AsyncClient:
 
     # entities
     async def resolve(self, query: str | None = None, *, queries: Sequence[str] | None = None,
-                      limit: int | None = None, labels: Sequence[str] | None = None) -> ResolveOut:
-        """Resolve one phrase (`query`) or several (`queries`) to entities."""
+                      limit: int | None = None, labels: Sequence[str] | None = None,
+                      text: str | None = None) -> ResolveOut:
+        """Resolve one phrase (`query`) or several (`queries`) to entities; or, with `text`
+        (a passage), every entity it names with its spans (`entities`)."""
         return await self._call(ops.RESOLVE, body=ResolveBody.model_validate(dict(
-            query=query, queries=queries, limit=limit, labels=labels)))
+            query=query, queries=queries, limit=limit, labels=labels, text=text)))
 
     async def entity(self, entity_id: Id) -> EntityOut:
         """One entity with its aliases and counts (a merged one: its survivor)."""
@@ -330,14 +332,15 @@ class AsyncClient:
                              since: datetime | None = None, until: datetime | None = None,
                              min_score: float = 0.0, mmr_lambda: float | None = None,
                              context: int = 0, channels: Sequence[Channel] = ("lexical", "dense"),
-                             ) -> MemorySearchOut:
+                             include_knowledge: bool = False) -> MemorySearchOut:
         """Hybrid search (BM25 + dense) over one session's messages and/or summaries, with a
         metadata filter (`where`), a date range, `min_score`, MMR and neighbouring turns."""
         return await self._call(ops.SEARCH_SESSION, path={"session_id": session_id},
                                 body=MemorySearchBody.model_validate(dict(
                                     query=query, limit=limit, search_scope=search_scope,
                                     where=where, since=since, until=until, min_score=min_score,
-                                    mmr_lambda=mmr_lambda, context=context, channels=channels)))
+                                    mmr_lambda=mmr_lambda, context=context, channels=channels,
+                                    include_knowledge=include_knowledge)))
 
     async def search_memory(self, user_id: str, query: str, *, limit: int = 10,
                             search_scope: Scope = "messages",
@@ -345,12 +348,13 @@ class AsyncClient:
                             since: datetime | None = None, until: datetime | None = None,
                             min_score: float = 0.0, mmr_lambda: float | None = None,
                             context: int = 0, channels: Sequence[Channel] = ("lexical", "dense"),
-                            ) -> MemorySearchOut:
-        """The same search across every live session of `user_id`."""
+                            include_knowledge: bool = False) -> MemorySearchOut:
+        """The same search across every live session of `user_id`; with `include_knowledge`,
+        the namespace's documents for the query too (`knowledge`)."""
         return await self._call(ops.SEARCH_MEMORY, body=UserMemorySearchBody.model_validate(dict(
             user_id=user_id, query=query, limit=limit, search_scope=search_scope, where=where,
             since=since, until=until, min_score=min_score, mmr_lambda=mmr_lambda,
-            context=context, channels=channels)))
+            context=context, channels=channels, include_knowledge=include_knowledge)))
 
     # publishing
     async def publish(self, events: Iterable[Event], *, wait: bool = False) -> PublishOut:
