@@ -152,8 +152,7 @@ class PathFinder:
         for i, node_id in enumerate(wanted):
             ref = found.get(node_id)
             if ref is None:
-                raise NotFound(f"no object, entity or message {node_id}",
-                               field=f"{name}[{i}]")
+                raise NotFound(f"no object or entity {node_id}", field=f"{name}[{i}]")
             if isinstance(ref, str):
                 raise InvalidInput(f"{node_id} is a part: name its object", field=f"{name}[{i}]")
             out.add(ref)
