@@ -202,6 +202,12 @@ class SearchBody(FindExactBody):
         "the dense channel's query vector, computed by the caller with the generation's model;"
         " with `query` the other channels search its text, without it the dense channel"
         " answers alone. Not with `similar_to`"))
+    from_messages: list[uuid.UUID] | None = Field(
+        default=None, min_length=1, max_length=50, description=(
+            "conversation messages (their uuids) to walk from: the entities they name join"
+            " the query's PPR seeds, so the answer reaches the documents about the people and"
+            " things the conversation names (mode hybrid runs as ppr). A hidden, unknown or"
+            " other namespace's message adds nothing. Not with `similar_to` or `vector`"))
 
 
 class FindObjectsBody(_Strict):

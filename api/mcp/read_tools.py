@@ -79,11 +79,16 @@ def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None)
                 " distinctive words); the object itself is left out")] = None,
             min_score: Annotated[float | None, Field(
                 description="only objects at least this similar in meaning (cosine, -1..1;"
-                " 0.95 with similar_to finds near-duplicates)")] = None) -> Json:
+                " 0.95 with similar_to finds near-duplicates)")] = None,
+            from_messages: Annotated[Ids | None, Field(
+                description="conversation message uuids (from memory_search): also walk from "
+                            "the entities they name, to the documents about them")] = None,
+            ) -> Json:
         result: Json = await api.call(ctx, "POST", "/v1/search", body=body(
             query=query, mode=mode, filters=filters, limit=limit, scope_ids=scope_ids,
             explain=explain, rerank=rerank, strict=strict, fusion=fusion, facets=facets,
-            sort=sort, where=where, similar_to=similar_to, min_score=min_score))
+            sort=sort, where=where, similar_to=similar_to, min_score=min_score,
+            from_messages=from_messages))
         return result
 
     async def find_exact(ctx: Context, query: Query, filters: Filters = None,

@@ -26,7 +26,8 @@ async def search(body: SearchBody, ns: ReadNs, svc: Svc) -> PageOut:
     query = replace(_search_query(body), mode=body.mode, explain=body.explain,
                     rerank=body.rerank,
                     fusion=body.fusion.to_params() if body.fusion is not None else None,
-                    similar_to=body.similar_to, min_score=body.min_score, vector=vector)
+                    similar_to=body.similar_to, min_score=body.min_score, vector=vector,
+                    from_messages=tuple(body.from_messages or ()))
     return page(await svc.engine.search(ns, query), "search")
 
 

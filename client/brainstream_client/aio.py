@@ -164,7 +164,8 @@ class AsyncClient:
                      sort: SortBody | Mapping[str, Any] | None = None,
                      where: Where = None, similar_to: Id | None = None,
                      min_score: float | None = None,
-                     vector: Mapping[str, Any] | None = None) -> PageOut:
+                     vector: Mapping[str, Any] | None = None,
+                     from_messages: Sequence[Id] | None = None) -> PageOut:
         """Hybrid search over parts, promoted to their objects with evidence; `rerank`
         (None: on when the server has a reranker), `strict` (an `ApiError` 503
         `degraded_answer` instead of a degraded answer), `fusion` (weights, RRF k, PPR);
@@ -172,12 +173,13 @@ class AsyncClient:
         `sort` orders it; `where`: conditions on properties (ranges, exists, not, and/or).
         `similar_to`: more like that object (no `query`); `min_score`: a cosine floor on the
         dense channel (a range search); `vector` (`{"model", "values"}`): the dense channel's
-        query vector."""
+        query vector; `from_messages`: conversation messages whose entities join the PPR
+        seeds (the documents about what the conversation names)."""
         return await self._call(ops.SEARCH, body=SearchBody.model_validate(dict(
             query=query, filters=filters, limit=limit, mode=mode, explain=explain,
             scope_ids=scope_ids, rerank=rerank, strict=strict, fusion=fusion, facets=facets,
             sort=sort, where=where, similar_to=similar_to, min_score=min_score,
-            vector=vector)))
+            vector=vector, from_messages=from_messages)))
 
     async def find_exact(self, query: str, *, filters: Filters = None, limit: int = 10,
                          scope_ids: Sequence[Id] | None = None, strict: bool = False,

@@ -204,6 +204,8 @@ class SearchQuery:
     similar_to: uuid.UUID | None = None
     min_score: float | None = None
     vector: QueryVector | None = None
+    # search only: conversation messages whose entities join the PPR seeds (runs PPR)
+    from_messages: tuple[uuid.UUID, ...] = ()
 
 
 @dataclass(frozen=True)

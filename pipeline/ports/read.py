@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
-from pipeline.domain.entity_reads import Hop, NameMatch
+from pipeline.domain.entity_reads import EntityRef, Hop, NameMatch
 from pipeline.domain.entity_snapshot import KeyState, LogRead, SnapshotBuild, SnapshotSize
 from pipeline.domain.kinds import KindCatalog
 from pipeline.domain.match_set import FacetCounts, FacetPlan, SortPlan
@@ -126,6 +126,12 @@ class EntityGraph(EntityHops, Protocol):
 
     async def live_rows(self, namespace: uuid.UUID) -> int:
         """How many live rows the namespace holds (the hub rule's denominator; may be cached)."""
+        ...
+
+    async def message_entities(self, namespace: uuid.UUID, message_ids: Sequence[uuid.UUID]
+                               ) -> list[tuple[str, EntityRef]]:
+        """The live entities the live conversation messages among `message_ids` name (the
+        first span naming each, and the entity), once each."""
         ...
 
     async def visible_objects(self, namespace: uuid.UUID, object_ids: Sequence[uuid.UUID],

@@ -204,6 +204,42 @@ def test_memory_search_with_knowledge_keeps_the_two_apart(
         assert nobody["results"] == [] and [o["id"] for o in nobody["knowledge"]] == [w["doc"]]
 
 
+def _walk(client: TestClient, tenant: Tenant, messages: list[str]) -> dict[str, Any]:
+    return ok(client.post("/v1/search", headers=tenant.headers, json={
+        "query": "coffee", "from_messages": messages, "explain": True, "limit": 5}))
+
+
+def _message_seeds(answer: dict[str, Any]) -> list[str]:
+    return [s["name"] for s in answer["explain"]["seeds"] if s["method"] == "message"]
+
+
+def test_ppr_walks_from_a_message_to_the_documents_in_both_walks(
+        mem_client: TestClient, mem_tenants: dict[str, Tenant],
+        graph_worlds: dict[str, dict[str, Any]]) -> None:
+    a, b = graph_worlds["a"], graph_worlds["b"]
+    ta, tb = mem_tenants["a"], mem_tenants["b"]
+    first = _walk(mem_client, ta, [a["said"]])
+    assert first["mode"] == "ppr" and _message_seeds(first) == ["Caroline Reyes"]
+    ranked = {h["id"]: h["ppr_rank"] for h in first["explain"]["hits"]}
+    assert ranked[a["doc"]] == 1, first["explain"]
+    # the snapshot walk (built in the background after the first search) answers the same
+    later = wait_for(lambda: (x := _walk(mem_client, ta, [a["said"]]))["explain"][
+        "walk_source"] == "snapshot" and x, timeout=60, what="the snapshot walk")
+    assert first["explain"]["walk_source"] == "sql"
+    assert [o["id"] for o in later["objects"]] == [o["id"] for o in first["objects"]]
+    assert later["explain"]["hits"] == first["explain"]["hits"]
+    # a message of another namespace seeds nothing there
+    other = _walk(mem_client, tb, [a["said"]])
+    assert _message_seeds(other) == [] and a["doc"] not in {o["id"] for o in other["objects"]}
+    assert _message_seeds(_walk(mem_client, tb, [b["said"]])) == ["Caroline Reyes"]
+    # without messages the search is the plain one
+    plain = ok(mem_client.post("/v1/search", headers=ta.headers, json={"query": "coffee"}))
+    assert plain["mode"] is None
+    refused = mem_client.post("/v1/search", headers=ta.headers, json={
+        "similar_to": a["doc"], "from_messages": [a["said"]]})
+    assert refused.status_code == 422 and "from_messages" in refused.text
+
+
 def test_a_deleted_conversation_counts_for_nothing_and_purge_leaves_nothing(
         procs: dict[str, Proc], mem_client: TestClient, mem_tenants: dict[str, Tenant],
         graph_worlds: dict[str, dict[str, Any]], catalog: Settings) -> None:
@@ -218,6 +254,7 @@ def test_a_deleted_conversation_counts_for_nothing_and_purge_leaves_nothing(
     wait_for(lambda: query(catalog, "SELECT deleted_at FROM messages WHERE uuid = %s",
                            a["gone"])[0][0], timeout=30, what="the session deleted")
     assert _paths(mem_client, ta, [a["gone"]], [a["doc"]]).status_code == 404
+    assert _message_seeds(_walk(mem_client, ta, [a["gone"]])) == []
     # from the entity, only the live message is reached
     person = str(_entity_of_doc(catalog, a["doc"], "Caroline Reyes"))
     reached = ok(mem_client.post("/v1/paths", headers=ta.headers, json={

@@ -98,6 +98,7 @@ class SearchBody(FindExactBody):
     similar_to: UUID | None = None
     min_score: float | None = Field(default=None, ge=-1.0, le=1.0)
     vector: VectorBody | None = None
+    from_messages: list[UUID] | None = None
 
 
 class ContinueBody(Body):

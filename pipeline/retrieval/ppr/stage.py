@@ -93,6 +93,13 @@ class SeedPlan:
         """The plan with its strong seeds alone (what mode `auto` walks from)."""
         return SeedPlan(tuple(s for s in self.seeds if s.strong), self.hubs, self.hub_limit)
 
+    def joined(self, other: SeedPlan) -> SeedPlan:
+        """This plan's seeds, then those of `other` it lacks; the hubs of both."""
+        mine = {s.entity.id for s in self.seeds}
+        hubs = {h.id: h for h in (*self.hubs, *other.hubs)}
+        return SeedPlan((*self.seeds, *(s for s in other.seeds if s.entity.id not in mine)),
+                        tuple(hubs.values()), self.hub_limit)
+
 
 @dataclass
 class PprResult:
@@ -144,6 +151,21 @@ class PprStage:
                     seeds[entity.id] = Seed(entity, gram.text, method, 1.0 / entity.part_count,
                                             named_in_query(gram, names))
         return SeedPlan(tuple(seeds.values()), tuple(hubs.values()), hub_limit)
+
+    async def plan_messages(self, namespace: uuid.UUID, message_ids: Sequence[uuid.UUID]
+                            ) -> SeedPlan:
+        """Seeds from conversation messages: the entities the live messages name (migration
+        0055), weighed and screened for hubs as a query's are, all strong (a message names
+        them as a passage does; method `message`). The walk from them is the documents' walk
+        (snapshot or SQL alike): a conversation is where it starts, never a node of it, so
+        answers without messages are unchanged."""
+        named = await self.graph.message_entities(namespace, message_ids)
+        live = await self.graph.live_rows(namespace)
+        hub_limit = max(self.config.hub_fraction * live, float(self.config.hub_min_rows))
+        seeds = [Seed(entity, text, "message", 1.0 / entity.part_count, True)
+                 for text, entity in named if 0 < entity.part_count <= hub_limit]
+        hubs = [entity for _, entity in named if entity.part_count > hub_limit]
+        return SeedPlan(tuple(seeds), tuple(hubs), hub_limit)
 
     async def ground(self, namespace: uuid.UUID, text: str
                      ) -> list[tuple[Ngram, list[tuple[EntityRef, str]]]]:
