@@ -11,16 +11,18 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
+import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
 from pipeline.entities.extractors import build_extractor
 from pipeline.entities.stage import ExtractionStage
+from pipeline.entities.store.merges import merge
 from pipeline.ops.memory import purge_memory
+from pipeline.postgres.plans import run
 from pipeline.postgres.pool import make_pool
 from pipeline.settings import Settings
-from tests.apiutil import ok
-from tests.memory.conftest import Tenant
+from tests.apiutil import ApiTenant as Tenant, ok
 from tests.memory.memutil import add, message, send, session_put
 from tests.memory.workutil import extracted, query
 from tests.pipelineutil import Proc, Publisher, envelope, ingest, wait_for
@@ -264,3 +266,17 @@ def test_a_deleted_conversation_counts_for_nothing_and_purge_leaves_nothing(
     purge_memory(catalog, timedelta(0))
     assert _message_entities(catalog, a["ns"], a["gone"]) == {}
     assert _message_entities(catalog, a["ns"], a["said"])
+
+
+def test_a_merge_moves_a_conversations_mentions_to_the_survivor(
+        mem_client: TestClient, mem_tenants: dict[str, Tenant],
+        graph_worlds: dict[str, dict[str, Any]], catalog: Settings) -> None:
+    b, tb = graph_worlds["b"], mem_tenants["b"]
+    person = _entity_of_doc(catalog, b["doc"], "Caroline Reyes")
+    survivor = _entity_of_doc(catalog, b["doc"], "Harbor Lights Foundation")
+    with psycopg.connect(catalog.effective_postgres_dsn) as conn:
+        run(conn, merge(b["ns"], person, survivor, confidence=1.0, method="manual",
+                        decided_by="test", dry_run=False))
+    assert _message_entities(catalog, b["ns"], b["said"]) == {"Caroline Reyes": survivor}
+    path = ok(_paths(mem_client, tb, [b["said"]], [str(person)]))["paths"][0]
+    assert [n["id"] for n in path["nodes"]] == [b["said"], str(survivor)]
