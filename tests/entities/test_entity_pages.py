@@ -8,6 +8,7 @@ extraction is held: `hold_extraction`), so every expected figure is known."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -271,3 +272,39 @@ def test_a_defer_before_its_pair_is_proposed_keeps_the_pair_out_of_the_queue(
     run(base_db, merges.decide(b.namespace, one, two, "refused"))
     run(base_db, merges.defer(b.namespace, one, two))
     assert run(base_db, merges.pair_status(b.namespace, one, two)) == "refused"
+
+
+def test_the_review_cli_lists_and_decides_through_events(
+        catalog: Settings, world: dict[str, Tenant],
+        base_db: psycopg.Connection[Any]) -> None:
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+
+    b = world["b"]
+
+    def cli(*args: str, stdin: str = "") -> str:
+        done = CliRunner().invoke(main, ["entities", "review", "--namespace", str(b.namespace),
+                                         *args], input=stdin, obj={"settings": catalog},
+                                  catch_exceptions=False)
+        assert done.exit_code == 0, done.output
+        return done.output
+
+    listed = [json.loads(line) for line in cli("--json").splitlines()]
+    assert [(p["from"]["name"], p["to"]["name"], p["status"]) for p in listed] == [
+        (*sorted(("Ada Lovelace", "Ada King"), key=lambda n: b.entities[n].bytes), "held")]
+    # skip, then quit: nothing decided
+    shown = cli("--by", "tester", stdin="s\n")
+    assert "Ada King" in shown and "confidence 0.77 (prefix)" in shown
+    assert [p["status"] for p in map(json.loads, cli("--json").splitlines())] == ["held"]
+    # defer: an event of the curator's, applied at once; the pair moves to the deferred list
+    decided = cli("--by", "tester", stdin="d\n")
+    assert "deferred" in decided
+    assert cli("--json") == ""
+    assert [p["to"]["id"] for p in map(json.loads, cli("--status", "deferred", "--json")
+                                       .splitlines())] == [listed[0]["to"]["id"]]
+    assert base_db.execute("SELECT decision, decided_by, status FROM entity_decisions"
+                           " WHERE namespace_id = %s AND source = 'cli:tester'",
+                           (b.namespace,)).fetchall() == [("defer", "tester", "applied")]
+    # an answer the prompt does not know is asked again; quit leaves the pair deferred
+    assert "Error" in cli("--status", "deferred", stdin="x\nq\n")

@@ -292,3 +292,14 @@ def survivor(namespace: uuid.UUID, entity_id: uuid.UUID) -> Plan[EntityRecord | 
             return found
         current = found.merged_into
     return found
+
+
+_NAMESPACES = """
+SELECT DISTINCT namespace_id FROM entity_edges
+WHERE edge_type = 'POSSIBLY_SAME' AND status = %s ORDER BY namespace_id"""
+
+
+def namespaces_with(status: str) -> Plan[list[uuid.UUID]]:
+    """The namespaces that have POSSIBLY_SAME pairs of `status` (an operator's review of all)."""
+    rows = yield Statement(_NAMESPACES, (status,))
+    return [r[0] for r in rows]
