@@ -59,6 +59,12 @@ def encode_cursor(key: Sequence[Any]) -> str:
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
+# What a key's numbers may be: span offsets and confidences (a number past these would be
+# refused by Postgres' int and real, as a 500, not named as a bad cursor).
+_INT_RANGE = range(0, 2**31)
+_FLOAT_BOUND = 1e6
+
+
 def decode_cursor(cursor: str, kinds: Sequence[type]) -> tuple[Any, ...]:
     """The key a cursor carries, each part of the type `kinds` names (uuid.UUID, int, str,
     float); `InvalidInput` on `cursor` for anything this module did not write."""
@@ -69,13 +75,22 @@ def decode_cursor(cursor: str, kinds: Sequence[type]) -> tuple[Any, ...]:
         out: list[Any] = []
         for value, kind in zip(raw, kinds, strict=True):
             if kind is uuid.UUID:
+                if not isinstance(value, str):
+                    raise ValueError("not a uuid")
                 out.append(uuid.UUID(value))
             elif kind is float:
+                if not isinstance(value, (int, float)) or isinstance(value, bool) \
+                        or not abs(value) <= _FLOAT_BOUND:
+                    raise ValueError("not a confidence")
                 out.append(float(value))
             elif not isinstance(value, kind) or isinstance(value, bool):
                 raise ValueError("wrong type")
+            elif kind is int and value not in _INT_RANGE:
+                raise ValueError("not an offset")
+            elif isinstance(value, str) and "\x00" in value:
+                raise ValueError("not a field")
             else:
                 out.append(value)
-    except (ValueError, TypeError, UnicodeDecodeError) as exc:
+    except (ValueError, TypeError) as exc:
         raise InvalidInput("not a cursor of this list", field="cursor") from exc
     return tuple(out)
