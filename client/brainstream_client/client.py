@@ -26,8 +26,12 @@ from brainstream_client.models.entities import (
     DecisionBody,
     DecisionOut,
     EntityOut,
+    EntitySearchBody,
+    EntitySearchOut,
+    MentionsOut,
     MergeBody,
     MergeOut,
+    PairsOut,
     ResolveBody,
     ResolveOut,
 )
@@ -288,10 +292,28 @@ class Client:
             {"from": from_id, "into": into_id, "dry_run": dry_run}))
 
     def decide_pair(self, from_id: Id, to_id: Id,
-                    decision: Literal["verify", "refuse"]) -> DecisionOut:
-        """Verify (merge) or refuse a possibly-same pair (a curator key)."""
+                    decision: Literal["verify", "refuse", "defer"]) -> DecisionOut:
+        """Verify (merge), refuse or defer a possibly-same pair (a curator key)."""
         return self._call(ops.DECIDE_PAIR, path={"from_id": from_id, "to_id": to_id},
                           body=DecisionBody(decision=decision))
+
+    def entity_mentions(self, entity_id: Id, *, limit: int = 20,
+                    cursor: str | None = None) -> MentionsOut:
+        """A page of an entity's mentions in live objects and parts (pass `cursor` on)."""
+        return self._call(ops.ENTITY_MENTIONS, path={"entity_id": entity_id},
+                          query={"limit": limit, "cursor": cursor})
+
+    def search_entities(self, query: str, *, limit: int = 10,
+                    labels: Sequence[str] | None = None) -> EntitySearchOut:
+        """Entities named like `query`, best first, with the resolver layer of each."""
+        return self._call(ops.SEARCH_ENTITIES, body=EntitySearchBody(
+            query=query, limit=limit, labels=list(labels) if labels is not None else None))
+
+    def possibly_same(self, *, status: str = "held", limit: int = 20,
+                  cursor: str | None = None) -> PairsOut:
+        """A page of POSSIBLY_SAME pairs of one status with their evidence."""
+        return self._call(ops.POSSIBLY_SAME,
+                          query={"status": status, "limit": limit, "cursor": cursor})
 
     # memory
     def session(self, session_id: str) -> SessionOut:
