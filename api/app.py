@@ -27,6 +27,7 @@ from api.routes import (
     admin,
     entities,
     events,
+    facts,
     graph,
     memory,
     memory_search,
@@ -165,8 +166,8 @@ def create_app(settings: Settings | None = None,
     # outermost: every answer carries the headers, refusals of the limits included
     app.add_middleware(SecurityHeaders, docs_policy=page_policy(ui.DOCS_HTML))
 
-    for area in (search, graph, paths, objects, entities, memory, memory_search, events, admin,
-                 operator, ui):
+    for area in (search, graph, paths, objects, entities, facts, memory, memory_search, events,
+                 admin, operator, ui):
         app.include_router(area.router)
     ui.install(app)
     return app
