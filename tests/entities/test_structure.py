@@ -178,6 +178,21 @@ def test_facts_over_time_in_any_order_as_known_then_and_tenants_apart(
                                                             roots[a.namespace][0], 0))
         assert "Jane Roe leads Acme Corp" in edge["evidence"][0]["snippet"]
 
+        # a PPR search walks the RELATES facts counting at (as_of, known_at); by default the
+        # current edges (both relations stated)
+        def walked_edges(**when: str) -> int:
+            answer = ok(client.post("/v1/search", json={
+                "query": "Jane Roe", "mode": "ppr", "explain": True, **when},
+                headers={"Authorization": f"Bearer {a.key}"}))
+            if when:
+                assert answer["explain"]["walk_source"] == "sql"
+            return int(answer["explain"]["subgraph"]["edges"])
+        now = walked_edges()
+        assert walked_edges(as_of="2024-06-01T00:00:00Z") == now - 1  # Acme's fact was cut
+        assert walked_edges(as_of="2019-06-01T00:00:00Z") == now - 2  # neither held yet
+        assert walked_edges(as_of="2024-06-01T00:00:00Z",
+                            known_at="2025-06-01T00:00:00Z") == now - 2  # nothing known yet
+
         # Acme is put again without the relation: the fact is retired as of that put
         acme_a = roots[a.namespace][0]
         again = company(a.namespace, acme_a, "Acme Corp", relation=False)
