@@ -243,3 +243,21 @@ def test_a_new_generation_holds_the_same_facts_and_entity_ids(
     assert len(first_facts) == 2 and first_facts == _dump(second, ns)
     ids = "SELECT id, name, label FROM entities WHERE namespace_id = %s ORDER BY id"
     assert q(edb, ids, ns) == q(second, ids, ns)
+
+
+def test_a_deleted_object_retires_its_facts_and_a_revival_states_them_again(
+        edb: Settings, epool: ConnectionPool) -> None:
+    ns, acme = uuid.uuid4(), uuid.uuid4()
+    put = company(ns, acme, "Acme Corp", since="2020-01-01T00:00:00Z")
+    assert apply_at(edb, [(put, at("2026-03-01T00:00:00"))]) == []
+    ExtractionStage(edb, epool, CapsExtractor()).run([acme])  # type: ignore[arg-type]
+    assert apply_at(edb, [(envelope("object.soft_delete", ns, {"id": str(acme)}),
+                           at("2026-03-02T00:00:00"))]) == []
+    revived = company(ns, acme, "Acme Corp", since="2020-01-01T00:00:00Z")
+    assert apply_at(edb, [(revived, at("2026-03-03T00:00:00"))]) == []  # same text, same facts
+    ExtractionStage(edb, epool, CapsExtractor()).run([acme])  # type: ignore[arg-type]
+    jane = entity_id(ns, "jane roe", "PERSON")
+    history = q(edb, "SELECT subject_id, recorded_at, invalidated_at FROM entity_facts"
+                " WHERE root_id = %s ORDER BY recorded_at", acme)
+    assert history == [(jane, at("2026-03-01T00:00:00"), at("2026-03-02T00:00:00")),
+                       (jane, at("2026-03-03T00:00:00"), None)]

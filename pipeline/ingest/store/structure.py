@@ -65,6 +65,13 @@ def write_structure(conn: Conn, namespace: uuid.UUID, root_id: uuid.UUID, put_id
                 " recorded_at, recorded_by) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s,"
                 f" %s::timestamptz, %s::timestamptz, {EVENT_TIME}, %s)",
                 [(namespace, root_id, put_id, *key, event_id) for key in new])
+        # The stage names the new facts' entities (`entities/store/facts.py: fill_ids`) when it
+        # extracts their rows; a row whose text and structure did not change (a revival) would
+        # not be extracted again, so it is pending (a new row is, by the upsert's trigger).
+        conn.execute("UPDATE entity_extraction SET status = 'pending', attempts = 0,"
+                     " error = NULL, updated_at = now()"
+                     " WHERE row_id = ANY(%s) AND status <> 'pending'",
+                     (sorted({key[0] for key in new}),))
 
 
 def invalidate_facts(conn: Conn, object_id: uuid.UUID, event_id: str) -> None:
