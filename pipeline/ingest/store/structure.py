@@ -33,17 +33,19 @@ def write_structure(conn: Conn, namespace: uuid.UUID, root_id: uuid.UUID, put_id
     none) and bring the put's facts up to date: those it no longer states are invalidated at the
     event's time, new ones recorded then. Before the object rows are upserted: their extraction
     hash reads it."""
-    conn.execute("DELETE FROM row_structure WHERE row_id = ANY(%s)", (list(row_ids),))
+    # one round trip for the common re-put (no structure before or after): the delete rides
+    # with the read of the put's believed facts
+    believed = conn.execute(
+        "WITH gone AS (DELETE FROM row_structure WHERE row_id = ANY(%s))"
+        " SELECT id, row_id, subject_name, subject_label, predicate, object_name, object_label,"
+        " valid_from, valid_to FROM entity_facts WHERE put_id = %s AND invalidated_at IS NULL",
+        (list(row_ids), put_id)).fetchall()
     if rows:
         with conn.cursor() as cur:
             cur.executemany(
                 "INSERT INTO row_structure (row_id, namespace_id, structure, digest)"
                 " VALUES (%s, %s, %s, %s)",
                 [(r.row_id, namespace, Jsonb(r.as_json()), r.digest()) for r in rows])
-    believed = conn.execute(
-        "SELECT id, row_id, subject_name, subject_label, predicate, object_name, object_label,"
-        " valid_from, valid_to FROM entity_facts WHERE put_id = %s AND invalidated_at IS NULL",
-        (put_id,)).fetchall()
     wanted = _keys(rows or [])
     held: set[FactKey] = set()
     gone: list[int] = []
