@@ -27,7 +27,7 @@ FACTS_AT = f"""
 SELECT f.subject_id, f.predicate, f.object_id, f.valid_from,
        CASE WHEN EXISTS (SELECT 1 FROM relation_types t
                          WHERE lower(t.relation_type) = f.predicate
-                           AND (t.spec->>'functional')::boolean)
+                           AND t.spec->>'functional' = 'true')
             THEN least(f.valid_to, (
                 SELECT min(g.valid_from) FROM entity_facts g
                 WHERE g.namespace_id = f.namespace_id AND g.subject_id = f.subject_id
