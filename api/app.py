@@ -28,6 +28,7 @@ from api.routes import (
     entities,
     entity_pages,
     events,
+    facts,
     graph,
     memory,
     memory_search,
@@ -167,8 +168,8 @@ def create_app(settings: Settings | None = None,
     app.add_middleware(SecurityHeaders, docs_policy=page_policy(ui.DOCS_HTML))
 
     # entity_pages before entities: `/v1/entities/possibly_same` before `/v1/entities/{id}`
-    for area in (search, graph, paths, objects, entity_pages, entities, memory, memory_search,
-                 events, admin, operator, ui):
+    for area in (search, graph, paths, objects, entity_pages, entities, facts, memory,
+                 memory_search, events, admin, operator, ui):
         app.include_router(area.router)
     ui.install(app)
     return app

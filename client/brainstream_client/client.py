@@ -35,6 +35,7 @@ from brainstream_client.models.entities import (
     ResolveBody,
     ResolveOut,
 )
+from brainstream_client.models.facts import FactsOut
 from brainstream_client.models.graph import (
     Direction,
     ExpandBody,
@@ -168,7 +169,9 @@ class Client:
                sort: SortBody | Mapping[str, Any] | None = None,
                where: Where = None, similar_to: Id | None = None,
                min_score: float | None = None,
-               vector: Mapping[str, Any] | None = None) -> PageOut:
+               vector: Mapping[str, Any] | None = None,
+               as_of: datetime | None = None,
+               known_at: datetime | None = None) -> PageOut:
         """Hybrid search over parts, promoted to their objects with evidence; `rerank`
         (None: on when the server has a reranker), `strict` (an `ApiError` 503
         `degraded_answer` instead of a degraded answer), `fusion` (weights, RRF k, PPR);
@@ -176,12 +179,13 @@ class Client:
         `sort` orders it; `where`: conditions on properties (ranges, exists, not, and/or).
         `similar_to`: more like that object (no `query`); `min_score`: a cosine floor on the
         dense channel (a range search); `vector` (`{"model", "values"}`): the dense channel's
-        query vector."""
+        query vector. `as_of` / `known_at` (modes ppr, auto): walk the RELATES facts
+        holding at that world time as known at that system time."""
         return self._call(ops.SEARCH, body=SearchBody.model_validate(dict(
             query=query, filters=filters, limit=limit, mode=mode, explain=explain,
             scope_ids=scope_ids, rerank=rerank, strict=strict, fusion=fusion, facets=facets,
             sort=sort, where=where, similar_to=similar_to, min_score=min_score,
-            vector=vector)))
+            vector=vector, as_of=as_of, known_at=known_at)))
 
     def find_exact(self, query: str, *, filters: Filters = None, limit: int = 10,
                    scope_ids: Sequence[Id] | None = None, strict: bool = False,
@@ -285,6 +289,13 @@ class Client:
     def entity(self, entity_id: Id) -> EntityOut:
         """One entity with its aliases and counts (a merged one: its survivor)."""
         return self._call(ops.ENTITY, path={"entity_id": entity_id})
+
+    def entity_facts(self, entity_id: Id, *, as_of: datetime | None = None,
+                     known_at: datetime | None = None) -> FactsOut:
+        """The entity's RELATES facts holding at `as_of` (world time) as known at `known_at`
+        (system time); both default to now."""
+        return self._call(ops.ENTITY_FACTS, path={"entity_id": entity_id}, query={
+            "as_of": as_of and as_of.isoformat(), "known_at": known_at and known_at.isoformat()})
 
     def merge_entities(self, from_id: Id, into_id: Id, *, dry_run: bool = False) -> MergeOut:
         """Merge one entity into another (a curator key), or say what would move."""

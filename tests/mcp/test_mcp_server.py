@@ -19,6 +19,7 @@ from tests.mcp.mcputil import answer, http_client, stdio_params, tool_error
 EXPECTED_TOOLS = {
     "search", "find_exact", "find_objects", "find_links", "expand", "expand_many",
     "list_recipes", "run_recipe", "continue", "read", "children", "schema", "resolve", "paths",
+    "entity_facts",
     "memory_get", "memory_search", "save_object", "delete_object", "delete_objects", "save_link",
     "add_messages", "entity", "search_entities", "possibly_same", "decide_pair"}
 

@@ -33,6 +33,12 @@ SELECT (SELECT count(*) FROM mentions WHERE entity_id = %(f)s),
              JOIN objects o ON o.id = m.row_id WHERE m.entity_id = %(f)s)"""
 
 _MOVE_MENTIONS = "UPDATE mentions SET entity_id = %(i)s WHERE entity_id = %(f)s"
+# The facts stated about the merged entity are the survivor's (migration 0053); their history
+# (times) is kept, only the entity they name changes.
+_MOVE_FACTS = """
+UPDATE entity_facts SET subject_id = CASE WHEN subject_id = %(f)s THEN %(i)s ELSE subject_id END,
+                        object_id = CASE WHEN object_id = %(f)s THEN %(i)s ELSE object_id END
+WHERE namespace_id = %(ns)s AND (subject_id = %(f)s OR object_id = %(f)s)"""
 
 _MOVE_ALIASES = """
 WITH gone AS (DELETE FROM entity_aliases WHERE entity_id = %(f)s RETURNING *)
@@ -197,6 +203,7 @@ def merge(namespace: uuid.UUID, from_id: uuid.UUID, into_id: uuid.UUID, *, confi
     yield Statement(_MOVE_ALIASES, keys)
     yield Statement(_NAME_AS_ALIAS, {**keys, "name": name, "norm": norm})
     yield Statement(_MOVE_EDGES, keys)
+    yield Statement(_MOVE_FACTS, keys)
     recount = yield Statement(_RECOUNT, keys)
     yield Statement(_RETIRE, keys)
     history = yield Statement(_HISTORY, {**keys, "c": confidence, "m": method, "by": decided_by,
