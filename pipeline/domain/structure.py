@@ -16,12 +16,53 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pipeline.domain.errors import StructureInvalid
 
-if TYPE_CHECKING:  # the boundary's models; the domain does not import the schemas at run time
-    from schemas.payloads import ObjectPut, StructureSpan
+
+# What the rules read of the boundary's models (schemas/payloads.py: ObjectPut, StructureSpan),
+# as protocols: the schemas import the domain, never the other way round.
+class StructureSpan(Protocol):
+    @property
+    def field(self) -> str: ...
+    @property
+    def start(self) -> int: ...
+    @property
+    def end(self) -> int: ...
+
+
+class _Entity(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def label(self) -> str | None: ...
+    @property
+    def spans(self) -> Sequence[StructureSpan]: ...
+
+
+class _Relation(Protocol):
+    @property
+    def subject(self) -> str: ...
+    @property
+    def predicate(self) -> str: ...
+    @property
+    def object(self) -> str: ...
+    @property
+    def span(self) -> StructureSpan | None: ...
+    @property
+    def valid_from(self) -> datetime | None: ...
+    @property
+    def valid_to(self) -> datetime | None: ...
+
+
+class ObjectPut(Protocol):
+    @property
+    def parent_id(self) -> uuid.UUID | None: ...
+    @property
+    def entities(self) -> Sequence[_Entity] | None: ...
+    @property
+    def relations(self) -> Sequence[_Relation] | None: ...
 
 # The label of a supplied entity without one: a shape label, so the entity is untyped (it joins
 # the one typed entity of its name, as the heuristic extractor's names do).
