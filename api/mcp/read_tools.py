@@ -85,12 +85,16 @@ def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None)
             min_score: Annotated[float | None, Field(
                 description="only objects at least this similar in meaning (cosine, -1..1;"
                 " 0.95 with similar_to finds near-duplicates)")] = None,
-            as_of: AsOf = None, known_at: KnownAt = None) -> Json:
+            as_of: AsOf = None, known_at: KnownAt = None,
+            from_messages: Annotated[Ids | None, Field(
+                description="conversation message uuids (from memory_search): also walk from "
+                            "the entities they name, to the documents about them")] = None,
+            ) -> Json:
         result: Json = await api.call(ctx, "POST", "/v1/search", body=body(
             query=query, mode=mode, filters=filters, limit=limit, scope_ids=scope_ids,
             explain=explain, rerank=rerank, strict=strict, fusion=fusion, facets=facets,
             sort=sort, where=where, similar_to=similar_to, min_score=min_score, as_of=as_of,
-            known_at=known_at))
+            known_at=known_at, from_messages=from_messages))
         return result
 
     async def find_exact(ctx: Context, query: Query, filters: Filters = None,
@@ -180,14 +184,17 @@ def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None)
             description="one name")] = None, queries: Annotated[list[str] | None, Field(
                 description="several names at once")] = None, limit: Limit = None,
             labels: Annotated[list[str] | None, Field(
-                description="only entities with these labels")] = None) -> Json:
+                description="only entities with these labels")] = None,
+            text: Annotated[str | None, Field(
+                description="a passage: every entity it names, with spans")] = None) -> Json:
         result: Json = await api.call(ctx, "POST", "/v1/resolve", body=body(
-            query=query, queries=queries, limit=limit, labels=labels))
+            query=query, queries=queries, limit=limit, labels=labels, text=text))
         return result
 
     async def paths(ctx: Context, from_ids: Annotated[Ids, Field(
-            description="object or entity ids the paths start at")],
-            to_ids: Annotated[Ids, Field(description="object or entity ids they end at")],
+            description="object, entity or message ids the paths start at")],
+            to_ids: Annotated[Ids, Field(description="object, entity or message ids they end "
+                                                     "at")],
             max_hops: Annotated[int | None, Field(description="1-4 (default 4)")] = None,
             k: Annotated[int | None, Field(description="how many paths (default 3)")] = None,
             ) -> Json:
@@ -230,7 +237,8 @@ def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None)
          "namespace's entity labels and edge types: call it before filtering on a kind you "
          "do not know."),
         (resolve, "resolve", "Which entity a name refers to: candidates with confidence and "
-         "evidence (query, or queries for several names)."),
+         "evidence (query, or queries for several names); or every entity a passage names "
+         "(text), with spans."),
         (paths, "paths", "How objects or entities are connected: the best k paths between "
          "`from_ids` and `to_ids`, with the evidence of each edge."),
         (entity_facts, "entity_facts", "What held about an entity at a time: its relations "
