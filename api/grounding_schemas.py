@@ -6,7 +6,7 @@ import uuid
 
 from pydantic import BaseModel, Field
 
-from pipeline.entities.grounding import Grounded, Span
+from pipeline.retrieval.grounding import Grounded, Span
 
 
 class SpanOut(BaseModel):

@@ -13,10 +13,10 @@ from api.entity_neighbour_schemas import LabelCount, NeighbourOut
 from api.grounding_schemas import TextEntityOut
 from api.plain_text import PLAIN_TEXT
 from pipeline.domain.resolution import Evidence
-from pipeline.entities.grounding import MAX_TEXT_CHARS
 from pipeline.entities.merging import PairDecision
 from pipeline.entities.resolver import Candidate, Resolution
 from pipeline.entities.store.merges import MergeReport
+from pipeline.retrieval.grounding import MAX_TEXT_CHARS
 
 # Entity labels: what extractors write (NAME, ACRONYM, PERSON, ORG, ...).
 Label = Annotated[str, StringConstraints(min_length=1, max_length=64,

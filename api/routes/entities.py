@@ -41,7 +41,6 @@ from pipeline.domain.errors import (
     NotFound,
     Unavailable,
 )
-from pipeline.entities import grounding
 from pipeline.entities.decision_events import decision_envelope
 from pipeline.entities.decisions import FAILED, WAITING, Applied, record_and_apply
 from pipeline.entities.merging import PairDecision, check_pair, merge_plan
@@ -51,6 +50,7 @@ from pipeline.kafka.publish_pool import PublishPool
 from pipeline.kafka.publisher import LazyPublisher
 from pipeline.postgres.plans import arun
 from pipeline.postgres.pool import read_connection
+from pipeline.retrieval import grounding
 from pipeline.wiring.services import Services, query_embedder
 
 router = APIRouter(tags=["entities"], responses=ERRORS)
@@ -66,7 +66,7 @@ RESOLVE_MAX_QUERIES = 20
 
 async def _ground_text(text: str, labels: Sequence[str] | None, ns: uuid.UUID, svc: Services
                        ) -> ResolveOut:
-    """Every entity the passage names (`pipeline/entities/grounding.py`)."""
+    """Every entity the passage names (`pipeline/retrieval/grounding.py`)."""
     if svc.engine.ppr is None:
         raise InvalidInput("this server has no entity matcher (no PPR stage)", field="text")
     entries = grounding.grounded(await svc.engine.ppr.ground(ns, text))
