@@ -28,6 +28,7 @@ from api.routes import (
     entities,
     events,
     graph,
+    history,
     memory,
     memory_search,
     objects,
@@ -165,8 +166,8 @@ def create_app(settings: Settings | None = None,
     # outermost: every answer carries the headers, refusals of the limits included
     app.add_middleware(SecurityHeaders, docs_policy=page_policy(ui.DOCS_HTML))
 
-    for area in (search, graph, paths, objects, entities, memory, memory_search, events, admin,
-                 operator, ui):
+    for area in (search, graph, paths, objects, history, entities, memory, memory_search,
+                 events, admin, operator, ui):
         app.include_router(area.router)
     ui.install(app)
     return app

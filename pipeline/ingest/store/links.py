@@ -12,6 +12,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from pipeline.domain.links import link_id
 from pipeline.domain.validity import Assertion, Version
 
 Conn = psycopg.Connection[Any]
@@ -80,10 +81,10 @@ def set_link_state(conn: Conn, namespace: uuid.UUID, from_id: uuid.UUID, relatio
     live = meta is not None
     conn.execute(
         "INSERT INTO links (namespace_id, from_id, to_id, relation_type, meta, source_version,"
-        " event_id, created_at, updated_at, deleted_at)"
+        " event_id, created_at, updated_at, deleted_at, link_id)"
         " VALUES (%(ns)s, %(from)s, %(to)s, %(type)s, %(meta)s, %(version)s, %(event)s,"
-        " %(at)s, %(at)s, CASE WHEN %(live)s THEN NULL ELSE %(at)s::timestamptz END)"
-        " ON CONFLICT (from_id, relation_type, to_id) DO UPDATE SET"
+        " %(at)s, %(at)s, CASE WHEN %(live)s THEN NULL ELSE %(at)s::timestamptz END, %(id)s)"
+        " ON CONFLICT (from_id, relation_type, to_id) DO UPDATE SET link_id = EXCLUDED.link_id,"
         " meta = CASE WHEN %(live)s THEN EXCLUDED.meta ELSE links.meta END,"
         " source_version = coalesce(EXCLUDED.source_version, links.source_version),"
         " event_id = EXCLUDED.event_id, updated_at = EXCLUDED.updated_at,"
@@ -91,7 +92,7 @@ def set_link_state(conn: Conn, namespace: uuid.UUID, from_id: uuid.UUID, relatio
         " ELSE coalesce(links.deleted_at, EXCLUDED.deleted_at) END",
         {"ns": namespace, "from": from_id, "to": to_id, "type": relation_type,
          "meta": Jsonb(meta if live else fallback_meta), "version": version, "event": event_id,
-         "at": at, "live": live})
+         "at": at, "live": live, "id": link_id(from_id, relation_type, to_id)})
 
 
 def functional_types(conn: Conn) -> frozenset[str]:
