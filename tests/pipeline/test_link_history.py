@@ -170,3 +170,25 @@ def test_every_change_of_an_object_is_a_version(log: Log) -> None:
     log.apply(envelope("objects.soft_delete", ns, {"source": "tests"}))
     assert log.conn.execute("SELECT change FROM object_versions WHERE object_id = %s"
                             " ORDER BY seq DESC LIMIT 1", (oid,)).fetchone() == ("delete",)
+
+
+def test_an_undated_put_after_a_delete_holds_again(log: Log) -> None:
+    ns = uuid.uuid4()
+    company, x, y = objects(log, ns, 3)
+    log.apply(link(ns, company, "partner", x))
+    log.apply(unlink(ns, company, "partner", x))
+    assert live(log.conn, company, "partner") == []
+    log.apply(link(ns, company, "partner", x))
+    assert live(log.conn, company, "partner") == [x]
+    # a re-put of the same, still holding: no new version
+    count = log.conn.execute("SELECT count(*) FROM link_versions WHERE from_id = %s",
+                             (company,)).fetchone()
+    log.apply(link(ns, company, "partner", x))
+    assert log.conn.execute("SELECT count(*) FROM link_versions WHERE from_id = %s",
+                            (company,)).fetchone() == count
+    # an undated put of a functional type's new target takes over from its time
+    log.apply(link(ns, company, "led_by", x))
+    log.apply(link(ns, company, "led_by", y))
+    assert live(log.conn, company, "led_by") == [y]
+    assert believed(log.conn, company, "led_by") == [(x, None, log.clock.year),
+                                                     (y, log.clock.year, None)]
