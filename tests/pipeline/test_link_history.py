@@ -192,3 +192,19 @@ def test_an_undated_put_after_a_delete_holds_again(log: Log) -> None:
     assert live(log.conn, company, "led_by") == [y]
     assert believed(log.conn, company, "led_by") == [(x, None, log.clock.year),
                                                      (y, log.clock.year, None)]
+
+
+def test_a_deferred_link_keeps_its_record_time(log: Log) -> None:
+    ns = uuid.uuid4()
+    (company,) = objects(log, ns, 1)
+    late = put(ns, kind="company", title="arrives late")
+    outcome = log.apply(link(ns, company, "partner", late["data"]["id"]))
+    assert outcome.deferred == 1
+    published = log.clock
+    # (its retry in the same batch postponed it: make it due now)
+    log.conn.execute("UPDATE deferred_events SET next_attempt_at = now() - interval '1 second'")
+    log.apply(late)  # the endpoint arrives; the batch retries the deferred link after it
+    (recorded_at,), = log.conn.execute(
+        "SELECT recorded_at FROM link_versions WHERE from_id = %s", (company,)).fetchall()
+    assert recorded_at == published < log.clock
+    assert live(log.conn, company, "partner") == [late["data"]["id"]]
