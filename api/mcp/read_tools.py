@@ -34,6 +34,11 @@ Sort = Annotated[Json | None, Field(description=(
     'order every matching object (up to 1,000) instead of by relevance: {"field":'
     ' "updated_at" | "created_at" | "title" | "position" | "$.<property>", "order": "asc" |'
     ' "desc"}; continue pages through it'))]
+AsOf = Annotated[str | None, Field(description=(
+    "world time, RFC 3339 with an offset (e.g. 2021-06-01T00:00:00Z): the relations holding"
+    " then (modes ppr / auto for search); default now"))]
+KnownAt = Annotated[str | None, Field(description=(
+    "system time, RFC 3339 with an offset: as the system knew it then; default now"))]
 
 
 def body(**values: Any) -> Json:
@@ -79,11 +84,13 @@ def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None)
                 " distinctive words); the object itself is left out")] = None,
             min_score: Annotated[float | None, Field(
                 description="only objects at least this similar in meaning (cosine, -1..1;"
-                " 0.95 with similar_to finds near-duplicates)")] = None) -> Json:
+                " 0.95 with similar_to finds near-duplicates)")] = None,
+            as_of: AsOf = None, known_at: KnownAt = None) -> Json:
         result: Json = await api.call(ctx, "POST", "/v1/search", body=body(
             query=query, mode=mode, filters=filters, limit=limit, scope_ids=scope_ids,
             explain=explain, rerank=rerank, strict=strict, fusion=fusion, facets=facets,
-            sort=sort, where=where, similar_to=similar_to, min_score=min_score))
+            sort=sort, where=where, similar_to=similar_to, min_score=min_score, as_of=as_of,
+            known_at=known_at))
         return result
 
     async def find_exact(ctx: Context, query: Query, filters: Filters = None,
@@ -206,6 +213,14 @@ def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None)
                 "from": from_id, "type": relation_type, "to": to_id})
         return result
 
+    async def entity_facts(ctx: Context, entity_id: Annotated[str, Field(
+            description="an entity id (from resolve, read or paths)")],
+            as_of: AsOf = None, known_at: KnownAt = None) -> Json:
+        path = f"/v1/entities/{segment(entity_id, 'entity_id')}/facts"
+        result: Json = await api.call(ctx, "GET", path,
+                                      params={"as_of": as_of, "known_at": known_at})
+        return result
+
     tools: list[tuple[Any, str, str]] = [
         (search, "search", "Search the knowledge base with a question or keywords (hybrid "
          "ranking; mode, filters, explain, rerank, strict, fusion, facets, sort). The default "
@@ -240,6 +255,9 @@ def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None)
          "or of a link (link_id, or from_id + relation_type + to_id), each with when it held "
          "in the world (valid_from/valid_to), when it was believed (recorded_at/"
          "invalidated_at) and the event that made it."),
+        (entity_facts, "entity_facts", "What held about an entity at a time: its relations "
+         "(predicate, the other entity, when each held, the rows stating it), as of a world "
+         "time and as the system knew them at a system time (both default to now)."),
     ]
     for fn, name, description in tools:
         server.add_tool(fn, name=name, description=description)

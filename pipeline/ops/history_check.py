@@ -23,7 +23,7 @@ _CHECKS: dict[str, str] = {
     "overlapping versions of functional links": """
         SELECT a.from_id::text || ' ' || a.relation_type FROM link_versions a
         JOIN relation_types r ON r.relation_type = a.relation_type
-             AND (r.spec ->> 'functional')::boolean
+             AND r.spec ->> 'functional' = 'true'
         JOIN link_versions b ON b.from_id = a.from_id AND b.relation_type = a.relation_type
              AND (b.to_id, b.seq) > (a.to_id, a.seq)
              AND b.state = 'holds' AND b.invalidated_at IS NULL

@@ -94,9 +94,3 @@ def set_link_state(conn: Conn, namespace: uuid.UUID, from_id: uuid.UUID, relatio
          "meta": Jsonb(meta if live else fallback_meta), "version": version, "event": event_id,
          "at": at, "live": live, "id": link_id(from_id, relation_type, to_id)})
 
-
-def functional_types(conn: Conn) -> frozenset[str]:
-    """The relation types the catalog marks functional."""
-    rows = conn.execute("SELECT relation_type FROM relation_types"
-                        " WHERE (spec ->> 'functional')::boolean").fetchall()
-    return frozenset(r[0] for r in rows)
