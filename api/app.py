@@ -30,6 +30,7 @@ from api.routes import (
     events,
     facts,
     graph,
+    history,
     memory,
     memory_search,
     objects,
@@ -168,7 +169,7 @@ def create_app(settings: Settings | None = None,
     app.add_middleware(SecurityHeaders, docs_policy=page_policy(ui.DOCS_HTML))
 
     # entity_pages before entities: `/v1/entities/possibly_same` before `/v1/entities/{id}`
-    for area in (search, graph, paths, objects, entity_pages, entities, facts, memory,
+    for area in (search, graph, paths, objects, history, entity_pages, entities, facts, memory,
                  memory_search, events, admin, operator, ui):
         app.include_router(area.router)
     ui.install(app)

@@ -202,6 +202,24 @@ def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None)
             **{"from": from_ids, "to": to_ids}, max_hops=max_hops, k=k))
         return result
 
+    async def history(ctx: Context, object_id: Annotated[str | None, Field(
+            description="an object's id: its versions")] = None,
+            link_id: Annotated[str | None, Field(description="a link's id")] = None,
+            from_id: Annotated[str | None, Field(
+                description="a link's source (with relation_type and to_id)")] = None,
+            relation_type: Annotated[str | None, Field(description="the link's type")] = None,
+            to_id: Annotated[str | None, Field(description="the link's target")] = None,
+            ) -> Json:
+        if object_id is not None:
+            path = f"/v1/objects/{segment(object_id, 'object_id')}/history"
+            result: Json = await api.call(ctx, "GET", path)
+        elif link_id is not None:
+            result = await api.call(ctx, "GET", f"/v1/links/{segment(link_id, 'link_id')}/history")
+        else:
+            result = await api.call(ctx, "GET", "/v1/links/history", params={
+                "from": from_id, "type": relation_type, "to": to_id})
+        return result
+
     async def entity_facts(ctx: Context, entity_id: Annotated[str, Field(
             description="an entity id (from resolve, read or paths)")],
             as_of: AsOf = None, known_at: KnownAt = None) -> Json:
@@ -241,6 +259,10 @@ def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None)
          "(text), with spans."),
         (paths, "paths", "How objects or entities are connected: the best k paths between "
          "`from_ids` and `to_ids`, with the evidence of each edge."),
+        (history, "history", "What changed and when: the versions of an object (object_id) "
+         "or of a link (link_id, or from_id + relation_type + to_id), each with when it held "
+         "in the world (valid_from/valid_to), when it was believed (recorded_at/"
+         "invalidated_at) and the event that made it."),
         (entity_facts, "entity_facts", "What held about an entity at a time: its relations "
          "(predicate, the other entity, when each held, the rows stating it), as of a world "
          "time and as the system knew them at a system time (both default to now)."),

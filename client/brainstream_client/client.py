@@ -50,6 +50,7 @@ from brainstream_client.models.graph import (
     RecipeOut,
     RecipeRunBody,
 )
+from brainstream_client.models.history import LinkHistoryOut, ObjectHistoryOut
 from brainstream_client.models.memory import (
     Channel,
     MemoryOut,
@@ -278,6 +279,21 @@ class Client:
         """The parts of an object, in order."""
         return self._call(ops.CHILDREN, path={"object_id": object_id},
                           query={"offset": offset, "limit": limit})
+
+    def object_history(self, object_id: Id) -> ObjectHistoryOut:
+        """Every version of an object (each put, delete or revival), in order, with its event."""
+        return self._call(ops.OBJECT_HISTORY, path={"object_id": object_id})
+
+    def link_history(self, link_id: Id) -> LinkHistoryOut:
+        """Every version of a link by its id (a name-based UUID of from, type and to), in the
+        order written, with the events that wrote and retired each."""
+        return self._call(ops.LINK_HISTORY, path={"link_id": link_id})
+
+    def link_history_by_ends(self, from_id: Id, relation_type: str, to_id: Id
+                             ) -> LinkHistoryOut:
+        """Every version of the link (from, type, to)."""
+        return self._call(ops.LINK_HISTORY_BY_ENDS,
+                          query={"from": from_id, "type": relation_type, "to": to_id})
 
     def schema(self, kind: str | None = None) -> dict[str, Any]:
         """The kinds and their filterable fields, and the namespace's entity labels."""

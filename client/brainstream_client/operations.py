@@ -42,6 +42,7 @@ from brainstream_client.models.graph import (
     RecipeOut,
     RecipeRunBody,
 )
+from brainstream_client.models.history import LinkHistoryOut, ObjectHistoryOut
 from brainstream_client.models.memory import (
     MemoryOut,
     MemorySearchBody,
@@ -133,6 +134,14 @@ CHILDREN: Operation[ChildrenOut] = Operation("children", "GET", "/v1/objects/{ob
                                              None, ChildrenOut, query=("offset", "limit"))
 SCHEMA: Operation[dict[str, Any]] = Operation("schema", "GET", "/v1/schema", None, dict,
                                               query=("kind",))
+# history
+OBJECT_HISTORY: Operation[ObjectHistoryOut] = Operation(
+    "object_history", "GET", "/v1/objects/{object_id}/history", None, ObjectHistoryOut)
+LINK_HISTORY: Operation[LinkHistoryOut] = Operation(
+    "link_history", "GET", "/v1/links/{link_id}/history", None, LinkHistoryOut)
+LINK_HISTORY_BY_ENDS: Operation[LinkHistoryOut] = Operation(
+    "link_history_by_ends", "GET", "/v1/links/history", None, LinkHistoryOut,
+    query=("from", "type", "to"))
 
 # entities (a merge or a decision applied twice fails the second time: not idempotent)
 RESOLVE: Operation[ResolveOut] = Operation("resolve", "POST", "/v1/resolve", ResolveBody,
@@ -193,8 +202,9 @@ ADMIN_STATUS: Operation[dict[str, Any]] = Operation("admin_status", "GET", "/v1/
 OPERATIONS: tuple[Operation[Any], ...] = (
     HEALTHZ, READYZ, SEARCH, FIND_EXACT, CONTINUE, FIND_OBJECTS, FIND_LINKS, EXPAND,
     EXPAND_MANY, PUT_RECIPE, GET_RECIPE, DELETE_RECIPE, LIST_RECIPES, RUN_RECIPE, PATHS, READ,
-    CHILDREN, SCHEMA, RESOLVE, ENTITY, ENTITY_FACTS, MERGE_ENTITIES, DECIDE_PAIR,
-    ENTITY_MENTIONS, SEARCH_ENTITIES, POSSIBLY_SAME, SESSION, SESSIONS, MEMORY,
+    CHILDREN, SCHEMA, OBJECT_HISTORY, LINK_HISTORY, LINK_HISTORY_BY_ENDS, RESOLVE, ENTITY,
+    ENTITY_FACTS, MERGE_ENTITIES, DECIDE_PAIR, ENTITY_MENTIONS, SEARCH_ENTITIES, POSSIBLY_SAME,
+    SESSION, SESSIONS, MEMORY,
     MESSAGES, ADD_MESSAGES, SEARCH_SESSION, SEARCH_MEMORY, PUBLISH, DELETE_OBJECTS, ME,
     ADMIN_STATUS,
 )

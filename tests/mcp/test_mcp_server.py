@@ -19,6 +19,7 @@ from tests.mcp.mcputil import answer, http_client, stdio_params, tool_error
 EXPECTED_TOOLS = {
     "search", "find_exact", "find_objects", "find_links", "expand", "expand_many",
     "list_recipes", "run_recipe", "continue", "read", "children", "schema", "resolve", "paths",
+    "history",
     "entity_facts",
     "memory_get", "memory_search", "save_object", "delete_object", "delete_objects", "save_link",
     "add_messages", "entity", "search_entities", "possibly_same", "decide_pair"}
@@ -68,6 +69,9 @@ def test_stdio_answers_a_question_with_the_tools(
             read = answer(await _ask(client, "read", object_id=saved["object_id"]))
             assert (read["title"], read["properties"]["industry"]) == \
                 ("Brindlewood Kilns", "ceramics")
+            history = answer(await _ask(client, "history", object_id=saved["object_id"]))
+            assert [(v["change"], v["title"]) for v in history["versions"]] == \
+                [("put", "Brindlewood Kilns")]
 
     asyncio.run(session())
 
