@@ -45,8 +45,8 @@ def kinds() -> None:
 @click.pass_context
 def kinds_apply(ctx: click.Context, path: Path) -> None:
     """Apply a kinds.yaml additively: new kinds and fields are added, nothing is removed."""
+    from pipeline.domain.kind_documents import load_relations
     from pipeline.domain.kinds import load_catalog
-    from pipeline.domain.relations import load_relations
     from pipeline.ingest.store.catalog import apply_catalog, apply_relations
     from pipeline.ops.generations import apply_to_live
 
