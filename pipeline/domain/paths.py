@@ -15,6 +15,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Literal
 
+from pipeline.domain.read_model import AsOf
+
 NodeType = Literal["object", "entity"]
 EdgeType = Literal["LINK", "MENTIONS", "CO_OCCURS", "RELATES", "POSSIBLY_SAME"]
 
@@ -100,6 +102,7 @@ class PathQuery:
     targets: tuple[uuid.UUID, ...]
     max_hops: int = MAX_PATH_HOPS
     k: int = 3
+    at: AsOf | None = None  # links as of a world and system time; None: now
 
 
 @dataclass(frozen=True)
