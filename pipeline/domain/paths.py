@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
 from pipeline.domain.read_model import AsOf
@@ -109,7 +110,7 @@ class PathQuery:
 class Citation:
     """What states an edge: a live row (`row_id`, a part or an object without parts, of
     `object_id`) with the span [start, end) of `field` and a snippet around it; or, for a link,
-    its note and metadata."""
+    its note and metadata (and, read as of a time, when its version held)."""
 
     # `POST /v1/paths` answers this type as it is (api/entity_schemas.py): the OpenAPI
     # document's `Citation`, so a field added here is documented and answered at once.
@@ -122,6 +123,8 @@ class Citation:
     snippet: str | None = None
     note: str | None = None
     meta: dict[str, object] = dataclasses.field(default_factory=dict)
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -39,18 +39,19 @@ _LIVE_END = ("EXISTS (SELECT 1 FROM objects o WHERE o.id = {end} AND o.namespace
 
 
 def counts_at(at: AsOf) -> tuple[sql.Composable, dict[str, Any]]:
-    """The condition that a version `v` counts at `at`, and its parameters (`w`, `k`)."""
-    params: dict[str, Any] = {"w": at.world or datetime.now(UTC)}
+    """The condition that a version `v` counts at `at`, and its parameters (`at_world`,
+    `at_known`)."""
+    params: dict[str, Any] = {"at_world": at.world or datetime.now(UTC)}
     if at.known is None:  # as known now: the versions still believed (partial indexes)
         believed = "v.invalidated_at IS NULL"
     else:
-        believed = ("v.recorded_at <= %(k)s AND (v.invalidated_at IS NULL"
-                    " OR v.invalidated_at > %(k)s)")
-        params["k"] = at.known
+        believed = ("v.recorded_at <= %(at_known)s AND (v.invalidated_at IS NULL"
+                    " OR v.invalidated_at > %(at_known)s)")
+        params["at_known"] = at.known
     return sql.SQL(
         "v.state = 'holds' AND " + believed +
-        " AND (v.valid_from IS NULL OR v.valid_from <= %(w)s)"
-        " AND (v.valid_to IS NULL OR v.valid_to > %(w)s)"), params
+        " AND (v.valid_from IS NULL OR v.valid_from <= %(at_world)s)"
+        " AND (v.valid_to IS NULL OR v.valid_to > %(at_world)s)"), params
 
 
 def _side(end: Literal["from", "to"], types: bool, counts: sql.Composable) -> sql.Composed:

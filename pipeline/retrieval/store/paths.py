@@ -190,7 +190,7 @@ WHERE l.namespace_id = %(ns)s AND l.deleted_at IS NULL
 """)
 _LINK_CITES_AS_OF = sql.SQL("""
 SELECT DISTINCT ON (v.from_id, v.relation_type, v.to_id)
-       v.from_id, v.relation_type, v.to_id, v.meta
+       v.from_id, v.relation_type, v.to_id, v.meta, v.valid_from, v.valid_to
 FROM unnest(%(froms)s::uuid[], %(rels)s::text[], %(tos)s::uuid[]) AS q(f, rel, t)
 JOIN link_versions v ON v.from_id = q.f AND v.relation_type = q.rel AND v.to_id = q.t
 WHERE v.namespace_id = %(ns)s AND {counts}
@@ -304,5 +304,7 @@ class PgPathGraph:
                 meta = dict(r["meta"] or {})
                 note = meta.pop("note", None)
                 out.setdefault(index3[(r["from_id"], r["relation_type"], r["to_id"])],
-                               []).append(Citation(note=note, meta=meta))
+                               []).append(Citation(note=note, meta=meta,
+                                                   valid_from=r.get("valid_from"),
+                                                   valid_to=r.get("valid_to")))
         return out
