@@ -159,15 +159,18 @@ def test_expand_many_and_recipes_as_of(client: TestClient,
 
 
 def test_find_links_as_of(client: TestClient, tenants: dict[str, Tenant]) -> None:
+    def find(t: Tenant, **times: str) -> list[dict[str, Any]]:
+        body = {"relation_type": "works_at", "query": "engineer", **times}
+        found: list[dict[str, Any]] = ok(client.post("/v1/find_links", json=body,
+                                                     headers=t.headers))["objects"]
+        return found
+
     for t in tenants.values():
-        def find(**times: str) -> list[dict[str, Any]]:
-            body = {"relation_type": "works_at", "query": "engineer", **times}
-            return ok(client.post("/v1/find_links", json=body, headers=t.headers))["objects"]
-        [hit] = find(as_of="2012-06-01T00:00:00Z")
+        [hit] = find(t, as_of="2012-06-01T00:00:00Z")
         assert (hit["id"], hit["relation"]["source_id"]) == (t.ids["c1"], t.ids["person"])
         assert hit["relation"]["valid_to"] == "2015-01-01T00:00:00Z"
-        assert _names(t, find(as_of="2017-01-01T00:00:00Z", known_at=BETWEEN)) == ["c2"]
-        assert find(as_of="2005-01-01T00:00:00Z") == []
+        assert _names(t, find(t, as_of="2017-01-01T00:00:00Z", known_at=BETWEEN)) == ["c2"]
+        assert find(t, as_of="2005-01-01T00:00:00Z") == []
         body = {"relation_type": "works_at", "query": "move", "as_of": "2022-01-01T00:00:00Z"}
         moved = ok(client.post("/v1/find_links", json=body, headers=t.headers))["objects"]
         assert _names(t, moved) == ["c3"]
