@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import math
 import uuid
+from datetime import datetime
 from typing import Annotated, Any, Final, Literal, TypeAlias
 
 from pydantic import (
     AfterValidator,
+    AwareDatetime,
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
+    StrictBool,
     StrictFloat,
     StrictInt,
     StrictStr,
@@ -201,18 +204,45 @@ class _LinkEnds(BaseModel):
         return self.to
 
 
+def _rfc3339(value: Any) -> Any:
+    # Lax datetime parsing would read a bare number as a Unix timestamp; we take RFC 3339 only.
+    if not isinstance(value, str):
+        raise ValueError("a time must be an RFC 3339 string with an offset")
+    return value
+
+
+# A world time (when a link held): RFC 3339 with an offset; a naive time is refused.
+ValidTime: TypeAlias = Annotated[AwareDatetime, BeforeValidator(_rfc3339)]
+
+
 class LinkPut(_LinkEnds):
-    """`data` of `brainstream.link.put`: a typed, directed edge with metadata."""
+    """`data` of `brainstream.link.put`: a typed, directed edge with metadata, holding in the
+    world from `valid_from` (None: always) until `valid_to` (None: still)."""
 
     model_config = ConfigDict(title="LinkPut")
 
     meta: LinkMeta = Field(default_factory=LinkMeta)
+    valid_from: ValidTime | None = None
+    valid_to: ValidTime | None = None
+
+    @field_validator("valid_to")
+    @classmethod
+    def _after_from(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
+        start = info.data.get("valid_from")
+        if value is not None and start is not None and value <= start:
+            raise ValueError("valid_to must be after valid_from")
+        return value
 
 
 class LinkDelete(_LinkEnds):
-    """`data` of `brainstream.link.delete`."""
+    """`data` of `brainstream.link.delete`: the link stopped holding at `valid_to` (None: the
+    event's record time); `retract` withdraws it instead, as if it never held (every believed
+    version invalidated)."""
 
     model_config = ConfigDict(title="LinkDelete")
+
+    valid_to: ValidTime | None = None
+    retract: StrictBool = False
 
 
 Payload: TypeAlias = (ObjectPut | ObjectSoftDelete | LinkPut | LinkDelete | MemoryPayload

@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from pipeline.domain.errors import InvalidKindSpec
+from pipeline.domain.relations import RELATION_TYPE_PATTERN
 
 FieldType = Literal["string", "number", "boolean", "datetime"]
 Operator = Literal["eq", "in"]
@@ -79,12 +80,26 @@ class KindDoc(BaseModel):
         _null_as_empty)
 
 
+class RelationDoc(BaseModel):
+    """One relation type of the catalog (`relations:`): what it means, and whether it is
+    functional (one target per source at any time)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    type: str = Field(pattern=RELATION_TYPE_PATTERN)
+    description: str = ""
+    functional: bool = False
+
+    _empty = field_validator("description", mode="before")(_null_as_empty)
+
+
 class CatalogDoc(BaseModel):
-    """A whole catalog document: `{kinds: [...]}`."""
+    """A whole catalog document: `{kinds: [...], relations: [...]}`."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
     kinds: list[KindDoc]
+    relations: list[RelationDoc] = Field(default_factory=list)
 
 
 def _error_path(raw: Any, loc: tuple[int | str, ...]) -> str:

@@ -116,6 +116,8 @@ def apply_puts(ctx: Applying, items: list[Consumed]) -> list[Consumed]:
             applied = [n for n in new if ledger_key(items[n].event) in claimed]
             if store.upsert_objects([row for n in applied for row in writes[n]]):
                 raise _Refused()
+            store.record_object_versions([(_object_id(items[n]), "put", items[n].event.event_id,
+                                           items[n].event.version) for n in applied])
             for n in applied:
                 store.enqueue(items[n].event.namespace, _object_id(items[n]), NODE_SYNC)
             # an existing object's put is applied event by event, unless it is a duplicate

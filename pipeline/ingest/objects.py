@@ -81,6 +81,9 @@ def put(ctx: Applying, event: ParsedEvent, payload: ObjectPut) -> None:
         store.keep_caller_vectors(object_id)
     if head is not None and head.deleted_at is not None:
         store.revive_parts(object_id, head.deleted_at)
+    revived = head is not None and head.deleted_at is not None
+    store.record_object_versions([(object_id, "revive" if revived else "put", event.event_id,
+                                   event.version)])
     # The embed worker writes the node once the object is embedded; an object whose index text
     # did not change is synced now (its other fields may have).
     outcome.embed_roots.add(object_id)
@@ -189,6 +192,8 @@ def soft_delete(ctx: Applying, event: ParsedEvent, delete: ObjectSoftDelete) -> 
         raise ObjectNotFound("no such object in this namespace", field="data.id")
     check_version(head.source_version, event.version)
     store.soft_delete_object(delete.id, event.version, event.event_id)
+    if head.deleted_at is None and head.parent_id is None:  # a version of a live object only
+        store.record_object_versions([(delete.id, "delete", event.event_id, event.version)])
     root = head.parent_id or delete.id
     store.enqueue(event.namespace, root, NODE_SYNC)
     ctx.outcome.outbox_rows += 1
