@@ -81,13 +81,18 @@ def _count(settings: Settings, query: str, params: tuple[Any, ...]) -> int:
     return int(row[0]) if row else 0
 
 
-def _wait(what: str, check: Callable[[], bool], processes: Pipeline,
-          timeout: float = 900.0) -> float:
-    started = time.monotonic()
-    while not check():
+def _wait(what: str, progress: Callable[[], int], goal: int, processes: Pipeline,
+          stall: float = 60.0) -> float:
+    """Wait until `progress()` reaches `goal`; raise when it stops moving for `stall` s (an
+    event dead-lettered, a stuck stage: the run would be void)."""
+    started = last_move = time.monotonic()
+    seen = -1
+    while (now := progress()) < goal:
         processes.check_alive()
-        if time.monotonic() - started > timeout:
-            raise RuntimeError(f"timed out waiting for {what}")
+        if now != seen:
+            seen, last_move = now, time.monotonic()
+        elif time.monotonic() - last_move > stall:
+            raise RuntimeError(f"{what}: stuck at {now} of {goal} (see the logs and the DLQ)")
         time.sleep(0.5)
     took = time.monotonic() - started
     log(f"{what}: {took:.1f} s")
@@ -107,8 +112,8 @@ def publish(settings: Settings, corpus: Corpus, processes: Pipeline, rng: random
             publisher.send_event(event)
         publisher.flush()
         _wait("objects applied", lambda: _count(
-            settings, "SELECT count(*) FROM objects WHERE namespace_id = %s",
-            (ns,)) >= len(objects), processes)
+            settings, "SELECT count(*) FROM objects WHERE namespace_id = %s", (ns,)),
+            len(objects), processes)
         for event in links:
             publisher.send_event(event)
         publisher.flush()
@@ -116,11 +121,11 @@ def publish(settings: Settings, corpus: Corpus, processes: Pipeline, rng: random
         producer.close()
     _wait("link events applied", lambda: _count(
         settings, "SELECT count(DISTINCT recorded_by) FROM link_versions WHERE namespace_id = %s",
-        (ns,)) >= len(links), processes)
-    _wait("embedded and projected", lambda: _count(
+        (ns,)), len(links), processes)
+    _wait("embedded and projected", lambda: -_count(
         settings, "SELECT (SELECT count(*) FROM outbox WHERE done_at IS NULL)"
         " + (SELECT count(*) FROM object_embeddings WHERE embed_status = 'pending')",
-        ()) == 0, processes)
+        ()), 0, processes)
     with psycopg.connect(settings.effective_postgres_dsn, autocommit=True) as conn:
         conn.execute("ANALYZE")
         versions = conn.execute("SELECT count(*), count(*) FILTER (WHERE invalidated_at IS"
@@ -258,9 +263,8 @@ def main() -> None:
     quiet_logging()
     rng = random.Random(args.seed)
     corpus = generate(args.persons, args.companies, args.seed)
-    settings = bench_settings("temporal", PORT_OFFSET, "static").model_copy(update={
-        "api_keys": {KEY: {"name": shorthand_name(KEY),
-                           "scopes": {str(corpus.namespace): ["read"]}}}})
+    settings = bench_settings("temporal", PORT_OFFSET, "static", api_keys={
+        KEY: {"name": shorthand_name(KEY), "scopes": {str(corpus.namespace): ["read"]}}})
     with bench_stack(settings, fresh=True):
         with psycopg.connect(settings.effective_postgres_dsn, autocommit=True) as conn:
             apply_relations(conn, [RelationSpec(RELATION, "employer", functional=True)])

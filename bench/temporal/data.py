@@ -5,7 +5,8 @@ Each person has 1 to 5 stints, at distinct companies, starting on distinct days 
 2015-01-01 and 2024-12-31. A stint is a `link.put` from its start (`valid_from`); it holds until
 the next stint starts (the functional type cuts it), or earlier when its put says so
 (`valid_to`, a quarter of the stints: a gap follows), or when a `link.delete` ends it (`valid_to`
-= the day it stopped, a few stints). The truth is computed here from the stints alone, not by
+= the day it stopped, a few stints). The puts are published in random order; a delete comes
+after its link's put, at a random place. The truth is computed here from the stints alone, not by
 the pipeline's timeline code.
 """
 
@@ -99,8 +100,9 @@ def object_events(corpus: Corpus) -> list[dict[str, Any]]:
 
 
 def link_events(corpus: Corpus, rng: random.Random) -> list[dict[str, Any]]:
-    """Every stint's put (and delete), shuffled: published out of order."""
-    out = []
+    """Every stint's put, shuffled (published out of order), and each delete somewhere after
+    the put of its link (a delete of a link not written yet is refused: `link_not_found`)."""
+    keyed: list[tuple[float, dict[str, Any]]] = []
     for person, mine in enumerate(corpus.stints):
         for stint in mine:
             ends = {"from": str(corpus.persons[person]), "relation_type": RELATION,
@@ -109,12 +111,13 @@ def link_events(corpus: Corpus, rng: random.Random) -> list[dict[str, Any]]:
                                     "meta": {"note": corpus.note(person, stint)}}
             if stint.put_to is not None:
                 data["valid_to"] = _stamp(stint.put_to)
-            out.append(_envelope(corpus, "link.put", data))
+            at = rng.random()
+            keyed.append((at, _envelope(corpus, "link.put", data)))
             if stint.deleted_at is not None:
-                out.append(_envelope(corpus, "link.delete",
-                                     {**ends, "valid_to": _stamp(stint.deleted_at)}))
-    rng.shuffle(out)
-    return out
+                keyed.append((rng.uniform(at, 1.0), _envelope(
+                    corpus, "link.delete", {**ends, "valid_to": _stamp(stint.deleted_at)})))
+    keyed.sort(key=lambda item: item[0])
+    return [event for _, event in keyed]
 
 
 def _envelope(corpus: Corpus, event_type: str, data: dict[str, Any]) -> dict[str, Any]:
