@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from api.entity_neighbour_schemas import LabelCount, NeighbourOut
 from api.plain_text import PLAIN_TEXT
 from pipeline.domain.resolution import Evidence
 from pipeline.entities.merging import PairDecision
@@ -109,6 +110,14 @@ class EntityOut(BaseModel):
     counts: dict[str, Any]
     merged_from: uuid.UUID | None = None
     note: str | None = None
+    labels: list[LabelCount] = Field(default=[], description=(
+        "the labels its mentions in live rows carry, with counts, most first"))
+    mention_count: int = Field(default=0, description="its mentions in live rows")
+    object_count: int = Field(default=0, description=(
+        "the live first-class objects that name it (in their own fields or their parts)"))
+    neighbours: list[NeighbourOut] = Field(default=[], description=(
+        "the 10 strongest edges to other live entities: CO_OCCURS, RELATES (with its "
+        "predicate), POSSIBLY_SAME verified by a person"))
 
 
 class MergeBody(_Strict):
@@ -137,7 +146,7 @@ class MergeOut(BaseModel):
 
 
 class DecisionBody(_Strict):
-    decision: Literal["verify", "refuse"]
+    decision: Literal["verify", "refuse", "defer"]
 
 
 class DecisionOut(BaseModel):

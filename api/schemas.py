@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
 
 from api.asof_schemas import AsOfTime, KnownAtTime
 from api.plain_text import PLAIN_TEXT, PlainJson
@@ -203,6 +203,12 @@ class SearchBody(FindExactBody):
         "the dense channel's query vector, computed by the caller with the generation's model;"
         " with `query` the other channels search its text, without it the dense channel"
         " answers alone. Not with `similar_to`"))
+    as_of: AwareDatetime | None = Field(default=None, description=(
+        "modes ppr / auto: walk the RELATES facts holding at this world time (RFC 3339 with"
+        " an offset; default now)"))
+    known_at: AwareDatetime | None = Field(default=None, description=(
+        "modes ppr / auto: walk the RELATES facts as the system knew them at this time"
+        " (default now)"))
 
 
 class FindObjectsBody(_Strict):

@@ -40,6 +40,11 @@ from schemas.limits import (
     PROPERTIES_MAX,
     PROPERTY_LIST_MAX,
     PROPERTY_STRING_MAX,
+    STRUCTURE_ENTITIES_MAX,
+    STRUCTURE_LABEL_MAX,
+    STRUCTURE_NAME_MAX,
+    STRUCTURE_RELATIONS_MAX,
+    STRUCTURE_SPANS_MAX,
     SUMMARY_MAX,
     TITLE_MAX,
 )
@@ -111,6 +116,44 @@ class PutVector(BaseModel):
     values: Annotated[list[FiniteFloat], Field(min_length=1, max_length=VECTOR_MAX_DIMS)]
 
 
+class StructureSpan(BaseModel):
+    """Characters [start, end) of one text field of the put (`content`: the whole content, also
+    when it is cut into parts)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, title="StructureSpan")
+
+    field: Literal["title", "summary", "content"]
+    start: Annotated[StrictInt, Field(ge=0)]
+    end: Annotated[StrictInt, Field(ge=1)]
+
+
+StructureName = Annotated[StrictStr, Field(min_length=1, max_length=STRUCTURE_NAME_MAX)]
+
+
+class StructureEntity(BaseModel):
+    """An entity the publisher names in the put, with the spans that mention it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, title="StructureEntity")
+
+    name: StructureName
+    label: Annotated[StrictStr, Field(min_length=1, max_length=STRUCTURE_LABEL_MAX)] | None = None
+    spans: Annotated[list[StructureSpan], Field(min_length=1, max_length=STRUCTURE_SPANS_MAX)]
+
+
+class StructureRelation(BaseModel):
+    """`subject -predicate-> object` between two entities of the put, stated by the row holding
+    `span` (the object itself without one), holding from `valid_from` until `valid_to`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, title="StructureRelation")
+
+    subject: StructureName
+    predicate: StructureName
+    object: StructureName
+    span: StructureSpan | None = None
+    valid_from: AwareDatetime | None = None
+    valid_to: AwareDatetime | None = None
+
+
 class ObjectPut(BaseModel):
     """`data` of `brainstream.object.put`: a first-class object, or a part when `parent_id` is set.
 
@@ -136,6 +179,13 @@ class ObjectPut(BaseModel):
     # the dense channel's vector of the row this put writes, instead of the model's; checked
     # against the generation's model name and dimension when applied (docs/search-similar.md)
     vector: PutVector | None = None
+    # the publisher's own entities and relations (docs: the entity layer); None: the extractor
+    # reads the rows, a list (even empty): these are the rows' entities, checked by
+    # `pipeline/domain/structure.py` (`structure_invalid`)
+    entities: Annotated[list[StructureEntity],
+                        Field(max_length=STRUCTURE_ENTITIES_MAX)] | None = None
+    relations: Annotated[list[StructureRelation],
+                         Field(max_length=STRUCTURE_RELATIONS_MAX)] | None = None
 
     @field_validator("parent_id")
     @classmethod

@@ -38,6 +38,11 @@ Sort = Annotated[Json | None, Field(description=(
     'order every matching object (up to 1,000) instead of by relevance: {"field":'
     ' "updated_at" | "created_at" | "title" | "position" | "$.<property>", "order": "asc" |'
     ' "desc"}; continue pages through it'))]
+AsOf = Annotated[str | None, Field(description=(
+    "world time, RFC 3339 with an offset (e.g. 2021-06-01T00:00:00Z): the relations holding"
+    " then (modes ppr / auto for search); default now"))]
+KnownAt = Annotated[str | None, Field(description=(
+    "system time, RFC 3339 with an offset: as the system knew it then; default now"))]
 
 
 def body(**values: Any) -> Json:
@@ -83,11 +88,13 @@ def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None)
                 " distinctive words); the object itself is left out")] = None,
             min_score: Annotated[float | None, Field(
                 description="only objects at least this similar in meaning (cosine, -1..1;"
-                " 0.95 with similar_to finds near-duplicates)")] = None) -> Json:
+                " 0.95 with similar_to finds near-duplicates)")] = None,
+            as_of: AsOf = None, known_at: KnownAt = None) -> Json:
         result: Json = await api.call(ctx, "POST", "/v1/search", body=body(
             query=query, mode=mode, filters=filters, limit=limit, scope_ids=scope_ids,
             explain=explain, rerank=rerank, strict=strict, fusion=fusion, facets=facets,
-            sort=sort, where=where, similar_to=similar_to, min_score=min_score))
+            sort=sort, where=where, similar_to=similar_to, min_score=min_score, as_of=as_of,
+            known_at=known_at))
         return result
 
     async def find_exact(ctx: Context, query: Query, filters: Filters = None,
@@ -196,6 +203,32 @@ def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None)
             known_at=known_at))
         return result
 
+    async def history(ctx: Context, object_id: Annotated[str | None, Field(
+            description="an object's id: its versions")] = None,
+            link_id: Annotated[str | None, Field(description="a link's id")] = None,
+            from_id: Annotated[str | None, Field(
+                description="a link's source (with relation_type and to_id)")] = None,
+            relation_type: Annotated[str | None, Field(description="the link's type")] = None,
+            to_id: Annotated[str | None, Field(description="the link's target")] = None,
+            ) -> Json:
+        if object_id is not None:
+            path = f"/v1/objects/{segment(object_id, 'object_id')}/history"
+            result: Json = await api.call(ctx, "GET", path)
+        elif link_id is not None:
+            result = await api.call(ctx, "GET", f"/v1/links/{segment(link_id, 'link_id')}/history")
+        else:
+            result = await api.call(ctx, "GET", "/v1/links/history", params={
+                "from": from_id, "type": relation_type, "to": to_id})
+        return result
+
+    async def entity_facts(ctx: Context, entity_id: Annotated[str, Field(
+            description="an entity id (from resolve, read or paths)")],
+            as_of: AsOf = None, known_at: KnownAt = None) -> Json:
+        path = f"/v1/entities/{segment(entity_id, 'entity_id')}/facts"
+        result: Json = await api.call(ctx, "GET", path,
+                                      params={"as_of": as_of, "known_at": known_at})
+        return result
+
     tools: list[tuple[Any, str, str]] = [
         (search, "search", "Search the knowledge base with a question or keywords (hybrid "
          "ranking; mode, filters, explain, rerank, strict, fusion, facets, sort). The default "
@@ -226,6 +259,13 @@ def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None)
          "evidence (query, or queries for several names)."),
         (paths, "paths", "How objects or entities are connected: the best k paths between "
          "`from_ids` and `to_ids`, with the evidence of each edge."),
+        (history, "history", "What changed and when: the versions of an object (object_id) "
+         "or of a link (link_id, or from_id + relation_type + to_id), each with when it held "
+         "in the world (valid_from/valid_to), when it was believed (recorded_at/"
+         "invalidated_at) and the event that made it."),
+        (entity_facts, "entity_facts", "What held about an entity at a time: its relations "
+         "(predicate, the other entity, when each held, the rows stating it), as of a world "
+         "time and as the system knew them at a system time (both default to now)."),
     ]
     for fn, name, description in tools:
         server.add_tool(fn, name=name, description=description)

@@ -26,11 +26,16 @@ from brainstream_client.models.entities import (
     DecisionBody,
     DecisionOut,
     EntityOut,
+    EntitySearchBody,
+    EntitySearchOut,
+    MentionsOut,
     MergeBody,
     MergeOut,
+    PairsOut,
     ResolveBody,
     ResolveOut,
 )
+from brainstream_client.models.facts import FactsOut
 from brainstream_client.models.graph import (
     Direction,
     ExpandBody,
@@ -45,6 +50,7 @@ from brainstream_client.models.graph import (
     RecipeOut,
     RecipeRunBody,
 )
+from brainstream_client.models.history import LinkHistoryOut, ObjectHistoryOut
 from brainstream_client.models.memory import (
     Channel,
     MemoryOut,
@@ -164,7 +170,9 @@ class AsyncClient:
                      sort: SortBody | Mapping[str, Any] | None = None,
                      where: Where = None, similar_to: Id | None = None,
                      min_score: float | None = None,
-                     vector: Mapping[str, Any] | None = None) -> PageOut:
+                     vector: Mapping[str, Any] | None = None,
+                     as_of: datetime | None = None,
+                     known_at: datetime | None = None) -> PageOut:
         """Hybrid search over parts, promoted to their objects with evidence; `rerank`
         (None: on when the server has a reranker), `strict` (an `ApiError` 503
         `degraded_answer` instead of a degraded answer), `fusion` (weights, RRF k, PPR);
@@ -172,12 +180,13 @@ class AsyncClient:
         `sort` orders it; `where`: conditions on properties (ranges, exists, not, and/or).
         `similar_to`: more like that object (no `query`); `min_score`: a cosine floor on the
         dense channel (a range search); `vector` (`{"model", "values"}`): the dense channel's
-        query vector."""
+        query vector. `as_of` / `known_at` (modes ppr, auto): walk the RELATES facts
+        holding at that world time as known at that system time."""
         return await self._call(ops.SEARCH, body=SearchBody.model_validate(dict(
             query=query, filters=filters, limit=limit, mode=mode, explain=explain,
             scope_ids=scope_ids, rerank=rerank, strict=strict, fusion=fusion, facets=facets,
             sort=sort, where=where, similar_to=similar_to, min_score=min_score,
-            vector=vector)))
+            vector=vector, as_of=as_of, known_at=known_at)))
 
     async def find_exact(self, query: str, *, filters: Filters = None, limit: int = 10,
                          scope_ids: Sequence[Id] | None = None, strict: bool = False,
@@ -283,6 +292,21 @@ class AsyncClient:
         return await self._call(ops.CHILDREN, path={"object_id": object_id},
                                 query={"offset": offset, "limit": limit})
 
+    async def object_history(self, object_id: Id) -> ObjectHistoryOut:
+        """Every version of an object (each put, delete or revival), in order, with its event."""
+        return await self._call(ops.OBJECT_HISTORY, path={"object_id": object_id})
+
+    async def link_history(self, link_id: Id) -> LinkHistoryOut:
+        """Every version of a link by its id (a name-based UUID of from, type and to), in the
+        order written, with the events that wrote and retired each."""
+        return await self._call(ops.LINK_HISTORY, path={"link_id": link_id})
+
+    async def link_history_by_ends(self, from_id: Id, relation_type: str, to_id: Id
+                                   ) -> LinkHistoryOut:
+        """Every version of the link (from, type, to)."""
+        return await self._call(ops.LINK_HISTORY_BY_ENDS,
+                                query={"from": from_id, "type": relation_type, "to": to_id})
+
     async def schema(self, kind: str | None = None) -> dict[str, Any]:
         """The kinds and their filterable fields, and the namespace's entity labels."""
         return await self._call(ops.SCHEMA, query={"kind": kind})
@@ -298,16 +322,41 @@ class AsyncClient:
         """One entity with its aliases and counts (a merged one: its survivor)."""
         return await self._call(ops.ENTITY, path={"entity_id": entity_id})
 
+    async def entity_facts(self, entity_id: Id, *, as_of: datetime | None = None,
+                           known_at: datetime | None = None) -> FactsOut:
+        """The entity's RELATES facts holding at `as_of` (world time) as known at `known_at`
+        (system time); both default to now."""
+        return await self._call(ops.ENTITY_FACTS, path={"entity_id": entity_id}, query={
+            "as_of": as_of and as_of.isoformat(), "known_at": known_at and known_at.isoformat()})
+
     async def merge_entities(self, from_id: Id, into_id: Id, *, dry_run: bool = False) -> MergeOut:
         """Merge one entity into another (a curator key), or say what would move."""
         return await self._call(ops.MERGE_ENTITIES, body=MergeBody.model_validate(
             {"from": from_id, "into": into_id, "dry_run": dry_run}))
 
     async def decide_pair(self, from_id: Id, to_id: Id,
-                          decision: Literal["verify", "refuse"]) -> DecisionOut:
-        """Verify (merge) or refuse a possibly-same pair (a curator key)."""
+                          decision: Literal["verify", "refuse", "defer"]) -> DecisionOut:
+        """Verify (merge), refuse or defer a possibly-same pair (a curator key)."""
         return await self._call(ops.DECIDE_PAIR, path={"from_id": from_id, "to_id": to_id},
                                 body=DecisionBody(decision=decision))
+
+    async def entity_mentions(self, entity_id: Id, *, limit: int = 20,
+                    cursor: str | None = None) -> MentionsOut:
+        """A page of an entity's mentions in live objects and parts (pass `cursor` on)."""
+        return await self._call(ops.ENTITY_MENTIONS, path={"entity_id": entity_id},
+                          query={"limit": limit, "cursor": cursor})
+
+    async def search_entities(self, query: str, *, limit: int = 10,
+                    labels: Sequence[str] | None = None) -> EntitySearchOut:
+        """Entities named like `query`, best first, with the resolver layer of each."""
+        return await self._call(ops.SEARCH_ENTITIES, body=EntitySearchBody(
+            query=query, limit=limit, labels=list(labels) if labels is not None else None))
+
+    async def possibly_same(self, *, status: str = "held", limit: int = 20,
+                  cursor: str | None = None) -> PairsOut:
+        """A page of POSSIBLY_SAME pairs of one status with their evidence."""
+        return await self._call(ops.POSSIBLY_SAME,
+                          query={"status": status, "limit": limit, "cursor": cursor})
 
     # memory
     async def session(self, session_id: str) -> SessionOut:

@@ -74,8 +74,12 @@ def kinds_list(ctx: click.Context) -> None:
     import yaml
 
     from pipeline.domain.kinds import catalog_to_dict
-    from pipeline.ingest.store.catalog import read_catalog
+    from pipeline.ingest.store.catalog import read_catalog, read_relations
 
     with psycopg.connect(active_settings(ctx).effective_postgres_dsn) as conn:
         specs = read_catalog(conn)
-    click.echo(yaml.safe_dump(catalog_to_dict(specs), sort_keys=False), nl=False)
+        relations = read_relations(conn)
+    doc = catalog_to_dict(specs)
+    if relations:
+        doc["relations"] = [r.to_dict() for r in relations]
+    click.echo(yaml.safe_dump(doc, sort_keys=False), nl=False)

@@ -226,6 +226,9 @@ class SearchQuery:
     similar_to: uuid.UUID | None = None
     min_score: float | None = None
     vector: QueryVector | None = None
+    # search only, modes ppr / auto: the walk's RELATES facts as they count at (world time,
+    # system time); None: the present, as known now
+    facts_at: tuple[datetime, datetime] | None = None
 
 
 @dataclass(frozen=True)

@@ -117,6 +117,20 @@ def holding_at(versions: Sequence[Version], at: datetime) -> dict[uuid.UUID, Ver
             and (v.valid_to is None or v.valid_to > at)}
 
 
+def undated_put(believed: Sequence[Version], put: Assertion, at: datetime) -> Assertion | None:
+    """What a put that states no validity asserts, at record time `at`: on a group without
+    history, that the link always held (as links did before validity existed); on one with
+    history, that it holds from `at` (a link deleted before is put again; a functional
+    group's new target takes over now). None: the link already holds at `at`, open-ended, with
+    the same meta, so the put changes nothing."""
+    if not believed:
+        return put
+    now = holding_at(believed, at).get(put.to_id)
+    if now is not None and now.valid_to is None and _canonical(now.meta) == _canonical(put.meta):
+        return None
+    return Assertion(put.to_id, "holds", at, None, put.meta)
+
+
 @dataclass(frozen=True)
 class Change:
     """What a new timeline does to the believed versions: the keys of those it invalidates, and

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from pipeline.domain.errors import InvalidInput, Unavailable
+from pipeline.domain.structure import has_structure
 from pipeline.domain.write_model import ObjectWrite
 from pipeline.ingest.objects import put_rows
 from pipeline.ingest.records import Applying, RawRecord
@@ -62,9 +63,10 @@ class PutRun:
         """A put of a first-class object that no event of the run is about, under a ledger key
         no event of the run has."""
         payload = event.payload
-        # a put with its own vector goes event by event (pipeline/ingest/objects.py)
+        # a put with its own vector or structure goes event by event
+        # (pipeline/ingest/objects.py)
         return (isinstance(payload, ObjectPut) and payload.parent_id is None
-                and payload.vector is None
+                and payload.vector is None and not has_structure(payload)
                 and event.object_id is not None and event.object_id not in self._objects
                 and ledger_key(event) not in self._keys)
 

@@ -23,7 +23,7 @@ from pipeline.domain.errors import (
     LinkNotFound,
 )
 from pipeline.domain.links import event_ref
-from pipeline.domain.validity import Assertion, Version, holding_at, recompute
+from pipeline.domain.validity import Assertion, Version, holding_at, recompute, undated_put
 from pipeline.ingest.deferred import Defer
 from pipeline.ingest.records import Applying, check_version
 from pipeline.outbox.ops import EDGE_SYNC, edge_payload
@@ -105,6 +105,9 @@ def _assert(ctx: Applying, event: ParsedEvent, link: LinkPut | LinkDelete,
                                       None if functional else link.to_id)
     before = holding_at([v for _, v in believed], at)
     retract = link.to_id if assertion is None else None
+    if isinstance(link, LinkPut) and link.valid_from is None and link.valid_to is None:
+        assert assertion is not None
+        assertion = undated_put([v for _, v in believed], assertion, at)
     versions, diff = recompute(believed, assertion, functional=functional, retract=retract)
     after = holding_at(versions, at)
     inserts = [(v, change if v.origin is assertion else "retract" if retract else "cut")

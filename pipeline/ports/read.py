@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
+from datetime import datetime
 from typing import Protocol
 
 from pipeline.domain.entity_reads import Hop, NameMatch
@@ -123,6 +124,13 @@ class EntityGraph(EntityHops, Protocol):
                           folds: Sequence[str]) -> list[NameMatch]:
         """Entities whose normalised name or alias is one of `keys` (method exact / alias),
         and those whose folded name is one of `folds` (method fold, key = the fold)."""
+        ...
+
+    async def hop_at(self, namespace: uuid.UUID, entity_ids: Sequence[uuid.UUID],
+                     row_ids: Sequence[uuid.UUID], per_entity: int, link_limit: int,
+                     at: tuple[datetime, datetime]) -> Hop:
+        """`hop` with the RELATES facts that count at `at` (world time, system time) instead
+        of the current RELATES edges of stated facts."""
         ...
 
     async def live_rows(self, namespace: uuid.UUID) -> int:

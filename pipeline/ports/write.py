@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from pipeline.domain.kinds import KindCatalog
 from pipeline.domain.memory_model import NewMessage, SessionHead
+from pipeline.domain.structure import RowStructure
 from pipeline.domain.validity import Version
 from pipeline.domain.write_model import DeferredRow, LinkHead, ObjectHead, ObjectWrite, Selection
 
@@ -104,6 +105,18 @@ class EventStore(Protocol):
 
     def soft_delete_object(self, object_id: uuid.UUID, version: int | None,
                            event_id: str) -> None: ...
+
+    def write_structure(self, namespace: uuid.UUID, root_id: uuid.UUID, put_id: uuid.UUID,
+                        row_ids: Sequence[uuid.UUID], rows: Sequence[RowStructure] | None,
+                        event_id: str) -> None:
+        """Replace the supplied structure of the rows a put writes (None: it supplies none) and
+        record the facts it states, invalidating those it no longer states. Before the rows'
+        upsert."""
+        ...
+
+    def invalidate_facts(self, object_id: uuid.UUID, event_id: str) -> None:
+        """The facts a deleted object (or its parts) stated are no longer believed."""
+        ...
 
     def soft_delete_matching(self, namespace: uuid.UUID, selection: Selection, *, limit: int,
                              event_id: str) -> list[uuid.UUID]:

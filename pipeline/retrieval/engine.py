@@ -237,7 +237,7 @@ class RetrievalEngine:
         rows = [RowRef(f.id, meta[f.id].parent_id or f.id, meta[f.id].parent_id is not None)
                 for f in rrf(hits, k=fusion.rrf_k, weights=fusion.weights) if f.id in meta]
         result = await self.ppr.rank(namespace, plan, request.filters, request.scope_ids, rows,
-                                     config=fusion.ppr)
+                                     config=fusion.ppr, at=request.facts_at)
         missing = [p.id for p in result.parts if p.id not in meta]
         meta |= await self.searcher.row_meta(namespace, missing)
         promoted, ranks = (

@@ -80,7 +80,7 @@ def live(conn: psycopg.Connection[Any], a: str, rel: str) -> list[str]:
 
 @pytest.fixture()
 def log(db: psycopg.Connection[Any]) -> Log:
-    apply_relations(db, [RelationSpec("ceo_of", "who runs it", functional=True)])
+    apply_relations(db, [RelationSpec("led_by", "who runs it", functional=True)])
     return Log(db)
 
 
@@ -88,12 +88,12 @@ def test_out_of_order_functional_puts_give_the_in_order_timeline(log: Log) -> No
     ns = uuid.uuid4()
     company, x, y, z = objects(log, ns, 4)
     # published out of order: 2022, then 2010, then 2016 (each a separate batch)
-    log.apply(link(ns, company, "ceo_of", z, valid_from=year(2022)))
-    log.apply(link(ns, company, "ceo_of", x, valid_from=year(2010)))
-    outcome = log.apply(link(ns, company, "ceo_of", y, valid_from=year(2016)))
-    assert believed(log.conn, company, "ceo_of") == [(x, 2010, 2016), (y, 2016, 2022),
+    log.apply(link(ns, company, "led_by", z, valid_from=year(2022)))
+    log.apply(link(ns, company, "led_by", x, valid_from=year(2010)))
+    outcome = log.apply(link(ns, company, "led_by", y, valid_from=year(2016)))
+    assert believed(log.conn, company, "led_by") == [(x, 2010, 2016), (y, 2016, 2022),
                                                      (z, 2022, None)]
-    assert live(log.conn, company, "ceo_of") == [z]  # holding now, as believed now
+    assert live(log.conn, company, "led_by") == [z]  # holding now, as believed now
     assert outcome.outbox_rows >= 1
     # x's first version (to always-after 2010) was believed until y arrived, then invalidated
     rows = log.conn.execute(
@@ -106,10 +106,10 @@ def test_out_of_order_functional_puts_give_the_in_order_timeline(log: Log) -> No
 def test_a_new_target_cuts_the_holding_one_and_its_row_goes(log: Log) -> None:
     ns = uuid.uuid4()
     company, x, y = objects(log, ns, 3)
-    log.apply(link(ns, company, "ceo_of", x, valid_from=year(2010)))
-    assert live(log.conn, company, "ceo_of") == [x]
-    outcome = log.apply(link(ns, company, "ceo_of", y, valid_from=year(2020)))
-    assert live(log.conn, company, "ceo_of") == [y]
+    log.apply(link(ns, company, "led_by", x, valid_from=year(2010)))
+    assert live(log.conn, company, "led_by") == [x]
+    outcome = log.apply(link(ns, company, "led_by", y, valid_from=year(2020)))
+    assert live(log.conn, company, "led_by") == [y]
     assert outcome.outbox_rows == 2  # the new edge and the cut one are both synced
     # a plain relation type never cuts: both hold
     log.apply(link(ns, company, "partner", x), link(ns, company, "partner", y))
@@ -119,16 +119,16 @@ def test_a_new_target_cuts_the_holding_one_and_its_row_goes(log: Log) -> None:
 def test_delete_ends_and_retract_withdraws(log: Log) -> None:
     ns = uuid.uuid4()
     company, x, y = objects(log, ns, 3)
-    log.apply(link(ns, company, "ceo_of", x, valid_from=year(2010)),
-              link(ns, company, "ceo_of", y, valid_from=year(2020)))
+    log.apply(link(ns, company, "led_by", x, valid_from=year(2010)),
+              link(ns, company, "led_by", y, valid_from=year(2020)))
     # y was never CEO: retracted, x's version runs on and x holds again now
-    log.apply(unlink(ns, company, "ceo_of", y, retract=True))
-    assert believed(log.conn, company, "ceo_of") == [(x, 2010, None)]
-    assert live(log.conn, company, "ceo_of") == [x]
+    log.apply(unlink(ns, company, "led_by", y, retract=True))
+    assert believed(log.conn, company, "led_by") == [(x, 2010, None)]
+    assert live(log.conn, company, "led_by") == [x]
     # x stopped in 2024: ended, kept in the history
-    log.apply(unlink(ns, company, "ceo_of", x, valid_to=year(2024)))
-    assert believed(log.conn, company, "ceo_of") == [(x, 2010, 2024)]
-    assert live(log.conn, company, "ceo_of") == []
+    log.apply(unlink(ns, company, "led_by", x, valid_to=year(2024)))
+    assert believed(log.conn, company, "led_by") == [(x, 2010, 2024)]
+    assert live(log.conn, company, "led_by") == []
     assert log.conn.execute(
         "SELECT count(*) FROM link_versions WHERE from_id = %s AND to_id = %s"
         " AND state = 'ended' AND invalidated_at IS NULL", (company, x)).fetchone() == (1,)
@@ -170,3 +170,41 @@ def test_every_change_of_an_object_is_a_version(log: Log) -> None:
     log.apply(envelope("objects.soft_delete", ns, {"source": "tests"}))
     assert log.conn.execute("SELECT change FROM object_versions WHERE object_id = %s"
                             " ORDER BY seq DESC LIMIT 1", (oid,)).fetchone() == ("delete",)
+
+
+def test_an_undated_put_after_a_delete_holds_again(log: Log) -> None:
+    ns = uuid.uuid4()
+    company, x, y = objects(log, ns, 3)
+    log.apply(link(ns, company, "partner", x))
+    log.apply(unlink(ns, company, "partner", x))
+    assert live(log.conn, company, "partner") == []
+    log.apply(link(ns, company, "partner", x))
+    assert live(log.conn, company, "partner") == [x]
+    # a re-put of the same, still holding: no new version
+    count = log.conn.execute("SELECT count(*) FROM link_versions WHERE from_id = %s",
+                             (company,)).fetchone()
+    log.apply(link(ns, company, "partner", x))
+    assert log.conn.execute("SELECT count(*) FROM link_versions WHERE from_id = %s",
+                            (company,)).fetchone() == count
+    # an undated put of a functional type's new target takes over from its time
+    log.apply(link(ns, company, "led_by", x))
+    log.apply(link(ns, company, "led_by", y))
+    assert live(log.conn, company, "led_by") == [y]
+    assert believed(log.conn, company, "led_by") == [(x, None, log.clock.year),
+                                                     (y, log.clock.year, None)]
+
+
+def test_a_deferred_link_keeps_its_record_time(log: Log) -> None:
+    ns = uuid.uuid4()
+    (company,) = objects(log, ns, 1)
+    late = put(ns, kind="company", title="arrives late")
+    outcome = log.apply(link(ns, company, "partner", late["data"]["id"]))
+    assert outcome.deferred == 1
+    published = log.clock
+    # (its retry in the same batch postponed it: make it due now)
+    log.conn.execute("UPDATE deferred_events SET next_attempt_at = now() - interval '1 second'")
+    log.apply(late)  # the endpoint arrives; the batch retries the deferred link after it
+    (recorded_at,), = log.conn.execute(
+        "SELECT recorded_at FROM link_versions WHERE from_id = %s", (company,)).fetchall()
+    assert recorded_at == published < log.clock
+    assert live(log.conn, company, "partner") == [late["data"]["id"]]

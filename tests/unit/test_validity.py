@@ -11,7 +11,14 @@ from typing import Any
 
 from hypothesis import given, settings, strategies as st
 
-from pipeline.domain.validity import Assertion, Version, holding_at, recompute, timeline
+from pipeline.domain.validity import (
+    Assertion,
+    Version,
+    holding_at,
+    recompute,
+    timeline,
+    undated_put,
+)
 
 T0 = datetime(2020, 1, 1, tzinfo=UTC)
 TARGETS = [uuid.UUID(int=n) for n in (1, 2, 3)]
@@ -126,3 +133,16 @@ def test_a_retraction_lets_the_cut_version_run_on() -> None:
     versions, change = recompute(believed, None, functional=True, retract=b)
     assert [(v.to_id, v.valid_from, v.valid_to) for v in versions] == [(a, day(0), None)]
     assert len(change.invalidate) == 2 and len(change.insert) == 1
+
+
+def test_an_undated_put_holds_always_then_from_its_time() -> None:
+    a, b = TARGETS[:2]
+    first = Assertion(a, "holds", None, None, {"note": "x"})
+    assert undated_put([], first, day(5)) is first  # no history: always
+    versions = timeline([first, Assertion(a, "ended", day(3))], functional=False)
+    again = undated_put(versions, first, day(5))  # deleted before: holds again from now
+    assert again is not None and (again.valid_from, again.asserted_to) == (day(5), None)
+    holding = timeline([first], functional=True)
+    assert undated_put(holding, first, day(5)) is None  # the same, still holding: nothing
+    takeover = undated_put(holding, Assertion(b, "holds", None), day(5))
+    assert takeover is not None and takeover.valid_from == day(5)

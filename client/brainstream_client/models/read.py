@@ -98,6 +98,8 @@ class SearchBody(FindExactBody):
     similar_to: UUID | None = None
     min_score: float | None = Field(default=None, ge=-1.0, le=1.0)
     vector: VectorBody | None = None
+    as_of: datetime | None = None
+    known_at: datetime | None = None
 
 
 class ContinueBody(Body):

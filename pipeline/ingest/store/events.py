@@ -23,10 +23,11 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from pipeline.domain.kinds import KindCatalog
+from pipeline.domain.structure import RowStructure
 from pipeline.domain.validity import Version
 from pipeline.domain.write_model import DeferredRow, LinkHead, ObjectHead, ObjectWrite, Selection
 from pipeline.entities.store import decisions
-from pipeline.ingest.store import deletes, links
+from pipeline.ingest.store import deletes, links, structure as structure_sql
 from pipeline.ingest.store.catalog import read_catalog, read_relations
 from pipeline.ingest.store.links import VersionKey
 from pipeline.ingest.store.objects import OBJECT_COLUMNS, RECORD_OBJECT_VERSIONS, UPSERT_OBJECTS
@@ -288,6 +289,19 @@ class PgEventStore:
         """Stamp the writes of the events applied from now on (from the next `savepoint`) with
         `at` (None: the transaction's own time); set with that savepoint, no round trip."""
         self._next_time = at
+
+    def write_structure(self, namespace: uuid.UUID, root_id: uuid.UUID, put_id: uuid.UUID,
+                        row_ids: Sequence[uuid.UUID], rows: Sequence[RowStructure] | None,
+                        event_id: str) -> None:
+        """The put's supplied structure and facts (pipeline/ingest/store/structure.py)."""
+        with _driver_errors(self.conn):
+            structure_sql.write_structure(self.conn, namespace, root_id, put_id, row_ids, rows,
+                                          event_id)
+
+    def invalidate_facts(self, object_id: uuid.UUID, event_id: str) -> None:
+        """The deleted object's facts are no longer believed."""
+        with _driver_errors(self.conn):
+            structure_sql.invalidate_facts(self.conn, object_id, event_id)
 
     def delete_rows(self, ids: Sequence[uuid.UUID]) -> None:
         """Hard-delete derived rows (stale chunks)."""

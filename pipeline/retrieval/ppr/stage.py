@@ -31,14 +31,15 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import numpy as np
 import numpy.typing as npt
 
-from pipeline.domain.entity_reads import EntityRef, NameMatch
+from pipeline.domain.entity_reads import EntityRef, Hop, NameMatch
 from pipeline.domain.read_model import Filters, Hit
 from pipeline.entities.names import fold, normalise
-from pipeline.ports import EntityGraph
+from pipeline.ports import EntityGraph, EntityHops
 from pipeline.retrieval.ppr.arraywalk import array_walk
 from pipeline.retrieval.ppr.model import PprConfig, RowRef, Walked
 from pipeline.retrieval.ppr.pagerank import (
@@ -114,6 +115,19 @@ class PprResult:
     snapshot_age: float | None = None  # seconds since the snapshot's last refresh read
 
 
+@dataclass(frozen=True)
+class _HopsAt:
+    """The entity layer's hops with RELATES as it counts at (world time, system time)."""
+
+    graph: EntityGraph
+    at: tuple[datetime, datetime]
+
+    async def hop(self, namespace: uuid.UUID, entity_ids: Sequence[uuid.UUID],
+                  row_ids: Sequence[uuid.UUID], per_entity: int, link_limit: int) -> Hop:
+        return await self.graph.hop_at(namespace, entity_ids, row_ids, per_entity, link_limit,
+                                       self.at)
+
+
 class PprStage:
     """Seeds, a bounded subgraph and PPR over one namespace's entity layer (`EntityGraph`)."""
 
@@ -163,10 +177,13 @@ class PprStage:
 
     async def rank(self, namespace: uuid.UUID, plan: SeedPlan, filters: Filters,
                    scope_ids: Sequence[uuid.UUID], first_rows: Sequence[RowRef] = (), *,
-                   config: PprConfig | None = None) -> PprResult:
+                   config: PprConfig | None = None,
+                   at: tuple[datetime, datetime] | None = None) -> PprResult:
         """PPR from the plan's seeds (and `first_rows`, the first stage's best rows, as weak
         seeds when configured), rows promoted to objects the filters and scope allow;
-        `config` replaces the stage's own for this walk (a request's `fusion.ppr`)."""
+        `config` replaces the stage's own for this walk (a request's `fusion.ppr`); `at`
+        (world time, system time: a search's `as_of` / `known_at`) walks the RELATES facts
+        counting then, in SQL (snapshots hold the present only)."""
         cfg = config or self.config
         total = sum(s.weight for s in plan.seeds)
         entities = [(s.entity.id, s.weight / total) for s in plan.seeds]
@@ -177,14 +194,14 @@ class PprStage:
         hubs = {h.id: h for h in plan.hubs}
         # one source for the whole walk: a snapshot refreshed between two hops would mix states
         view = (self.snapshots.view(namespace) if self.snapshots is not None
-                and (entities or rows) else None)
+                and (entities or rows) and at is None else None)
         age: float | None = None
         if view is not None and self.snapshots is not None:
             age = max(0.0, self.snapshots.clock() - view.as_of)
             walked = array_walk(view, cfg, entities, rows, plan.hub_limit, hubs)
         else:
-            walked = await sql_walk(self.graph, namespace, cfg, entities, rows,
-                                    plan.hub_limit, hubs)
+            hops: EntityHops = self.graph if at is None else _HopsAt(self.graph, at)
+            walked = await sql_walk(hops, namespace, cfg, entities, rows, plan.hub_limit, hubs)
         if not walked.seeds:
             return PprResult([], [], hubs=list(plan.hubs))
         result = await self._ranked(namespace, walked, filters, scope_ids, cfg)
