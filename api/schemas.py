@@ -209,6 +209,12 @@ class SearchBody(FindExactBody):
     known_at: AwareDatetime | None = Field(default=None, description=(
         "modes ppr / auto: walk the RELATES facts as the system knew them at this time"
         " (default now)"))
+    from_messages: list[uuid.UUID] | None = Field(
+        default=None, min_length=1, max_length=50, description=(
+            "conversation messages (their uuids) to walk from: the entities they name join"
+            " the query's PPR seeds, so the answer reaches the documents about the people and"
+            " things the conversation names (mode hybrid runs as ppr). A hidden, unknown or"
+            " other namespace's message adds nothing. Not with `similar_to` or `vector`"))
 
 
 class FindObjectsBody(_Strict):

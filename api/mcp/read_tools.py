@@ -22,10 +22,6 @@ ObjectId = Annotated[str, Field(description="an object id (UUID) from an earlier
 RelationTypes = Annotated[list[str] | None, Field(
     description="only links of these relation types (all when unset)")]
 MaxHops = Annotated[int | None, Field(description="how far to walk, 1-4 (default 1)")]
-AsOf = Annotated[str | None, Field(description=(
-    "RFC 3339 time with an offset: answer with the links that held at this world time"))]
-KnownAt = Annotated[str | None, Field(description=(
-    "RFC 3339 time with an offset: answer as the system knew it then (default: now)"))]
 Direction = Annotated[str | None, Field(description='"out", "in" or "both" (default)')]
 Strict = Annotated[bool | None, Field(
     description="fail (503 degraded_answer) rather than answer degraded (lexical_only when "
@@ -39,8 +35,8 @@ Sort = Annotated[Json | None, Field(description=(
     ' "updated_at" | "created_at" | "title" | "position" | "$.<property>", "order": "asc" |'
     ' "desc"}; continue pages through it'))]
 AsOf = Annotated[str | None, Field(description=(
-    "world time, RFC 3339 with an offset (e.g. 2021-06-01T00:00:00Z): the relations holding"
-    " then (modes ppr / auto for search); default now"))]
+    "world time, RFC 3339 with an offset (e.g. 2021-06-01T00:00:00Z): the links and relations"
+    " holding then (modes ppr / auto for search); default now"))]
 KnownAt = Annotated[str | None, Field(description=(
     "system time, RFC 3339 with an offset: as the system knew it then; default now"))]
 
@@ -89,12 +85,16 @@ def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None)
             min_score: Annotated[float | None, Field(
                 description="only objects at least this similar in meaning (cosine, -1..1;"
                 " 0.95 with similar_to finds near-duplicates)")] = None,
-            as_of: AsOf = None, known_at: KnownAt = None) -> Json:
+            as_of: AsOf = None, known_at: KnownAt = None,
+            from_messages: Annotated[Ids | None, Field(
+                description="conversation message uuids (from memory_search): also walk from "
+                            "the entities they name, to the documents about them")] = None,
+            ) -> Json:
         result: Json = await api.call(ctx, "POST", "/v1/search", body=body(
             query=query, mode=mode, filters=filters, limit=limit, scope_ids=scope_ids,
             explain=explain, rerank=rerank, strict=strict, fusion=fusion, facets=facets,
             sort=sort, where=where, similar_to=similar_to, min_score=min_score, as_of=as_of,
-            known_at=known_at))
+            known_at=known_at, from_messages=from_messages))
         return result
 
     async def find_exact(ctx: Context, query: Query, filters: Filters = None,
@@ -187,14 +187,17 @@ def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None)
             description="one name")] = None, queries: Annotated[list[str] | None, Field(
                 description="several names at once")] = None, limit: Limit = None,
             labels: Annotated[list[str] | None, Field(
-                description="only entities with these labels")] = None) -> Json:
+                description="only entities with these labels")] = None,
+            text: Annotated[str | None, Field(
+                description="a passage: every entity it names, with spans")] = None) -> Json:
         result: Json = await api.call(ctx, "POST", "/v1/resolve", body=body(
-            query=query, queries=queries, limit=limit, labels=labels))
+            query=query, queries=queries, limit=limit, labels=labels, text=text))
         return result
 
     async def paths(ctx: Context, from_ids: Annotated[Ids, Field(
-            description="object or entity ids the paths start at")],
-            to_ids: Annotated[Ids, Field(description="object or entity ids they end at")],
+            description="object, entity or message ids the paths start at")],
+            to_ids: Annotated[Ids, Field(description="object, entity or message ids they end "
+                                                     "at")],
             max_hops: Annotated[int | None, Field(description="1-4 (default 4)")] = None,
             k: Annotated[int | None, Field(description="how many paths (default 3)")] = None,
             as_of: AsOf = None, known_at: KnownAt = None) -> Json:
@@ -256,7 +259,8 @@ def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None)
          "namespace's entity labels and edge types: call it before filtering on a kind you "
          "do not know."),
         (resolve, "resolve", "Which entity a name refers to: candidates with confidence and "
-         "evidence (query, or queries for several names)."),
+         "evidence (query, or queries for several names); or every entity a passage names "
+         "(text), with spans."),
         (paths, "paths", "How objects or entities are connected: the best k paths between "
          "`from_ids` and `to_ids`, with the evidence of each edge."),
         (history, "history", "What changed and when: the versions of an object (object_id) "

@@ -22,6 +22,7 @@ from api.access import AdminNs, Caller, ReadNs
 from api.dependencies import Svc
 from api.entity_neighbour_schemas import LabelCount, NeighbourOut
 from api.errors import ERRORS
+from api.grounding_schemas import TextEntityOut
 from api.resolution_schemas import (
     AliasOut,
     AnswerOut,
@@ -49,6 +50,7 @@ from pipeline.kafka.publish_pool import PublishPool
 from pipeline.kafka.publisher import LazyPublisher
 from pipeline.postgres.plans import arun
 from pipeline.postgres.pool import read_connection
+from pipeline.retrieval import grounding
 from pipeline.wiring.services import Services, query_embedder
 
 router = APIRouter(tags=["entities"], responses=ERRORS)
@@ -62,13 +64,30 @@ MAX_NEIGHBOURS = 10  # neighbours shown by GET /v1/entities/{id}, the strongest 
 RESOLVE_MAX_QUERIES = 20
 
 
+async def _ground_text(text: str, labels: Sequence[str] | None, ns: uuid.UUID, svc: Services
+                       ) -> ResolveOut:
+    """Every entity the passage names (`pipeline/retrieval/grounding.py`)."""
+    if svc.engine.ppr is None:
+        raise InvalidInput("this server has no entity matcher (no PPR stage)", field="text")
+    entries = grounding.grounded(await svc.engine.ppr.ground(ns, text))
+    async with read_connection(svc.pool) as conn:
+        names = await arun(conn, grounding.labels_of(ns, [e.entity.id for e in entries]))
+    kept = grounding.labelled(entries, names, set(labels) if labels else None)
+    return ResolveOut(results=[], entities=[TextEntityOut.of(e) for e in kept])
+
+
 @router.post("/v1/resolve", response_model=ResolveOut, response_model_exclude_none=True)
 async def resolve_phrases(body: ResolveBody, ns: ReadNs, svc: Svc) -> ResolveOut:
     """Resolve phrases to entities of the namespace: per phrase the entity, its confidence, the
-    layer that decided and the candidates, or `unresolved` with a reason."""
+    layer that decided and the candidates, or `unresolved` with a reason. With `text` (a
+    passage, at most 20,000 characters) instead: `entities`, every entity the passage names
+    with the spans naming it and the layer that matched each."""
     settings = svc.settings
-    if (body.query is None) == (body.queries is None):
-        raise InvalidInput("send either `query` or `queries`", field="query")
+    if sum(x is not None for x in (body.query, body.queries, body.text)) != 1:
+        raise InvalidInput("send exactly one of `query`, `queries` and `text`",
+                           field="text" if body.text is not None else "query")
+    if body.text is not None:
+        return await _ground_text(body.text, body.labels, ns, svc)
     phrases = [body.query] if body.query is not None else list(body.queries or [])
     if len(phrases) > RESOLVE_MAX_QUERIES:
         raise InvalidInput(f"at most {RESOLVE_MAX_QUERIES} queries", field="queries")

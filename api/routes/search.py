@@ -28,7 +28,8 @@ async def search(body: SearchBody, ns: ReadNs, svc: Svc) -> PageOut:
                     rerank=body.rerank,
                     fusion=body.fusion.to_params() if body.fusion is not None else None,
                     similar_to=body.similar_to, min_score=body.min_score, vector=vector,
-                    facts_at=_facts_at(body))
+                    facts_at=_facts_at(body),
+                    from_messages=tuple(body.from_messages or ()))
     return page(await svc.engine.search(ns, query), "search")
 
 

@@ -172,7 +172,8 @@ class Client:
                min_score: float | None = None,
                vector: Mapping[str, Any] | None = None,
                as_of: datetime | None = None,
-               known_at: datetime | None = None) -> PageOut:
+               known_at: datetime | None = None,
+               from_messages: Sequence[Id] | None = None) -> PageOut:
         """Hybrid search over parts, promoted to their objects with evidence; `rerank`
         (None: on when the server has a reranker), `strict` (an `ApiError` 503
         `degraded_answer` instead of a degraded answer), `fusion` (weights, RRF k, PPR);
@@ -181,12 +182,15 @@ class Client:
         `similar_to`: more like that object (no `query`); `min_score`: a cosine floor on the
         dense channel (a range search); `vector` (`{"model", "values"}`): the dense channel's
         query vector. `as_of` / `known_at` (modes ppr, auto): walk the RELATES facts
-        holding at that world time as known at that system time."""
+        holding at that world time as known at that system time. `from_messages`:
+        conversation messages whose entities join the PPR seeds (the documents about what the
+        conversation names)."""
         return self._call(ops.SEARCH, body=SearchBody.model_validate(dict(
             query=query, filters=filters, limit=limit, mode=mode, explain=explain,
             scope_ids=scope_ids, rerank=rerank, strict=strict, fusion=fusion, facets=facets,
             sort=sort, where=where, similar_to=similar_to, min_score=min_score,
-            vector=vector, as_of=as_of, known_at=known_at)))
+            vector=vector, as_of=as_of, known_at=known_at,
+            from_messages=from_messages)))
 
     def find_exact(self, query: str, *, filters: Filters = None, limit: int = 10,
                    scope_ids: Sequence[Id] | None = None, strict: bool = False,
@@ -312,10 +316,12 @@ class Client:
 
     # entities
     def resolve(self, query: str | None = None, *, queries: Sequence[str] | None = None,
-                limit: int | None = None, labels: Sequence[str] | None = None) -> ResolveOut:
-        """Resolve one phrase (`query`) or several (`queries`) to entities."""
+                limit: int | None = None, labels: Sequence[str] | None = None,
+                text: str | None = None) -> ResolveOut:
+        """Resolve one phrase (`query`) or several (`queries`) to entities; or, with `text`
+        (a passage), every entity it names with its spans (`entities`)."""
         return self._call(ops.RESOLVE, body=ResolveBody.model_validate(dict(
-            query=query, queries=queries, limit=limit, labels=labels)))
+            query=query, queries=queries, limit=limit, labels=labels, text=text)))
 
     def entity(self, entity_id: Id) -> EntityOut:
         """One entity with its aliases and counts (a merged one: its survivor)."""
@@ -393,14 +399,15 @@ class Client:
                        since: datetime | None = None, until: datetime | None = None,
                        min_score: float = 0.0, mmr_lambda: float | None = None,
                        context: int = 0, channels: Sequence[Channel] = ("lexical", "dense"),
-                       ) -> MemorySearchOut:
+                       include_knowledge: bool = False) -> MemorySearchOut:
         """Hybrid search (BM25 + dense) over one session's messages and/or summaries, with a
         metadata filter (`where`), a date range, `min_score`, MMR and neighbouring turns."""
         return self._call(ops.SEARCH_SESSION, path={"session_id": session_id},
                           body=MemorySearchBody.model_validate(dict(
                               query=query, limit=limit, search_scope=search_scope,
                               where=where, since=since, until=until, min_score=min_score,
-                              mmr_lambda=mmr_lambda, context=context, channels=channels)))
+                              mmr_lambda=mmr_lambda, context=context, channels=channels,
+                              include_knowledge=include_knowledge)))
 
     def search_memory(self, user_id: str, query: str, *, limit: int = 10,
                       search_scope: Scope = "messages",
@@ -408,12 +415,13 @@ class Client:
                       since: datetime | None = None, until: datetime | None = None,
                       min_score: float = 0.0, mmr_lambda: float | None = None,
                       context: int = 0, channels: Sequence[Channel] = ("lexical", "dense"),
-                      ) -> MemorySearchOut:
-        """The same search across every live session of `user_id`."""
+                      include_knowledge: bool = False) -> MemorySearchOut:
+        """The same search across every live session of `user_id`; with `include_knowledge`,
+        the namespace's documents for the query too (`knowledge`)."""
         return self._call(ops.SEARCH_MEMORY, body=UserMemorySearchBody.model_validate(dict(
             user_id=user_id, query=query, limit=limit, search_scope=search_scope, where=where,
             since=since, until=until, min_score=min_score, mmr_lambda=mmr_lambda,
-            context=context, channels=channels)))
+            context=context, channels=channels, include_knowledge=include_knowledge)))
 
     # publishing
     def publish(self, events: Iterable[Event], *, wait: bool = False) -> PublishOut:

@@ -229,6 +229,8 @@ class SearchQuery:
     # search only, modes ppr / auto: the walk's RELATES facts as they count at (world time,
     # system time); None: the present, as known now
     facts_at: tuple[datetime, datetime] | None = None
+    # search only: conversation messages whose entities join the PPR seeds (runs PPR)
+    from_messages: tuple[uuid.UUID, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Protocol
 
-from pipeline.domain.entity_reads import Hop, NameMatch
+from pipeline.domain.entity_reads import EntityRef, Hop, NameMatch
 from pipeline.domain.entity_snapshot import KeyState, LogRead, SnapshotBuild, SnapshotSize
 from pipeline.domain.kinds import KindCatalog
 from pipeline.domain.match_set import FacetCounts, FacetPlan, SortPlan
@@ -135,6 +135,12 @@ class EntityGraph(EntityHops, Protocol):
 
     async def live_rows(self, namespace: uuid.UUID) -> int:
         """How many live rows the namespace holds (the hub rule's denominator; may be cached)."""
+        ...
+
+    async def message_entities(self, namespace: uuid.UUID, message_ids: Sequence[uuid.UUID]
+                               ) -> list[tuple[str, EntityRef]]:
+        """The live entities the live conversation messages among `message_ids` name (the
+        first span naming each, and the entity), once each."""
         ...
 
     async def visible_objects(self, namespace: uuid.UUID, object_ids: Sequence[uuid.UUID],
@@ -295,10 +301,11 @@ class PathGraph(Protocol):
         entity it was merged into); "part" for a visible part; absent when unknown."""
         ...
 
-    async def edges(self, namespace: uuid.UUID, frontier: Sequence[NodeRef], limit: int
-                    ) -> list[GraphEdge]:
+    async def edges(self, namespace: uuid.UUID, frontier: Sequence[NodeRef], limit: int, *,
+                    messages: bool = False) -> list[GraphEdge]:
         """The edges incident to the frontier's nodes, at most `limit` (which ones, when there
-        are more, is unspecified: the caller asks for one more than it may take, to know)."""
+        are more, is unspecified: the caller asks for one more than it may take, to know);
+        with `messages`, also the MENTIONS of live conversation messages."""
         ...
 
     async def hubs(self, namespace: uuid.UUID, entity_ids: Sequence[uuid.UUID], *,

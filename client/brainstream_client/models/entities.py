@@ -13,12 +13,13 @@ from brainstream_client.models.base import Answer, Body
 
 
 class ResolveBody(Body):
-    """Either `query` (one phrase) or `queries` (several)."""
+    """Exactly one of `query` (one phrase), `queries` (several) and `text` (a passage)."""
 
     query: str | None = None
     queries: list[str] | None = None
     limit: int | None = None
     labels: list[str] | None = None
+    text: str | None = None
 
 
 class CandidateOut(Answer):
@@ -51,8 +52,30 @@ class AnswerOut(Answer):
     skipped: list[str] = Field(default_factory=list)
 
 
+class SpanOut(Answer):
+    start: int
+    end: int
+    text: str
+    method: str
+    confidence: float
+
+
+class TextEntityOut(Answer):
+    """An entity a passage names (`resolve(text=...)`), with every span naming it."""
+
+    entity_id: UUID
+    name: str
+    label: str
+    part_count: int
+    method: str
+    confidence: float
+    ambiguous: bool
+    spans: list[SpanOut]
+
+
 class ResolveOut(Answer):
     results: list[AnswerOut]
+    entities: list[TextEntityOut] | None = None
 
 
 class AliasOut(Answer):

@@ -120,18 +120,21 @@ class Citation(Answer):
     snippet: str | None = None
     note: str | None = None
     meta: dict[str, Any] = Field(default_factory=dict)
+    session_id: str | None = None
     valid_from: datetime | None = None
     valid_to: datetime | None = None
 
 
 class NodeOut(Answer):
-    type: Literal["object", "entity"]
+    type: Literal["object", "entity", "message"]
     id: UUID
     kind: str | None = None
     title: str | None = None
     name: str | None = None
     label: str | None = None
     part_count: int | None = None
+    session_id: str | None = None
+    role: str | None = None
 
 
 class PathEdgeOut(Answer):

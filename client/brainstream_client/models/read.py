@@ -100,6 +100,7 @@ class SearchBody(FindExactBody):
     vector: VectorBody | None = None
     as_of: datetime | None = None
     known_at: datetime | None = None
+    from_messages: list[UUID] | None = None
 
 
 class ContinueBody(Body):

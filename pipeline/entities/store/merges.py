@@ -39,6 +39,9 @@ _MOVE_FACTS = """
 UPDATE entity_facts SET subject_id = CASE WHEN subject_id = %(f)s THEN %(i)s ELSE subject_id END,
                         object_id = CASE WHEN object_id = %(f)s THEN %(i)s ELSE object_id END
 WHERE namespace_id = %(ns)s AND (subject_id = %(f)s OR object_id = %(f)s)"""
+# A conversation's mentions (migration 0055) move with the documents'.
+_MOVE_MESSAGE_MENTIONS = ("UPDATE message_mentions SET entity_id = %(i)s"
+                          " WHERE entity_id = %(f)s")
 
 _MOVE_ALIASES = """
 WITH gone AS (DELETE FROM entity_aliases WHERE entity_id = %(f)s RETURNING *)
@@ -200,6 +203,7 @@ def merge(namespace: uuid.UUID, from_id: uuid.UUID, into_id: uuid.UUID, *, confi
         return report
     _, name, norm, _ = found[from_id]
     yield Statement(_MOVE_MENTIONS, keys)
+    yield Statement(_MOVE_MESSAGE_MENTIONS, keys)
     yield Statement(_MOVE_ALIASES, keys)
     yield Statement(_NAME_AS_ALIAS, {**keys, "name": name, "norm": norm})
     yield Statement(_MOVE_EDGES, keys)

@@ -205,6 +205,9 @@ class _Search:
         self.namespace = namespace
         self.config = config
         self.endpoints = sources | targets
+        # Conversations are walked only from or to a message: document-only answers stay as
+        # they were in a namespace with conversations.
+        self.messages = any(n.type == "message" for n in self.endpoints)
         self.sources, self.targets = sources, targets
         self.src = _Side({n: 0 for n in sources}, sorted(sources))
         self.dst = _Side({n: 0 for n in targets}, sorted(targets))
@@ -268,8 +271,8 @@ class _Search:
         frontier = await self._expandable(side.frontier)
         side.skipped_hubs = side.skipped_hubs or len(frontier) < len(side.frontier)
         remaining = self.config.max_edges - len(self.explored.keys)
-        edges = (await self.graph.edges(self.namespace, frontier, remaining + 1)
-                 if frontier else [])
+        edges = (await self.graph.edges(self.namespace, frontier, remaining + 1,
+                                        messages=self.messages) if frontier else [])
         if len(edges) > remaining:
             self.cut.add(CUT_MAX_EDGES)
             edges = edges[:remaining]

@@ -51,6 +51,7 @@ from pipeline.retrieval.ppr.pagerank import (
     weighted_degrees,
 )
 from pipeline.retrieval.ppr.seeds import (
+    Ngram,
     common_word_match,
     longest_matches,
     named_in_query,
@@ -92,6 +93,13 @@ class SeedPlan:
     def strong_only(self) -> SeedPlan:
         """The plan with its strong seeds alone (what mode `auto` walks from)."""
         return SeedPlan(tuple(s for s in self.seeds if s.strong), self.hubs, self.hub_limit)
+
+    def joined(self, other: SeedPlan) -> SeedPlan:
+        """This plan's seeds, then those of `other` it lacks; the hubs of both."""
+        mine = {s.entity.id for s in self.seeds}
+        hubs = {h.id: h for h in (*self.hubs, *other.hubs)}
+        return SeedPlan((*self.seeds, *(s for s in other.seeds if s.entity.id not in mine)),
+                        tuple(hubs.values()), self.hub_limit)
 
 
 @dataclass
@@ -142,24 +150,7 @@ class PprStage:
 
     async def plan(self, namespace: uuid.UUID, query: str) -> SeedPlan:
         """The query's seed entities (longest match wins) with weights, and the hubs named."""
-        grams = query_ngrams(query, max_tokens=self.config.max_ngram)
-        keys = {g: normalise(g.text) for g in grams}
-        folds = {g: fold(g.text) for g in grams}
-        wanted = (sorted({k for k in keys.values() if k}), sorted({f for f in folds.values()
-                                                                   if f}))
-        view = None if self.snapshots is None else self.snapshots.peek(namespace)
-        matches: list[NameMatch] = (view.match_names(*wanted) if view is not None else
-                                    await self.graph.match_names(namespace, *wanted))
-        matches.sort(key=lambda m: (_METHOD_ORDER.get(m.method, 3), m.entity.id))
-        named: dict[str, dict[uuid.UUID, tuple[EntityRef, str]]] = {}
-        folded: dict[str, dict[uuid.UUID, tuple[EntityRef, str]]] = {}
-        for m in matches:
-            target = folded if m.method == "fold" else named
-            target.setdefault(m.key, {}).setdefault(m.entity.id, (m.entity, m.method))
-        found = {g: {eid: hit for eid, hit in (named.get(keys[g]) or folded.get(folds[g])
-                                               or {}).items()
-                     if not common_word_match(g.text, folds[g], hit[0].name)}
-                 for g in grams}
+        found = await self._matched(namespace, query)
         chosen = longest_matches([g for g, entities in found.items() if entities])
         names = query_names(query)
         live = await self.graph.live_rows(namespace)
@@ -174,6 +165,53 @@ class PprStage:
                     seeds[entity.id] = Seed(entity, gram.text, method, 1.0 / entity.part_count,
                                             named_in_query(gram, names))
         return SeedPlan(tuple(seeds.values()), tuple(hubs.values()), hub_limit)
+
+    async def plan_messages(self, namespace: uuid.UUID, message_ids: Sequence[uuid.UUID]
+                            ) -> SeedPlan:
+        """Seeds from conversation messages: the entities the live messages name (migration
+        0055), weighed and screened for hubs as a query's are, all strong (a message names
+        them as a passage does; method `message`). The walk from them is the documents' walk
+        (snapshot or SQL alike): a conversation is where it starts, never a node of it, so
+        answers without messages are unchanged."""
+        named = await self.graph.message_entities(namespace, message_ids)
+        live = await self.graph.live_rows(namespace)
+        hub_limit = max(self.config.hub_fraction * live, float(self.config.hub_min_rows))
+        seeds = [Seed(entity, text, "message", 1.0 / entity.part_count, True)
+                 for text, entity in named if 0 < entity.part_count <= hub_limit]
+        hubs = [entity for _, entity in named if entity.part_count > hub_limit]
+        return SeedPlan(tuple(seeds), tuple(hubs), hub_limit)
+
+    async def ground(self, namespace: uuid.UUID, text: str
+                     ) -> list[tuple[Ngram, list[tuple[EntityRef, str]]]]:
+        """Every span of `text` the seeds' matcher reads as an entity's name (longest first,
+        never overlapping, in text order) with the entities it names and the layer of each
+        (`exact`, `alias`, `fold`): the matcher `plan` seeds from, over a whole passage.
+        Hubs and entities no live row names are kept: this says what the text names."""
+        found = await self._matched(namespace, text)
+        chosen = longest_matches([g for g, entities in found.items() if entities])
+        return [(gram, list(found[gram].values())) for gram in chosen]
+
+    async def _matched(self, namespace: uuid.UUID, query: str
+                       ) -> dict[Ngram, dict[uuid.UUID, tuple[EntityRef, str]]]:
+        """Each n-gram of `query` with the live entities it names and how (none: unmatched)."""
+        grams = query_ngrams(query, max_tokens=self.config.max_ngram)
+        keys = {g: normalise(g.text) for g in grams}
+        folds = {g: fold(g.text) for g in grams}
+        wanted = (sorted({k for k in keys.values() if k}), sorted({f for f in folds.values()
+                                                                   if f}))
+        view = None if self.snapshots is None else self.snapshots.peek(namespace)
+        matches: list[NameMatch] = (view.match_names(*wanted) if view is not None else
+                                    await self.graph.match_names(namespace, *wanted))
+        matches.sort(key=lambda m: (_METHOD_ORDER.get(m.method, 3), m.entity.id))
+        named: dict[str, dict[uuid.UUID, tuple[EntityRef, str]]] = {}
+        folded: dict[str, dict[uuid.UUID, tuple[EntityRef, str]]] = {}
+        for m in matches:
+            target = folded if m.method == "fold" else named
+            target.setdefault(m.key, {}).setdefault(m.entity.id, (m.entity, m.method))
+        return {g: {eid: hit for eid, hit in (named.get(keys[g]) or folded.get(folds[g])
+                                              or {}).items()
+                    if not common_word_match(g.text, folds[g], hit[0].name)}
+                for g in grams}
 
     async def rank(self, namespace: uuid.UUID, plan: SeedPlan, filters: Filters,
                    scope_ids: Sequence[uuid.UUID], first_rows: Sequence[RowRef] = (), *,

@@ -1,6 +1,7 @@
 """`PathGraph` on Postgres: the mixed graph of objects and entities that `POST /v1/paths` walks.
 
 Only what is visible takes part: live objects of the namespace (a part only with a live parent),
+live messages of live sessions (migration 0055's `message_mentions`; walked only when asked),
 links whose ends are both live, mentions made by live rows, entities not merged away, entity
 edges with at least one live row stating them (CO_OCCURS, RELATES) or verified by a person
 (POSSIBLY_SAME). Evidence is read from the same rows, so an answer never cites a deleted one.
@@ -54,7 +55,17 @@ SELECT c.asked, 'entity', c.id, false FROM (
         JOIN entities e ON e.id = c.merged_into AND e.namespace_id = %(ns)s
         WHERE c.depth < 32)
     SELECT asked, id FROM chain WHERE merged_into IS NULL) c
+UNION ALL
+SELECT g.uuid, 'message', g.uuid, false FROM messages g
+WHERE g.uuid = ANY(%(ids)s::uuid[]) AND (g.namespace_id = %(ns)s) IS TRUE
+  AND g.deleted_at IS NULL
+  AND EXISTS (SELECT 1 FROM sessions s WHERE s.id = g.session_pk AND s.deleted_at IS NULL)
 """)
+
+# A live message `g` of a live session (a hidden message counts for nothing).
+_LIVE_MESSAGE = ("JOIN messages g ON g.namespace_id = mm.namespace_id"
+                 " AND g.uuid = mm.message_uuid AND g.deleted_at IS NULL"
+                 " JOIN sessions s ON s.id = g.session_pk AND s.deleted_at IS NULL")
 
 # Every edge incident to the frontier: links either way, MENTIONS from the frontier's objects
 # (their own rows and their parts) and to its entities, entity edges either way.
@@ -77,6 +88,14 @@ SELECT * FROM (
     FROM mentions m JOIN objects r ON r.id = m.row_id
     WHERE m.entity_id = ANY(%(ents)s::uuid[]) AND m.namespace_id = %(ns)s AND {live}
     GROUP BY coalesce(r.parent_id, r.id), m.entity_id
+    UNION ALL
+    SELECT 'MENTIONS', mm.message_uuid, 'message', mm.entity_id, 'entity', '', count(*)::float8,
+           0
+    FROM message_mentions mm {live_message}
+    JOIN entities e ON e.id = mm.entity_id AND e.merged_into IS NULL
+    WHERE %(messages)s AND mm.namespace_id = %(ns)s
+      AND (mm.message_uuid = ANY(%(msgs)s::uuid[]) OR mm.entity_id = ANY(%(ents)s::uuid[]))
+    GROUP BY mm.message_uuid, mm.entity_id
     UNION ALL
     SELECT ee.edge_type, ee.from_id, 'entity', ee.to_id, 'entity', ee.predicate,
            CASE ee.edge_type WHEN 'CO_OCCURS' THEN ee.weight::float8
@@ -121,7 +140,7 @@ _LINKS_AS_OF = sql.SQL("""
 
 def _edges_query(links: sql.Composable) -> sql.Composed:
     return _EDGES.format(live=sql.SQL(_LIVE_ROW), evidence=sql.SQL(_LIVE_EVIDENCE),
-                         links=links)
+                         live_message=sql.SQL(_LIVE_MESSAGE), links=links)
 
 
 # Hub candidates first: the namespace's rows are counted only when some entity is named often.
@@ -134,13 +153,23 @@ _LIVE_ROWS = sql.SQL(
     "SELECT count(*) AS n FROM objects WHERE namespace_id = %(ns)s AND deleted_at IS NULL")
 
 _NODES = sql.SQL("""
-SELECT 'object' AS type, o.id, o.kind, o.title, NULL AS name, NULL AS label, NULL::int AS part_count
+SELECT 'object' AS type, o.id, o.kind, o.title, NULL AS name, NULL AS label,
+       NULL::int AS part_count, NULL AS session_id, NULL AS role
 FROM objects o WHERE o.id = ANY(%(objs)s::uuid[]) AND (o.namespace_id = %(ns)s) IS TRUE
   AND o.deleted_at IS NULL
 UNION ALL
-SELECT 'entity', e.id, NULL, NULL, e.name, e.label, e.part_count
+SELECT 'entity', e.id, NULL, NULL, e.name, e.label, e.part_count, NULL, NULL
 FROM entities e WHERE e.id = ANY(%(ents)s::uuid[]) AND (e.namespace_id = %(ns)s) IS TRUE
+UNION ALL
+SELECT 'message', g.uuid, 'message', left(g.content, %(title)s), NULL, NULL, NULL, s.session_id,
+       g.role
+FROM messages g JOIN sessions s ON s.id = g.session_pk AND s.deleted_at IS NULL
+WHERE g.uuid = ANY(%(msgs)s::uuid[]) AND (g.namespace_id = %(ns)s) IS TRUE
+  AND g.deleted_at IS NULL
 """)
+
+# Characters of a message's content its node shows as `title`.
+MESSAGE_TITLE_CHARS = 120
 
 # The text of field `f` of row `r`, and a snippet of it around [lo, hi).
 _BODY = "(CASE {f} WHEN 'title' THEN r.title WHEN 'summary' THEN r.summary ELSE r.content END)"
@@ -181,6 +210,18 @@ CROSS JOIN LATERAL (
 """).format(live=sql.SQL(_LIVE_ROW), snippet=sql.SQL(_SNIPPET.format(
     body=_BODY.format(f="coalesce(sp.field, 'content')"), lo="coalesce(sp.lo, 0)",
     hi="coalesce(sp.hi, 0)")))
+
+# A message's spans naming the entity, with a snippet of its content.
+_MESSAGE_CITES = sql.SQL("""
+SELECT p.msg, p.entity, x.* FROM unnest(%(msgs)s::uuid[], %(ents)s::uuid[]) AS p(msg, entity)
+CROSS JOIN LATERAL (
+    SELECT g.uuid AS row_id, s.session_id, mm.start_pos, mm.end_pos, mm.text,
+           {snippet} AS snippet
+    FROM message_mentions mm {live_message}
+    WHERE mm.namespace_id = %(ns)s AND mm.message_uuid = p.msg AND mm.entity_id = p.entity
+    ORDER BY mm.start_pos LIMIT %(per)s) x
+""").format(live_message=sql.SQL(_LIVE_MESSAGE), snippet=sql.SQL(_SNIPPET.format(
+    body="g.content", lo="mm.start_pos", hi="mm.end_pos")))
 
 _LINK_CITES = sql.SQL("""
 SELECT l.from_id, l.relation_type, l.to_id, l.meta
@@ -232,13 +273,16 @@ class PgPathGraph:
         return {row["asked"]: "part" if row["is_part"] else NodeRef(row["type"], row["id"])
                 for row in rows}
 
-    async def edges(self, namespace: uuid.UUID, frontier: Sequence[NodeRef], limit: int
-                    ) -> list[GraphEdge]:
-        """The edges incident to the frontier's nodes, at most `limit`."""
+    async def edges(self, namespace: uuid.UUID, frontier: Sequence[NodeRef], limit: int, *,
+                    messages: bool = False) -> list[GraphEdge]:
+        """The edges incident to the frontier's nodes, at most `limit`; with `messages`, the
+        MENTIONS of live messages too."""
         objs = [n.id for n in frontier if n.type == "object"]
         ents = [n.id for n in frontier if n.type == "entity"]
+        msgs = [n.id for n in frontier if n.type == "message"]
         rows = await self._rows(self._edges, {**self._at_params, "ns": namespace, "objs": objs,
-                                              "ents": ents, "limit": limit})
+                                              "ents": ents, "msgs": msgs, "messages": messages,
+                                              "limit": limit})
         return [GraphEdge(NodeRef(r["a_type"], r["a"]), NodeRef(r["b_type"], r["b"]),
                           r["type"], r["relation"], float(r["weight"]), float(r["confidence"]))
                 for r in rows]
@@ -260,12 +304,15 @@ class PgPathGraph:
         """Kind and title of the objects, name, label and row count of the entities."""
         rows = await self._rows(_NODES, {
             "ns": namespace, "objs": [n.id for n in refs if n.type == "object"],
-            "ents": [n.id for n in refs if n.type == "entity"]})
+            "ents": [n.id for n in refs if n.type == "entity"],
+            "msgs": [n.id for n in refs if n.type == "message"],
+            "title": MESSAGE_TITLE_CHARS})
         out = {}
         for r in rows:
             ref = NodeRef(r["type"], r["id"])
             out[ref] = NodeInfo(ref, kind=r["kind"], title=r["title"], name=r["name"],
-                                label=r["label"], part_count=r["part_count"])
+                                label=r["label"], part_count=r["part_count"],
+                                session_id=r["session_id"], role=r["role"])
         return out
 
     async def citations(self, namespace: uuid.UUID, edges: Sequence[GraphEdge], per_edge: int
@@ -276,7 +323,16 @@ class PgPathGraph:
         out: dict[EdgeKey, list[Citation]] = {}
         snip = {"ns": namespace, "per": per_edge, "ctx": SNIPPET_CONTEXT,
                 "span": SNIPPET_MAX_SPAN}
-        mentions = [e for e in edges if e.type == "MENTIONS"]
+        mentions = [e for e in edges if e.type == "MENTIONS" and e.a.type == "object"]
+        said = [e for e in edges if e.type == "MENTIONS" and e.a.type == "message"]
+        if said:
+            index0 = {(e.a.id, e.b.id): e.key for e in said}
+            for r in await self._rows(_MESSAGE_CITES, {
+                    **snip, "msgs": [e.a.id for e in said], "ents": [e.b.id for e in said]}):
+                out.setdefault(index0[(r["msg"], r["entity"])], []).append(Citation(
+                    row_id=r["row_id"], field="content", start=r["start_pos"],
+                    end=r["end_pos"], text=r["text"], snippet=r["snippet"],
+                    session_id=r["session_id"]))
         if mentions:
             index = {(e.a.id, e.b.id): e.key for e in mentions}
             for r in await self._rows(_MENTION_CITES, {

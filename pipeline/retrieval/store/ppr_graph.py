@@ -44,6 +44,17 @@ MATCH_NAMES = sql.SQL(
     " WHERE e.namespace_id = %(ns)s AND e.merged_into IS NULL"
     " AND brainstream_name_fold(e.norm) = ANY(%(folds)s::text[])")
 
+# The entities live messages of live sessions name (migration 0055), the first span of each.
+MESSAGE_ENTITIES = sql.SQL(
+    "SELECT DISTINCT ON (e.id) mm.text, e.id, e.name, e.part_count"
+    " FROM message_mentions mm"
+    " JOIN messages g ON g.namespace_id = mm.namespace_id AND g.uuid = mm.message_uuid"
+    " AND g.deleted_at IS NULL"
+    " JOIN sessions s ON s.id = g.session_pk AND s.deleted_at IS NULL"
+    " JOIN entities e ON e.id = mm.entity_id AND e.merged_into IS NULL"
+    " WHERE mm.namespace_id = %(ns)s AND mm.message_uuid = ANY(%(ids)s::uuid[])"
+    " ORDER BY e.id, mm.message_uuid, mm.start_pos")
+
 LIVE_ROWS = sql.SQL(
     "SELECT count(*) FROM objects WHERE namespace_id = %(ns)s AND deleted_at IS NULL")
 
@@ -162,6 +173,14 @@ class PgEntityGraph:
         rows = await self._fetch(MATCH_NAMES, {"ns": namespace, "keys": list(keys),
                                                "folds": list(folds)})
         return [NameMatch(r[0], r[1], EntityRef(r[2], r[3], int(r[4]))) for r in rows]
+
+    async def message_entities(self, namespace: uuid.UUID, message_ids: Sequence[uuid.UUID]
+                               ) -> list[tuple[str, EntityRef]]:
+        """The live entities live messages among `message_ids` name (a span's text each)."""
+        if not message_ids:
+            return []
+        rows = await self._fetch(MESSAGE_ENTITIES, {"ns": namespace, "ids": list(message_ids)})
+        return [(str(r[0]), EntityRef(r[1], r[2], int(r[3]))) for r in rows]
 
     async def live_rows(self, namespace: uuid.UUID) -> int:
         """Live rows of the namespace: cached, recounted in the background when stale."""
