@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from api.asof_schemas import AsOfTime, KnownAtTime
 from api.schemas import PageOut
 from pipeline.domain.paths import (
     MAX_PATH_HOPS,
@@ -36,6 +37,8 @@ class PathsBody(BaseModel):
         "they reach"))
     max_hops: Annotated[int, Field(ge=1, le=MAX_PATH_HOPS)] = MAX_PATH_HOPS
     k: Annotated[int, Field(ge=1, le=100, description="how many paths (the best k)")] = 3
+    as_of: AsOfTime = None
+    known_at: KnownAtTime = None
 
 
 class NodeOut(BaseModel):

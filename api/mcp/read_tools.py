@@ -35,8 +35,8 @@ Sort = Annotated[Json | None, Field(description=(
     ' "updated_at" | "created_at" | "title" | "position" | "$.<property>", "order": "asc" |'
     ' "desc"}; continue pages through it'))]
 AsOf = Annotated[str | None, Field(description=(
-    "world time, RFC 3339 with an offset (e.g. 2021-06-01T00:00:00Z): the relations holding"
-    " then (modes ppr / auto for search); default now"))]
+    "world time, RFC 3339 with an offset (e.g. 2021-06-01T00:00:00Z): the links and relations"
+    " holding then (modes ppr / auto for search); default now"))]
 KnownAt = Annotated[str | None, Field(description=(
     "system time, RFC 3339 with an offset: as the system knew it then; default now"))]
 
@@ -118,19 +118,21 @@ def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None)
 
     async def find_links(ctx: Context, relation_type: Annotated[str, Field(
             description="the links' relation type")], query: Query,
-            limit: Limit = None) -> Json:
+            limit: Limit = None, as_of: AsOf = None, known_at: KnownAt = None) -> Json:
         result: Json = await api.call(ctx, "POST", "/v1/find_links", body=body(
-            relation_type=relation_type, query=query, limit=limit))
+            relation_type=relation_type, query=query, limit=limit, as_of=as_of,
+            known_at=known_at))
         return result
 
     async def expand(ctx: Context, object_id: ObjectId, relation_types: RelationTypes = None,
                      max_hops: MaxHops = None, direction: Direction = None,
                      limit: Limit = None, want_containment: Annotated[bool | None, Field(
                          description="include parts and parents (default true)")] = None,
-                     ) -> Json:
+                     as_of: AsOf = None, known_at: KnownAt = None) -> Json:
         result: Json = await api.call(ctx, "POST", "/v1/expand", body=body(
             object_id=object_id, relation_types=relation_types, max_hops=max_hops,
-            direction=direction, limit=limit, want_containment=want_containment))
+            direction=direction, limit=limit, want_containment=want_containment, as_of=as_of,
+            known_at=known_at))
         return result
 
     async def expand_many(ctx: Context, object_ids: Annotated[Ids, Field(
@@ -138,11 +140,12 @@ def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None)
             max_hops: MaxHops = None, direction: Direction = None,
             neighbor_budget: Annotated[int | None, Field(
                 description="neighbours explored in all (default 50)")] = None,
-            limit: Limit = None, want_containment: bool | None = None) -> Json:
+            limit: Limit = None, want_containment: bool | None = None, as_of: AsOf = None,
+            known_at: KnownAt = None) -> Json:
         result: Json = await api.call(ctx, "POST", "/v1/expand_many", body=body(
             object_ids=object_ids, relation_types=relation_types, max_hops=max_hops,
             direction=direction, neighbor_budget=neighbor_budget, limit=limit,
-            want_containment=want_containment))
+            want_containment=want_containment, as_of=as_of, known_at=known_at))
         return result
 
     async def list_recipes(ctx: Context) -> Json:
@@ -151,10 +154,10 @@ def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None)
 
     async def run_recipe(ctx: Context, name: Annotated[str, Field(
             description="a recipe name from list_recipes")], object_ids: Ids,
-            limit: Limit = None) -> Json:
+            limit: Limit = None, as_of: AsOf = None, known_at: KnownAt = None) -> Json:
         path = f"/v1/expand/recipe/{segment(name, 'name')}"
-        result: Json = await api.call(ctx, "POST", path,
-                                      body=body(object_ids=object_ids, limit=limit))
+        result: Json = await api.call(ctx, "POST", path, body=body(
+            object_ids=object_ids, limit=limit, as_of=as_of, known_at=known_at))
         return result
 
     async def next_page(ctx: Context, result_set_id: Annotated[str, Field(
@@ -197,9 +200,10 @@ def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None)
                                                      "at")],
             max_hops: Annotated[int | None, Field(description="1-4 (default 4)")] = None,
             k: Annotated[int | None, Field(description="how many paths (default 3)")] = None,
-            ) -> Json:
+            as_of: AsOf = None, known_at: KnownAt = None) -> Json:
         result: Json = await api.call(ctx, "POST", "/v1/paths", body=body(
-            **{"from": from_ids, "to": to_ids}, max_hops=max_hops, k=k))
+            **{"from": from_ids, "to": to_ids}, max_hops=max_hops, k=k, as_of=as_of,
+            known_at=known_at))
         return result
 
     async def history(ctx: Context, object_id: Annotated[str | None, Field(

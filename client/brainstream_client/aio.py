@@ -219,28 +219,38 @@ class AsyncClient:
             query=query, kinds=kinds, filters=filters, limit=limit,
             include_entities=include_entities, where=where)))
 
-    async def find_links(self, relation_type: str, query: str, *, limit: int = 10) -> PageOut:
-        """Links of one relation type whose note matches; each hit is the target object."""
+    async def find_links(self, relation_type: str, query: str, *, limit: int = 10,
+                   as_of: datetime | None = None, known_at: datetime | None = None
+                   ) -> PageOut:
+        """Links of one relation type whose note matches; each hit is the target object
+        (`as_of` / `known_at`: the links that held then, as known then)."""
         return await self._call(ops.FIND_LINKS, body=FindLinksBody(
-            relation_type=relation_type, query=query, limit=limit))
+            relation_type=relation_type, query=query, limit=limit, as_of=as_of,
+            known_at=known_at))
 
     async def expand(self, object_id: Id, *, relation_types: Sequence[str] | None = None,
                      max_hops: int = 1, direction: Direction = "both", limit: int = 20,
-                     want_containment: bool = True) -> PageOut:
-        """Parts and graph neighbours of one object."""
+                     want_containment: bool = True, as_of: datetime | None = None,
+                     known_at: datetime | None = None) -> PageOut:
+        """Parts and graph neighbours of one object (`as_of` / `known_at`: over the links
+        that held then, as known then)."""
         return await self._call(ops.EXPAND, body=ExpandBody.model_validate(dict(
             object_id=object_id, relation_types=relation_types, max_hops=max_hops,
-            direction=direction, limit=limit, want_containment=want_containment)))
+            direction=direction, limit=limit, want_containment=want_containment, as_of=as_of,
+            known_at=known_at)))
 
     async def expand_many(self, object_ids: Sequence[Id], *,
                           relation_types: Sequence[str] | None = None, max_hops: int = 1,
                           direction: Direction = "both", neighbor_budget: int = 50,
-                          limit: int = 20, want_containment: bool = False) -> PageOut:
-        """Neighbours of many objects within a budget."""
+                          limit: int = 20, want_containment: bool = False,
+                          as_of: datetime | None = None, known_at: datetime | None = None
+                          ) -> PageOut:
+        """Neighbours of many objects within a budget (`as_of` / `known_at` as for
+        expand)."""
         return await self._call(ops.EXPAND_MANY, body=ExpandManyBody.model_validate(dict(
             object_ids=object_ids, relation_types=relation_types, max_hops=max_hops,
             direction=direction, neighbor_budget=neighbor_budget, limit=limit,
-            want_containment=want_containment)))
+            want_containment=want_containment, as_of=as_of, known_at=known_at)))
 
     async def put_recipe(self, name: str, spec: RecipeBody) -> RecipeBody:
         """Register (or replace) a named expand template of the namespace."""
@@ -259,17 +269,22 @@ class AsyncClient:
         return await self._call(ops.LIST_RECIPES)
 
     async def run_recipe(self, name: str, object_ids: Sequence[Id], *,
-                         limit: int | None = None) -> PageOut:
-        """Run an expand template on one or more objects."""
-        body = RecipeRunBody.model_validate(dict(object_ids=object_ids, limit=limit))
+                         limit: int | None = None, as_of: datetime | None = None,
+                         known_at: datetime | None = None) -> PageOut:
+        """Run an expand template on one or more objects (`as_of` / `known_at` as for
+        expand)."""
+        body = RecipeRunBody.model_validate(dict(object_ids=object_ids, limit=limit,
+                                                 as_of=as_of, known_at=known_at))
         return await self._call(ops.RUN_RECIPE, path={"name": name}, body=body)
 
     async def paths(self, sources: Sequence[Id], targets: Sequence[Id], *, max_hops: int = 4,
-                    k: int = 3) -> PathsOut:
+                    k: int = 3, as_of: datetime | None = None,
+                    known_at: datetime | None = None) -> PathsOut:
         """The `k` best paths from any of `sources` to any of `targets` (objects or
         entities), each edge with its evidence."""
         return await self._call(ops.PATHS, body=PathsBody.model_validate(
-            {"from": sources, "to": targets, "max_hops": max_hops, "k": k}))
+            {"from": sources, "to": targets, "max_hops": max_hops, "k": k, "as_of": as_of,
+             "known_at": known_at}))
 
     # objects
     async def read(self, object_id: Id) -> ObjectOut:

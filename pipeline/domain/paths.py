@@ -15,7 +15,10 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
+
+from pipeline.domain.read_model import AsOf
 
 NodeType = Literal["object", "entity", "message"]
 EdgeType = Literal["LINK", "MENTIONS", "CO_OCCURS", "RELATES", "POSSIBLY_SAME"]
@@ -103,13 +106,14 @@ class PathQuery:
     targets: tuple[uuid.UUID, ...]
     max_hops: int = MAX_PATH_HOPS
     k: int = 3
+    at: AsOf | None = None  # links as of a world and system time; None: now
 
 
 @dataclass(frozen=True)
 class Citation:
     """What states an edge: a live row (`row_id`, a part or an object without parts, of
     `object_id`) with the span [start, end) of `field` and a snippet around it; or, for a link,
-    its note and metadata."""
+    its note and metadata (and, read as of a time, when its version held)."""
 
     # `POST /v1/paths` answers this type as it is (api/entity_schemas.py): the OpenAPI
     # document's `Citation`, so a field added here is documented and answered at once.
@@ -124,6 +128,8 @@ class Citation:
     meta: dict[str, object] = dataclasses.field(default_factory=dict)
     # A message's mention: `row_id` is the message's uuid, `field` its content; its session.
     session_id: str | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from pipeline.domain.match_set import FacetCounts, FacetPlan, SortPlan
 from pipeline.domain.mentions import ObjectEntity
 from pipeline.domain.paths import Citation, GraphEdge, Hub, NodeInfo, NodeRef
 from pipeline.domain.read_model import (
+    AsOf,
     Direction,
     EdgeHit,
     EntityMatch,
@@ -276,6 +277,20 @@ class ResultSetStore(Protocol):
                    ) -> tuple[list[dict[str, object]], dict[str, object]] | None: ...
 
 
+class LinkVersionReader(Protocol):
+    """The links of one namespace as of a world and a system time (`AsOf`), from their
+    versions: what the graph answers for now, answered for any point."""
+
+    async def find_edges(self, namespace: uuid.UUID, relation_type: str, query: str, k: int,
+                         at: AsOf) -> list[EdgeHit]: ...
+
+    async def neighbors(self, namespace: uuid.UUID, seeds: Sequence[uuid.UUID],
+                        relation_types: Sequence[str], direction: Direction, max_hops: int,
+                        limit: int, at: AsOf) -> list[Neighbor]:
+        """As `GraphReader.neighbors`, over the links counting at `at`."""
+        ...
+
+
 class PathGraph(Protocol):
     """The mixed graph of objects and entities of one namespace, as `POST /v1/paths` walks it
     (pipeline/domain/paths.py): only live objects and rows, only entities not merged away."""
@@ -305,6 +320,10 @@ class PathGraph(Protocol):
     async def citations(self, namespace: uuid.UUID, edges: Sequence[GraphEdge], per_edge: int
                         ) -> dict[tuple[NodeRef, NodeRef, str, str], list[Citation]]:
         """Up to `per_edge` citations of each edge (by `GraphEdge.key`), from live rows only."""
+        ...
+
+    def as_of(self, at: AsOf) -> PathGraph:
+        """The same graph with its links as they held at `at` (from their versions)."""
         ...
 
 

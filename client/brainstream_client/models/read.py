@@ -128,6 +128,8 @@ class RelationOut(Answer):
     role: str | None = None
     confidence: float | None = None
     evidence_id: UUID | None = None
+    valid_from: datetime | None = None  # an as-of read: when the link's version held
+    valid_to: datetime | None = None
 
 
 class RichObjectOut(Answer):

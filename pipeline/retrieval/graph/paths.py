@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pipeline.domain.errors import InvalidInput, NotFound
 from pipeline.domain.paths import (
@@ -109,7 +109,11 @@ class PathFinder:
 
     async def find(self, namespace: uuid.UUID, query: PathQuery) -> PathAnswer:
         """The k best paths from any source to any target, with their evidence, and how the
-        search ended; 4xx errors name the field (`from`, `to`, `max_hops`, `k`)."""
+        search ended; 4xx errors name the field (`from`, `to`, `max_hops`, `k`). With
+        `query.at`, the links are those that held then (as known then)."""
+        if query.at is not None:
+            finder = PathFinder(self.graph.as_of(query.at), self.config, clock=self.clock)
+            return await finder.find(namespace, replace(query, at=None))
         self._check(query)
         sources = await self._endpoints(namespace, query.sources, "from")
         targets = await self._endpoints(namespace, query.targets, "to")

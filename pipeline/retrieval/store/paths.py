@@ -18,7 +18,9 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from pipeline.domain.paths import Citation, GraphEdge, Hub, NodeInfo, NodeRef
+from pipeline.domain.read_model import AsOf
 from pipeline.postgres.pool import AsyncConn, read_connection
+from pipeline.retrieval.store.link_versions import counts_at
 
 EdgeKey = tuple[NodeRef, NodeRef, str, str]
 
@@ -73,16 +75,7 @@ WITH lr AS (
     WHERE (r.id = ANY(%(objs)s::uuid[]) OR r.parent_id = ANY(%(objs)s::uuid[])) AND {live}
 )
 SELECT * FROM (
-    SELECT 'LINK' AS type, l.from_id AS a, 'object' AS a_type, l.to_id AS b, 'object' AS b_type,
-           l.relation_type AS relation, 1.0::float8 AS weight,
-           coalesce((l.meta->>'confidence')::float8, 0) AS confidence
-    FROM links l
-    WHERE (l.from_id = ANY(%(objs)s::uuid[]) OR l.to_id = ANY(%(objs)s::uuid[]))
-      AND l.namespace_id = %(ns)s AND l.deleted_at IS NULL
-      AND EXISTS (SELECT 1 FROM objects f WHERE f.id = l.from_id AND f.namespace_id = %(ns)s
-                  AND f.deleted_at IS NULL AND f.parent_id IS NULL)
-      AND EXISTS (SELECT 1 FROM objects t WHERE t.id = l.to_id AND t.namespace_id = %(ns)s
-                  AND t.deleted_at IS NULL AND t.parent_id IS NULL)
+    {links}
     UNION ALL
     SELECT 'MENTIONS', lr.root, 'object', m.entity_id, 'entity', '', count(*)::float8, 0
     FROM lr JOIN mentions m ON m.row_id = lr.id
@@ -116,8 +109,39 @@ SELECT * FROM (
       AND CASE ee.edge_type WHEN 'POSSIBLY_SAME' THEN ee.status = 'verified'
                ELSE {evidence} > 0 END
 ) edges LIMIT %(limit)s
-""").format(live=sql.SQL(_LIVE_ROW), evidence=sql.SQL(_LIVE_EVIDENCE),
-           live_message=sql.SQL(_LIVE_MESSAGE))
+""")
+
+# The links of the frontier as they are now (`links`), and as of a point (their versions, one
+# row per link: `counts` is `link_versions.counts_at`).
+_LINKS_NOW = sql.SQL("""
+    SELECT 'LINK' AS type, l.from_id AS a, 'object' AS a_type, l.to_id AS b, 'object' AS b_type,
+           l.relation_type AS relation, 1.0::float8 AS weight,
+           coalesce((l.meta->>'confidence')::float8, 0) AS confidence
+    FROM links l
+    WHERE (l.from_id = ANY(%(objs)s::uuid[]) OR l.to_id = ANY(%(objs)s::uuid[]))
+      AND l.namespace_id = %(ns)s AND l.deleted_at IS NULL
+      AND EXISTS (SELECT 1 FROM objects f WHERE f.id = l.from_id AND f.namespace_id = %(ns)s
+                  AND f.deleted_at IS NULL AND f.parent_id IS NULL)
+      AND EXISTS (SELECT 1 FROM objects t WHERE t.id = l.to_id AND t.namespace_id = %(ns)s
+                  AND t.deleted_at IS NULL AND t.parent_id IS NULL)""")
+_LINKS_AS_OF = sql.SQL("""
+    SELECT DISTINCT ON (v.from_id, v.relation_type, v.to_id)
+           'LINK' AS type, v.from_id AS a, 'object' AS a_type, v.to_id AS b, 'object' AS b_type,
+           v.relation_type AS relation, 1.0::float8 AS weight,
+           coalesce((v.meta->>'confidence')::float8, 0) AS confidence
+    FROM link_versions v
+    WHERE (v.from_id = ANY(%(objs)s::uuid[]) OR v.to_id = ANY(%(objs)s::uuid[]))
+      AND v.namespace_id = %(ns)s AND {counts}
+      AND EXISTS (SELECT 1 FROM objects f WHERE f.id = v.from_id AND f.namespace_id = %(ns)s
+                  AND f.deleted_at IS NULL AND f.parent_id IS NULL)
+      AND EXISTS (SELECT 1 FROM objects t WHERE t.id = v.to_id AND t.namespace_id = %(ns)s
+                  AND t.deleted_at IS NULL AND t.parent_id IS NULL)""")
+
+
+def _edges_query(links: sql.Composable) -> sql.Composed:
+    return _EDGES.format(live=sql.SQL(_LIVE_ROW), evidence=sql.SQL(_LIVE_EVIDENCE),
+                         live_message=sql.SQL(_LIVE_MESSAGE), links=links)
+
 
 # Hub candidates first: the namespace's rows are counted only when some entity is named often.
 _HUB_CANDIDATES = sql.SQL("""
@@ -205,13 +229,35 @@ FROM unnest(%(froms)s::uuid[], %(rels)s::text[], %(tos)s::uuid[]) AS q(f, rel, t
 JOIN links l ON l.from_id = q.f AND l.relation_type = q.rel AND l.to_id = q.t
 WHERE l.namespace_id = %(ns)s AND l.deleted_at IS NULL
 """)
+_LINK_CITES_AS_OF = sql.SQL("""
+SELECT DISTINCT ON (v.from_id, v.relation_type, v.to_id)
+       v.from_id, v.relation_type, v.to_id, v.meta, v.valid_from, v.valid_to
+FROM unnest(%(froms)s::uuid[], %(rels)s::text[], %(tos)s::uuid[]) AS q(f, rel, t)
+JOIN link_versions v ON v.from_id = q.f AND v.relation_type = q.rel AND v.to_id = q.t
+WHERE v.namespace_id = %(ns)s AND {counts}
+ORDER BY v.from_id, v.relation_type, v.to_id, v.seq DESC
+""")
 
 
 class PgPathGraph:
-    """`PathGraph` on Postgres (see the module's docstring)."""
+    """`PathGraph` on Postgres (see the module's docstring); `at` (None: now) reads the links
+    as of a world and a system time, from their versions."""
 
-    def __init__(self, pool: AsyncConnectionPool[AsyncConn]) -> None:
+    def __init__(self, pool: AsyncConnectionPool[AsyncConn], at: AsOf | None = None) -> None:
         self.pool = pool
+        self.at = at
+        self._links: sql.SQL | sql.Composed = _LINKS_NOW
+        self._link_cites: sql.SQL | sql.Composed = _LINK_CITES
+        self._at_params: dict[str, Any] = {}
+        if at is not None:
+            counts, self._at_params = counts_at(at)
+            self._links = _LINKS_AS_OF.format(counts=counts)
+            self._link_cites = _LINK_CITES_AS_OF.format(counts=counts)
+        self._edges = _edges_query(self._links)
+
+    def as_of(self, at: AsOf) -> PgPathGraph:
+        """This graph with its links as they held at `at`."""
+        return PgPathGraph(self.pool, at)
 
     async def _rows(self, query: sql.SQL | sql.Composed, params: dict[str, Any]
                     ) -> list[dict[str, Any]]:
@@ -234,8 +280,9 @@ class PgPathGraph:
         objs = [n.id for n in frontier if n.type == "object"]
         ents = [n.id for n in frontier if n.type == "entity"]
         msgs = [n.id for n in frontier if n.type == "message"]
-        rows = await self._rows(_EDGES, {"ns": namespace, "objs": objs, "ents": ents,
-                                         "msgs": msgs, "messages": messages, "limit": limit})
+        rows = await self._rows(self._edges, {**self._at_params, "ns": namespace, "objs": objs,
+                                              "ents": ents, "msgs": msgs, "messages": messages,
+                                              "limit": limit})
         return [GraphEdge(NodeRef(r["a_type"], r["a"]), NodeRef(r["b_type"], r["b"]),
                           r["type"], r["relation"], float(r["weight"]), float(r["confidence"]))
                 for r in rows]
@@ -307,11 +354,13 @@ class PgPathGraph:
         links = [e for e in edges if e.type == "LINK"]
         if links:
             index3 = {(e.a.id, e.relation, e.b.id): e.key for e in links}
-            for r in await self._rows(_LINK_CITES, {
-                    "ns": namespace, "froms": [e.a.id for e in links],
+            for r in await self._rows(self._link_cites, {
+                    **self._at_params, "ns": namespace, "froms": [e.a.id for e in links],
                     "rels": [e.relation for e in links], "tos": [e.b.id for e in links]}):
                 meta = dict(r["meta"] or {})
                 note = meta.pop("note", None)
                 out.setdefault(index3[(r["from_id"], r["relation_type"], r["to_id"])],
-                               []).append(Citation(note=note, meta=meta))
+                               []).append(Citation(note=note, meta=meta,
+                                                   valid_from=r.get("valid_from"),
+                                                   valid_to=r.get("valid_to")))
         return out
