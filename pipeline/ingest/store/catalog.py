@@ -28,7 +28,7 @@ _KINDS_LOCK = 0x6272_6169_6E6B  # serialize concurrent applies
 # The catalog: one spec document per kind, in kind order.
 CATALOG_SQL = "SELECT spec FROM object_kinds ORDER BY kind"
 # The relation types of the catalog (migration 0050), in type order.
-RELATIONS_SQL = "SELECT spec FROM relation_types ORDER BY relation_type"
+RELATIONS_SQL = "SELECT relation_type, spec FROM relation_types ORDER BY relation_type"
 
 
 def _specs(rows: Sequence[tuple[Any, ...]]) -> list[KindSpec]:
@@ -46,19 +46,21 @@ async def read_catalog_async(conn: AsyncConn) -> list[KindSpec]:
     return _specs(await cur.fetchall())
 
 
-def _relation(spec: dict[str, Any]) -> RelationSpec:
-    return RelationSpec(spec["type"], spec.get("description", ""), bool(spec.get("functional")))
+def _relation(relation_type: str, spec: dict[str, Any]) -> RelationSpec:
+    # the type is the row's key; `functional` counts only as JSON true, as the fact reads test it
+    return RelationSpec(relation_type, spec.get("description", ""),
+                        spec.get("functional") is True)
 
 
 def read_relations(conn: psycopg.Connection[Any]) -> list[RelationSpec]:
     """The stored relation types, in type order."""
-    return [_relation(row[0]) for row in conn.execute(RELATIONS_SQL).fetchall()]
+    return [_relation(row[0], row[1]) for row in conn.execute(RELATIONS_SQL).fetchall()]
 
 
 async def read_relations_async(conn: AsyncConn) -> list[RelationSpec]:
     """`read_relations` on an async connection."""
     cur = await conn.execute(RELATIONS_SQL)
-    return [_relation(row[0]) for row in await cur.fetchall()]
+    return [_relation(row[0], row[1]) for row in await cur.fetchall()]
 
 
 def apply_relations(conn: psycopg.Connection[Any], incoming: Sequence[RelationSpec]) -> None:
