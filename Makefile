@@ -59,7 +59,8 @@ test: install install-spacy lint typecheck
 
 # The README's screenshots (docs/screenshots/), from the explorer's browser test.
 screenshots: install
-	BRAINSTREAM_WRITE_SCREENSHOTS=1 HF_HUB_OFFLINE=1 $(BIN)/pytest -q tests/ui/test_explorer.py
+	BRAINSTREAM_WRITE_SCREENSHOTS=1 HF_HUB_OFFLINE=1 $(BIN)/pytest -q tests/ui/test_explorer.py \
+		tests/ui/test_entity_pages_ui.py
 
 faults: install install-spacy
 	HF_HUB_OFFLINE=1 $(BIN)/pytest -q -m slow --durations=20

@@ -26,8 +26,11 @@ from api import access, errors, limits, metrics
 from api.routes import (
     admin,
     entities,
+    entity_pages,
     events,
+    facts,
     graph,
+    history,
     memory,
     memory_search,
     objects,
@@ -165,8 +168,9 @@ def create_app(settings: Settings | None = None,
     # outermost: every answer carries the headers, refusals of the limits included
     app.add_middleware(SecurityHeaders, docs_policy=page_policy(ui.DOCS_HTML))
 
-    for area in (search, graph, paths, objects, entities, memory, memory_search, events, admin,
-                 operator, ui):
+    # entity_pages before entities: `/v1/entities/possibly_same` before `/v1/entities/{id}`
+    for area in (search, graph, paths, objects, history, entity_pages, entities, facts, memory,
+                 memory_search, events, admin, operator, ui):
         app.include_router(area.router)
     ui.install(app)
     return app

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from api.asof_schemas import AsOfTime, KnownAtTime
 from api.schemas import PageOut
 from pipeline.domain.paths import (
     MAX_PATH_HOPS,
@@ -28,29 +29,36 @@ class PathsBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     sources: list[uuid.UUID] = Field(alias="from", min_length=1, max_length=1000, description=(
-        "ids of first-class objects or entities (a merged entity counts as the one it was "
-        "merged into); paths start at any of them"))
+        "ids of first-class objects, entities (a merged entity counts as the one it was "
+        "merged into) or conversation messages (their uuid: paths then also cross "
+        "conversations); paths start at any of them"))
     targets: list[uuid.UUID] = Field(alias="to", min_length=1, max_length=1000, description=(
-        "ids of first-class objects or entities; paths end at the first of them they reach"))
+        "ids of first-class objects, entities or messages; paths end at the first of them "
+        "they reach"))
     max_hops: Annotated[int, Field(ge=1, le=MAX_PATH_HOPS)] = MAX_PATH_HOPS
     k: Annotated[int, Field(ge=1, le=100, description="how many paths (the best k)")] = 3
+    as_of: AsOfTime = None
+    known_at: KnownAtTime = None
 
 
 class NodeOut(BaseModel):
-    type: Literal["object", "entity"]
+    type: Literal["object", "entity", "message"]
     id: uuid.UUID
     kind: str | None = None
     title: str | None = None
     name: str | None = None
     label: str | None = None
     part_count: int | None = None
+    session_id: str | None = Field(default=None, description="a message: its session")
+    role: str | None = Field(default=None, description="a message: its role")
 
     @classmethod
     def of(cls, ref: NodeRef, info: NodeInfo | None) -> NodeOut:
         if info is None:
             return cls(type=ref.type, id=ref.id)
         return cls(type=ref.type, id=ref.id, kind=info.kind, title=info.title,
-                   name=info.name, label=info.label, part_count=info.part_count)
+                   name=info.name, label=info.label, part_count=info.part_count,
+                   session_id=info.session_id, role=info.role)
 
 
 class PathEdgeOut(BaseModel):

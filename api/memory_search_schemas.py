@@ -8,9 +8,11 @@ from uuid import UUID
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
 
+from api.knowledge_schemas import KnowledgeHitOut
 from api.plain_text import PLAIN_TEXT, PlainJson
 from api.schemas import Query
 from pipeline.domain.memory_values import MemoryRow
+from pipeline.memory.knowledge import KnowledgeAnswer
 from pipeline.memory.search import MemoryAnswer, MemoryHit, MemoryQuery
 from schemas.limits import USER_ID_MAX
 
@@ -33,6 +35,9 @@ class MemorySearchBody(BaseModel):
     context: Annotated[int, Field(ge=0, le=100)] = 0
     channels: list[Literal["lexical", "dense"]] = Field(
         default=["lexical", "dense"], min_length=1, max_length=2)
+    include_knowledge: bool = Field(default=False, description=(
+        "also search the namespace's documents with the same query (the default search): "
+        "`knowledge` lists them beside the memory `results`, each hit labelled `source`"))
 
     def to_query(self) -> MemoryQuery:
         return MemoryQuery(text=self.query, limit=self.limit, search_scope=self.search_scope,
@@ -66,6 +71,7 @@ class MemoryHitOut(TurnOut):
     session_id: str
     score: float = Field(description="fused score over the best possible one, in (0, 1]")
     context: list[TurnOut] = Field(description="neighbouring turns (with `context: N`)")
+    source: Literal["memory"] = "memory"
 
     @classmethod
     def of_hit(cls, hit: MemoryHit) -> MemoryHitOut:
@@ -77,8 +83,17 @@ class MemorySearchOut(BaseModel):
     results: list[MemoryHitOut]
     degraded: str | None = Field(default=None,
                                  description="lexical_only when the query embedder is down")
+    knowledge: list[KnowledgeHitOut] | None = Field(default=None, description=(
+        "with `include_knowledge`: the namespace's documents for the query, best first"))
+    knowledge_degraded: str | None = Field(default=None, description=(
+        "with `include_knowledge`: knowledge_unavailable when the document search failed (the "
+        "memory results still answer), else the document search's own degrade, if any"))
 
     @classmethod
-    def of(cls, answer: MemoryAnswer) -> MemorySearchOut:
+    def of(cls, answer: MemoryAnswer, knowledge: KnowledgeAnswer | None = None
+           ) -> MemorySearchOut:
         return cls(results=[MemoryHitOut.of_hit(h) for h in answer.hits],
-                   degraded=answer.degraded)
+                   degraded=answer.degraded,
+                   knowledge=None if knowledge is None else [
+                       KnowledgeHitOut.of_object(o) for o in knowledge.objects],
+                   knowledge_degraded=None if knowledge is None else knowledge.degraded)

@@ -9,11 +9,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from api.entity_neighbour_schemas import LabelCount, NeighbourOut
+from api.grounding_schemas import TextEntityOut
 from api.plain_text import PLAIN_TEXT
 from pipeline.domain.resolution import Evidence
 from pipeline.entities.merging import PairDecision
 from pipeline.entities.resolver import Candidate, Resolution
 from pipeline.entities.store.merges import MergeReport
+from pipeline.retrieval.grounding import MAX_TEXT_CHARS
 
 # Entity labels: what extractors write (NAME, ACRONYM, PERSON, ORG, ...).
 Label = Annotated[str, StringConstraints(min_length=1, max_length=64,
@@ -24,17 +27,25 @@ Phrase = Annotated[str, StringConstraints(min_length=1, max_length=500, pattern=
                    PLAIN_TEXT]
 
 
+# A passage to ground (`text`): every entity it names is answered.
+Passage = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TEXT_CHARS,
+                                           pattern=r"\S"), PLAIN_TEXT]
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
 class ResolveBody(_Strict):
-    """One phrase (`query`) or several (`queries`, at most 20)."""
+    """One phrase (`query`), several (`queries`, at most 20), or a passage (`text`)."""
 
     query: Phrase | None = None
     queries: list[Phrase] | None = Field(default=None, min_length=1, max_length=200)
     limit: Annotated[int, Field(ge=1, le=50)] | None = None
     labels: list[Label] | None = Field(default=None, min_length=1, max_length=50)
+    text: Passage | None = Field(default=None, description=(
+        "a passage: the answer's `entities` lists every entity it names, with the spans "
+        "naming it (longest match first, never overlapping) and the layer of each"))
 
 
 class CandidateOut(BaseModel):
@@ -89,6 +100,8 @@ class AnswerOut(BaseModel):
 
 class ResolveOut(BaseModel):
     results: list[AnswerOut]
+    # `text` only: the entities the passage names, in the order they are first named
+    entities: list[TextEntityOut] | None = None
 
 
 class AliasOut(BaseModel):
@@ -109,6 +122,14 @@ class EntityOut(BaseModel):
     counts: dict[str, Any]
     merged_from: uuid.UUID | None = None
     note: str | None = None
+    labels: list[LabelCount] = Field(default=[], description=(
+        "the labels its mentions in live rows carry, with counts, most first"))
+    mention_count: int = Field(default=0, description="its mentions in live rows")
+    object_count: int = Field(default=0, description=(
+        "the live first-class objects that name it (in their own fields or their parts)"))
+    neighbours: list[NeighbourOut] = Field(default=[], description=(
+        "the 10 strongest edges to other live entities: CO_OCCURS, RELATES (with its "
+        "predicate), POSSIBLY_SAME verified by a person"))
 
 
 class MergeBody(_Strict):
@@ -137,7 +158,7 @@ class MergeOut(BaseModel):
 
 
 class DecisionBody(_Strict):
-    decision: Literal["verify", "refuse"]
+    decision: Literal["verify", "refuse", "defer"]
 
 
 class DecisionOut(BaseModel):

@@ -6,8 +6,9 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
 
+from api.asof_schemas import AsOfTime, KnownAtTime
 from api.plain_text import PLAIN_TEXT, PlainJson
 from pipeline.domain.match_set import DEFAULT_FACET_SIZE, MAX_FACET_SIZE, MAX_FACETS
 from pipeline.domain.mentions import ObjectEntity
@@ -202,6 +203,18 @@ class SearchBody(FindExactBody):
         "the dense channel's query vector, computed by the caller with the generation's model;"
         " with `query` the other channels search its text, without it the dense channel"
         " answers alone. Not with `similar_to`"))
+    as_of: AwareDatetime | None = Field(default=None, description=(
+        "modes ppr / auto: walk the RELATES facts holding at this world time (RFC 3339 with"
+        " an offset; default now)"))
+    known_at: AwareDatetime | None = Field(default=None, description=(
+        "modes ppr / auto: walk the RELATES facts as the system knew them at this time"
+        " (default now)"))
+    from_messages: list[uuid.UUID] | None = Field(
+        default=None, min_length=1, max_length=50, description=(
+            "conversation messages (their uuids) to walk from: the entities they name join"
+            " the query's PPR seeds, so the answer reaches the documents about the people and"
+            " things the conversation names (mode hybrid runs as ppr). A hidden, unknown or"
+            " other namespace's message adds nothing. Not with `similar_to` or `vector`"))
 
 
 class FindObjectsBody(_Strict):
@@ -219,6 +232,8 @@ class FindLinksBody(_Strict):
     relation_type: RelationType
     query: Query
     limit: Limit = 10
+    as_of: AsOfTime = None
+    known_at: KnownAtTime = None
 
 
 class ExpandBody(_Strict):
@@ -228,6 +243,8 @@ class ExpandBody(_Strict):
     direction: Literal["out", "in", "both"] = "both"
     limit: Limit = 20
     want_containment: bool = True
+    as_of: AsOfTime = None
+    known_at: KnownAtTime = None
 
 
 class ExpandManyBody(_Strict):
@@ -238,6 +255,8 @@ class ExpandManyBody(_Strict):
     neighbor_budget: Annotated[int, Field(ge=1, le=500)] = 50
     limit: Limit = 20
     want_containment: bool = False
+    as_of: AsOfTime = None
+    known_at: KnownAtTime = None
 
 
 class RecipeBody(_Strict):
@@ -268,6 +287,8 @@ class RecipeListOut(BaseModel):
 class RecipeRunBody(_Strict):
     object_ids: list[uuid.UUID] = Field(min_length=1, max_length=100)
     limit: Limit | None = None
+    as_of: AsOfTime = None
+    known_at: KnownAtTime = None
 
 
 class ContinueBody(_Strict):
@@ -297,6 +318,11 @@ class RelationOut(BaseModel):
     role: str | None = None
     confidence: float | None = None
     evidence_id: uuid.UUID | None = None
+    valid_from: datetime | None = Field(default=None, description=(
+        "an as-of read (`as_of` / `known_at`): when the link's version began to hold in the"
+        " world (null: always)"))
+    valid_to: datetime | None = Field(default=None, description=(
+        "an as-of read: when it stopped holding (null: it still holds)"))
 
 
 class RichObjectOut(BaseModel):
@@ -329,7 +355,8 @@ class RichObjectOut(BaseModel):
                 type=obj.relation.type, direction=obj.relation.direction,
                 depth=obj.relation.depth, source_id=obj.relation.source_id,
                 note=obj.relation.note, status=obj.relation.status, role=obj.relation.role,
-                confidence=obj.relation.confidence, evidence_id=obj.relation.evidence_id),
+                confidence=obj.relation.confidence, evidence_id=obj.relation.evidence_id,
+                valid_from=obj.relation.valid_from, valid_to=obj.relation.valid_to),
             created_at=obj.created_at, updated_at=obj.updated_at,
             content=obj.content if with_content else None)
 

@@ -23,13 +23,15 @@ ENTITY_DECISION: Final = "brainstream.entity.decision"
 class EntityDecision(BaseModel):
     """`data` of `brainstream.entity.decision`: `merge` entity `from` into `to`; `verify` the
     pair (the same: `from` is merged into `to`, the pair recorded as verified); `refuse` it (the
-    two are different: never proposed nor merged again). Entity ids are derived from the
-    namespace, name and label class, so they name the same entities in every generation."""
+    two are different: never proposed nor merged again); `defer` it (undecided still: the pair
+    leaves the queue of held pairs for the deferred ones until a verify or refuse). Entity ids
+    are derived from the namespace, name and label class, so they name the same entities in
+    every generation."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, title="EntityDecision",
                               populate_by_name=True)
 
-    decision: Literal["merge", "verify", "refuse"]
+    decision: Literal["merge", "verify", "refuse", "defer"]
     from_id: UUID = Field(alias="from")
     to: UUID
     decided_by: Annotated[StrictStr, Field(min_length=1, max_length=DECIDED_BY_MAX,

@@ -35,6 +35,7 @@ from pipeline.domain.errors import (
     UnknownEventType,
 )
 from pipeline.domain.sessions import session_key
+from pipeline.domain.structure import check_structure
 from schemas.deletes import OBJECTS_SOFT_DELETE, ObjectsSoftDelete
 from schemas.limits import (
     EVENT_ID_MAX,
@@ -206,7 +207,8 @@ def _decode(raw: bytes | str, max_bytes: int) -> Any:
 def parse_event(raw: bytes | str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> ParsedEvent:
     """Parse and validate one Kafka record value into a `ParsedEvent`.
 
-    Raises PayloadTooLarge, MalformedJson, InvalidEnvelope, UnknownEventType or InvalidPayload
+    Raises PayloadTooLarge, MalformedJson, InvalidEnvelope, UnknownEventType, InvalidPayload
+    or StructureInvalid
     (all `InvalidInput`), with `field` naming the offending attribute when known.
     """
     obj = _decode(raw, max_bytes)
@@ -240,6 +242,7 @@ def parse_event(raw: bytes | str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Pars
 
     object_id: uuid.UUID | None = None
     if isinstance(payload, ObjectPut):
+        check_structure(payload)
         object_id = payload.id
         if object_id is None:
             # An explicit part is addressed by its place in the parent, like chunked parts.

@@ -51,3 +51,11 @@ METADATA_KEY_MAX: Final = 256  # characters of one metadata key
 
 # A curator's decision on two entities (schemas/entities.py): who decided (a curator's name).
 DECIDED_BY_MAX: Final = 256
+
+# Caller-supplied structure of an object put (schemas/payloads.py, pipeline/domain/structure.py):
+# a CRM record or a code file names tens of things; 500 bounds one put's entity write-back.
+STRUCTURE_ENTITIES_MAX: Final = 500
+STRUCTURE_RELATIONS_MAX: Final = 500
+STRUCTURE_SPANS_MAX: Final = 100  # spans of one supplied entity
+STRUCTURE_NAME_MAX: Final = 200  # an entity's name, a relation's predicate
+STRUCTURE_LABEL_MAX: Final = 64

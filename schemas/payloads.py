@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import math
 import uuid
+from datetime import datetime
 from typing import Annotated, Any, Final, Literal, TypeAlias
 
 from pydantic import (
     AfterValidator,
+    AwareDatetime,
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
+    StrictBool,
     StrictFloat,
     StrictInt,
     StrictStr,
@@ -37,6 +40,11 @@ from schemas.limits import (
     PROPERTIES_MAX,
     PROPERTY_LIST_MAX,
     PROPERTY_STRING_MAX,
+    STRUCTURE_ENTITIES_MAX,
+    STRUCTURE_LABEL_MAX,
+    STRUCTURE_NAME_MAX,
+    STRUCTURE_RELATIONS_MAX,
+    STRUCTURE_SPANS_MAX,
     SUMMARY_MAX,
     TITLE_MAX,
 )
@@ -108,6 +116,44 @@ class PutVector(BaseModel):
     values: Annotated[list[FiniteFloat], Field(min_length=1, max_length=VECTOR_MAX_DIMS)]
 
 
+class StructureSpan(BaseModel):
+    """Characters [start, end) of one text field of the put (`content`: the whole content, also
+    when it is cut into parts)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, title="StructureSpan")
+
+    field: Literal["title", "summary", "content"]
+    start: Annotated[StrictInt, Field(ge=0)]
+    end: Annotated[StrictInt, Field(ge=1)]
+
+
+StructureName = Annotated[StrictStr, Field(min_length=1, max_length=STRUCTURE_NAME_MAX)]
+
+
+class StructureEntity(BaseModel):
+    """An entity the publisher names in the put, with the spans that mention it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, title="StructureEntity")
+
+    name: StructureName
+    label: Annotated[StrictStr, Field(min_length=1, max_length=STRUCTURE_LABEL_MAX)] | None = None
+    spans: Annotated[list[StructureSpan], Field(min_length=1, max_length=STRUCTURE_SPANS_MAX)]
+
+
+class StructureRelation(BaseModel):
+    """`subject -predicate-> object` between two entities of the put, stated by the row holding
+    `span` (the object itself without one), holding from `valid_from` until `valid_to`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, title="StructureRelation")
+
+    subject: StructureName
+    predicate: StructureName
+    object: StructureName
+    span: StructureSpan | None = None
+    valid_from: AwareDatetime | None = None
+    valid_to: AwareDatetime | None = None
+
+
 class ObjectPut(BaseModel):
     """`data` of `brainstream.object.put`: a first-class object, or a part when `parent_id` is set.
 
@@ -133,6 +179,13 @@ class ObjectPut(BaseModel):
     # the dense channel's vector of the row this put writes, instead of the model's; checked
     # against the generation's model name and dimension when applied (docs/search-similar.md)
     vector: PutVector | None = None
+    # the publisher's own entities and relations (docs: the entity layer); None: the extractor
+    # reads the rows, a list (even empty): these are the rows' entities, checked by
+    # `pipeline/domain/structure.py` (`structure_invalid`)
+    entities: Annotated[list[StructureEntity],
+                        Field(max_length=STRUCTURE_ENTITIES_MAX)] | None = None
+    relations: Annotated[list[StructureRelation],
+                         Field(max_length=STRUCTURE_RELATIONS_MAX)] | None = None
 
     @field_validator("parent_id")
     @classmethod
@@ -201,18 +254,45 @@ class _LinkEnds(BaseModel):
         return self.to
 
 
+def _rfc3339(value: Any) -> Any:
+    # Lax datetime parsing would read a bare number as a Unix timestamp; we take RFC 3339 only.
+    if not isinstance(value, str):
+        raise ValueError("a time must be an RFC 3339 string with an offset")
+    return value
+
+
+# A world time (when a link held): RFC 3339 with an offset; a naive time is refused.
+ValidTime: TypeAlias = Annotated[AwareDatetime, BeforeValidator(_rfc3339)]
+
+
 class LinkPut(_LinkEnds):
-    """`data` of `brainstream.link.put`: a typed, directed edge with metadata."""
+    """`data` of `brainstream.link.put`: a typed, directed edge with metadata, holding in the
+    world from `valid_from` (None: always) until `valid_to` (None: still)."""
 
     model_config = ConfigDict(title="LinkPut")
 
     meta: LinkMeta = Field(default_factory=LinkMeta)
+    valid_from: ValidTime | None = None
+    valid_to: ValidTime | None = None
+
+    @field_validator("valid_to")
+    @classmethod
+    def _after_from(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
+        start = info.data.get("valid_from")
+        if value is not None and start is not None and value <= start:
+            raise ValueError("valid_to must be after valid_from")
+        return value
 
 
 class LinkDelete(_LinkEnds):
-    """`data` of `brainstream.link.delete`."""
+    """`data` of `brainstream.link.delete`: the link stopped holding at `valid_to` (None: the
+    event's record time); `retract` withdraws it instead, as if it never held (every believed
+    version invalidated)."""
 
     model_config = ConfigDict(title="LinkDelete")
+
+    valid_to: ValidTime | None = None
+    retract: StrictBool = False
 
 
 Payload: TypeAlias = (ObjectPut | ObjectSoftDelete | LinkPut | LinkDelete | MemoryPayload

@@ -24,8 +24,10 @@ REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
 # The documents a reader is pointed at: every page of docs/ and the Markdown files beside code.
 MARKDOWN = sorted({*DOCS.glob("*.md"), *REPO.glob("*.md"), *REPO.glob("*/README.md")})
-# docs/search.md (the search request language, ~130 lines) is most of the growth past 1,900
-DOCS_MAX_LINES = 2060
+# docs/search.md (the search request language, ~130 lines) is most of the growth past 1,900;
+# docs/time.md (~110), supplied structure and the entity pages (~60) and conversations in the
+# entity graph (~35) the growth past 2,060
+DOCS_MAX_LINES = 2330
 
 
 def _tracked() -> list[Path]:

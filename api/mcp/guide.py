@@ -28,6 +28,8 @@ Which tool:
 - memory_get: a session's summary and recent messages; memory_search: search a session's (or a
   user's) messages and summaries.
 - schema: the kinds, their fields and filters, the entity labels and edge types.
+- entity: one entity with its labels, counts, neighbours and mentions; search_entities: entities
+  by name; possibly_same: pairs of entities that may be one, with evidence.
 - continue: the next page of any ranked answer that said has_more (pass its result_set_id).
 {writes}
 
@@ -50,7 +52,8 @@ Status 401/403: the key is unknown or not allowed there; 404: not found in this 
 WRITES = """\
 - save_object, delete_object, save_link, add_messages: write. Writes are events the pipeline
   applies in the background: pass wait=true to answer only once applied (status "applied"),
-  else the status is "accepted" and a search may not find the write for a few seconds."""
+  else the status is "accepted" and a search may not find the write for a few seconds.
+- decide_pair: a curator's verify, refuse or defer of a possibly_same pair (admin keys only)."""
 
 READ_ONLY = """\
 - This server is read-only: it has no tools that save, delete or add messages."""

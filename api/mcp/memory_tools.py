@@ -31,9 +31,12 @@ def register_memory_tools(server: MCPServer, api: ApiBackend) -> None:
             where: Annotated[Json | None, Field(
                 description="metadata filter: {\"jsonpath\": \"$.key\", \"eq\": value}, or "
                             "{\"and\"|\"or\": [...]}")] = None,
-            since: str | None = None, until: str | None = None) -> Json:
+            since: str | None = None, until: str | None = None,
+            include_knowledge: Annotated[bool | None, Field(
+                description="also search the documents (answered apart, as `knowledge`)")
+            ] = None) -> Json:
         fields = body(query=query, limit=limit, search_scope=search_scope, where=where,
-                      since=since, until=until)
+                      since=since, until=until, include_knowledge=include_knowledge)
         if session_id is not None:
             path = f"/v1/sessions/{segment(session_id, 'session_id')}/search"
         else:
@@ -45,7 +48,8 @@ def register_memory_tools(server: MCPServer, api: ApiBackend) -> None:
         (memory_get, "memory_get", "A session's memory: its running summary and the recent "
          "messages after it (or the last `lastn`)."),
         (memory_search, "memory_search", "Search conversation memory: one session's messages "
-         "and summaries (session_id), or all sessions of a user (user_id)."),
+         "and summaries (session_id), or all sessions of a user (user_id); with "
+         "include_knowledge, the knowledge base's documents for the same query too."),
     ]
     for fn, name, description in tools:
         server.add_tool(fn, name=name, description=description)

@@ -34,6 +34,11 @@ Sort = Annotated[Json | None, Field(description=(
     'order every matching object (up to 1,000) instead of by relevance: {"field":'
     ' "updated_at" | "created_at" | "title" | "position" | "$.<property>", "order": "asc" |'
     ' "desc"}; continue pages through it'))]
+AsOf = Annotated[str | None, Field(description=(
+    "world time, RFC 3339 with an offset (e.g. 2021-06-01T00:00:00Z): the links and relations"
+    " holding then (modes ppr / auto for search); default now"))]
+KnownAt = Annotated[str | None, Field(description=(
+    "system time, RFC 3339 with an offset: as the system knew it then; default now"))]
 
 
 def body(**values: Any) -> Json:
@@ -79,11 +84,17 @@ def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None)
                 " distinctive words); the object itself is left out")] = None,
             min_score: Annotated[float | None, Field(
                 description="only objects at least this similar in meaning (cosine, -1..1;"
-                " 0.95 with similar_to finds near-duplicates)")] = None) -> Json:
+                " 0.95 with similar_to finds near-duplicates)")] = None,
+            as_of: AsOf = None, known_at: KnownAt = None,
+            from_messages: Annotated[Ids | None, Field(
+                description="conversation message uuids (from memory_search): also walk from "
+                            "the entities they name, to the documents about them")] = None,
+            ) -> Json:
         result: Json = await api.call(ctx, "POST", "/v1/search", body=body(
             query=query, mode=mode, filters=filters, limit=limit, scope_ids=scope_ids,
             explain=explain, rerank=rerank, strict=strict, fusion=fusion, facets=facets,
-            sort=sort, where=where, similar_to=similar_to, min_score=min_score))
+            sort=sort, where=where, similar_to=similar_to, min_score=min_score, as_of=as_of,
+            known_at=known_at, from_messages=from_messages))
         return result
 
     async def find_exact(ctx: Context, query: Query, filters: Filters = None,
@@ -107,19 +118,21 @@ def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None)
 
     async def find_links(ctx: Context, relation_type: Annotated[str, Field(
             description="the links' relation type")], query: Query,
-            limit: Limit = None) -> Json:
+            limit: Limit = None, as_of: AsOf = None, known_at: KnownAt = None) -> Json:
         result: Json = await api.call(ctx, "POST", "/v1/find_links", body=body(
-            relation_type=relation_type, query=query, limit=limit))
+            relation_type=relation_type, query=query, limit=limit, as_of=as_of,
+            known_at=known_at))
         return result
 
     async def expand(ctx: Context, object_id: ObjectId, relation_types: RelationTypes = None,
                      max_hops: MaxHops = None, direction: Direction = None,
                      limit: Limit = None, want_containment: Annotated[bool | None, Field(
                          description="include parts and parents (default true)")] = None,
-                     ) -> Json:
+                     as_of: AsOf = None, known_at: KnownAt = None) -> Json:
         result: Json = await api.call(ctx, "POST", "/v1/expand", body=body(
             object_id=object_id, relation_types=relation_types, max_hops=max_hops,
-            direction=direction, limit=limit, want_containment=want_containment))
+            direction=direction, limit=limit, want_containment=want_containment, as_of=as_of,
+            known_at=known_at))
         return result
 
     async def expand_many(ctx: Context, object_ids: Annotated[Ids, Field(
@@ -127,11 +140,12 @@ def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None)
             max_hops: MaxHops = None, direction: Direction = None,
             neighbor_budget: Annotated[int | None, Field(
                 description="neighbours explored in all (default 50)")] = None,
-            limit: Limit = None, want_containment: bool | None = None) -> Json:
+            limit: Limit = None, want_containment: bool | None = None, as_of: AsOf = None,
+            known_at: KnownAt = None) -> Json:
         result: Json = await api.call(ctx, "POST", "/v1/expand_many", body=body(
             object_ids=object_ids, relation_types=relation_types, max_hops=max_hops,
             direction=direction, neighbor_budget=neighbor_budget, limit=limit,
-            want_containment=want_containment))
+            want_containment=want_containment, as_of=as_of, known_at=known_at))
         return result
 
     async def list_recipes(ctx: Context) -> Json:
@@ -140,10 +154,10 @@ def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None)
 
     async def run_recipe(ctx: Context, name: Annotated[str, Field(
             description="a recipe name from list_recipes")], object_ids: Ids,
-            limit: Limit = None) -> Json:
+            limit: Limit = None, as_of: AsOf = None, known_at: KnownAt = None) -> Json:
         path = f"/v1/expand/recipe/{segment(name, 'name')}"
-        result: Json = await api.call(ctx, "POST", path,
-                                      body=body(object_ids=object_ids, limit=limit))
+        result: Json = await api.call(ctx, "POST", path, body=body(
+            object_ids=object_ids, limit=limit, as_of=as_of, known_at=known_at))
         return result
 
     async def next_page(ctx: Context, result_set_id: Annotated[str, Field(
@@ -173,19 +187,49 @@ def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None)
             description="one name")] = None, queries: Annotated[list[str] | None, Field(
                 description="several names at once")] = None, limit: Limit = None,
             labels: Annotated[list[str] | None, Field(
-                description="only entities with these labels")] = None) -> Json:
+                description="only entities with these labels")] = None,
+            text: Annotated[str | None, Field(
+                description="a passage: every entity it names, with spans")] = None) -> Json:
         result: Json = await api.call(ctx, "POST", "/v1/resolve", body=body(
-            query=query, queries=queries, limit=limit, labels=labels))
+            query=query, queries=queries, limit=limit, labels=labels, text=text))
         return result
 
     async def paths(ctx: Context, from_ids: Annotated[Ids, Field(
-            description="object or entity ids the paths start at")],
-            to_ids: Annotated[Ids, Field(description="object or entity ids they end at")],
+            description="object, entity or message ids the paths start at")],
+            to_ids: Annotated[Ids, Field(description="object, entity or message ids they end "
+                                                     "at")],
             max_hops: Annotated[int | None, Field(description="1-4 (default 4)")] = None,
             k: Annotated[int | None, Field(description="how many paths (default 3)")] = None,
-            ) -> Json:
+            as_of: AsOf = None, known_at: KnownAt = None) -> Json:
         result: Json = await api.call(ctx, "POST", "/v1/paths", body=body(
-            **{"from": from_ids, "to": to_ids}, max_hops=max_hops, k=k))
+            **{"from": from_ids, "to": to_ids}, max_hops=max_hops, k=k, as_of=as_of,
+            known_at=known_at))
+        return result
+
+    async def history(ctx: Context, object_id: Annotated[str | None, Field(
+            description="an object's id: its versions")] = None,
+            link_id: Annotated[str | None, Field(description="a link's id")] = None,
+            from_id: Annotated[str | None, Field(
+                description="a link's source (with relation_type and to_id)")] = None,
+            relation_type: Annotated[str | None, Field(description="the link's type")] = None,
+            to_id: Annotated[str | None, Field(description="the link's target")] = None,
+            ) -> Json:
+        if object_id is not None:
+            path = f"/v1/objects/{segment(object_id, 'object_id')}/history"
+            result: Json = await api.call(ctx, "GET", path)
+        elif link_id is not None:
+            result = await api.call(ctx, "GET", f"/v1/links/{segment(link_id, 'link_id')}/history")
+        else:
+            result = await api.call(ctx, "GET", "/v1/links/history", params={
+                "from": from_id, "type": relation_type, "to": to_id})
+        return result
+
+    async def entity_facts(ctx: Context, entity_id: Annotated[str, Field(
+            description="an entity id (from resolve, read or paths)")],
+            as_of: AsOf = None, known_at: KnownAt = None) -> Json:
+        path = f"/v1/entities/{segment(entity_id, 'entity_id')}/facts"
+        result: Json = await api.call(ctx, "GET", path,
+                                      params={"as_of": as_of, "known_at": known_at})
         return result
 
     tools: list[tuple[Any, str, str]] = [
@@ -215,9 +259,17 @@ def register_read_tools(server: MCPServer, api: ApiBackend, schema: Json | None)
          "namespace's entity labels and edge types: call it before filtering on a kind you "
          "do not know."),
         (resolve, "resolve", "Which entity a name refers to: candidates with confidence and "
-         "evidence (query, or queries for several names)."),
+         "evidence (query, or queries for several names); or every entity a passage names "
+         "(text), with spans."),
         (paths, "paths", "How objects or entities are connected: the best k paths between "
          "`from_ids` and `to_ids`, with the evidence of each edge."),
+        (history, "history", "What changed and when: the versions of an object (object_id) "
+         "or of a link (link_id, or from_id + relation_type + to_id), each with when it held "
+         "in the world (valid_from/valid_to), when it was believed (recorded_at/"
+         "invalidated_at) and the event that made it."),
+        (entity_facts, "entity_facts", "What held about an entity at a time: its relations "
+         "(predicate, the other entity, when each held, the rows stating it), as of a world "
+         "time and as the system knew them at a system time (both default to now)."),
     ]
     for fn, name, description in tools:
         server.add_tool(fn, name=name, description=description)

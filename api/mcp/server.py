@@ -22,6 +22,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp
 
 from api.mcp.backend import ApiBackend
+from api.mcp.entity_tools import register_entity_reads, register_entity_writes
 from api.mcp.gate import KeyCheck, McpGate
 from api.mcp.guide import instructions
 from api.mcp.memory_tools import register_memory_tools
@@ -78,8 +79,10 @@ def build_server(settings: Settings, transport: Transport, *,
     schema = live_schema(api)
     register_read_tools(server, api, schema)
     register_memory_tools(server, api)
+    register_entity_reads(server, api)
     if not read_only:
         register_write_tools(server, api)
+        register_entity_writes(server, api)
     return server
 
 

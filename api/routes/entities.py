@@ -20,7 +20,9 @@ from fastapi import APIRouter, Request
 
 from api.access import AdminNs, Caller, ReadNs
 from api.dependencies import Svc
+from api.entity_neighbour_schemas import LabelCount, NeighbourOut
 from api.errors import ERRORS
+from api.grounding_schemas import TextEntityOut
 from api.resolution_schemas import (
     AliasOut,
     AnswerOut,
@@ -43,31 +45,49 @@ from pipeline.entities.decision_events import decision_envelope
 from pipeline.entities.decisions import FAILED, WAITING, Applied, record_and_apply
 from pipeline.entities.merging import PairDecision, check_pair, merge_plan
 from pipeline.entities.resolving import ResolveConfig, resolve
-from pipeline.entities.store import resolution as store
+from pipeline.entities.store import merges, pages, resolution as store
 from pipeline.kafka.publish_pool import PublishPool
 from pipeline.kafka.publisher import LazyPublisher
 from pipeline.postgres.plans import arun
 from pipeline.postgres.pool import read_connection
+from pipeline.retrieval import grounding
 from pipeline.wiring.services import Services, query_embedder
 
 router = APIRouter(tags=["entities"], responses=ERRORS)
 
 EMBED_TIMEOUT = 5.0  # seconds: past it, the embedding layer is skipped, the answer still comes
 MAX_ALIASES = 100  # aliases shown by GET /v1/entities/{id}
-MAX_HOPS = 10  # merged_into followed at most this far (a merge re-points earlier ones: 1 hop)
+MAX_NEIGHBOURS = 10  # neighbours shown by GET /v1/entities/{id}, the strongest edges first
 
 
 # The most phrases one /v1/resolve request may name: each is a lookup of a few statements.
 RESOLVE_MAX_QUERIES = 20
 
 
+async def _ground_text(text: str, labels: Sequence[str] | None, ns: uuid.UUID, svc: Services
+                       ) -> ResolveOut:
+    """Every entity the passage names (`pipeline/retrieval/grounding.py`)."""
+    if svc.engine.ppr is None:
+        raise InvalidInput("this server has no entity matcher (no PPR stage)", field="text")
+    entries = grounding.grounded(await svc.engine.ppr.ground(ns, text))
+    async with read_connection(svc.pool) as conn:
+        names = await arun(conn, grounding.labels_of(ns, [e.entity.id for e in entries]))
+    kept = grounding.labelled(entries, names, set(labels) if labels else None)
+    return ResolveOut(results=[], entities=[TextEntityOut.of(e) for e in kept])
+
+
 @router.post("/v1/resolve", response_model=ResolveOut, response_model_exclude_none=True)
 async def resolve_phrases(body: ResolveBody, ns: ReadNs, svc: Svc) -> ResolveOut:
     """Resolve phrases to entities of the namespace: per phrase the entity, its confidence, the
-    layer that decided and the candidates, or `unresolved` with a reason."""
+    layer that decided and the candidates, or `unresolved` with a reason. With `text` (a
+    passage, at most 20,000 characters) instead: `entities`, every entity the passage names
+    with the spans naming it and the layer that matched each."""
     settings = svc.settings
-    if (body.query is None) == (body.queries is None):
-        raise InvalidInput("send either `query` or `queries`", field="query")
+    if sum(x is not None for x in (body.query, body.queries, body.text)) != 1:
+        raise InvalidInput("send exactly one of `query`, `queries` and `text`",
+                           field="text" if body.text is not None else "query")
+    if body.text is not None:
+        return await _ground_text(body.text, body.labels, ns, svc)
     phrases = [body.query] if body.query is not None else list(body.queries or [])
     if len(phrases) > RESOLVE_MAX_QUERIES:
         raise InvalidInput(f"at most {RESOLVE_MAX_QUERIES} queries", field="queries")
@@ -94,17 +114,16 @@ async def resolve_phrases(body: ResolveBody, ns: ReadNs, svc: Svc) -> ResolveOut
 @router.get("/v1/entities/{entity_id}", response_model=EntityOut,
             response_model_exclude_none=True)
 async def read_entity(entity_id: uuid.UUID, ns: ReadNs, svc: Svc) -> EntityOut:
-    """One entity with its aliases and counts; a merged one answers with its survivor."""
+    """One entity with its aliases and counts, the labels its mentions carry, how many
+    mentions and objects name it, and its strongest neighbours; a merged one answers with its
+    survivor."""
     async with read_connection(svc.pool) as conn:
-        current, hops = entity_id, 0
-        while True:
-            found = (await arun(conn, store.entities(ns, [current]))).get(current)
-            if found is None:
-                raise NotFound(f"no entity {entity_id} in this namespace", field="entity_id")
-            if found.merged_into is None or hops == MAX_HOPS:
-                break
-            current, hops = found.merged_into, hops + 1
+        found = await arun(conn, pages.survivor(ns, entity_id))
+        if found is None:
+            raise NotFound(f"no entity {entity_id} in this namespace", field="entity_id")
         aliases, counts = await arun(conn, store.details(ns, found.id, MAX_ALIASES))
+        seen = await arun(conn, pages.profile(ns, found.id))
+        near = await arun(conn, pages.neighbours(ns, found.id, MAX_NEIGHBOURS))
     merged = found.id != entity_id
     return EntityOut(id=found.id, name=found.name, label=found.label,
                      part_count=found.part_count, created_at=found.created_at,
@@ -113,7 +132,10 @@ async def read_entity(entity_id: uuid.UUID, ns: ReadNs, svc: Svc) -> EntityOut:
                      counts={"mentions": counts.mentions, "aliases": counts.aliases,
                              "edges": counts.edges},
                      merged_from=entity_id if merged else None,
-                     note=f"entity {entity_id} was merged into {found.id}" if merged else None)
+                     note=f"entity {entity_id} was merged into {found.id}" if merged else None,
+                     labels=[LabelCount(label=lb, count=n) for lb, n in seen.labels],
+                     mention_count=seen.mention_count, object_count=seen.object_count,
+                     neighbours=[NeighbourOut.of(n) for n in near])
 
 
 @router.post("/v1/entities/merge", response_model=MergeOut, response_model_by_alias=True)
@@ -137,12 +159,17 @@ async def merge_entities(body: MergeBody, ns: AdminNs, who: Caller, svc: Svc,
              response_model_by_alias=True)
 async def decide_pair(from_id: uuid.UUID, to_id: uuid.UUID, body: DecisionBody, ns: AdminNs,
                       who: Caller, svc: Svc, request: Request) -> DecisionOut:
-    """Verify (merge `from` into `to`) or refuse (never proposed again) a possibly-same pair;
-    published as an event, like a merge."""
+    """Verify (merge `from` into `to`), refuse (never proposed again) or defer (undecided
+    still, listed apart from the held pairs) a possibly-same pair; published as an event,
+    like a merge."""
     async with read_connection(svc.pool) as conn:
         await arun(conn, check_pair(ns, from_id, to_id, body.decision))
     done = await _decide(request, svc, ns, body.decision, from_id, to_id, who)
     status = "verified" if body.decision == "verify" else "refused"
+    if body.decision == "defer":  # deferred, or what a person had decided before
+        async with read_connection(svc.pool) as conn:
+            now = await arun(conn, merges.pair_status(ns, from_id, to_id))
+        status = now or "deferred"
     return DecisionOut.of(PairDecision(from_id, to_id, status, done.merge))
 
 

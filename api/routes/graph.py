@@ -6,6 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from api.access import ReadNs, WriteNs
+from api.asof_schemas import as_of_point
 from api.dependencies import Svc
 from api.entity_schemas import FindObjectsOut
 from api.errors import ERRORS
@@ -45,25 +46,30 @@ async def find_objects(body: FindObjectsBody, ns: ReadNs, svc: Svc) -> FindObjec
 @router.post("/v1/find_links", response_model=PageOut, responses=PAGE_LINKS)
 async def find_links(body: FindLinksBody, ns: ReadNs, svc: Svc) -> PageOut:
     """Edge-note text search on one relation type; each hit is the target object with its
-    relation (`relation.source_id` is the source)."""
-    return page(await svc.graph.find_links(ns, body.relation_type, body.query,
-                                           body.limit), "find_links")
+    relation (`relation.source_id` is the source). With `as_of` and/or `known_at`, over the
+    links that held then, as known then, each relation with its `valid_from` / `valid_to`."""
+    return page(await svc.graph.find_links(ns, body.relation_type, body.query, body.limit,
+                                           as_of_point(body.as_of, body.known_at)),
+                "find_links")
 
 
 @router.post("/v1/expand", response_model=PageOut, responses=PAGE_LINKS)
 async def expand(body: ExpandBody, ns: ReadNs, svc: Svc) -> PageOut:
-    """Containment and/or graph neighbors of one object (max_hops <= 4), paged."""
+    """Containment and/or graph neighbors of one object (max_hops <= 4), paged. With `as_of`
+    and/or `known_at`, the neighbours over the links that held then, as known then."""
     query = ExpandQuery((body.object_id,), tuple(body.relation_types or ()), body.max_hops,
-                        body.direction, body.limit, body.want_containment)
+                        body.direction, body.limit, body.want_containment,
+                        at=as_of_point(body.as_of, body.known_at))
     return page(await svc.graph.expand(ns, query), "expand")
 
 
 @router.post("/v1/expand_many", response_model=PageOut, responses=PAGE_LINKS)
 async def expand_many(body: ExpandManyBody, ns: ReadNs, svc: Svc) -> PageOut:
-    """Neighbors of many objects within a budget; the first seed to reach one claims it."""
+    """Neighbors of many objects within a budget; the first seed to reach one claims it.
+    `as_of` / `known_at` as for expand."""
     query = ExpandQuery(tuple(body.object_ids), tuple(body.relation_types or ()),
                         body.max_hops, body.direction, body.limit, body.want_containment,
-                        body.neighbor_budget)
+                        body.neighbor_budget, as_of_point(body.as_of, body.known_at))
     return page(await svc.graph.expand_many(ns, query), "expand_many")
 
 
@@ -98,11 +104,12 @@ async def delete_recipe(name: str, ns: WriteNs, svc: Svc) -> Response:
 @router.post("/v1/expand/recipe/{name}", response_model=PageOut, responses=PAGE_LINKS)
 async def run_recipe(name: str, body: RecipeRunBody, ns: ReadNs, svc: Svc) -> PageOut:
     """Run an expand template (the namespace's own, else the default) on one or more
-    objects."""
+    objects; `as_of` / `known_at` as for expand."""
     spec = RecipeBody.model_validate((await svc.recipes.get(ns, name)).spec)
     query = ExpandQuery(tuple(body.object_ids), tuple(spec.relation_types or ()),
                         spec.max_hops, spec.direction, body.limit or spec.limit,
-                        spec.want_containment, spec.neighbor_budget)
+                        spec.want_containment, spec.neighbor_budget,
+                        as_of_point(body.as_of, body.known_at))
     if len(body.object_ids) == 1 and spec.neighbor_budget is None:
         return page(await svc.graph.expand(ns, query), "expand_recipe")
     return page(await svc.graph.expand_many(ns, query), "expand_recipe")

@@ -50,7 +50,10 @@ async def children(object_id: uuid.UUID, ns: ReadNs, svc: Svc,
 @router.get("/v1/schema")
 async def schema(ns: ReadNs, svc: Svc,
                  kind: Annotated[str | None, Query(max_length=200)] = None) -> dict[str, Any]:
-    """Kinds with their filterable fields, and how to filter; the namespace's entity labels
-    and entity edge types with their counts (`entities`)."""
-    return {**describe_schema(await svc.catalog(), kind),
+    """Kinds with their filterable fields, and how to filter; the catalog's relation types
+    (`relations`: which are functional); the namespace's entity labels and entity edge types
+    with their counts (`entities`)."""
+    catalog = await svc.catalog()
+    return {**describe_schema(catalog, kind),
+            "relations": [r.to_dict() for r in catalog.relations],
             "entities": await svc.entities.describe(ns)}

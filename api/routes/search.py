@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime
 
 from fastapi import APIRouter
 
@@ -26,7 +27,9 @@ async def search(body: SearchBody, ns: ReadNs, svc: Svc) -> PageOut:
     query = replace(_search_query(body), mode=body.mode, explain=body.explain,
                     rerank=body.rerank,
                     fusion=body.fusion.to_params() if body.fusion is not None else None,
-                    similar_to=body.similar_to, min_score=body.min_score, vector=vector)
+                    similar_to=body.similar_to, min_score=body.min_score, vector=vector,
+                    facts_at=_facts_at(body),
+                    from_messages=tuple(body.from_messages or ()))
     return page(await svc.engine.search(ns, query), "search")
 
 
@@ -41,6 +44,15 @@ async def continue_(body: ContinueBody, ns: ReadNs, svc: Svc) -> PageOut:
     """The next page of a result set (a snapshot shared by every API process)."""
     return page(await svc.engine.continue_page(ns, body.result_set_id, body.limit),
                 "continue")
+
+
+def _facts_at(body: SearchBody) -> tuple[datetime, datetime] | None:
+    """(world time, system time) of the walk's RELATES facts; None when neither is asked (the
+    present, as known now: the snapshot walk may answer)."""
+    if body.as_of is None and body.known_at is None:
+        return None
+    now = datetime.now(UTC)
+    return body.as_of or now, body.known_at or now
 
 
 def _search_query(body: FindExactBody) -> SearchQuery:

@@ -26,11 +26,16 @@ from brainstream_client.models.entities import (
     DecisionBody,
     DecisionOut,
     EntityOut,
+    EntitySearchBody,
+    EntitySearchOut,
+    MentionsOut,
     MergeBody,
     MergeOut,
+    PairsOut,
     ResolveBody,
     ResolveOut,
 )
+from brainstream_client.models.facts import FactsOut
 from brainstream_client.models.graph import (
     Direction,
     ExpandBody,
@@ -45,6 +50,7 @@ from brainstream_client.models.graph import (
     RecipeOut,
     RecipeRunBody,
 )
+from brainstream_client.models.history import LinkHistoryOut, ObjectHistoryOut
 from brainstream_client.models.memory import (
     Channel,
     MemoryOut,
@@ -164,7 +170,10 @@ class AsyncClient:
                      sort: SortBody | Mapping[str, Any] | None = None,
                      where: Where = None, similar_to: Id | None = None,
                      min_score: float | None = None,
-                     vector: Mapping[str, Any] | None = None) -> PageOut:
+                     vector: Mapping[str, Any] | None = None,
+                     as_of: datetime | None = None,
+                     known_at: datetime | None = None,
+                     from_messages: Sequence[Id] | None = None) -> PageOut:
         """Hybrid search over parts, promoted to their objects with evidence; `rerank`
         (None: on when the server has a reranker), `strict` (an `ApiError` 503
         `degraded_answer` instead of a degraded answer), `fusion` (weights, RRF k, PPR);
@@ -172,12 +181,16 @@ class AsyncClient:
         `sort` orders it; `where`: conditions on properties (ranges, exists, not, and/or).
         `similar_to`: more like that object (no `query`); `min_score`: a cosine floor on the
         dense channel (a range search); `vector` (`{"model", "values"}`): the dense channel's
-        query vector."""
+        query vector. `as_of` / `known_at` (modes ppr, auto): walk the RELATES facts
+        holding at that world time as known at that system time. `from_messages`:
+        conversation messages whose entities join the PPR seeds (the documents about what the
+        conversation names)."""
         return await self._call(ops.SEARCH, body=SearchBody.model_validate(dict(
             query=query, filters=filters, limit=limit, mode=mode, explain=explain,
             scope_ids=scope_ids, rerank=rerank, strict=strict, fusion=fusion, facets=facets,
             sort=sort, where=where, similar_to=similar_to, min_score=min_score,
-            vector=vector)))
+            vector=vector, as_of=as_of, known_at=known_at,
+            from_messages=from_messages)))
 
     async def find_exact(self, query: str, *, filters: Filters = None, limit: int = 10,
                          scope_ids: Sequence[Id] | None = None, strict: bool = False,
@@ -206,28 +219,38 @@ class AsyncClient:
             query=query, kinds=kinds, filters=filters, limit=limit,
             include_entities=include_entities, where=where)))
 
-    async def find_links(self, relation_type: str, query: str, *, limit: int = 10) -> PageOut:
-        """Links of one relation type whose note matches; each hit is the target object."""
+    async def find_links(self, relation_type: str, query: str, *, limit: int = 10,
+                   as_of: datetime | None = None, known_at: datetime | None = None
+                   ) -> PageOut:
+        """Links of one relation type whose note matches; each hit is the target object
+        (`as_of` / `known_at`: the links that held then, as known then)."""
         return await self._call(ops.FIND_LINKS, body=FindLinksBody(
-            relation_type=relation_type, query=query, limit=limit))
+            relation_type=relation_type, query=query, limit=limit, as_of=as_of,
+            known_at=known_at))
 
     async def expand(self, object_id: Id, *, relation_types: Sequence[str] | None = None,
                      max_hops: int = 1, direction: Direction = "both", limit: int = 20,
-                     want_containment: bool = True) -> PageOut:
-        """Parts and graph neighbours of one object."""
+                     want_containment: bool = True, as_of: datetime | None = None,
+                     known_at: datetime | None = None) -> PageOut:
+        """Parts and graph neighbours of one object (`as_of` / `known_at`: over the links
+        that held then, as known then)."""
         return await self._call(ops.EXPAND, body=ExpandBody.model_validate(dict(
             object_id=object_id, relation_types=relation_types, max_hops=max_hops,
-            direction=direction, limit=limit, want_containment=want_containment)))
+            direction=direction, limit=limit, want_containment=want_containment, as_of=as_of,
+            known_at=known_at)))
 
     async def expand_many(self, object_ids: Sequence[Id], *,
                           relation_types: Sequence[str] | None = None, max_hops: int = 1,
                           direction: Direction = "both", neighbor_budget: int = 50,
-                          limit: int = 20, want_containment: bool = False) -> PageOut:
-        """Neighbours of many objects within a budget."""
+                          limit: int = 20, want_containment: bool = False,
+                          as_of: datetime | None = None, known_at: datetime | None = None
+                          ) -> PageOut:
+        """Neighbours of many objects within a budget (`as_of` / `known_at` as for
+        expand)."""
         return await self._call(ops.EXPAND_MANY, body=ExpandManyBody.model_validate(dict(
             object_ids=object_ids, relation_types=relation_types, max_hops=max_hops,
             direction=direction, neighbor_budget=neighbor_budget, limit=limit,
-            want_containment=want_containment)))
+            want_containment=want_containment, as_of=as_of, known_at=known_at)))
 
     async def put_recipe(self, name: str, spec: RecipeBody) -> RecipeBody:
         """Register (or replace) a named expand template of the namespace."""
@@ -246,17 +269,22 @@ class AsyncClient:
         return await self._call(ops.LIST_RECIPES)
 
     async def run_recipe(self, name: str, object_ids: Sequence[Id], *,
-                         limit: int | None = None) -> PageOut:
-        """Run an expand template on one or more objects."""
-        body = RecipeRunBody.model_validate(dict(object_ids=object_ids, limit=limit))
+                         limit: int | None = None, as_of: datetime | None = None,
+                         known_at: datetime | None = None) -> PageOut:
+        """Run an expand template on one or more objects (`as_of` / `known_at` as for
+        expand)."""
+        body = RecipeRunBody.model_validate(dict(object_ids=object_ids, limit=limit,
+                                                 as_of=as_of, known_at=known_at))
         return await self._call(ops.RUN_RECIPE, path={"name": name}, body=body)
 
     async def paths(self, sources: Sequence[Id], targets: Sequence[Id], *, max_hops: int = 4,
-                    k: int = 3) -> PathsOut:
+                    k: int = 3, as_of: datetime | None = None,
+                    known_at: datetime | None = None) -> PathsOut:
         """The `k` best paths from any of `sources` to any of `targets` (objects or
         entities), each edge with its evidence."""
         return await self._call(ops.PATHS, body=PathsBody.model_validate(
-            {"from": sources, "to": targets, "max_hops": max_hops, "k": k}))
+            {"from": sources, "to": targets, "max_hops": max_hops, "k": k, "as_of": as_of,
+             "known_at": known_at}))
 
     # objects
     async def read(self, object_id: Id) -> ObjectOut:
@@ -268,20 +296,44 @@ class AsyncClient:
         return await self._call(ops.CHILDREN, path={"object_id": object_id},
                                 query={"offset": offset, "limit": limit})
 
+    async def object_history(self, object_id: Id) -> ObjectHistoryOut:
+        """Every version of an object (each put, delete or revival), in order, with its event."""
+        return await self._call(ops.OBJECT_HISTORY, path={"object_id": object_id})
+
+    async def link_history(self, link_id: Id) -> LinkHistoryOut:
+        """Every version of a link by its id (a name-based UUID of from, type and to), in the
+        order written, with the events that wrote and retired each."""
+        return await self._call(ops.LINK_HISTORY, path={"link_id": link_id})
+
+    async def link_history_by_ends(self, from_id: Id, relation_type: str, to_id: Id
+                                   ) -> LinkHistoryOut:
+        """Every version of the link (from, type, to)."""
+        return await self._call(ops.LINK_HISTORY_BY_ENDS,
+                                query={"from": from_id, "type": relation_type, "to": to_id})
+
     async def schema(self, kind: str | None = None) -> dict[str, Any]:
         """The kinds and their filterable fields, and the namespace's entity labels."""
         return await self._call(ops.SCHEMA, query={"kind": kind})
 
     # entities
     async def resolve(self, query: str | None = None, *, queries: Sequence[str] | None = None,
-                      limit: int | None = None, labels: Sequence[str] | None = None) -> ResolveOut:
-        """Resolve one phrase (`query`) or several (`queries`) to entities."""
+                      limit: int | None = None, labels: Sequence[str] | None = None,
+                      text: str | None = None) -> ResolveOut:
+        """Resolve one phrase (`query`) or several (`queries`) to entities; or, with `text`
+        (a passage), every entity it names with its spans (`entities`)."""
         return await self._call(ops.RESOLVE, body=ResolveBody.model_validate(dict(
-            query=query, queries=queries, limit=limit, labels=labels)))
+            query=query, queries=queries, limit=limit, labels=labels, text=text)))
 
     async def entity(self, entity_id: Id) -> EntityOut:
         """One entity with its aliases and counts (a merged one: its survivor)."""
         return await self._call(ops.ENTITY, path={"entity_id": entity_id})
+
+    async def entity_facts(self, entity_id: Id, *, as_of: datetime | None = None,
+                           known_at: datetime | None = None) -> FactsOut:
+        """The entity's RELATES facts holding at `as_of` (world time) as known at `known_at`
+        (system time); both default to now."""
+        return await self._call(ops.ENTITY_FACTS, path={"entity_id": entity_id}, query={
+            "as_of": as_of and as_of.isoformat(), "known_at": known_at and known_at.isoformat()})
 
     async def merge_entities(self, from_id: Id, into_id: Id, *, dry_run: bool = False) -> MergeOut:
         """Merge one entity into another (a curator key), or say what would move."""
@@ -289,10 +341,28 @@ class AsyncClient:
             {"from": from_id, "into": into_id, "dry_run": dry_run}))
 
     async def decide_pair(self, from_id: Id, to_id: Id,
-                          decision: Literal["verify", "refuse"]) -> DecisionOut:
-        """Verify (merge) or refuse a possibly-same pair (a curator key)."""
+                          decision: Literal["verify", "refuse", "defer"]) -> DecisionOut:
+        """Verify (merge), refuse or defer a possibly-same pair (a curator key)."""
         return await self._call(ops.DECIDE_PAIR, path={"from_id": from_id, "to_id": to_id},
                                 body=DecisionBody(decision=decision))
+
+    async def entity_mentions(self, entity_id: Id, *, limit: int = 20,
+                    cursor: str | None = None) -> MentionsOut:
+        """A page of an entity's mentions in live objects and parts (pass `cursor` on)."""
+        return await self._call(ops.ENTITY_MENTIONS, path={"entity_id": entity_id},
+                          query={"limit": limit, "cursor": cursor})
+
+    async def search_entities(self, query: str, *, limit: int = 10,
+                    labels: Sequence[str] | None = None) -> EntitySearchOut:
+        """Entities named like `query`, best first, with the resolver layer of each."""
+        return await self._call(ops.SEARCH_ENTITIES, body=EntitySearchBody(
+            query=query, limit=limit, labels=list(labels) if labels is not None else None))
+
+    async def possibly_same(self, *, status: str = "held", limit: int = 20,
+                  cursor: str | None = None) -> PairsOut:
+        """A page of POSSIBLY_SAME pairs of one status with their evidence."""
+        return await self._call(ops.POSSIBLY_SAME,
+                          query={"status": status, "limit": limit, "cursor": cursor})
 
     # memory
     async def session(self, session_id: str) -> SessionOut:
@@ -330,14 +400,15 @@ class AsyncClient:
                              since: datetime | None = None, until: datetime | None = None,
                              min_score: float = 0.0, mmr_lambda: float | None = None,
                              context: int = 0, channels: Sequence[Channel] = ("lexical", "dense"),
-                             ) -> MemorySearchOut:
+                             include_knowledge: bool = False) -> MemorySearchOut:
         """Hybrid search (BM25 + dense) over one session's messages and/or summaries, with a
         metadata filter (`where`), a date range, `min_score`, MMR and neighbouring turns."""
         return await self._call(ops.SEARCH_SESSION, path={"session_id": session_id},
                                 body=MemorySearchBody.model_validate(dict(
                                     query=query, limit=limit, search_scope=search_scope,
                                     where=where, since=since, until=until, min_score=min_score,
-                                    mmr_lambda=mmr_lambda, context=context, channels=channels)))
+                                    mmr_lambda=mmr_lambda, context=context, channels=channels,
+                                    include_knowledge=include_knowledge)))
 
     async def search_memory(self, user_id: str, query: str, *, limit: int = 10,
                             search_scope: Scope = "messages",
@@ -345,12 +416,13 @@ class AsyncClient:
                             since: datetime | None = None, until: datetime | None = None,
                             min_score: float = 0.0, mmr_lambda: float | None = None,
                             context: int = 0, channels: Sequence[Channel] = ("lexical", "dense"),
-                            ) -> MemorySearchOut:
-        """The same search across every live session of `user_id`."""
+                            include_knowledge: bool = False) -> MemorySearchOut:
+        """The same search across every live session of `user_id`; with `include_knowledge`,
+        the namespace's documents for the query too (`knowledge`)."""
         return await self._call(ops.SEARCH_MEMORY, body=UserMemorySearchBody.model_validate(dict(
             user_id=user_id, query=query, limit=limit, search_scope=search_scope, where=where,
             since=since, until=until, min_score=min_score, mmr_lambda=mmr_lambda,
-            context=context, channels=channels)))
+            context=context, channels=channels, include_knowledge=include_knowledge)))
 
     # publishing
     async def publish(self, events: Iterable[Event], *, wait: bool = False) -> PublishOut:

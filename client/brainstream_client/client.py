@@ -26,11 +26,16 @@ from brainstream_client.models.entities import (
     DecisionBody,
     DecisionOut,
     EntityOut,
+    EntitySearchBody,
+    EntitySearchOut,
+    MentionsOut,
     MergeBody,
     MergeOut,
+    PairsOut,
     ResolveBody,
     ResolveOut,
 )
+from brainstream_client.models.facts import FactsOut
 from brainstream_client.models.graph import (
     Direction,
     ExpandBody,
@@ -45,6 +50,7 @@ from brainstream_client.models.graph import (
     RecipeOut,
     RecipeRunBody,
 )
+from brainstream_client.models.history import LinkHistoryOut, ObjectHistoryOut
 from brainstream_client.models.memory import (
     Channel,
     MemoryOut,
@@ -164,7 +170,10 @@ class Client:
                sort: SortBody | Mapping[str, Any] | None = None,
                where: Where = None, similar_to: Id | None = None,
                min_score: float | None = None,
-               vector: Mapping[str, Any] | None = None) -> PageOut:
+               vector: Mapping[str, Any] | None = None,
+               as_of: datetime | None = None,
+               known_at: datetime | None = None,
+               from_messages: Sequence[Id] | None = None) -> PageOut:
         """Hybrid search over parts, promoted to their objects with evidence; `rerank`
         (None: on when the server has a reranker), `strict` (an `ApiError` 503
         `degraded_answer` instead of a degraded answer), `fusion` (weights, RRF k, PPR);
@@ -172,12 +181,16 @@ class Client:
         `sort` orders it; `where`: conditions on properties (ranges, exists, not, and/or).
         `similar_to`: more like that object (no `query`); `min_score`: a cosine floor on the
         dense channel (a range search); `vector` (`{"model", "values"}`): the dense channel's
-        query vector."""
+        query vector. `as_of` / `known_at` (modes ppr, auto): walk the RELATES facts
+        holding at that world time as known at that system time. `from_messages`:
+        conversation messages whose entities join the PPR seeds (the documents about what the
+        conversation names)."""
         return self._call(ops.SEARCH, body=SearchBody.model_validate(dict(
             query=query, filters=filters, limit=limit, mode=mode, explain=explain,
             scope_ids=scope_ids, rerank=rerank, strict=strict, fusion=fusion, facets=facets,
             sort=sort, where=where, similar_to=similar_to, min_score=min_score,
-            vector=vector)))
+            vector=vector, as_of=as_of, known_at=known_at,
+            from_messages=from_messages)))
 
     def find_exact(self, query: str, *, filters: Filters = None, limit: int = 10,
                    scope_ids: Sequence[Id] | None = None, strict: bool = False,
@@ -205,28 +218,38 @@ class Client:
             query=query, kinds=kinds, filters=filters, limit=limit,
             include_entities=include_entities, where=where)))
 
-    def find_links(self, relation_type: str, query: str, *, limit: int = 10) -> PageOut:
-        """Links of one relation type whose note matches; each hit is the target object."""
+    def find_links(self, relation_type: str, query: str, *, limit: int = 10,
+                   as_of: datetime | None = None, known_at: datetime | None = None
+                   ) -> PageOut:
+        """Links of one relation type whose note matches; each hit is the target object
+        (`as_of` / `known_at`: the links that held then, as known then)."""
         return self._call(ops.FIND_LINKS, body=FindLinksBody(
-            relation_type=relation_type, query=query, limit=limit))
+            relation_type=relation_type, query=query, limit=limit, as_of=as_of,
+            known_at=known_at))
 
     def expand(self, object_id: Id, *, relation_types: Sequence[str] | None = None,
                max_hops: int = 1, direction: Direction = "both", limit: int = 20,
-               want_containment: bool = True) -> PageOut:
-        """Parts and graph neighbours of one object."""
+               want_containment: bool = True, as_of: datetime | None = None,
+               known_at: datetime | None = None) -> PageOut:
+        """Parts and graph neighbours of one object (`as_of` / `known_at`: over the links
+        that held then, as known then)."""
         return self._call(ops.EXPAND, body=ExpandBody.model_validate(dict(
             object_id=object_id, relation_types=relation_types, max_hops=max_hops,
-            direction=direction, limit=limit, want_containment=want_containment)))
+            direction=direction, limit=limit, want_containment=want_containment, as_of=as_of,
+            known_at=known_at)))
 
     def expand_many(self, object_ids: Sequence[Id], *,
                     relation_types: Sequence[str] | None = None, max_hops: int = 1,
                     direction: Direction = "both", neighbor_budget: int = 50,
-                    limit: int = 20, want_containment: bool = False) -> PageOut:
-        """Neighbours of many objects within a budget."""
+                    limit: int = 20, want_containment: bool = False,
+                          as_of: datetime | None = None, known_at: datetime | None = None
+                          ) -> PageOut:
+        """Neighbours of many objects within a budget (`as_of` / `known_at` as for
+        expand)."""
         return self._call(ops.EXPAND_MANY, body=ExpandManyBody.model_validate(dict(
             object_ids=object_ids, relation_types=relation_types, max_hops=max_hops,
             direction=direction, neighbor_budget=neighbor_budget, limit=limit,
-            want_containment=want_containment)))
+            want_containment=want_containment, as_of=as_of, known_at=known_at)))
 
     def put_recipe(self, name: str, spec: RecipeBody) -> RecipeBody:
         """Register (or replace) a named expand template of the namespace."""
@@ -245,17 +268,22 @@ class Client:
         return self._call(ops.LIST_RECIPES)
 
     def run_recipe(self, name: str, object_ids: Sequence[Id], *,
-                   limit: int | None = None) -> PageOut:
-        """Run an expand template on one or more objects."""
-        body = RecipeRunBody.model_validate(dict(object_ids=object_ids, limit=limit))
+                   limit: int | None = None, as_of: datetime | None = None,
+                         known_at: datetime | None = None) -> PageOut:
+        """Run an expand template on one or more objects (`as_of` / `known_at` as for
+        expand)."""
+        body = RecipeRunBody.model_validate(dict(object_ids=object_ids, limit=limit,
+                                                 as_of=as_of, known_at=known_at))
         return self._call(ops.RUN_RECIPE, path={"name": name}, body=body)
 
     def paths(self, sources: Sequence[Id], targets: Sequence[Id], *, max_hops: int = 4,
-              k: int = 3) -> PathsOut:
+              k: int = 3, as_of: datetime | None = None,
+                    known_at: datetime | None = None) -> PathsOut:
         """The `k` best paths from any of `sources` to any of `targets` (objects or
         entities), each edge with its evidence."""
         return self._call(ops.PATHS, body=PathsBody.model_validate(
-            {"from": sources, "to": targets, "max_hops": max_hops, "k": k}))
+            {"from": sources, "to": targets, "max_hops": max_hops, "k": k, "as_of": as_of,
+             "known_at": known_at}))
 
     # objects
     def read(self, object_id: Id) -> ObjectOut:
@@ -267,20 +295,44 @@ class Client:
         return self._call(ops.CHILDREN, path={"object_id": object_id},
                           query={"offset": offset, "limit": limit})
 
+    def object_history(self, object_id: Id) -> ObjectHistoryOut:
+        """Every version of an object (each put, delete or revival), in order, with its event."""
+        return self._call(ops.OBJECT_HISTORY, path={"object_id": object_id})
+
+    def link_history(self, link_id: Id) -> LinkHistoryOut:
+        """Every version of a link by its id (a name-based UUID of from, type and to), in the
+        order written, with the events that wrote and retired each."""
+        return self._call(ops.LINK_HISTORY, path={"link_id": link_id})
+
+    def link_history_by_ends(self, from_id: Id, relation_type: str, to_id: Id
+                             ) -> LinkHistoryOut:
+        """Every version of the link (from, type, to)."""
+        return self._call(ops.LINK_HISTORY_BY_ENDS,
+                          query={"from": from_id, "type": relation_type, "to": to_id})
+
     def schema(self, kind: str | None = None) -> dict[str, Any]:
         """The kinds and their filterable fields, and the namespace's entity labels."""
         return self._call(ops.SCHEMA, query={"kind": kind})
 
     # entities
     def resolve(self, query: str | None = None, *, queries: Sequence[str] | None = None,
-                limit: int | None = None, labels: Sequence[str] | None = None) -> ResolveOut:
-        """Resolve one phrase (`query`) or several (`queries`) to entities."""
+                limit: int | None = None, labels: Sequence[str] | None = None,
+                text: str | None = None) -> ResolveOut:
+        """Resolve one phrase (`query`) or several (`queries`) to entities; or, with `text`
+        (a passage), every entity it names with its spans (`entities`)."""
         return self._call(ops.RESOLVE, body=ResolveBody.model_validate(dict(
-            query=query, queries=queries, limit=limit, labels=labels)))
+            query=query, queries=queries, limit=limit, labels=labels, text=text)))
 
     def entity(self, entity_id: Id) -> EntityOut:
         """One entity with its aliases and counts (a merged one: its survivor)."""
         return self._call(ops.ENTITY, path={"entity_id": entity_id})
+
+    def entity_facts(self, entity_id: Id, *, as_of: datetime | None = None,
+                     known_at: datetime | None = None) -> FactsOut:
+        """The entity's RELATES facts holding at `as_of` (world time) as known at `known_at`
+        (system time); both default to now."""
+        return self._call(ops.ENTITY_FACTS, path={"entity_id": entity_id}, query={
+            "as_of": as_of and as_of.isoformat(), "known_at": known_at and known_at.isoformat()})
 
     def merge_entities(self, from_id: Id, into_id: Id, *, dry_run: bool = False) -> MergeOut:
         """Merge one entity into another (a curator key), or say what would move."""
@@ -288,10 +340,28 @@ class Client:
             {"from": from_id, "into": into_id, "dry_run": dry_run}))
 
     def decide_pair(self, from_id: Id, to_id: Id,
-                    decision: Literal["verify", "refuse"]) -> DecisionOut:
-        """Verify (merge) or refuse a possibly-same pair (a curator key)."""
+                    decision: Literal["verify", "refuse", "defer"]) -> DecisionOut:
+        """Verify (merge), refuse or defer a possibly-same pair (a curator key)."""
         return self._call(ops.DECIDE_PAIR, path={"from_id": from_id, "to_id": to_id},
                           body=DecisionBody(decision=decision))
+
+    def entity_mentions(self, entity_id: Id, *, limit: int = 20,
+                    cursor: str | None = None) -> MentionsOut:
+        """A page of an entity's mentions in live objects and parts (pass `cursor` on)."""
+        return self._call(ops.ENTITY_MENTIONS, path={"entity_id": entity_id},
+                          query={"limit": limit, "cursor": cursor})
+
+    def search_entities(self, query: str, *, limit: int = 10,
+                    labels: Sequence[str] | None = None) -> EntitySearchOut:
+        """Entities named like `query`, best first, with the resolver layer of each."""
+        return self._call(ops.SEARCH_ENTITIES, body=EntitySearchBody(
+            query=query, limit=limit, labels=list(labels) if labels is not None else None))
+
+    def possibly_same(self, *, status: str = "held", limit: int = 20,
+                  cursor: str | None = None) -> PairsOut:
+        """A page of POSSIBLY_SAME pairs of one status with their evidence."""
+        return self._call(ops.POSSIBLY_SAME,
+                          query={"status": status, "limit": limit, "cursor": cursor})
 
     # memory
     def session(self, session_id: str) -> SessionOut:
@@ -329,14 +399,15 @@ class Client:
                        since: datetime | None = None, until: datetime | None = None,
                        min_score: float = 0.0, mmr_lambda: float | None = None,
                        context: int = 0, channels: Sequence[Channel] = ("lexical", "dense"),
-                       ) -> MemorySearchOut:
+                       include_knowledge: bool = False) -> MemorySearchOut:
         """Hybrid search (BM25 + dense) over one session's messages and/or summaries, with a
         metadata filter (`where`), a date range, `min_score`, MMR and neighbouring turns."""
         return self._call(ops.SEARCH_SESSION, path={"session_id": session_id},
                           body=MemorySearchBody.model_validate(dict(
                               query=query, limit=limit, search_scope=search_scope,
                               where=where, since=since, until=until, min_score=min_score,
-                              mmr_lambda=mmr_lambda, context=context, channels=channels)))
+                              mmr_lambda=mmr_lambda, context=context, channels=channels,
+                              include_knowledge=include_knowledge)))
 
     def search_memory(self, user_id: str, query: str, *, limit: int = 10,
                       search_scope: Scope = "messages",
@@ -344,12 +415,13 @@ class Client:
                       since: datetime | None = None, until: datetime | None = None,
                       min_score: float = 0.0, mmr_lambda: float | None = None,
                       context: int = 0, channels: Sequence[Channel] = ("lexical", "dense"),
-                      ) -> MemorySearchOut:
-        """The same search across every live session of `user_id`."""
+                      include_knowledge: bool = False) -> MemorySearchOut:
+        """The same search across every live session of `user_id`; with `include_knowledge`,
+        the namespace's documents for the query too (`knowledge`)."""
         return self._call(ops.SEARCH_MEMORY, body=UserMemorySearchBody.model_validate(dict(
             user_id=user_id, query=query, limit=limit, search_scope=search_scope, where=where,
             since=since, until=until, min_score=min_score, mmr_lambda=mmr_lambda,
-            context=context, channels=channels)))
+            context=context, channels=channels, include_knowledge=include_knowledge)))
 
     # publishing
     def publish(self, events: Iterable[Event], *, wait: bool = False) -> PublishOut:

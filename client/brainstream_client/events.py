@@ -85,24 +85,35 @@ def soft_delete(object_id: uuid.UUID | str, *, version: int | None = None,
 def put_link(from_id: uuid.UUID | str, to_id: uuid.UUID | str, relation_type: str, *,
              note: str | None = None, status: str | None = None, role: str | None = None,
              confidence: float | None = None, evidence_id: uuid.UUID | str | None = None,
-             namespace: uuid.UUID | None = None) -> Event:
+             namespace: uuid.UUID | None = None, valid_from: datetime | None = None,
+             valid_to: datetime | None = None) -> Event:
     """A `brainstream.link.put`: a typed edge from one object to another; `note` is what
-    `find_links` searches."""
+    `find_links` searches. It holds in the world from `valid_from` (None: always) until
+    `valid_to` (None: still); times carry an offset."""
     meta = {name: str(value) if isinstance(value, uuid.UUID) else value
             for name, value in (("note", note), ("status", status), ("role", role),
                                 ("confidence", confidence), ("evidence_id", evidence_id))
             if value is not None}
-    return Event(type="brainstream.link.put", namespace=namespace,
-                 data={"from": str(from_id), "to": str(to_id),
-                       "relation_type": relation_type, "meta": meta})
+    data: dict[str, Any] = {"from": str(from_id), "to": str(to_id),
+                            "relation_type": relation_type, "meta": meta}
+    data.update({name: value.isoformat() for name, value in
+                 (("valid_from", valid_from), ("valid_to", valid_to)) if value is not None})
+    return Event(type="brainstream.link.put", namespace=namespace, data=data)
 
 
 def delete_link(from_id: uuid.UUID | str, to_id: uuid.UUID | str, relation_type: str, *,
-                namespace: uuid.UUID | None = None) -> Event:
-    """A `brainstream.link.delete`: remove the edge of that type between the two objects."""
-    return Event(type="brainstream.link.delete", namespace=namespace,
-                 data={"from": str(from_id), "to": str(to_id),
-                       "relation_type": relation_type})
+                namespace: uuid.UUID | None = None, valid_to: datetime | None = None,
+                retract: bool = False) -> Event:
+    """A `brainstream.link.delete`: the edge of that type between the two objects stops
+    holding at `valid_to` (None: when the event is recorded); `retract` withdraws it instead,
+    as if it never held. Its history is kept."""
+    data: dict[str, Any] = {"from": str(from_id), "to": str(to_id),
+                            "relation_type": relation_type}
+    if valid_to is not None:
+        data["valid_to"] = valid_to.isoformat()
+    if retract:
+        data["retract"] = True
+    return Event(type="brainstream.link.delete", namespace=namespace, data=data)
 
 
 class DeleteObjectsBody(Body):

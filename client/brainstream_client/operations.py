@@ -19,11 +19,16 @@ from brainstream_client.models.entities import (
     DecisionBody,
     DecisionOut,
     EntityOut,
+    EntitySearchBody,
+    EntitySearchOut,
+    MentionsOut,
     MergeBody,
     MergeOut,
+    PairsOut,
     ResolveBody,
     ResolveOut,
 )
+from brainstream_client.models.facts import FactsOut
 from brainstream_client.models.graph import (
     ExpandBody,
     ExpandManyBody,
@@ -37,6 +42,7 @@ from brainstream_client.models.graph import (
     RecipeOut,
     RecipeRunBody,
 )
+from brainstream_client.models.history import LinkHistoryOut, ObjectHistoryOut
 from brainstream_client.models.memory import (
     MemoryOut,
     MemorySearchBody,
@@ -128,17 +134,37 @@ CHILDREN: Operation[ChildrenOut] = Operation("children", "GET", "/v1/objects/{ob
                                              None, ChildrenOut, query=("offset", "limit"))
 SCHEMA: Operation[dict[str, Any]] = Operation("schema", "GET", "/v1/schema", None, dict,
                                               query=("kind",))
+# history
+OBJECT_HISTORY: Operation[ObjectHistoryOut] = Operation(
+    "object_history", "GET", "/v1/objects/{object_id}/history", None, ObjectHistoryOut)
+LINK_HISTORY: Operation[LinkHistoryOut] = Operation(
+    "link_history", "GET", "/v1/links/{link_id}/history", None, LinkHistoryOut)
+LINK_HISTORY_BY_ENDS: Operation[LinkHistoryOut] = Operation(
+    "link_history_by_ends", "GET", "/v1/links/history", None, LinkHistoryOut,
+    query=("from", "type", "to"))
 
 # entities (a merge or a decision applied twice fails the second time: not idempotent)
 RESOLVE: Operation[ResolveOut] = Operation("resolve", "POST", "/v1/resolve", ResolveBody,
                                            ResolveOut)
 ENTITY: Operation[EntityOut] = Operation("entity", "GET", "/v1/entities/{entity_id}", None,
                                          EntityOut)
+ENTITY_FACTS: Operation[FactsOut] = Operation(
+    "entity_facts", "GET", "/v1/entities/{entity_id}/facts", None, FactsOut,
+    query=("as_of", "known_at"))
 MERGE_ENTITIES: Operation[MergeOut] = Operation("merge_entities", "POST", "/v1/entities/merge",
                                                 MergeBody, MergeOut, idempotent=False)
 DECIDE_PAIR: Operation[DecisionOut] = Operation("decide_pair", "POST",
                                                 "/v1/entities/possibly_same/{from_id}/{to_id}",
                                                 DecisionBody, DecisionOut, idempotent=False)
+ENTITY_MENTIONS: Operation[MentionsOut] = Operation("entity_mentions", "GET",
+                                                    "/v1/entities/{entity_id}/mentions", None,
+                                                    MentionsOut, query=("limit", "cursor"))
+SEARCH_ENTITIES: Operation[EntitySearchOut] = Operation("search_entities", "POST",
+                                                        "/v1/entities/search", EntitySearchBody,
+                                                        EntitySearchOut)
+POSSIBLY_SAME: Operation[PairsOut] = Operation("possibly_same", "GET",
+                                               "/v1/entities/possibly_same", None, PairsOut,
+                                               query=("status", "limit", "cursor"))
 
 # memory (messages carry their uuids: a repeated write stores them once)
 SESSION: Operation[SessionOut] = Operation("session", "GET", "/v1/sessions/{session_id}", None,
@@ -176,7 +202,9 @@ ADMIN_STATUS: Operation[dict[str, Any]] = Operation("admin_status", "GET", "/v1/
 OPERATIONS: tuple[Operation[Any], ...] = (
     HEALTHZ, READYZ, SEARCH, FIND_EXACT, CONTINUE, FIND_OBJECTS, FIND_LINKS, EXPAND,
     EXPAND_MANY, PUT_RECIPE, GET_RECIPE, DELETE_RECIPE, LIST_RECIPES, RUN_RECIPE, PATHS, READ,
-    CHILDREN, SCHEMA, RESOLVE, ENTITY, MERGE_ENTITIES, DECIDE_PAIR, SESSION, SESSIONS, MEMORY,
+    CHILDREN, SCHEMA, OBJECT_HISTORY, LINK_HISTORY, LINK_HISTORY_BY_ENDS, RESOLVE, ENTITY,
+    ENTITY_FACTS, MERGE_ENTITIES, DECIDE_PAIR, ENTITY_MENTIONS, SEARCH_ENTITIES, POSSIBLY_SAME,
+    SESSION, SESSIONS, MEMORY,
     MESSAGES, ADD_MESSAGES, SEARCH_SESSION, SEARCH_MEMORY, PUBLISH, DELETE_OBJECTS, ME,
     ADMIN_STATUS,
 )

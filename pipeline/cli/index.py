@@ -68,8 +68,10 @@ def purge(ctx: click.Context, older_than: str, generation: int | None) -> None:
 @generation_option
 @click.pass_context
 def verify(ctx: click.Context, repair: bool, sample: int, generation: int | None) -> None:
-    """Report every disagreement between Postgres and the graph; exit 1 on drift."""
+    """Report every disagreement between Postgres and the graph, and every broken history
+    invariant; exit 1 on either."""
     from pipeline.cli.memory import show_memory_check
+    from pipeline.ops.history_check import verify_history
     from pipeline.ops.memory import verify_memory
     from pipeline.ops.verify import repair as run_repair, verify as run_verify
 
@@ -80,9 +82,13 @@ def verify(ctx: click.Context, repair: bool, sample: int, generation: int | None
         click.echo(f"  {name:42} {count}")
     memory = verify_memory(settings)
     show_memory_check(memory)
+    history = verify_history(settings)
+    click.echo("history: " + ("its invariants hold" if history.clean else "VIOLATED"))
+    for name, (count, examples) in history.violations.items():
+        click.echo(f"  {name:42} {count}" + (f"  e.g. {', '.join(examples)}" if count else ""))
     if drift.clean:
         click.echo("Postgres and the graph agree")
-        sys.exit(0 if memory.clean else 1)
+        sys.exit(0 if memory.clean and history.clean else 1)
     if repair:
         done = run_repair(settings, drift)
         click.echo(f"queued {done['nodes']} node and {done['edges']} edge re-syncs for the relay"

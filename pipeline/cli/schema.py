@@ -45,21 +45,26 @@ def kinds() -> None:
 @click.pass_context
 def kinds_apply(ctx: click.Context, path: Path) -> None:
     """Apply a kinds.yaml additively: new kinds and fields are added, nothing is removed."""
+    from pipeline.domain.kind_documents import load_relations
     from pipeline.domain.kinds import load_catalog
-    from pipeline.ingest.store.catalog import apply_catalog
+    from pipeline.ingest.store.catalog import apply_catalog, apply_relations
     from pipeline.ops.generations import apply_to_live
 
-    incoming = load_catalog(path.read_text(encoding="utf-8"))
+    text = path.read_text(encoding="utf-8")
+    incoming = load_catalog(text)
+    relations = load_relations(text)
     merged: list[object] = []
 
     def apply(settings: Settings) -> None:
         nonlocal merged
         with psycopg.connect(settings.effective_postgres_dsn) as conn:
             merged = list(apply_catalog(conn, incoming))
+            apply_relations(conn, relations)
 
     # the active generation and one a replay is building: both must validate alike
     apply_to_live(context_settings(ctx), apply)
-    click.echo(f"applied {len(incoming)} kind(s) from {path}; the catalog has {len(merged)}")
+    click.echo(f"applied {len(incoming)} kind(s) and {len(relations)} relation type(s) from"
+               f" {path}; the catalog has {len(merged)} kind(s)")
 
 
 @kinds.command("list")
@@ -69,8 +74,12 @@ def kinds_list(ctx: click.Context) -> None:
     import yaml
 
     from pipeline.domain.kinds import catalog_to_dict
-    from pipeline.ingest.store.catalog import read_catalog
+    from pipeline.ingest.store.catalog import read_catalog, read_relations
 
     with psycopg.connect(active_settings(ctx).effective_postgres_dsn) as conn:
         specs = read_catalog(conn)
-    click.echo(yaml.safe_dump(catalog_to_dict(specs), sort_keys=False), nl=False)
+        relations = read_relations(conn)
+    doc = catalog_to_dict(specs)
+    if relations:
+        doc["relations"] = [r.to_dict() for r in relations]
+    click.echo(yaml.safe_dump(doc, sort_keys=False), nl=False)

@@ -134,6 +134,13 @@ class InvalidPayload(InvalidInput):
     code = "invalid_payload"
 
 
+class StructureInvalid(InvalidInput):
+    """An object put's `entities` / `relations` do not fit the put: a span outside its field,
+    a relation naming no entity of the put, two entities of one name (`field` names which)."""
+
+    code = "structure_invalid"
+
+
 class UnauthorizedNamespace(BrainstreamError):
     """The event's namespace is bound to publisher keys and the record is not signed by one of
     them: unsigned, a signature that does not match, an unknown key, or a key of other

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Literal
 
+import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -22,6 +23,7 @@ from pydantic import (
 )
 
 from pipeline.domain.errors import InvalidKindSpec
+from pipeline.domain.relations import RELATION_TYPE_PATTERN, RelationSpec
 
 FieldType = Literal["string", "number", "boolean", "datetime"]
 Operator = Literal["eq", "in"]
@@ -79,12 +81,26 @@ class KindDoc(BaseModel):
         _null_as_empty)
 
 
+class RelationDoc(BaseModel):
+    """One relation type of the catalog (`relations:`): what it means, and whether it is
+    functional (one target per source at any time)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    type: str = Field(pattern=RELATION_TYPE_PATTERN)
+    description: str = ""
+    functional: bool = False
+
+    _empty = field_validator("description", mode="before")(_null_as_empty)
+
+
 class CatalogDoc(BaseModel):
-    """A whole catalog document: `{kinds: [...]}`."""
+    """A whole catalog document: `{kinds: [...], relations: [...]}`."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
     kinds: list[KindDoc]
+    relations: list[RelationDoc] = Field(default_factory=list)
 
 
 def _error_path(raw: Any, loc: tuple[int | str, ...]) -> str:
@@ -119,3 +135,26 @@ def parse_catalog_document(raw: Any) -> CatalogDoc:
         err = exc.errors(include_url=False)[0]
         path = _error_path(raw, tuple(err["loc"]))
         raise InvalidKindSpec(f"{path}: {err['msg']}", field=path or None) from None
+
+
+def relations_from_dict(raw: Any) -> list[RelationSpec]:
+    """The relation types of an already-decoded catalog document `{kinds, relations}` (its
+    `kinds` are checked by `pipeline.domain.kinds.catalog_from_dict`)."""
+    doc = parse_catalog_document(raw)
+    seen: set[str] = set()
+    specs: list[RelationSpec] = []
+    for rdoc in doc.relations:
+        if rdoc.type in seen:
+            raise InvalidKindSpec(f"{rdoc.type}: relation type declared twice", field=rdoc.type)
+        seen.add(rdoc.type)
+        specs.append(RelationSpec(rdoc.type, rdoc.description, rdoc.functional))
+    return specs
+
+
+def load_relations(text: str) -> list[RelationSpec]:
+    """The relation types of a catalog document (YAML or JSON text)."""
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InvalidKindSpec(f"not valid YAML: {exc}") from None
+    return relations_from_dict(raw)

@@ -34,6 +34,7 @@ from pipeline.domain.kind_documents import (
     Scalar as Scalar,
     parse_catalog_document,
 )
+from pipeline.domain.relations import RelationSpec
 
 _KIND_RE = re.compile(KIND_PATTERN)
 _PROPERTY_KEY_RE = re.compile(PROPERTY_KEY_PATTERN)
@@ -232,8 +233,19 @@ def merge_catalog(existing: Sequence[KindSpec], incoming: Sequence[KindSpec]) ->
 class KindCatalog:
     """The catalog in force: validates puts and property filters. Empty means open mode."""
 
-    def __init__(self, specs: Iterable[KindSpec]) -> None:
+    def __init__(self, specs: Iterable[KindSpec], relations: Iterable[RelationSpec] = ()) -> None:
         self._specs: dict[str, KindSpec] = {s.kind: s for s in specs}
+        self._relations: dict[str, RelationSpec] = {r.type: r for r in relations}
+
+    @property
+    def relations(self) -> list[RelationSpec]:
+        """The declared relation types, in type order."""
+        return [self._relations[t] for t in sorted(self._relations)]
+
+    def is_functional(self, relation_type: str) -> bool:
+        """Whether the type holds one target per source at a time (undeclared: not)."""
+        spec = self._relations.get(relation_type)
+        return spec is not None and spec.functional
 
     @property
     def is_open(self) -> bool:

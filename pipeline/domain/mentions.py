@@ -49,6 +49,10 @@ class Triple:
     subject: str
     predicate: str
     object: str
+    # a publisher's relation names its ends' labels (the entities of its put); an extractor's
+    # triple names none and is looked up untyped
+    subject_label: str | None = None
+    object_label: str | None = None
 
 
 @dataclass(frozen=True)

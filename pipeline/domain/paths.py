@@ -1,11 +1,13 @@
 """The values of `POST /v1/paths`: the mixed graph's nodes and edges, the evidence an edge cites,
 and the answer (ranked paths, and what bounded the search).
 
-The mixed graph has two kinds of node, first-class objects and entities, and five kinds of edge:
-a publisher's link between two objects (`LINK`, with its relation type), `MENTIONS` between an
-object and an entity its live rows name, and the entity-to-entity edges `CO_OCCURS`, `RELATES`
-(an extracted triple, with its predicate) and `POSSIBLY_SAME` (verified pairs only). Every edge
-is walked in both directions; `forward` says whether the path follows it as stored.
+The mixed graph has three kinds of node, first-class objects, entities and conversation messages
+(walked only when a path starts or ends at a message: a document-only answer never changes), and
+five kinds of edge: a publisher's link between two objects (`LINK`, with its relation type),
+`MENTIONS` between an object (or a live message) and an entity its live rows name, and the
+entity-to-entity edges `CO_OCCURS`, `RELATES` (an extracted triple, with its predicate) and
+`POSSIBLY_SAME` (verified pairs only). Every edge is walked in both directions; `forward` says
+whether the path follows it as stored.
 """
 
 from __future__ import annotations
@@ -13,9 +15,12 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
-NodeType = Literal["object", "entity"]
+from pipeline.domain.read_model import AsOf
+
+NodeType = Literal["object", "entity", "message"]
 EdgeType = Literal["LINK", "MENTIONS", "CO_OCCURS", "RELATES", "POSSIBLY_SAME"]
 
 # The most hops a path may have: past four, a path between two objects explains little.
@@ -39,7 +44,8 @@ Status = Literal["found", "connected_beyond_max_length", "no_path_within_max_len
 
 @dataclass(frozen=True, order=True)
 class NodeRef:
-    """A node of the mixed graph: an object (always a first-class one) or an entity."""
+    """A node of the mixed graph: an object (always a first-class one), an entity, or a
+    message of conversation memory (by its uuid)."""
 
     type: NodeType
     id: uuid.UUID
@@ -100,13 +106,14 @@ class PathQuery:
     targets: tuple[uuid.UUID, ...]
     max_hops: int = MAX_PATH_HOPS
     k: int = 3
+    at: AsOf | None = None  # links as of a world and system time; None: now
 
 
 @dataclass(frozen=True)
 class Citation:
     """What states an edge: a live row (`row_id`, a part or an object without parts, of
     `object_id`) with the span [start, end) of `field` and a snippet around it; or, for a link,
-    its note and metadata."""
+    its note and metadata (and, read as of a time, when its version held)."""
 
     # `POST /v1/paths` answers this type as it is (api/entity_schemas.py): the OpenAPI
     # document's `Citation`, so a field added here is documented and answered at once.
@@ -119,6 +126,10 @@ class Citation:
     snippet: str | None = None
     note: str | None = None
     meta: dict[str, object] = dataclasses.field(default_factory=dict)
+    # A message's mention: `row_id` is the message's uuid, `field` its content; its session.
+    session_id: str | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -131,6 +142,9 @@ class NodeInfo:
     name: str | None = None
     label: str | None = None
     part_count: int | None = None
+    # A message: its session and role (`title` is the start of its content).
+    session_id: str | None = None
+    role: str | None = None
 
 
 @dataclass(frozen=True)

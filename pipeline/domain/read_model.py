@@ -92,6 +92,28 @@ class Relation:
     role: str | None = None
     confidence: float | None = None
     evidence_id: uuid.UUID | None = None
+    # an as-of read: when the link's version held in the world (None: always / still)
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+
+
+@dataclass(frozen=True)
+class AsOf:
+    """The point an as-of read answers at: world time `world` (None: now) as the system knew
+    it at `known` (None: as known now). A link counts when one of its versions holds there
+    (`pipeline/retrieval/store/link_versions.py`)."""
+
+    world: datetime | None = None
+    known: datetime | None = None
+
+    @classmethod
+    def of(cls, as_of: datetime | None, known_at: datetime | None, now: datetime
+           ) -> AsOf | None:
+        """The point a request names, or None when it names neither time (the current
+        state); a `known_at` after `now` is now (nothing is known from the future)."""
+        if as_of is None and known_at is None:
+            return None
+        return cls(as_of, None if known_at is None or known_at >= now else known_at)
 
 
 @dataclass(frozen=True)
@@ -204,6 +226,11 @@ class SearchQuery:
     similar_to: uuid.UUID | None = None
     min_score: float | None = None
     vector: QueryVector | None = None
+    # search only, modes ppr / auto: the walk's RELATES facts as they count at (world time,
+    # system time); None: the present, as known now
+    facts_at: tuple[datetime, datetime] | None = None
+    # search only: conversation messages whose entities join the PPR seeds (runs PPR)
+    from_messages: tuple[uuid.UUID, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -234,6 +261,7 @@ class ExpandQuery:
     limit: int = 50
     want_containment: bool = True
     neighbor_budget: int | None = None  # expand_many: total neighbors; first seed claims
+    at: AsOf | None = None  # an as-of read over the link versions; None: the graph, now
 
 
 @dataclass(frozen=True)
@@ -257,6 +285,8 @@ class EdgeHit:
     role: str | None
     confidence: float
     evidence_id: uuid.UUID | None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
 
 
 @dataclass(frozen=True)

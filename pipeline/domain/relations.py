@@ -8,6 +8,8 @@ check against this one definition.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from typing import Any
 
 from pipeline.domain.errors import InvalidInput
 
@@ -23,3 +25,19 @@ def check_relation_type(relation_type: str) -> str:
             field="relation_type",
         )
     return relation_type
+
+
+@dataclass(frozen=True)
+class RelationSpec:
+    """A relation type of the catalog (`relations:` in kinds.yaml, table `relation_types`). A
+    functional one holds at most one target per source at any world time (`ceo_of`): a put of
+    another target cuts the one holding (pipeline/domain/validity.py)."""
+
+    type: str
+    description: str = ""
+    functional: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stored spec (`relation_types.spec`); `relations_from_dict` reads it back."""
+        return {"type": self.type, "description": self.description,
+                "functional": self.functional}

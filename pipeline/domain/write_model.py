@@ -67,6 +67,7 @@ class DeferredRow:
     field: str | None
     age_seconds: float
     attempts: int
+    record_time: datetime | None = None  # the record's time: what its writes are stamped with
 
 
 @dataclass(frozen=True)

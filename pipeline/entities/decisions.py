@@ -9,8 +9,9 @@ replay after each extraction round. Entity ids are derived from namespace, name 
 
 Applying follows merges: a decision about an entity merged meanwhile (the resolver got there
 first in a replay, or merged it the other way round) applies to its survivor. `merge` and
-`verify` of two entities that are already one are applied as they stand; `refuse` of two that
-are already one cannot be honoured and fails with `entity_merged`. A decision whose entities do
+`verify` of two entities that are already one are applied as they stand; `refuse` or `defer` of
+two that are already one cannot be honoured and fails with `entity_merged`. `defer` moves an
+undecided pair to status deferred and leaves a decided one as it is. A decision whose entities do
 not exist (yet) waits, pending. Every step is idempotent: the decision row is locked while it
 is applied and says `applied` afterwards, so a second worker, the API and the consumer find it
 done.
@@ -75,11 +76,13 @@ def apply_plan(namespace: uuid.UUID, source: str, event_id: str) -> Plan[Applied
     a, b = (found[e].merged_into or e for e in (row.from_id, row.to_id))
     report: MergeReport | None = None
     if a == b:
-        if row.decision == "refuse":
+        if row.decision in ("refuse", "defer"):
             yield from book.mark(row, FAILED, error=EntityMerged.code)
             return Applied(FAILED, error=EntityMerged.code)
     elif row.decision == "refuse":
         yield from merges.decide(namespace, a, b, "refused")
+    elif row.decision == "defer":
+        yield from merges.defer(namespace, a, b)
     else:
         confidence: float | None = 1.0
         method: str | None = "person"

@@ -166,16 +166,16 @@ class PairDecision:
 
     from_id: uuid.UUID
     to_id: uuid.UUID
-    status: str  # verified | refused
+    status: str  # verified | refused | deferred (or what a person had decided before)
     merge: MergeReport | None
 
 
 def check_pair(namespace: uuid.UUID, from_id: uuid.UUID, to_id: uuid.UUID,
                decision: str) -> Plan[None]:
-    """Refuse a pair decision before anything is written: a decision other than verify or
-    refuse, one entity twice, an entity not in the namespace, or one merged already."""
-    if decision not in ("verify", "refuse"):
-        raise InvalidInput("decision must be verify or refuse", field="decision")
+    """Refuse a pair decision before anything is written: a decision other than verify, refuse
+    or defer, one entity twice, an entity not in the namespace, or one merged already."""
+    if decision not in ("verify", "refuse", "defer"):
+        raise InvalidInput("decision must be verify, refuse or defer", field="decision")
     if from_id == to_id:
         raise InvalidInput("a pair needs two entities", field="to")
     found = yield from store.entities(namespace, [from_id, to_id])

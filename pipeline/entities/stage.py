@@ -29,7 +29,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from pipeline.domain.errors import BrainstreamError, ExtractionFailed, Unavailable
-from pipeline.domain.mentions import Extraction, Mention, TextField
+from pipeline.domain.mentions import Extraction, Mention, TextField, Triple
 from pipeline.domain.retry import give_up_error, isolate_refused, retry_transient
 from pipeline.entities.names import normalise
 from pipeline.entities.settings import EntitySettings
@@ -120,8 +120,10 @@ class ExtractionStage:
                  ) -> list[tuple[RowText, Extraction]]:
         """Each row with what the extractor found; a batch the extractor refuses is halved until
         each refused row is alone (see the module docstring), and that row fails."""
+        supplied = [(row, supplied_extraction(row)) for row in rows if row.supplied is not None]
+        rows = [row for row in rows if row.supplied is None]
         if not rows:
-            return []
+            return supplied
         metrics.EXTRACT_BATCH.observe(len(rows))
 
         def call(batch: Sequence[RowText]) -> list[Extraction]:
@@ -140,7 +142,7 @@ class ExtractionStage:
                                             what="extraction",
                                             refused="the extractor refused this row"), stats)
 
-        out: list[tuple[RowText, Extraction]] = []
+        out: list[tuple[RowText, Extraction]] = supplied
         isolate_refused(
             rows, call, fail=fail, attempts=attempts,
             store=lambda batch, found: out.extend(
@@ -194,6 +196,7 @@ class ExtractionStage:
                 return write_batch(conn, self.settings, self.extractor.name, extracted,
                                    recount, seen)
 
+
         # Another writer of the same rows or entities (the resolver merging, a consumer batch
         # deleting stale chunks) may lock in another order: Postgres then aborts one side. The
         # mentions are in hand, so the transaction is retried rather than left to the lease.
@@ -201,6 +204,22 @@ class ExtractionStage:
                                transient=(psycopg.errors.TransactionRollback,),
                                on_retry=lambda n, exc: log.warning(
                                    "extraction write-back attempt %d rolled back: %s", n, exc))
+
+
+def supplied_extraction(row: RowText) -> Extraction:
+    """What the put says the row mentions and states (migration 0053), as an extractor's
+    answer: the extractor does not read such a row (docs/entities.md says why)."""
+    assert row.supplied is not None
+    fields = dict(row.fields)
+    mentions = []
+    for m in row.supplied.mentions:
+        text = fields.get(m.field)
+        if text is not None and m.end <= len(text):  # a field past the cap loses its tail
+            mentions.append(Mention(m.name, m.label, m.field, m.start, m.end,
+                                    text[m.start:m.end]))
+    triples = [Triple(r.subject, r.predicate, r.object, r.subject_label, r.object_label)
+               for r in row.supplied.relations]
+    return valid_mentions(row, Extraction(mentions, triples))
 
 
 def valid_mentions(row: RowText, found: Extraction) -> Extraction:

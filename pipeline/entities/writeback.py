@@ -31,7 +31,7 @@ from pipeline.entities.ids import Pair, counted_entities, entity_id, pairs
 from pipeline.entities.likeness import label_class
 from pipeline.entities.names import normalise
 from pipeline.entities.settings import EntitySettings
-from pipeline.entities.store import extraction as rows_sql, writes as sql
+from pipeline.entities.store import extraction as rows_sql, facts as facts_sql, writes as sql
 from pipeline.entities.store.extraction import RowText
 
 Conn = psycopg.Connection[Any]
@@ -48,6 +48,8 @@ _normalise = lru_cache(maxsize=16_384)(normalise)
 COOCCUR_CAP = 20
 # Row ids a CO_OCCURS edge keeps as its evidence (what a path cites).
 EVIDENCE_N = 5
+# The extractor a row's mentions are recorded as coming from when its put supplied them.
+SUPPLIED = "supplied"
 
 @dataclass
 class WriteResult:
@@ -65,13 +67,26 @@ def key_of(namespace: uuid.UUID, m: Mention) -> Key:
     return namespace, _normalise(m.name), label_class(m.label)
 
 
+def end_key(namespace: uuid.UUID, name: str, label: str | None) -> Key:
+    """The entity key a triple's end names: untyped for an extractor's triple (no label), the
+    key of its entity for a publisher's relation."""
+    return namespace, _normalise(name), label_class(label) if label else ""
+
+
 def mention_keys(rows: Sequence[tuple[RowText, Extraction]]) -> dict[Key, Mention]:
     """Each (namespace, norm, class) the rows' mentions name, with the first mention naming it
-    (its name and label describe an entity created for it)."""
+    (its name and label describe an entity created for it), then the ends of the publishers'
+    relations (an entity of the put, maybe mentioned only in another of its rows)."""
     out: dict[Key, Mention] = {}
     for row, found in rows:
         for m in found.mentions:
             out.setdefault(key_of(row.namespace_id, m), m)
+    for row, found in rows:
+        for t in found.triples:
+            for name, label in ((t.subject, t.subject_label), (t.object, t.object_label)):
+                if label is not None and _normalise(name):
+                    out.setdefault(end_key(row.namespace_id, name, label),
+                                   Mention(name, label, "", 0, 0, ""))
     return out
 
 
@@ -89,8 +104,9 @@ def rows_naming(rows: Sequence[tuple[RowText, Extraction]]) -> dict[Key, int]:
 def triple_keys(rows: Sequence[tuple[RowText, Extraction]]) -> set[Key]:
     """Each key the rows' triples name as subject or object: a triple names no class, so its
     names are looked up untyped (or in its row, `_relations`)."""
-    return {(row.namespace_id, _normalise(name), "") for row, found in rows
-            for t in found.triples for name in (t.subject, t.object)}
+    return {end_key(row.namespace_id, name, label) for row, found in rows
+            for t in found.triples
+            for name, label in ((t.subject, t.subject_label), (t.object, t.object_label))}
 
 
 def write_batch(conn: Conn, settings: EntitySettings, extractor: str,
@@ -162,8 +178,12 @@ def write_batch(conn: Conn, settings: EntitySettings, extractor: str,
     sql.recount_entities(conn, touched)
     sql.recount_pairs(conn, touched_pairs, cap=cap, evidence_n=EVIDENCE_N)
 
-    rows_sql.mark_done(conn, [(row.id, row.text_hash, extractor, len(found.triples))
-                              for row, found in keep])
+    facts_sql.fill_ids(conn, [row.id for row, _ in keep if row.supplied is not None], known,
+                       lambda ns, name, label: end_key(ns, name, label),
+                       lambda keys: sql.by_norm(conn, keys))
+    rows_sql.mark_done(conn, [(row.id, row.text_hash,
+                               SUPPLIED if row.supplied is not None else extractor,
+                               len(found.triples)) for row, found in keep])
     rows_sql.mark_recounted(conn, recount)
     result.extracted = len(keep)
     result.recounted = len(recount) + len(gone)
@@ -211,8 +231,9 @@ def _relations(conn: Conn, keep: Sequence[tuple[RowText, Extraction]],
             if eid is not None:
                 own.setdefault(_normalise(m.name), eid)
         for t in found.triples:
-            subject = own.get(_normalise(t.subject)) or known.get((ns, _normalise(t.subject), ""))
-            obj = own.get(_normalise(t.object)) or known.get((ns, _normalise(t.object), ""))
+            subject = (own.get(_normalise(t.subject))
+                       or known.get(end_key(ns, t.subject, t.subject_label)))
+            obj = own.get(_normalise(t.object)) or known.get(end_key(ns, t.object, t.object_label))
             predicate = _normalise(t.predicate)
             # A name no mention of this batch or entity of the namespace carries is not
             # created from a triple alone (it would have no label and no mention).

@@ -58,7 +58,7 @@ def apply_batch(store: EventStore, records: Sequence[RawRecord],
         else:
             _apply_one(ctx, item)
     _apply_run(ctx, run.take())
-    store.set_event_time(None)  # a deferred event applies now, at the transaction's time
+    store.set_event_time(None)  # a deferred event applies at its own record's time (retry_deferred)
     retry_deferred(ctx, apply_one)
     store.flush()  # the outbox rows of the events applied, before the caller commits
     return outcome

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from pipeline.domain.errors import InvalidInput, Unavailable
+from pipeline.domain.structure import has_structure
 from pipeline.domain.write_model import ObjectWrite
 from pipeline.ingest.objects import put_rows
 from pipeline.ingest.records import Applying, RawRecord
@@ -62,9 +63,10 @@ class PutRun:
         """A put of a first-class object that no event of the run is about, under a ledger key
         no event of the run has."""
         payload = event.payload
-        # a put with its own vector goes event by event (pipeline/ingest/objects.py)
+        # a put with its own vector or structure goes event by event
+        # (pipeline/ingest/objects.py)
         return (isinstance(payload, ObjectPut) and payload.parent_id is None
-                and payload.vector is None
+                and payload.vector is None and not has_structure(payload)
                 and event.object_id is not None and event.object_id not in self._objects
                 and ledger_key(event) not in self._keys)
 
@@ -116,6 +118,8 @@ def apply_puts(ctx: Applying, items: list[Consumed]) -> list[Consumed]:
             applied = [n for n in new if ledger_key(items[n].event) in claimed]
             if store.upsert_objects([row for n in applied for row in writes[n]]):
                 raise _Refused()
+            store.record_object_versions([(_object_id(items[n]), "put", items[n].event.event_id,
+                                           items[n].event.version) for n in applied])
             for n in applied:
                 store.enqueue(items[n].event.namespace, _object_id(items[n]), NODE_SYNC)
             # an existing object's put is applied event by event, unless it is a duplicate

@@ -41,7 +41,8 @@ def park(ctx: Applying, event: ParsedEvent, record: RawRecord,
                             event_id=event.event_id, wait_key=wait.wait_key, topic=record.topic,
                             partition=record.partition, offset=record.offset, key=record.key,
                             value=record.value, headers=record.headers, code=wait.error.code,
-                            reason=wait.error.message, field=wait.error.field)
+                            reason=wait.error.message, field=wait.error.field,
+                            record_time=record.time)
     except InvalidInput as exc:
         return exc
     ctx.outcome.deferred += 1
@@ -58,6 +59,8 @@ def retry_deferred(ctx: Applying, apply: ApplyOne) -> None:
         record = RawRecord(row.topic, row.partition, row.offset, row.key, row.value, row.headers)
         event_id: str | None = None
         error: BrainstreamError | None
+        # stamped with its record's time, as when it applies at once (a replay): the same history
+        store.set_event_time(row.record_time)
         try:
             event = parse_event(row.value, max_bytes=ctx.options.max_event_bytes)
             event_id = event.event_id

@@ -34,6 +34,8 @@ def soft_delete_matching(ctx: Applying, event: ParsedEvent, payload: ObjectsSoft
     check_filters(ctx.catalog, selection.filters)
     deleted = ctx.store.soft_delete_matching(event.namespace, selection, limit=DELETE_MAX,
                                              event_id=event.event_id)
+    ctx.store.record_object_versions([(object_id, "delete", event.event_id, None)
+                                      for object_id in deleted])
     for object_id in deleted:
         ctx.store.enqueue(event.namespace, object_id, NODE_SYNC)
     ctx.outcome.outbox_rows += len(deleted)

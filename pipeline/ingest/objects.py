@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from pipeline.domain.chunking import chunk_text, part_id
+from pipeline.domain.chunking import Chunk, chunk_text, part_id
 from pipeline.domain.errors import (
     IdConflict,
     InvalidInput,
@@ -21,6 +21,7 @@ from pipeline.domain.errors import (
     VectorOnParts,
 )
 from pipeline.domain.index_text import entity_index_text, part_index_text, text_hash
+from pipeline.domain.structure import has_structure, split_structure
 from pipeline.domain.vectors import caller_model
 from pipeline.domain.write_model import ObjectHead, ObjectWrite
 from pipeline.ingest.records import Applying, check_version
@@ -63,6 +64,8 @@ def put(ctx: Applying, event: ParsedEvent, payload: ObjectPut) -> None:
                                field="data.parent_id")
     rows = put_rows(ctx, event, payload)
     vector = _caller_vector(ctx, payload, rows)
+    if head is not None or has_structure(payload):
+        _write_structure(ctx, event, payload, object_id, object_id, rows)
     # Chunked parts not cut again are stale: those past the new end, and those stored under an
     # id of the scheme before part ids were derived within the namespace (replaced by their
     # namespaced twin; docs/operations.md). Explicit parts stay as sent. A new object has none:
@@ -81,11 +84,38 @@ def put(ctx: Applying, event: ParsedEvent, payload: ObjectPut) -> None:
         store.keep_caller_vectors(object_id)
     if head is not None and head.deleted_at is not None:
         store.revive_parts(object_id, head.deleted_at)
+    revived = head is not None and head.deleted_at is not None
+    store.record_object_versions([(object_id, "revive" if revived else "put", event.event_id,
+                                   event.version)])
     # The embed worker writes the node once the object is embedded; an object whose index text
     # did not change is synced now (its other fields may have).
     outcome.embed_roots.add(object_id)
     store.enqueue(event.namespace, object_id, NODE_SYNC)
     outcome.outbox_rows += 1
+
+
+def _write_structure(ctx: Applying, event: ParsedEvent, payload: ObjectPut, root_id: uuid.UUID,
+                     put_id: uuid.UUID, rows: list[ObjectWrite]) -> None:
+    """The put's supplied structure, placed on its rows (its parts by their offsets in the
+    content, cut again: chunking is deterministic), and the facts it states; a put without one
+    clears what an earlier put supplied."""
+    written = [row.id for row in rows] or [put_id]
+    placed = None
+    if has_structure(payload):
+        chunks = _chunks(ctx, payload) if len(rows) > 1 else []
+        placed = split_structure(payload, put_id, [
+            (part_id(event.namespace, put_id, c.position), c.start, c.end) for c in chunks])
+    ctx.store.write_structure(event.namespace, root_id, put_id, written, placed, event.event_id)
+
+
+def _chunks(ctx: Applying, payload: ObjectPut) -> list[Chunk]:
+    """The parts a first-class put's content is cut into (none when its kind is not cut)."""
+    spec = ctx.catalog.get(payload.kind)
+    chunked = bool(payload.content and payload.content.strip()) and (
+        ctx.catalog.is_open or (spec is not None and spec.is_parent))
+    options = ctx.options
+    return chunk_text(payload.content or "", max_tokens=options.chunk_max_tokens,
+                      overlap_tokens=options.chunk_overlap_tokens) if chunked else []
 
 
 def put_rows(ctx: Applying, event: ParsedEvent, payload: ObjectPut,
@@ -103,12 +133,7 @@ def put_rows(ctx: Applying, event: ParsedEvent, payload: ObjectPut,
         index_text_hash=text_hash(index_text), source_version=event.version,
         event_id=event.event_id, source=event.source, at=at,
     )]
-    spec = ctx.catalog.get(payload.kind)
-    chunked = bool(payload.content and payload.content.strip()) and (
-        ctx.catalog.is_open or (spec is not None and spec.is_parent))
-    chunks = chunk_text(payload.content or "", max_tokens=options.chunk_max_tokens,
-                        overlap_tokens=options.chunk_overlap_tokens) if chunked else []
-    for chunk in chunks:
+    for chunk in _chunks(ctx, payload):
         rows.append(ObjectWrite(
             id=part_id(event.namespace, object_id, chunk.position),
             namespace_id=event.namespace, kind=payload.kind,
@@ -167,6 +192,8 @@ def _put_part(ctx: Applying, event: ParsedEvent, payload: ObjectPut, object_id: 
     head = _owned(store.lock_object(object_id), event.namespace)
     if head is not None:
         check_version(head.source_version, event.version)
+    if head is not None or has_structure(payload):
+        _write_structure(ctx, event, payload, payload.parent_id, object_id, [])
     _upsert_owned(store, [ObjectWrite(
         id=object_id, namespace_id=event.namespace, kind=payload.kind, title=payload.title,
         summary=payload.summary, properties=dict(payload.properties), content=payload.content,
@@ -189,6 +216,9 @@ def soft_delete(ctx: Applying, event: ParsedEvent, delete: ObjectSoftDelete) -> 
         raise ObjectNotFound("no such object in this namespace", field="data.id")
     check_version(head.source_version, event.version)
     store.soft_delete_object(delete.id, event.version, event.event_id)
+    if head.deleted_at is None and head.parent_id is None:  # a version of a live object only
+        store.record_object_versions([(delete.id, "delete", event.event_id, event.version)])
+    store.invalidate_facts(delete.id, event.event_id)
     root = head.parent_id or delete.id
     store.enqueue(event.namespace, root, NODE_SYNC)
     ctx.outcome.outbox_rows += 1

@@ -123,13 +123,16 @@ def create_generation(base: Settings, *, embedder: str, embedding_dim: int,
 
 
 def _copy_configuration(source: Settings, target: Settings) -> None:
-    """What is not in the topic but shapes how events apply: the kind catalog (validation and
-    chunking) and the expand recipes (every namespace's and the stored defaults)."""
+    """What is not in the topic but shapes how events apply: the kind catalog (validation,
+    chunking, functional relation types) and the expand recipes (every namespace's and the
+    stored defaults)."""
     with psycopg.connect(source.effective_postgres_dsn) as src:
         kinds = src.execute("SELECT kind, spec, created_at, updated_at FROM object_kinds"
                             ).fetchall()
         recipes = src.execute("SELECT namespace_id, name, spec, created_at, updated_at"
                               " FROM expand_recipes").fetchall()
+        relations = src.execute("SELECT relation_type, spec, created_at, updated_at"
+                                " FROM relation_types").fetchall()
     with psycopg.connect(target.effective_postgres_dsn) as dst, dst.transaction(), \
             dst.cursor() as cur:
         cur.executemany("INSERT INTO object_kinds (kind, spec, created_at, updated_at)"
@@ -138,6 +141,10 @@ def _copy_configuration(source: Settings, target: Settings) -> None:
         cur.executemany("INSERT INTO expand_recipes (namespace_id, name, spec, created_at,"
                         " updated_at) VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
                         [(ns, n, Jsonb(s), c, u) for ns, n, s, c, u in recipes])
+        # functional relation types decide how link events cut each other's validity
+        cur.executemany("INSERT INTO relation_types (relation_type, spec, created_at,"
+                        " updated_at) VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                        [(t, Jsonb(s), c, u) for t, s, c, u in relations])
 
 
 def record_marker(base: Settings, generation_id: int, marker: dict[str, Any]) -> None:

@@ -1,8 +1,9 @@
 """`brainstream purge`: hard-delete what was soft-deleted long enough ago.
 
-Objects go with their parts and incident links (foreign keys cascade); soft-deleted links and
-finished outbox rows past the retention go too. The processed-event ledger stays, so a replay of
-an old event about a purged object is still recognised as applied. Each purged object gets an
+Objects go with their parts, incident links and histories (foreign keys cascade); soft-deleted
+links (with their versions) and finished outbox rows past the retention go too. The
+processed-event ledger stays, so a replay of an old event about a purged object is still
+recognised as applied. Each purged object gets an
 outbox row, so the relay removes any graph remnant and the graph stays consistent.
 """
 
@@ -30,6 +31,24 @@ def parse_age(text: str) -> timedelta:
     if match is None:
         raise InvalidInput(f"{text!r} is not an age like 30d, 12h, 90m", field="older_than")
     return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+
+
+# Soft-deleted links past the retention go with their versions (link_versions references only
+# the endpoints); a link whose believed version is yet to end (a put dated in the future leaves
+# its row deleted until then) is kept.
+_PURGE_LINKS = """
+WITH gone AS (
+    DELETE FROM links l WHERE l.deleted_at < now() - make_interval(secs => %s)
+      AND NOT EXISTS (SELECT 1 FROM link_versions v WHERE v.from_id = l.from_id
+                      AND v.relation_type = l.relation_type AND v.to_id = l.to_id
+                      AND v.state = 'holds' AND v.invalidated_at IS NULL
+                      AND (v.valid_to IS NULL OR v.valid_to > now()))
+    RETURNING from_id, relation_type, to_id),
+versions AS (
+    DELETE FROM link_versions v USING gone g WHERE v.from_id = g.from_id
+      AND v.relation_type = g.relation_type AND v.to_id = g.to_id)
+SELECT count(*) FROM gone
+"""
 
 
 @dataclass
@@ -72,8 +91,7 @@ def purge(settings: Settings, older_than: timedelta, *, batch: int = 1000,
                            " AND deleted_at < now() - make_interval(secs => %s)",
                            (cutoff_seconds,))
         result.parts += cur.rowcount
-        cur = conn.execute("DELETE FROM links WHERE deleted_at < now() - make_interval(secs => %s)",
-                           (cutoff_seconds,))
-        result.links += cur.rowcount
+        row = conn.execute(_PURGE_LINKS, (cutoff_seconds,)).fetchone()
+        result.links += int(row[0]) if row else 0
         result.outbox_rows += outbox.delete_done(conn, cutoff_seconds)
     return result

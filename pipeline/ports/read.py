@@ -6,15 +6,17 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
+from datetime import datetime
 from typing import Protocol
 
-from pipeline.domain.entity_reads import Hop, NameMatch
+from pipeline.domain.entity_reads import EntityRef, Hop, NameMatch
 from pipeline.domain.entity_snapshot import KeyState, LogRead, SnapshotBuild, SnapshotSize
 from pipeline.domain.kinds import KindCatalog
 from pipeline.domain.match_set import FacetCounts, FacetPlan, SortPlan
 from pipeline.domain.mentions import ObjectEntity
 from pipeline.domain.paths import Citation, GraphEdge, Hub, NodeInfo, NodeRef
 from pipeline.domain.read_model import (
+    AsOf,
     Direction,
     EdgeHit,
     EntityMatch,
@@ -124,8 +126,21 @@ class EntityGraph(EntityHops, Protocol):
         and those whose folded name is one of `folds` (method fold, key = the fold)."""
         ...
 
+    async def hop_at(self, namespace: uuid.UUID, entity_ids: Sequence[uuid.UUID],
+                     row_ids: Sequence[uuid.UUID], per_entity: int, link_limit: int,
+                     at: tuple[datetime, datetime]) -> Hop:
+        """`hop` with the RELATES facts that count at `at` (world time, system time) instead
+        of the current RELATES edges of stated facts."""
+        ...
+
     async def live_rows(self, namespace: uuid.UUID) -> int:
         """How many live rows the namespace holds (the hub rule's denominator; may be cached)."""
+        ...
+
+    async def message_entities(self, namespace: uuid.UUID, message_ids: Sequence[uuid.UUID]
+                               ) -> list[tuple[str, EntityRef]]:
+        """The live entities the live conversation messages among `message_ids` name (the
+        first span naming each, and the entity), once each."""
         ...
 
     async def visible_objects(self, namespace: uuid.UUID, object_ids: Sequence[uuid.UUID],
@@ -262,6 +277,20 @@ class ResultSetStore(Protocol):
                    ) -> tuple[list[dict[str, object]], dict[str, object]] | None: ...
 
 
+class LinkVersionReader(Protocol):
+    """The links of one namespace as of a world and a system time (`AsOf`), from their
+    versions: what the graph answers for now, answered for any point."""
+
+    async def find_edges(self, namespace: uuid.UUID, relation_type: str, query: str, k: int,
+                         at: AsOf) -> list[EdgeHit]: ...
+
+    async def neighbors(self, namespace: uuid.UUID, seeds: Sequence[uuid.UUID],
+                        relation_types: Sequence[str], direction: Direction, max_hops: int,
+                        limit: int, at: AsOf) -> list[Neighbor]:
+        """As `GraphReader.neighbors`, over the links counting at `at`."""
+        ...
+
+
 class PathGraph(Protocol):
     """The mixed graph of objects and entities of one namespace, as `POST /v1/paths` walks it
     (pipeline/domain/paths.py): only live objects and rows, only entities not merged away."""
@@ -272,10 +301,11 @@ class PathGraph(Protocol):
         entity it was merged into); "part" for a visible part; absent when unknown."""
         ...
 
-    async def edges(self, namespace: uuid.UUID, frontier: Sequence[NodeRef], limit: int
-                    ) -> list[GraphEdge]:
+    async def edges(self, namespace: uuid.UUID, frontier: Sequence[NodeRef], limit: int, *,
+                    messages: bool = False) -> list[GraphEdge]:
         """The edges incident to the frontier's nodes, at most `limit` (which ones, when there
-        are more, is unspecified: the caller asks for one more than it may take, to know)."""
+        are more, is unspecified: the caller asks for one more than it may take, to know);
+        with `messages`, also the MENTIONS of live conversation messages."""
         ...
 
     async def hubs(self, namespace: uuid.UUID, entity_ids: Sequence[uuid.UUID], *,
@@ -290,6 +320,10 @@ class PathGraph(Protocol):
     async def citations(self, namespace: uuid.UUID, edges: Sequence[GraphEdge], per_edge: int
                         ) -> dict[tuple[NodeRef, NodeRef, str, str], list[Citation]]:
         """Up to `per_edge` citations of each edge (by `GraphEdge.key`), from live rows only."""
+        ...
+
+    def as_of(self, at: AsOf) -> PathGraph:
+        """The same graph with its links as they held at `at` (from their versions)."""
         ...
 
 

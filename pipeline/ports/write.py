@@ -11,6 +11,8 @@ from typing import Any, Protocol
 
 from pipeline.domain.kinds import KindCatalog
 from pipeline.domain.memory_model import NewMessage, SessionHead
+from pipeline.domain.structure import RowStructure
+from pipeline.domain.validity import Version
 from pipeline.domain.write_model import DeferredRow, LinkHead, ObjectHead, ObjectWrite, Selection
 
 # A dead letter as the sink takes it: the record's key and value, and the headers naming why.
@@ -104,6 +106,18 @@ class EventStore(Protocol):
     def soft_delete_object(self, object_id: uuid.UUID, version: int | None,
                            event_id: str) -> None: ...
 
+    def write_structure(self, namespace: uuid.UUID, root_id: uuid.UUID, put_id: uuid.UUID,
+                        row_ids: Sequence[uuid.UUID], rows: Sequence[RowStructure] | None,
+                        event_id: str) -> None:
+        """Replace the supplied structure of the rows a put writes (None: it supplies none) and
+        record the facts it states, invalidating those it no longer states. Before the rows'
+        upsert."""
+        ...
+
+    def invalidate_facts(self, object_id: uuid.UUID, event_id: str) -> None:
+        """The facts a deleted object (or its parts) stated are no longer believed."""
+        ...
+
     def soft_delete_matching(self, namespace: uuid.UUID, selection: Selection, *, limit: int,
                              event_id: str) -> list[uuid.UUID]:
         """Hide the first `limit` (in id order) live first-class objects of `namespace` the
@@ -115,19 +129,42 @@ class EventStore(Protocol):
     def lock_link(self, from_id: uuid.UUID, relation_type: str,
                   to_id: uuid.UUID) -> LinkHead | None: ...
 
-    def upsert_link(self, namespace: uuid.UUID, from_id: uuid.UUID, relation_type: str,
-                    to_id: uuid.UUID, meta: dict[str, Any], version: int | None,
-                    event_id: str) -> None: ...
+    def link_group(self, from_id: uuid.UUID, relation_type: str, to_id: uuid.UUID | None
+                   ) -> tuple[list[tuple[tuple[uuid.UUID, int], Version]], dict[uuid.UUID, int]]:
+        """The believed versions of a link group keyed by (to_id, seq), and each link's last
+        seq; `to_id` None: every target of the source (a functional group). The group's
+        links rows are locked until commit."""
+        ...
 
-    def soft_delete_link(self, from_id: uuid.UUID, relation_type: str, to_id: uuid.UUID,
-                         version: int | None, event_id: str) -> None: ...
+    def write_link_versions(self, namespace: uuid.UUID, from_id: uuid.UUID, relation_type: str,
+                            invalidate: Sequence[tuple[uuid.UUID, int]],
+                            insert: Sequence[tuple[Version, str]], last: dict[uuid.UUID, int],
+                            *, at: datetime, event_ref: str) -> None:
+        """Invalidate believed versions and insert new ones (with their change) at `at`."""
+        ...
+
+    def set_link_state(self, namespace: uuid.UUID, from_id: uuid.UUID, relation_type: str,
+                       to_id: uuid.UUID, meta: dict[str, Any] | None, *, at: datetime,
+                       event_id: str, version: int | None, fallback_meta: dict[str, Any]
+                       ) -> None:
+        """The link's current-state row: live with `meta`, or soft-deleted (None)."""
+        ...
+
+    def event_time(self) -> datetime:
+        """The time the current event's writes are stamped with."""
+        ...
+
+    def record_object_versions(self, versions: Sequence[tuple[uuid.UUID, str, str,
+                                                              int | None]]) -> None:
+        """Append a version (object id, change, event id, event version) of each object."""
+        ...
 
     def is_waiting(self, wait_key: str, *, before: int | None = None) -> bool: ...
 
     def defer(self, *, namespace: uuid.UUID, source: str, event_id: str, wait_key: str,
               topic: str, partition: int, offset: int, key: bytes | None, value: bytes,
               headers: Sequence[tuple[str, bytes]], code: str, reason: str,
-              field: str | None) -> None: ...
+              field: str | None, record_time: datetime | None = None) -> None: ...
 
     def due_deferred(self, limit: int) -> list[DeferredRow]: ...
 

@@ -192,6 +192,10 @@ class RetrievalEngine:
 
     async def search(self, namespace: uuid.UUID, request: SearchQuery) -> Page:
         """Search over parts, promoted to their objects: hybrid, or fused with PPR (`mode`)."""
+        if request.from_messages and (uses_vectors(request) or self.ppr is None):
+            raise InvalidInput("from_messages walks the entity layer from the query's text:"
+                               " not with similar_to or vector, and only with a PPR stage",
+                               field="from_messages")
         if uses_vectors(request):
             return await self.vectors.search(namespace, request)
         query = query_text(request.query, max_terms=self.config.max_query_terms)
@@ -205,16 +209,18 @@ class RetrievalEngine:
         self.wants_rerank(request)
         # the wired weights ask exactly `fused_channels`: the default search is unchanged
         names = self.fused_channels if request.fusion is None else fusion.channels()
-        if self.ppr is None or request.mode == "hybrid":
+        # messages to walk from make a hybrid search a PPR one (their seeds are strong)
+        mode = "ppr" if request.from_messages and request.mode == "hybrid" else request.mode
+        if self.ppr is None or mode == "hybrid":
             hits, degrade = await self.candidates(namespace, query, request, names)
             plan = None
         else:
             (hits, degrade), plan = await asyncio.gather(
                 self.candidates(namespace, query, request, names),
-                self.ppr.plan(namespace, query))
+                self._plan(self.ppr, namespace, query, request.from_messages))
         # auto walks only from the words the query writes as names (strong seeds, seeds.py)
-        walk = plan.strong_only() if plan is not None and request.mode == "auto" else plan
-        if plan is None or walk is None or (request.mode == "auto" and not walk.seeds):
+        walk = plan.strong_only() if plan is not None and mode == "auto" else plan
+        if plan is None or walk is None or (mode == "auto" and not walk.seeds):
             page = await self.rank_and_page(namespace, query, hits, request.limit, degrade,
                                             mode=None if plan is None else "hybrid",
                                             explain=request.explain, request=request,
@@ -224,6 +230,15 @@ class RetrievalEngine:
             return page
         return await self._search_ppr(namespace, query, request, hits, degrade, walk, fusion,
                                       shape)
+
+    @staticmethod
+    async def _plan(ppr: PprStage, namespace: uuid.UUID, query: str,
+                    messages: Sequence[uuid.UUID]) -> SeedPlan:
+        """The query's seeds, joined by those of the conversation messages given."""
+        plan = await ppr.plan(namespace, query)
+        if not messages:
+            return plan
+        return plan.joined(await ppr.plan_messages(namespace, messages))
 
     async def _search_ppr(self, namespace: uuid.UUID, query: str, request: SearchQuery,
                           hits: dict[str, list[Hit]], degrade: str | None,
@@ -237,7 +252,7 @@ class RetrievalEngine:
         rows = [RowRef(f.id, meta[f.id].parent_id or f.id, meta[f.id].parent_id is not None)
                 for f in rrf(hits, k=fusion.rrf_k, weights=fusion.weights) if f.id in meta]
         result = await self.ppr.rank(namespace, plan, request.filters, request.scope_ids, rows,
-                                     config=fusion.ppr)
+                                     config=fusion.ppr, at=request.facts_at)
         missing = [p.id for p in result.parts if p.id not in meta]
         meta |= await self.searcher.row_meta(namespace, missing)
         promoted, ranks = (

@@ -22,6 +22,7 @@ import re
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 from pipeline.domain.errors import InvalidInput, ResultSetExpired
@@ -194,6 +195,12 @@ def _with(obj: RichObject, item: Item) -> RichObject:
             source_id=uuid.UUID(rel["source_id"]) if rel.get("source_id") else None,
             note=rel.get("note"), status=rel.get("status"), role=rel.get("role"),
             confidence=rel.get("confidence"),
-            evidence_id=uuid.UUID(rel["evidence_id"]) if rel.get("evidence_id") else None)
+            evidence_id=uuid.UUID(rel["evidence_id"]) if rel.get("evidence_id") else None,
+            valid_from=_time(rel.get("valid_from")), valid_to=_time(rel.get("valid_to")))
     return replace(obj, score=float(item.get("score", 0.0)), evidence=evidence,
                    relation=relation)
+
+
+def _time(value: object) -> datetime | None:
+    """A relation's validity bound as a result set stores it (ISO text), or None."""
+    return datetime.fromisoformat(str(value)) if value else None

@@ -40,6 +40,7 @@ from pipeline.retrieval.ppr.stage import PprConfig, PprStage
 from pipeline.retrieval.rerank import rerank_stage
 from pipeline.retrieval.store.entities import PgEntityReader
 from pipeline.retrieval.store.likeness import PgLikenessSource
+from pipeline.retrieval.store.link_versions import PgLinkVersions
 from pipeline.retrieval.store.matchset import PgMatchSet
 from pipeline.retrieval.store.mentions import PgMentionReader
 from pipeline.retrieval.store.objects import PgObjectReader
@@ -213,7 +214,8 @@ async def build_services(settings: Settings) -> Services:
                                         rrf_k=config.rrf_k, max_results=config.max_results,
                                         embed_timeout=config.embed_timeout,
                                         max_query_terms=config.max_query_terms,
-                                        max_filters=config.max_filters))
+                                        max_filters=config.max_filters),
+                         history=PgLinkVersions(pool))
     return Services(settings=settings, pool=pool, engine=engine, graph=graph,
                     recipes=RecipeStore(pool, dict(settings.expand_recipes)),
                     result_sets=result_sets, catalog=catalog, graph_reader=graph_reader,

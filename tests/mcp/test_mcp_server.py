@@ -19,11 +19,14 @@ from tests.mcp.mcputil import answer, http_client, stdio_params, tool_error
 EXPECTED_TOOLS = {
     "search", "find_exact", "find_objects", "find_links", "expand", "expand_many",
     "list_recipes", "run_recipe", "continue", "read", "children", "schema", "resolve", "paths",
+    "history",
+    "entity_facts",
     "memory_get", "memory_search", "save_object", "delete_object", "delete_objects", "save_link",
-    "add_messages"}
+    "add_messages", "entity", "search_entities", "possibly_same", "decide_pair"}
 
 
-WRITE_TOOLS = {"save_object", "delete_object", "delete_objects", "save_link", "add_messages"}
+WRITE_TOOLS = {"save_object", "delete_object", "delete_objects", "save_link", "add_messages",
+               "decide_pair"}
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +69,9 @@ def test_stdio_answers_a_question_with_the_tools(
             read = answer(await _ask(client, "read", object_id=saved["object_id"]))
             assert (read["title"], read["properties"]["industry"]) == \
                 ("Brindlewood Kilns", "ceramics")
+            history = answer(await _ask(client, "history", object_id=saved["object_id"]))
+            assert [(v["change"], v["title"]) for v in history["versions"]] == \
+                [("put", "Brindlewood Kilns")]
 
     asyncio.run(session())
 
@@ -202,5 +208,26 @@ def test_links_and_deletes_through_the_tools(
             assert (dropped["status"], dropped["matched"]) == ("applied", 1)
             assert tool_error(await _ask(client, "read", object_id=deal["object_id"]))[
                 "status"] == 404
+
+    asyncio.run(session())
+
+
+def test_entity_tools_read_the_queue_and_decisions_need_admin(
+        mcp_http: str, ev_tenants: dict[str, ApiTenant]) -> None:
+    a = ev_tenants["a"]
+
+    async def session() -> None:
+        async with http_client(mcp_http, a.headers) as client:
+            queue = answer(await _ask(client, "possibly_same"))
+            assert queue["status"] == "held" and isinstance(queue["pairs"], list)
+            found = answer(await _ask(client, "search_entities", query="Brindlewood Kilns"))
+            assert "entities" in found and found["query"] == "Brindlewood Kilns"
+            # a write key is not a curator: the API refuses the decision, named
+            pair = [str(uuid.uuid4()), str(uuid.uuid4())]
+            refused = tool_error(await _ask(client, "decide_pair", from_id=pair[0],
+                                            to_id=pair[1], decision="defer"))
+            assert (refused["status"], refused["error"]["code"]) == (403, "scope_required")
+            missing = tool_error(await _ask(client, "entity", entity_id=pair[0]))
+            assert missing["status"] == 404
 
     asyncio.run(session())

@@ -138,7 +138,7 @@ def test_user_search_spans_the_users_sessions_only(
     b_hits = b("/v1/memory/search", user_id=U1, query="Biscuit").json()["results"]
     assert {h["content"] for h in b_hits} == {"Tenant B talks about Biscuit the parrot."}
     assert a("/v1/memory/search", user_id="nobody", query="x").json() == {
-        "results": [], "degraded": None}
+        "results": [], "degraded": None, "knowledge": None, "knowledge_degraded": None}
 
 
 def test_summaries_are_searchable(mem_client: TestClient, mem_tenants: dict[str, Tenant],

@@ -144,6 +144,7 @@ def publish_corpus(settings: Settings, pub: Publisher) -> Corpus:
                        content="\n\n".join(_sentence(50 + p, 60) for p in range(6)),
                        content_type="text/markdown", properties={"author": "kim"}), notes[5]))
     events += _memory_events(ns)
+    events += _history_events(ns)
     for value, key in events:
         pub.send(value, key)
     pub.send(b'{"this is": "a poison event"', "poison")  # dead-lettered, and again in replay
@@ -224,6 +225,36 @@ def wait_quiet(settings: Settings, corpus: Corpus, log_dir: Path, *, timeout: fl
         ) from None
 
 
+def _history_events(ns: str) -> list[tuple[dict[str, Any], str]]:
+    """A person's employers (`works_at`, functional in examples/kinds.yaml) published out of
+    order, a correction, a delete and a retraction, and a plain link with its validity. Every
+    event is keyed by the person, so none waits for an endpoint on another partition and the
+    replay applies them in the same order (the system-time history depends on it)."""
+    person = str(uuid.uuid4())
+    firms = [str(uuid.uuid4()) for _ in range(4)]
+    events = [put(ns, id=person, kind="note", title="Person with a career")]
+    events += [put(ns, id=f, kind="company", title=f"Employer {i}") for i, f in enumerate(firms)]
+
+    def link(to: str, rel: str = "works_at", **data: Any) -> dict[str, Any]:
+        return envelope("link.put", ns, {"from": person, "to": to, "relation_type": rel, **data})
+
+    def unlink(to: str, **data: Any) -> dict[str, Any]:
+        return envelope("link.delete", ns, {"from": person, "to": to,
+                                            "relation_type": "works_at", **data})
+
+    events += [link(firms[2], valid_from="2022-01-01T00:00:00Z"),
+               link(firms[0], valid_from="2010-01-01T00:00:00Z"),
+               link(firms[1], valid_from="2016-01-01T00:00:00Z"),
+               link(firms[1], valid_from="2016-01-01T00:00:00Z", meta={"role": "cto"}),
+               link(firms[3], valid_from="2019-01-01T00:00:00Z"),
+               unlink(firms[3], retract=True),
+               unlink(firms[2], valid_to="2024-06-01T00:00:00+02:00"),
+               link(firms[0], "partner", valid_from="2011-01-01T00:00:00Z",
+                    valid_to="2013-01-01T00:00:00Z"),
+               put(ns, id=person, kind="note", title="Person with a longer career")]
+    return [(e, person) for e in events]
+
+
 def pg_snapshot(settings: Settings, namespaces: list[str]) -> dict[str, Any]:
     """What Postgres holds for these namespaces, without timestamps (they are consume times)
     and without the embedding state of hidden rows (a race with the delete, invisible)."""
@@ -259,8 +290,16 @@ def pg_snapshot(settings: Settings, namespaces: list[str]) -> dict[str, Any]:
         ledger = conn.execute(
             "SELECT namespace_id, source, event_id, outcome FROM processed_events"
             " WHERE namespace_id::text = ANY(%s) ORDER BY 1, 2, 3", (namespaces,)).fetchall()
+        # the histories, every column: their times are the records', the same in a replay
+        link_versions = conn.execute(
+            "SELECT * FROM link_versions WHERE namespace_id::text = ANY(%s)"
+            " ORDER BY from_id, relation_type, to_id, seq", (namespaces,)).fetchall()
+        object_versions = conn.execute(
+            "SELECT * FROM object_versions WHERE namespace_id::text = ANY(%s)"
+            " ORDER BY object_id, seq", (namespaces,)).fetchall()
     return {"objects": objects, "links": links, "ledger": ledger, "sessions": sessions,
-            "messages": messages, "summaries": summaries}
+            "messages": messages, "summaries": summaries, "link_versions": link_versions,
+            "object_versions": object_versions}
 
 
 def graph_snapshot(settings: Settings, namespaces: list[str]) -> dict[str, Any]:

@@ -61,3 +61,26 @@ def test_purge_removes_old_soft_deletes_only(db: psycopg.Connection[Any]) -> Non
     assert db.execute("SELECT count(*) FROM processed_events WHERE event_id = %s",
                       (old["id"],)).fetchone() == (1,)
     assert purge(settings, timedelta(days=30)).objects == 0  # idempotent
+    # the histories go with their object and link; the live object's stays
+    assert db.execute("SELECT count(*) FROM object_versions WHERE object_id = %s",
+                      (ids["old"],)).fetchone() == (0,)
+    assert db.execute("SELECT count(*) FROM link_versions").fetchone() == (0,)
+    assert db.execute("SELECT count(*) FROM object_versions WHERE object_id = %s",
+                      (ids["live"],)).fetchone() == (1,)
+
+
+def test_purge_erases_a_retired_link_with_its_versions(db: psycopg.Connection[Any]) -> None:
+    ns = uuid.uuid4()
+    a, b, c = (put(ns, title=t) for t in ("a", "b", "c"))
+    ia, ib, ic = (e["data"]["id"] for e in (a, b, c))
+    _apply(db, a, b, c,
+           envelope("link.put", ns, {"from": ia, "to": ib, "relation_type": "knows"}),
+           envelope("link.delete", ns, {"from": ia, "to": ib, "relation_type": "knows"}),
+           # starts in the future: its row is deleted until then, its version must stay
+           envelope("link.put", ns, {"from": ia, "to": ic, "relation_type": "knows",
+                                     "valid_from": "2999-01-01T00:00:00Z"}))
+    db.execute("UPDATE links SET deleted_at = now() - interval '40 days'")
+    result = purge(make_settings(postgres_dsn=db.info.dsn), timedelta(days=30))
+    assert result.links == 1
+    left = db.execute("SELECT DISTINCT to_id::text FROM link_versions").fetchall()
+    assert left == [(ic,)]

@@ -185,8 +185,14 @@ def test_postgres_and_graph_are_identical(replayed: Replayed) -> None:
     assert len(after["objects"]) > 300
     # conversation memory too: 3 sessions, 25 messages (a repeated add stored once), 3 summaries
     assert (len(after["sessions"]), len(after["messages"]), len(after["summaries"])) == (3, 25, 3)
-    for name in ("objects", "links", "ledger", "sessions", "messages", "summaries"):
+    for name in ("objects", "links", "ledger", "sessions", "messages", "summaries",
+                 "link_versions", "object_versions"):
         assert after[name] == replayed.pg_before[name], name
+    # the histories are not trivial: cut, corrected, retracted, ended, invalidated versions
+    changes = {row[12] for row in after["link_versions"]}
+    assert {"put", "cut", "retract", "delete"} <= changes, changes
+    assert sum(row[13] is not None for row in after["link_versions"]) >= 3
+    assert {"put", "delete"} <= {row[3] for row in after["object_versions"]}
     graph_after = graph_snapshot(g2, replayed.corpus.namespaces)
     assert len(graph_after["edges"]) > 50
     assert graph_after == replayed.graph_before

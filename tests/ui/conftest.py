@@ -56,6 +56,7 @@ class Explorer:
     both_key: str
     admin_key: str
     env: dict[str, str] = field(default_factory=dict)  # the API's: its DSN has a password
+    curator_key: str = ""  # admin on tenant a's namespace: decides its possibly-same pairs
 
     def get(self, key: str, path: str, **kwargs: Any) -> httpx.Response:
         return httpx.get(self.url + path, headers={"Authorization": f"Bearer {key}"},
@@ -149,6 +150,9 @@ def explorer(procs: dict[str, Proc], catalog: Settings) -> Iterator[Explorer]:
     keys: dict[str, object] = {t.key: [str(t.namespace)] for t in tenants.values()}
     keys[both_key] = [str(tenants["a"].namespace), str(tenants["b"].namespace)]
     keys[admin_key] = {"name": "ui-operator", "operator": True}
+    curator_key = f"ui-curator-{uuid.uuid4().hex[:8]}"
+    keys[curator_key] = {"name": "ui-curator",
+                         "scopes": {str(tenants["a"].namespace): ["admin"]}}
     port = _free_port()
     env = {**settings_env(catalog), "BRAINSTREAM_API_WORKERS": "1",
            "BRAINSTREAM_API_PORT": str(port), "BRAINSTREAM_API_KEYS": json.dumps(keys),
@@ -160,7 +164,8 @@ def explorer(procs: dict[str, Proc], catalog: Settings) -> Iterator[Explorer]:
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         wait_for(lambda: _answers(port), timeout=120, what="the API to serve")
-        found = Explorer(f"http://127.0.0.1:{port}", tenants, both_key, admin_key, env)
+        found = Explorer(f"http://127.0.0.1:{port}", tenants, both_key, admin_key, env,
+                         curator_key)
         for tenant in tenants.values():  # the links are in the graph, the messages stored
             wait_for(lambda t=tenant: len(found.post(t.key, "/v1/expand", {
                 "object_id": t.ids["deal"], "want_containment": False}).json()["objects"]) == 2,

@@ -43,8 +43,8 @@ class FakeGraph:
         known = {e.a.id for e in self.stored} | {e.b.id for e in self.stored}
         return {i: NodeRef("object", i) for i in ids if i in known or i.int < 100}
 
-    async def edges(self, namespace: uuid.UUID, frontier: Sequence[NodeRef], limit: int
-                    ) -> list[GraphEdge]:
+    async def edges(self, namespace: uuid.UUID, frontier: Sequence[NodeRef], limit: int, *,
+                    messages: bool = False) -> list[GraphEdge]:
         self.fetched.append(len(frontier))
         return [e for e in self.stored if e.a in frontier or e.b in frontier][:limit]
 

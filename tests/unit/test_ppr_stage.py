@@ -20,6 +20,8 @@ NS = uuid.uuid4()
 class MemoryGraph:
     """Entities named in rows (each row its own object), aliases, RELATES links."""
 
+    said: tuple[str, ...] = ()  # the names message uuid 1 says (`message_entities`)
+
     def __init__(self, rows: dict[str, list[str]], aliases: dict[str, str] | None = None,
                  links: Sequence[tuple[str, str]] = (), extra_rows: int = 0) -> None:
         self.ids = {name: uuid.uuid5(NS, name) for names in rows.values() for name in names}
@@ -48,6 +50,11 @@ class MemoryGraph:
 
     async def live_rows(self, namespace: uuid.UUID) -> int:
         return self.live
+
+    async def message_entities(self, namespace: uuid.UUID, message_ids: Sequence[uuid.UUID]
+                               ) -> list[tuple[str, EntityRef]]:
+        """A message here names the entities whose names its uuid's position lists."""
+        return [(name, self.ref(name)) for name in self.said if uuid.UUID(int=1) in message_ids]
 
     async def hop(self, namespace: uuid.UUID, entity_ids: Sequence[uuid.UUID],
                   row_ids: Sequence[uuid.UUID], per_entity: int, link_limit: int) -> Hop:
@@ -190,3 +197,20 @@ def test_degree_normalised_leaves_a_weak_seeds_own_share_out() -> None:
     assert lone in {h.id for h in raw.objects}  # its own restart share
     assert lone not in {h.id for h in normalised.objects}
     assert {h.id for h in normalised.objects} == {h.id for h in raw.objects} - {lone}
+
+
+def test_messages_seed_the_walk_as_strong_seeds_and_hubs_stay_out() -> None:
+    graph = MemoryGraph(CHAIN, extra_rows=HUB_PADDING)
+    graph.said = ("Gamma", "Hub")
+    stage = PprStage(graph, PprConfig(hub_min_rows=0))
+    said = asyncio.run(stage.plan_messages(NS, [uuid.UUID(int=1)]))
+    assert [(s.entity.name, s.method, s.strong) for s in said.seeds] == [
+        ("Gamma", "message", True)]
+    assert said.seeds[0].weight == 1.0 / graph.count["Gamma"]
+    assert [h.name for h in said.hubs] == ["Hub"]
+    # joined to the query's plan: the query's seeds first, none twice
+    asked = asyncio.run(stage.plan(NS, "Who founded Alpha Corp and Gamma?"))
+    joined = asked.joined(said)
+    assert [s.entity.name for s in joined.seeds] == ["Alpha Corp", "Gamma"]
+    assert [s.method for s in joined.seeds] == ["exact", "exact"]
+    assert asyncio.run(stage.plan_messages(NS, [uuid.uuid4()])).seeds == ()

@@ -13,6 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from pipeline.entities.ids import entity_id
 from pipeline.ingest.processor import BatchProcessor
 from pipeline.ingest.store.events import PgEventStores
 from pipeline.kafka.io import KafkaChangeSink, make_producer
@@ -73,6 +74,12 @@ def test_replay_settles_memory_before_it_may_switch(db: psycopg.Connection[Any],
                       " AND token_count IS NOT NULL AND metadata -> 'system' ? 'entities'),"
                       " count(*) FROM messages").fetchone()
     assert rows == (messages, messages)  # every message embedded, counted, its entities found
+    # ... and in the namespace's entity layer, under the ids every generation gives them
+    linked = db.execute("SELECT DISTINCT m.namespace_id, e.norm, e.id FROM message_mentions m"
+                        " JOIN entities e ON e.id = m.entity_id"
+                        " WHERE e.norm IN ('maria lopez', 'oslo')").fetchall()
+    assert sorted(linked) == sorted([(a, "maria lopez", entity_id(a, "maria lopez")),
+                                     (b, "oslo", entity_id(b, "oslo"))])
     [(summary_seq, embedded)] = db.execute(
         "SELECT s.summary_seq, u.embedding IS NOT NULL FROM sessions s"
         " JOIN summaries u ON u.uuid = s.summary_uuid WHERE s.namespace_id = %s", (a,))

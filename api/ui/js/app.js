@@ -6,9 +6,13 @@ import {graphPage} from "./graph.js";
 import {pathsPage} from "./paths.js";
 import {memoryPage} from "./memory.js";
 import {operatorPage} from "./operator.js";
+import {entitiesPage, entityPage} from "./entity.js";
+import {entityGraphPage} from "./entity_graph.js";
+import {reviewPage} from "./review.js";
 
 const PAGES = {search: searchPage, object: objectPage, graph: graphPage, paths: pathsPage,
-               memory: memoryPage, operator: operatorPage};
+               memory: memoryPage, operator: operatorPage, entities: entitiesPage,
+               entity: entityPage, "entity-graph": entityGraphPage, review: reviewPage};
 
 const view = document.getElementById("view");
 const keyInput = document.getElementById("api-key");

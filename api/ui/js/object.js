@@ -1,6 +1,7 @@
 // One object: its properties, content, parts, the entities it names and its links (the
 // neighbours one hop away through /v1/expand, without containment).
 import {api, h, table, objectLink} from "./api.js";
+import {entityLink} from "./entity.js";
 
 export async function objectPage(root, [id]) {
   const [obj, parts, links] = await Promise.all([
@@ -30,7 +31,7 @@ export async function objectPage(root, [id]) {
     h("h2", {}, `Entities (${obj.entities.length}${obj.entities_truncated ? "+" : ""})`),
     obj.entities.length
       ? table(["entity", "label", "mentions"],
-              obj.entities.map(e => [e.name, e.label, e.mention_count]), {id: "entities"})
+              obj.entities.map(e => [entityLink(e), e.label, e.mention_count]), {id: "entities"})
       : h("p", {class: "muted"}, "None extracted (yet)."),
     h("h2", {}, `Links (${links.objects.length})`),
     links.objects.length

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
@@ -43,6 +44,8 @@ class FindLinksBody(Body):
     relation_type: str
     query: str
     limit: int = 10
+    as_of: datetime | None = None  # world time: the links that held then
+    known_at: datetime | None = None  # system time: as known then
 
 
 class ExpandBody(Body):
@@ -52,6 +55,8 @@ class ExpandBody(Body):
     direction: Direction = "both"
     limit: int = 20
     want_containment: bool = True
+    as_of: datetime | None = None  # world time: the links that held then
+    known_at: datetime | None = None  # system time: as known then
 
 
 class ExpandManyBody(Body):
@@ -62,6 +67,8 @@ class ExpandManyBody(Body):
     neighbor_budget: int = 50
     limit: int = 20
     want_containment: bool = False
+    as_of: datetime | None = None  # world time: the links that held then
+    known_at: datetime | None = None  # system time: as known then
 
 
 class RecipeBody(Body):
@@ -88,6 +95,8 @@ class RecipeListOut(Answer):
 class RecipeRunBody(Body):
     object_ids: list[UUID]
     limit: int | None = None
+    as_of: datetime | None = None  # world time: the links that held then
+    known_at: datetime | None = None  # system time: as known then
 
 
 class PathsBody(Body):
@@ -97,6 +106,8 @@ class PathsBody(Body):
     to: list[UUID]
     max_hops: int = 4
     k: int = 3
+    as_of: datetime | None = None  # world time: the links that held then
+    known_at: datetime | None = None  # system time: as known then
 
 
 class Citation(Answer):
@@ -109,16 +120,21 @@ class Citation(Answer):
     snippet: str | None = None
     note: str | None = None
     meta: dict[str, Any] = Field(default_factory=dict)
+    session_id: str | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
 
 
 class NodeOut(Answer):
-    type: Literal["object", "entity"]
+    type: Literal["object", "entity", "message"]
     id: UUID
     kind: str | None = None
     title: str | None = None
     name: str | None = None
     label: str | None = None
     part_count: int | None = None
+    session_id: str | None = None
+    role: str | None = None
 
 
 class PathEdgeOut(Answer):

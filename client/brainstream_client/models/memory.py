@@ -10,6 +10,7 @@ from uuid import UUID
 from pydantic import Field
 
 from brainstream_client.models.base import Answer, Body
+from brainstream_client.models.read import RichObjectOut
 
 Channel = Literal["lexical", "dense"]
 
@@ -99,6 +100,7 @@ class MemorySearchBody(Body):
     mmr_lambda: float | None = None
     context: int = 0
     channels: list[Channel] = Field(default_factory=_both_channels)
+    include_knowledge: bool = False
 
 
 class UserMemorySearchBody(MemorySearchBody):
@@ -120,8 +122,17 @@ class MemoryHitOut(TurnOut):
     session_id: str
     score: float
     context: list[TurnOut]
+    source: Literal["memory"] = "memory"
+
+
+class KnowledgeHitOut(RichObjectOut):
+    """A document hit of a memory search with `include_knowledge`."""
+
+    source: Literal["knowledge"] = "knowledge"
 
 
 class MemorySearchOut(Answer):
     results: list[MemoryHitOut]
     degraded: str | None = None
+    knowledge: list[KnowledgeHitOut] | None = None
+    knowledge_degraded: str | None = None

@@ -98,6 +98,9 @@ class SearchBody(FindExactBody):
     similar_to: UUID | None = None
     min_score: float | None = Field(default=None, ge=-1.0, le=1.0)
     vector: VectorBody | None = None
+    as_of: datetime | None = None
+    known_at: datetime | None = None
+    from_messages: list[UUID] | None = None
 
 
 class ContinueBody(Body):
@@ -125,6 +128,8 @@ class RelationOut(Answer):
     role: str | None = None
     confidence: float | None = None
     evidence_id: UUID | None = None
+    valid_from: datetime | None = None  # an as-of read: when the link's version held
+    valid_to: datetime | None = None
 
 
 class RichObjectOut(Answer):

@@ -12,6 +12,8 @@ from typing import Any
 
 import psycopg
 
+from pipeline.domain.structure import RowStructure, row_structure_from_json
+
 Conn = psycopg.Connection[Any]
 
 # The `topic` header of the stage's dead letters (they describe a row, not a record of a topic).
@@ -44,9 +46,10 @@ RETURNING row_id
 # A root's content is read only when it has no parts: otherwise its parts carry it.
 _LOAD = """
 SELECT o.id, o.namespace_id, coalesce(o.parent_id, o.id), o.parent_id IS NULL, o.title,
-       o.summary, o.content, o.index_text_hash, o.event_id,
-       EXISTS (SELECT 1 FROM objects p WHERE p.parent_id = o.id)
-FROM objects o WHERE o.id = ANY(%s) ORDER BY o.id
+       o.summary, o.content, o.index_text_hash || coalesce('+' || s.digest, ''), o.event_id,
+       EXISTS (SELECT 1 FROM objects p WHERE p.parent_id = o.id), s.structure
+FROM objects o LEFT JOIN row_structure s ON s.row_id = o.id
+WHERE o.id = ANY(%s) ORDER BY o.id
 """
 
 @dataclass(frozen=True)
@@ -59,6 +62,8 @@ class RowText:
     text_hash: str | None
     event_id: str | None
     fields: tuple[tuple[str, str], ...]  # (field, text), the fields the extractor reads
+    # what the put says the row mentions and states (migration 0053); None: the extractor reads
+    supplied: RowStructure | None = None
 
 
 @dataclass(frozen=True)
@@ -88,13 +93,14 @@ def load(conn: Conn, ids: Sequence[uuid.UUID], cap_chars: int) -> list[RowText]:
     """The claimed rows that still exist, with the fields the extractor reads (each cut at
     `cap_chars`; a prefix, so spans stay valid)."""
     out = []
-    for oid, ns, root, is_root, title, summary, content, hsh, event, has_parts in conn.execute(
-            _LOAD, (list(ids),)).fetchall():
+    for (oid, ns, root, is_root, title, summary, content, hsh, event, has_parts,
+         structure) in conn.execute(_LOAD, (list(ids),)).fetchall():
         texts = ([("title", title), ("summary", summary)]
                  + ([] if has_parts else [("content", content)]) if is_root
                  else [("content", content)])
         fields = tuple((name, text[:cap_chars]) for name, text in texts if text)
-        out.append(RowText(oid, ns, root, hsh, event, fields))
+        supplied = None if structure is None else row_structure_from_json(oid, structure)
+        out.append(RowText(oid, ns, root, hsh, event, fields, supplied))
     return out
 
 
@@ -163,7 +169,8 @@ def mark_backfill(conn: Conn, namespace: uuid.UUID | None) -> int:
     pending; how many rows this changed (rows already pending are left to whoever holds them)."""
     return conn.execute(
         "INSERT INTO entity_extraction (row_id, namespace_id, root_id, text_hash, status)"
-        " SELECT id, namespace_id, coalesce(parent_id, id), index_text_hash, 'pending'"
+        " SELECT id, namespace_id, coalesce(parent_id, id),"
+        "   brainstream_extraction_hash(id, index_text_hash), 'pending'"
         " FROM objects WHERE deleted_at IS NULL"
         "   AND (%(ns)s::uuid IS NULL OR namespace_id = %(ns)s::uuid)"
         " ON CONFLICT (row_id) DO UPDATE SET status = 'pending', text_hash = EXCLUDED.text_hash,"

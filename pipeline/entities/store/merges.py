@@ -33,6 +33,15 @@ SELECT (SELECT count(*) FROM mentions WHERE entity_id = %(f)s),
              JOIN objects o ON o.id = m.row_id WHERE m.entity_id = %(f)s)"""
 
 _MOVE_MENTIONS = "UPDATE mentions SET entity_id = %(i)s WHERE entity_id = %(f)s"
+# The facts stated about the merged entity are the survivor's (migration 0053); their history
+# (times) is kept, only the entity they name changes.
+_MOVE_FACTS = """
+UPDATE entity_facts SET subject_id = CASE WHEN subject_id = %(f)s THEN %(i)s ELSE subject_id END,
+                        object_id = CASE WHEN object_id = %(f)s THEN %(i)s ELSE object_id END
+WHERE namespace_id = %(ns)s AND (subject_id = %(f)s OR object_id = %(f)s)"""
+# A conversation's mentions (migration 0055) move with the documents'.
+_MOVE_MESSAGE_MENTIONS = ("UPDATE message_mentions SET entity_id = %(i)s"
+                          " WHERE entity_id = %(f)s")
 
 _MOVE_ALIASES = """
 WITH gone AS (DELETE FROM entity_aliases WHERE entity_id = %(f)s RETURNING *)
@@ -92,7 +101,9 @@ _PAIR_STATUS = """
 SELECT status FROM entity_edges WHERE namespace_id = %s AND from_id = %s AND to_id = %s
 AND edge_type = 'POSSIBLY_SAME' AND predicate = ''"""
 
-# A held proposal is refreshed; a decided one (verified, refused) is left as the person left it.
+# A held proposal is refreshed (a deferred one too, keeping its status: a curator put it off,
+# the resolver's confidence still describes it); a decided one (verified, refused) is left as
+# the person left it.
 _HOLD = """
 INSERT INTO entity_edges (namespace_id, from_id, to_id, edge_type, weight, status, confidence,
                           method)
@@ -100,7 +111,7 @@ VALUES (%(ns)s, %(a)s, %(b)s, 'POSSIBLY_SAME', %(c)s, 'held', %(c)s, %(m)s)
 ON CONFLICT (from_id, edge_type, predicate, to_id) DO UPDATE SET
     confidence = EXCLUDED.confidence, weight = EXCLUDED.weight, method = EXCLUDED.method,
     updated_at = now()
-WHERE entity_edges.status = 'held'
+WHERE entity_edges.status IN ('held', 'deferred')
 RETURNING status"""
 
 _HOLD_MANY = """
@@ -113,7 +124,7 @@ ORDER BY a, b
 ON CONFLICT (from_id, edge_type, predicate, to_id) DO UPDATE SET
     confidence = EXCLUDED.confidence, weight = EXCLUDED.weight, method = EXCLUDED.method,
     updated_at = now()
-WHERE entity_edges.status = 'held'
+WHERE entity_edges.status IN ('held', 'deferred')
 RETURNING from_id, to_id"""
 
 _DECIDE = """
@@ -123,6 +134,17 @@ VALUES (%(ns)s, %(a)s, %(b)s, 'POSSIBLY_SAME', 0, %(s)s, NULL, 'person')
 ON CONFLICT (from_id, edge_type, predicate, to_id) DO UPDATE SET
     status = EXCLUDED.status, updated_at = now()
 RETURNING confidence, method"""
+
+# A curator puts a pair off: undecided still, out of the held queue. Deferring a pair never
+# proposed (a replay applies decisions before its proposal pass, which then fills in its
+# confidence) records it; a decided pair (verified, refused) stays decided.
+_DEFER = """
+INSERT INTO entity_edges (namespace_id, from_id, to_id, edge_type, weight, status, confidence,
+                          method)
+VALUES (%(ns)s, %(a)s, %(b)s, 'POSSIBLY_SAME', 0, 'deferred', NULL, 'person')
+ON CONFLICT (from_id, edge_type, predicate, to_id) DO UPDATE SET
+    status = 'deferred', updated_at = now()
+WHERE entity_edges.status IN ('held', 'deferred')"""
 
 
 @dataclass(frozen=True)
@@ -181,9 +203,11 @@ def merge(namespace: uuid.UUID, from_id: uuid.UUID, into_id: uuid.UUID, *, confi
         return report
     _, name, norm, _ = found[from_id]
     yield Statement(_MOVE_MENTIONS, keys)
+    yield Statement(_MOVE_MESSAGE_MENTIONS, keys)
     yield Statement(_MOVE_ALIASES, keys)
     yield Statement(_NAME_AS_ALIAS, {**keys, "name": name, "norm": norm})
     yield Statement(_MOVE_EDGES, keys)
+    yield Statement(_MOVE_FACTS, keys)
     recount = yield Statement(_RECOUNT, keys)
     yield Statement(_RETIRE, keys)
     history = yield Statement(_HISTORY, {**keys, "c": confidence, "m": method, "by": decided_by,
@@ -235,6 +259,14 @@ def decide(namespace: uuid.UUID, a: uuid.UUID, b: uuid.UUID,
     rows = yield Statement(_DECIDE, {"ns": namespace, "a": low, "b": high, "s": status})
     confidence, method = rows[0]
     return (float(confidence) if confidence is not None else None, method)
+
+
+def defer(namespace: uuid.UUID, a: uuid.UUID, b: uuid.UUID) -> Plan[str]:
+    """Put a pair off (status deferred) unless a person decided it already; its status after."""
+    low, high = ordered(a, b)
+    yield Statement(_DEFER, {"ns": namespace, "a": low, "b": high})
+    rows = yield Statement(_PAIR_STATUS, (namespace, low, high))
+    return str(rows[0][0])
 
 
 # -- the proposal pass's state (migrations 0013, 0028) -----------------------------------------

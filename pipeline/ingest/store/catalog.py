@@ -20,12 +20,15 @@ from pipeline.domain.kinds import (
     catalog_to_dict,
     merge_catalog,
 )
+from pipeline.domain.relations import RelationSpec
 from pipeline.postgres.pool import AsyncConn
 
 _KINDS_LOCK = 0x6272_6169_6E6B  # serialize concurrent applies
 
 # The catalog: one spec document per kind, in kind order.
 CATALOG_SQL = "SELECT spec FROM object_kinds ORDER BY kind"
+# The relation types of the catalog (migration 0050), in type order.
+RELATIONS_SQL = "SELECT relation_type, spec FROM relation_types ORDER BY relation_type"
 
 
 def _specs(rows: Sequence[tuple[Any, ...]]) -> list[KindSpec]:
@@ -41,6 +44,37 @@ async def read_catalog_async(conn: AsyncConn) -> list[KindSpec]:
     """`read_catalog` on an async connection."""
     cur = await conn.execute(CATALOG_SQL)
     return _specs(await cur.fetchall())
+
+
+def _relation(relation_type: str, spec: dict[str, Any]) -> RelationSpec:
+    # the type is the row's key; `functional` counts only as JSON true, as the fact reads test it
+    return RelationSpec(relation_type, spec.get("description", ""),
+                        spec.get("functional") is True)
+
+
+def read_relations(conn: psycopg.Connection[Any]) -> list[RelationSpec]:
+    """The stored relation types, in type order."""
+    return [_relation(row[0], row[1]) for row in conn.execute(RELATIONS_SQL).fetchall()]
+
+
+async def read_relations_async(conn: AsyncConn) -> list[RelationSpec]:
+    """`read_relations` on an async connection."""
+    cur = await conn.execute(RELATIONS_SQL)
+    return [_relation(row[0], row[1]) for row in await cur.fetchall()]
+
+
+def apply_relations(conn: psycopg.Connection[Any], incoming: Sequence[RelationSpec]) -> None:
+    """Upsert relation types (a declared type's description and `functional` are replaced;
+    none is removed), in one transaction. Turning `functional` on or off changes how the
+    events from then on cut a group, not the versions already written."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_KINDS_LOCK,))
+        for spec in incoming:
+            conn.execute(
+                "INSERT INTO relation_types (relation_type, spec) VALUES (%s, %s)"
+                " ON CONFLICT (relation_type) DO UPDATE SET spec = EXCLUDED.spec,"
+                " updated_at = now() WHERE relation_types.spec IS DISTINCT FROM EXCLUDED.spec",
+                (spec.type, Jsonb(spec.to_dict())))
 
 
 def apply_catalog(conn: psycopg.Connection[Any], incoming: Sequence[KindSpec]) -> list[KindSpec]:
@@ -73,6 +107,7 @@ class CachedCatalog:
         async with self._lock:
             if self._value is None or time.monotonic() - self._at > self.ttl:
                 async with self.pool.connection() as conn:
-                    self._value = KindCatalog(await read_catalog_async(conn))
+                    self._value = KindCatalog(await read_catalog_async(conn),
+                                              await read_relations_async(conn))
                 self._at = time.monotonic()
             return self._value

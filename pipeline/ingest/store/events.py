@@ -23,11 +23,14 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from pipeline.domain.kinds import KindCatalog
+from pipeline.domain.structure import RowStructure
+from pipeline.domain.validity import Version
 from pipeline.domain.write_model import DeferredRow, LinkHead, ObjectHead, ObjectWrite, Selection
 from pipeline.entities.store import decisions
-from pipeline.ingest.store import deletes
-from pipeline.ingest.store.catalog import read_catalog
-from pipeline.ingest.store.objects import OBJECT_COLUMNS, UPSERT_OBJECTS
+from pipeline.ingest.store import deletes, links, structure as structure_sql
+from pipeline.ingest.store.catalog import read_catalog, read_relations
+from pipeline.ingest.store.links import VersionKey
+from pipeline.ingest.store.objects import OBJECT_COLUMNS, RECORD_OBJECT_VERSIONS, UPSERT_OBJECTS
 from pipeline.memory.store.writes import PgMemoryWriter
 from pipeline.outbox import store as outbox
 from pipeline.outbox.store import Entry
@@ -105,6 +108,7 @@ class PgEventStore:
         self._unreleased = False  # the savepoint of the last event applied awaits its RELEASE
         self._depth = 0  # savepoints open
         self._outbox: list[Entry] = []  # rows of the events applied (or being applied)
+        self._now: datetime | None = None  # the transaction's time, once read
         self._memory = PgMemoryWriter(conn)
 
     @property
@@ -218,7 +222,7 @@ class PgEventStore:
                                              to_id, decided_by, note))
 
     def load_catalog(self) -> KindCatalog:
-        return KindCatalog(read_catalog(self.conn))
+        return KindCatalog(read_catalog(self.conn), read_relations(self.conn))
 
     # -- objects --------------------------------------------------------------------------
 
@@ -285,6 +289,19 @@ class PgEventStore:
         """Stamp the writes of the events applied from now on (from the next `savepoint`) with
         `at` (None: the transaction's own time); set with that savepoint, no round trip."""
         self._next_time = at
+
+    def write_structure(self, namespace: uuid.UUID, root_id: uuid.UUID, put_id: uuid.UUID,
+                        row_ids: Sequence[uuid.UUID], rows: Sequence[RowStructure] | None,
+                        event_id: str) -> None:
+        """The put's supplied structure and facts (pipeline/ingest/store/structure.py)."""
+        with _driver_errors(self.conn):
+            structure_sql.write_structure(self.conn, namespace, root_id, put_id, row_ids, rows,
+                                          event_id)
+
+    def invalidate_facts(self, object_id: uuid.UUID, event_id: str) -> None:
+        """The deleted object's facts are no longer believed."""
+        with _driver_errors(self.conn):
+            structure_sql.invalidate_facts(self.conn, object_id, event_id)
 
     def delete_rows(self, ids: Sequence[uuid.UUID]) -> None:
         """Hard-delete derived rows (stale chunks)."""
@@ -361,28 +378,46 @@ class PgEventStore:
         ).fetchone()
         return LinkHead(*row) if row else None
 
-    def upsert_link(self, namespace: uuid.UUID, from_id: uuid.UUID, relation_type: str,
-                    to_id: uuid.UUID, meta: dict[str, Any], version: int | None,
-                    event_id: str) -> None:
-        self.conn.execute(
-            "INSERT INTO links (namespace_id, from_id, to_id, relation_type, meta,"
-            " source_version, event_id, created_at, updated_at)"
-            f" VALUES (%s, %s, %s, %s, %s, %s, %s, {EVENT_TIME}, {EVENT_TIME})"
-            " ON CONFLICT (from_id, relation_type, to_id) DO UPDATE SET meta = EXCLUDED.meta,"
-            " source_version = coalesce(EXCLUDED.source_version, links.source_version),"
-            f" event_id = EXCLUDED.event_id, updated_at = {EVENT_TIME}, deleted_at = NULL",
-            (namespace, from_id, to_id, relation_type, Jsonb(meta), version, event_id),
-        )
+    def link_group(self, from_id: uuid.UUID, relation_type: str, to_id: uuid.UUID | None
+                   ) -> tuple[list[tuple[VersionKey, Version]], dict[uuid.UUID, int]]:
+        """The believed versions of a link group, locked (ingest/store/links.py)."""
+        return links.group_versions(self.conn, from_id, relation_type, to_id)
 
-    def soft_delete_link(self, from_id: uuid.UUID, relation_type: str, to_id: uuid.UUID,
-                         version: int | None, event_id: str) -> None:
-        self.conn.execute(
-            f"UPDATE links SET deleted_at = coalesce(deleted_at, {EVENT_TIME}),"
-            f" updated_at = {EVENT_TIME},"
-            " source_version = coalesce(%s, source_version), event_id = %s"
-            " WHERE from_id = %s AND relation_type = %s AND to_id = %s",
-            (version, event_id, from_id, relation_type, to_id),
-        )
+    def write_link_versions(self, namespace: uuid.UUID, from_id: uuid.UUID, relation_type: str,
+                            invalidate: Sequence[VersionKey],
+                            insert: Sequence[tuple[Version, str]], last: dict[uuid.UUID, int],
+                            *, at: datetime, event_ref: str) -> None:
+        """Invalidate and insert versions of a group (ingest/store/links.py)."""
+        links.write_versions(self.conn, namespace, from_id, relation_type, invalidate, insert,
+                             last, at=at, event_ref=event_ref)
+
+    def set_link_state(self, namespace: uuid.UUID, from_id: uuid.UUID, relation_type: str,
+                       to_id: uuid.UUID, meta: dict[str, Any] | None, *, at: datetime,
+                       event_id: str, version: int | None, fallback_meta: dict[str, Any]
+                       ) -> None:
+        """The link's current-state row: live with `meta`, or soft-deleted (None)."""
+        links.set_link_state(self.conn, namespace, from_id, relation_type, to_id, meta, at=at,
+                             event_id=event_id, version=version, fallback_meta=fallback_meta)
+
+    def event_time(self) -> datetime:
+        """The time the current event's writes are stamped with: its record's, else the
+        transaction's."""
+        if self._next_time is not None:
+            return self._next_time
+        if self._now is None:
+            row = self.conn.execute("SELECT now()").fetchone()
+            assert row is not None
+            self._now = row[0]
+        return self._now
+
+    def record_object_versions(self, versions: Sequence[tuple[uuid.UUID, str, str,
+                                                              int | None]]) -> None:
+        """Append a version (object id, change, event id, event version) of each object as its
+        row now is (ingest/store/objects.py)."""
+        if versions:
+            self.conn.execute(RECORD_OBJECT_VERSIONS, {
+                "id": [v[0] for v in versions], "change": [v[1] for v in versions],
+                "event": [v[2] for v in versions], "version": [v[3] for v in versions]})
 
     # -- deferred events --------------------------------------------------------------------
 
@@ -396,16 +431,17 @@ class PgEventStore:
     def defer(self, *, namespace: uuid.UUID, source: str, event_id: str, wait_key: str,
               topic: str, partition: int, offset: int, key: bytes | None, value: bytes,
               headers: Sequence[tuple[str, bytes]], code: str, reason: str,
-              field: str | None) -> None:
+              field: str | None, record_time: datetime | None = None) -> None:
         """Park an event until what it waits for arrives (a redelivery is parked once)."""
         encoded = [[k, v.hex()] for k, v in headers]
         self.conn.execute(
             "INSERT INTO deferred_events (namespace_id, source, event_id, wait_key, topic,"
             " partition, \"offset\", record_key, record_value, record_headers, reason_code,"
-            " reason, reason_field) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+            " reason, reason_field, record_time)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
             " ON CONFLICT (namespace_id, source, event_id) DO NOTHING",
             (namespace, source, event_id, wait_key, topic, partition, offset, key, value,
-             Jsonb(encoded), code, reason, field),
+             Jsonb(encoded), code, reason, field, record_time),
         )
 
     def due_deferred(self, limit: int) -> list[DeferredRow]:
@@ -413,12 +449,12 @@ class PgEventStore:
         rows = self.conn.execute(
             "SELECT id, wait_key, topic, partition, \"offset\", record_key, record_value,"
             " record_headers, reason_code, reason, reason_field,"
-            " extract(epoch FROM now() - first_seen)::float8, attempts"
+            " extract(epoch FROM now() - first_seen)::float8, attempts, record_time"
             " FROM deferred_events WHERE next_attempt_at <= now() ORDER BY id LIMIT %s"
             " FOR UPDATE SKIP LOCKED", (limit,)).fetchall()
         return [DeferredRow(r[0], r[1], r[2], r[3], r[4], r[5], bytes(r[6]),
                             tuple((k, bytes.fromhex(v)) for k, v in r[7]), r[8], r[9], r[10],
-                            r[11], r[12]) for r in rows]
+                            r[11], r[12], r[13]) for r in rows]
 
     def drop_deferred(self, row_id: int) -> None:
         self.conn.execute("DELETE FROM deferred_events WHERE id = %s", (row_id,))

@@ -50,3 +50,18 @@ RETURNING id
 OBJECT_COLUMNS = ("id", "namespace_id", "kind", "title", "summary", "properties", "content",
                    "content_type", "parent_id", "position", "chunked", "context_title",
                    "index_text_hash", "source_version", "event_id", "source", "at")
+
+# A version of each object named (migration 0050's object_versions), as its row now is: after
+# the put, delete or revival that changed it, stamped with the row's own time (`updated_at`, the
+# event's), so a replay writes the same rows. Seqs go on per object; an object is named once.
+RECORD_OBJECT_VERSIONS = """
+INSERT INTO object_versions (object_id, seq, namespace_id, change, event_id, source,
+                             event_version, kind, title, properties, index_text_hash,
+                             recorded_at)
+SELECT o.id, coalesce((SELECT max(v.seq) FROM object_versions v WHERE v.object_id = o.id), 0) + 1,
+       o.namespace_id, e.change, e.event_id, o.source, e.version, o.kind, o.title, o.properties,
+       o.index_text_hash, o.updated_at
+FROM unnest(%(id)s::uuid[], %(change)s::text[], %(event)s::text[], %(version)s::bigint[])
+     AS e(id, change, event_id, version)
+JOIN objects o ON o.id = e.id
+"""

@@ -19,7 +19,9 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from pipeline.domain.memory_values import ClaimedMessage, MessageIndex
+from pipeline.domain.retry import retry_transient
 from pipeline.embedding.reuse import Key, VectorReuse, lookup_in
+from pipeline.entities.store.message_mentions import MessageEntities, link_messages
 
 _CLAIM_MESSAGES = """
 UPDATE message_extraction x SET lease_until = now() + make_interval(secs => %(lease)s),
@@ -88,8 +90,8 @@ class PgMessageWork:
         """Store each claimed message's result (the embed extractor's: a `MessageIndex`) and
         mark its row done, where the claim still holds (same lease stamp, message content
         unchanged); the number stored. One transaction; rows in one order (namespace, uuid) so
-        writers cannot deadlock."""
-        stored = 0
+        writers cannot deadlock. The entities extractor's results also feed the namespace's
+        entity layer in the same transaction (`message_mentions.link_messages`)."""
         statement = sql.SQL(
             "UPDATE messages SET {}, updated_at = now()"
             " WHERE namespace_id = %(ns)s AND uuid = %(uuid)s AND content = %(content)s"
@@ -98,24 +100,38 @@ class PgMessageWork:
             "   AND extractor = %(extractor)s AND status = 'pending'"
             "   AND lease_until = %(lease)s)").format(sql.SQL(_SET[extractor]))
         ordered = sorted(results, key=lambda r: (str(r[0].namespace_id), str(r[0].message_uuid)))
-        with self.pool.connection() as conn, conn.transaction():
-            for claimed, value in ordered:
-                params = {"ns": claimed.namespace_id, "uuid": claimed.message_uuid,
-                          "content": claimed.content, "extractor": extractor,
-                          "lease": claimed.lease,
-                          "value": Jsonb(value) if extractor == "entities" else value}
-                if isinstance(value, MessageIndex):
-                    params.update(value=value.vector, context=value.lexical,
-                                  hash=value.text_hash, model=value.model)
-                if conn.execute(statement, params).rowcount != 1:
-                    continue
-                conn.execute(
-                    "UPDATE message_extraction SET status = 'done', lease_until = NULL,"
-                    " error = NULL, attempts = attempts + 1, updated_at = now()"
-                    " WHERE namespace_id = %s AND message_uuid = %s AND extractor = %s",
-                    (claimed.namespace_id, claimed.message_uuid, extractor))
-                stored += 1
-        return stored
+
+        def once() -> int:
+            stored = 0
+            linked: list[MessageEntities] = []
+            with self.pool.connection() as conn, conn.transaction():
+                for claimed, value in ordered:
+                    params = {"ns": claimed.namespace_id, "uuid": claimed.message_uuid,
+                              "content": claimed.content, "extractor": extractor,
+                              "lease": claimed.lease,
+                              "value": Jsonb(value) if extractor == "entities" else value}
+                    if isinstance(value, MessageIndex):
+                        params.update(value=value.vector, context=value.lexical,
+                                      hash=value.text_hash, model=value.model)
+                    if conn.execute(statement, params).rowcount != 1:
+                        continue
+                    conn.execute(
+                        "UPDATE message_extraction SET status = 'done', lease_until = NULL,"
+                        " error = NULL, attempts = attempts + 1, updated_at = now()"
+                        " WHERE namespace_id = %s AND message_uuid = %s AND extractor = %s",
+                        (claimed.namespace_id, claimed.message_uuid, extractor))
+                    stored += 1
+                    if extractor == "entities":
+                        linked.append(MessageEntities(claimed.namespace_id,
+                                                      claimed.message_uuid, value))
+                link_messages(conn, linked)
+            return stored
+
+        # The entity writes meet the document extraction's and the resolver's merges, which
+        # may lock in another order: Postgres then aborts one side, and the results in hand
+        # are written again (as the extraction stage does).
+        return retry_transient(once, attempts=5, max_wait=2.0,
+                               transient=(psycopg.errors.TransactionRollback,))
 
     def mark_failed(self, extractor: str, rows: Sequence[ClaimedMessage], error: str) -> None:
         """The extractor gave up on the rows (retries exhausted, or refused): failed, with

@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pipeline.domain.errors import InvalidInput, NotFound
 from pipeline.domain.paths import (
@@ -109,7 +109,11 @@ class PathFinder:
 
     async def find(self, namespace: uuid.UUID, query: PathQuery) -> PathAnswer:
         """The k best paths from any source to any target, with their evidence, and how the
-        search ended; 4xx errors name the field (`from`, `to`, `max_hops`, `k`)."""
+        search ended; 4xx errors name the field (`from`, `to`, `max_hops`, `k`). With
+        `query.at`, the links are those that held then (as known then)."""
+        if query.at is not None:
+            finder = PathFinder(self.graph.as_of(query.at), self.config, clock=self.clock)
+            return await finder.find(namespace, replace(query, at=None))
         self._check(query)
         sources = await self._endpoints(namespace, query.sources, "from")
         targets = await self._endpoints(namespace, query.targets, "to")
@@ -201,6 +205,9 @@ class _Search:
         self.namespace = namespace
         self.config = config
         self.endpoints = sources | targets
+        # Conversations are walked only from or to a message: document-only answers stay as
+        # they were in a namespace with conversations.
+        self.messages = any(n.type == "message" for n in self.endpoints)
         self.sources, self.targets = sources, targets
         self.src = _Side({n: 0 for n in sources}, sorted(sources))
         self.dst = _Side({n: 0 for n in targets}, sorted(targets))
@@ -264,8 +271,8 @@ class _Search:
         frontier = await self._expandable(side.frontier)
         side.skipped_hubs = side.skipped_hubs or len(frontier) < len(side.frontier)
         remaining = self.config.max_edges - len(self.explored.keys)
-        edges = (await self.graph.edges(self.namespace, frontier, remaining + 1)
-                 if frontier else [])
+        edges = (await self.graph.edges(self.namespace, frontier, remaining + 1,
+                                        messages=self.messages) if frontier else [])
         if len(edges) > remaining:
             self.cut.add(CUT_MAX_EDGES)
             edges = edges[:remaining]

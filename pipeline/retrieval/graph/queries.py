@@ -3,7 +3,9 @@
 The graph only proposes ids; every hit is hydrated from Postgres under the caller's namespace
 before anyone sees it, so a lagging graph can never show a deleted or foreign object. When the
 graph is down, expansion answers containment only and says so (`degrade: graph_unavailable`),
-and entity find falls back to the Postgres channels.
+and entity find falls back to the Postgres channels. An as-of read (`AsOf`: a world and/or a
+system time) answers the link part from the link versions in Postgres instead of the graph,
+which holds the current state only.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pipeline.domain.conditions import matches as matches_condition
 from pipeline.domain.errors import GraphUnavailable, InvalidInput, NotFound, Unavailable
 from pipeline.domain.read_model import (
     MAX_HOPS,
+    AsOf,
     ExpandQuery,
     Filters,
     Hit,
@@ -30,7 +33,13 @@ from pipeline.domain.read_model import (
     SearchQuery,
 )
 from pipeline.domain.relations import check_relation_type
-from pipeline.ports import CatalogSource, GraphReader, ObjectReader, QueryEmbedder
+from pipeline.ports import (
+    CatalogSource,
+    GraphReader,
+    LinkVersionReader,
+    ObjectReader,
+    QueryEmbedder,
+)
 from pipeline.retrieval.fusion import rrf
 from pipeline.retrieval.paging import Item, ResultPager
 from pipeline.retrieval.requests import (
@@ -100,6 +109,10 @@ def _relation_dict(relation: Relation) -> dict[str, Any]:
     for key in ("source_id", "evidence_id"):
         if out.get(key) is not None:
             out[key] = str(out[key])
+    for key in ("valid_from", "valid_to"):  # only an as-of read knows them
+        out[key] = out[key].isoformat() if out[key] is not None else None
+        if out[key] is None:
+            del out[key]
     return out
 
 
@@ -108,13 +121,16 @@ class GraphQueries:
 
     `graph` proposes ids (None: no graph, every answer degrades); `reader` hydrates them under
     the namespace and `pager` pages the answers; `catalog` checks filters; `embed_query` (None:
-    text only) embeds entity queries; `fallback` answers entity find when the graph cannot.
+    text only) embeds entity queries; `fallback` answers entity find when the graph cannot;
+    `history` (None: as-of reads refused) answers the as-of reads.
     """
 
     def __init__(self, graph: GraphReader | None, *, reader: ObjectReader, pager: ResultPager,
                  catalog: CatalogSource, embed_query: QueryEmbedder | None,
-                 fallback: FallbackSearch, config: GraphConfig | None = None) -> None:
+                 fallback: FallbackSearch, config: GraphConfig | None = None,
+                 history: LinkVersionReader | None = None) -> None:
         self.graph = graph
+        self.history = history
         self.reader = reader
         self.pager = pager
         self.catalog = catalog
@@ -180,16 +196,21 @@ class GraphQueries:
         return replace(page, degrade=GRAPH_UNAVAILABLE)  # keeps `truncated` and the set id
 
     async def find_links(self, namespace: uuid.UUID, relation_type: str, query: str,
-                         limit: int) -> Page:
+                         limit: int, at: AsOf | None = None) -> Page:
         """Edge-note text search on one relation type; each hit is the target object with its
-        relation (the source is `relation.source_id`); hits with a hidden endpoint are dropped."""
+        relation (the source is `relation.source_id`); hits with a hidden endpoint are dropped.
+        With `at`, the links counting then (their versions' notes), with their validity."""
         check_relation_type(relation_type)
         text = query_text(query, max_terms=self.config.max_query_terms)
         check_limit(limit)
-        if self.graph is None:
+        if at is not None:
+            edges = await self._history().find_edges(namespace, relation_type, text,
+                                                     self.config.max_results, at)
+        elif self.graph is None:
             raise GraphUnavailable("the graph is not configured")
-        edges = await self.graph.find_edges(namespace, relation_type, text,
-                                            self.config.max_results)
+        else:
+            edges = await self.graph.find_edges(namespace, relation_type, text,
+                                                self.config.max_results)
         ends = {e.from_id for e in edges} | {e.to_id for e in edges}
         hydrated = await self.reader.hydrate(namespace, sorted(ends))
         items: list[Item] = []
@@ -199,7 +220,8 @@ class GraphQueries:
             relation = Relation(type=edge.relation_type, direction="out", depth=1,
                                 source_id=edge.from_id, note=edge.note, status=edge.status,
                                 role=edge.role, confidence=edge.confidence,
-                                evidence_id=edge.evidence_id)
+                                evidence_id=edge.evidence_id, valid_from=edge.valid_from,
+                                valid_to=edge.valid_to)
             items.append({"id": str(edge.to_id), "score": edge.score, "evidence": [],
                           "relation": _relation_dict(relation)})
         return await self.pager.first_page(namespace, items, limit, kind="find_links",
@@ -255,13 +277,16 @@ class GraphQueries:
                                       "relation": _relation_dict(relation)})
         degrade = None
         graph_items: list[Item] = []
-        if self.graph is not None:
-            graph_seeds = list(dict.fromkeys(seeds[i].parent_id or i
-                                             for i in request.object_ids))
+        graph_seeds = list(dict.fromkeys(seeds[i].parent_id or i for i in request.object_ids))
+        walk = (request.relation_types, request.direction, request.max_hops, budget + 1)
+        if request.at is not None:  # as of a time: the link versions, not the graph
+            neighbors = await self._history().neighbors(namespace, graph_seeds, *walk,
+                                                        request.at)
+            truncated = truncated or len(neighbors) > budget
+            graph_items = await self._neighbor_items(namespace, neighbors[:budget], seen)
+        elif self.graph is not None:
             try:
-                neighbors = await self.graph.neighbors(
-                    namespace, graph_seeds, list(request.relation_types), request.direction,
-                    request.max_hops, budget + 1)
+                neighbors = await self.graph.neighbors(namespace, graph_seeds, *walk)
                 truncated = truncated or len(neighbors) > budget
                 graph_items = await self._neighbor_items(namespace, neighbors[:budget], seen)
             except GraphUnavailable as exc:  # (hydrating from Postgres is not the graph)
@@ -273,6 +298,11 @@ class GraphQueries:
         mode = _mode(containment_kinds, bool(graph_items))
         return await self.pager.first_page(namespace, items, request.limit, kind="expand",
                                            degrade=degrade, mode=mode, truncated=truncated)
+
+    def _history(self) -> LinkVersionReader:
+        if self.history is None:
+            raise Unavailable("as-of reads are not configured (no link version reader)")
+        return self.history
 
     async def _containment(self, namespace: uuid.UUID, obj: RichObject
                            ) -> tuple[list[tuple[RichObject, Relation]], bool]:

@@ -18,10 +18,11 @@ from pipeline.domain.entity_reads import EntityRef
 IntArray = npt.NDArray[np.int64]
 
 # Edge weights of the walk: a mention and a stated relation count alike; a pair the resolver
-# held as possibly the same entity passes half as much as one a person verified.
+# held as possibly the same entity (or put off by a curator: undecided still) passes half as much
+# as one a person verified.
 MENTION_WEIGHT = 1.0
 LINK_WEIGHTS = {("RELATES", None): 1.0, ("POSSIBLY_SAME", "verified"): 1.0,
-                ("POSSIBLY_SAME", "held"): 0.5}
+                ("POSSIBLY_SAME", "held"): 0.5, ("POSSIBLY_SAME", "deferred"): 0.5}
 
 
 def id_halves(ids: Sequence[uuid.UUID]) -> npt.NDArray[np.uint64]:

@@ -31,14 +31,15 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import numpy as np
 import numpy.typing as npt
 
-from pipeline.domain.entity_reads import EntityRef, NameMatch
+from pipeline.domain.entity_reads import EntityRef, Hop, NameMatch
 from pipeline.domain.read_model import Filters, Hit
 from pipeline.entities.names import fold, normalise
-from pipeline.ports import EntityGraph
+from pipeline.ports import EntityGraph, EntityHops
 from pipeline.retrieval.ppr.arraywalk import array_walk
 from pipeline.retrieval.ppr.model import PprConfig, RowRef, Walked
 from pipeline.retrieval.ppr.pagerank import (
@@ -50,6 +51,7 @@ from pipeline.retrieval.ppr.pagerank import (
     weighted_degrees,
 )
 from pipeline.retrieval.ppr.seeds import (
+    Ngram,
     common_word_match,
     longest_matches,
     named_in_query,
@@ -92,6 +94,13 @@ class SeedPlan:
         """The plan with its strong seeds alone (what mode `auto` walks from)."""
         return SeedPlan(tuple(s for s in self.seeds if s.strong), self.hubs, self.hub_limit)
 
+    def joined(self, other: SeedPlan) -> SeedPlan:
+        """This plan's seeds, then those of `other` it lacks; the hubs of both."""
+        mine = {s.entity.id for s in self.seeds}
+        hubs = {h.id: h for h in (*self.hubs, *other.hubs)}
+        return SeedPlan((*self.seeds, *(s for s in other.seeds if s.entity.id not in mine)),
+                        tuple(hubs.values()), self.hub_limit)
+
 
 @dataclass
 class PprResult:
@@ -114,6 +123,19 @@ class PprResult:
     snapshot_age: float | None = None  # seconds since the snapshot's last refresh read
 
 
+@dataclass(frozen=True)
+class _HopsAt:
+    """The entity layer's hops with RELATES as it counts at (world time, system time)."""
+
+    graph: EntityGraph
+    at: tuple[datetime, datetime]
+
+    async def hop(self, namespace: uuid.UUID, entity_ids: Sequence[uuid.UUID],
+                  row_ids: Sequence[uuid.UUID], per_entity: int, link_limit: int) -> Hop:
+        return await self.graph.hop_at(namespace, entity_ids, row_ids, per_entity, link_limit,
+                                       self.at)
+
+
 class PprStage:
     """Seeds, a bounded subgraph and PPR over one namespace's entity layer (`EntityGraph`)."""
 
@@ -128,24 +150,7 @@ class PprStage:
 
     async def plan(self, namespace: uuid.UUID, query: str) -> SeedPlan:
         """The query's seed entities (longest match wins) with weights, and the hubs named."""
-        grams = query_ngrams(query, max_tokens=self.config.max_ngram)
-        keys = {g: normalise(g.text) for g in grams}
-        folds = {g: fold(g.text) for g in grams}
-        wanted = (sorted({k for k in keys.values() if k}), sorted({f for f in folds.values()
-                                                                   if f}))
-        view = None if self.snapshots is None else self.snapshots.peek(namespace)
-        matches: list[NameMatch] = (view.match_names(*wanted) if view is not None else
-                                    await self.graph.match_names(namespace, *wanted))
-        matches.sort(key=lambda m: (_METHOD_ORDER.get(m.method, 3), m.entity.id))
-        named: dict[str, dict[uuid.UUID, tuple[EntityRef, str]]] = {}
-        folded: dict[str, dict[uuid.UUID, tuple[EntityRef, str]]] = {}
-        for m in matches:
-            target = folded if m.method == "fold" else named
-            target.setdefault(m.key, {}).setdefault(m.entity.id, (m.entity, m.method))
-        found = {g: {eid: hit for eid, hit in (named.get(keys[g]) or folded.get(folds[g])
-                                               or {}).items()
-                     if not common_word_match(g.text, folds[g], hit[0].name)}
-                 for g in grams}
+        found = await self._matched(namespace, query)
         chosen = longest_matches([g for g, entities in found.items() if entities])
         names = query_names(query)
         live = await self.graph.live_rows(namespace)
@@ -161,12 +166,62 @@ class PprStage:
                                             named_in_query(gram, names))
         return SeedPlan(tuple(seeds.values()), tuple(hubs.values()), hub_limit)
 
+    async def plan_messages(self, namespace: uuid.UUID, message_ids: Sequence[uuid.UUID]
+                            ) -> SeedPlan:
+        """Seeds from conversation messages: the entities the live messages name (migration
+        0055), weighed and screened for hubs as a query's are, all strong (a message names
+        them as a passage does; method `message`). The walk from them is the documents' walk
+        (snapshot or SQL alike): a conversation is where it starts, never a node of it, so
+        answers without messages are unchanged."""
+        named = await self.graph.message_entities(namespace, message_ids)
+        live = await self.graph.live_rows(namespace)
+        hub_limit = max(self.config.hub_fraction * live, float(self.config.hub_min_rows))
+        seeds = [Seed(entity, text, "message", 1.0 / entity.part_count, True)
+                 for text, entity in named if 0 < entity.part_count <= hub_limit]
+        hubs = [entity for _, entity in named if entity.part_count > hub_limit]
+        return SeedPlan(tuple(seeds), tuple(hubs), hub_limit)
+
+    async def ground(self, namespace: uuid.UUID, text: str
+                     ) -> list[tuple[Ngram, list[tuple[EntityRef, str]]]]:
+        """Every span of `text` the seeds' matcher reads as an entity's name (longest first,
+        never overlapping, in text order) with the entities it names and the layer of each
+        (`exact`, `alias`, `fold`): the matcher `plan` seeds from, over a whole passage.
+        Hubs and entities no live row names are kept: this says what the text names."""
+        found = await self._matched(namespace, text)
+        chosen = longest_matches([g for g, entities in found.items() if entities])
+        return [(gram, list(found[gram].values())) for gram in chosen]
+
+    async def _matched(self, namespace: uuid.UUID, query: str
+                       ) -> dict[Ngram, dict[uuid.UUID, tuple[EntityRef, str]]]:
+        """Each n-gram of `query` with the live entities it names and how (none: unmatched)."""
+        grams = query_ngrams(query, max_tokens=self.config.max_ngram)
+        keys = {g: normalise(g.text) for g in grams}
+        folds = {g: fold(g.text) for g in grams}
+        wanted = (sorted({k for k in keys.values() if k}), sorted({f for f in folds.values()
+                                                                   if f}))
+        view = None if self.snapshots is None else self.snapshots.peek(namespace)
+        matches: list[NameMatch] = (view.match_names(*wanted) if view is not None else
+                                    await self.graph.match_names(namespace, *wanted))
+        matches.sort(key=lambda m: (_METHOD_ORDER.get(m.method, 3), m.entity.id))
+        named: dict[str, dict[uuid.UUID, tuple[EntityRef, str]]] = {}
+        folded: dict[str, dict[uuid.UUID, tuple[EntityRef, str]]] = {}
+        for m in matches:
+            target = folded if m.method == "fold" else named
+            target.setdefault(m.key, {}).setdefault(m.entity.id, (m.entity, m.method))
+        return {g: {eid: hit for eid, hit in (named.get(keys[g]) or folded.get(folds[g])
+                                              or {}).items()
+                    if not common_word_match(g.text, folds[g], hit[0].name)}
+                for g in grams}
+
     async def rank(self, namespace: uuid.UUID, plan: SeedPlan, filters: Filters,
                    scope_ids: Sequence[uuid.UUID], first_rows: Sequence[RowRef] = (), *,
-                   config: PprConfig | None = None) -> PprResult:
+                   config: PprConfig | None = None,
+                   at: tuple[datetime, datetime] | None = None) -> PprResult:
         """PPR from the plan's seeds (and `first_rows`, the first stage's best rows, as weak
         seeds when configured), rows promoted to objects the filters and scope allow;
-        `config` replaces the stage's own for this walk (a request's `fusion.ppr`)."""
+        `config` replaces the stage's own for this walk (a request's `fusion.ppr`); `at`
+        (world time, system time: a search's `as_of` / `known_at`) walks the RELATES facts
+        counting then, in SQL (snapshots hold the present only)."""
         cfg = config or self.config
         total = sum(s.weight for s in plan.seeds)
         entities = [(s.entity.id, s.weight / total) for s in plan.seeds]
@@ -177,14 +232,14 @@ class PprStage:
         hubs = {h.id: h for h in plan.hubs}
         # one source for the whole walk: a snapshot refreshed between two hops would mix states
         view = (self.snapshots.view(namespace) if self.snapshots is not None
-                and (entities or rows) else None)
+                and (entities or rows) and at is None else None)
         age: float | None = None
         if view is not None and self.snapshots is not None:
             age = max(0.0, self.snapshots.clock() - view.as_of)
             walked = array_walk(view, cfg, entities, rows, plan.hub_limit, hubs)
         else:
-            walked = await sql_walk(self.graph, namespace, cfg, entities, rows,
-                                    plan.hub_limit, hubs)
+            hops: EntityHops = self.graph if at is None else _HopsAt(self.graph, at)
+            walked = await sql_walk(hops, namespace, cfg, entities, rows, plan.hub_limit, hubs)
         if not walked.seeds:
             return PprResult([], [], hubs=list(plan.hubs))
         result = await self._ranked(namespace, walked, filters, scope_ids, cfg)

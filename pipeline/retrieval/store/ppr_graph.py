@@ -15,6 +15,7 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from psycopg import sql
@@ -22,6 +23,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from pipeline.domain.entity_reads import EntityLink, EntityRef, Hop, NameMatch, RowMention
 from pipeline.domain.read_model import Filters
+from pipeline.entities.store.fact_reads import FACTS_AT, HOLDING
 from pipeline.fairness.tenant import detached
 from pipeline.postgres.pool import AsyncConn, read_connection
 from pipeline.retrieval.store.filters import SEARCHABLE_FROM, searchable
@@ -42,6 +44,17 @@ MATCH_NAMES = sql.SQL(
     " WHERE e.namespace_id = %(ns)s AND e.merged_into IS NULL"
     " AND brainstream_name_fold(e.norm) = ANY(%(folds)s::text[])")
 
+# The entities live messages of live sessions name (migration 0055), the first span of each.
+MESSAGE_ENTITIES = sql.SQL(
+    "SELECT DISTINCT ON (e.id) mm.text, e.id, e.name, e.part_count"
+    " FROM message_mentions mm"
+    " JOIN messages g ON g.namespace_id = mm.namespace_id AND g.uuid = mm.message_uuid"
+    " AND g.deleted_at IS NULL"
+    " JOIN sessions s ON s.id = g.session_pk AND s.deleted_at IS NULL"
+    " JOIN entities e ON e.id = mm.entity_id AND e.merged_into IS NULL"
+    " WHERE mm.namespace_id = %(ns)s AND mm.message_uuid = ANY(%(ids)s::uuid[])"
+    " ORDER BY e.id, mm.message_uuid, mm.start_pos")
+
 LIVE_ROWS = sql.SQL(
     "SELECT count(*) FROM objects WHERE namespace_id = %(ns)s AND deleted_at IS NULL")
 
@@ -59,7 +72,7 @@ _LIVE_ROW = ("JOIN objects o ON o.id = m.row_id AND o.namespace_id = %(ns)s"
 # ON the row, the index's order: not every mention of a popular entity joined and sorted); the
 # entity is of the namespace, so its mentions are too, and the row's namespace is checked.
 # Kind 1 checks each asked row once, then joins its mentions' entities.
-HOP = sql.SQL(
+HOP_ROWS = (
     "SELECT 0 AS kind, e.id AS k1, r.row_id AS k2, r.object_id, r.is_part, e.part_count,"
     " NULL::text, NULL::text, NULL::int"
     " FROM unnest(%(entities)s::uuid[]) AS q(id)"
@@ -77,8 +90,8 @@ HOP = sql.SQL(
     " JOIN (SELECT DISTINCT m.row_id, m.entity_id FROM mentions m"
     " WHERE m.row_id = ANY(%(rows)s::uuid[]) AND m.namespace_id = %(ns)s) AS n"
     " ON n.row_id = r.row_id"
-    " JOIN entities e ON e.id = n.entity_id AND e.merged_into IS NULL"
-    " UNION ALL"
+    " JOIN entities e ON e.id = n.entity_id AND e.merged_into IS NULL")
+HOP_EDGES = (
     " (SELECT 2, x.from_id, x.to_id, NULL::uuid, NULL::bool, f.part_count, x.edge_type,"
     " x.status, t.part_count"
     " FROM entity_edges x"
@@ -87,7 +100,29 @@ HOP = sql.SQL(
     " WHERE x.namespace_id = %(ns)s AND (x.from_id = ANY(%(entities)s::uuid[])"
     " OR x.to_id = ANY(%(entities)s::uuid[]))"
     " AND x.edge_type IN ('RELATES', 'POSSIBLY_SAME') AND x.status IS DISTINCT FROM 'refused'"
-    " ORDER BY x.from_id, x.to_id LIMIT %(limit)s)"
+    " ORDER BY x.from_id, x.to_id LIMIT %(limit)s)")
+HOP = sql.SQL(HOP_ROWS + " UNION ALL " + HOP_EDGES + " ORDER BY 1, 2, 3")
+
+# The hop of a walk at (world time W, system time K), `as_of` / `known_at` on a PPR search:
+# RELATES edges of supplied facts count as the facts counting at (W, K) do
+# (pipeline/entities/store/fact_reads.py); an extractor's RELATES (no fact states it) and
+# POSSIBLY_SAME edges carry no time and count as now.
+HOP_AT = sql.SQL(
+    "WITH facts AS (" + FACTS_AT + " AND (f.subject_id = ANY(%(entities)s::uuid[])"
+    " OR f.object_id = ANY(%(entities)s::uuid[]))) "
+    + HOP_ROWS + " UNION ALL "
+    + HOP_EDGES.replace(
+        " ORDER BY x.from_id",
+        " AND (x.edge_type <> 'RELATES' OR NOT EXISTS (SELECT 1 FROM entity_facts g"
+        " WHERE g.namespace_id = x.namespace_id AND g.subject_id = x.from_id"
+        " AND g.predicate = x.predicate AND g.object_id = x.to_id))"
+        " ORDER BY x.from_id")
+    + " UNION ALL (SELECT DISTINCT 2, x.subject_id, x.object_id, NULL::uuid, NULL::bool,"
+    " f.part_count, 'RELATES', NULL::text, t.part_count FROM facts x"
+    " JOIN entities f ON f.id = x.subject_id AND f.merged_into IS NULL"
+    " JOIN entities t ON t.id = x.object_id AND t.merged_into IS NULL"
+    " WHERE x.subject_id <> x.object_id AND " + HOLDING +
+    " ORDER BY 2, 3 LIMIT %(limit)s)"
     " ORDER BY 1, 2, 3")
 
 # `o.id = ANY OR o.parent_id = ANY` is implied by `p.id = ANY` (p is o's parent, or o itself);
@@ -96,6 +131,18 @@ HOP = sql.SQL(
 VISIBLE_OBJECTS = sql.SQL(
     "SELECT DISTINCT p.id FROM {from_} WHERE {where} AND p.id = ANY(%(objs)s::uuid[])"
     " AND (o.id = ANY(%(objs)s::uuid[]) OR o.parent_id = ANY(%(objs)s::uuid[]))")
+
+
+def _hop(rows: Sequence[tuple[Any, ...]]) -> Hop:
+    hop = Hop([], [], [])
+    for kind, k1, k2, obj, is_part, count, edge_type, status, count2 in rows:
+        if kind == 0:
+            hop.rows_of.append(RowMention(k2, obj, bool(is_part), k1, int(count)))
+        elif kind == 1:
+            hop.entities_of.append(RowMention(k1, obj, bool(is_part), k2, int(count)))
+        else:
+            hop.links.append(EntityLink(k1, k2, edge_type, status, int(count), int(count2)))
+    return hop
 
 
 class PgEntityGraph:
@@ -126,6 +173,14 @@ class PgEntityGraph:
         rows = await self._fetch(MATCH_NAMES, {"ns": namespace, "keys": list(keys),
                                                "folds": list(folds)})
         return [NameMatch(r[0], r[1], EntityRef(r[2], r[3], int(r[4]))) for r in rows]
+
+    async def message_entities(self, namespace: uuid.UUID, message_ids: Sequence[uuid.UUID]
+                               ) -> list[tuple[str, EntityRef]]:
+        """The live entities live messages among `message_ids` name (a span's text each)."""
+        if not message_ids:
+            return []
+        rows = await self._fetch(MESSAGE_ENTITIES, {"ns": namespace, "ids": list(message_ids)})
+        return [(str(r[0]), EntityRef(r[1], r[2], int(r[3]))) for r in rows]
 
     async def live_rows(self, namespace: uuid.UUID) -> int:
         """Live rows of the namespace: cached, recounted in the background when stale."""
@@ -158,18 +213,20 @@ class PgEntityGraph:
         unrefused POSSIBLY_SAME edges touching `entity_ids` (`link_limit`): one statement."""
         if not entity_ids and not row_ids:
             return Hop([], [], [])
-        rows = await self._fetch(HOP, {"ns": namespace, "entities": list(entity_ids),
-                                       "rows": list(row_ids), "cap": max(per_entity, 0),
-                                       "limit": max(link_limit, 0)})
-        hop = Hop([], [], [])
-        for kind, k1, k2, obj, is_part, count, edge_type, status, count2 in rows:
-            if kind == 0:
-                hop.rows_of.append(RowMention(k2, obj, bool(is_part), k1, int(count)))
-            elif kind == 1:
-                hop.entities_of.append(RowMention(k1, obj, bool(is_part), k2, int(count)))
-            else:
-                hop.links.append(EntityLink(k1, k2, edge_type, status, int(count), int(count2)))
-        return hop
+        return _hop(await self._fetch(HOP, {
+            "ns": namespace, "entities": list(entity_ids), "rows": list(row_ids),
+            "cap": max(per_entity, 0), "limit": max(link_limit, 0)}))
+
+    async def hop_at(self, namespace: uuid.UUID, entity_ids: Sequence[uuid.UUID],
+                     row_ids: Sequence[uuid.UUID], per_entity: int, link_limit: int,
+                     at: tuple[datetime, datetime]) -> Hop:
+        """`hop` with the RELATES facts counting at `at` (world time, system time) in place of
+        the current RELATES edges of supplied facts (`ppr_facts.HOP_AT`)."""
+        if not entity_ids and not row_ids:
+            return Hop([], [], [])
+        return _hop(await self._fetch(HOP_AT, {
+            "ns": namespace, "entities": list(entity_ids), "rows": list(row_ids),
+            "cap": max(per_entity, 0), "limit": max(link_limit, 0), "w": at[0], "k": at[1]}))
 
     async def visible_objects(self, namespace: uuid.UUID, object_ids: Sequence[uuid.UUID],
                               filters: Filters, scope_ids: Sequence[uuid.UUID]

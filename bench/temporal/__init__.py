@@ -1,0 +1,1 @@
+"""bench.temporal: as-of reads over a generated history of changing facts."""
