@@ -10,7 +10,8 @@ in through the broker, the consumer and the workers; the questions through the A
 Categories: single-hop (LoCoMo 4), temporal (2), multi-hop (1), open-domain (3); adversarial
 (5) apart, outside "overall". The baseline, measured in the same run on the same rows, is the
 same search with the recall rules off (`MemorySearchLimits(rules=None)`: the fused
-lexical and dense channels alone).
+lexical and dense channels alone). `include_knowledge: true` runs too: memory hits keep their
+places beside the (here empty) document hits.
 
     python -m bench.memory.recall [--embedder minilm|static] [--reuse] [--out FILE]
 
@@ -110,9 +111,10 @@ def ingest(settings: Settings, ns: uuid.UUID, conversations: list[data.Conversat
         raise RuntimeError(f"integrity: {checks}")
 
 
-def api_search(settings: Settings, ns: uuid.UUID) -> tuple[Search, Callable[[], None]]:
-    """POST /v1/memory/search through the API app, every field but query and user_id left to
-    its default."""
+def api_search(settings: Settings, ns: uuid.UUID, **fields: Any
+               ) -> tuple[Search, Callable[[], None]]:
+    """POST /v1/memory/search through the API app, every field but query, user_id and
+    `fields` left to its default."""
     from fastapi.testclient import TestClient
 
     from api.app import create_app
@@ -124,7 +126,7 @@ def api_search(settings: Settings, ns: uuid.UUID) -> tuple[Search, Callable[[], 
 
     def search(user: str, question: str) -> list[str]:
         res = client.post("/v1/memory/search", headers=headers,
-                          json={"query": question, "user_id": user})
+                          json={"query": question, "user_id": user, **fields})
         if res.status_code != 200:
             raise RuntimeError(f"memory search answered {res.status_code}: {res.text}")
         return [h["metadata"]["dia_id"] for h in res.json()["results"]]
@@ -286,6 +288,8 @@ def main() -> int:
         if not args.no_baseline:
             runs.append(("baseline", lambda: core_search(settings, ns, rules=None)))
         runs.append(("default (API)", lambda: api_search(settings, ns)))
+        runs.append(("include_knowledge", lambda: api_search(settings, ns,
+                                                             include_knowledge=True)))
         for label, make in runs:
             search, close = make()
             try:
