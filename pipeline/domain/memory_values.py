@@ -121,12 +121,15 @@ class ClaimedSummary:
 @dataclass(frozen=True)
 class MemoryScope:
     """Which rows a search may return: these sessions' visible rows, the `where` filter on
-    message metadata (summaries have none: a `where` leaves them out), a creation-time range."""
+    message metadata (summaries have none: a `where` leaves them out), a creation-time range,
+    the speakers."""
 
     sessions: tuple[uuid.UUID, ...]
     where: Condition | None = None
     since: datetime | None = None
     until: datetime | None = None
+    # only messages said by one of these speakers (lower case; `pipeline/memory/speakers.py`)
+    speakers: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -143,3 +146,12 @@ class MemoryRow:
     token_count: int | None
     created_at: datetime
     vector: Any
+
+
+@dataclass(frozen=True)
+class ScopeFacts:
+    """What the recall rules read about a search's sessions before they run: the speakers of
+    their messages (lower case) and the time of their last message."""
+
+    speakers: frozenset[str]
+    last_said: datetime | None

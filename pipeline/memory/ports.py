@@ -18,6 +18,7 @@ from pipeline.domain.memory_values import (
     FoldInput,
     MemoryRow,
     MemoryScope,
+    ScopeFacts,
 )
 from pipeline.domain.read_model import Hit
 from pipeline.embedding.reuse import Key, VectorReuse
@@ -101,10 +102,18 @@ class MemorySearcher(Protocol):
         ...
 
     async def lexical(self, namespace: uuid.UUID, kind: str, scope: MemoryScope, query: str,
-                      k: int) -> list[Hit]: ...
+                      k: int, *, own_words: bool = False) -> list[Hit]: ...
 
     async def dense(self, namespace: uuid.UUID, kind: str, scope: MemoryScope,
                     vector: Sequence[float], k: int) -> list[Hit]: ...
+
+    async def facts(self, namespace: uuid.UUID, sessions: Sequence[uuid.UUID]) -> ScopeFacts:
+        """The speakers and last message time of the sessions (the recall rules' input)."""
+        ...
+
+    async def sharing_entities(self, namespace: uuid.UUID, scope: MemoryScope,
+                               norms: Sequence[str], exclude: Sequence[uuid.UUID], k: int, *,
+                               max_share: float) -> list[Hit]: ...
 
     async def rows(self, namespace: uuid.UUID, kind: str, ids: Sequence[uuid.UUID]
                    ) -> dict[uuid.UUID, MemoryRow]: ...

@@ -27,6 +27,14 @@ from pipeline.domain.memory_values import MESSAGE, SUMMARY, MemoryRow, MemorySco
 from pipeline.domain.read_model import Hit
 from pipeline.memory.mmr import mmr
 from pipeline.memory.ports import MemorySearcher
+from pipeline.memory.recall_rules import (
+    RecallRules,
+    RulePlan,
+    echo_channel,
+    entity_channel,
+    plan_rules,
+    rule_channels,
+)
 from pipeline.ports import QueryEmbedder
 from pipeline.retrieval.fusion import rrf
 
@@ -77,6 +85,8 @@ class MemorySearchLimits:
     rrf_k: int = 10
     dense_weight: float = 0.5
     candidates: int = 40  # per channel; at least the hits asked for
+    # the speaker, time and entity channels (None: off)
+    rules: RecallRules | None = field(default_factory=RecallRules)
 
 
 
@@ -99,30 +109,52 @@ class MemorySearch:
         k = max(self.limits.candidates, query.limit)
         degraded: str | None = None
         vector: Sequence[float] | None = None
+        rules = self.limits.rules if MESSAGE in SCOPES[query.search_scope] else None
+        plan = await plan_rules(self.searcher, rules, namespace, tuple(sessions),
+                                 query.text) if rules is not None else None
         if "dense" in query.channels:
             try:
-                vector = await self.embed_query(query.text)
+                vector = await self.embed_query(plan.text if plan else query.text)
             except Unavailable:
                 degraded = "lexical_only"
         # the query is embedded first: no connection waits on the embedder
         async with self.searcher.one_connection():
-            return await self._search(namespace, sessions, query, scope, k, vector, degraded)
+            return await self._search(namespace, sessions, query, scope, k, vector, degraded,
+                                      plan)
 
     async def _search(self, namespace: uuid.UUID, sessions: dict[uuid.UUID, str],
                       query: MemoryQuery, scope: MemoryScope, k: int,
-                      vector: Sequence[float] | None, degraded: str | None) -> MemoryAnswer:
+                      vector: Sequence[float] | None, degraded: str | None,
+                      plan: RulePlan | None) -> MemoryAnswer:
         # the channels run one after another on the one connection
         channels: dict[str, list[Hit]] = {}
         for kind in SCOPES[query.search_scope]:
             if "lexical" in query.channels:
                 channels[f"{kind}_lexical"] = await self.searcher.lexical(
-                    namespace, kind, scope, query.text, k)
+                    namespace, kind, scope, plan.text if plan and kind == MESSAGE
+                    else query.text, k)
             if vector is not None:
                 channels[f"{kind}_dense"] = await self.searcher.dense(namespace, kind, scope,
                                                                       vector, k)
+        extra = await self._rule_channels(namespace, query, scope, k, vector, plan)
+        channels.update({name: hits for name, (hits, _) in extra.items()})
         kinds = {hit.id: name.split("_")[0] for name, hits in channels.items() for hit in hits}
-        weights = self._weights(channels)
+        weights = self._weights(channels) | {name: w for name, (_, w) in extra.items()}
         fused = rrf(channels, k=self.limits.rrf_k, weights=weights)
+        # the second fusion follows a speaker or time rule: a query neither concerns gets the
+        # plain hybrid answer (the documented fusion of the two channels)
+        if plan is not None and (plan.speakers or plan.when) and set(query.channels) == {
+                "lexical", "dense"}:
+            assert self.limits.rules is not None
+            joined = await entity_channel(self.searcher, self.limits.rules, namespace, scope,
+                                          fused, kinds, k)
+            joined |= await echo_channel(self.searcher, self.limits.rules, plan, namespace,
+                                         scope, fused, kinds, vector, k)
+            if joined:
+                channels.update({name: hits for name, (hits, _) in joined.items()})
+                weights |= {name: w for name, (_, w) in joined.items()}
+                kinds |= {hit.id: MESSAGE for hits, _ in joined.values() for hit in hits}
+                fused = rrf(channels, k=self.limits.rrf_k, weights=weights)
         best = sum(weights.values()) / (self.limits.rrf_k + 1) if channels else 1.0
         fused = [f for f in fused if f.score / best >= query.min_score]
         rows = await self._rows(namespace, kinds, [f.id for f in fused])
@@ -138,6 +170,18 @@ class MemorySearch:
                                                          query.context)
             hits.append(MemoryHit(row, sessions[row.session_pk], round(score, 6), context))
         return MemoryAnswer(hits, degraded)
+
+    async def _rule_channels(self, namespace: uuid.UUID, query: MemoryQuery, scope: MemoryScope,
+                             k: int, vector: Sequence[float] | None, plan: RulePlan | None
+                             ) -> dict[str, tuple[list[Hit], float]]:
+        """The speaker and time channels (`recall_rules.py`), over the channels asked for."""
+        if plan is None:
+            return {}
+        assert self.limits.rules is not None
+        extra = await rule_channels(self.searcher, self.limits.rules, plan, namespace, scope, k,
+                                    vector, self.limits.dense_weight)
+        return {name: value for name, value in extra.items()
+                if ("lexical" if "_lexical_" in name else "dense") in query.channels}
 
     def _weights(self, channels: dict[str, list[Hit]]) -> dict[str, float]:
         """Dense channels weigh `dense_weight` beside lexical ones; without a lexical channel

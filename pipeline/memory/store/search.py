@@ -26,6 +26,7 @@ from pipeline.domain.memory_values import (
     SUMMARY,
     MemoryRow,
     MemoryScope,
+    ScopeFacts,
 )
 from pipeline.domain.read_model import Hit
 from pipeline.postgres.conditions import compile_condition
@@ -38,6 +39,14 @@ _LEXICAL = {MESSAGE: sql.SQL("coalesce(r.context_lexical, r.lexical)"),
             SUMMARY: sql.SQL("r.lexical")}
 
 
+# Who said a message (`pipeline/memory/speakers.py: speaker_of`, the same rule in SQL): a name in
+# its metadata (`speaker`, else `name`), else its role.
+_SPEAKER = ("coalesce(nullif(r.metadata->>'speaker', ''), nullif(r.metadata->>'name', ''),"
+            " r.role)")
+# At most this many speakers are read per search (a chat has a few; more is not a chat).
+_MAX_SPEAKERS = 100
+
+
 def _scope_sql(kind: str, scope: MemoryScope, params: dict[str, Any]) -> sql.Composable:
     params["sessions"] = list(scope.sessions)
     params["since"] = scope.since
@@ -47,6 +56,10 @@ def _scope_sql(kind: str, scope: MemoryScope, params: dict[str, Any]) -> sql.Com
         " AND r.deleted_at IS NULL"
         " AND (%(since)s::timestamptz IS NULL OR r.created_at >= %(since)s)"
         " AND (%(until)s::timestamptz IS NULL OR r.created_at < %(until)s)")]
+    if scope.speakers is not None:
+        params["speakers"] = list(scope.speakers)
+        parts.append(sql.SQL("false") if kind == SUMMARY else
+                     sql.SQL(f"lower({_SPEAKER}) = ANY(%(speakers)s::text[])"))
     if scope.where is not None:
         if kind == SUMMARY:
             parts.append(sql.SQL("false"))
@@ -82,6 +95,24 @@ _DENSE = """
 SELECT r.uuid, 1 - (r.embedding <=> %(vector)s::vector) AS score FROM {table} r
 WHERE {scope} AND r.embedding IS NOT NULL
 ORDER BY (r.embedding <=> %(vector)s::vector) + 0, r.uuid LIMIT %(k)s
+"""
+
+# Messages sharing the entities of the best hits (`metadata.system.entities[*].norm`, written by
+# the entities extractor), each shared entity weighing its inverse frequency in the scope (a name
+# on every turn joins nothing).
+_SHARING = """
+WITH scope AS (SELECT r.uuid, r.metadata FROM messages r WHERE {scope}),
+mention AS (SELECT DISTINCT s.uuid, e->>'norm' AS norm
+            FROM scope s, jsonb_array_elements(
+                CASE WHEN jsonb_typeof(s.metadata->'system'->'entities') = 'array'
+                     THEN s.metadata->'system'->'entities' ELSE '[]'::jsonb END) e
+            WHERE e->>'norm' = ANY(%(norms)s::text[])),
+n AS (SELECT count(*)::float8 AS n FROM scope),
+df AS (SELECT norm, count(*)::float8 AS df FROM mention GROUP BY norm)
+SELECT m.uuid, sum(ln(n.n / df.df)) AS score
+FROM mention m JOIN df USING (norm) CROSS JOIN n
+WHERE df.df <= %(max_share)s * n.n AND NOT m.uuid = ANY(%(exclude)s::uuid[])
+GROUP BY m.uuid ORDER BY score DESC, m.uuid LIMIT %(k)s
 """
 
 _ROWS = {
@@ -149,11 +180,13 @@ class PgMemorySearcher:
         return {row[0]: str(row[1]) for row in rows}
 
     async def lexical(self, namespace: uuid.UUID, kind: str, scope: MemoryScope, query: str,
-                      k: int) -> list[Hit]:
-        """Top k by BM25 among the scope's rows of `kind`."""
+                      k: int, *, own_words: bool = False) -> list[Hit]:
+        """Top k by BM25 among the scope's rows of `kind`: over the text they are found by, or
+        with `own_words` over their own words alone (without the turns before them)."""
         params: dict[str, Any] = {"ns": namespace, "query": query, "k": k, "k1": self.k1,
                                   "b": self.b}
-        statement = sql.SQL(_BM25).format(table=_TABLE[kind], lexical=_LEXICAL[kind],
+        lexical = sql.SQL("r.lexical") if own_words else _LEXICAL[kind]
+        statement = sql.SQL(_BM25).format(table=_TABLE[kind], lexical=lexical,
                                           scope=_scope_sql(kind, scope, params))
         return [Hit(r[0], float(r[1])) for r in await self._fetch(statement, params)]
 
@@ -163,6 +196,33 @@ class PgMemorySearcher:
         params: dict[str, Any] = {"ns": namespace, "vector": list(vector), "k": k}
         statement = sql.SQL(_DENSE).format(table=_TABLE[kind],
                                            scope=_scope_sql(kind, scope, params))
+        return [Hit(r[0], float(r[1])) for r in await self._fetch(statement, params)]
+
+    async def facts(self, namespace: uuid.UUID, sessions: Sequence[uuid.UUID]) -> ScopeFacts:
+        """The speakers (lower case, at most `_MAX_SPEAKERS`) and last message time of the
+        visible messages of `sessions`."""
+        rows = await self._fetch(
+            f"SELECT (SELECT array_agg(s) FROM (SELECT DISTINCT lower({_SPEAKER}) AS s"
+            "  FROM messages r WHERE r.namespace_id = %(ns)s"
+            "  AND r.session_pk = ANY(%(sessions)s::uuid[]) AND r.deleted_at IS NULL"
+            "  LIMIT %(n)s) x),"
+            " (SELECT max(r.created_at) FROM messages r WHERE r.namespace_id = %(ns)s"
+            "  AND r.session_pk = ANY(%(sessions)s::uuid[]) AND r.deleted_at IS NULL)",
+            {"ns": namespace, "sessions": list(sessions), "n": _MAX_SPEAKERS})
+        speakers, last = rows[0]
+        return ScopeFacts(frozenset(speakers or ()), last)
+
+    async def sharing_entities(self, namespace: uuid.UUID, scope: MemoryScope,
+                               norms: Sequence[str], exclude: Sequence[uuid.UUID], k: int, *,
+                               max_share: float) -> list[Hit]:
+        """Top k messages of the scope (not `exclude`) by the summed inverse frequency of the
+        entities (`norms`) they mention; an entity on more than `max_share` of the scope's
+        messages counts for nothing."""
+        if not norms:
+            return []
+        params: dict[str, Any] = {"ns": namespace, "norms": list(norms),
+                                  "exclude": list(exclude), "k": k, "max_share": max_share}
+        statement = sql.SQL(_SHARING).format(scope=_scope_sql(MESSAGE, scope, params))
         return [Hit(r[0], float(r[1])) for r in await self._fetch(statement, params)]
 
     async def rows(self, namespace: uuid.UUID, kind: str, ids: Sequence[uuid.UUID]
