@@ -37,6 +37,7 @@ BASES: dict[tuple[str, str], dict[str, Any]] = {
     ("post", "/v1/expand/recipe/{name}"): {"object_ids": [str(uuid.UUID(int=4))]},
     ("post", "/v1/paths"): {"from": [str(uuid.UUID(int=4))], "to": [str(uuid.UUID(int=5))]},
     ("post", "/v1/resolve"): {"query": "acme"},
+    ("post", "/v1/entities/search"): {"query": "acme"},
     ("post", "/v1/entities/merge"): {"from": str(uuid.UUID(int=4)),
                                      "into": str(uuid.UUID(int=5))},
     ("post", "/v1/entities/possibly_same/{from_id}/{to_id}"): {"decision": "verify"},
