@@ -3,31 +3,15 @@
 // or verified POSSIBLY_SAME edge; a click on a node adds its own neighbours.
 import {api, h, errorBox} from "./api.js";
 import {entityLink} from "./entity.js";
+import {graphFrame} from "./graph_frame.js";
 
 export async function entityGraphPage(root, [id]) {
   const start = await api("GET", `/v1/entities/${encodeURIComponent(id)}`);
-  const status = h("p", {class: "muted", id: "graph-status"});
-  const list = h("ul", {id: "graph-nodes"});
-  const canvas = h("div", {id: "graph"});
-  root.append(h("h1", {}, "Neighbourhood of ", entityLink(start)),
-              h("p", {class: "muted"}, "Click a node to add its neighbours."), status,
-              h("div", {class: "graph-wrap"}, canvas, h("div", {class: "node-list"}, list)));
-  if (typeof window.cytoscape !== "function") {
-    root.append(errorBox("the graph library did not load (make install runs npm ci)"));
-    return;
-  }
-  const cy = window.cytoscape({
-    container: canvas, maxZoom: 1.5, minZoom: 0.1,
-    style: [
-      {selector: "node", style: {"label": "data(label)", "font-size": 10, "background-color": "#f0b45a",
-                                 "text-wrap": "ellipsis", "text-max-width": 120}},
-      {selector: "node.expanded", style: {"background-color": "#b06d12"}},
-      {selector: "edge", style: {"label": "data(label)", "font-size": 9, "curve-style": "bezier",
-                                 "width": "data(width)", "line-color": "#a8b3c7",
-                                 "target-arrow-color": "#a8b3c7", "target-arrow-shape": "data(arrow)"}},
-    ],
-  });
-  window.explorerGraph = cy;  // for the browser test and the console
+  const frame = graphFrame(root, ["Neighbourhood of ", entityLink(start)],
+                           "Click a node to add its neighbours.", ["#f0b45a", "#b06d12"],
+                           {"width": "data(width)", "target-arrow-shape": "data(arrow)"});
+  if (frame === null) return;
+  const {cy, status, list} = frame;
   const expanded = new Set();
 
   function addNode(e) {

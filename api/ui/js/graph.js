@@ -2,33 +2,15 @@
 // /v1/expand (one hop, both directions, links and containment); the list beside the drawing
 // does the same with a button, and opens each node's object page.
 import {api, h, errorBox, objectLink} from "./api.js";
+import {graphFrame} from "./graph_frame.js";
 
 export async function graphPage(root, [id]) {
   const start = await api("GET", `/v1/objects/${encodeURIComponent(id)}`);
-  const status = h("p", {class: "muted", id: "graph-status"});
-  const list = h("ul", {id: "graph-nodes"});
-  const canvas = h("div", {id: "graph"});
-  root.append(h("h1", {}, "Graph around ", objectLink(start)),
-              h("p", {class: "muted"}, "Click a node to expand it."), status,
-              h("div", {class: "graph-wrap"}, canvas, h("div", {class: "node-list"}, list)));
-  if (typeof window.cytoscape !== "function") {
-    root.append(errorBox("the graph library did not load (make install runs npm ci)"));
-    return;
-  }
-  const cy = window.cytoscape({
-    container: canvas,
-    maxZoom: 1.5,  // a few nodes would otherwise fill the frame
-    minZoom: 0.1,
-    style: [
-      {selector: "node", style: {"label": "data(label)", "font-size": 10, "background-color": "#6ea8fe",
-                                 "text-wrap": "ellipsis", "text-max-width": 120}},
-      {selector: "node.expanded", style: {"background-color": "#2b4a86"}},
-      {selector: "edge", style: {"label": "data(label)", "font-size": 9, "curve-style": "bezier",
-                                 "target-arrow-shape": "triangle", "width": 1.5,
-                                 "line-color": "#a8b3c7", "target-arrow-color": "#a8b3c7"}},
-    ],
-  });
-  window.explorerGraph = cy;  // for the browser test and the console
+  const frame = graphFrame(root, ["Graph around ", objectLink(start)], "Click a node to expand it.",
+                           ["#6ea8fe", "#2b4a86"],
+                           {"target-arrow-shape": "triangle", "width": 1.5});
+  if (frame === null) return;
+  const {cy, status, list} = frame;
   const expanded = new Set();
 
   function addNode(obj) {
