@@ -77,9 +77,16 @@ def register_write_tools(server: MCPServer, api: ApiBackend) -> None:
                         meta: Annotated[Json | None, Field(
                             description="{note?, status?, role?, confidence? (0-1], "
                                         "evidence_id?}")] = None,
+                        valid_from: Annotated[str | None, Field(
+                            description="when it started to hold in the world (RFC 3339 with "
+                                        "an offset); none: always, or from now once the link "
+                                        "has history")] = None,
+                        valid_to: Annotated[str | None, Field(
+                            description="when it stopped holding (RFC 3339); none: still")] = None,
                         wait: Wait = False) -> Json:
         return await publish(api, ctx, "link.put", body(
-            **{"from": from_id, "to": to_id}, relation_type=relation_type, meta=meta), wait)
+            **{"from": from_id, "to": to_id}, relation_type=relation_type, meta=meta,
+            valid_from=valid_from, valid_to=valid_to), wait)
 
     async def add_messages(ctx: Context, session_id: Annotated[str, Field(
             description="the session (created when new)")],

@@ -182,8 +182,17 @@ def test_links_and_deletes_through_the_tools(
                                       title="Larkspur Ferries", wait=True))
             link = answer(await _ask(client, "save_link", from_id=deal["object_id"],
                                      to_id=buyer["object_id"], relation_type="buyer",
-                                     meta={"note": "the ferry operator buys"}, wait=True))
+                                     meta={"note": "the ferry operator buys"},
+                                     valid_from="2024-03-01T00:00:00Z", wait=True))
             assert link["status"] == "applied"
+            # the link's validity reaches its history
+            held = answer(await _ask(client, "expand", object_id=deal["object_id"],
+                                     relation_types=["buyer"], as_of="2024-06-01T00:00:00Z"))
+            assert [o["relation"]["valid_from"] for o in held["objects"]] == [
+                "2024-03-01T00:00:00Z"]
+            before = answer(await _ask(client, "expand", object_id=deal["object_id"],
+                                       relation_types=["buyer"], as_of="2024-01-01T00:00:00Z"))
+            assert before["objects"] == []
             # the graph is written by the relay after the event is applied
             for _ in range(120):
                 near = answer(await _ask(client, "expand", object_id=deal["object_id"],
