@@ -26,8 +26,8 @@ DOCS = REPO / "docs"
 MARKDOWN = sorted({*DOCS.glob("*.md"), *REPO.glob("*.md"), *REPO.glob("*/README.md")})
 # docs/search.md (the search request language, ~130 lines) is most of the growth past 1,900;
 # docs/time.md (~110), supplied structure and the entity pages (~60) and conversations in the
-# entity graph (~35) the growth past 2,060
-DOCS_MAX_LINES = 2330
+# entity graph (~35) and two benchmark tables (~40) the growth past 2,060
+DOCS_MAX_LINES = 2350
 
 
 def _tracked() -> list[Path]:
