@@ -75,7 +75,7 @@ SCIFACT_SLACK = 0.005
 
 # The entity layer, emptied before each extractor runs (the stage then sees every row pending).
 WIPE = ("TRUNCATE mentions, entity_edges, entity_merges, entity_aliases, entity_recount,"
-        " entity_proposal_queue, entity_name_vectors,"
+        " entity_proposal_queue, entity_name_vectors, message_mentions,"
         " entities",
         "UPDATE entity_extraction SET status = 'pending', extracted_hash = NULL, attempts = 0,"
         " lease_until = NULL, error = NULL, recount = false, triples = 0")
