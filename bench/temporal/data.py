@@ -5,9 +5,9 @@ Each person has 1 to 5 stints, at distinct companies, starting on distinct days 
 2015-01-01 and 2024-12-31. A stint is a `link.put` from its start (`valid_from`); it holds until
 the next stint starts (the functional type cuts it), or earlier when its put says so
 (`valid_to`, a quarter of the stints: a gap follows), or when a `link.delete` ends it (`valid_to`
-= the day it stopped, a few stints). The puts are published in random order; a delete comes
-after its link's put, at a random place. The truth is computed here from the stints alone, not by
-the pipeline's timeline code.
+= the day it stopped, a few stints). Every event is published in random order, a delete before
+its link's put too (its end is recorded and the put holds until then). The truth is computed
+here from the stints alone, not by the pipeline's timeline code.
 """
 
 from __future__ import annotations
@@ -100,8 +100,8 @@ def object_events(corpus: Corpus) -> list[dict[str, Any]]:
 
 
 def link_events(corpus: Corpus, rng: random.Random) -> list[dict[str, Any]]:
-    """Every stint's put, shuffled (published out of order), and each delete somewhere after
-    the put of its link (a delete of a link not written yet is refused: `link_not_found`)."""
+    """Every stint's put and delete, shuffled (published out of order: a dated delete may come
+    before the put it ends)."""
     keyed: list[tuple[float, dict[str, Any]]] = []
     for person, mine in enumerate(corpus.stints):
         for stint in mine:
@@ -114,7 +114,7 @@ def link_events(corpus: Corpus, rng: random.Random) -> list[dict[str, Any]]:
             at = rng.random()
             keyed.append((at, _envelope(corpus, "link.put", data)))
             if stint.deleted_at is not None:
-                keyed.append((rng.uniform(at, 1.0), _envelope(
+                keyed.append((rng.random(), _envelope(
                     corpus, "link.delete", {**ends, "valid_to": _stamp(stint.deleted_at)})))
     keyed.sort(key=lambda item: item[0])
     return [event for _, event in keyed]

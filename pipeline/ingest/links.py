@@ -75,9 +75,17 @@ def put(ctx: Applying, event: ParsedEvent, link: LinkPut) -> None:
 def delete(ctx: Applying, event: ParsedEvent, link: LinkDelete) -> None:
     """End a link of this namespace at `valid_to` (default: the event's time), or with
     `retract` withdraw every believed version of it (as if it never held)."""
-    _queue_behind(ctx, link)
+    wait_key = _queue_behind(ctx, link)
     store = ctx.store
     head = store.lock_link(link.from_id, link.relation_type, link.to_id)
+    if head is None and link.valid_to is not None and not link.retract:
+        # A dated end published before the put it ends (histories arrive out of order): the
+        # end is recorded, so the put, when it comes, holds until then. An undated delete of
+        # an unknown link stays an error: it names no time to record.
+        _endpoints_ok(store, event.namespace, [link.from_id, link.to_id], wait_key)
+        _assert(ctx, event, link, Assertion(link.to_id, "ended", link.valid_to),
+                change="delete", meta={})
+        return
     if head is None or head.namespace_id != event.namespace:
         raise LinkNotFound("no such link in this namespace", field="data")
     check_version(head.source_version, event.version)

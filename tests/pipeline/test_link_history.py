@@ -141,6 +141,32 @@ def test_delete_ends_and_retract_withdraws(log: Log) -> None:
     assert valid_to == log.clock
 
 
+def test_a_dated_delete_before_its_put_ends_it_when_the_put_comes(log: Log) -> None:
+    """Histories are published out of order: a dated end may arrive before the put it ends."""
+    ns, other = uuid.uuid4(), uuid.uuid4()
+    person, acme, globex = objects(log, ns, 3)
+    (foreign,) = objects(log, other, 1)
+    log.apply(unlink(ns, person, "works_at", acme, valid_to=year(2020)))
+    assert believed(log.conn, person, "works_at") == []
+    assert live(log.conn, person, "works_at") == []
+    log.apply(link(ns, person, "works_at", acme, valid_from=year(2015)))
+    assert believed(log.conn, person, "works_at") == [(acme, 2015, 2020)]
+    assert live(log.conn, person, "works_at") == []  # it ended before now
+    # an undated delete of a link never put names no time: still refused
+    with log.conn.transaction():
+        outcome = apply_batch(PgEventStore(log.conn), [RawRecord(
+            "t", 0, 0, None, json.dumps(unlink(ns, person, "works_at", globex)).encode(),
+            timestamp_ms=int(log.clock.timestamp() * 1000))], OPTIONS)
+    assert [d.error.code for d in outcome.dead] == ["link_not_found"]
+    # another namespace's object is no endpoint, dated or not
+    with log.conn.transaction():
+        outcome = apply_batch(PgEventStore(log.conn), [RawRecord(
+            "t", 0, 0, None, json.dumps(unlink(ns, person, "works_at", foreign,
+                                               valid_to=year(2020))).encode(),
+            timestamp_ms=int(log.clock.timestamp() * 1000))], OPTIONS)
+    assert [d.error.code for d in outcome.dead] == ["link_endpoint_not_found"]
+
+
 def test_versions_are_stamped_with_record_time_and_event(log: Log) -> None:
     ns = uuid.uuid4()
     company, x = objects(log, ns, 2)
