@@ -18,9 +18,11 @@ from psycopg_pool import ConnectionPool
 from pipeline.domain.chunking import chunk_text, part_id
 from pipeline.entities.ids import entity_id
 from pipeline.entities.stage import ExtractionStage
+from pipeline.entities.store.merges import merge
 from pipeline.ingest.batch import apply_batch
 from pipeline.ingest.records import RawRecord, ingest_options
 from pipeline.ingest.store.events import PgEventStore
+from pipeline.postgres.plans import run
 from pipeline.postgres.pool import make_pool
 from pipeline.settings import Settings
 from tests.apiutil import ApiTenant, api_client, ok
@@ -261,3 +263,35 @@ def test_a_deleted_object_retires_its_facts_and_a_revival_states_them_again(
                 " WHERE root_id = %s ORDER BY recorded_at", acme)
     assert history == [(jane, at("2026-03-01T00:00:00"), at("2026-03-02T00:00:00")),
                        (jane, at("2026-03-03T00:00:00"), None)]
+
+
+def test_a_merge_moves_the_merged_entitys_facts_to_the_survivor(
+        edb: Settings, epool: ConnectionPool) -> None:
+    """Two names of one company, each with its own fact: after a curator's merge the survivor
+    answers both (the history's times kept), and the merged id answers as the survivor."""
+    t = ApiTenant(uuid.uuid4(), f"key-m-{uuid.uuid4().hex[:8]}")
+    acme, acme_inc = uuid.uuid4(), uuid.uuid4()
+    assert apply_at(edb, [(company(t.namespace, acme, "Acme Corp", since="2020-01-01T00:00:00Z"),
+                           at("2026-04-01T00:00:00")),
+                          (company(t.namespace, acme_inc, "Acme Incorporated",
+                                   since="2021-01-01T00:00:00Z"),
+                           at("2026-04-02T00:00:00"))]) == []
+    ExtractionStage(edb, epool, CapsExtractor()).run([acme, acme_inc])  # type: ignore[arg-type]
+    into = entity_id(t.namespace, "acme corp", "ORG")
+    gone = entity_id(t.namespace, "acme incorporated", "ORG")
+    with psycopg.connect(edb.effective_postgres_dsn, autocommit=True) as conn, \
+            conn.transaction():
+        run(conn, merge(t.namespace, gone, into, confidence=1.0, method="manual",
+                        decided_by="curator", dry_run=False))
+    both = [("Acme Corp", "2020-01-01T00:00:00Z", None),
+            ("Acme Corp", "2021-01-01T00:00:00Z", None)]
+    with api_client(edb, [t]) as client:
+        answer = ok(client.get(f"/v1/entities/{into}/facts",
+                               headers={"Authorization": f"Bearer {t.key}"}))
+        assert sorted((f["object"]["name"], f["valid_from"], f["valid_to"])
+                      for f in answer["facts"]) == both
+        assert {f["object"]["id"] for f in answer["facts"]} == {str(into)}
+        assert sorted(_facts(client, t.key, gone)) == both
+    recorded = q(edb, "SELECT object_id, recorded_at FROM entity_facts WHERE namespace_id = %s"
+                 " ORDER BY recorded_at", t.namespace)
+    assert recorded == [(into, at("2026-04-01T00:00:00")), (into, at("2026-04-02T00:00:00"))]
