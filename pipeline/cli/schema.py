@@ -45,14 +45,14 @@ def kinds() -> None:
 @click.pass_context
 def kinds_apply(ctx: click.Context, path: Path) -> None:
     """Apply a kinds.yaml additively: new kinds and fields are added, nothing is removed."""
-    from pipeline.domain.kind_documents import load_relations
-    from pipeline.domain.kinds import load_catalog
+    from pipeline.domain.kind_documents import decode_document, relations_from_dict
+    from pipeline.domain.kinds import catalog_from_dict
     from pipeline.ingest.store.catalog import apply_catalog, apply_relations
     from pipeline.ops.generations import apply_to_live
 
-    text = path.read_text(encoding="utf-8")
-    incoming = load_catalog(text)
-    relations = load_relations(text)
+    document = decode_document(path.read_text(encoding="utf-8"))  # decoded once for both
+    incoming = catalog_from_dict(document)
+    relations = relations_from_dict(document)
     merged: list[object] = []
 
     def apply(settings: Settings) -> None:

@@ -151,10 +151,11 @@ def relations_from_dict(raw: Any) -> list[RelationSpec]:
     return specs
 
 
-def load_relations(text: str) -> list[RelationSpec]:
-    """The relation types of a catalog document (YAML or JSON text)."""
+def decode_document(text: str) -> Any:
+    """A catalog document's text (YAML or JSON) decoded, for `catalog_from_dict` and
+    `relations_from_dict` alike."""
     try:
-        raw = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise InvalidKindSpec(f"not valid YAML: {exc}") from None
-    return relations_from_dict(raw)
+

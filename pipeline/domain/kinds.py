@@ -16,8 +16,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
-import yaml
-
 from pipeline.domain.errors import (
     InvalidFilter,
     InvalidKindSpec,
@@ -32,6 +30,7 @@ from pipeline.domain.kind_documents import (
     KindDoc,
     Operator as Operator,
     Scalar as Scalar,
+    decode_document,
     parse_catalog_document,
 )
 from pipeline.domain.relations import RelationSpec
@@ -145,11 +144,7 @@ def catalog_from_dict(raw: Any) -> list[KindSpec]:
 
 def load_catalog(text: str) -> list[KindSpec]:
     """Parse a catalog document (YAML or JSON text) into validated kind specs."""
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InvalidKindSpec(f"not valid YAML: {exc}") from None
-    return catalog_from_dict(raw)
+    return catalog_from_dict(decode_document(text))
 
 
 # --- serialization (a jsonb column holds `catalog_to_dict(specs)`) -------------------------------
