@@ -103,10 +103,13 @@ def main() -> None:
             grow_to(settings, source, point, instances.PaddedStatic(dim))
             if pending_rows(settings):
                 bulk_extract(settings)
-            build_lexical_index(settings)
+            lexical = instances.metered(
+                "lexical index: Tantivy documents written by the writer", postmaster,
+                lambda: build_lexical_index(settings)[0])
             measured = sizes.measure(settings, NAMESPACE)
             found.half, found.full = (measured, None) if found.half is None else (
                 found.half, measured)
+        found.meters.append(lexical)  # the second point's: the index already holds half
         found.loads.append(load_average())
         found.meters += instances.searches(settings, postmaster, NAMESPACE,
                                            source.claims[:args.claims])
