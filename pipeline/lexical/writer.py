@@ -29,7 +29,7 @@ import socket
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -95,19 +95,26 @@ class LexicalWriter:
         self.replica = replica_name(self.data_dir)
         self._writers: dict[uuid.UUID, tantivy.IndexWriter] = {}
 
-    def run(self, *, max_rounds: int = 1000) -> WriterStats:
+    def run(self, *, max_rounds: int = 1000,
+            stop: Callable[[], bool] = lambda: False) -> WriterStats:
         """Catch the replica up with the log (up to `max_rounds` batches), building it from
-        Postgres first when it must; skipped when another writer holds it."""
+        Postgres first when it must; skipped when another writer holds it. `stop` is asked
+        between batches and between a build's namespaces (a build stopped midway starts again
+        next time)."""
         stats = WriterStats()
         with replica_lock(self.data_dir, self.generation) as held:
             if not held:
                 stats.skipped = True
                 return stats
             try:
-                cursor = self._cursor(stats)
+                cursor = self._cursor(stats, stop)
+                if cursor is None:
+                    return stats
                 with self.pool.connection() as conn:
                     below = changes.horizon(conn)
                 for _ in range(max_rounds):
+                    if stop():
+                        break
                     moved = self._round(stats, cursor, below)
                     if moved is None:
                         break
@@ -141,17 +148,17 @@ class LexicalWriter:
                 self._close()
         return stats
 
-    def _cursor(self, stats: WriterStats) -> Cursor:
+    def _cursor(self, stats: WriterStats, stop: Callable[[], bool]) -> Cursor | None:
         """The replica's cursor, after building it from Postgres when it has none (or its
-        registration is gone: its log rows may be pruned)."""
+        registration is gone: its log rows may be pruned); None when stopped mid-build."""
         state = read_state(self.settings)
         if state is not None and state.replica == self.replica:
             with self.pool.connection() as conn:
                 if changes.registered(conn, self.replica):
                     return state.cursor
-        return self._build(stats)
+        return self._build(stats, stop)
 
-    def _build(self, stats: WriterStats) -> Cursor:
+    def _build(self, stats: WriterStats, stop: Callable[[], bool]) -> Cursor | None:
         clear_state(self.settings)  # a build killed midway starts again
         with self.pool.connection() as conn:
             cursor = changes.register(conn, self.replica, socket.gethostname(),
@@ -162,12 +169,16 @@ class LexicalWriter:
         # the database's namespaces only: an index directory of another namespace may be
         # another database's replica in the same data directory (it is left alone)
         for namespace in sorted(targets):
-            self._rebuild_namespace(namespace, stats)
+            if not self._rebuild_namespace(namespace, stats, stop):
+                return None
         write_state(self.settings, ReplicaState(self.replica, cursor))
         stats.built = True
         return cursor
 
-    def _rebuild_namespace(self, namespace: uuid.UUID, stats: WriterStats) -> None:
+    def _rebuild_namespace(self, namespace: uuid.UUID, stats: WriterStats,
+                           stop: Callable[[], bool] = lambda: False) -> bool:
+        """Write the namespace's index afresh and swap it in; False when `stop` said so first
+        (the index in place stays as it was)."""
         held = self._writers.pop(namespace, None)
         if held is not None:  # its lock is on the index being replaced
             _finish(held)
@@ -181,6 +192,10 @@ class LexicalWriter:
             roots = changes.roots_of(conn, namespace)
         size = self.batch_size
         for start in range(0, len(roots), size):
+            if stop():
+                _finish(writer)
+                shutil.rmtree(fresh, ignore_errors=True)
+                return False
             chunk = roots[start:start + size]
             with self.pool.connection() as conn:
                 docs = changes.load_documents(conn, namespace, chunk)
@@ -192,6 +207,7 @@ class LexicalWriter:
         _finish(writer)
         stats.commits += 1
         _swap(fresh, path)
+        return True
 
     def _round(self, stats: WriterStats, cursor: Cursor, below: int) -> Cursor | None:
         with self.pool.connection() as conn:

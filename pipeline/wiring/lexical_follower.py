@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,7 +94,7 @@ class _Followed:
         self.writer = LexicalWriter(settings, self.pool)
         self.reported = 0.0
 
-    def step(self) -> None:
+    def step(self, stop: Callable[[], bool]) -> None:
         state = read_state(self.settings)
         due = time.monotonic() - self.reported > HEARTBEAT_SECONDS
         if state is None:
@@ -102,7 +103,7 @@ class _Followed:
             with self.pool.connection() as conn:
                 due = changes.lag_seconds(conn, state.cursor) is not None
         if due:
-            stats = self.writer.run()
+            stats = self.writer.run(stop=stop)
             if not stats.skipped:
                 self.reported = time.monotonic()
             if stats.built:
@@ -151,7 +152,7 @@ class ReplicaFollower:
                         < RETRY_SECONDS:
                     continue
                 try:
-                    followed.step()
+                    followed.step(self._stop.is_set)
                 except Exception as exc:  # Postgres down, a disk error: try again later
                     self._failed_at[gen_id] = time.monotonic()
                     log.warning("lexical follower of generation %d: %s", gen_id, exc)

@@ -126,3 +126,18 @@ def test_a_replica_forgotten_while_away_builds_itself_again(
     assert back.built  # its cursor meant nothing any more: rebuilt from Postgres
     assert _count(second_host, ns, "skua") == 3
     assert replica_name(second_host.resolved_data_dir) == writer_b.replica
+
+
+def test_a_build_stopped_midway_leaves_no_cursor_and_starts_again(
+        lex_settings: Settings, db: psycopg.Connection[Any], sync_pool: ConnectionPool,
+        tmp_path: Path) -> None:
+    """An API process stopping while its replica builds (shutdown) stops between batches; the
+    replica has no cursor yet, so it is not ready, and the next run builds it whole."""
+    ns = uuid.uuid4()
+    apply_events(db, _notes(ns, "petrel", 3))
+    host = lex_settings.model_copy(update={"data_dir": tmp_path / "host-c"})
+    writer = LexicalWriter(host, sync_pool)
+    stopped = writer.run(stop=lambda: True)
+    assert not stopped.built and read_state(host) is None and writer.pending() >= 1
+    again = writer.run()
+    assert again.built and _count(host, ns, "petrel") == 3 and writer.pending() == 0
