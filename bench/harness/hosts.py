@@ -171,14 +171,20 @@ class Host:
         """Whether the supervisor and every one of its processes run."""
         return self.alive and set(HOST_PROCESSES) <= set(self.pids())
 
-    def cpu_seconds(self) -> float:
-        """CPU seconds (user + system) the host's live processes spent so far."""
-        total = 0.0
+    def cpu_by_process(self) -> dict[str, float]:
+        """CPU seconds (user + system) each of the host's processes spent so far, with its
+        descendants and its process group (Celery's pool, uvicorn's workers); keyed by the
+        names `up` gives them ("supervisor" for `up` itself)."""
+        pids = self.pids()
+        leaders = {pid: name for name, pid in pids.items()}
+        out: dict[str, float] = {}
         for proc in self.processes():
-            with contextlib.suppress(psutil.NoSuchProcess):
+            with contextlib.suppress(psutil.Error, ProcessLookupError, PermissionError):
+                group = os.getpgid(proc.pid)
+                name = leaders.get(proc.pid) or leaders.get(group) or "supervisor"
                 times = proc.cpu_times()
-                total += times.user + times.system
-        return total
+                out[name] = out.get(name, 0.0) + times.user + times.system
+        return out
 
     # -- its API ---------------------------------------------------------------------------
 
