@@ -38,6 +38,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import shutil
 import threading
 import time
@@ -194,13 +195,18 @@ class Meter:
 # -- ingest ----------------------------------------------------------------------------------
 
 
+# A few SciFact abstracts hold C1 control characters, which the API refuses in text.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
 def events_of(ns: uuid.UUID, docs: Sequence[tuple[str, Doc]]) -> list[dict[str, Any]]:
+    """The put event of each document as the API takes it (its control characters dropped)."""
     out = []
     for key, doc in docs:
         data: dict[str, Any] = {"id": str(object_id(ns, key)), "kind": "doc",
-                                "content": doc.text}
+                                "content": _CONTROL.sub("", doc.text)}
         if doc.title:
-            data["title"] = doc.title
+            data["title"] = _CONTROL.sub("", doc.title)
         out.append({"type": "brainstream.object.put", "id": f"{ns}/{key}", "data": data})
     return out
 
@@ -288,12 +294,14 @@ def wait_settled(settings: Settings, ns: uuid.UUID, docs: int, hosts: Sequence[H
 
 
 def ingest(stack: Stack, base: Settings, count: int, corpus: Sequence[Doc], docs: int,
-           partitions: int) -> tuple[Phase, list[Host]]:
-    """One phase: `count` fresh hosts over a fresh database; the hosts are left running."""
+           partitions: int, running: list[Host]) -> tuple[Phase, list[Host]]:
+    """One phase: `count` fresh hosts over a fresh database; the hosts are left running (and
+    added to `running` as soon as they exist, for the caller to stop whatever happens)."""
     label = "one" if count == 1 else "two"
     settings = phase_settings(base, label, redis_db=2 + count, partitions=partitions)
     ns, key = uuid.uuid4(), f"bench-{uuid.uuid4().hex}"
     hosts = make_hosts(settings, count, key, ns, label)
+    running += hosts
     start_hosts(hosts)
     marker = f"hostsmark{uuid.uuid4().hex[:8]}"
     events = events_of(ns, cycle_docs(corpus, docs))
@@ -437,14 +445,12 @@ def main() -> None:
     running: list[Host] = []
     with bench_stack(settings, fresh=True) as stack:
         try:
-            one, hosts = ingest(stack, settings, 1, corpus, args.docs,
-                                         args.partitions)
-            running += hosts
+            one, hosts = ingest(stack, settings, 1, corpus, args.docs, args.partitions,
+                                running)
             for host in hosts:
                 host.stop()
-            two, hosts = ingest(stack, settings, 2, corpus, args.docs,
-                                         args.partitions)
-            running += hosts
+            two, hosts = ingest(stack, settings, 2, corpus, args.docs, args.partitions,
+                                running)
             texts = queries(corpus)
             searches = (search_run(stack, hosts, 1, args.clients, args.seconds, texts),
                         search_run(stack, hosts, 2, args.clients, args.seconds, texts))

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import psutil
@@ -66,16 +67,38 @@ def shared_env(shared: Settings) -> dict[str, str]:
     return env
 
 
+def service_ports(shared: Settings) -> tuple[int, ...]:
+    """The loopback ports of the shared services (what a host in a namespace must reach)."""
+    urls = [shared.effective_postgres_dsn, f"kafka://{shared.effective_kafka_bootstrap}",
+            shared.effective_falkordb_url, shared.effective_redis_url]
+    ports = []
+    for url in urls:
+        parts = urlsplit(url)
+        if parts.hostname not in ("127.0.0.1", "localhost") or parts.port is None:
+            raise ValueError(f"not a loopback service: {url}")
+        ports.append(parts.port)
+    return tuple(ports)
+
+
+# Inside its own network namespace a host listens on the project's default ports: every host
+# the same ones, as on machines of their own.
+INNER_PORTS = {"API_PORT": 8000, "CONSUMER_METRICS_PORT": 9101, "WORKER_METRICS_PORT": 9102}
+
+
 @dataclass
 class Host:
-    """One `brainstream up` over the shared services, with its own data directory and ports."""
+    """One `brainstream up` over the shared services, with its own data directory and ports;
+    with `reach` (the services' ports, `service_ports`), in a network namespace of its own
+    (bench/harness/netns.py), its API exposed on `base_port`."""
 
     name: str
     data_dir: Path
     base_port: int
     env: dict[str, str]  # shared_env(...) plus whatever this run adds (keys, intervals)
     api_key: str = ""
+    reach: tuple[int, ...] = ()
     popen: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    gate: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
     def api_port(self) -> int:
@@ -91,18 +114,31 @@ class Host:
 
     def host_env(self) -> dict[str, str]:
         """The environment of this host's `up`: the shared one, its data dir and ports."""
-        return {**self.env,
-                "BRAINSTREAM_DATA_DIR": str(self.data_dir),
-                "BRAINSTREAM_API_PORT": str(self.api_port),
-                "BRAINSTREAM_CONSUMER_METRICS_PORT": str(self.base_port + 1),
-                "BRAINSTREAM_WORKER_METRICS_PORT": str(self.base_port + 2)}
+        ports = INNER_PORTS if self.reach else {
+            "API_PORT": self.api_port, "CONSUMER_METRICS_PORT": self.base_port + 1,
+            "WORKER_METRICS_PORT": self.base_port + 2}
+        return {**self.env, "BRAINSTREAM_DATA_DIR": str(self.data_dir),
+                **{f"BRAINSTREAM_{name}": str(port) for name, port in ports.items()}}
 
     def start(self) -> Host:
-        """Start the host's supervisor (its own session: `kill9` reaches all of it)."""
+        """Start the host's supervisor (its own session: `kill9` reaches all of it), in its
+        own network namespace with `reach`."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        prefix: list[str] = []
+        if self.reach:
+            self.gate = subprocess.Popen(
+                [sys.executable, "-m", "bench.harness.netns",
+                 *(f"--reach={port}" for port in self.reach),
+                 f"--expose={self.api_port}:{INNER_PORTS['API_PORT']}"],
+                cwd=REPO, stdout=subprocess.PIPE, start_new_session=True)
+            assert self.gate.stdout is not None
+            if self.gate.stdout.readline().strip() != b"ready":
+                raise RuntimeError(f"host {self.name}'s network namespace did not start "
+                                   f"(status {self.gate.wait(timeout=10)})")
+            prefix = ["nsenter", f"--net=/proc/{self.gate.pid}/ns/net", "--"]
         with open(self.log_path, "ab") as log:
             self.popen = subprocess.Popen(
-                [sys.executable, "-m", "pipeline.cli", "up", "--keep-services"],
+                [*prefix, sys.executable, "-m", "pipeline.cli", "up", "--keep-services"],
                 env=self.host_env(), cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True)
         return self
@@ -153,19 +189,26 @@ class Host:
         psutil.wait_procs(procs, timeout=30)
         if self.popen is not None:
             self.popen.wait(timeout=30)
+        self._close_gate(signal.SIGKILL)
         return len(procs)
+
+    def _close_gate(self, signum: int) -> None:
+        """Stop the network namespace's gate (the namespace goes with its last process)."""
+        if self.gate is not None and self.gate.poll() is None:
+            self.gate.send_signal(signum)
+            self.gate.wait(timeout=30)
 
     def stop(self) -> None:
         """Stop the host as Ctrl-C does (the supervisor stops its children), killed after a
         minute."""
-        if not self.alive:
-            return
-        assert self.popen is not None
-        self.popen.send_signal(signal.SIGTERM)
-        try:
-            self.popen.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.kill9()
+        if self.alive:
+            assert self.popen is not None
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.kill9()
+        self._close_gate(signal.SIGTERM)
 
     def running(self) -> bool:
         """Whether the supervisor and every one of its processes run."""

@@ -8,10 +8,12 @@ at the session's stack as external services: a database, a graph, a Celery broke
 topics of this module's own (the input topic with the stack's 4 partitions), so `verify` judges
 only what this module wrote and no other process of the session takes its tasks.
 
-Network namespaces: the machine allows them (`unshare -n` works as root), but a host in its own
-namespace reaches the shared services only through a forwarder (the embedded services listen on
-loopback and the broker advertises 127.0.0.1); the hosts here share the machine's network and are
-told apart by their ports.
+Each host runs in a network namespace of its own where the machine allows it (root, `unshare -n`
+and `nsenter` work; bench/harness/netns.py): there every host listens on the same default ports
+(API 8000, metrics 9101...) and reaches the shared services through a gate that forwards their
+loopback ports (the embedded services listen on loopback, the broker advertises 127.0.0.1), its
+API exposed on a port of its own outside. Where namespaces are refused, the hosts share the
+machine's network and are told apart by their ports.
 
 In the fault suite (slow): three supervisors of five processes each start on a 2-core machine.
 """
@@ -19,6 +21,7 @@ In the fault suite (slow): three supervisors of five processes each start on a 2
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import uuid
@@ -28,7 +31,8 @@ from typing import Any
 import httpx
 import pytest
 
-from bench.harness.hosts import PORTS_PER_HOST, Host, shared_env
+from bench.harness import netns
+from bench.harness.hosts import PORTS_PER_HOST, Host, service_ports, shared_env
 from pipeline.settings import Settings
 from tests.faults.faultutil import (
     assert_graph_matches_postgres,
@@ -91,8 +95,9 @@ def hosts(shared: Settings) -> Iterator[tuple[Tenants, dict[str, Host]]]:
     env = {**shared_env(shared), **tenants.env(),
            "BRAINSTREAM_SWEEP_INTERVAL": "1", "BRAINSTREAM_EMBED_LEASE_SECONDS": "5"}
     root = TEST_DATA_DIR / f"hosts-{uuid.uuid4().hex[:6]}"
+    reach = service_ports(shared) if netns.usable() else ()
     made = {name: Host(name, root / name, HOST_PORT_BASE + i * PORTS_PER_HOST, env,
-                       api_key=tenants.key)
+                       api_key=tenants.key, reach=reach)
             for i, name in enumerate("abc")}
     try:
         made["a"].start()
@@ -162,6 +167,10 @@ class TwoApiPublisher:
             raise self.error
 
 
+def _netns(pid: int) -> str:
+    return os.readlink(f"/proc/{pid}/ns/net")
+
+
 def _ledger(settings: Settings, ns: uuid.UUID) -> int:
     return int(scalar(settings, "SELECT count(*) FROM processed_events WHERE namespace_id = %s",
                       ns))
@@ -217,6 +226,11 @@ def test_two_hosts_one_killed_mid_ingest_and_replaced(
              and _owned(a, topic, 0) | _owned(b, topic, 0) == every,
              timeout=120, interval=0.5, what="hosts a and b sharing the input topic's partitions")
     split = {"a": sorted(_owned(a, topic, 0)), "b": sorted(_owned(b, topic, 0))}
+    if a.reach:  # each host's processes in a network namespace of its own
+        spaces = {name: {_netns(pid) for pid in host.pids().values()}
+                  for name, host in (("a", a), ("b", b))}
+        assert len(spaces["a"]) == len(spaces["b"]) == 1, spaces
+        assert len(spaces["a"] | spaces["b"] | {_netns(os.getpid())}) == 3, spaces
 
     events = [_put(ns, i) for i in range(OBJECTS)]
     batches = [events[i:i + BATCH] for i in range(0, OBJECTS, BATCH)]
@@ -307,8 +321,9 @@ def test_two_hosts_one_killed_mid_ingest_and_replaced(
         lexical = host.cli("lexical", "verify")
         assert lexical.returncode == 0, f"{host.name}: {lexical.stdout}{lexical.stderr}"
 
-    log.info("two hosts: partitions %s; %d processes of host a killed at %d/%d events applied; "
-             "b held every partition %.1fs later; published %s with %d failovers; c's /readyz "
-             "went %s; converged %s in %.1fs", split, killed, at_kill, OBJECTS, takeover,
-             publisher.through, publisher.failovers, [s for s, _ in seen], state,
-             time.monotonic() - started)
+    log.info("two hosts (%s): partitions %s; %d processes of host a killed at %d/%d events "
+             "applied; b held every partition %.1fs later; published %s with %d failovers; "
+             "c's /readyz went %s; converged %s in %.1fs",
+             "network namespaces" if a.reach else "one network", split, killed, at_kill,
+             OBJECTS, takeover, publisher.through, publisher.failovers,
+             [s for s, _ in seen], state, time.monotonic() - started)
