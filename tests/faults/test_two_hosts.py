@@ -50,6 +50,9 @@ log = logging.getLogger(__name__)
 
 OBJECTS = 240
 BATCH = 20  # events per POST /v1/events
+# Seconds between batches: a stream of several seconds, so the kill lands mid-ingest (sent at
+# once, the consumers applied most of it before the kill).
+PACE = 0.5
 REDIS_DB = 11  # the Celery broker database of these hosts: no other process takes their tasks
 # Host ports start here (API, consumer metrics, worker metrics + 2), clear of the stack's ports
 # and of the session's pipeline metrics ports, moved by the same offset.
@@ -156,7 +159,7 @@ class TwoApiPublisher:
                     self.failovers += 1
                 else:
                     raise AssertionError(f"no host took batch {i}")
-                time.sleep(0.05)  # a steady stream, so the kill lands mid-ingest
+                time.sleep(PACE)
         except BaseException as exc:
             self.error = exc
 
@@ -326,4 +329,5 @@ def test_two_hosts_one_killed_mid_ingest_and_replaced(
              "c's /readyz went %s; converged %s in %.1fs",
              "network namespaces" if a.reach else "one network", split, killed, at_kill,
              OBJECTS, takeover, publisher.through, publisher.failovers,
-             [s for s, _ in seen], state, time.monotonic() - started)
+             [(s, body.get("reasons") or body.get("code")) for s, body in seen], state,
+             time.monotonic() - started)
