@@ -14,22 +14,17 @@ reads go to the primary and /readyz stays ready, saying the standby is down."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import datetime
-from typing import Any
 
 import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
 from api.read_routing import LSN_HEADER, MIN_LSN_HEADER
+from bench.harness.standby import Standby
 from pipeline.postgres.lsn import format_lsn, parse_lsn
-from pipeline.services.postgres import PG_OS_USER, PostgresService, _as_root, _bin_dir
 from pipeline.settings import Settings
 from tests.apiprocess import free_port
 from tests.apiutil import ApiTenant, api_client, ok
@@ -38,77 +33,14 @@ from tests.stackutil import TEST_DATA_DIR
 
 pytestmark = pytest.mark.stack
 
-STANDBY_APP = "brainstream-read-standby"
 
-
-def _pg(args: list[str], timeout: float = 120) -> None:
-    """Run a bundled Postgres binary (as the unprivileged user when we are root)."""
-    argv = [str(_bin_dir() / args[0]), *args[1:]]
-    if _as_root():
-        argv = ["runuser", "-u", PG_OS_USER, "--", *argv]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-    assert done.returncode == 0, f"{args[0]}: {done.stderr or done.stdout}"
-
-
-class Standby:
-    """A streaming standby of the test stack's Postgres."""
-
-    def __init__(self, primary: Settings) -> None:
-        self.primary = primary
-        self.pgdata = TEST_DATA_DIR / "read-standby" / "pgdata"
-        self.log = TEST_DATA_DIR / "read-standby" / "postgres.log"
-        self.port = free_port()
-        self.dsn = f"postgresql://postgres@127.0.0.1:{self.port}/brainstream"
-
-    def create(self) -> None:
-        root = self.pgdata.parent
-        if root.exists():
-            shutil.rmtree(root)
-        root.mkdir(parents=True)
-        if _as_root():
-            PostgresService(self.primary)._prepare_permissions()  # the binaries, reachable
-            import pwd
-
-            user = pwd.getpwnam(PG_OS_USER)
-            os.chown(root, user.pw_uid, user.pw_gid)
-        _pg(["pg_basebackup", "-h", "127.0.0.1", "-p", str(self.primary.pg_port),
-             "-U", "postgres", "-D", str(self.pgdata), "-R", "-X", "stream", "-c", "fast"])
-        self.start()
-
-    def start(self) -> None:
-        options = (f"-p {self.port} -c listen_addresses=127.0.0.1 "
-                   "-c unix_socket_directories='' -c max_connections=300 "
-                   "-c shared_buffers=128MB -c hot_standby_feedback=on")
-        _pg(["pg_ctl", "-D", str(self.pgdata), "-w", "-t", "60", "-l", str(self.log),
-             "-o", options, "start"], timeout=90)
-
-    def stop(self) -> None:
-        if (self.pgdata / "postmaster.pid").exists():
-            _pg(["pg_ctl", "-D", str(self.pgdata), "-w", "-t", "60", "-m", "fast", "stop"])
-
-    def one(self, query: str, params: tuple[Any, ...] = ()) -> Any:
-        with psycopg.connect(self.dsn, autocommit=True, connect_timeout=5) as conn:
-            row = conn.execute(query, params).fetchone()
-        return None if row is None else row[0]
-
-    def replayed(self) -> int:
-        return parse_lsn(self.one("SELECT pg_last_wal_replay_lsn()::text"))
-
-    def last_read(self) -> tuple[int, datetime | None]:
-        """How many read-pool backends the standby has, and when the last ran a statement."""
-        with psycopg.connect(self.dsn, autocommit=True, connect_timeout=5) as conn:
-            row = conn.execute("SELECT count(*), max(state_change) FROM pg_stat_activity"
-                               " WHERE application_name = %s", (STANDBY_APP,)).fetchone()
-        assert row is not None
-        return int(row[0]), row[1]
-
-    def holds(self, object_id: str) -> bool:
-        return self.one("SELECT count(*) FROM objects WHERE id = %s", (object_id,)) == 1
+def _holds(standby: Standby, object_id: str) -> bool:
+    return bool(standby.one("SELECT count(*) FROM objects WHERE id = %s", (object_id,)) == 1)
 
 
 @pytest.fixture(scope="module")
 def standby(catalog: Settings) -> Iterator[Standby]:
-    server = Standby(catalog)
+    server = Standby(catalog, TEST_DATA_DIR / "read-standby", free_port())
     server.create()
     try:
         yield server
@@ -180,12 +112,12 @@ def test_reads_go_to_the_standby_and_a_wait_write_is_read_back_at_once(
                 wait_for(lambda: primary.execute("SELECT 1 FROM objects WHERE id = %s",
                                                  (unseen,)).fetchone(),
                          timeout=30, what="the pipeline to apply the unwaited put")
-            assert not standby.holds(unseen)
+            assert not _holds(standby, unseen)
             assert _read(client, a, unseen, standby) == (404, True)
 
             # (b) a wait:true write is read back at once, from the primary
             written, lsn = _put(client, a, "Dogwood Yard")
-            assert not standby.holds(written) and standby.replayed() < lsn
+            assert not _holds(standby, written) and standby.replayed() < lsn
             assert _read(client, a, written, standby) == (200, False)
             assert _read(client, a, unseen, standby) == (200, False)  # all of a's reads
             # (d) the other tenant's reads stay on the standby
