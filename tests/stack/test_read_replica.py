@@ -203,3 +203,28 @@ def test_status_shows_the_read_standby(catalog: Settings, standby: Standby) -> N
     assert any(s["state"] == "streaming" for s in replication["standbys"]), replication
     lines = render_replication(replication)
     assert any(line.startswith("read standby: replayed") for line in lines), lines
+
+
+def test_read_floors_are_per_namespace_only_go_up_and_expire(catalog: Settings) -> None:
+    """The floors in the stack's Redis, as two API processes (two `ReadFloors`) share them."""
+    import asyncio
+
+    from pipeline.postgres.read_floors import ReadFloors
+
+    async def run() -> None:
+        one = ReadFloors(catalog.result_set_redis_url, ttl_seconds=1.0)
+        other = ReadFloors(catalog.result_set_redis_url, ttl_seconds=1.0)
+        a, b = uuid.uuid4(), uuid.uuid4()
+        try:
+            await one.raise_to(a, 2**40 + 5)
+            await other.raise_to(a, 17)  # a later, lower position never lowers it
+            assert await other.floor(a) == 2**40 + 5
+            assert await other.floor(b) == 0  # the other namespace is untouched
+            await asyncio.sleep(1.3)
+            assert await other.floor(a) == 0  # expired in Redis
+            assert await one.floor(a) == 0  # and in the process that wrote it
+        finally:
+            await one.close()
+            await other.close()
+
+    asyncio.run(run())

@@ -70,3 +70,24 @@ def test_a_standby_serves_only_when_up_and_within_the_bound() -> None:
     fresh = StandbyState(up=True, lag_seconds=1.0, replayed=10, probed_at=0.0)
     assert fresh.serves(5.0) and fresh.describe(5.0) == "ok"
     assert not fresh.serves(0.5) and fresh.describe(0.5) == "lagging"
+
+
+def test_the_read_dsn_follows_the_generation_database_as_the_primary_dsn_does() -> None:
+    from psycopg.conninfo import conninfo_to_dict
+
+    from pipeline.settings import Settings
+
+    base = Settings(_env_file=None,  # type: ignore[call-arg]
+                    postgres_dsn="postgresql://app@primary:5432/brainstream",
+                    postgres_read_dsn="postgresql://reader@standby:5432/brainstream")
+    assert base.effective_postgres_read_dsn == "postgresql://reader@standby:5432/brainstream"
+    gen = base.for_generation(3, dbname="brainstream_g3", graph_name="g3",
+                              consumer_group="c3", embedder="static", embedding_dim=256)
+    primary = conninfo_to_dict(gen.effective_postgres_dsn)
+    standby = conninfo_to_dict(gen.effective_postgres_read_dsn or "")
+    assert primary["dbname"] == standby["dbname"] == "brainstream_g3"
+    assert (standby["host"], standby["user"]) == ("standby", "reader")
+    unset = Settings(_env_file=None)  # type: ignore[call-arg]
+    assert unset.for_generation(3, dbname="x", graph_name="g3", consumer_group="c3",
+                                embedder="static",
+                                embedding_dim=256).effective_postgres_read_dsn is None
