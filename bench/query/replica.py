@@ -16,8 +16,8 @@ namespace would be routed (`pipeline/postgres/routing.py`):
 - `floor not replayed (paused)`: replay paused past the floor: reads go to the primary.
 
 What each row costs each server is counted in `pg_stat_database.xact_commit` in a pass of its
-own, per search, less what the same time idle costs (the lag probes: one statement per server
-every 0.5 s, and the counting).
+own with the lag probes stopped (one statement per server every 0.5 s), per search, less what
+the same time idle costs (the counting's own).
 
 On one machine both servers share the same cores and disk, so the standby is not expected to
 be faster: the point is offload (the primary runs none of the standby rows' statements). Targets:
@@ -142,8 +142,10 @@ async def measure(settings: Settings, standby: Standby, claims: list[str]
         for claim in timed:
             for name, call in rows.items():
                 latencies[name] += (await run_concurrent(name, call, [claim], 1)).latencies
+        await with_standby.reads.stop()  # the lag probes' statements are not the searches'
         for name, call in rows.items():
             work[name] = await per_search(settings, standby, call, timed)
+        await with_standby.reads.start()
         # replay paused past the namespace's floor: its searches go to the primary
         standby.one("SELECT pg_wal_replay_pause()")
         try:
@@ -155,6 +157,7 @@ async def measure(settings: Settings, standby: Standby, claims: list[str]
             latencies[name] = []
             for claim in timed:
                 latencies[name] += (await run_concurrent(name, routed, [claim], 1)).latencies
+            await with_standby.reads.stop()
             work[name] = await per_search(settings, standby, routed, timed)
         finally:
             standby.one("SELECT pg_wal_replay_resume()")
@@ -168,8 +171,8 @@ async def measure(settings: Settings, standby: Standby, claims: list[str]
 async def per_search(settings: Settings, standby: Standby,
                      call: Callable[[str], Awaitable[object]], claims: list[str]
                      ) -> tuple[float, float]:
-    """Transactions per search on (primary, standby) while `call` runs over `claims`, less
-    those of an idle interval as long."""
+    """Transactions per search on (primary, standby) while `call` runs over `claims` (the lag
+    probes stopped), less those of an idle interval as long (the counting's own)."""
     before = commits(settings.effective_postgres_dsn), commits(standby.dsn)
     started = time.perf_counter()
     await run_concurrent("count", call, claims, 1)

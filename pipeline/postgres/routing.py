@@ -144,13 +144,18 @@ class ReadRouter:
         await self.floors.raise_to(namespace, position)
         return position
 
-    async def close(self) -> None:
-        """Stop measuring, close the standby's pool and the floors' Redis connections (the
-        primary's pool is its owner's to close)."""
+    async def stop(self) -> None:
+        """Stop measuring the standby (its last state stays until `start` again)."""
         if self._probing is not None:
             self._probing.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._probing
+            self._probing = None
+
+    async def close(self) -> None:
+        """Stop measuring, close the standby's pool and the floors' Redis connections (the
+        primary's pool is its owner's to close)."""
+        await self.stop()
         if self.monitor is not None:
             await self.monitor.close()
         if self.standby is not None:
