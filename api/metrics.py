@@ -33,6 +33,11 @@ REPLICA_UP = Gauge(
     "brainstream_postgres_replica_up", "Whether the read standby answered this process's last "
     "probe as a standby (1) or not (0)", registry=REGISTRY)
 
+LEXICAL_REPLICA_LAG = Gauge(
+    "brainstream_lexical_replica_lag_seconds", "How long the oldest change this host's lexical "
+    "replica of the active generation has not applied has waited (0: current; NaN: still "
+    "building itself from Postgres)", registry=REGISTRY)
+
 PPR_SNAPSHOT = Gauge(
     "brainstream_ppr_snapshot", "This process's in-memory PPR snapshots: namespaces held, "
     "bytes held (estimated), builds running (0 or 1) and queued, namespaces refused (over "

@@ -18,7 +18,11 @@ from pipeline.entities.store import extraction
 from pipeline.kafka.offsets import committed_offsets, read_tails
 from pipeline.lexical.postings_switch import NOT_MAINTAINED, postings_maintained
 from pipeline.ops.memory import MemoryBacklog, read_memory_backlog
-from pipeline.ops.status_queues import read_celery_queues, read_queue_backlogs
+from pipeline.ops.status_queues import (
+    read_celery_queues,
+    read_lexical_replicas,
+    read_queue_backlogs,
+)
 from pipeline.ops.status_standby import read_replication, render_replication
 from pipeline.outbox.store import OpBacklog, backlog_by_op
 from pipeline.services.stack import Stack
@@ -39,7 +43,8 @@ class StatusReport:
     extraction: dict[str, int] = field(default_factory=dict)
     deferred: dict[str, Any] = field(default_factory=dict)
     memory: dict[str, Any] = field(default_factory=dict)
-    # the lexical index's queue, curators' decisions and the proposal pass (status_queues.py)
+    # the read hosts' lexical replicas, curators' decisions and the proposal pass
+    # (status_queues.py)
     lexical: dict[str, Any] = field(default_factory=dict)
     decisions: dict[str, Any] = field(default_factory=dict)
     proposals: dict[str, Any] = field(default_factory=dict)
@@ -215,8 +220,8 @@ def _database(settings: Settings, report: StatusReport) -> None:
             "problem": NOT_MAINTAINED if settings.lexical_engine == "postgres"
             and not maintained else None}
         queues = read_queue_backlogs(conn)
-        report.lexical, report.decisions, report.proposals = (
-            queues["lexical"], queues["decisions"], queues["proposals"])
+        report.decisions, report.proposals = queues["decisions"], queues["proposals"]
+        report.lexical = read_lexical_replicas(conn)
 
 
 def render(report: StatusReport) -> str:
@@ -259,8 +264,13 @@ def render(report: StatusReport) -> str:
         for name, e in m["extractors"].items():
             lines.append(f"  extractor {name}: {e['pending']} pending (oldest "
                          f"{e['oldest_pending_seconds']} s), {e['failed']} failed")
-    for title, queue in (("lexical index queue", report.lexical),
-                         ("entity decisions pending", report.decisions),
+    if report.lexical:
+        lines.append(f"lexical replicas: {len(report.lexical['replicas'])} (change log: "
+                     f"{report.lexical['log_rows']} rows)")
+        for r in report.lexical["replicas"]:
+            lines.append(f"  {r['replica']} {r['data_dir']}: lag {r['lag_seconds']} s, "
+                         f"{r['pending']} rows pending, seen {r['seen_seconds_ago']} s ago")
+    for title, queue in (("entity decisions pending", report.decisions),
                          ("entity proposal pass queue", report.proposals)):
         if queue:
             lines.append(_queue_line(title, queue))

@@ -56,6 +56,12 @@ from pipeline.retrieval.store.resultsets import RedisResultSets
 from pipeline.retrieval.store.search import PgPartSearcher
 from pipeline.settings import Settings
 from pipeline.wiring.embedder import QueryEmbedderLoader
+from pipeline.wiring.lexical_follower import (
+    REPLICA_BEHIND,
+    REPLICA_BUILDING,
+    ReplicaLag,
+    replica_lag_async,
+)
 
 
 @dataclass
@@ -106,6 +112,16 @@ class Services:
             except Exception as exc:
                 checks[name] = f"{type(exc).__name__}: {exc}"
         checks["embedder"] = None if self.embedder is not None else "not loaded"
+        if self.settings.lexical_engine == "tantivy" and checks["postgres"] is None:
+            # this host's replica: not ready while it builds itself or lags past the bound
+            try:
+                lag = await self.lexical_lag()
+                bound = self.settings.lexical_replica_max_lag
+                checks["lexical_replica"] = (
+                    REPLICA_BUILDING if not lag.built else
+                    None if lag.seconds <= bound else f"{REPLICA_BEHIND} ({lag.seconds:.1f} s)")
+            except Exception as exc:
+                checks["lexical_replica"] = f"{type(exc).__name__}: {exc}"
         if self.settings.lexical_engine == "postgres" and checks["postgres"] is None:
             # the SQL channels read postings that only a database migrated for them keeps
             try:
@@ -114,6 +130,11 @@ class Services:
             except Exception as exc:
                 checks["sql_postings"] = f"{type(exc).__name__}: {exc}"
         return checks
+
+    async def lexical_lag(self) -> ReplicaLag:
+        """How far this host's lexical replica of the generation is behind the log."""
+        async with self.pool.connection() as conn:
+            return await replica_lag_async(self.settings, conn)
 
     async def close(self) -> None:
         """Stop loading the embedder and close the connections (Redis, Postgres, the graph)."""
