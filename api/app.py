@@ -23,6 +23,7 @@ from psycopg_pool import PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api import access, errors, limits, metrics
+from api.read_routing import ReadRouting
 from api.routes import (
     admin,
     entities,
@@ -168,6 +169,8 @@ def create_app(settings: Settings | None = None,
     app.exception_handler(PoolTimeout)(errors.database_down)
     app.exception_handler(StarletteHTTPException)(errors.http_error)
     app.exception_handler(RequestValidationError)(errors.validation_error)
+    # innermost of the middleware: a request's reads are routed once its key is known
+    app.add_middleware(ReadRouting)
     limits.install(app, settings)  # before the metrics: their refusals are timed too
     app.middleware("http")(metrics.observe)
     # outermost: every answer carries the headers, refusals of the limits included

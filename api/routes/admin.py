@@ -36,7 +36,10 @@ async def readyz(request: Request, svc: Svc) -> JSONResponse:
     dependency is down goes to the log and `brainstream_api_dependency_up`, never to this
     unauthenticated answer, except the fixed texts that name no host: `sql_postings` (an
     API on LEXICAL_ENGINE=postgres over a database that does not keep the SQL postings) and
-    `lexical_replica` (this host's lexical replica building itself, or how far it lags)."""
+    `lexical_replica` (this host's lexical replica building itself, or how far it lags).
+    With a read standby (POSTGRES_READ_DSN), `postgres_standby` says its state ("ok",
+    "lagging", "down"), lag and bound; it never makes the API unready (the primary serves the
+    reads the standby cannot)."""
     checks = await svc.check()
     for name, why in checks.items():
         metrics.DEPENDENCY_UP.labels(name).set(0 if why else 1)
@@ -64,6 +67,9 @@ async def readyz(request: Request, svc: Svc) -> JSONResponse:
         if ready and (workers is None or workers < tally.expected):
             ready = False
             body.update(status="unavailable", code="workers_not_ready")
+    standby = metrics.standby_view(svc)
+    if standby is not None:  # optional capacity: reads go to the primary while it is not "ok"
+        body["postgres_standby"] = standby
     reasons: dict[str, str] = {}
     if checks.get("sql_postings") == NOT_MAINTAINED:
         reasons["sql_postings"] = NOT_MAINTAINED
@@ -78,6 +84,7 @@ async def readyz(request: Request, svc: Svc) -> JSONResponse:
 @router.get("/metrics", include_in_schema=False)
 async def prometheus(svc: Svc) -> Response:
     """The metrics of this process, in the Prometheus text format."""
+    metrics.standby_view(svc)
     if svc.ppr_snapshots is not None:
         status = svc.ppr_snapshots.status()
         for measure in ("namespaces", "bytes", "building", "queued", "refused", "builds",

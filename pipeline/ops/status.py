@@ -23,6 +23,7 @@ from pipeline.ops.status_queues import (
     read_lexical_replicas,
     read_queue_backlogs,
 )
+from pipeline.ops.status_standby import read_replication, render_replication
 from pipeline.outbox.store import OpBacklog, backlog_by_op
 from pipeline.services.stack import Stack
 from pipeline.settings import Settings
@@ -54,6 +55,8 @@ class StatusReport:
     index: dict[str, Any] = field(default_factory=dict)
     # whether the database keeps the SQL BM25 postings, and whether LEXICAL_ENGINE reads them
     sql_postings: dict[str, Any] = field(default_factory=dict)
+    # the standbys the primary streams to, and the read standby (status_standby.py)
+    replication: dict[str, Any] = field(default_factory=dict)
 
     @property
     def healthy(self) -> bool:
@@ -86,7 +89,7 @@ def read_backlogs(conn: psycopg.Connection[Any], memory_window: int) -> Backlogs
 # What each part of the report reads: a part whose service is down is skipped, not waited on
 # (the Kafka client alone spends half a minute failing to bootstrap from a closed port).
 _NEEDS = {"lag": "broker", "dead_letters": "broker", "database": "postgres",
-          "celery_queues": "redis"}
+          "celery_queues": "redis", "replication": "postgres"}
 
 
 @dataclass
@@ -135,7 +138,8 @@ def collect(settings: Settings, *, group: str = CONSUMER_GROUP,
                        ("dead_letters", lambda: _dead_letters(settings, tally)),
                        ("database", lambda: _database(settings, report)),
                        ("celery_queues",
-                        lambda: read_celery_queues(settings.effective_redis_url))):
+                        lambda: read_celery_queues(settings.effective_redis_url)),
+                       ("replication", lambda: read_replication(settings))):
         needed = _NEEDS[name]
         if state.get(needed, "healthy") != "healthy":
             report.errors[name] = f"not collected: {needed} is {state[needed]}"
@@ -272,6 +276,8 @@ def render(report: StatusReport) -> str:
             lines.append(_queue_line(title, queue))
     if report.sql_postings:
         lines.append(_postings_line(report.sql_postings))
+    if report.replication:
+        lines.extend(render_replication(report.replication))
     if report.celery_queues:
         q = report.celery_queues
         lines.append("celery queues: " + ", ".join(
