@@ -24,6 +24,7 @@ from pipeline.domain.errors import (
     ScopeRequired,
     Unauthorized,
 )
+from pipeline.postgres.routing import current_route
 from pipeline.settings import Settings
 
 
@@ -72,6 +73,10 @@ def _scoped(scope: Scope) -> Callable[..., uuid.UUID]:
             held = key.granted(ns)[-1]
             raise ScopeRequired(f"this key holds {held} on namespace {ns}; the request needs "
                                 f"{scope}", field="Authorization")
+        route = current_route()
+        if route is not None:  # where its reads go: a request that writes reads the primary
+            route.namespace = ns
+            route.writes = route.writes or scope != "read"
         return ns
 
     namespace.__name__ = f"{scope}_namespace"

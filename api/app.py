@@ -23,6 +23,7 @@ from psycopg_pool import PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api import access, errors, limits, metrics
+from api.read_routing import ReadRouting
 from api.routes import (
     admin,
     entities,
@@ -50,6 +51,7 @@ from pipeline.memory.writes import MessageWriter
 from pipeline.settings import Settings, load_settings
 from pipeline.supervisor.lifeline import API_PARENT_ENV
 from pipeline.wiring import ActiveServices, Services, freeze_startup_heap
+from pipeline.wiring.lexical_follower import ReplicaFollower
 from pipeline.wiring.worker_readiness import WorkerReadiness
 
 log = logging.getLogger(__name__)
@@ -103,6 +105,9 @@ def create_app(settings: Settings | None = None,
             # the active index generation, followed across `brainstream replay` switches
             active = ActiveServices(settings, lambda svc: setattr(app.state, "services", svc))
             await active.start()
+            # this host's lexical replicas (one process of the host writes, the others skip)
+            follower = ReplicaFollower(settings)
+            follower.start()
             freeze_startup_heap()
             # under `brainstream api`, /readyz is what every worker of the instance agrees on
             readiness = WorkerReadiness.for_instance(settings.result_set_redis_url,
@@ -117,6 +122,7 @@ def create_app(settings: Settings | None = None,
                 if beat is not None and readiness is not None:
                     beat.cancel()
                     await _bounded(readiness.close(), SHUTDOWN_SECONDS)
+                await _bounded(asyncio.to_thread(follower.stop), SHUTDOWN_SECONDS)
                 await _bounded(active.close(), SHUTDOWN_SECONDS)
         finally:
             app.state.publish_threads.close()
@@ -163,6 +169,8 @@ def create_app(settings: Settings | None = None,
     app.exception_handler(PoolTimeout)(errors.database_down)
     app.exception_handler(StarletteHTTPException)(errors.http_error)
     app.exception_handler(RequestValidationError)(errors.validation_error)
+    # innermost of the middleware: a request's reads are routed once its key is known
+    app.add_middleware(ReadRouting)
     limits.install(app, settings)  # before the metrics: their refusals are timed too
     app.middleware("http")(metrics.observe)
     # outermost: every answer carries the headers, refusals of the limits included

@@ -8,12 +8,17 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from pipeline.domain.errors import Unauthorized
+from pipeline.postgres.routing import current_route
 from pipeline.wiring import Services
 
 
 def get_services(request: Request) -> Services:
-    """The services the app publishes (`app.state.services`, swapped on a generation switch)."""
+    """The services the app publishes (`app.state.services`, swapped on a generation switch);
+    the request's reads are routed by them (`pipeline/postgres/routing.py`)."""
     svc: Services = request.app.state.services
+    route = current_route()
+    if route is not None:
+        route.router = svc.reads
     return svc
 
 

@@ -65,8 +65,7 @@ SELECT (SELECT count(*) FROM object_embeddings e JOIN objects o ON o.id = e.id
           WHERE e.embed_status = 'pending' AND o.deleted_at IS NULL)
      + (SELECT count(*) FROM entity_extraction WHERE status = 'pending')
      + (SELECT count(*) FROM outbox WHERE done_at IS NULL AND failed_at IS NULL)
-     + (SELECT count(*) FROM entity_proposal_queue)
-     + (SELECT count(*) FROM lexical_queue),
+     + (SELECT count(*) FROM entity_proposal_queue),
        (SELECT count(*) FROM objects WHERE parent_id IS NULL),
        (SELECT count(*) FROM objects)
 """

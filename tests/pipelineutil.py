@@ -25,6 +25,7 @@ from pipeline.ingest.batch import apply_batch
 from pipeline.ingest.records import RawRecord, ingest_options
 from pipeline.ingest.store.events import PgEventStore
 from pipeline.kafka.io import KafkaChangeSink, make_producer
+from pipeline.lexical.replica import read_state
 from pipeline.lexical.writer import LexicalWriter
 from pipeline.outbox.relay import OutboxRelay
 from pipeline.postgres.pool import make_pool
@@ -225,7 +226,7 @@ def ingest(settings: Settings, events: list[dict[str, Any]]) -> None:
             embedding.run()
             relay.run()
             lexical.run()
-            if not ids or _settled(pool, ids) or time.monotonic() > deadline:
+            if not ids or _settled(settings, pool, ids) or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
     finally:
@@ -233,35 +234,59 @@ def ingest(settings: Settings, events: list[dict[str, Any]]) -> None:
         pool.close()
 
 
-def _settled(pool: Any, ids: list[str]) -> bool:
+def _settled(settings: Settings, pool: Any, ids: list[str]) -> bool:
     """No row of these objects waits for an embedding, no outbox row of them for the graph, and
-    no lexical queue row of them for the lexical index."""
+    no log row of them for this data directory's lexical replica."""
     with pool.connection() as conn:
         row = conn.execute(
             "SELECT (SELECT count(*) FROM objects o JOIN object_embeddings e ON e.id = o.id"
             "   WHERE e.root_id::text = ANY(%(ids)s) AND e.embed_status = 'pending'"
             "   AND o.deleted_at IS NULL)"
             " + (SELECT count(*) FROM outbox WHERE done_at IS NULL"
-            "   AND aggregate_id::text = ANY(%(ids)s))"
-            " + (SELECT count(*) FROM lexical_queue WHERE root_id::text = ANY(%(ids)s))",
+            "   AND aggregate_id::text = ANY(%(ids)s))",
             {"ids": ids}).fetchone()
-    return bool(row) and row[0] == 0
+        return bool(row) and row[0] == 0 and lexical_applied(settings, conn, ids)
+
+
+def lexical_applied(settings: Settings, conn: Any, ids: list[str]) -> bool:
+    """Whether this data directory's lexical replica has applied every log row of these roots
+    (its commit is what readers load on their next search)."""
+    state = read_state(settings)
+    if state is None:
+        return False
+    row = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM lexical_log WHERE (xid, id) > (%s::text::xid8, %s)"
+        " AND root_id::text = ANY(%s))", (str(state.cursor.xid), state.cursor.id,
+                                          [str(i) for i in ids])).fetchone()
+    return bool(row) and not row[0]
+
+
+def catch_up_lexical(settings: Settings) -> None:
+    """Catch this data directory's lexical replica up, as a read host's follower does: the test
+    process is the read host of the session's processes (consumer and workers write Postgres
+    and the graph; the lexical replica is each API host's own). Skipped while an API of the
+    test holds the replica: its follower does the same."""
+    pool = make_pool(settings, max_size=1, name="tests-read-host")
+    try:  # not kept: a test may drop its database afterwards
+        LexicalWriter(settings, pool).run()
+    finally:
+        pool.close()
 
 
 def indexed(settings: Settings, object_id: str) -> bool:
-    """True once the object is embedded (with its parts), in the lexical index (no queue row of
-    it left: the writer deletes it after its commit, which readers load on their next search)
-    and its node is in the graph."""
+    """True once the object is embedded (with its parts), in this data directory's lexical
+    replica (`lexical_applied`, caught up here first: `catch_up_lexical`) and its node is in
+    the graph."""
     import falkordb
 
+    catch_up_lexical(settings)
     with psycopg.connect(settings.effective_postgres_dsn) as conn:
         row = conn.execute(
             "SELECT bool_and(e.embed_status = 'done')"
-            " AND NOT EXISTS (SELECT 1 FROM lexical_queue q WHERE q.root_id = %(id)s)"
             " FROM objects o JOIN object_embeddings e ON e.id = o.id"
             " WHERE e.root_id = %(id)s AND o.deleted_at IS NULL", {"id": object_id}).fetchone()
-    if not row or not row[0]:
-        return False
+        if not row or not row[0] or not lexical_applied(settings, conn, [object_id]):
+            return False
     graph = falkordb.FalkorDB.from_url(settings.effective_falkordb_url).select_graph(
         settings.graph_name)
     found = graph.query("MATCH (n:Entity {id: $id}) WHERE n.embedding IS NOT NULL RETURN count(n)",

@@ -252,16 +252,19 @@ def test_migrate_gates_long_running_services(services: dict[str, Any], name: str
 
 
 def test_api_port(services: dict[str, Any]) -> None:
-    ports = [str(p) for p in services["api"].get("ports") or []]
+    """Clients reach the API through the gateway; the replicas publish nothing (so
+    `--scale api=N` has no port to fight over)."""
+    ports = [str(p) for p in services["gateway"].get("ports") or []]
     assert any(p.endswith(":8000") for p in ports), ports
+    assert not services["api"].get("ports"), "api replicas must not publish a port"
 
 
 def test_api_published_on_loopback_by_default(services: dict[str, Any]) -> None:
     """The API speaks plain HTTP and its keys travel in a header: by default only the host
-    reaches it, other machines through the TLS proxy (profile `proxy`). Both without a
+    reaches its gateway, other machines through the TLS proxy (profile `proxy`). Both without a
     compose/.env and with the one copied from .env.example."""
     for source, env in (("no compose/.env", {}), (".env.example", _env_example())):
-        published = _published(services["api"], env)
+        published = _published(services["gateway"], env)
         assert published, f"the API publishes no port ({source})"
         for host_ip, target in published:
             assert host_ip in LOOPBACK, (
@@ -288,12 +291,45 @@ def test_tls_proxy_is_opt_in_and_keeps_metrics_private(
     lines = [words for words in lines if words]
     assert lines[0] == ["{$PROXY_DOMAIN}", "{"], lines[0]
     upstreams = [words[1:] for words in lines if words[0] == "reverse_proxy"]
-    assert upstreams == [["api:8000"]], upstreams
+    assert upstreams == [["gateway:8000"]], upstreams
     matchers = {words[0]: words[2:] for words in lines
                 if words[0].startswith("@") and words[1:2] == ["path"]}
     refused = [words[1] for words in lines if words[0] == "respond" and words[-1] == "404"]
     assert any(target == "/metrics" or "/metrics" in matchers.get(target, [])
                for target in refused), "the proxy must answer /metrics with 404"
+
+
+def test_the_stack_scales_out_as_written(compose: dict[str, Any],
+                                         services: dict[str, Any]) -> None:
+    """`up --scale api=3 --scale consumer=2 --scale worker=2` works as written: no app service
+    pins a container name or publishes a port (the gateway does, once), no lexical index is
+    shared between containers (each api replica builds its own from Postgres: Tantivy is not
+    for a network volume), the input topics have partitions for both consumers, and the
+    gateway finds the api replicas by DNS and sends requests only to ready ones."""
+    for name in APP_COMMANDS:
+        assert "container_name" not in services[name], name
+        assert not services[name].get("ports"), f"{name} publishes a port: it cannot scale"
+        mounts = [str(v) for v in services[name].get("volumes") or []]
+        assert not any("lexical" in m for m in mounts), f"{name} shares a lexical index: {mounts}"
+    assert "lexical-data" not in (compose.get("volumes") or {})
+    env = _environment(services["consumer"])
+    partitions = int(_interpolate(env["BRAINSTREAM_TOPIC_PARTITIONS"], _env_example()))
+    assert partitions >= 2
+    gateway = services["gateway"]
+    repository, _, tag = str(gateway.get("image", "")).partition(":")
+    assert repository == "haproxy" and tag and tag != "latest", gateway.get("image")
+    assert "./haproxy.cfg:/usr/local/etc/haproxy/haproxy.cfg:ro" in (gateway.get("volumes") or [])
+    config = [line.split("#", 1)[0].split() for line in
+              (COMPOSE_DIR / "haproxy.cfg").read_text(encoding="utf-8").splitlines()]
+    config = [words for words in config if words]
+    assert ["option", "httpchk", "GET", "/readyz"] in config
+    assert ["http-check", "expect", "status", "200"] in config
+    templates = [w for w in config if w[0] == "server-template"]
+    assert templates and int(templates[0][2]) >= 3 and templates[0][3] == "api:8000", templates
+    assert {"check", "resolvers"} <= set(templates[0]), templates
+    # the limits every replica enforces together, and the result sets they page through
+    for name in ("api",):
+        assert _environment(services[name]).get("BRAINSTREAM_REDIS_URL"), name
 
 
 @pytest.mark.parametrize("name", sorted(APP_COMMANDS))

@@ -26,8 +26,9 @@ DOCS = REPO / "docs"
 MARKDOWN = sorted({*DOCS.glob("*.md"), *REPO.glob("*.md"), *REPO.glob("*/README.md")})
 # docs/search.md (the search request language, ~130 lines) is most of the growth past 1,900;
 # docs/time.md (~110), supplied structure and the entity pages (~60) and conversations in the
-# entity graph (~35) and two benchmark tables (~40) the growth past 2,060
-DOCS_MAX_LINES = 2350
+# entity graph (~35) and two benchmark tables (~40) the growth past 2,060; lexical replicas per
+# read host (~25) past 2,340
+DOCS_MAX_LINES = 2370
 
 
 def _tracked() -> list[Path]:
@@ -45,7 +46,8 @@ def test_the_settings_reference_is_generated_from_the_model() -> None:
 def test_every_setting_is_in_one_group_and_says_when_to_change_it() -> None:
     grouped = [name for _, group in GROUPS for name in own_fields(group)]
     assert sorted(grouped) == sorted(Settings.model_fields)
-    assert len(grouped) <= 80, "a new setting needs an operator who would change it"
+    # 81: LEXICAL_REPLICA_MAX_LAG, how stale a read host's lexical replica may be and serve
+    assert len(grouped) <= 81, "a new setting needs an operator who would change it"
     vague = [name for name in grouped
              if len((Settings.model_fields[name].description or "").split()) < 6]
     assert not vague, f"settings without a description of when to change them: {vague}"

@@ -23,10 +23,6 @@ PROPOSE_TASK = "brainstream.propose"
 SWEEP_TASK = "brainstream.sweep"
 # The memory work of sessions (extractors and summariser; args: [session keys as strings]).
 MEMORY_TASK = "brainstream.memory"
-# The lexical index's writer (pipeline/lexical/writer.py): on the relay queue, whose one process
-# keeps it a single writer and runs it in every deployment (the index is kept whichever engine
-# answers, so switching LEXICAL_ENGINE needs no rebuild).
-LEXICAL_TASK = "brainstream.lexical"
 # Queues: embedding, memory and the sweep on Celery's default `celery`; extraction and the
 # proposal pass on `extract`, so a backlog of extraction never holds a new document's embed
 # task behind it (FIFO, prefetch 1); the outbox relay on `relay`.
@@ -57,8 +53,7 @@ def create_app() -> Celery:
         # idempotent, where a cancelled one would leave the work for the sweep.
         worker_cancel_long_running_tasks_on_connection_loss=False,
         broker_transport_options={"visibility_timeout": 600},
-        task_routes={RELAY_TASK: {"queue": RELAY_QUEUE}, LEXICAL_TASK: {"queue": RELAY_QUEUE},
-                     EXTRACT_TASK: {"queue": EXTRACT_QUEUE},
+        task_routes={RELAY_TASK: {"queue": RELAY_QUEUE}, EXTRACT_TASK: {"queue": EXTRACT_QUEUE},
                      PROPOSE_TASK: {"queue": EXTRACT_QUEUE}},
         beat_schedule={
             "sweep": {"task": SWEEP_TASK, "schedule": settings.sweep_interval},

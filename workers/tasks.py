@@ -10,6 +10,7 @@ from typing import Any
 from pipeline.entities.decisions import apply_pending
 from pipeline.entities.merging import PROPOSAL_MAX_DELAY, proposals_due, propose_if_due
 from pipeline.entities.resolving import ResolveConfig
+from pipeline.lexical import changes as lexical_log
 from pipeline.lexical.vocab import refresh_vocab
 from pipeline.retrieval.ppr.snapshots import SnapshotConfig
 from pipeline.retrieval.store.ppr_log import prune_log
@@ -17,7 +18,6 @@ from pipeline.wiring.stages import BY_NAME, pending
 from workers.app import (
     EMBED_TASK,
     EXTRACT_TASK,
-    LEXICAL_TASK,
     MEMORY_TASK,
     PROPOSE_TASK,
     RELAY_TASK,
@@ -81,16 +81,8 @@ def relay() -> dict[str, Any]:
     return _run("relay")
 
 
-@app.task(name=LEXICAL_TASK)
-def lexical() -> dict[str, Any]:
-    """Apply the lexical queue to the Tantivy indexes; idempotent: a queued root is re-read from
-    Postgres and its documents replaced, and the row leaves the queue only after the commit."""
-    return _run("lexical")
-
-
 # each stage's task, by the stage's name (a task's name is `brainstream.<stage>`)
-TASKS = {"embed": embed, "extract": extract, "memory": memory, "relay": relay,
-         "lexical": lexical}
+TASKS = {"embed": embed, "extract": extract, "memory": memory, "relay": relay}
 
 
 @app.task(name=SWEEP_TASK)
@@ -99,7 +91,8 @@ def sweep() -> dict[str, Any]:
     (extraction also: rows whose deleted state changed wait for it to recount them); send the
     resolver's proposal pass when entities nobody examined wait for it; apply deferred events
     that are due even when no new events arrive; run memory work (message extractors,
-    summaries) nobody holds; add new words to the search vocabulary (the trigram channel's)."""
+    summaries) nobody holds; prune the lexical change log; add new words to the search
+    vocabulary (the trigram channel's)."""
     rt = runtime()
     deferred = rt.processor.retry_due_deferred()
     waiting = pending(rt.pool, older_than=2 * rt.settings.sweep_interval)
@@ -118,8 +111,10 @@ def sweep() -> dict[str, Any]:
     with rt.pool.connection() as conn:
         vocab_rows = refresh_vocab(conn) or 0
         ppr_log_pruned = prune_log(conn, SnapshotConfig().log_retention)
+        # the read hosts' followers prune it too; this keeps it short where none runs
+        lexical_pruned = lexical_log.prune(conn)
     return {"embed_pending": waiting["embed"], "extract_pending": waiting["extract"],
             "outbox_backlog": waiting["relay"], "memory_pending": waiting["memory"],
             "deferred_applied": deferred, "vocab_rows": vocab_rows,
             "proposal_pass": proposals_waiting,
-            "lexical_backlog": waiting["lexical"], "ppr_log_pruned": ppr_log_pruned}
+            "lexical_log_pruned": lexical_pruned, "ppr_log_pruned": ppr_log_pruned}

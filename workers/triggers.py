@@ -11,7 +11,6 @@ from workers.app import (
     EMBED_TASK,
     EXTRACT_QUEUE,
     EXTRACT_TASK,
-    LEXICAL_TASK,
     MEMORY_TASK,
     RELAY_QUEUE,
     RELAY_TASK,
@@ -42,9 +41,8 @@ class CeleryTrigger:
                                queue=EXTRACT_QUEUE)
 
     def relay(self) -> None:
-        """The graph relay, and the lexical writer: the batch's rows were queued for both."""
+        """The graph relay (the lexical replicas of the read hosts follow the log themselves)."""
         self.app.send_task(RELAY_TASK, queue=RELAY_QUEUE)
-        self.app.send_task(LEXICAL_TASK, queue=RELAY_QUEUE)
 
     def memory(self, sessions: Sequence[uuid.UUID]) -> None:
         ids = [str(s) for s in sessions]

@@ -192,4 +192,5 @@ async def _decide(request: Request, svc: Services, ns: uuid.UUID, decision: str,
         raise NotFound(f"entity {from_id} or {to_id} is gone", field="from")
     if done.status == FAILED:
         raise EntityMerged(f"entity {from_id} and {to_id} are one already", field="from")
+    await svc.reads.record_write(ns)  # applied at once: the curator's next reads see it
     return done

@@ -28,6 +28,7 @@ from api.event_schemas import (
     PublishEventsBody,
     PublishEventsOut,
 )
+from api.read_routing import applied_write_headers
 from pipeline.domain.errors import InvalidInput
 from pipeline.ingest.deletes import selection_of
 from pipeline.ingest.store.deletes import count_matching_async
@@ -79,7 +80,8 @@ async def publish_events(
         PublishedEventOut(event_id=a.event_id, type=a.type,
                           status="applied" if (a.source, a.event_id) in applied else "accepted")
         for a in admitted])
-    return JSONResponse(status_code=200 if done else 202, content=out.model_dump(mode="json"))
+    return JSONResponse(status_code=200 if done else 202, content=out.model_dump(mode="json"),
+                        headers=await applied_write_headers(svc, ns) if done else None)
 
 
 # Ids a dry run (and every answer) shows of what matches: enough to check a filter by eye.
@@ -119,4 +121,5 @@ async def delete_objects(
     done = (admitted.source, admitted.event_id) in applied
     out = out.model_copy(update={"event_id": admitted.event_id,
                                  "status": "applied" if done else "accepted"})
-    return JSONResponse(status_code=200 if done else 202, content=out.model_dump(mode="json"))
+    return JSONResponse(status_code=200 if done else 202, content=out.model_dump(mode="json"),
+                        headers=await applied_write_headers(svc, ns) if done else None)

@@ -22,6 +22,7 @@ from api.memory_schemas import (
     SessionsOut,
     WriteOut,
 )
+from api.read_routing import applied_write_headers
 from pipeline.domain.memory_errors import MemorySessionNotFound, PrivilegedKeyRequired
 from pipeline.domain.memory_model import SYSTEM_KEY
 from pipeline.memory.writes import MessageWriter
@@ -119,4 +120,5 @@ async def add_messages(session_id: SessionId, body: PostMessagesBody, ns: WriteN
     out = WriteOut(event_id=result.event_id, status="applied" if result.applied else "accepted",
                    messages=[MessageOut.of(m) for m in result.messages])
     return JSONResponse(status_code=200 if result.applied else 202,
-                        content=out.model_dump(mode="json"))
+                        content=out.model_dump(mode="json"),
+                        headers=await applied_write_headers(svc, ns) if result.applied else None)

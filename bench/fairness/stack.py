@@ -23,9 +23,9 @@ from bench.harness.runenv import REPO, log
 from pipeline.kafka.offsets import committed_offsets, read_tails
 from pipeline.ops.memory import read_memory_backlog
 from pipeline.ops.status import read_backlogs
-from pipeline.ops.status_queues import read_queue_backlogs
 from pipeline.services.process import terminate_tree
 from pipeline.settings import Settings
+from pipeline.wiring.lexical_follower import replica_pending
 
 # Child processes start from a fresh interpreter (no fork of a process holding connections and
 # threads).
@@ -137,14 +137,14 @@ def pending(settings: Settings) -> dict[str, int]:
     with psycopg.connect(settings.effective_postgres_dsn) as conn:
         backlogs = read_backlogs(conn, settings.memory_window)
         memory = read_memory_backlog(conn, settings.memory_window)
-        queues = read_queue_backlogs(conn)
+        lexical = replica_pending(settings, conn)  # the API host's replica (same data dir)
     out = {"events": sum(t.count for t in tails),
            "outbox": sum(o.count for o in backlogs.outbox),
            "embedding": backlogs.embedding.get("pending", 0),
            "extraction": backlogs.extraction.get("pending", 0),
            "memory extraction": sum(e.pending for e in memory.extractors),
            "summaries": memory.summariser_pending,
-           "lexical": int(queues["lexical"]["count"])}
+           "lexical": lexical}
     return {name: count for name, count in out.items() if count}
 
 

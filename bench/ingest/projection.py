@@ -39,6 +39,7 @@ from bench.harness.runenv import (
 from bench.ingest.corpus import cycle_docs, load_corpus, put_envelope
 from pipeline.graph.falkordb.schema import connect
 from pipeline.kafka.io import KafkaChangeSink, make_producer
+from pipeline.lexical.writer import LexicalWriter
 from pipeline.ops.replay_step import InProcessWork
 from pipeline.postgres.pool import make_pool
 from pipeline.settings import Settings
@@ -47,6 +48,8 @@ from pipeline.wiring.stages import STAGES, pending
 PORT_OFFSET = 2050 + int(os.environ.get("BRAINSTREAM_TEST_PORT_OFFSET", "0"))
 NAMESPACE = uuid.UUID("5e1d7c0b-2f4a-4b8e-9c3d-7a6b5c4d3e2f")
 APPLY = "apply (consumer's write path)"
+# A read host's lexical replica (its follower's writer): no worker stage, one per read host.
+LEXICAL = "lexical replica (per read host)"
 # The metered processes, as the report's columns: this process (the stages' own code), then the
 # servers; the broker's S3 store and Redis are summed into "other".
 COLUMNS = ("bench", "postgres", "falkordb")
@@ -117,7 +120,8 @@ def measure(settings: Settings, docs: int, chunk: int) -> Measured:
     settled."""
     corpus = load_corpus()
     events = [put_envelope(NAMESPACE, key, doc) for key, doc in cycle_docs(corpus, docs)]
-    costs: dict[str, StepCost] = {APPLY: StepCost(), **{s.name: StepCost() for s in STAGES}}
+    costs: dict[str, StepCost] = {APPLY: StepCost(), **{s.name: StepCost() for s in STAGES},
+                                  LEXICAL: StepCost()}
     with bench_stack(settings, fresh=True) as stack:
         meter = CpuMeter(stack, PipelineProcesses(settings, 0))
         pool = make_pool(settings, max_size=4)
@@ -127,10 +131,13 @@ def measure(settings: Settings, docs: int, chunk: int) -> Measured:
                 settings, pool, KafkaChangeSink(producer, settings.topic_changes))
             work.embedder.embed(["warm the model up"])
 
+            replica = LexicalWriter(settings, pool)  # what each read host's follower runs
+
             def run_stages() -> None:
                 for stage in STAGES:
                     metered(meter, costs[stage.name],
                             functools.partial(stage.run, work, None, None, True))
+                metered(meter, costs[LEXICAL], replica.run)
 
             for start in range(0, len(events), chunk):
                 part = events[start:start + chunk]
@@ -138,7 +145,8 @@ def measure(settings: Settings, docs: int, chunk: int) -> Measured:
                 run_stages()
                 log(f"{start + len(part)} of {docs} documents, load {load_average()}")
             passes = 0
-            while any(pending(pool).values()) and passes < MAX_SETTLE_PASSES:
+            while (any(pending(pool).values()) or replica.pending()) \
+                    and passes < MAX_SETTLE_PASSES:
                 run_stages()
                 passes += 1
             left = {k: v for k, v in pending(pool).items() if v}

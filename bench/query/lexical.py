@@ -18,7 +18,6 @@ from bench.harness.timing import Timing, run_concurrent
 from bench.query.data import NAMESPACE
 from bench.query.measure import Inputs, slices
 from pipeline.domain.read_model import Filters, SearchQuery
-from pipeline.lexical import queue
 from pipeline.lexical.documents import SCHEMA, TEXT
 from pipeline.lexical.searcher import TantivySearcher
 from pipeline.lexical.writer import LexicalWriter
@@ -43,9 +42,8 @@ def build_lexical_index(settings: Settings) -> tuple[int, float]:
         while True:
             stats = writer.run(max_rounds=50)
             documents += stats.documents
-            with pool.connection() as conn:
-                left = queue.backlog(conn)
-            log(f"lexical index: {documents} documents written, {left} roots queued")
+            left = writer.pending()
+            log(f"lexical index: {documents} documents written, {left} log rows left")
             if not left:
                 break
     finally:

@@ -1,5 +1,6 @@
-"""`brainstream lexical`: the Tantivy lexical indexes of one index generation (the active one
-unless `--generation` names another): `rebuild` and `verify`."""
+"""`brainstream lexical`: this host's replica of the Tantivy lexical indexes of one index
+generation (the active one unless `--generation` names another): `rebuild`, `verify`, and
+`replicas` (every host's replica, from Postgres)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def lexical_rebuild(ctx: click.Context, namespace: uuid.UUID | None,
 @lexical.command("verify")
 @click.option("--sample", type=int, default=20, show_default=True,
               help="Objects per namespace whose documents are compared.")
-@click.option("--repair", is_flag=True, help="Queue what drifted for the writer.")
+@click.option("--repair", is_flag=True, help="Log what drifted again for the writers.")
 @generation_option
 @click.pass_context
 def lexical_verify(ctx: click.Context, sample: int, repair: bool,
@@ -47,16 +48,18 @@ def lexical_verify(ctx: click.Context, sample: int, repair: bool,
 
     settings = active_settings(ctx, generation)
     check = verify_lexical(settings, sample=sample, repair=repair)
+    behind = ("not built yet" if check.queued < 0
+              else f"{check.queued} log row(s) not yet applied")
     click.echo(f"generation {check.generation}: {len(check.namespaces)} namespace(s), "
-               f"{check.queued} queue row(s) not yet applied")
+               f"this replica: {behind}")
     for ns in check.namespaces:
         state = "ok" if ns.clean else "DRIFT"
         click.echo(f"  {ns.namespace}: {ns.expected} searchable rows, {ns.indexed} documents, "
-                   f"{ns.pending} queued, {len(ns.drifted)} of {ns.sampled} sampled differ "
+                   f"{ns.pending} pending, {len(ns.drifted)} of {ns.sampled} sampled differ "
                    f"[{state}]")
     if check.clean:
         click.echo("Postgres and the lexical index agree")
         sys.exit(0)
     if repair:
-        click.echo("queued the drifted objects for the lexical writer")
+        click.echo("logged the drifted objects again for the lexical writers")
     sys.exit(1)

@@ -102,6 +102,19 @@ def namespace_dir(data_dir: Path, generation: int, namespace: uuid.UUID) -> Path
     return generation_dir(data_dir, generation) / str(namespace)
 
 
+def indexed_namespaces(data_dir: Path, generation: int) -> set[uuid.UUID]:
+    """The namespaces with an index directory in this generation (whatever Postgres holds)."""
+    base = generation_dir(data_dir, generation)
+    out: set[uuid.UUID] = set()
+    if base.is_dir():
+        for child in base.iterdir():
+            try:
+                out.add(uuid.UUID(child.name))
+            except ValueError:
+                continue  # a rebuild's directory, the replica's state
+    return out
+
+
 def open_index(path: Path, *, create: bool) -> tantivy.Index | None:
     """The index at `path` with our tokenizers; created when `create`, else None if absent."""
     if not index_exists(path):

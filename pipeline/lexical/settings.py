@@ -17,3 +17,9 @@ class LexicalSettings(StackSettings):
         "near-spellings: `tantivy` (the index beside Postgres; search p95 at 100k parts under "
         "30 ms) or `postgres` (SQL BM25 over postings, no files; about 20x slower at 100k). "
         "Change it to run without a writable data directory (then `migrate`).")
+    lexical_replica_max_lag: float = Field(
+        default=30.0, gt=0, description="Seconds this host's lexical replica may lag the change "
+        "log before `/readyz` answers 503 (a host just started is not ready until its replica "
+        "is built and within this). Raise it where bulk loads outrun indexing and every host "
+        "would go unready together (`status` shows each replica's lag); lower it where "
+        "searches on every host must find a write sooner.")

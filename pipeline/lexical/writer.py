@@ -1,28 +1,35 @@
-"""The lexical index's one writer: applies the queue to the Tantivy indexes in batches.
+"""A host's lexical replica writer: applies the change log to the Tantivy indexes under this
+data directory, in batches, from the replica's cursor (`pipeline/lexical/replica.py`).
 
-Each round claims up to `BATCH_SIZE` queue rows, re-reads the roots they name from
-Postgres, replaces each root's documents (delete by root, add its searchable rows as they are
-now), commits every touched namespace's index, and only then deletes the rows from the queue.
-Idempotent: a row applied twice writes the same documents; a writer killed before the queue
-delete (even between two namespaces' commits) leaves the rows queued, and the next writer
-applies them again. Tantivy's commit is atomic (a new meta.json), so a kill -9 mid-commit leaves
-the last committed state, and the index reopens and converges.
+Each round reads up to `BATCH_SIZE` log rows beyond the cursor (of transactions below the
+horizon: `changes.after`), re-reads the roots they name from Postgres, replaces each root's
+documents (delete by root, add its searchable rows as they are now), commits every touched
+namespace's index, and only then moves the cursor (the state file, then `lexical_replicas`).
+Idempotent: a row applied twice writes the same documents; a writer killed before the cursor
+moved (even between two namespaces' commits) applies the rows again. Tantivy's commit is atomic
+(a new meta.json), so a kill -9 mid-commit leaves the last committed state, and the index
+reopens and converges.
 
-One writer at a time per generation: a Postgres advisory lock (other invocations return at
-once, `skipped`), and Tantivy's own lock file per index directory.
+A replica with no cursor (new host, new database, or one forgotten while its host was down)
+builds itself first: it registers at the log's horizon, then writes the index of every
+namespace the database holds from Postgres (each into a fresh directory swapped in), so every
+row below the horizon is in and every row above it follows from the log.
 
-A rebuild writes a fresh index beside the namespace's (`<namespace>.rebuild`) and swaps it in
-by two renames, so it takes the current schema; the writer rebuilds so an index it finds stale
-(written with an older schema, `documents.is_stale`) before writing to it.
+One writer at a time per data directory (`replica_lock`), and Tantivy's own lock file per index
+directory. A rebuild writes a fresh index beside the namespace's (`<namespace>.rebuild`) and
+swaps it in by two renames, so it takes the current schema; the writer rebuilds so an index it
+finds stale (written with an older schema, `documents.is_stale`) before writing to it.
 """
 
 from __future__ import annotations
 
 import logging
 import shutil
+import socket
+import time
 import uuid
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +37,8 @@ from typing import Any
 import tantivy
 from psycopg_pool import ConnectionPool
 
-from pipeline.lexical import queue
+from pipeline.lexical import changes
+from pipeline.lexical.changes import Cursor
 from pipeline.lexical.documents import (
     ROOT_ID,
     is_stale,
@@ -38,75 +46,139 @@ from pipeline.lexical.documents import (
     open_index,
     to_documents,
 )
+from pipeline.lexical.replica import (
+    ReplicaState,
+    clear_state,
+    read_state,
+    replica_lock,
+    replica_name,
+    write_state,
+)
 from pipeline.lexical.settings import LexicalSettings
-from pipeline.outbox.single_writer import single_writer
 
 log = logging.getLogger(__name__)
 
-# Queued roots applied per commit: a commit costs a segment, and 500 roots keep one under a second.
+# Log rows applied per commit: a commit costs a segment, and 500 roots keep one under a second.
 BATCH_SIZE = 500
 # Tantivy's indexing memory per writer (its minimum is 15 MB): enough for a commit of 500 roots.
 WRITER_HEAP_BYTES = 50_000_000
-
-WRITER_LOCK = 0x6272_6169_6E6C  # one lexical writer at a time per database (and rebuild)
 # Namespace writers kept open between rounds: each may hold up to WRITER_HEAP_BYTES,
 # so a round touching many tenants must not keep them all.
 _OPEN_WRITERS = 8
+# How often a writer prunes the log (any replica's writer may: the floor is every live
+# replica's): often enough that the log holds minutes of changes, not days.
+PRUNE_SECONDS = 60.0
+_last_prune = 0.0
 
 
 @dataclass
 class WriterStats:
-    rows: int = 0  # queue rows applied
+    rows: int = 0  # log rows applied
     roots: int = 0  # distinct roots re-synced
     documents: int = 0  # documents written
     commits: int = 0
-    skipped: bool = False  # another writer holds the lock
+    skipped: bool = False  # another writer holds this replica
+    built: bool = False  # the replica built itself from Postgres first
+    pruned: int = 0  # log rows pruned
 
 
 class LexicalWriter:
-    """Applies `lexical_queue` to the index generation of `settings`."""
+    """Keeps this host's replica of the generation of `settings` current."""
 
     def __init__(self, settings: LexicalSettings, pool: ConnectionPool[Any], *,
                  batch_size: int = BATCH_SIZE) -> None:
         self.settings = settings
         self.pool = pool
         self.batch_size = batch_size
+        self.data_dir = settings.resolved_data_dir
+        self.generation = settings.generation
+        self.replica = replica_name(self.data_dir)
         self._writers: dict[uuid.UUID, tantivy.IndexWriter] = {}
 
-    def run(self, *, max_rounds: int = 1000) -> WriterStats:
-        """Drain the queue (up to `max_rounds` batches) unless another writer is at it."""
+    def run(self, *, max_rounds: int = 1000,
+            stop: Callable[[], bool] = lambda: False) -> WriterStats:
+        """Catch the replica up with the log (up to `max_rounds` batches), building it from
+        Postgres first when it must; skipped when another writer holds it. `stop` is asked
+        between batches and between a build's namespaces (a build stopped midway starts again
+        next time)."""
         stats = WriterStats()
-        with single_writer(self.pool, WRITER_LOCK) as held:
+        with replica_lock(self.data_dir, self.generation) as held:
             if not held:
                 stats.skipped = True
                 return stats
             try:
+                cursor = self._cursor(stats, stop)
+                if cursor is None:
+                    return stats
+                with self.pool.connection() as conn:
+                    below = changes.horizon(conn)
                 for _ in range(max_rounds):
-                    if not self._round(stats):
+                    if stop():
                         break
+                    moved = self._round(stats, cursor, below)
+                    if moved is None:
+                        break
+                    cursor = moved
+                with self.pool.connection() as conn:
+                    changes.report(conn, self.replica, cursor)
             finally:
                 self._close()
+        stats.pruned = self._prune_if_due()
         return stats
+
+    def pending(self) -> int:
+        """Log rows this replica has not applied (at least 1 while it has never built itself:
+        it has everything to do)."""
+        state = read_state(self.settings)
+        with self.pool.connection() as conn:
+            waiting = changes.pending_count(conn, state.cursor if state else Cursor(0))
+        return waiting if state is not None else max(1, waiting)
 
     def rebuild(self, namespaces: Sequence[uuid.UUID]) -> WriterStats:
         """Rebuild these namespaces' indexes from Postgres: every document deleted and the
         searchable rows written again, one commit per namespace (searches see the old index
-        until it). Waits for a running writer; queue rows older than the rebuild are covered
-        by it and dropped, newer ones stay for the next writer run."""
+        until it). Waits for a running writer. The cursor stays: the rows beyond it are
+        applied again by the next run, which changes nothing."""
         stats = WriterStats()
-        with single_writer(self.pool, WRITER_LOCK, wait=True):
+        with replica_lock(self.data_dir, self.generation, wait=True):
             try:
-                with self.pool.connection() as conn:
-                    covered = queue.max_id(conn)
                 for namespace in namespaces:
                     self._rebuild_namespace(namespace, stats)
-                with self.pool.connection() as conn:
-                    queue.forget_up_to(conn, covered)
             finally:
                 self._close()
         return stats
 
-    def _rebuild_namespace(self, namespace: uuid.UUID, stats: WriterStats) -> None:
+    def _cursor(self, stats: WriterStats, stop: Callable[[], bool]) -> Cursor | None:
+        """The replica's cursor, after building it from Postgres when it has none (or its
+        registration is gone: its log rows may be pruned); None when stopped mid-build."""
+        state = read_state(self.settings)
+        if state is not None and state.replica == self.replica:
+            with self.pool.connection() as conn:
+                if changes.registered(conn, self.replica):
+                    return state.cursor
+        return self._build(stats, stop)
+
+    def _build(self, stats: WriterStats, stop: Callable[[], bool]) -> Cursor | None:
+        clear_state(self.settings)  # a build killed midway starts again
+        with self.pool.connection() as conn:
+            cursor = changes.register(conn, self.replica, socket.gethostname(),
+                                      str(self.data_dir))
+            targets = set(changes.namespaces(conn))
+        log.info("lexical replica %s of generation %d: building from Postgres",
+                 self.replica, self.generation)
+        # the database's namespaces only: an index directory of another namespace may be
+        # another database's replica in the same data directory (it is left alone)
+        for namespace in sorted(targets):
+            if not self._rebuild_namespace(namespace, stats, stop):
+                return None
+        write_state(self.settings, ReplicaState(self.replica, cursor))
+        stats.built = True
+        return cursor
+
+    def _rebuild_namespace(self, namespace: uuid.UUID, stats: WriterStats,
+                           stop: Callable[[], bool] = lambda: False) -> bool:
+        """Write the namespace's index afresh and swap it in; False when `stop` said so first
+        (the index in place stays as it was)."""
         held = self._writers.pop(namespace, None)
         if held is not None:  # its lock is on the index being replaced
             _finish(held)
@@ -117,12 +189,16 @@ class LexicalWriter:
         assert index is not None  # created
         writer = index.writer(heap_size=WRITER_HEAP_BYTES, num_threads=1)
         with self.pool.connection() as conn:
-            roots = queue.roots_of(conn, namespace)
+            roots = changes.roots_of(conn, namespace)
         size = self.batch_size
         for start in range(0, len(roots), size):
+            if stop():
+                _finish(writer)
+                shutil.rmtree(fresh, ignore_errors=True)
+                return False
             chunk = roots[start:start + size]
             with self.pool.connection() as conn:
-                docs = queue.load_documents(conn, namespace, chunk)
+                docs = changes.load_documents(conn, namespace, chunk)
             for doc in to_documents(docs):
                 writer.add_document(doc)
             stats.roots += len(chunk)
@@ -131,19 +207,20 @@ class LexicalWriter:
         _finish(writer)
         stats.commits += 1
         _swap(fresh, path)
+        return True
 
-    def _round(self, stats: WriterStats) -> bool:
+    def _round(self, stats: WriterStats, cursor: Cursor, below: int) -> Cursor | None:
         with self.pool.connection() as conn:
-            rows = queue.claim(conn, self.batch_size)
+            rows = changes.after(conn, cursor, below, self.batch_size)
         if not rows:
-            return False
+            return None
         by_namespace: dict[uuid.UUID, set[uuid.UUID]] = defaultdict(set)
         for row in rows:
             by_namespace[row.namespace_id].add(row.root_id)
         for namespace, roots in sorted(by_namespace.items()):
             ordered = sorted(roots)
             with self.pool.connection() as conn:
-                docs = queue.load_documents(conn, namespace, ordered)
+                docs = changes.load_documents(conn, namespace, ordered)
             writer = self._writer(namespace)
             for root in ordered:
                 writer.delete_documents_by_term(ROOT_ID, str(root))
@@ -153,10 +230,19 @@ class LexicalWriter:
             stats.commits += 1
             stats.roots += len(ordered)
             stats.documents += len(docs)
-        with self.pool.connection() as conn:
-            queue.forget(conn, [row.id for row in rows])
+        moved = Cursor(rows[-1].xid, rows[-1].id)
+        write_state(self.settings, ReplicaState(self.replica, moved))
         stats.rows += len(rows)
-        return True
+        return moved
+
+    def _prune_if_due(self) -> int:
+        global _last_prune
+        now = time.monotonic()
+        if now - _last_prune < PRUNE_SECONDS:
+            return 0
+        _last_prune = now
+        with self.pool.connection() as conn:
+            return changes.prune(conn)
 
     def _writer(self, namespace: uuid.UUID) -> tantivy.IndexWriter:
         writer = self._writers.pop(namespace, None)
@@ -176,8 +262,7 @@ class LexicalWriter:
         return writer
 
     def _path(self, namespace: uuid.UUID) -> Path:
-        return namespace_dir(self.settings.resolved_data_dir, self.settings.generation,
-                             namespace)
+        return namespace_dir(self.data_dir, self.generation, namespace)
 
     def _close(self) -> None:
         """Let pending merges finish and release the indexes' locks."""

@@ -2,10 +2,11 @@
 
 verify compares, per namespace, the searchable rows Postgres holds with the documents the index
 holds (counts), and for a sample of roots the documents themselves (which rows, and their text);
-roots still waiting in the queue are left aside (the writer has not applied them yet, which is
-not drift). `--repair` queues the drifted roots (all of a namespace whose count differs) for the
-writer. rebuild rewrites namespaces' indexes from Postgres (see `LexicalWriter.rebuild`);
-`rebuild_stale_lexical` (run by `brainstream migrate`) those written with an older schema.
+roots beyond this replica's cursor are left aside (the writer has not applied them yet, which
+is not drift). `--repair` logs the drifted roots (all of a namespace whose count differs) again,
+for every replica's writer. rebuild rewrites namespaces' indexes from Postgres (see
+`LexicalWriter.rebuild`); `rebuild_stale_lexical` (run by `brainstream migrate`) those
+written with an older schema.
 """
 
 from __future__ import annotations
@@ -17,19 +18,20 @@ from typing import Any
 import tantivy
 from psycopg_pool import ConnectionPool
 
-from pipeline.lexical import queue
+from pipeline.lexical import changes
 from pipeline.lexical.documents import (
     BODY,
     ID_HI,
     ID_LO,
     ROOT_ID,
     SCHEMA,
-    generation_dir,
     id_from_halves,
+    indexed_namespaces,
     is_stale,
     namespace_dir,
     open_index,
 )
+from pipeline.lexical.replica import read_state
 from pipeline.lexical.writer import LexicalWriter, WriterStats
 from pipeline.postgres.pool import make_pool
 from pipeline.settings import Settings
@@ -42,7 +44,7 @@ class NamespaceCheck:
     namespace: uuid.UUID
     expected: int  # searchable rows in Postgres
     indexed: int  # documents in the index
-    pending: int = 0  # roots waiting in the queue: counts may differ until they are applied
+    pending: int = 0  # roots beyond the cursor: counts may differ until they are applied
     sampled: int = 0  # roots whose documents were compared
     drifted: list[uuid.UUID] = field(default_factory=list)  # sampled roots that differ
 
@@ -54,12 +56,12 @@ class NamespaceCheck:
 @dataclass
 class LexicalCheck:
     generation: int
-    queued: int  # queue rows not yet applied
+    queued: int  # log rows this replica has not applied yet (-1: it never built itself)
     namespaces: list[NamespaceCheck] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
-        return all(n.clean for n in self.namespaces)
+        return self.queued >= 0 and all(n.clean for n in self.namespaces)
 
 
 def _pool(settings: Settings) -> ConnectionPool[Any]:
@@ -75,7 +77,8 @@ def rebuild_lexical(settings: Settings, namespace: uuid.UUID | None = None) -> W
             targets = [namespace]
         else:
             with pool.connection() as conn:
-                targets = sorted(set(queue.namespaces(conn)) | _indexed_namespaces(settings))
+                targets = sorted(set(changes.namespaces(conn)) | indexed_namespaces(
+                    settings.resolved_data_dir, settings.generation))
         return LexicalWriter(settings, pool).rebuild(targets)
     finally:
         pool.close()
@@ -84,7 +87,8 @@ def rebuild_lexical(settings: Settings, namespace: uuid.UUID | None = None) -> W
 def rebuild_stale_lexical(settings: Settings) -> list[uuid.UUID]:
     """Rebuild the generation's indexes that have an older schema than the code's (the
     namespaces rebuilt; none when every index is current, and then Postgres is not asked)."""
-    stale = sorted(ns for ns in _indexed_namespaces(settings)
+    stale = sorted(ns for ns in indexed_namespaces(settings.resolved_data_dir,
+                                                   settings.generation)
                    if is_stale(namespace_dir(settings.resolved_data_dir, settings.generation,
                                              ns)))
     if stale:
@@ -102,37 +106,29 @@ def rebuild_lexical_namespaces(settings: Settings,
         pool.close()
 
 
-def _indexed_namespaces(settings: Settings) -> set[uuid.UUID]:
-    base = generation_dir(settings.resolved_data_dir, settings.generation)
-    out: set[uuid.UUID] = set()
-    if base.is_dir():
-        for child in base.iterdir():
-            try:
-                out.add(uuid.UUID(child.name))
-            except ValueError:
-                continue  # not one of ours
-    return out
-
-
 def verify_lexical(settings: Settings, *, sample: int = 20,
                    repair: bool = False) -> LexicalCheck:
-    """Counts per namespace and `sample` sampled roots per namespace; with `repair`, queue what
-    drifted for the writer."""
+    """Counts per namespace and `sample` sampled roots per namespace; with `repair`, log what
+    drifted again for the writers."""
     pool = _pool(settings)
     try:
+        state = read_state(settings)
+        cursor = state.cursor if state is not None else changes.Cursor(0)
         with pool.connection() as conn:
-            check = LexicalCheck(settings.generation, queue.backlog(conn))
-            expected = queue.namespace_counts(conn)
-        for ns in sorted(set(expected) | _indexed_namespaces(settings)):
+            check = LexicalCheck(settings.generation, changes.pending_count(conn, cursor)
+                                 if state is not None else -1)
+            expected = changes.namespace_counts(conn)
+        for ns in sorted(set(expected) | indexed_namespaces(settings.resolved_data_dir,
+                                                            settings.generation)):
             index = open_index(namespace_dir(settings.resolved_data_dir, settings.generation,
                                              ns), create=False)
             searcher = index.searcher() if index is not None else None
             result = NamespaceCheck(ns, expected.get(ns, 0),
                                     searcher.num_docs if searcher is not None else 0)
             with pool.connection() as conn:
-                queued = queue.queued_roots(conn, ns)
+                queued = changes.pending_roots(conn, cursor, ns)
                 result.pending = len(queued)
-                roots = [r for r in queue.sample_roots(conn, ns, sample) if r not in queued]
+                roots = [r for r in changes.sample_roots(conn, ns, sample) if r not in queued]
                 want = {r: _expected_documents(conn, ns, r) for r in roots}
             for root, documents in want.items():
                 result.sampled += 1
@@ -142,9 +138,9 @@ def verify_lexical(settings: Settings, *, sample: int = 20,
             if repair:
                 with pool.connection() as conn:
                     if result.expected != result.indexed and not result.pending:
-                        queue.enqueue_all(conn, ns)
+                        changes.enqueue_all(conn, ns)
                     elif result.drifted:
-                        queue.enqueue_roots(conn, ns, result.drifted)
+                        changes.enqueue_roots(conn, ns, result.drifted)
         return check
     finally:
         pool.close()
@@ -152,7 +148,7 @@ def verify_lexical(settings: Settings, *, sample: int = 20,
 
 def _expected_documents(conn: Any, namespace: uuid.UUID,
                         root: uuid.UUID) -> dict[uuid.UUID, str]:
-    return {d.row_id: d.body for d in queue.load_documents(conn, namespace, [root])}
+    return {d.row_id: d.body for d in changes.load_documents(conn, namespace, [root])}
 
 
 def _indexed_documents(searcher: tantivy.Searcher | None,

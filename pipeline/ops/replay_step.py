@@ -1,9 +1,10 @@
 """The replay's loop body: consume a batch into the new generation, then run in-process what the
 workers run for the live one (every stage of `pipeline/wiring/stages.py`: embed, extract
 entities, apply curators' decisions and propose merges, run the message extractors and the
-summariser, relay, build the lexical index; then refresh the search vocabulary), since the
-workers keep serving the active generation meanwhile: a switched generation has its objects and
-its messages embedded and searchable."""
+summariser, relay; then refresh the search vocabulary) and builds this host's lexical replica
+of the new generation (the other read hosts follow its change log themselves), since the workers
+keep serving the active generation meanwhile: a switched generation has its objects and its
+messages embedded and searchable."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from pipeline.ingest.processor import BatchProcessor
 from pipeline.ingest.records import RawRecord
 from pipeline.kafka.markers import marker_generation
 from pipeline.lexical.vocab import refresh_vocab
+from pipeline.lexical.writer import LexicalWriter
 from pipeline.memory.ports import Summariser
 from pipeline.memory.summarisers import build_summariser
 from pipeline.ports import ChangeSink, DeadLetterSink, Embedder, Extractor, GraphWriter
@@ -32,9 +34,11 @@ from pipeline.wiring.stages import BY_NAME, STAGES, Stage, pending
 # FalkorDB or the model, so two cores both work): safe as it is for the workers' processes, since
 # every stage claims with a lease and writes by compare-and-set. The stages of one group share a
 # client that may not be shared between threads (the extractor finds the entities of rows and of
-# messages). A stage in no group runs alone.
+# messages). A stage in no group runs alone. `lexical` is this host's replica of the new
+# generation (no worker stage: `pipeline/lexical/replica.py`), in a group of its own.
+LEXICAL = "lexical"
 CONCURRENT: tuple[tuple[str, ...], ...] = (("embed",), ("extract", "memory"), ("relay",),
-                                           ("lexical",))
+                                           (LEXICAL,))
 
 
 @dataclass
@@ -106,13 +110,20 @@ class InProcessWork:
         """Every stage but those of `defer`, each bounded by `rounds`; the groups of
         `CONCURRENT` at once, as the workers' processes run them for the live generation."""
         grouped = {name for group in CONCURRENT for name in group}
-        groups = [[BY_NAME[n] for n in group if n in BY_NAME and n not in defer]
-                  for group in CONCURRENT]
+        groups: list[list[Stage | str]] = [
+            [BY_NAME.get(n, n) for n in group if n not in defer and (n in BY_NAME or n == LEXICAL)]
+            for group in CONCURRENT]
         groups += [[stage] for stage in STAGES if stage.name not in grouped | set(defer)]
         groups = [group for group in groups if group]
 
-        def run_group(group: list[Stage]) -> list[tuple[str, dict[str, Any]]]:
-            return [(stage.name, stage.run(self, None, rounds, True).stats) for stage in group]
+        def run_one(stage: Stage | str) -> tuple[str, dict[str, Any]]:
+            if isinstance(stage, str):  # the lexical replica
+                writer = LexicalWriter(self.settings, self.pool)
+                return stage, writer.run(max_rounds=rounds).__dict__
+            return stage.name, stage.run(self, None, rounds, True).stats
+
+        def run_group(group: list[Stage | str]) -> list[tuple[str, dict[str, Any]]]:
+            return [run_one(stage) for stage in group]
 
         with ThreadPoolExecutor(len(groups), thread_name_prefix="replay-stage") as threads:
             done = [pair for pairs in threads.map(run_group, groups) for pair in pairs]
@@ -141,7 +152,9 @@ class InProcessWork:
         return self._pending("memory")
 
     def lexical_pending(self) -> int:
-        return self._pending("lexical")
+        """Log rows this host's replica of the generation has not applied (1 at least while
+        it has never built itself)."""
+        return LexicalWriter(self.settings, self.pool).pending()
 
     def _pending(self, stage: str) -> int:
         return BY_NAME[stage].pending(self.pool, 0.0)
@@ -151,7 +164,7 @@ class InProcessWork:
         lexical index."""
         waiting = pending(self.pool)
         return (waiting["embed"], waiting["extract"], waiting["memory"], waiting["relay"],
-                waiting["lexical"])
+                self.lexical_pending())
 
 
 class ReplayStep:

@@ -18,7 +18,12 @@ from pipeline.entities.store import extraction
 from pipeline.kafka.offsets import committed_offsets, read_tails
 from pipeline.lexical.postings_switch import NOT_MAINTAINED, postings_maintained
 from pipeline.ops.memory import MemoryBacklog, read_memory_backlog
-from pipeline.ops.status_queues import read_celery_queues, read_queue_backlogs
+from pipeline.ops.status_queues import (
+    read_celery_queues,
+    read_lexical_replicas,
+    read_queue_backlogs,
+)
+from pipeline.ops.status_standby import read_replication, render_replication
 from pipeline.outbox.store import OpBacklog, backlog_by_op
 from pipeline.services.stack import Stack
 from pipeline.settings import Settings
@@ -38,7 +43,8 @@ class StatusReport:
     extraction: dict[str, int] = field(default_factory=dict)
     deferred: dict[str, Any] = field(default_factory=dict)
     memory: dict[str, Any] = field(default_factory=dict)
-    # the lexical index's queue, curators' decisions and the proposal pass (status_queues.py)
+    # the read hosts' lexical replicas, curators' decisions and the proposal pass
+    # (status_queues.py)
     lexical: dict[str, Any] = field(default_factory=dict)
     decisions: dict[str, Any] = field(default_factory=dict)
     proposals: dict[str, Any] = field(default_factory=dict)
@@ -49,6 +55,8 @@ class StatusReport:
     index: dict[str, Any] = field(default_factory=dict)
     # whether the database keeps the SQL BM25 postings, and whether LEXICAL_ENGINE reads them
     sql_postings: dict[str, Any] = field(default_factory=dict)
+    # the standbys the primary streams to, and the read standby (status_standby.py)
+    replication: dict[str, Any] = field(default_factory=dict)
 
     @property
     def healthy(self) -> bool:
@@ -81,7 +89,7 @@ def read_backlogs(conn: psycopg.Connection[Any], memory_window: int) -> Backlogs
 # What each part of the report reads: a part whose service is down is skipped, not waited on
 # (the Kafka client alone spends half a minute failing to bootstrap from a closed port).
 _NEEDS = {"lag": "broker", "dead_letters": "broker", "database": "postgres",
-          "celery_queues": "redis"}
+          "celery_queues": "redis", "replication": "postgres"}
 
 
 @dataclass
@@ -130,7 +138,8 @@ def collect(settings: Settings, *, group: str = CONSUMER_GROUP,
                        ("dead_letters", lambda: _dead_letters(settings, tally)),
                        ("database", lambda: _database(settings, report)),
                        ("celery_queues",
-                        lambda: read_celery_queues(settings.effective_redis_url))):
+                        lambda: read_celery_queues(settings.effective_redis_url)),
+                       ("replication", lambda: read_replication(settings))):
         needed = _NEEDS[name]
         if state.get(needed, "healthy") != "healthy":
             report.errors[name] = f"not collected: {needed} is {state[needed]}"
@@ -211,8 +220,8 @@ def _database(settings: Settings, report: StatusReport) -> None:
             "problem": NOT_MAINTAINED if settings.lexical_engine == "postgres"
             and not maintained else None}
         queues = read_queue_backlogs(conn)
-        report.lexical, report.decisions, report.proposals = (
-            queues["lexical"], queues["decisions"], queues["proposals"])
+        report.decisions, report.proposals = queues["decisions"], queues["proposals"]
+        report.lexical = read_lexical_replicas(conn)
 
 
 def render(report: StatusReport) -> str:
@@ -255,13 +264,20 @@ def render(report: StatusReport) -> str:
         for name, e in m["extractors"].items():
             lines.append(f"  extractor {name}: {e['pending']} pending (oldest "
                          f"{e['oldest_pending_seconds']} s), {e['failed']} failed")
-    for title, queue in (("lexical index queue", report.lexical),
-                         ("entity decisions pending", report.decisions),
+    if report.lexical:
+        lines.append(f"lexical replicas: {len(report.lexical['replicas'])} (change log: "
+                     f"{report.lexical['log_rows']} rows)")
+        for r in report.lexical["replicas"]:
+            lines.append(f"  {r['replica']} {r['data_dir']}: lag {r['lag_seconds']} s, "
+                         f"{r['pending']} rows pending, seen {r['seen_seconds_ago']} s ago")
+    for title, queue in (("entity decisions pending", report.decisions),
                          ("entity proposal pass queue", report.proposals)):
         if queue:
             lines.append(_queue_line(title, queue))
     if report.sql_postings:
         lines.append(_postings_line(report.sql_postings))
+    if report.replication:
+        lines.extend(render_replication(report.replication))
     if report.celery_queues:
         q = report.celery_queues
         lines.append("celery queues: " + ", ".join(

@@ -1,6 +1,7 @@
 """The queues `brainstream status` shows besides the outbox and the embedding and extraction
-backlogs: the work queues kept in Postgres (the lexical index's queue, curators' decisions not
-applied yet, the resolver's proposal pass) and the Celery queues in Redis (`celery`, `extract`,
+backlogs: the work queues kept in Postgres (curators' decisions not applied yet, the resolver's
+proposal pass), the lexical replicas of the read hosts with how far each is behind the change
+log, and the Celery queues in Redis (`celery`, `extract`,
 `relay`: tasks sent and not yet taken by a worker, and those taken and not yet acknowledged).
 
 Each Postgres queue is counted with its oldest row's age and per namespace (the namespaces with
@@ -14,6 +15,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from pipeline.lexical import changes
+
 TOP_NAMESPACES = 10
 # Celery's queues (workers/app.py), named here so status needs no Celery import.
 CELERY_QUEUES = ("celery", "extract", "relay")
@@ -26,7 +29,6 @@ _UNACKED = "unacked"
 
 # What waits in each Postgres queue: the table, and the condition of a waiting row.
 _WAITING = {
-    "lexical": ("lexical_queue", sql.SQL("true")),
     # live entities the pass has not examined (a merged one is dropped by the next pass)
     "proposals": ("entity_proposal_queue", sql.SQL(
         "EXISTS (SELECT 1 FROM entities e WHERE e.id = q.entity_id AND e.merged_into IS NULL)")),
@@ -53,6 +55,20 @@ def read_queue_backlogs(conn: psycopg.Connection[Any]) -> dict[str, dict[str, An
                           ).fetchone()
     out["decisions"]["failed"] = int(failed[0]) if failed else 0
     return out
+
+
+def read_lexical_replicas(conn: psycopg.Connection[Any]) -> dict[str, Any]:
+    """The change log's rows and every registered read host's replica: its cursor's backlog
+    (rows, and the oldest one's age) and when it last reported."""
+    row = conn.execute("SELECT count(*) FROM lexical_log").fetchone()
+    now = conn.execute("SELECT now()").fetchone()
+    assert now is not None
+    return {"log_rows": int(row[0]) if row else 0,
+            "replicas": [{"replica": r.replica, "host": r.host, "data_dir": r.data_dir,
+                          "pending": r.pending, "lag_seconds": round(r.lag_seconds, 1),
+                          "seen_seconds_ago": round((now[0] - r.seen_at).total_seconds(), 1),
+                          "built_at": r.built_at.isoformat()}
+                         for r in changes.replicas(conn)]}
 
 
 def read_celery_queues(redis_url: str) -> dict[str, int]:

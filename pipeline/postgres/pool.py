@@ -17,6 +17,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from pipeline.domain.errors import QueryTimeout, Unavailable
 from pipeline.fairness.tenant import current_tenant
+from pipeline.postgres.routing import current_route
 from pipeline.services.settings import StackSettings
 
 
@@ -83,6 +84,7 @@ async def make_async_pool(settings: StackSettings, *, min_size: int = 1, max_siz
                           name: str = "brainstream-read",
                           wait_seconds: float = POOL_WAIT_SECONDS,
                           statement_timeout: float | None = None,
+                          dsn: str | None = None, wait_open: bool = True,
                           ) -> AsyncConnectionPool[AsyncConn]:
     """An opened async pool for the read side: pgvector registered, autocommit, and
     `plan_cache_mode = force_custom_plan` on every session; with `statement_timeout` (seconds)
@@ -94,16 +96,20 @@ async def make_async_pool(settings: StackSettings, *, min_size: int = 1, max_siz
     replaced, not handed to a request), and a request waits at most `wait_seconds` for one, so
     while Postgres is down requests fail fast with `Unavailable` (503) instead of hanging for
     psycopg's default 30 s.
+
+    `dsn` names another server than the settings' primary (the read standby); with
+    `wait_open=False` the pool opens without waiting for its first connection (a standby that is
+    down must not stop the API from starting).
     """
     options = SESSION_OPTIONS
     if statement_timeout is not None:
         options += f" -c statement_timeout={max(1, round(statement_timeout * 1000))}"
     pool: AsyncConnectionPool[AsyncConn] = AsyncConnectionPool(
-        settings.effective_postgres_dsn, min_size=min_size, max_size=max_size,
+        dsn or settings.effective_postgres_dsn, min_size=min_size, max_size=max_size,
         configure=_configure_async, name=name, open=False, timeout=wait_seconds,
         check=check_idle_connection,
         kwargs={"application_name": name, "options": options, "connect_timeout": 5})
-    await pool.open(wait=True, timeout=30)
+    await pool.open(wait=wait_open, timeout=30)
     return pool
 
 
@@ -111,15 +117,37 @@ async def make_async_pool(settings: StackSettings, *, min_size: int = 1, max_siz
 async def read_connection(pool: AsyncConnectionPool[AsyncConn]) -> AsyncIterator[AsyncConn]:
     """A pooled connection; an unreachable database becomes `Unavailable`, a statement
     cancelled by the statement timeout `QueryTimeout`. Within an API request it counts against
-    the caller's connection share (`pipeline.fairness.connections`), taken before the pool's."""
+    the caller's connection share (`pipeline.fairness.connections`), taken before the pool's.
+
+    Within an API request whose route allows it, the connection is the read standby's instead
+    of `pool`'s (the primary's: `pipeline.postgres.routing`); a standby that gives no
+    connection sends the request to the primary, and a statement the standby cancelled for a
+    conflict with replay is `Unavailable` (the client retries)."""
     tenant = current_tenant()
     share = (tenant.connections.connection(tenant.id) if tenant is not None
              else contextlib.nullcontext())
+    route = current_route()
+    router = route.router if route is not None else None
+    target = pool
+    if route is not None and router is not None and router.primary is pool:
+        target = await router.pool_for(route)
     try:
-        async with share, pool.connection() as conn:
+        async with contextlib.AsyncExitStack() as held:
+            await held.enter_async_context(share)
+            if target is not pool and route is not None and router is not None:
+                try:
+                    conn = await held.enter_async_context(target.connection())
+                except (psycopg.OperationalError, PoolTimeout) as exc:
+                    target = router.standby_failed(route, exc)
+            if target is pool:
+                conn = await held.enter_async_context(pool.connection())
             yield conn
     except psycopg.errors.QueryCanceled as exc:
         raise QueryTimeout("the query ran past the read statement timeout") from exc
+    except psycopg.errors.SerializationFailure as exc:
+        if target is pool:
+            raise
+        raise Unavailable(f"postgres standby: {exc}") from exc  # a conflict with replay
     except (psycopg.OperationalError, PoolTimeout) as exc:
         raise Unavailable(f"postgres: {exc}") from exc
 

@@ -28,6 +28,16 @@ class StackSettings(BaseModel):
     postgres_dsn: str | None = Field(
         default=None, description="An external PostgreSQL (18, with pgvector and pg_trgm): "
         "nothing is started for it. Set it in production.")
+    postgres_read_dsn: str | None = Field(
+        default=None, description="A physical standby (streaming replica) of the primary "
+        "Postgres that the API reads from; writes, the consumer and the workers stay on the "
+        "primary. Set it to take the read load off the primary; unset, every read goes to the "
+        "primary.")
+    postgres_read_max_lag: float = Field(
+        default=5.0, gt=0, le=3600, description="How many seconds behind the primary the read "
+        "standby may be and still serve reads; past it (or while it is down) reads go to the "
+        "primary. Raise it when a lagging standby sends too many reads back to the primary and "
+        "callers accept older answers; lower it when they must be fresher.")
     kafka_bootstrap: str | None = Field(
         default=None, description="External Kafka bootstrap servers: no embedded broker is "
         "started. Set it in production.")
@@ -88,6 +98,18 @@ class StackSettings(BaseModel):
         from psycopg.conninfo import make_conninfo
 
         return make_conninfo(self.base_postgres_dsn, dbname=self._generation_dbname)
+
+    @property
+    def effective_postgres_read_dsn(self) -> str | None:
+        """The read standby's DSN for the database of the generation these settings address
+        (the generation's dbname, as for the primary), or None without a standby."""
+        if not self.postgres_read_dsn:
+            return None
+        if self._generation_dbname is None:
+            return self.postgres_read_dsn
+        from psycopg.conninfo import make_conninfo
+
+        return make_conninfo(self.postgres_read_dsn, dbname=self._generation_dbname)
 
     @property
     def generation(self) -> int:

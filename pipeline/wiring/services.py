@@ -1,11 +1,12 @@
 """The read side's services, built once per process (and per index generation): the adapters
 the API routes and the benchmarks call, wired to one another.
 
-`build_services(settings)` connects Postgres (one async pool), Redis (result sets, in their own
-database), FalkorDB (a reconnecting reader) and the query embedder (loaded again in the
-background while it fails: `pipeline/wiring/embedder.py`), and builds the retrieval engine and
-the graph queries over them. The graph and the embedder may be down: the answers degrade,
-labelled.
+`build_services(settings)` connects Postgres (one async pool; a second on the read standby
+when POSTGRES_READ_DSN names one, chosen per request: `pipeline/postgres/routing.py`), Redis
+(result sets, in their own database), FalkorDB (a reconnecting reader) and the query embedder
+(loaded again in the background while it fails: `pipeline/wiring/embedder.py`), and builds the
+retrieval engine and the graph queries over them. The graph and the embedder may be down: the
+answers degrade, labelled.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ from pipeline.lexical.searcher import TantivySearcher
 from pipeline.memory.store.read import PgMemoryReader
 from pipeline.ports import Channel, Embedder, MentionReader, QueryEmbedder
 from pipeline.postgres.pool import AsyncConn, make_async_pool, ping_pool
+from pipeline.postgres.read_floors import ReadFloors
+from pipeline.postgres.routing import ReadRouter, floor_ttl
+from pipeline.postgres.standby import StandbyMonitor
 from pipeline.retrieval.channels import standard_channels
 from pipeline.retrieval.channels.fuzzy import FuzzyChannel
 from pipeline.retrieval.channels.lexical import LexicalChannel
@@ -52,6 +56,12 @@ from pipeline.retrieval.store.resultsets import RedisResultSets
 from pipeline.retrieval.store.search import PgPartSearcher
 from pipeline.settings import Settings
 from pipeline.wiring.embedder import QueryEmbedderLoader
+from pipeline.wiring.lexical_follower import (
+    REPLICA_BEHIND,
+    REPLICA_BUILDING,
+    ReplicaLag,
+    replica_lag_async,
+)
 
 
 @dataclass
@@ -61,7 +71,8 @@ class Services:
     and closing)."""
 
     settings: Settings
-    pool: AsyncConnectionPool[AsyncConn]
+    pool: AsyncConnectionPool[AsyncConn]  # the primary's: writes, and reads outside requests
+    reads: ReadRouter  # which server a request's reads go to (the standby's pool is its)
     engine: RetrievalEngine
     graph: GraphQueries
     recipes: RecipeStore
@@ -101,6 +112,16 @@ class Services:
             except Exception as exc:
                 checks[name] = f"{type(exc).__name__}: {exc}"
         checks["embedder"] = None if self.embedder is not None else "not loaded"
+        if self.settings.lexical_engine == "tantivy" and checks["postgres"] is None:
+            # this host's replica: not ready while it builds itself or lags past the bound
+            try:
+                lag = await self.lexical_lag()
+                bound = self.settings.lexical_replica_max_lag
+                checks["lexical_replica"] = (
+                    REPLICA_BUILDING if not lag.built else
+                    None if lag.seconds <= bound else f"{REPLICA_BEHIND} ({lag.seconds:.1f} s)")
+            except Exception as exc:
+                checks["lexical_replica"] = f"{type(exc).__name__}: {exc}"
         if self.settings.lexical_engine == "postgres" and checks["postgres"] is None:
             # the SQL channels read postings that only a database migrated for them keeps
             try:
@@ -109,6 +130,11 @@ class Services:
             except Exception as exc:
                 checks["sql_postings"] = f"{type(exc).__name__}: {exc}"
         return checks
+
+    async def lexical_lag(self) -> ReplicaLag:
+        """How far this host's lexical replica of the generation is behind the log."""
+        async with self.pool.connection() as conn:
+            return await replica_lag_async(self.settings, conn)
 
     async def close(self) -> None:
         """Stop loading the embedder and close the connections (Redis, Postgres, the graph)."""
@@ -120,6 +146,7 @@ class Services:
         if self.engine.reranker is not None:
             self.engine.reranker.close()
         await self.result_sets.close()
+        await self.reads.close()
         await self.pool.close()
         await self.graph_reader.aclose()
 
@@ -179,6 +206,7 @@ async def build_services(settings: Settings) -> Services:
     down (answers degrade)."""
     pool = await make_async_pool(settings, max_size=settings.api_pool_size,
                                  statement_timeout=settings.api_statement_timeout)
+    reads = await read_router(settings, pool)
     catalog = CachedCatalog(pool)
     embedder = QueryEmbedderLoader(settings)
     await embedder.start()
@@ -216,7 +244,7 @@ async def build_services(settings: Settings) -> Services:
                                         max_query_terms=config.max_query_terms,
                                         max_filters=config.max_filters),
                          history=PgLinkVersions(pool))
-    return Services(settings=settings, pool=pool, engine=engine, graph=graph,
+    return Services(settings=settings, pool=pool, reads=reads, engine=engine, graph=graph,
                     recipes=RecipeStore(pool, dict(settings.expand_recipes)),
                     result_sets=result_sets, catalog=catalog, graph_reader=graph_reader,
                     embedder_loader=embedder, mentions=PgMentionReader(pool),
@@ -225,6 +253,32 @@ async def build_services(settings: Settings) -> Services:
                                            max_query_terms=config.max_query_terms),
                     memory=PgMemoryReader(pool), ppr_snapshots=ppr.snapshots,
                     name_embedder_loader=names)
+
+
+# A read waits at most this long for a standby connection before it reads the primary instead
+# (a standby that has just gone down costs the reads of one probe interval this much, no more).
+STANDBY_WAIT_SECONDS = 1.0
+
+
+async def read_router(settings: Settings,
+                      primary: AsyncConnectionPool[AsyncConn]) -> ReadRouter:
+    """The router of the read side's requests: the primary alone, or with the read standby
+    (its pool opened without waiting: a standby that is down leaves the API serving from the
+    primary) and its monitor, measured once before the first request."""
+    floors = ReadFloors(settings.result_set_redis_url,
+                        ttl_seconds=floor_ttl(settings.postgres_read_max_lag))
+    standby_dsn = settings.effective_postgres_read_dsn
+    if standby_dsn is None:
+        return ReadRouter(primary, floors)
+    standby = await make_async_pool(settings, max_size=settings.api_pool_size,
+                                    name="brainstream-read-standby", dsn=standby_dsn,
+                                    wait_open=False, wait_seconds=STANDBY_WAIT_SECONDS,
+                                    statement_timeout=settings.api_statement_timeout)
+    monitor = StandbyMonitor(settings.effective_postgres_dsn, standby_dsn,
+                             max_lag=settings.postgres_read_max_lag)
+    router = ReadRouter(primary, floors, standby=standby, monitor=monitor)
+    await router.start()
+    return router
 
 
 def freeze_startup_heap() -> None:

@@ -26,8 +26,6 @@ from pipeline.entities.merging import ProposalStats, propose_all, propose_if_due
 from pipeline.entities.resolving import ResolveConfig
 from pipeline.entities.stage import ExtractionStage
 from pipeline.entities.store import extraction
-from pipeline.lexical import queue as lexical_queue
-from pipeline.lexical.writer import LexicalWriter
 from pipeline.memory.extraction import MessageExtraction
 from pipeline.memory.ports import Summariser
 from pipeline.memory.store.fold import PgSummaryWork
@@ -165,11 +163,6 @@ def _relay(res: StageResources, roots: Roots, rounds: int | None, draining: bool
     return Outcome({k: v for k, v in stats.__dict__.items() if k != "errors"})
 
 
-def _lexical(res: StageResources, roots: Roots, rounds: int | None, draining: bool) -> Outcome:
-    writer = LexicalWriter(res.settings, res.pool)
-    return Outcome(writer.run(**_bound("max_rounds", rounds)).__dict__)
-
-
 def _embed_pending(pool: ConnectionPool, older_than: float) -> int:
     return pending_count(pool, older_than=older_than)
 
@@ -188,19 +181,14 @@ def _outbox_pending(pool: ConnectionPool, older_than: float) -> int:
     return backlog(pool)  # a due outbox row is work at once: the relay retries on its own clock
 
 
-def _lexical_pending(pool: ConnectionPool, older_than: float) -> int:
-    with pool.connection() as conn:
-        return lexical_queue.backlog(conn)
-
-
 # In the order a replay runs them: a document is embedded and its entities extracted before the
-# relay projects it, and the lexical index is written last.
+# relay projects it. The lexical index is no stage: each read host keeps its own replica
+# (`pipeline/lexical/replica.py`), and a replay builds the new generation's on its own host.
 STAGES: tuple[Stage, ...] = (
     Stage("embed", _embed, _embed_pending),
     Stage("extract", _extract, _extract_pending),
     Stage("memory", _memory, _memory_pending),
     Stage("relay", _relay, _outbox_pending),
-    Stage("lexical", _lexical, _lexical_pending),
 )
 BY_NAME: dict[str, Stage] = {stage.name: stage for stage in STAGES}
 

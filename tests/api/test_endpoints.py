@@ -208,7 +208,7 @@ def test_ops_endpoints(client: TestClient) -> None:
     ready = client.get("/readyz")
     assert ready.status_code == 200, ready.text
     assert ready.json()["dependencies"] == dict.fromkeys(
-        ("postgres", "redis", "falkordb", "embedder"), "ok")
+        ("postgres", "redis", "falkordb", "embedder", "lexical_replica"), "ok")
     metrics = client.get("/metrics").text
     assert "brainstream_api_request_seconds_bucket" in metrics
     assert client.get("/openapi.json").json()["paths"]["/v1/search"]

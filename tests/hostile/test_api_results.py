@@ -181,7 +181,7 @@ def test_readyz_and_503_answer_codes_not_dependency_text(
     assert body.pop("generation") >= 1
     assert body == {"status": "unavailable", "code": "dependency_unavailable",
                     "dependencies": {"postgres": "ok", "redis": "down", "falkordb": "down",
-                                     "embedder": "ok"}}
+                                     "embedder": "ok", "lexical_replica": "ok"}}
     assert outage.status_code == 503, outage.text
     assert outage.json()["error"]["code"] == "unavailable"
     for answer in (ready.text, outage.text):

@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from pipeline.lexical.queue import _LOAD, load_documents
+from pipeline.lexical.changes import _LOAD, load_documents
 from pipeline.retrieval.store.paths import _ENDPOINTS
 from pipeline.retrieval.store.ppr_snapshot import (
     _ALIASES_OF,

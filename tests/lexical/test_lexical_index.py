@@ -15,7 +15,7 @@ import pytest
 
 from pipeline.domain.errors import InvalidFilter
 from pipeline.domain.read_model import Filters
-from pipeline.lexical import queue
+from pipeline.lexical import changes
 from pipeline.lexical.searcher import TantivySearcher
 from pipeline.lexical.writer import LexicalWriter
 from pipeline.retrieval.store.search import PgPartSearcher
@@ -145,10 +145,10 @@ def test_the_writer_follows_puts_edits_and_deletes(
     event = put(ns, kind="note", title="Quokka memo", content="the quokka census")
     apply_events(db, [event])
     root = uuid.UUID(event["data"]["id"])
-    assert queue.backlog(db) >= 1  # queued by the write itself
+    assert writer.pending() >= 1  # queued by the write itself
     assert aio.run(tv.search_lexical(ns, "quokka", Filters(), [], 10)) == []
     writer.run()
-    assert queue.backlog(db) == 0
+    assert writer.pending() == 0
     hits = aio.run(_eventually(tv, ns, "quokka", lambda h: len(h) == 1))
     assert load_rows(db)[hits[0].id].parent_id == root  # its content's part
     # an edit replaces the document (the old words leave, the new arrive)
@@ -159,7 +159,7 @@ def test_the_writer_follows_puts_edits_and_deletes(
     aio.run(_eventually(tv, ns, "quokka", lambda h: h == []))
     # a soft delete removes it; applying the same queue row twice changes nothing
     apply_events(db, [envelope("object.soft_delete", ns, {"id": str(root)})])
-    queue.enqueue_roots(db, ns, [root])
+    changes.enqueue_roots(db, ns, [root])
     writer.run()
     aio.run(_eventually(tv, ns, "wombat", lambda h: h == []))
     rows = load_rows(db)

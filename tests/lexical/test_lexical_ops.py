@@ -20,7 +20,6 @@ from click.testing import CliRunner
 
 from pipeline.cli import main
 from pipeline.domain.read_model import Filters
-from pipeline.lexical import queue
 from pipeline.lexical.documents import ROOT_ID, namespace_dir, open_index
 from pipeline.lexical.searcher import TantivySearcher
 from pipeline.lexical.writer import LexicalWriter
@@ -85,7 +84,7 @@ def test_a_round_over_more_tenants_than_open_writers(
     # finished (merges waited for, locks released) and reopened when needed again
     spaces = [_fill(db, 2, f"ibex{i}") for i in range(12)]
     stats = writer.run()
-    assert stats.commits >= 12 and queue.backlog(db) == 0
+    assert stats.commits >= 12 and writer.pending() == 0
     searcher = TantivySearcher(lex_settings.resolved_data_dir, 1, _lexemes)
     for i, ns in enumerate(spaces):
         hits = asyncio.run(searcher.search_lexical(ns, "harbour", Filters(), [], 10))
@@ -131,7 +130,7 @@ def test_writer_killed_mid_commit_reopens_and_converges(
     finally:
         child.wait(timeout=30)
     assert child.returncode == -signal.SIGKILL
-    left = queue.backlog(db)
+    left = writer.pending()
     assert left > 0  # it died with work queued
     # the index reopens at its last commit, readable
     index = open_index(path, create=False)
@@ -141,7 +140,7 @@ def test_writer_killed_mid_commit_reopens_and_converges(
     # the next writer takes the lock files over and converges
     stats = writer.run()
     assert not stats.skipped and stats.rows == left
-    assert queue.backlog(db) == 0
+    assert writer.pending() == 0
     check = verify_lexical(lex_settings, sample=50)
     assert check.clean
     searcher = TantivySearcher(lex_settings.resolved_data_dir, 1, _lexemes)

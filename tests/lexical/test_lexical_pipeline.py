@@ -1,7 +1,7 @@
 """The Tantivy lexical channel in the running pipeline: a published part reaches the index through
-the relay process's writer soon after its commit, and `/v1/search` on LEXICAL_ENGINE=tantivy
-answers each tenant from its own index, finds near-spellings, and refuses bad filters with a 4xx
-naming the field."""
+the read host's follower (the thread every API process runs) soon after its commit, and
+`/v1/search` on LEXICAL_ENGINE=tantivy answers each tenant from its own index, finds
+near-spellings, and refuses bad filters with a 4xx naming the field."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from pipeline.lexical.searcher import TantivySearcher
 from pipeline.postgres.pool import make_async_pool
 from pipeline.retrieval.store.search import PgPartSearcher
 from pipeline.settings import Settings
+from pipeline.wiring.lexical_follower import ReplicaFollower
 from tests.pipelineutil import Publisher, ingest, put
 
 pytestmark = pytest.mark.stack
@@ -56,15 +57,20 @@ def test_a_published_part_is_searchable_after_its_commit(
     event = put(ns, kind="note", title="Freshness probe", content="the narwhal ledger",
                 properties={"author": "kim"})
     oid = event["data"]["id"]
-    publisher.send(event, key=oid)
-    for _ in range(600):  # the consumer's commit first (bounded: 30 s)
-        if _committed(catalog, oid):
-            break
-        time.sleep(0.05)
-    else:
-        raise AssertionError("the put never committed")
-    # then the relay process's writer (triggered by that commit) and the reader's reload
-    hits, _ = asyncio.run(_search_until_found(catalog, ns, "narwhal", attempts=200))
+    follower = ReplicaFollower(catalog)  # this test is the read host
+    follower.start()
+    try:
+        publisher.send(event, key=oid)
+        for _ in range(600):  # the consumer's commit first (bounded: 30 s)
+            if _committed(catalog, oid):
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the put never committed")
+        # then the host's follower (polling the log) and the reader's reload
+        hits, _ = asyncio.run(_search_until_found(catalog, ns, "narwhal", attempts=200))
+    finally:
+        follower.stop()
     assert len(hits) == 1
     assert asyncio.run(_search_until_found(catalog, other, "narwhal", attempts=1))[0] == []
 

@@ -15,7 +15,7 @@ import pytest
 import tantivy
 
 from pipeline.domain.read_model import Filters
-from pipeline.lexical import queue
+from pipeline.lexical import changes
 from pipeline.lexical.documents import (
     BODY,
     CREATED,
@@ -69,7 +69,7 @@ def _write_old_index(path: Path, db: psycopg.Connection[Any], ns: uuid.UUID) -> 
     index = tantivy.Index(_old_schema(), path=str(path))
     register_tokenizers(index)
     writer = index.writer(15_000_000, 1)
-    for row in queue.load_documents(db, ns, queue.roots_of(db, ns)):
+    for row in changes.load_documents(db, ns, changes.roots_of(db, ns)):
         doc = tantivy.Document()  # the fields of that schema only
         doc.add_text(ROW_ID, str(row.row_id))
         doc.add_text(ROOT_ID, str(row.root_id))

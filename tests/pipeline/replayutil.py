@@ -183,7 +183,8 @@ def _memory_events(ns: str) -> list[tuple[dict[str, Any], str]]:
     return events
 
 
-QUIET_COUNTS = ("processed", "outbox_due", "embeddings_pending", "deferred", "lexical_queue",
+# (the lexical replicas are the read hosts': an API's follower catches its own up)
+QUIET_COUNTS = ("processed", "outbox_due", "embeddings_pending", "deferred",
                 "extraction_pending", "proposals_pending")
 
 
@@ -197,7 +198,6 @@ def quiet_state(settings: Settings, corpus: Corpus) -> dict[str, int]:
             " (SELECT count(*) FROM object_embeddings e JOIN objects o ON o.id = e.id"
             "   WHERE e.embed_status = 'pending' AND o.deleted_at IS NULL),"
             " (SELECT count(*) FROM deferred_events),"
-            " (SELECT count(*) FROM lexical_queue),"
             # extraction runs in its own process (the `extract` queue), behind embedding
             " (SELECT count(*) FROM entity_extraction WHERE status = 'pending'),"
             " (SELECT count(*) FROM entity_proposal_queue q JOIN entities e ON e.id = q.entity_id"

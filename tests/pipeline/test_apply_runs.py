@@ -52,7 +52,7 @@ def _state(conn: psycopg.Connection[Any], ns: uuid.UUID) -> dict[str, Any]:
         "outbox": [r[0] for r in conn.execute(
             "SELECT aggregate_id::text FROM outbox WHERE namespace_id = %s ORDER BY id",
             (ns,)).fetchall()],
-        "lexical": conn.execute("SELECT count(DISTINCT root_id) FROM lexical_queue"
+        "lexical": conn.execute("SELECT count(DISTINCT root_id) FROM lexical_log"
                                 " WHERE namespace_id = %s", (ns,)).fetchone(),
     }
 

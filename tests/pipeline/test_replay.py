@@ -109,6 +109,8 @@ def replayed(rp: Settings) -> Iterator[Replayed]:
             "api_keys": {corpus.api_key: [*corpus.namespaces, LIVE_NS]}})
         with TestClient(create_app(api_settings)) as client:
             assert _readyz_generation(client) == 1
+            wait_for(lambda: client.get("/readyz").status_code == 200, timeout=120,
+                     what="this host's lexical replica to build itself")
             compact_lexical(settings)
             api_before = api_answers(client, corpus)
             replay = _cli(settings, "replay", timeout=900)

@@ -1,6 +1,7 @@
-"""`brainstream status` shows every backlog: the lexical index's queue, curators' decisions
-pending, the proposal pass's queue (per namespace) and the Celery queues in Redis, in JSON and
-text. On a database and a Redis database of this test only, so no live worker drains them."""
+"""`brainstream status` shows every backlog: the read hosts' lexical replicas (each one's lag
+behind the change log), curators' decisions pending, the proposal pass's queue (per namespace)
+and the Celery queues in Redis, in JSON and text. On a database and a Redis database of this
+test only, so no live worker drains them."""
 
 from __future__ import annotations
 
@@ -23,11 +24,19 @@ REDIS_DB = 9  # neither the broker's (0) nor the result sets'
 
 def _fill(settings: Settings, big: uuid.UUID, small: uuid.UUID) -> None:
     with psycopg.connect(settings.effective_postgres_dsn) as conn:
+        # two hosts' replicas: one has applied the log's four rows, the other none of them
+        first = conn.execute("SELECT pg_current_xact_id()::text").fetchone()[0]
         for ns, roots in ((big, 3), (small, 1)):
             for _ in range(roots):
-                conn.execute("INSERT INTO lexical_queue (namespace_id, root_id, created_at)"
+                conn.execute("INSERT INTO lexical_log (namespace_id, root_id, created_at)"
                              " VALUES (%s, %s, now() - interval '90 seconds')",
                              (ns, uuid.uuid4()))
+        for name, cursor in (("host-a:current", "(SELECT max(xid) FROM lexical_log)"),
+                             ("host-b:behind", f"'{first}'::xid8")):
+            conn.execute(f"INSERT INTO lexical_replicas (replica, host, data_dir, cursor_xid,"
+                         f" cursor_id) VALUES (%s, 'h', '/d', {cursor},"
+                         f" CASE WHEN %s = 'host-a:current' THEN 1000000000 ELSE 0 END)",
+                         (name, name))
         for i, ns in enumerate((big, big, small)):  # entities: queued for the pass by trigger
             conn.execute("INSERT INTO entities (id, namespace_id, name, norm, label)"
                          " VALUES (%s, %s, %s, %s, 'NAME')",
@@ -56,9 +65,12 @@ def test_status_shows_every_backlog(stack_settings: Settings) -> None:
     done = subprocess.run([sys.executable, "-m", "pipeline.cli", "status", "--json"], env=env,
                           capture_output=True, text=True, timeout=120, check=False)
     body = json.loads(done.stdout)
-    assert body["lexical"]["count"] == 4 and body["lexical"]["namespace_count"] == 2
-    assert body["lexical"]["namespaces"] == {str(big): 3, str(small): 1}
-    assert body["lexical"]["oldest_seconds"] >= 90
+    replicas = {r["replica"]: r for r in body["lexical"]["replicas"]}
+    assert body["lexical"]["log_rows"] == 4
+    assert replicas["host-a:current"]["pending"] == 0
+    assert replicas["host-a:current"]["lag_seconds"] == 0
+    assert replicas["host-b:behind"]["pending"] == 4
+    assert replicas["host-b:behind"]["lag_seconds"] >= 90
     assert body["proposals"]["count"] == 3
     assert body["proposals"]["namespaces"] == {str(big): 2, str(small): 1}
     assert body["decisions"]["count"] == 2 and body["decisions"]["failed"] == 1
@@ -68,7 +80,8 @@ def test_status_shows_every_backlog(stack_settings: Settings) -> None:
 
     text = subprocess.run([sys.executable, "-m", "pipeline.cli", "status"], env=env,
                           capture_output=True, text=True, timeout=120, check=False).stdout
-    assert "lexical index queue: 4 (oldest" in text and f"largest: {big} 3, {small} 1" in text
+    assert "lexical replicas: 2 (change log: 4 rows)" in text
+    assert "host-b:behind /d: lag " in text and "4 rows pending" in text
     assert "entity decisions pending: 2" in text and "1 failed" in text
     assert "entity proposal pass queue: 3" in text
     assert "celery queues: celery 0, extract 3, relay 1; 1 delivered, not acknowledged" in text
@@ -83,4 +96,4 @@ def test_status_reports_a_down_redis_in_its_own_line(stack_settings: Settings) -
     settings = stack_settings.model_copy(update={"redis_port": 1, "redis_url": None})
     report = collect(settings)
     assert "celery_queues" in report.errors and not report.celery_queues
-    assert "count" in report.lexical and "count" in report.proposals
+    assert "replicas" in report.lexical and "count" in report.proposals

@@ -129,3 +129,19 @@ def test_external_mode_starts_nothing(stack_settings: Settings) -> None:
     assert all(row.healthy and row.pid is None for row in rows)
     stack.stop()  # stops nothing external
     assert all(row.healthy for row in Stack(running).status())
+
+
+def test_external_broker_is_not_asked_for_an_s3store(stack_settings: Settings) -> None:
+    """The embedded broker's S3 store is ours only with the embedded broker: with an external
+    one (KAFKA_BOOTSTRAP), nothing listens on S3_PORT and `up` must start anyway."""
+    running = stack_settings
+    settings = make_settings(
+        data_dir=TEST_DATA_DIR / "external-s3", postgres_dsn=running.effective_postgres_dsn,
+        kafka_bootstrap=running.effective_kafka_bootstrap,
+        falkordb_url=running.effective_falkordb_url, redis_url=running.effective_redis_url,
+        s3_port=running.pg_port - 3)  # nothing listens there
+    lines: list[str] = []
+    Stack(settings).start(report=lines.append)
+    s3store = next(row for row in Stack(settings).status() if row.name == "s3store")
+    assert s3store.mode == "external" and s3store.healthy, s3store
+    assert any(line.startswith("s3store") and "external broker" in line for line in lines), lines
