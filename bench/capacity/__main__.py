@@ -11,8 +11,9 @@ The benchmark starts its own embedded stack (`.brainstream-bench/capacity`, port
    per unit of this process and of Postgres apart, and what the write path added per document
    to each relation;
 2. a corpus in bulk as `bench.query` loads it (COPY; SciFact sentences shuffled into documents
-   of about five parts, three links each, projected into FalkorDB by the real `OutboxRelay`),
-   its entity layer by the heuristic extractor, the Tantivy index by the real writer; measured
+   of about six parts, three links each, projected into FalkorDB by the real `OutboxRelay`),
+   its entity layer by the heuristic extractor, the Tantivy index by the real writer (timed at
+   the second point: what a new API host's replica bootstrap goes at); measured
    (`sizes.py`) at half of `--parts` and at all of it: every Postgres relation (heap, TOAST,
    each index with its access method), the Tantivy files, FalkorDB's used_memory (and
    `GRAPH.MEMORY USAGE`), the namespace's PPR snapshot built as the API builds it
