@@ -26,9 +26,10 @@ DOCS = REPO / "docs"
 MARKDOWN = sorted({*DOCS.glob("*.md"), *REPO.glob("*.md"), *REPO.glob("*/README.md")})
 # docs/search.md (the search request language, ~130 lines) is most of the growth past 1,900;
 # docs/time.md (~110), supplied structure and the entity pages (~60) and conversations in the
-# entity graph (~35) and two benchmark tables (~40) the growth past 2,060; lexical replicas per
-# read host (~25) past 2,340
-DOCS_MAX_LINES = 2370
+# entity graph (~35) and two benchmark tables (~40) the growth past 2,060; docs/scaling.md
+# (~135: per-instance limits, hosts, the 100M arithmetic), lexical replicas and standby reads
+# (~55) and their two benchmark tables (~30) the growth past 2,340
+DOCS_MAX_LINES = 2560
 
 
 def _tracked() -> list[Path]:
