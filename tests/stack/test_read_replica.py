@@ -134,8 +134,10 @@ def test_reads_go_to_the_standby_and_a_wait_write_is_read_back_at_once(
             standby.one("SELECT pg_wal_replay_resume()")
         wait_for(lambda: _caught_up(standby, lsn), timeout=30,
                  what="the standby to replay the paused writes")
-        # once replayed, a's reads return to the standby
-        assert _read(client, a, written, standby) == (200, True)
+        # once replayed, a's reads return to the standby: at the first read after the API asks
+        # the standby again (it caches the standby's replayed position for 100 ms)
+        wait_for(lambda: _read(client, a, written, standby) == (200, True), timeout=5,
+                 what="a's reads to return to the standby")
         assert _read(client, b, seen_b, standby,
                      **{MIN_LSN_HEADER: format_lsn(lsn)}) == (200, True)
 
