@@ -14,9 +14,8 @@ from pipeline.settings import WORKER_START_TIMEOUT, load_settings
 
 EMBED_TASK = "brainstream.embed"
 EXTRACT_TASK = "brainstream.extract"
-# The outbox relay (pipeline/outbox/relay.py): objects and links, on the relay queue, whose
-# worker runs two processes (the relay and the lexical writer): a long lexical commit never
-# holds a document's node row.
+# The outbox relay (pipeline/outbox/relay.py): objects and links, on the relay queue, in a
+# worker of its own, so embedding and extraction never queue ahead of the graph's writes.
 RELAY_TASK = "brainstream.relay"
 # The resolver's proposal pass over entities nobody examined (what the sweep finds waiting).
 PROPOSE_TASK = "brainstream.propose"

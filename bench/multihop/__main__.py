@@ -125,7 +125,7 @@ async def measure(args: argparse.Namespace, datasets: list[Dataset]) -> str:
                 # autovacuum may not have analysed the fresh tables yet: without statistics the
                 # lexical channel's plan ran past the statement timeout on HotpotQA
                 conn.execute("ANALYZE")
-            if settings.lexical_engine == "tantivy":  # no relay worker here writes the index
+            if settings.lexical_engine == "tantivy":  # no read host's follower runs here
                 build_lexical_index(settings)
             for ds in datasets:
                 docs, parts, _ = counts(settings, ds.namespace)

@@ -1,6 +1,6 @@
 """`brainstream lexical`: this host's replica of the Tantivy lexical indexes of one index
-generation (the active one unless `--generation` names another): `rebuild`, `verify`, and
-`replicas` (every host's replica, from Postgres)."""
+generation (the active one unless `--generation` names another): `rebuild` and `verify`
+(`brainstream status` lists every host's replica)."""
 
 from __future__ import annotations
 

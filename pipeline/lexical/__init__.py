@@ -1,2 +1,2 @@
-"""The lexical index on Tantivy: documents, the queue filled at commit, the one writer, the
-searchers, the search vocabulary and the SQL BM25 postings switch."""
+"""The lexical index on Tantivy: documents, the change log filled at commit, a host's replica
+and its writer, the searchers, the search vocabulary and the SQL BM25 postings switch."""

@@ -3,8 +3,9 @@
 Readers open a namespace's index on its first search and keep it (at most `open_indexes`, least
 recently searched closed first). Each search first looks at the index's meta.json (one stat)
 and reloads when the writer has committed since (Tantivy's `reload`, ~50 µs): a row the writer
-has committed is searchable on the next search in every API process, so a part is searchable
-as soon as its `lexical_queue` row is gone (the writer deletes it after the commit). Tantivy's
+has committed is searchable on the next search in every API process of the host, so a part is
+searchable as soon as the host's replica cursor has passed its log row (moved after the
+commit). Tantivy's
 own commit-watching reader would poll every index's meta.json from a thread per open index and
 lag a commit by up to half a second. A namespace without an index yet (nothing written)
 answers nothing.

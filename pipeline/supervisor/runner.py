@@ -68,9 +68,8 @@ def app_processes(settings: Settings, env: dict[str, str] | None = None
         # a backlog of extraction never delays embedding
         ("extract", ["worker", "--queues", "extract", "--concurrency", "1", "--no-beat",
                      "--metrics-port", str(settings.worker_metrics_port + 2)], ""),
-        # the relay and the lexical index's writer side by side, a process each (each a
-        # single writer): a long lexical commit never holds a document's node row
-        # (docs/performance.md, ingestion)
+        # the relay on a queue and processes of its own (one relay writes at a time,
+        # cluster-wide: a Postgres advisory lock; docs/performance.md, ingestion)
         ("relay", ["worker", "--queues", "relay", "--concurrency", "2", "--no-beat",
                    "--metrics-port", str(settings.worker_metrics_port + 1)], ""),
         ("api", ["api"], api),
