@@ -1,11 +1,13 @@
 """`brainstream lexical`: this host's replica of the Tantivy lexical indexes of one index
-generation (the active one unless `--generation` names another): `rebuild` and `verify`
-(`brainstream status` lists every host's replica)."""
+generation (the active one unless `--generation` names another): `rebuild`, `verify`, and
+`snapshot` / `seed` to start a new host's replica from a copy of another's (`brainstream
+status` lists every host's replica)."""
 
 from __future__ import annotations
 
 import sys
 import uuid
+from pathlib import Path
 
 import click
 
@@ -63,3 +65,36 @@ def lexical_verify(ctx: click.Context, sample: int, repair: bool,
     if repair:
         click.echo("logged the drifted objects again for the lexical writers")
     sys.exit(1)
+
+
+@lexical.command("snapshot")
+@click.argument("target", type=click.Path(file_okay=False, path_type=Path))
+@generation_option
+@click.pass_context
+def lexical_snapshot(ctx: click.Context, target: Path, generation: int | None) -> None:
+    """Copy this host's replica into TARGET, a seed for a new host (`lexical seed` there, within
+    an hour: the change log keeps what the seed lacks that long)."""
+    from pipeline.lexical.seeds import snapshot
+    from pipeline.ops.lexical import lexical_pool
+
+    settings = active_settings(ctx, generation)
+    with lexical_pool(settings) as pool:
+        seed = snapshot(settings, pool, target)
+    click.echo(f"generation {seed.generation}: {seed.namespaces} namespace(s) copied to {target}")
+
+
+@lexical.command("seed")
+@click.argument("source", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@generation_option
+@click.pass_context
+def lexical_seed(ctx: click.Context, source: Path, generation: int | None) -> None:
+    """Make the copy in SOURCE (`lexical snapshot` on another host) this host's replica; its
+    follower applies the change log from the copy's cursor."""
+    from pipeline.lexical.seeds import adopt_seed
+    from pipeline.ops.lexical import lexical_pool
+
+    settings = active_settings(ctx, generation)
+    with lexical_pool(settings) as pool:
+        seed = adopt_seed(settings, pool, source)
+    click.echo(f"generation {seed.generation}: {seed.namespaces} namespace(s) seeded; the "
+               "follower applies the log from the copy's cursor")

@@ -135,6 +135,37 @@ def register(conn: Conn, replica: str, host: str, data_dir: str) -> Cursor:
     return cursor
 
 
+def hold(conn: Conn, name: str, host: str, data_dir: str, cursor: Cursor) -> None:
+    """Keep the log beyond `cursor` for a copy of a replica taken at it (a seed for another
+    host): a registration of its own, which a prune respects until the seed is adopted or
+    REPLICA_TTL_SECONDS pass."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOG_LOCK,))
+        conn.execute(
+            "INSERT INTO lexical_replicas (replica, host, data_dir, cursor_xid, cursor_id)"
+            " VALUES (%s, %s, %s, %s::text::xid8, %s)",
+            (name, host, data_dir, str(cursor.xid), cursor.id))
+
+
+def adopt(conn: Conn, replica: str, host: str, data_dir: str, cursor: Cursor,
+          held: str) -> bool:
+    """Register `replica` at a seed's `cursor` and let the seed's hold go; False when the hold
+    is gone (the seed is older than REPLICA_TTL_SECONDS: the log beyond it may be pruned)."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOG_LOCK,))
+        if conn.execute("DELETE FROM lexical_replicas WHERE replica = %s",
+                        (held,)).rowcount == 0:
+            return False
+        conn.execute(
+            "INSERT INTO lexical_replicas (replica, host, data_dir, cursor_xid, cursor_id)"
+            " VALUES (%s, %s, %s, %s::text::xid8, %s) ON CONFLICT (replica) DO UPDATE SET"
+            " host = excluded.host, data_dir = excluded.data_dir,"
+            " cursor_xid = excluded.cursor_xid, cursor_id = excluded.cursor_id,"
+            " built_at = now(), seen_at = now()",
+            (replica, host, data_dir, str(cursor.xid), cursor.id))
+    return True
+
+
 def report(conn: Conn, replica: str, cursor: Cursor) -> bool:
     """Record a replica's cursor (after its index and its state file hold it). False when the
     replica is not registered (never, or forgotten after REPLICA_TTL_SECONDS)."""

@@ -12,6 +12,8 @@ written with an older schema.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +68,16 @@ class LexicalCheck:
 
 def _pool(settings: Settings) -> ConnectionPool[Any]:
     return make_pool(settings, max_size=2, name="brainstream-lexical")
+
+
+@contextmanager
+def lexical_pool(settings: Settings) -> Iterator[ConnectionPool[Any]]:
+    """A small pool for a lexical command, closed after it."""
+    pool = _pool(settings)
+    try:
+        yield pool
+    finally:
+        pool.close()
 
 
 def rebuild_lexical(settings: Settings, namespace: uuid.UUID | None = None) -> WriterStats:

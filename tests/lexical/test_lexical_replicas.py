@@ -15,8 +15,11 @@ from typing import Any
 
 import psycopg
 import pytest
+from click.testing import CliRunner
 from psycopg_pool import ConnectionPool
 
+from pipeline.cli import main
+from pipeline.domain.errors import InvalidInput
 from pipeline.domain.read_model import Filters
 from pipeline.ingest.batch import apply_batch
 from pipeline.ingest.records import RawRecord
@@ -24,11 +27,13 @@ from pipeline.ingest.store.events import PgEventStore
 from pipeline.lexical import changes
 from pipeline.lexical.replica import read_state, replica_name
 from pipeline.lexical.searcher import TantivySearcher
+from pipeline.lexical.seeds import adopt_seed, snapshot
 from pipeline.lexical.writer import LexicalWriter
 from pipeline.ops.lexical import verify_lexical
 from pipeline.settings import Settings
 from tests.pipelineutil import put
 from tests.search.searchref import OPTIONS, apply_events
+from tests.stackutil import settings_env
 
 pytestmark = pytest.mark.stack
 
@@ -141,3 +146,53 @@ def test_a_build_stopped_midway_leaves_no_cursor_and_starts_again(
     assert not stopped.built and read_state(host) is None and writer.pending() >= 1
     again = writer.run()
     assert again.built and _count(host, ns, "petrel") == 3 and writer.pending() == 0
+
+
+def test_a_new_host_starts_from_a_copy_of_another_and_follows_the_log(
+        lex_settings: Settings, db: psycopg.Connection[Any], sync_pool: ConnectionPool,
+        writer: LexicalWriter, tmp_path: Path) -> None:
+    """`lexical snapshot` on a live host, `lexical seed` on a new one: the new replica is not
+    built from Postgres, its follower applies what came after the copy (the copy's hold keeps
+    those rows through a prune), and it agrees with Postgres; a seed whose hold is gone is
+    refused."""
+    ns = uuid.uuid4()
+    apply_events(db, _notes(ns, "fulmar", 5))
+    writer.run()
+    seed = snapshot(lex_settings, sync_pool, tmp_path / "seed")
+    assert seed.namespaces >= 1
+    apply_events(db, _notes(ns, "fulmar", 3, start=5))  # after the copy
+    writer.run()
+    changes.prune(db)  # host A is past them; the seed's hold keeps them
+    new_host = lex_settings.model_copy(update={"data_dir": tmp_path / "host-d"})
+    adopt_seed(new_host, sync_pool, tmp_path / "seed")
+    assert _count(new_host, ns, "fulmar") == 5  # the copy, as it was
+    follower = LexicalWriter(new_host, sync_pool)
+    caught_up = follower.run()
+    assert not caught_up.built and caught_up.rows >= 1
+    assert _count(new_host, ns, "fulmar") == 8 and follower.pending() == 0
+    assert verify_lexical(new_host, sample=50).clean
+    assert not any(r.replica.startswith("seed:") for r in changes.replicas(db))
+    # a seed kept past the hold's lifetime: the log may lack what it misses, so it is refused
+    stale = snapshot(lex_settings, sync_pool, tmp_path / "stale")
+    db.execute("UPDATE lexical_replicas SET seen_at = now() - make_interval(secs => %s)"
+               " WHERE replica = %s", (changes.REPLICA_TTL_SECONDS + 60, stale.hold))
+    changes.prune(db)
+    with pytest.raises(InvalidInput):
+        adopt_seed(lex_settings.model_copy(update={"data_dir": tmp_path / "host-e"}),
+                   sync_pool, tmp_path / "stale")
+
+
+def test_the_seed_commands_refuse_what_they_cannot_use(lex_settings: Settings,
+                                                       writer: LexicalWriter,
+                                                       tmp_path: Path) -> None:
+    writer.run()
+    env = settings_env(lex_settings)
+    runner = CliRunner()
+    taken = runner.invoke(main, ["lexical", "snapshot", str(tmp_path / "s")], env=env)
+    assert taken.exit_code == 0, taken.output
+    assert "namespace(s) copied" in taken.output
+    again = runner.invoke(main, ["lexical", "snapshot", str(tmp_path / "s")], env=env)
+    assert again.exit_code != 0 and "not empty" in again.output
+    (tmp_path / "empty").mkdir()
+    nothing = runner.invoke(main, ["lexical", "seed", str(tmp_path / "empty")], env=env)
+    assert nothing.exit_code != 0 and "holds no seed" in nothing.output
