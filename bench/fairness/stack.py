@@ -21,11 +21,11 @@ from bench.fairness import load, slowbroker
 from bench.harness.processes import child_env
 from bench.harness.runenv import REPO, log
 from pipeline.kafka.offsets import committed_offsets, read_tails
+from pipeline.lexical.writer import pending_rows
 from pipeline.ops.memory import read_memory_backlog
 from pipeline.ops.status import read_backlogs
 from pipeline.services.process import terminate_tree
 from pipeline.settings import Settings
-from pipeline.wiring.lexical_follower import replica_pending
 
 # Child processes start from a fresh interpreter (no fork of a process holding connections and
 # threads).
@@ -137,7 +137,7 @@ def pending(settings: Settings) -> dict[str, int]:
     with psycopg.connect(settings.effective_postgres_dsn) as conn:
         backlogs = read_backlogs(conn, settings.memory_window)
         memory = read_memory_backlog(conn, settings.memory_window)
-        lexical = replica_pending(settings, conn)  # the API host's replica (same data dir)
+        lexical = pending_rows(settings, conn)  # the API host's replica (same data dir)
     out = {"events": sum(t.count for t in tails),
            "outbox": sum(o.count for o in backlogs.outbox),
            "embedding": backlogs.embedding.get("pending", 0),

@@ -104,14 +104,19 @@ def namespace_dir(data_dir: Path, generation: int, namespace: uuid.UUID) -> Path
 
 def indexed_namespaces(data_dir: Path, generation: int) -> set[uuid.UUID]:
     """The namespaces with an index directory in this generation (whatever Postgres holds)."""
-    base = generation_dir(data_dir, generation)
+    return namespace_dirs(generation_dir(data_dir, generation))
+
+
+def namespace_dirs(directory: Path) -> set[uuid.UUID]:
+    """The namespaces whose index directories `directory` holds (other entries: a rebuild's
+    directory, the replica's state, a seed's file)."""
     out: set[uuid.UUID] = set()
-    if base.is_dir():
-        for child in base.iterdir():
+    if directory.is_dir():
+        for child in directory.iterdir():
             try:
                 out.add(uuid.UUID(child.name))
             except ValueError:
-                continue  # a rebuild's directory, the replica's state
+                continue
     return out
 
 

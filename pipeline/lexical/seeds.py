@@ -25,7 +25,7 @@ from psycopg_pool import ConnectionPool
 from pipeline.domain.errors import InvalidInput
 from pipeline.lexical import changes
 from pipeline.lexical.changes import Cursor
-from pipeline.lexical.documents import generation_dir, indexed_namespaces
+from pipeline.lexical.documents import generation_dir, indexed_namespaces, namespace_dirs
 from pipeline.lexical.replica import (
     ReplicaState,
     read_state,
@@ -95,7 +95,7 @@ def adopt_seed(settings: StackSettings, pool: ConnectionPool[Any], source: Path)
                            f"{seed.generation}, not this host's", field="source")
     data_dir, generation = settings.resolved_data_dir, settings.generation
     me = replica_name(data_dir)
-    names = sorted(_namespaces_in(source))
+    names = sorted(namespace_dirs(source))
     with replica_lock(data_dir, generation, wait=True):
         base = generation_dir(data_dir, generation)
         for namespace in names:
@@ -110,12 +110,3 @@ def adopt_seed(settings: StackSettings, pool: ConnectionPool[Any], source: Path)
         write_state(settings, ReplicaState(me, seed.cursor))
     return Seed(seed.database, seed.generation, seed.cursor, seed.hold, len(names))
 
-
-def _namespaces_in(directory: Path) -> set[uuid.UUID]:
-    out: set[uuid.UUID] = set()
-    for child in directory.iterdir():
-        try:
-            out.add(uuid.UUID(child.name))
-        except ValueError:
-            continue  # seed.json
-    return out

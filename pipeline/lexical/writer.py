@@ -127,12 +127,9 @@ class LexicalWriter:
         return stats
 
     def pending(self) -> int:
-        """Log rows this replica has not applied (at least 1 while it has never built itself:
-        it has everything to do)."""
-        state = read_state(self.settings)
+        """Log rows this replica has not applied (`pending_rows`)."""
         with self.pool.connection() as conn:
-            waiting = changes.pending_count(conn, state.cursor if state else Cursor(0))
-        return waiting if state is not None else max(1, waiting)
+            return pending_rows(self.settings, conn)
 
     def rebuild(self, namespaces: Sequence[uuid.UUID]) -> WriterStats:
         """Rebuild these namespaces' indexes from Postgres: every document deleted and the
@@ -269,6 +266,15 @@ class LexicalWriter:
         writers, self._writers = self._writers, {}
         for writer in writers.values():
             _finish(writer)
+
+
+def pending_rows(settings: LexicalSettings, conn: changes.Conn) -> int:
+    """Log rows this data directory's replica of `settings`' database and generation has not
+    applied (at least 1 while it has never built itself: it has everything to do)."""
+    state = read_state(settings)
+    if state is None:
+        return max(1, changes.pending_count(conn, Cursor(0)))
+    return changes.pending_count(conn, state.cursor)
 
 
 def _swap(fresh: Path, path: Path) -> None:

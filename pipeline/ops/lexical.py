@@ -66,14 +66,10 @@ class LexicalCheck:
         return self.queued >= 0 and all(n.clean for n in self.namespaces)
 
 
-def _pool(settings: Settings) -> ConnectionPool[Any]:
-    return make_pool(settings, max_size=2, name="brainstream-lexical")
-
-
 @contextmanager
 def lexical_pool(settings: Settings) -> Iterator[ConnectionPool[Any]]:
     """A small pool for a lexical command, closed after it."""
-    pool = _pool(settings)
+    pool = make_pool(settings, max_size=2, name="brainstream-lexical")
     try:
         yield pool
     finally:
@@ -83,8 +79,7 @@ def lexical_pool(settings: Settings) -> Iterator[ConnectionPool[Any]]:
 def rebuild_lexical(settings: Settings, namespace: uuid.UUID | None = None) -> WriterStats:
     """Rebuild one namespace's index, or every namespace's (those with objects, and those
     whose index outlived their objects), from Postgres."""
-    pool = _pool(settings)
-    try:
+    with lexical_pool(settings) as pool:
         if namespace is not None:
             targets = [namespace]
         else:
@@ -92,8 +87,6 @@ def rebuild_lexical(settings: Settings, namespace: uuid.UUID | None = None) -> W
                 targets = sorted(set(changes.namespaces(conn)) | indexed_namespaces(
                     settings.resolved_data_dir, settings.generation))
         return LexicalWriter(settings, pool).rebuild(targets)
-    finally:
-        pool.close()
 
 
 def rebuild_stale_lexical(settings: Settings) -> list[uuid.UUID]:
@@ -111,19 +104,15 @@ def rebuild_stale_lexical(settings: Settings) -> list[uuid.UUID]:
 def rebuild_lexical_namespaces(settings: Settings,
                                namespaces: list[uuid.UUID]) -> WriterStats:
     """Rebuild these namespaces' indexes from Postgres."""
-    pool = _pool(settings)
-    try:
+    with lexical_pool(settings) as pool:
         return LexicalWriter(settings, pool).rebuild(namespaces)
-    finally:
-        pool.close()
 
 
 def verify_lexical(settings: Settings, *, sample: int = 20,
                    repair: bool = False) -> LexicalCheck:
     """Counts per namespace and `sample` sampled roots per namespace; with `repair`, log what
     drifted again for the writers."""
-    pool = _pool(settings)
-    try:
+    with lexical_pool(settings) as pool:
         state = read_state(settings)
         cursor = state.cursor if state is not None else changes.Cursor(0)
         with pool.connection() as conn:
@@ -154,8 +143,6 @@ def verify_lexical(settings: Settings, *, sample: int = 20,
                     elif result.drifted:
                         changes.enqueue_roots(conn, ns, result.drifted)
         return check
-    finally:
-        pool.close()
 
 
 def _expected_documents(conn: Any, namespace: uuid.UUID,

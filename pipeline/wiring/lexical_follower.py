@@ -1,6 +1,6 @@
 """The read host's follower: a thread of each API process that keeps the host's lexical replicas
 current (`LexicalWriter.run` on every generation that is active or being built), and what
-readiness and metrics read of a replica (`replica_lag`).
+readiness and metrics read of a replica (`replica_lag_async`).
 
 Every API process of a host runs one; the replica's lock lets one of them write at a time and
 the others find it held and skip, so a host whose writing process dies is taken over by another
@@ -57,25 +57,9 @@ class ReplicaLag:
     seconds: float  # how long the oldest row it has not applied has waited (0: none)
 
 
-def replica_lag(settings: Settings, conn: Any) -> ReplicaLag:
-    """This data directory's replica of `settings`' generation, measured against the log."""
-    state = read_state(settings)
-    if state is None:
-        return ReplicaLag(False, 0.0)
-    return ReplicaLag(True, changes.lag_seconds(conn, state.cursor) or 0.0)
-
-
-def replica_pending(settings: Settings, conn: Any) -> int:
-    """Log rows this data directory's replica of `settings`' generation has not applied (at
-    least 1 while it has not built itself)."""
-    state = read_state(settings)
-    if state is None:
-        return max(1, changes.pending_count(conn, changes.Cursor(0)))
-    return changes.pending_count(conn, state.cursor)
-
-
 async def replica_lag_async(settings: Settings, conn: Any) -> ReplicaLag:
-    """`replica_lag` on an async connection (the API's readiness and metrics)."""
+    """How far this data directory's replica of `settings`' generation is behind the log
+    (the API's readiness and metrics)."""
     state = read_state(settings)
     if state is None:
         return ReplicaLag(False, 0.0)
