@@ -11,13 +11,14 @@ import socket
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
+import psycopg
 import pytest
 
 from pipeline.settings import Settings
@@ -57,6 +58,7 @@ class Explorer:
     admin_key: str
     env: dict[str, str] = field(default_factory=dict)  # the API's: its DSN has a password
     curator_key: str = ""  # admin on tenant a's namespace: decides its possibly-same pairs
+    log: Path | None = None  # the API process's output
 
     def get(self, key: str, path: str, **kwargs: Any) -> httpx.Response:
         return httpx.get(self.url + path, headers={"Authorization": f"Bearer {key}"},
@@ -131,6 +133,14 @@ def _answers(port: int) -> bool:
         return False
 
 
+def _extraction_settled(settings: Settings, ns: uuid.UUID) -> bool:
+    """No row of the namespace waits for its extraction or its entities' recount."""
+    with psycopg.connect(settings.effective_postgres_dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT count(*) FROM entity_extraction WHERE namespace_id = %s"
+                           " AND (status = 'pending' OR recount)", (ns,)).fetchone()
+    return bool(row) and row[0] == 0
+
+
 @pytest.fixture(scope="session")
 def explorer(procs: dict[str, Proc], catalog: Settings) -> Iterator[Explorer]:
     """Both tenants' data applied by the running pipeline, and `brainstream api` (one worker:
@@ -165,7 +175,7 @@ def explorer(procs: dict[str, Proc], catalog: Settings) -> Iterator[Explorer]:
     try:
         wait_for(lambda: _answers(port), timeout=120, what="the API to serve")
         found = Explorer(f"http://127.0.0.1:{port}", tenants, both_key, admin_key, env,
-                         curator_key)
+                         curator_key, catalog.resolved_data_dir / "ui-api.log")
         for tenant in tenants.values():  # the links are in the graph, the messages stored
             wait_for(lambda t=tenant: len(found.post(t.key, "/v1/expand", {
                 "object_id": t.ids["deal"], "want_containment": False}).json()["objects"]) == 2,
@@ -174,11 +184,30 @@ def explorer(procs: dict[str, Proc], catalog: Settings) -> Iterator[Explorer]:
                      .status_code == 200, timeout=120, what="the session's messages")
             wait_for(lambda t=tenant: found.get(t.key, f"/v1/objects/{t.ids['visit']}")
                      .json()["entities"], timeout=120, what="the visit's entities extracted")
+            # every row extracted and recounted: an entity page's counts stay what they are
+            wait_for(lambda t=tenant: _extraction_settled(catalog, t.namespace), timeout=120,
+                     what="the tenant's entity extraction settled")
         yield found
     finally:
         proc.terminate()
         proc.wait(timeout=30)
         log.close()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item,
+                              call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
+    """A failed test of the explorer reports the API process's tracebacks (its log is lost
+    with the run's data directory, and a 500 says nothing more)."""
+    outcome = yield
+    report = outcome.get_result()
+    explorer = getattr(item, "funcargs", {}).get("explorer")
+    if not report.failed or not isinstance(explorer, Explorer) or explorer.log is None:
+        return
+    lines = explorer.log.read_text(errors="replace").splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith(("Traceback", "ERROR"))]
+    if starts:
+        report.sections.append(("the API's last errors", "\n".join(lines[starts[-1]:][:120])))
 
 
 @pytest.fixture(scope="session")
