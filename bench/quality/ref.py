@@ -102,8 +102,7 @@ def reference_bm25(dataset: Dataset, parts: list[tuple[uuid.UUID, uuid.UUID, str
     keys = list(dataset.docs)
     doc_index = BM25Okapi([tokens(f"{t} {x}") for t, x in dataset.docs.values()], k1=k1, b=b)
     part_index = LuceneBM25([tokens(text) for _, _, text in parts], k1=k1, b=b)
-    meta = {pid: RowMeta(id=pid, parent_id=parent, position=None, content=None, title=None,
-                         properties={}) for pid, parent, _ in parts}
+    meta = {pid: RowMeta(id=pid, parent_id=parent) for pid, parent, _ in parts}
     ref = Reference()
     for qid, text in dataset.queries.items():
         q = tokens(text)

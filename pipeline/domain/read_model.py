@@ -154,14 +154,13 @@ class Page:
 
 @dataclass(frozen=True)
 class RowMeta:
-    """What promotion and evidence need to know about a searchable row."""
+    """What fusion, promotion and decay need to know about a searchable row: the object it
+    promotes to (its parent, or itself) and when that object last changed (None: not read).
+    Texts are read for the returned page only (`ResultPager.materialize`)."""
 
     id: uuid.UUID
     parent_id: uuid.UUID | None
-    position: int | None
-    content: str | None
-    title: str | None
-    properties: dict[str, object]
+    updated_at: datetime | None = None
 
 
 # How a date facet buckets its values.

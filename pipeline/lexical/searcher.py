@@ -182,18 +182,28 @@ class TantivySearcher:
                 tantivy.Query.fuzzy_term_query(SCHEMA, TEXT, w, distance=self.fuzzy_distance,
                                                transposition_cost_one=True), 1.0))
             for w in unknown])
-        return _top(searcher, filtered(scoring, filters, scope_ids), k)
+        return _top(searcher, filtered(scoring, filters, scope_ids), k, floor=1.0)
 
 
-def _top(searcher: tantivy.Searcher, query: tantivy.Query, k: int) -> list[Hit]:
+def _top(searcher: tantivy.Searcher, query: tantivy.Query, k: int, *,
+         floor: float | None = None) -> list[Hit]:
     """The k best rows of `query` as hits, best first, ties by id. Tantivy breaks ties by
-    document address: the search widens until every row tied with the k-th is in."""
-    n = k
-    while True:
-        hits = searcher.search(query, n + 1, count=False).hits
-        if len(hits) <= n or hits[n][0] < hits[k - 1][0]:
-            break
-        n *= 2
+    document address: where a tie crosses the cut, the search widens until every row tied
+    with the k-th is in; or, when the tie is at `floor` (the least score any match has: a
+    constant-score query's), the tied rows are taken in id order from Tantivy instead (a
+    near-spelling of a common word ties thousands of rows: widening read them all)."""
+    hits = searcher.search(query, k + 1, count=False).hits
+    if len(hits) > k and hits[k][0] == hits[k - 1][0]:
+        tied = _tied_at_floor(searcher, query, hits[:k], k) if floor == hits[k - 1][0] else None
+        if tied is not None:
+            hits = tied
+        else:
+            n = 2 * k
+            while True:
+                hits = searcher.search(query, n + 1, count=False).hits
+                if len(hits) <= n or hits[n][0] < hits[k - 1][0]:
+                    break
+                n *= 2
     if not hits:
         return []
     addresses = [address for _, address in hits]
@@ -202,3 +212,27 @@ def _top(searcher: tantivy.Searcher, query: tantivy.Query, k: int) -> list[Hit]:
     out = [Hit(id_from_halves(int(hi or 0), int(lo or 0)), float(score))
            for (score, _), hi, lo in zip(hits, his, los, strict=True)]
     return sorted(out, key=lambda h: (-h.score, h.id))[:k]
+
+
+def _tied_at_floor(searcher: tantivy.Searcher, query: tantivy.Query,
+                   best: list[tuple[float, tantivy.DocAddress]],
+                   k: int) -> list[tuple[float, tantivy.DocAddress]] | None:
+    """The k best (score, address) of a query whose k-th best score is the least any match
+    has, the rows tied there taken by id: the rows above it (all in `best`), then the matches
+    in ascending id order (Tantivy's order by the id's high half) that are not among them.
+    None when two ids share their high half at the cut (then the caller widens instead)."""
+    floor = best[-1][0]
+    above = [(score, address) for score, address in best if score > floor]
+    taken = {(a.segment_ord, a.doc) for _, a in above}
+    by_id = searcher.search(query, k + 1, count=False, order_by_field=ID_HI,
+                            order=tantivy.Order.Asc).hits
+    out = list(above)
+    last = -1
+    for high, address in by_id:
+        if (address.segment_ord, address.doc) in taken:
+            continue
+        if len(out) == k:  # the first tied row left out must not share the last one's half
+            return out if high != last else None
+        out.append((floor, address))
+        last = high
+    return out  # (k + 1 rows by id hold a tied row beyond the cut: here every match is in)

@@ -4,7 +4,7 @@ nor a soft-deleted one)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Protocol
@@ -213,7 +213,7 @@ class PartSearcher(Protocol):
 
     async def row_meta(self, namespace: uuid.UUID, ids: Sequence[uuid.UUID]
                        ) -> dict[uuid.UUID, RowMeta]:
-        """Parent, position, text of searchable rows (for promotion and snippets)."""
+        """Parent of searchable rows and when their object last changed (promotion, decay)."""
         ...
 
 
@@ -221,7 +221,10 @@ class ObjectReader(Protocol):
     """Hydration and reads of visible objects of one namespace (others are absent, not errors)."""
 
     async def hydrate(self, namespace: uuid.UUID, ids: Sequence[uuid.UUID], *,
-                      with_content: bool = False) -> dict[uuid.UUID, RichObject]:
+                      with_content: bool = False,
+                      content_of: Collection[uuid.UUID] = ()) -> dict[uuid.UUID, RichObject]:
+        """The visible objects and parts among `ids`; content for all (`with_content`) or for
+        those in `content_of` only."""
         ...
 
     async def children(self, namespace: uuid.UUID, parent_id: uuid.UUID, *, offset: int = 0,

@@ -40,10 +40,16 @@ def make_pool(settings: StackSettings, *, min_size: int = 1, max_size: int = 4,
 
 AsyncConn = psycopg.AsyncConnection[Any]
 
+# The HNSW walk of a search's dense channel, as every read session starts (the channel's
+# candidate depth, 2 x candidate_k): its statement then runs alone, where it took four round
+# trips (a transaction to set these locally); a search that needs another depth still sets its
+# own in a transaction (`PgPartSearcher.search_dense`).
+READ_HNSW_EF_SEARCH = 100
 # Searches are planned for their actual parameters: psycopg prepares a statement after 5
 # executions and Postgres may then switch to a generic plan that ignores how selective a
 # namespace or filter is.
-SESSION_OPTIONS = "-c plan_cache_mode=force_custom_plan"
+SESSION_OPTIONS = (f"-c plan_cache_mode=force_custom_plan -c hnsw.ef_search={READ_HNSW_EF_SEARCH}"
+                   " -c hnsw.iterative_scan=relaxed_order")
 
 
 async def _configure_async(conn: AsyncConn) -> None:
@@ -87,7 +93,7 @@ async def make_async_pool(settings: StackSettings, *, min_size: int = 1, max_siz
                           dsn: str | None = None, wait_open: bool = True,
                           ) -> AsyncConnectionPool[AsyncConn]:
     """An opened async pool for the read side: pgvector registered, autocommit, and
-    `plan_cache_mode = force_custom_plan` on every session; with `statement_timeout` (seconds)
+    `SESSION_OPTIONS` on every session; with `statement_timeout` (seconds)
     Postgres cancels any statement of these sessions that runs longer (one hostile or unlucky
     query cannot hold a connection, and the request waiting on it, for minutes).
 

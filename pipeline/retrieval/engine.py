@@ -149,7 +149,7 @@ class RetrievalEngine:
         # facets and sorting over the match set (pipeline/retrieval/matchset.py)
         self.match_sets = None if match_sets is None else MatchSetStage(
             match_sets, max_items=self.config.result_set_max_items)
-        self.pager = ResultPager(result_sets, reader, evidence=self.evidence_entries,
+        self.pager = ResultPager(result_sets, reader,
                                  max_items=self.config.result_set_max_items,
                                  snippet_width=self.config.snippet_chars,
                                  snippet_max_terms=self.config.snippet_max_terms)
@@ -372,26 +372,26 @@ class RetrievalEngine:
                     mode: str | None, request: SearchQuery | None = None,
                     shape: Shape | None = None, max_items: int | None = None,
                     truncated: bool = False) -> tuple[Page, Reranked | None]:
-        """Hydrate the ranked objects, decay by age, re-rank the best when `request` asks for
-        it, apply the shape (facets, sort), and hand the list to the pager; with the
-        reranker's outcome (None: not asked). `max_items` bounds the list (default
-        `config.max_results`); `truncated`: the channels were cut."""
+        """Decay the ranked objects by age, re-rank the best when `request` asks for it, apply
+        the shape (facets, sort), and hand the list to the pager, which reads the returned
+        page alone; with the reranker's outcome (None: not asked). `max_items` bounds the list
+        (default `config.max_results`); `truncated`: the channels were cut."""
         bound = max_items or self.config.max_results
         beyond = [p.id for p in promoted[bound:]]
         promoted = promoted[:bound]
-        objects = await self.reader.hydrate(namespace, [p.id for p in promoted])
+        changed = await self._changed(namespace, promoted, meta)
         now = datetime.now(UTC)
-        items: list[Item] = []
-        for p in promoted:
-            obj = objects.get(p.id)
-            if obj is None:
-                continue
-            score = p.score * decay_factor(obj.updated_at, now, self.config.decay_lambda)
-            items.append(self._item(p, score, meta))
-        items.sort(key=lambda item: (-float(item["score"]), str(item["id"])))
+        lam = self.config.decay_lambda
+        items: list[Item] = [
+            {"id": str(p.id), "score": p.score * decay_factor(changed[p.id], now, lam),
+             "evidence": [[str(part_id), part_score] for part_id, part_score in p.evidence]}
+            for p in promoted if p.id in changed]
+        items.sort(key=lambda item: (-float(item["score"]), item["id"]))
         reranked = None
         if request is not None and self.wants_rerank(request) and self.reranker is not None:
-            outcome = await self.reranker.rerank(query, items, objects, meta)
+            objects, texts = await self._rerank_inputs(namespace, items, meta,
+                                                       self.reranker.depth)
+            outcome = await self.reranker.rerank(query, items, objects, texts)
             if outcome.skipped and request.strict:
                 raise DegradedAnswer(RERANK_SKIPPED)
             items, reranked = outcome.items, outcome
@@ -402,30 +402,36 @@ class RetrievalEngine:
             items, facets, cut = await self.match_sets.apply(
                 namespace, query, shape.request, items, candidates, shape.facets, shape.sort)
             truncated = truncated or cut
-        # snippets are made by the pager, for the returned page only, from these texts
-        texts = {str(row.id): row.content for row in meta.values()}
         page = await self.pager.first_page(namespace, items, limit, kind="search",
-                                           degrade=degrade, mode=mode, hydrated=objects,
-                                           query=query, texts=texts, truncated=truncated)
+                                           degrade=degrade, mode=mode, query=query,
+                                           truncated=truncated)
         return (page if facets is None else replace(page, facets=facets)), reranked
 
-    def _item(self, promoted: Promoted, score: float, meta: dict[uuid.UUID, RowMeta]) -> Item:
-        evidence = [{**self._evidence(meta[part_id]), "score": part_score}
-                    for part_id, part_score in promoted.evidence]
-        return {"id": str(promoted.id), "score": score, "evidence": evidence}
+    async def _changed(self, namespace: uuid.UUID, promoted: Sequence[Promoted],
+                       meta: dict[uuid.UUID, RowMeta]) -> dict[uuid.UUID, datetime]:
+        """When each ranked object last changed (its age decays its score): from the row meta
+        of the rows that promoted it (searchable rows: their object is visible), else read
+        (an object only the PPR stage ranked); an object no longer visible is absent."""
+        changed = {row.parent_id or row.id: row.updated_at for row in meta.values()
+                   if row.updated_at is not None}
+        unknown = [p.id for p in promoted if p.id not in changed]
+        if unknown:
+            found = await self.reader.hydrate(namespace, unknown)
+            changed |= {oid: obj.updated_at for oid, obj in found.items()}
+        return changed
 
-    @staticmethod
-    def _evidence(row: RowMeta) -> dict[str, object]:
-        # no snippet: the pager cuts snippets for the returned page only (off the event loop)
-        return {"part_id": str(row.id), "title": row.title, "position": row.position,
-                "properties": row.properties}
-
-    async def evidence_entries(self, namespace: uuid.UUID, part_ids: Sequence[uuid.UUID]
-                               ) -> dict[uuid.UUID, dict[str, object]]:
-        """Evidence entries (without scores or snippets) of searchable rows still visible in
-        the namespace: what a stored result set's page is served with."""
-        meta = await self.searcher.row_meta(namespace, list(dict.fromkeys(part_ids)))
-        return {row_id: self._evidence(row) for row_id, row in meta.items()}
+    async def _rerank_inputs(self, namespace: uuid.UUID, items: Sequence[Item],
+                             meta: dict[uuid.UUID, RowMeta], depth: int
+                             ) -> tuple[dict[uuid.UUID, RichObject], dict[uuid.UUID, str | None]]:
+        """The reranker's head objects and the texts it may read for them: their evidence
+        parts', and their own where the object is a searchable row itself."""
+        head = [uuid.UUID(str(item["id"])) for item in items[:depth]]
+        parts = [uuid.UUID(str(pid)) for item in items[:depth]
+                 for pid, _ in item.get("evidence") or ()]
+        texts_of = [*parts, *(oid for oid in head if oid in meta)]
+        read = await self.reader.hydrate(namespace, [*head, *parts], content_of=texts_of)
+        return ({oid: read[oid] for oid in head if oid in read},
+                {rid: read[rid].content for rid in texts_of if rid in read})
 
     # -- paging and reads ---------------------------------------------------------------------
 

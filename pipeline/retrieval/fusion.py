@@ -44,7 +44,7 @@ def rrf(channels: Mapping[str, Sequence[Hit]], *, k: int = 60,
             scores[hit.id] = scores.get(hit.id, 0.0) + weight / (k + rank)
             ranks.setdefault(hit.id, {})[name] = rank
     fused = [Fused(i, s, ranks[i]) for i, s in scores.items()]
-    fused.sort(key=lambda f: (-f.score, str(f.id)))
+    fused.sort(key=lambda f: (-f.score, f.id))  # a UUID orders as its text
     return fused
 
 
@@ -78,10 +78,10 @@ def promote(fused: Sequence[Fused], meta: Mapping[uuid.UUID, RowMeta], *,
         groups.setdefault(row.parent_id or row.id, []).append(item)
     out: list[Promoted] = []
     for object_id, rows in groups.items():
-        rows.sort(key=lambda f: (-f.score, str(f.id)))
+        rows.sort(key=lambda f: (-f.score, f.id))
         evidence = tuple((r.id, r.score) for r in rows if meta[r.id].parent_id is not None)
         out.append(Promoted(object_id, rows[0].score, evidence[:max(0, evidence_n)]))
-    out.sort(key=lambda p: (-p.score, str(p.id)))
+    out.sort(key=lambda p: (-p.score, p.id))
     return out
 
 

@@ -5,11 +5,13 @@ ranked items. A list longer than the page is stored once as a result set (`Resul
 shared by every API process), so `continue` pages through the same snapshot until it expires;
 the result-set id a page returns names the offset of the next page (`<set>.<offset>`).
 
-A stored set holds ids and scores only (each item's id, score, evidence part ids with their
-scores, and its graph relation), never titles, properties, content or snippets: objects and
-evidence are hydrated under the caller's namespace when a page is served, so an object deleted
-since the snapshot is simply left out, and a set's size depends on its length alone. That length
-is capped (`max_items`): a longer answer is cut and every page of it says `truncated`.
+An item holds ids and scores only (its id, score, evidence part ids with their scores, and its
+graph relation), never titles, properties, content or snippets, and a set is stored as it is:
+the page's objects and evidence parts are read under the caller's namespace when the page is
+served (`materialize`: one statement, the parts' texts included), so nothing is read for items
+not on the page, an object or part deleted since the snapshot is simply left out, and a set's
+size depends on its length alone. That length is capped (`max_items`): a longer answer is cut
+and every page of it says `truncated`.
 
 Evidence snippets are cut here, for the page's items only (from the query the result set keeps),
 in a thread: a request never spends CPU on items it does not return, nor blocks the event loop.
@@ -20,26 +22,21 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from pipeline.domain.errors import InvalidInput, ResultSetExpired
 from pipeline.domain.read_model import Evidence, Page, Relation, RichObject
 from pipeline.ports import ObjectReader, ResultSetStore
 from pipeline.retrieval.requests import check_limit
-from pipeline.retrieval.snippets import MAX_SNIPPET_TERMS, Snippets, fill_snippets, missing_snippets
+from pipeline.retrieval.snippets import MAX_SNIPPET_TERMS, Snippets
 
-# One ranked answer: {"id", "score", "evidence": [...], "relation"?: {...}} (JSON-ready). Each
-# evidence entry is {"part_id", "title", "snippet"?, "score", "position", "properties"} (the
-# snippet is cut for the page); stored, it shrinks to [part_id, score].
+# One ranked answer: {"id", "score", "evidence": [[part_id, score], ...], "relation"?: {...}}
+# (JSON-ready, as a result set stores it); the evidence's parts are the object's own, best first.
 Item = dict[str, Any]
-
-# Rebuilds evidence entries (without score or snippet) for part ids under a namespace: what
-# `continue` needs to serve a stored set's evidence. Parts no longer visible are absent.
-EvidenceSource = Callable[[uuid.UUID, Sequence[uuid.UUID]],
-                          Awaitable[dict[uuid.UUID, dict[str, Any]]]]
 
 # What a result-set id looks like (`<set>.<offset>`) and the largest offset it may name (a set
 # holds at most 1,000 items: EngineConfig.result_set_max_items).
@@ -51,33 +48,29 @@ MAX_OFFSET = 1_000_000
 class ResultPager:
     """Makes pages of ranked items and continues stored result sets.
 
-    `evidence` rebuilds the evidence of stored items when `continue` serves them (None: stored
-    sets carry no evidence back); `max_items` caps how many items one result set holds;
-    `snippet_width` and `snippet_max_terms` bound each evidence snippet's text and its work.
+    `max_items` caps how many items one result set holds; `snippet_width` and
+    `snippet_max_terms` bound each evidence snippet's text and its work.
     """
 
     def __init__(self, result_sets: ResultSetStore, reader: ObjectReader, *,
-                 evidence: EvidenceSource | None = None, max_items: int = 1000,
-                 snippet_width: int = 240, snippet_max_terms: int = MAX_SNIPPET_TERMS) -> None:
+                 max_items: int = 1000, snippet_width: int = 240,
+                 snippet_max_terms: int = MAX_SNIPPET_TERMS) -> None:
         self.result_sets = result_sets
         self.reader = reader
-        self.evidence = evidence
         self.max_items = max_items
         self.snippet_width = snippet_width
         self.snippet_max_terms = snippet_max_terms
 
     async def first_page(self, namespace: uuid.UUID, items: list[Item], limit: int, *,
                          kind: str, degrade: str | None = None, mode: str | None = None,
-                         hydrated: dict[uuid.UUID, RichObject] | None = None,
-                         query: str | None = None, truncated: bool = False,
-                         texts: Mapping[str, str | None] | None = None) -> Page:
+                         hydrated: Mapping[uuid.UUID, RichObject] | None = None,
+                         query: str | None = None, truncated: bool = False) -> Page:
         """The first `limit` items as objects; the list is stored when there is more.
 
         `kind` names the read that ranked them, `degrade` and `mode` label every page of the
         answer; `hydrated` may hold objects the caller already read (the rest are read here);
-        evidence without a snippet gets one for `query` (kept with the result set for the later
-        pages), from `texts` (part id -> content) or the parts read here; `truncated` says the
-        caller already cut the list at a bound of its own.
+        evidence gets snippets for `query` (kept with the result set for the later pages);
+        `truncated` says the caller already cut the list at a bound of its own.
         """
         if len(items) > self.max_items:
             items, truncated = items[: self.max_items], True
@@ -87,8 +80,7 @@ class ResultPager:
                                        "query": query, "truncated": truncated}
             saved = await self.result_sets.save(namespace, [_stored(i) for i in items], meta)
             result_set_id = f"{saved}.{limit}"  # the id names the next page's offset
-        objects = await self.materialize(namespace, items[:limit], hydrated, query=query,
-                                         texts=texts)
+        objects = await self.materialize(namespace, items[:limit], hydrated, query=query)
         return Page(tuple(objects), result_set_id, len(items) > limit, degrade=degrade or None,
                     mode=mode, truncated=truncated)
 
@@ -101,9 +93,8 @@ class ResultPager:
         if stored is None:
             raise ResultSetExpired("result set unknown or expired", field="result_set_id")
         items, meta = stored
-        page_items = await self._with_evidence(namespace, items[offset: offset + limit])
         query = meta.get("query")
-        objects = await self.materialize(namespace, page_items, None,
+        objects = await self.materialize(namespace, items[offset: offset + limit], None,
                                          query=str(query) if query else None)
         has_more = offset + limit < len(items)
         next_id = f"{set_id}.{offset + limit}" if has_more else None
@@ -113,51 +104,53 @@ class ResultPager:
                     degrade=str(degrade) if degrade else None,
                     mode=str(mode) if mode else None, truncated=bool(meta.get("truncated")))
 
-    async def _with_evidence(self, namespace: uuid.UUID, items: Sequence[Item]) -> list[Item]:
-        """Stored items with their evidence rebuilt ([part_id, score] -> full entries)."""
-        wanted = [uuid.UUID(str(pid)) for item in items for pid, _ in item.get("evidence") or []]
-        rows = (await self.evidence(namespace, wanted)
-                if wanted and self.evidence is not None else {})
-        out = []
-        for item in items:
-            evidence = []
-            for part_id, score in item.get("evidence") or []:
-                row = rows.get(uuid.UUID(str(part_id)))
-                if row is not None:  # a part no longer visible gives no evidence
-                    evidence.append({**row, "score": float(score)})
-            out.append({**item, "evidence": evidence})
-        return out
-
     async def materialize(self, namespace: uuid.UUID, items: Sequence[Item],
-                          hydrated: dict[uuid.UUID, RichObject] | None, *,
-                          query: str | None = None,
-                          texts: Mapping[str, str | None] | None = None) -> list[RichObject]:
-        """The items' objects with their score, evidence and relation, in item order; items
-        whose object is no longer visible are left out. Evidence without a snippet gets one
-        for `query` (see `first_page`)."""
-        missing = missing_snippets(items) if query else []
-        if query and missing:
-            if texts is None or any(part not in texts for part in missing):
-                parts = await self.reader.hydrate(namespace, [uuid.UUID(p) for p in missing],
-                                                  with_content=True)
-                texts = {str(pid): obj.content for pid, obj in parts.items()}
-            items = await asyncio.to_thread(self._snippets, items, texts, query)
+                          hydrated: Mapping[uuid.UUID, RichObject] | None, *,
+                          query: str | None = None) -> list[RichObject]:
+        """The items' objects with their score, evidence and relation, in item order, read in
+        one statement with their evidence parts (and those parts' texts when `query` asks
+        for snippets); an item whose object, or an evidence part no longer visible, is left
+        out."""
         ids = [uuid.UUID(str(item["id"])) for item in items]
-        if hydrated is None or any(i not in hydrated for i in ids):
-            hydrated = await self.reader.hydrate(namespace, ids)
-        out = []
-        for item, oid in zip(items, ids, strict=True):
-            obj = hydrated.get(oid)
-            if obj is None:
-                continue  # deleted since the result set was made
-            out.append(_with(obj, item))
-        return out
+        parts = [uuid.UUID(str(pid)) for item in items for pid, _ in item.get("evidence") or ()]
+        wanted = [i for i in ids if hydrated is None or i not in hydrated]
+        read = (await self.reader.hydrate(namespace, [*wanted, *parts],
+                                          content_of=parts if query else ())
+                if wanted or parts else {})
+        objects = {**hydrated, **read} if hydrated else read
+        if not parts:
+            return [_with(objects[oid], item, ()) for item, oid in zip(items, ids, strict=True)
+                    if oid in objects]
+        snippets = (partial(Snippets, query, width=self.snippet_width,
+                            max_terms=self.snippet_max_terms) if query else None)
+        # CPU work (one pattern for the query, one scan per part): in a thread
+        return await asyncio.to_thread(_materialized, items, ids, objects, snippets)
 
-    def _snippets(self, items: Sequence[Item], texts: Mapping[str, str | None],
-                  query: str) -> list[Item]:
-        # CPU work, run in a thread: one pattern for the query, one scan per part
-        return fill_snippets(items, texts, Snippets(query, width=self.snippet_width,
-                                                    max_terms=self.snippet_max_terms))
+
+def _materialized(items: Sequence[Item], ids: Sequence[uuid.UUID],
+                  objects: Mapping[uuid.UUID, RichObject],
+                  cutter: Callable[[], Snippets] | None) -> list[RichObject]:
+    """Each item whose object was read, with the evidence of its parts that were (a part's
+    title and properties are its object's; a snippet of its text by `cutter()`'s snippets)."""
+    snippets = cutter() if cutter is not None else None
+    out = []
+    for item, oid in zip(items, ids, strict=True):
+        obj = objects.get(oid)
+        if obj is None:
+            continue  # deleted since the result set was made
+        evidence = []
+        for part_id, score in item.get("evidence") or ():
+            part = objects.get(uuid.UUID(str(part_id)))
+            if part is None:
+                continue  # a part no longer visible gives no evidence
+            excerpt = snippets(part.content) if snippets is not None else ""
+            evidence.append(Evidence(
+                part_id=part.id, title=obj.title, snippet=excerpt, score=float(score),
+                position=part.position, properties=dict(obj.properties),
+                highlights=tuple((a, b) for a, b in snippets.highlights(excerpt))
+                if snippets is not None else ()))
+        out.append(_with(obj, item, tuple(evidence)))
+    return out
 
 
 def parse_result_set_id(result_set_id: str) -> tuple[str, int]:
@@ -173,20 +166,14 @@ def parse_result_set_id(result_set_id: str) -> tuple[str, int]:
 def _stored(item: Item) -> Item:
     """An item as a result set stores it: ids and scores (and the relation), nothing else."""
     out: Item = {"id": item["id"], "score": item["score"],
-                 "evidence": [[e["part_id"], e["score"]] for e in item.get("evidence") or []]}
+                 "evidence": [[str(pid), float(score)] for pid, score in
+                              item.get("evidence") or ()]}
     if item.get("relation"):
         out["relation"] = item["relation"]
     return out
 
 
-def _with(obj: RichObject, item: Item) -> RichObject:
-    evidence = tuple(Evidence(part_id=uuid.UUID(str(e["part_id"])), title=e.get("title"),
-                              snippet=str(e.get("snippet") or ""), score=float(e["score"]),
-                              position=e.get("position"), properties=dict(e.get("properties")
-                                                                          or {}),
-                              highlights=tuple((int(a), int(b))
-                                               for a, b in e.get("highlights") or ()))
-                     for e in item.get("evidence") or [])
+def _with(obj: RichObject, item: Item, evidence: tuple[Evidence, ...]) -> RichObject:
     relation = None
     if item.get("relation"):
         rel = dict(item["relation"])

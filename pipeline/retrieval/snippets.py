@@ -4,14 +4,12 @@ mark them without matching words itself).
 
 The cost is bounded whatever the query: at most `max_terms` query words (the longest) make one
 compiled alternation per request, and each part is scanned once with it. Callers build snippets
-for the page they return only (`fill_snippets`), off the event loop.
+for the page they return only (`ResultPager.materialize`), off the event loop.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -73,31 +71,6 @@ class Snippets:
 def snippet(text: str | None, query: str, *, width: int = 240) -> str:
     """One snippet of `text` for `query` (see `Snippets`)."""
     return Snippets(query, width=width)(text)
-
-
-def fill_snippets(items: Sequence[dict[str, Any]], texts: Mapping[str, str | None],
-                  snippets: Snippets) -> list[dict[str, Any]]:
-    """Copies of ranked items whose evidence without a snippet gets one from its part's text
-    (`texts` by part id; a part not in it gets an empty snippet), with its highlights. CPU
-    work: run it in a thread."""
-    out = []
-    for item in items:
-        evidence = [e if "snippet" in e else _cut_for(e, texts, snippets)
-                    for e in item.get("evidence") or []]
-        out.append({**item, "evidence": evidence})
-    return out
-
-
-def _cut_for(entry: dict[str, Any], texts: Mapping[str, str | None],
-             snippets: Snippets) -> dict[str, Any]:
-    excerpt = snippets(texts.get(entry["part_id"]))
-    return {**entry, "snippet": excerpt, "highlights": snippets.highlights(excerpt)}
-
-
-def missing_snippets(items: Sequence[dict[str, Any]]) -> list[str]:
-    """The part ids of the items' evidence that has no snippet yet."""
-    return [str(e["part_id"]) for item in items for e in item.get("evidence") or []
-            if "snippet" not in e]
 
 
 def _cut(text: str, begin: int, width: int) -> str:

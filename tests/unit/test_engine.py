@@ -39,12 +39,13 @@ class _Searcher:
         return await self._hit("exact")
 
     async def row_meta(self, ns: uuid.UUID, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, RowMeta]:
-        return {i: RowMeta(i, None, None, "text", "title", {}) for i in ids}
+        return {i: RowMeta(i, None) for i in ids}
 
 
 class _Reader:
     async def hydrate(self, ns: uuid.UUID, ids: Sequence[uuid.UUID], *,
-                      with_content: bool = False) -> dict[uuid.UUID, RichObject]:
+                      with_content: bool = False,
+                      content_of: Sequence[uuid.UUID] = ()) -> dict[uuid.UUID, RichObject]:
         now = datetime.now(UTC)
         return {i: RichObject(i, "doc", "title", None, 0.0, {}, None, None, None, now, now)
                 for i in ids}

@@ -44,14 +44,14 @@ def test_decay_is_mild_and_monotone() -> None:
     assert decay_factor(now + timedelta(days=3), now, 0.5) == 1.0
 
 
-def _meta(row: uuid.UUID, parent: uuid.UUID | None, pos: int | None = None) -> RowMeta:
-    return RowMeta(row, parent, pos, "text", "title", {})
+def _meta(row: uuid.UUID, parent: uuid.UUID | None) -> RowMeta:
+    return RowMeta(row, parent)
 
 
 def test_promotion_groups_parts_under_parents_with_evidence() -> None:
     parent, other = IDS[0], IDS[1]
     p1, p2, p3 = IDS[2:5]
-    meta = {p1: _meta(p1, parent, 0), p2: _meta(p2, parent, 1), p3: _meta(p3, parent, 2),
+    meta = {p1: _meta(p1, parent), p2: _meta(p2, parent), p3: _meta(p3, parent),
             other: _meta(other, None)}
     fused = rrf({"lexical": [Hit(p2, 3), Hit(other, 2), Hit(p1, 1), Hit(p3, 0.5)]})
     promoted = promote(fused, meta, evidence_n=2)
@@ -84,7 +84,7 @@ def test_fusion_over_objects_lets_each_channel_vote_once_per_document() -> None:
     long_doc, short_doc = IDS[0], IDS[1]
     parts = IDS[2:8]  # six mediocre parts of the long document
     best, other = IDS[8], IDS[9]  # the short document's single part; a third object
-    meta = ({p: _meta(p, long_doc, i) for i, p in enumerate(parts)}
+    meta = ({p: _meta(p, long_doc) for p in parts}
             | {best: _meta(best, short_doc), other: _meta(other, None)})
     # the long document: first in one channel, third in the other, and many more part hits;
     # the short document: second and first
@@ -121,3 +121,9 @@ def test_a_channel_weight_scales_its_vote_and_zero_adds_nothing() -> None:
     meta = {a: _meta(a, None), b: _meta(b, None)}
     muted = fuse_and_promote(channels, meta, k=10, weights={"trigram": 0.0})
     assert [(p.id, p.score) for p in muted] == [(a, 1 / 11), (b, 1 / 12)]
+
+
+@given(st.uuids(), st.uuids())
+def test_ties_order_by_id_as_the_ids_text_would(a: uuid.UUID, b: uuid.UUID) -> None:
+    # the fusion breaks ties by the UUID itself (no text made per row): the same order
+    assert (a < b) == (str(a) < str(b))

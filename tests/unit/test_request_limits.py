@@ -9,7 +9,7 @@ from pipeline.domain.errors import TooManyFilters, TooManyTerms
 from pipeline.domain.kinds import KindCatalog
 from pipeline.domain.read_model import Filters
 from pipeline.retrieval.requests import check_filters, query_text
-from pipeline.retrieval.snippets import Snippets, fill_snippets, missing_snippets, snippet
+from pipeline.retrieval.snippets import Snippets, snippet
 
 
 def test_query_terms_are_counted_distinct_and_capped() -> None:
@@ -44,14 +44,3 @@ def test_the_earliest_query_word_centres_the_snippet() -> None:
 def test_snippets_never_fail_and_stay_near_the_width(text: str, query: str) -> None:
     out = Snippets(query, width=80)(text)
     assert len(out) <= 82  # two ellipses at most beyond the width
-
-
-def test_only_evidence_without_a_snippet_gets_one() -> None:
-    items = [{"id": "o1", "evidence": [{"part_id": "p1", "snippet": "kept"},
-                                        {"part_id": "p2"}]},
-             {"id": "o2", "evidence": [{"part_id": "p3"}]}]
-    assert missing_snippets(items) == ["p2", "p3"]
-    filled = fill_snippets(items, {"p2": "the harbour crane"}, Snippets("crane"))
-    assert [[e["snippet"] for e in i["evidence"]] for i in filled] == [
-        ["kept", "the harbour crane"], [""]]
-    assert "snippet" not in items[0]["evidence"][1]  # the input is not changed

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.domain.errors import BrainstreamError
-from pipeline.domain.read_model import RichObject, RowMeta
+from pipeline.domain.read_model import RichObject
 from pipeline.domain.setting_values import redact_credentials
 from pipeline.ports import Reranker
 
@@ -60,15 +60,18 @@ class RerankStage:
 
     async def rerank(self, query: str, items: list[dict[str, Any]],
                      objects: Mapping[uuid.UUID, RichObject],
-                     meta: Mapping[uuid.UUID, RowMeta]) -> Reranked:
-        """`items` (ranked, JSON-ready: `id`, `evidence` with `part_id`s) with their head
-        re-ordered by the reranker's scores, ties in the fused order."""
+                     texts: Mapping[uuid.UUID, str | None]) -> Reranked:
+        """`items` (ranked, JSON-ready: `id`, `evidence` as [part id, score] pairs) with their
+        head re-ordered by the reranker's scores, ties in the fused order; `objects` are the
+        head's, `texts` the contents of their evidence parts (and of an object that is a
+        searchable row itself)."""
         head = [item for item in items[: self.depth] if uuid.UUID(str(item["id"])) in objects]
         if not head:
             return Reranked(items, {})
-        texts = [rerank_text(objects[uuid.UUID(str(item["id"]))], item, meta) for item in head]
+        bodies = [rerank_text(objects[uuid.UUID(str(item["id"]))], item, texts)
+                  for item in head]
         try:
-            scores = await asyncio.wait_for(self.reranker.rerank(query, texts), self.budget)
+            scores = await asyncio.wait_for(self.reranker.rerank(query, bodies), self.budget)
         except TimeoutError:
             log.warning("reranker slower than %.2f s: answering the fused order", self.budget)
             return Reranked(items, {}, skipped=True)
@@ -93,18 +96,16 @@ def reorder(items: Sequence[dict[str, Any]], head: Sequence[dict[str, Any]],
     return out, {uuid.UUID(str(head[i]["id"])): float(scores[i]) for i in range(len(head))}
 
 
-def rerank_text(obj: RichObject, item: Mapping[str, Any], meta: Mapping[uuid.UUID, RowMeta],
+def rerank_text(obj: RichObject, item: Mapping[str, Any], texts: Mapping[uuid.UUID, str | None],
                 *, limit: int = RERANK_TEXT_CHARS) -> str:
     """The text the reranker reads for one object: its title, then its best evidence part's
     text (or its own content, or its summary), whitespace folded, at most `limit` chars."""
     body: str | None = None
-    for entry in item.get("evidence") or []:
-        row = meta.get(uuid.UUID(str(entry["part_id"])))
-        if row is not None and row.content:
-            body = row.content
+    for part_id, _ in item.get("evidence") or ():
+        body = texts.get(uuid.UUID(str(part_id)))
+        if body:
             break
-    if body is None:
-        own = meta.get(obj.id)
-        body = own.content if own is not None and own.content else obj.summary
+    if not body:
+        body = texts.get(obj.id) or obj.summary
     text = " ".join(" ".join(part.split()) for part in (obj.title, body) if part)
     return text[:limit]

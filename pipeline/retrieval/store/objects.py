@@ -9,7 +9,7 @@ look the same as an unknown one.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from psycopg import sql
@@ -30,8 +30,14 @@ _VISIBLE = sql.SQL(
     " AND (o.parent_id IS NULL OR (par.namespace_id = %(ns)s AND par.deleted_at IS NULL))")
 
 
-def _content(with_content: bool) -> sql.SQL:
-    return sql.SQL("o.content") if with_content else sql.SQL("NULL::text AS content")
+def _content(with_content: bool, some: bool = False) -> sql.SQL:
+    """The content column: every row's, those in `%(content_of)s` only (`some`), or none."""
+    if with_content:
+        return sql.SQL("o.content")
+    if some:
+        return sql.SQL("CASE WHEN o.id = ANY(%(content_of)s::uuid[]) THEN o.content END"
+                       " AS content")
+    return sql.SQL("NULL::text AS content")
 
 
 def _rich(row: dict[str, Any]) -> RichObject:
@@ -55,13 +61,17 @@ class PgObjectReader:
             return await cur.fetchall()
 
     async def hydrate(self, namespace: uuid.UUID, ids: Sequence[uuid.UUID], *,
-                      with_content: bool = False) -> dict[uuid.UUID, RichObject]:
-        """The visible objects (first-class or parts) among `ids`; content only on request."""
+                      with_content: bool = False,
+                      content_of: Collection[uuid.UUID] = ()) -> dict[uuid.UUID, RichObject]:
+        """The visible objects (first-class or parts) among `ids`; content for every one
+        (`with_content`) or for those in `content_of` only (a page's objects and the texts of
+        its evidence parts in one statement)."""
         if not ids:
             return {}
         query = sql.SQL("SELECT {}, {} FROM {} AND o.id = ANY(%(ids)s::uuid[])").format(
-            _COLUMNS, _content(with_content), _VISIBLE)
-        rows = await self._rows(query, {"ns": namespace, "ids": list(ids)})
+            _COLUMNS, _content(with_content, bool(content_of)), _VISIBLE)
+        rows = await self._rows(query, {"ns": namespace, "ids": list(ids),
+                                        "content_of": list(content_of)})
         return {row["id"]: _rich(row) for row in rows}
 
     async def children(self, namespace: uuid.UUID, parent_id: uuid.UUID, *, offset: int = 0,

@@ -9,6 +9,7 @@ namespace, so no channel can return another tenant's row, and every statement ru
 
 from __future__ import annotations
 
+import asyncio
 import math
 import uuid
 from collections import OrderedDict
@@ -20,7 +21,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from pipeline.domain import bm25
 from pipeline.domain.read_model import Filters, Hit, RowMeta
-from pipeline.postgres.pool import AsyncConn, read_connection
+from pipeline.postgres.pool import READ_HNSW_EF_SEARCH, AsyncConn, read_connection
 from pipeline.retrieval.store import search_sql
 from pipeline.retrieval.store.filters import (
     MAX_WHERE_ROOTS,
@@ -64,6 +65,7 @@ class PgPartSearcher:
         self.trigram_max_words = trigram_max_words
         self.exact_dense_threshold = exact_dense_threshold
         self._lexeme_cache: OrderedDict[str, list[str]] = OrderedDict()
+        self._lexeme_flights: dict[str, asyncio.Future[list[str]]] = {}
         self._lexeme_cache_size = lexeme_cache_size
         self.maxscore_budget = maxscore_budget
         # lexical searches that scored fewer rows than all matching ones (MaxScore)
@@ -84,11 +86,22 @@ class PgPartSearcher:
     # -- lexical (BM25) -----------------------------------------------------------------------
 
     async def query_lexemes(self, query: str) -> list[str]:
-        """The distinct lexemes Postgres derives from `query` (as it does for `lexical`)."""
+        """The distinct lexemes Postgres derives from `query` (as it does for `lexical`); one
+        read however many channels ask at once (a search's lexical and near-spelling channels
+        ask together)."""
         cached = self._lexeme_cache.get(query)
         if cached is not None:
             self._lexeme_cache.move_to_end(query)
             return cached
+        flight = self._lexeme_flights.get(query)
+        if flight is None:
+            flight = asyncio.ensure_future(self._read_lexemes(query))
+            self._lexeme_flights[query] = flight
+            flight.add_done_callback(lambda _: self._lexeme_flights.pop(query, None))
+        # shielded: a caller that gives up does not cancel the read the others wait on
+        return await asyncio.shield(flight)
+
+    async def _read_lexemes(self, query: str) -> list[str]:
         async with read_connection(self.pool) as conn:
             rows = await self._fetch(conn, search_sql.QUERY_LEXEMES, {"q": query})
         lexemes = list(rows[0][0])
@@ -255,7 +268,8 @@ class PgPartSearcher:
         vec = np.asarray(vector, dtype=np.float32)
         if k <= 0 or vec.size == 0 or not np.any(vec):
             return []
-        async with read_connection(self.pool) as conn, conn.transaction():
+        fetch = min(max(2 * k, 40), _HNSW_MAX_EF)
+        async with read_connection(self.pool) as conn:
             frag = searchable(namespace, filters, scope_ids,
                               await self._where_roots(conn, namespace, filters))
             params = {**frag.params, "v": vec, "k": k}
@@ -270,10 +284,14 @@ class PgPartSearcher:
                 passing = int(rows[0][0])
             if passing <= self.exact_dense_threshold:
                 return self._hits(await self._fetch(conn, exact, params))
-            fetch = min(max(2 * k, 40), _HNSW_MAX_EF)
-            await conn.execute(search_sql.HNSW_SETTINGS, (str(fetch),), prepare=False)
             approx = search_sql.over_embedded(search_sql.DENSE_APPROX, frag.where)
-            hits = self._hits(await self._fetch(conn, approx, {**params, "fetch": fetch}))
+            if fetch == READ_HNSW_EF_SEARCH:  # the session's own walk (SESSION_OPTIONS)
+                hits = self._hits(await self._fetch(conn, approx, {**params, "fetch": fetch}))
+            else:
+                async with conn.transaction():
+                    await conn.execute(search_sql.HNSW_SETTINGS, (str(fetch),), prepare=False)
+                    hits = self._hits(await self._fetch(conn, approx,
+                                                        {**params, "fetch": fetch}))
             if len(hits) < min(k, passing):
                 # HNSW gave up early (hnsw.max_scan_tuples): never starve, score exactly.
                 self.dense_fallbacks += 1
@@ -355,14 +373,12 @@ class PgPartSearcher:
 
     async def row_meta(self, namespace: uuid.UUID, ids: Sequence[uuid.UUID]
                        ) -> dict[uuid.UUID, RowMeta]:
-        """Parent, position and content of searchable rows, with their promoted object's title
-        and properties; other ids are absent."""
+        """The parent of each searchable row among `ids` and when its promoted object last
+        changed; other ids are absent."""
         if not ids:
             return {}
         frag = searchable(namespace)
         query_sql = search_sql.over_searchable(search_sql.ROW_META, frag.where)
         async with read_connection(self.pool) as conn:
             rows = await self._fetch(conn, query_sql, {**frag.params, "ids": list(ids)})
-        return {r[0]: RowMeta(id=r[0], parent_id=r[1], position=r[2], content=r[3], title=r[4],
-                              properties=dict(r[5] or {})) for r in rows}
-
+        return {r[0]: RowMeta(r[0], r[1], r[2]) for r in rows}

@@ -130,10 +130,10 @@ DENSE_APPROX = sql.SQL(
     " ORDER BY e.embedding <=> %(v)s LIMIT %(fetch)s)"
     " SELECT id, 1 - d AS score FROM c ORDER BY d + 0, id LIMIT %(k)s")
 
-# Row meta: parent, position and content of searchable rows, with their promoted object's title
-# and properties.
+# Row meta: the parent of searchable rows and when their promoted object last changed (the
+# decay's age); no text: the page's texts are read for the page alone.
 ROW_META = sql.SQL(
-    "SELECT o.id, o.parent_id, o.position, o.content, p.title, p.properties"
+    "SELECT o.id, o.parent_id, p.updated_at"
     " FROM {from_} WHERE {where} AND o.id = ANY(%(ids)s::uuid[])")
 
 
