@@ -18,7 +18,7 @@ from pgvector.psycopg import register_vector
 
 from bench.harness.runenv import REPO, log
 
-MIGRATION = REPO / "migrations" / "0033_object_embeddings.sql"
+MIGRATIONS = REPO / "migrations"
 TABLE = "capacity_hnsw"
 # the build's graph must fit here or pgvector builds on disk, far slower (it says so in a NOTICE)
 MAINTENANCE_WORK_MEM = "1GB"
@@ -37,13 +37,15 @@ class HnswBuild:
     spilled: bool
 
 
-def index_parameters(path: Path = MIGRATION) -> str:
-    """The `WITH (...)` of the passages' HNSW index as the migration creates it."""
-    text = path.read_text(encoding="utf-8")
-    found = re.search(r"object_embeddings_hnsw ON object_embeddings USING hnsw "
-                      r"\(embedding vector_cosine_ops\)\s+WITH \(([^)]*)\)", text)
+def index_parameters(folder: Path = MIGRATIONS) -> str:
+    """The `WITH (...)` of the passages' HNSW index as the latest migration creating it has it."""
+    found = None
+    for path in sorted(folder.glob("*.sql")):
+        found = re.search(r"object_embeddings_hnsw ON object_embeddings USING hnsw "
+                          r"\(embedding vector_cosine_ops\)\s+WITH \(([^)]*)\)",
+                          path.read_text(encoding="utf-8")) or found
     if found is None:
-        raise RuntimeError(f"no object_embeddings_hnsw parameters in {path}")
+        raise RuntimeError(f"no object_embeddings_hnsw parameters in {folder}")
     return found.group(1)
 
 

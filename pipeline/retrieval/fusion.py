@@ -32,18 +32,18 @@ def rrf(channels: Mapping[str, Sequence[Hit]], *, k: int = 60,
     """
     if k < 0:
         raise ValueError("k must be >= 0")
-    scores: dict[uuid.UUID, float] = {}
-    ranks: dict[uuid.UUID, dict[str, int]] = {}
+    # per id: [its score so far, its rank in each channel that found it] (one lookup a hit)
+    found: dict[uuid.UUID, tuple[list[float], dict[str, int]]] = {}
     for name in sorted(channels):
         weight = 1.0 if weights is None else weights.get(name, 1.0)
-        seen: set[uuid.UUID] = set()
         for rank, hit in enumerate(channels[name], start=1):
-            if hit.id in seen:
-                continue
-            seen.add(hit.id)
-            scores[hit.id] = scores.get(hit.id, 0.0) + weight / (k + rank)
-            ranks.setdefault(hit.id, {})[name] = rank
-    fused = [Fused(i, s, ranks[i]) for i, s in scores.items()]
+            entry = found.get(hit.id)
+            if entry is None:
+                found[hit.id] = ([weight / (k + rank)], {name: rank})
+            elif name not in entry[1]:  # a duplicate within a channel counts at its best
+                entry[0][0] += weight / (k + rank)
+                entry[1][name] = rank
+    fused = [Fused(i, score[0], ranks) for i, (score, ranks) in found.items()]
     fused.sort(key=lambda f: (-f.score, f.id))  # a UUID orders as its text
     return fused
 

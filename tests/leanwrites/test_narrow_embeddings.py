@@ -193,3 +193,53 @@ def test_the_live_worker_leaves_the_consumers_row_version(procs: dict[str, Proc]
         versions = conn.execute("SELECT DISTINCT xmin::text FROM objects"
                                 " WHERE coalesce(parent_id, id) = %s", (oid,)).fetchall()
     assert ledger is not None and versions == [ledger]
+
+
+def _flags_hold(conn: psycopg.Connection[Any]) -> dict[str, bool]:
+    """Each narrow row's `has_live_parts` (migration 0057), after checking it against the rows:
+    true exactly for an object with a part that is not deleted."""
+    rows = conn.execute(
+        "SELECT e.id::text, e.has_live_parts, EXISTS (SELECT 1 FROM objects c"
+        " WHERE c.parent_id = e.id AND c.deleted_at IS NULL) FROM object_embeddings e"
+    ).fetchall()
+    assert [r[0] for r in rows if r[1] != r[2]] == []
+    return {r[0]: r[1] for r in rows}
+
+
+def test_the_dense_graph_holds_the_rows_without_live_parts(
+        lean: Settings, db: psycopg.Connection[Any]) -> None:
+    """An object with live parts is not searchable and is not in the HNSW graph; the flag that
+    says so follows puts, a part's deletion and revival, and a put that drops the parts, and a
+    searchable object is found by the dense channel again."""
+    ns = uuid.uuid4()
+    doc = put(ns, kind="doc", title="Long", content=LONG)
+    memo = put(ns, kind="doc", title="Memo")
+    oid, memo_id = doc["data"]["id"], memo["data"]["id"]
+    apply(db, doc, memo)
+    flags = _flags_hold(db)
+    parts = [r[0] for r in db.execute("SELECT id::text FROM objects WHERE parent_id = %s",
+                                      (oid,)).fetchall()]
+    assert len(parts) > 1 and flags[oid] and not flags[memo_id]
+    assert not any(flags[p] for p in parts)
+    vector = np.ones(lean.vector_dim, dtype=np.float32)
+    db.execute("UPDATE object_embeddings SET embedding = %s, embed_status = 'done'"
+               " WHERE id = ANY(%s::uuid[])", (vector, [oid, memo_id]))
+
+    async def dense() -> set[str]:
+        pool = await make_async_pool(lean, max_size=1)
+        try:
+            searcher = PgPartSearcher(pool, stats_ttl=0, exact_dense_threshold=0)  # HNSW
+            return {str(h.id) for h in await searcher.search_dense(
+                ns, list(vector), Filters(), (), 10)}
+        finally:
+            await pool.close()
+
+    assert asyncio.run(dense()) == {memo_id}  # the parts have no vector yet
+    db.execute("UPDATE objects SET deleted_at = now() WHERE parent_id = %s", (oid,))
+    assert not _flags_hold(db)[oid]
+    assert asyncio.run(dense()) == {memo_id, oid}  # no live parts: the object is searchable
+    db.execute("UPDATE objects SET deleted_at = NULL WHERE id = %s", (parts[0],))
+    assert _flags_hold(db)[oid]
+    assert asyncio.run(dense()) == {memo_id}
+    apply(db, put(ns, id=oid, kind="doc", title="Long"))  # no content: its parts go
+    assert not _flags_hold(db)[oid]

@@ -105,7 +105,7 @@ def test_plain_hnsw_would_starve(dense: dict[str, Any], db: psycopg.Connection[A
         db.execute("SET LOCAL enable_seqscan = off")
         rows = db.execute(
             "SELECT o.id FROM object_embeddings e JOIN objects o ON o.id = e.id"
-            " WHERE o.namespace_id = %s AND o.properties @> %s"
+            " WHERE o.namespace_id = %s AND o.properties @> %s AND NOT e.has_live_parts"
             " ORDER BY e.embedding <=> %s LIMIT %s",
             (dense["a"], Jsonb({"bucket": "rare"}), dense["query"], K)).fetchall()
     assert len(rows) < K

@@ -94,14 +94,16 @@ DOCUMENT_FREQUENCIES = sql.SQL(
 
 
 # The searchable rows with their vectors (`object_embeddings`, migration 0033) as `e`; the HNSW
-# index is on `e.embedding`, so the approximate plan walks it and joins the wide rows by id.
+# index is on `e.embedding` of the rows without live parts (migration 0057: an object with live
+# parts is not searchable), so the approximate plan walks it and joins the wide rows by id.
 EMBEDDED_FROM = sql.SQL("object_embeddings e JOIN {} ON o.id = e.id").format(SEARCHABLE_FROM)
 
 
 def over_embedded(template: sql.SQL, where: Query) -> sql.Composed:
     """`template` over the searchable rows with a vector (`{from_}`) that pass `where`."""
-    return template.format(from_=EMBEDDED_FROM,
-                           where=sql.SQL("{} AND e.embedding IS NOT NULL").format(where))
+    return template.format(
+        from_=EMBEDDED_FROM,
+        where=sql.SQL("{} AND e.embedding IS NOT NULL AND NOT e.has_live_parts").format(where))
 
 
 # Dense: the exact cosine top k of the rows passing {where} (the `+ 0` keeps it off the index).
