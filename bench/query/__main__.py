@@ -29,9 +29,10 @@ scale, cumulatively in one namespace:
    floor side by side on the same claims (c=1), near-spellings on both engines, and `search`
    on LEXICAL_ENGINE=tantivy at every concurrency.
 
-Targets: search p95 at 100k parts within 3x (dense floor p95 + full-text floor p95) and under
-100 ms; 2-hop expand p95 under 20 ms; PPR stage p95 under 50 ms; lexical (Tantivy channel) p95
-within 3x the bare Tantivy floor.
+Targets (issue 40): search p95 (c=1) at most 15 ms at 100k parts and 40 ms at 1M, with at most
+12 ms of the serving processes' CPU per call at 100k; throughput at concurrency 8 at least 1.8x
+concurrency 1; find_exact and 2-hop expand p95 at most 10 ms at 100k; lexical (Tantivy channel)
+p95 within 3x the bare Tantivy floor; the PPR stage p95 under 50 ms.
 
 Modules: `data.py` (corpus, bulk load, relay), `measure.py` (floors, engine, HTTP),
 `ppr.py` (the PPR stage), `lexical.py` (the Tantivy lexical index),
