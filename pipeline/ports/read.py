@@ -228,12 +228,12 @@ class ObjectReader(Protocol):
         ...
 
     async def children(self, namespace: uuid.UUID, parent_id: uuid.UUID, *, offset: int = 0,
-                       limit: int = 100) -> list[RichObject]:
+                       limit: int = 100, with_content: bool = True) -> list[RichObject]:
         """Visible parts of a parent, by position."""
         ...
 
-    async def siblings(self, namespace: uuid.UUID, part_id: uuid.UUID, *, radius: int
-                       ) -> list[RichObject]:
+    async def siblings(self, namespace: uuid.UUID, part_id: uuid.UUID, *, radius: int,
+                       with_content: bool = True) -> list[RichObject]:
         """The parts within `radius` positions of a part (itself excluded), by position."""
         ...
 

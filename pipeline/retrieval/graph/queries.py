@@ -262,6 +262,7 @@ class GraphQueries:
             raise NotFound(f"object {missing[0]} not found", field="object_id")
         items: list[Item] = []
         seen: set[uuid.UUID] = set(request.object_ids)
+        read: dict[uuid.UUID, RichObject] = {}  # what the page shows, read once
         containment_kinds: set[str] = set()
         truncated = False
         if request.want_containment:
@@ -271,6 +272,7 @@ class GraphQueries:
                 for obj, relation in contained:
                     if obj.id not in seen:
                         seen.add(obj.id)
+                        read[obj.id] = obj
                         containment_kinds.add("children" if relation.type == "contains"
                                               else "neighborhood")
                         items.append({"id": str(obj.id), "score": 1.0, "evidence": [],
@@ -283,12 +285,13 @@ class GraphQueries:
             neighbors = await self._history().neighbors(namespace, graph_seeds, *walk,
                                                         request.at)
             truncated = truncated or len(neighbors) > budget
-            graph_items = await self._neighbor_items(namespace, neighbors[:budget], seen)
+            graph_items = await self._neighbor_items(namespace, neighbors[:budget], seen, read)
         elif self.graph is not None:
             try:
                 neighbors = await self.graph.neighbors(namespace, graph_seeds, *walk)
                 truncated = truncated or len(neighbors) > budget
-                graph_items = await self._neighbor_items(namespace, neighbors[:budget], seen)
+                graph_items = await self._neighbor_items(namespace, neighbors[:budget], seen,
+                                                         read)
             except GraphUnavailable as exc:  # (hydrating from Postgres is not the graph)
                 log.warning("graph unavailable for expand: %s", exc)
                 degrade = GRAPH_UNAVAILABLE
@@ -297,7 +300,8 @@ class GraphQueries:
         items += graph_items
         mode = _mode(containment_kinds, bool(graph_items))
         return await self.pager.first_page(namespace, items, request.limit, kind="expand",
-                                           degrade=degrade, mode=mode, truncated=truncated)
+                                           degrade=degrade, mode=mode, truncated=truncated,
+                                           hydrated=read)
 
     def _history(self) -> LinkVersionReader:
         if self.history is None:
@@ -311,7 +315,8 @@ class GraphQueries:
         reader = self.reader
         if obj.parent_id is None:
             bound = self.config.max_children
-            children = await reader.children(namespace, obj.id, limit=bound + 1)
+            children = await reader.children(namespace, obj.id, limit=bound + 1,
+                                             with_content=False)  # an answer shows no content
             return [(c, Relation(type="contains", direction="out", depth=1, source_id=obj.id))
                     for c in children[:bound]], len(children) > bound
         parent = (await reader.hydrate(namespace, [obj.parent_id])).get(obj.parent_id)
@@ -319,19 +324,23 @@ class GraphQueries:
         if parent is not None:
             out.append((parent, Relation(type="part_of", direction="out", depth=1,
                                          source_id=obj.id)))
-        siblings = await reader.siblings(namespace, obj.id, radius=self.config.sibling_radius)
+        siblings = await reader.siblings(namespace, obj.id, radius=self.config.sibling_radius,
+                                         with_content=False)
         out += [(s, Relation(type="sibling", direction=None, depth=1, source_id=obj.id))
                 for s in siblings]
         return out, False
 
     async def _neighbor_items(self, namespace: uuid.UUID, neighbors: Sequence[Neighbor],
-                              seen: set[uuid.UUID]) -> list[Item]:
+                              seen: set[uuid.UUID], read: dict[uuid.UUID, RichObject]
+                              ) -> list[Item]:
+        """The neighbours still visible, each once, as items (their objects added to `read`)."""
         hydrated = await self.reader.hydrate(namespace, [n.id for n in neighbors])
         items = []
         for n in neighbors:
             if n.id in seen or n.id not in hydrated:
                 continue
             seen.add(n.id)
+            read[n.id] = hydrated[n.id]
             items.append({"id": str(n.id), "score": 1.0 / n.depth, "evidence": [],
                           "relation": _relation_dict(n.relation)})
         return items
