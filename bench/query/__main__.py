@@ -18,8 +18,8 @@ scale, cumulatively in one namespace:
    N workers on one queue): `search` (claims of SciFact), `find_exact` (document titles),
    `find_objects` (claims), and `expand` with `max_hops=2` (random documents), each at
    concurrency 1 and 8; the PPR stage alone and `search` in mode auto (`ppr.py`, c=1);
-   and the floors on the same data and queries: one bare pgvector
-   top-k (`ORDER BY embedding <=> v LIMIT k`, ef_search as the engine sets it) and one bare
+   and the floors on the same data and queries: one bare pgvector top-k over the indexed
+   rows (`ORDER BY embedding <=> v LIMIT k`, ef_search as the engine sets it) and one bare
    full-text top-k (`lexical @@ q ORDER BY ts_rank(lexical, q) DESC LIMIT k`, q = the OR of
    the query's lexemes, as the engine's BM25 matches);
 5. optionally (`--http`), `search` and `expand` through the real API process (uvicorn) to show

@@ -103,7 +103,9 @@ async def floors(settings: Settings, inputs: Inputs, k: int, ef: int, span: tupl
         return call
 
     try:
-        dense = bare("SELECT id FROM object_embeddings ORDER BY embedding <=> %(p)s"
+        # the rows the HNSW index holds (migration 0057: without live parts)
+        dense = bare("SELECT id FROM object_embeddings WHERE NOT has_live_parts"
+                     " ORDER BY embedding <=> %(p)s"
                      " LIMIT %(k)s")
         text = bare("SELECT id FROM objects WHERE lexical @@ %(p)s::tsquery"
                     " ORDER BY ts_rank(lexical, %(p)s::tsquery) DESC LIMIT %(k)s")

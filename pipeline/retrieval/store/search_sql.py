@@ -12,7 +12,7 @@ from typing import Any
 
 from psycopg import sql
 
-from pipeline.retrieval.store.filters import SEARCHABLE_FROM, Fragment, Query, like_escape
+from pipeline.retrieval.store.filters import SEARCHABLE_FROM, Fragment, Query
 
 _PHRASE_RE = re.compile(r'"([^"]+)"')
 
@@ -159,12 +159,10 @@ def exact_query(text: str, frag: Fragment, k: int) -> tuple[Query, dict[str, Any
     needles = list(dict.fromkeys(
         [text] + ([text[1:-1].strip()] if len(text) > 2 and text[0] == text[-1] == '"'
                   and '"' not in text[1:-1] else [])))
-    params: dict[str, Any] = {**frag.params, "needles": needles, "k": k,
-                              "title_like": [like_escape(n) for n in needles]}
+    params: dict[str, Any] = {**frag.params, "needles": needles, "k": k}
     promoted = [sql.SQL(
         "SELECT t.id, 3 FROM objects t WHERE t.namespace_id = %(ns)s AND t.parent_id IS NULL"
-        " AND t.title ILIKE ANY(%(title_like)s::text[])"
-        " AND lower(t.title) = ANY(SELECT lower(n) FROM unnest(%(needles)s::text[]) AS n)"),
+        " AND lower(t.title) = ANY(ARRAY(SELECT lower(n) FROM unnest(%(needles)s::text[]) AS n))"),
         sql.SQL(
         "SELECT t.id, 2 FROM objects t WHERE t.namespace_id = %(ns)s AND t.parent_id IS NULL"
         " AND t.deleted_at IS NULL AND ")
