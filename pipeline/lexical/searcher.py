@@ -19,6 +19,7 @@ cached), so query and documents share one analysis.
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import threading
 import uuid
@@ -147,12 +148,19 @@ class TantivySearcher:
         index = self.index(namespace)
         if index is None:
             return []
-        # the raw tokenizer makes each value one term: a lexeme repeated tf times counts tf
-        values = [lex for lex, tf in sorted(terms.items()) for _ in range(max(1, tf))]
-        scoring = tantivy.Query.more_like_this_document_fields_query(
-            SCHEMA, {TEXT: values}, min_doc_frequency=1, min_term_frequency=1,
-            max_query_terms=LIKE_MAX_TERMS, boost_factor=1.0)
-        return _top(index.searcher(), filtered(scoring, filters, scope_ids), k)
+        searcher = index.searcher()
+        live = searcher.num_docs
+        if any(searcher.doc_freq(TEXT, lex) > live for lex in terms):
+            # Tantivy's MoreLikeThis panics (an uncatchable 500) when a term's document count,
+            # deleted documents included until a merge, passes the live ones: its own terms
+            scoring = _like_query(searcher, terms)
+        else:
+            # the raw tokenizer makes each value one term: a lexeme repeated tf times counts tf
+            values = [lex for lex, tf in sorted(terms.items()) for _ in range(max(1, tf))]
+            scoring = tantivy.Query.more_like_this_document_fields_query(
+                SCHEMA, {TEXT: values}, min_doc_frequency=1, min_term_frequency=1,
+                max_query_terms=LIKE_MAX_TERMS, boost_factor=1.0)
+        return _top(searcher, filtered(scoring, filters, scope_ids), k)
 
     async def search_fuzzy(self, namespace: uuid.UUID, query: str, filters: Filters,
                            scope_ids: Sequence[uuid.UUID], k: int) -> list[Hit]:
@@ -183,6 +191,27 @@ class TantivySearcher:
                                                transposition_cost_one=True), 1.0))
             for w in unknown])
         return _top(searcher, filtered(scoring, filters, scope_ids), k, floor=1.0)
+
+
+def _like_query(searcher: tantivy.Searcher, terms: Mapping[str, int]) -> tantivy.Query:
+    """MoreLikeThis as Tantivy builds it: each held term's tf x BM25 idf, the
+    `LIKE_MAX_TERMS` + 1 best (ties by lexeme, where Tantivy's follow a hash order), each a term
+    query without frequencies boosted by its score over the best's; but with the live document
+    count at least each term's document count."""
+    live = searcher.num_docs
+    scored = []
+    for lexeme, tf in terms.items():
+        df = searcher.doc_freq(TEXT, lexeme)
+        if df:
+            n = max(live, df)
+            scored.append((max(1, tf) * math.log1p((n - df + 0.5) / (df + 0.5)), lexeme))
+    scored.sort(key=lambda st: (-st[0], st[1]))
+    chosen = scored[:LIKE_MAX_TERMS + 1]  # Tantivy keeps one term more than it is asked
+    best = chosen[0][0] if chosen and chosen[0][0] > 0 else 1.0
+    return tantivy.Query.boolean_query([
+        (tantivy.Occur.Should, tantivy.Query.boost_query(
+            tantivy.Query.term_query(SCHEMA, TEXT, lexeme, index_option="basic"), score / best))
+        for score, lexeme in chosen])
 
 
 def _top(searcher: tantivy.Searcher, query: tantivy.Query, k: int, *,

@@ -7,10 +7,19 @@ import asyncio
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
+
+import pytest
+import tantivy
 
 from pipeline.domain.read_model import Filters
-from pipeline.lexical.documents import RowDocument, namespace_dir, open_index, to_document
-from pipeline.lexical.searcher import TantivySearcher
+from pipeline.lexical.documents import (
+    RowDocument,
+    namespace_dir,
+    open_index,
+    to_document,
+)
+from pipeline.lexical.searcher import TantivySearcher, _like_query, _top
 
 DOCS = {
     "fold": {"chaperonin": [1, 5], "fold": [2], "protein": [3], "calorimetri": [4]},
@@ -52,3 +61,40 @@ def test_like_ranks_the_shared_distinctive_terms_first(tmp_path: Path) -> None:
     scoped = asyncio.run(searcher.search_like(a, terms, Filters(), [ids[a]["bread"]], 10))
     assert [h.id for h in scoped] == [ids[a]["bread"]]
     assert asyncio.run(searcher.search_like(a, terms, Filters(kinds=("note",)), [], 10)) == []
+
+
+class _Stale:
+    """A searcher as Tantivy's reader sees an index between a commit that deleted documents
+    and the merge that purges them: a term's document count holds the deleted ones, so it can
+    pass the live count (Tantivy's MoreLikeThis then panics: a 500 no handler can catch)."""
+
+    def __init__(self, searcher: tantivy.Searcher, live: int) -> None:
+        self.inner = searcher
+        self.num_docs = live
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_like_builds_its_own_query_while_deleted_documents_count(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ns = uuid.uuid4()
+    ids = {name: uuid.uuid4() for name in DOCS}
+    _write(tmp_path, ns, ids)
+    searcher = TantivySearcher(tmp_path, 1, _no_lexemes)
+    terms = {lexeme: len(pos) for lexeme, pos in DOCS["fold"].items()}
+    tantivys = asyncio.run(searcher.search_like(ns, terms, Filters(), [], 10))
+    index = searcher.index(ns)
+    assert index is not None
+    # the query built here is Tantivy's: the same rows, the same scores
+    own = _top(index.searcher(), _like_query(index.searcher(), terms), 10)
+    assert [h.id for h in own] == [h.id for h in tantivys]
+    assert [h.score for h in own] == pytest.approx([h.score for h in tantivys], rel=1e-5)
+
+    class _Index:
+        def searcher(self) -> _Stale:
+            return _Stale(index.searcher(), live=1)  # "protein" is in 3 documents
+
+    monkeypatch.setattr(searcher, "index", lambda namespace: _Index())
+    stale = asyncio.run(searcher.search_like(ns, terms, Filters(), [], 10))
+    assert [h.id for h in stale][:2] == [ids["fold"], ids["fold2"]]
