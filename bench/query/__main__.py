@@ -58,7 +58,7 @@ from bench.harness.inprocess import bench_settings, bench_stack, extract_pending
 from bench.harness.runenv import add_reuse_and_out, bench_parser, emit_report, log, quiet_logging
 from bench.query.data import graph_and_link_counts, grow_to, load_source, part_count
 from bench.query.entities import bulk_extract, pending_rows
-from bench.query.footprint import footprint
+from bench.query.footprint import footprint, wait_settled
 from bench.query.lexical import build_lexical_index, measure_lexical
 from bench.query.measure import make_inputs, measure_scale, slices
 from bench.query.ppr import measure_ppr
@@ -138,6 +138,7 @@ def main() -> None:
                 log(f"scale {parts}: loaded (--load-only), {footprint(settings)[0][0]}")
                 continue
             inputs = make_inputs(settings, source, embedder, need)
+            log(f"scale {parts}: the services idle after {wait_settled(settings):.0f} s")
             http = args.http and parts == scales[0]  # the overhead does not depend on scale
             timings = [] if args.ppr_only else asyncio.run(
                 measure_scale(settings, inputs, args, concurrencies, ef, k, http))

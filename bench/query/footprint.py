@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from pathlib import Path
 
 import psutil
@@ -98,3 +99,24 @@ def serving_cpu(settings: Settings, api_pid: int) -> float:
             times = proc.cpu_times()
             total += times.user + times.system
     return total
+
+
+# What "idle" means before a measurement: the services' background work (FalkorDB building its
+# indexes after loading the graph, autovacuum after a load) below this share of one core.
+SETTLED_CORES = 0.05
+
+
+def wait_settled(settings: Settings, *, timeout: float = 180.0) -> float:
+    """Wait until the serving processes are idle (a second at most `SETTLED_CORES` busy): a
+    stack just started goes on working for tens of seconds, and that CPU would be counted
+    against the first calls measured. Returns the seconds waited."""
+    started = time.monotonic()
+    before = serving_cpu(settings, os.getpid())
+    while time.monotonic() - started < timeout:
+        time.sleep(1.0)
+        now = serving_cpu(settings, os.getpid())
+        if now - before <= SETTLED_CORES:
+            break
+        before = now
+    return time.monotonic() - started
+
