@@ -2,9 +2,10 @@
 
 Flow of a search: the candidate channels it is given (`pipeline/retrieval/channels/`: lexical
 BM25, trigram, dense by default) run concurrently, fuse by reciprocal rank by name, promote part
-hits to their parent with evidence, hydrate from Postgres under the caller's namespace, apply a
-mild temporal decay, and go to the pager (`pipeline.retrieval.paging`), which stores the ranked
-list as a result set so `continue` pages through the same snapshot. A channel that may be missing
+hits to their parent with evidence (each hit's parent and its object's time read under the
+caller's namespace: `PartSearcher.row_meta`), apply a mild temporal decay, and go to the pager
+(`pipeline.retrieval.paging`), which stores the ranked list as a result set so `continue` pages
+through the same snapshot and reads the returned page alone. A channel that may be missing
 (dense: the embedder is down) degrades the answer with its label (`lexical_only`), never to an
 error; any other channel's failure fails the request.
 
