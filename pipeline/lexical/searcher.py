@@ -149,11 +149,11 @@ class TantivySearcher:
         if index is None:
             return []
         searcher = index.searcher()
-        live = searcher.num_docs
-        if any(searcher.doc_freq(TEXT, lex) > live for lex in terms):
+        dfs = {lex: searcher.doc_freq(TEXT, lex) for lex in terms}
+        if any(df > searcher.num_docs for df in dfs.values()):
             # Tantivy's MoreLikeThis panics (an uncatchable 500) when a term's document count,
             # deleted documents included until a merge, passes the live ones: its own terms
-            scoring = _like_query(searcher, terms)
+            scoring = _like_query(searcher.num_docs, terms, dfs)
         else:
             # the raw tokenizer makes each value one term: a lexeme repeated tf times counts tf
             values = [lex for lex, tf in sorted(terms.items()) for _ in range(max(1, tf))]
@@ -193,15 +193,14 @@ class TantivySearcher:
         return _top(searcher, filtered(scoring, filters, scope_ids), k, floor=1.0)
 
 
-def _like_query(searcher: tantivy.Searcher, terms: Mapping[str, int]) -> tantivy.Query:
+def _like_query(live: int, terms: Mapping[str, int], dfs: Mapping[str, int]) -> tantivy.Query:
     """MoreLikeThis as Tantivy builds it: each held term's tf x BM25 idf, the
     `LIKE_MAX_TERMS` + 1 best (ties by lexeme, where Tantivy's follow a hash order), each a term
     query without frequencies boosted by its score over the best's; but with the live document
-    count at least each term's document count."""
-    live = searcher.num_docs
+    count (`live`) at least each term's document count (`dfs`)."""
     scored = []
     for lexeme, tf in terms.items():
-        df = searcher.doc_freq(TEXT, lexeme)
+        df = dfs[lexeme]
         if df:
             n = max(live, df)
             scored.append((max(1, tf) * math.log1p((n - df + 0.5) / (df + 0.5)), lexeme))

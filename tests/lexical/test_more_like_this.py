@@ -14,6 +14,7 @@ import tantivy
 
 from pipeline.domain.read_model import Filters
 from pipeline.lexical.documents import (
+    TEXT,
     RowDocument,
     namespace_dir,
     open_index,
@@ -87,7 +88,9 @@ def test_like_builds_its_own_query_while_deleted_documents_count(
     index = searcher.index(ns)
     assert index is not None
     # the query built here is Tantivy's: the same rows, the same scores
-    own = _top(index.searcher(), _like_query(index.searcher(), terms), 10)
+    live = index.searcher()
+    dfs = {lexeme: live.doc_freq(TEXT, lexeme) for lexeme in terms}
+    own = _top(live, _like_query(live.num_docs, terms, dfs), 10)
     assert [h.id for h in own] == [h.id for h in tantivys]
     assert [h.score for h in own] == pytest.approx([h.score for h in tantivys], rel=1e-5)
 
