@@ -140,6 +140,9 @@ class StandbyMonitor:
         self._history = WalHistory(keep_seconds=max_lag * 2 + LAG_PROBE_SECONDS * 4)
         self.state = DOWN
         self._replay_checked_at = 0.0
+        # when the question behind `state.replayed` was asked: a probe's answer that was asked
+        # earlier but arrives later must not take a newer (higher) answer back
+        self._replayed_asked_at = 0.0
         self._asking: asyncio.Lock | None = None
         self._warned = False
 
@@ -151,6 +154,7 @@ class StandbyMonitor:
             log.debug("standby probe: the primary did not answer: %s", exc)
             return self.state
         self._history.add(time.monotonic(), written)
+        asked_at = time.monotonic()
         try:
             replayed_text, in_recovery = await self._standby.one(_REPLAYED)
         except Exception as exc:
@@ -160,9 +164,15 @@ class StandbyMonitor:
             return self._down("the read DSN's server is not a standby in recovery")
         replayed = parse_lsn(replayed_text)
         now = time.monotonic()
-        self.state = StandbyState(up=True, lag_seconds=self._history.lag(replayed, now),
-                                  replayed=replayed, probed_at=now)
-        self._replay_checked_at = now
+        lag = self._history.lag(replayed, now)
+        if self.state.up and self.state.replayed is not None \
+                and self._replayed_asked_at > asked_at:
+            # a question asked after ours already answered: replay only moves forward
+            replayed = max(replayed, self.state.replayed)
+        else:
+            self._replayed_asked_at = asked_at
+        self.state = StandbyState(up=True, lag_seconds=lag, replayed=replayed, probed_at=now)
+        self._replay_checked_at = max(self._replay_checked_at, asked_at)
         if self._warned:
             self._warned = False
             log.warning("the read standby answers again (lag %.2f s)", self.state.lag_seconds)
@@ -192,13 +202,14 @@ class StandbyMonitor:
             self._asking = asyncio.Lock()
         async with self._asking:  # one question at a time; the others take its answer
             if time.monotonic() - self._replay_checked_at >= REPLAY_CACHE_SECONDS:
-                self._replay_checked_at = time.monotonic()
+                asked_at = self._replay_checked_at = time.monotonic()
                 try:
                     replayed_text, _ = await self._standby.one(_REPLAYED)
                 except Exception as exc:
                     self._down(f"{type(exc).__name__}: {exc}")
                     return False
                 if replayed_text is not None and self.state.up:
+                    self._replayed_asked_at = max(self._replayed_asked_at, asked_at)
                     self.state = StandbyState(
                         up=True, lag_seconds=self.state.lag_seconds,
                         replayed=max(parse_lsn(replayed_text), self.state.replayed or 0),

@@ -3,11 +3,20 @@ primary's sampled WAL positions (pipeline/postgres/lsn.py, standby.py)."""
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import pytest
 from hypothesis import given, strategies as st
 
 from pipeline.postgres.lsn import format_lsn, parse_lsn
-from pipeline.postgres.standby import DOWN, StandbyState, WalHistory
+from pipeline.postgres.standby import (
+    DOWN,
+    REPLAY_CACHE_SECONDS,
+    StandbyMonitor,
+    StandbyState,
+    WalHistory,
+)
 
 
 @given(st.integers(min_value=0, max_value=2**64 - 1))
@@ -91,3 +100,44 @@ def test_the_read_dsn_follows_the_generation_database_as_the_primary_dsn_does() 
     assert unset.for_generation(3, dbname="x", graph_name="g3", consumer_group="c3",
                                 embedder="static",
                                 embedding_dim=256).effective_postgres_read_dsn is None
+
+
+class _Answers:
+    """A probe connection whose answers are given by the test, each when it says so."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[asyncio.Future[tuple[Any, ...]], str]] = []
+
+    async def one(self, query: str) -> tuple[Any, ...]:
+        answer: asyncio.Future[tuple[Any, ...]] = asyncio.get_running_loop().create_future()
+        self.pending.append((answer, query))
+        return await answer
+
+    def answer(self, index: int, row: tuple[Any, ...]) -> None:
+        self.pending[index][0].set_result(row)
+
+
+def test_a_probe_answered_late_does_not_take_back_a_newer_replay_position() -> None:
+    """The probe asks the standby; a read that needs a newer position asks again and is told
+    it has replayed it; then the probe's older answer arrives. Reads of that position still
+    go to the standby (the standby's replay only moves forward)."""
+    async def scenario() -> None:
+        monitor = StandbyMonitor("postgresql://primary", "postgresql://standby", max_lag=60.0)
+        primary, standby = _Answers(), _Answers()
+        monitor._primary, monitor._standby = primary, standby  # type: ignore[assignment]
+        monitor.state = StandbyState(up=True, lag_seconds=0.0, replayed=100, probed_at=0.0)
+        probing = asyncio.create_task(monitor.probe())
+        await asyncio.sleep(0)
+        primary.answer(0, ("0/C8",))
+        await asyncio.sleep(0)
+        assert len(standby.pending) == 1  # the probe's question is on its way
+        await asyncio.sleep(REPLAY_CACHE_SECONDS)
+        reading = asyncio.create_task(monitor.has_replayed(200))
+        await asyncio.sleep(0)
+        standby.answer(1, ("0/C8", True))
+        assert await reading
+        standby.answer(0, ("0/64", True))  # asked first, answered last
+        await probing
+        assert monitor.state.up and monitor.state.replayed == 200
+        assert await monitor.has_replayed(200)
+    asyncio.run(scenario())
