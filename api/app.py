@@ -169,6 +169,7 @@ def create_app(settings: Settings | None = None,
     app.exception_handler(PoolTimeout)(errors.database_down)
     app.exception_handler(StarletteHTTPException)(errors.http_error)
     app.exception_handler(RequestValidationError)(errors.validation_error)
+    app.exception_handler(Exception)(errors.unexpected_error)
     # innermost of the middleware: a request's reads are routed once its key is known
     app.add_middleware(ReadRouting)
     limits.install(app, settings)  # before the metrics: their refusals are timed too

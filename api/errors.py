@@ -104,6 +104,13 @@ async def brainstream_error(request: Request, exc: BrainstreamError) -> JSONResp
     return error_response(exc)
 
 
+async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+    """Any other failure: a JSON 500 with code `internal` and no detail (the server logs the
+    traceback), never Starlette's plain-text page."""
+    return JSONResponse(status_code=500, content={"error": {
+        "code": "internal", "message": "internal error", "field": None}})
+
+
 async def database_down(request: Request, exc: Exception) -> JSONResponse:
     """Postgres restarting or unreachable wherever the query ran: a 503 the client may retry,
     never a 500 (most reads map this already: pipeline.postgres.pool.read_connection)."""

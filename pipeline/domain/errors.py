@@ -72,6 +72,14 @@ class TooManyRequests(BrainstreamError):
         self.retry_after = retry_after
 
 
+class EngineFailed(BrainstreamError):
+    """An engine the product embeds (Tantivy) failed on this request with an internal error of
+    its own (a Rust panic): answered 500 with this code, logged with its cause; the process and
+    other requests go on."""
+
+    code = "engine_failed"
+
+
 class ChannelDegraded(Unavailable):
     """An optional search channel's own dependency (the query embedder) cannot answer: the
     answer leaves the channel out and carries the channel's degrade label. What every channel

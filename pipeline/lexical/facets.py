@@ -17,7 +17,6 @@ property whose present values are not all numbers, ties across the cut, scoped r
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections import Counter
 from collections.abc import Sequence
@@ -42,7 +41,7 @@ from pipeline.lexical.documents import (
     id_from_halves,
 )
 from pipeline.lexical.queries import filter_clauses
-from pipeline.lexical.searcher import TantivySearcher
+from pipeline.lexical.searcher import TantivySearcher, run_tantivy
 
 # Terms buckets asked per facet: every distinct value (Tantivy refuses an aggregation past
 # 65,000 buckets; such a facet goes to SQL).
@@ -67,7 +66,7 @@ class TantivyFacets:
         if scope_ids or not any(_supported(p) for p in plans):
             return [None] * len(plans)
         lexemes = await self.searcher.lexemes(query)
-        return await asyncio.to_thread(self._facets, namespace, lexemes, filters, candidates,
+        return await run_tantivy(self._facets, namespace, lexemes, filters, candidates,
                                        plans)
 
     def _facets(self, namespace: uuid.UUID, lexemes: Sequence[str], filters: Filters,
@@ -101,7 +100,7 @@ class TantivyFacets:
         if scope_ids or not _sortable(plan):
             return None
         lexemes = await self.searcher.lexemes(query)
-        return await asyncio.to_thread(self._sorted, namespace, lexemes, filters, ranked,
+        return await run_tantivy(self._sorted, namespace, lexemes, filters, ranked,
                                        plan, limit)
 
     def _sorted(self, namespace: uuid.UUID, lexemes: Sequence[str], filters: Filters,

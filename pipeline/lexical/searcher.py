@@ -19,6 +19,7 @@ cached), so query and documents share one analysis.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import os
 import threading
@@ -26,10 +27,12 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
+from typing import ParamSpec, TypeVar
 
 import tantivy
 
 from pipeline.domain.bm25 import LIKE_MAX_TERMS
+from pipeline.domain.errors import EngineFailed
 from pipeline.domain.read_model import Filters, Hit
 from pipeline.lexical.documents import (
     ID_HI,
@@ -45,6 +48,24 @@ from pipeline.lexical.queries import filter_clauses, filtered
 
 Lexemes = Callable[[str], Awaitable[list[str]]]
 Stamp = tuple[int, int, int] | None
+P = ParamSpec("P")
+T = TypeVar("T")
+
+log = logging.getLogger(__name__)
+
+
+async def run_tantivy(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """`fn` off the event loop; a Rust panic inside Tantivy (pyo3's PanicException, a
+    BaseException no handler of the API would catch: the caller got a plain-text 500) becomes
+    `EngineFailed`, a JSON 500 for this request alone."""
+    try:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+    except BaseException as exc:
+        if type(exc).__name__ != "PanicException":
+            raise
+        log.error("Tantivy panicked in %s: %s", getattr(fn, "__name__", fn), exc,
+                  exc_info=exc)
+        raise EngineFailed(f"the lexical engine failed on this query: {exc}") from None
 
 
 def _stamp(path: Path) -> Stamp:
@@ -121,7 +142,7 @@ class TantivySearcher:
         lexemes = await self.lexemes(query)
         if not lexemes:
             return []
-        return await asyncio.to_thread(self._bm25, namespace, lexemes, filters, scope_ids, k)
+        return await run_tantivy(self._bm25, namespace, lexemes, filters, scope_ids, k)
 
     def _bm25(self, namespace: uuid.UUID, lexemes: Sequence[str], filters: Filters,
               scope_ids: Sequence[uuid.UUID], k: int) -> list[Hit]:
@@ -141,7 +162,7 @@ class TantivySearcher:
         filter_clauses(filters, scope_ids)
         if k <= 0 or not terms:
             return []
-        return await asyncio.to_thread(self._like, namespace, terms, filters, scope_ids, k)
+        return await run_tantivy(self._like, namespace, terms, filters, scope_ids, k)
 
     def _like(self, namespace: uuid.UUID, terms: Mapping[str, int], filters: Filters,
               scope_ids: Sequence[uuid.UUID], k: int) -> list[Hit]:
@@ -174,7 +195,7 @@ class TantivySearcher:
         words = sorted(words, key=lambda w: (-len(w), w))[: self.fuzzy_max_words]
         if not words:
             return []
-        return await asyncio.to_thread(self._fuzzy, namespace, words, filters, scope_ids, k)
+        return await run_tantivy(self._fuzzy, namespace, words, filters, scope_ids, k)
 
     def _fuzzy(self, namespace: uuid.UUID, words: Sequence[str], filters: Filters,
                scope_ids: Sequence[uuid.UUID], k: int) -> list[Hit]:

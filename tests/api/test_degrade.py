@@ -9,6 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
+from pipeline.lexical.searcher import TantivySearcher
 from pipeline.settings import Settings
 from tests.api.conftest import Tenant
 
@@ -49,3 +50,39 @@ def test_embedder_and_graph_down(api_settings: Settings, tenants: dict[str, Tena
         assert ready.json()["dependencies"]["falkordb"] == "down"
         metrics = client.get("/metrics").text
         assert 'brainstream_api_degraded_total{endpoint="search",mode="lexical_only"}' in metrics
+
+
+class PanicException(BaseException):
+    """What pyo3 raises when Rust code (Tantivy) panics: a BaseException, by its name."""
+
+
+def test_an_engine_panic_and_an_unexpected_error_answer_json_500s(
+        api_settings: Settings, tenants: dict[str, Tenant],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    a = tenants["a"]
+    with TestClient(create_app(api_settings), raise_server_exceptions=False) as client:
+        def panics(*args: object) -> None:
+            raise PanicException("called `Option::unwrap()` on a `None` value")
+
+        monkeypatch.setattr(TantivySearcher, "_bm25", panics)
+        answer = client.post("/v1/search", json={"query": "Rotterdam pilot"},
+                             headers=a.headers)
+        assert answer.status_code == 500
+        assert answer.json()["error"] == {"code": "engine_failed",
+                                          "message": "internal error", "field": None}
+
+        def fails(*args: object) -> None:
+            raise RuntimeError("a bug")
+
+        monkeypatch.setattr(TantivySearcher, "_bm25", fails)
+        answer = client.post("/v1/search", json={"query": "Rotterdam pilot"},
+                             headers=a.headers)
+        assert answer.status_code == 500
+        assert answer.json()["error"] == {"code": "internal", "message": "internal error",
+                                          "field": None}
+        monkeypatch.undo()
+        # the process goes on: the next search answers
+        search = client.post("/v1/search", json={"query": "Rotterdam pilot"},
+                             headers=a.headers)
+        assert search.status_code == 200, search.text
+        assert search.json()["objects"][0]["id"] == a.ids["note"]
