@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -68,6 +70,10 @@ def bench_stack(settings: Settings, *, fresh: bool, sql_postings: bool = False
     stack.stop()  # whatever an interrupted earlier run left on this data dir
     if fresh:
         shutil.rmtree(settings.resolved_data_dir, ignore_errors=True)
+    # a benchmark stopped with SIGTERM (kill, timeout) stops its services too: without this
+    # the signal ended the process at once and left them running, holding their ports
+    previous = (signal.signal(signal.SIGTERM, _exit_on_term)
+                if threading.current_thread() is threading.main_thread() else None)
     try:
         stack.start(report=lambda line: log(f"stack: {line}"))
         apply_migrations(settings.model_copy(update={"lexical_engine": "postgres"})
@@ -77,6 +83,12 @@ def bench_stack(settings: Settings, *, fresh: bool, sql_postings: bool = False
         yield stack
     finally:
         stack.stop(report=lambda line: log(f"stack: {line}"))
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_term(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 # -- write path ------------------------------------------------------------------------------
