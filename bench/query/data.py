@@ -49,6 +49,7 @@ _TYPES = ("uuid", "uuid", "text", "text", "text", "uuid", "int4", "bool", "vecto
 # The vector and its state go to `object_embeddings` (migration 0033), the rest to `objects`.
 _EMBEDDING_COLUMNS = ("embedding", "embedded_hash", "embed_status")
 _OBJECT_AT = [i for i, c in enumerate(_COLUMNS) if c not in _EMBEDDING_COLUMNS]
+_PARENT_AT = _COLUMNS.index("parent_id")
 _EMBEDDING_AT = [_COLUMNS.index(c) for c in ("id", "namespace_id", "parent_id",
                                               "index_text_hash", *_EMBEDDING_COLUMNS)]
 
@@ -164,13 +165,21 @@ def load_rows(settings: Settings, rows: Sequence[tuple[Any, ...]],
             copy.set_types([_TYPES[i] for i in _OBJECT_AT])
             for row in rows:
                 copy.write_row([row[i] for i in _OBJECT_AT])
+        # an object with live parts is never searched itself (migration 0057): its row says so,
+        # as the insert trigger would have written it, or HNSW walks past it on every search
+        with_parts = {row[_PARENT_AT] for row in rows if row[_PARENT_AT] is not None}
         with conn.cursor() as cur, cur.copy(
                 "COPY object_embeddings (id, namespace_id, root_id, index_text_hash, embedding,"
-                " embedded_hash, embed_status) FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(["uuid", "uuid", "uuid", "text", "vector", "text", "text"])
+                " embedded_hash, embed_status, has_live_parts) FROM STDIN (FORMAT BINARY)"
+                ) as copy:
+            copy.set_types(["uuid", "uuid", "uuid", "text", "vector", "text", "text", "bool"])
             for row in rows:
                 oid, ns, parent, *rest = (row[i] for i in _EMBEDDING_AT)
-                copy.write_row([oid, ns, parent or oid, *rest])
+                copy.write_row([oid, ns, parent or oid, *rest, oid in with_parts])
+        # parents of an earlier load that got new parts now
+        earlier = with_parts - {row[0] for row in rows}
+        if earlier:
+            conn.execute("SELECT brainstream_live_parts(%s)", (list(earlier),))
         conn.execute("ALTER TABLE objects ENABLE TRIGGER objects_embedding_insert")
         times["copy objects"] = time.perf_counter() - started
         started = time.perf_counter()
