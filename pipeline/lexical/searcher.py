@@ -34,9 +34,13 @@ import tantivy
 from pipeline.domain.bm25 import LIKE_MAX_TERMS
 from pipeline.domain.errors import EngineFailed
 from pipeline.domain.read_model import Filters, Hit
+from pipeline.lexical.conditions import condition_query
 from pipeline.lexical.documents import (
     ID_HI,
     ID_LO,
+    LEAD,
+    ROOT_HI,
+    ROOT_LO,
     SCHEMA,
     TEXT,
     id_from_halves,
@@ -182,6 +186,34 @@ class TantivySearcher:
                 SCHEMA, {TEXT: values}, min_doc_frequency=1, min_term_frequency=1,
                 max_query_terms=LIKE_MAX_TERMS, boost_factor=1.0)
         return _top(searcher, filtered(scoring, filters, scope_ids), k)
+
+    async def where_roots(self, namespace: uuid.UUID, filters: Filters, cap: int
+                          ) -> list[uuid.UUID] | None:
+        """The promoted objects passing `filters.where` as this host's replica holds them (one
+        lead document each, its properties fast fields): at most `cap` + 1, so more than `cap`
+        says the `where` is not narrow. None without a `where` or a current index. The dense
+        channel starts from these where Postgres would test every object's properties
+        (`PgPartSearcher`); it still tests the rows it reads."""
+        if filters.where is None:
+            return None
+        clause = condition_query(filters.where)
+        return await run_tantivy(self._where_roots, namespace, clause, cap)
+
+    def _where_roots(self, namespace: uuid.UUID, clause: tantivy.Query, cap: int
+                     ) -> list[uuid.UUID] | None:
+        index = self.current_index(namespace)
+        if index is None:
+            return None
+        searcher = index.searcher()
+        lead = tantivy.Query.range_query(SCHEMA, LEAD, tantivy.FieldType.Unsigned,
+                                         lower_bound=1, upper_bound=1)
+        query = tantivy.Query.boolean_query([(tantivy.Occur.Must, lead),
+                                             (tantivy.Occur.Must, clause)])
+        addresses = [a for _, a in searcher.search(query, cap + 1, count=False,
+                                                   order_by_field=ROOT_HI).hits]
+        his = searcher.fast_field_values(ROOT_HI, addresses)
+        los = searcher.fast_field_values(ROOT_LO, addresses)
+        return [id_from_halves(int(h or 0), int(lo or 0)) for h, lo in zip(his, los, strict=True)]
 
     async def search_fuzzy(self, namespace: uuid.UUID, query: str, filters: Filters,
                            scope_ids: Sequence[uuid.UUID], k: int) -> list[Hit]:

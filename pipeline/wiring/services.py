@@ -230,6 +230,7 @@ async def build_services(settings: Settings) -> Services:
                     *(c for c in channels if c.name not in ("lexical", "trigram"))]
         config = replace(config, exact_channels=("lexical", "fuzzy"))
         match_sets = PgMatchSet(pool, index=TantivyFacets(index))
+        searcher.where_roots_index = index.where_roots
     ppr = ppr_stage(settings, pool)
     engine = RetrievalEngine(searcher, reader, result_sets, catalog, embed_query, config,
                              channels=channels, ppr=ppr, reranker=rerank_stage(settings.reranker),

@@ -15,7 +15,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from pipeline.domain.kinds import catalog_from_dict
+from pipeline.domain.read_model import Filters
 from pipeline.ingest.store.catalog import apply_catalog
+from pipeline.retrieval.requests import with_where
+from pipeline.retrieval.store.filters import MAX_WHERE_ROOTS
 from pipeline.settings import Settings
 from tests.apiutil import ApiTenant, api_client, ok
 from tests.pipelineutil import ingest, put
@@ -157,3 +160,45 @@ def test_bad_conditions_are_422_naming_the_field(env: Any, where: Any, field: st
                              headers=tenants["a"].headers)
         assert answer.status_code == 422, answer.text
         assert answer.json()["error"]["field"] == field, (path, answer.json())
+
+
+def test_the_dense_channel_takes_a_wheres_objects_from_the_replica(env: Any) -> None:
+    """With the Tantivy engine the dense channel lists the objects passing a narrow `where`
+    from the host's replica (their properties are fast fields there) instead of testing every
+    object's properties in Postgres: the listing is the tenant's passing objects, exactly, and
+    the channel answers as it does from Postgres's own listing."""
+    client, tenants, props = env
+    services = client.app.state.services
+    searcher = services.engine.searcher
+    lexical_engine = services.settings.lexical_engine
+    assert (searcher.where_roots_index is not None) == (lexical_engine == "tantivy")
+    if searcher.where_roots_index is None:
+        return
+    listing = searcher.where_roots_index
+    dense = services.engine.channels["dense"]
+    cases = [({"jsonpath": "$.price", "lt": 10}, lambda p: p["price"] < 10),
+             ({"and": [{"jsonpath": "$.color", "eq": "red"},
+                       {"jsonpath": "$.published", "lt": "2024-04-01"}]},
+              lambda p: p.get("color") == "red" and p["published"] < "2024-04"),
+             ({"jsonpath": "$.price", "gte": 999}, lambda p: p["price"] >= 999)]
+    for name, tenant in tenants.items():
+        for where, keep in cases:
+            filters = with_where(Filters(), where)
+            wanted = {uuid.UUID(i) for i, p in props[name].items() if keep(p)}
+            listed = client.portal.call(listing, tenant.namespace, filters, MAX_WHERE_ROOTS)
+            assert listed is not None and set(listed) == wanted, (name, where)
+            assert len(listed) == len(set(listed))  # one lead document per object
+            from_index = client.portal.call(dense.candidates, tenant.namespace, "widget gears",
+                                            filters, (), 50)
+            searcher.where_roots_index = None
+            try:
+                from_postgres = client.portal.call(dense.candidates, tenant.namespace,
+                                                   "widget gears", filters, (), 50)
+            finally:
+                searcher.where_roots_index = listing
+            assert from_index == from_postgres, (name, where)
+            assert {h.id for h in from_index} <= {uuid.UUID(i) for i in props[name]}
+            assert bool(from_index) == bool(wanted)
+    # more than the cap pass: the listing says so (the channel then joins in SQL)
+    every = with_where(Filters(), {"jsonpath": "$.price", "exists": True})
+    assert len(client.portal.call(listing, tenants["a"].namespace, every, 5) or []) == 6

@@ -117,8 +117,9 @@ def filter_conditions(filters: Filters, scope_ids: Sequence[uuid.UUID], *,
             p, sql.Placeholder(holder)))
         params[holder] = docs
     if where_roots is not None:
-        # the promoted objects passing `where`, found first (`passing_roots`): a condition on
-        # the row itself, which the planner can drive from (parts by their parent's index)
+        # the promoted objects passing `where`, found first (`passing_roots`, or the host's
+        # lexical replica): a condition on the row itself, which the planner can drive from
+        # (parts by their parent's index)
         parts.append(sql.SQL("({}.parent_id = ANY(%(f_roots)s::uuid[]) OR ({}.parent_id IS NULL"
                              " AND {}.id = ANY(%(f_roots)s::uuid[])))").format(o, o, o))
         params["f_roots"] = list(where_roots)

@@ -117,6 +117,16 @@ DENSE_WITHIN_EXACT = sql.SQL(
     " AND (e.embedding <=> %(v)s) <= %(maxd)s::float8"
     " ORDER BY (e.embedding <=> %(v)s) + 0, o.id LIMIT %(k)s")
 
+# Dense, filtered: how many rows pass, counted up to `bound` (n), and, when fewer than `bound`
+# pass, their exact cosine top k (one row of n alone when more pass: HNSW serves). One read of
+# the passing rows where a count and then an exact scan read them twice.
+DENSE_EXACT_IF_FEW = sql.SQL(
+    "WITH p AS MATERIALIZED (SELECT o.id, e.embedding FROM {from_} WHERE {where}"
+    " LIMIT %(bound)s), n AS (SELECT count(*) AS n FROM p)"
+    " SELECT n.n, x.id, x.score FROM n LEFT JOIN LATERAL ("
+    "SELECT p.id, 1 - (p.embedding <=> %(v)s) AS score FROM p WHERE n.n < %(bound)s"
+    " ORDER BY p.embedding <=> %(v)s, p.id LIMIT %(k)s) AS x ON true")
+
 # Dense: how many rows pass, counted up to a bound (is an exact scan cheap enough?).
 DENSE_PASSING = sql.SQL(
     "SELECT count(*) FROM (SELECT 1 FROM {from_} WHERE {where} LIMIT %(bound)s) AS s")
