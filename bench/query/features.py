@@ -47,11 +47,10 @@ from bench.query.data import (
     object_rows,
     part_count,
 )
+from bench.query.lexical import build_lexical_index
 from pipeline.domain.read_model import FacetSpec, Filters, Page, SearchQuery, SortSpec
 from pipeline.embedding.embedders.static import StaticEmbedder
-from pipeline.lexical.writer import LexicalWriter
 from pipeline.ops.lexical import rebuild_stale_lexical
-from pipeline.postgres.pool import make_pool
 from pipeline.retrieval.requests import with_where
 from pipeline.settings import Settings
 from pipeline.wiring import build_services, freeze_startup_heap
@@ -78,6 +77,7 @@ def load(settings: Settings, parts: int) -> None:
     if part_count(settings) >= parts:
         if rebuild_stale_lexical(settings):
             log("rebuilt the Tantivy index (older schema)")
+        build_lexical_index(settings)  # a replica as a read host keeps one (its cursor too)
         return
     source = load_source()
     rng = random.Random(SEED)
@@ -93,11 +93,7 @@ def load(settings: Settings, parts: int) -> None:
             conn.execute("ALTER TABLE objects ENABLE TRIGGER USER")
         conn.execute("VACUUM (ANALYZE) objects")
     log("building the Tantivy index ...")
-    pool = make_pool(settings, max_size=2, name="bench-facets")
-    try:
-        LexicalWriter(settings, pool).rebuild([NAMESPACE])
-    finally:
-        pool.close()
+    build_lexical_index(settings)
 
 
 async def measure(settings: Settings, claims: list[str]

@@ -84,6 +84,13 @@ def read_state(settings: StackSettings) -> ReplicaState | None:
         return None
 
 
+def replica_cursor(settings: StackSettings) -> tuple[int, int] | None:
+    """The cursor (xid, id) of this data directory's replica of `settings`' database and
+    generation, as its state file says (None: it never finished building itself)."""
+    state = read_state(settings)
+    return None if state is None else (state.cursor.xid, state.cursor.id)
+
+
 def write_state(settings: StackSettings, state: ReplicaState) -> None:
     """Replace the state atomically (a rename), after the indexes it describes committed."""
     path = _state_path(settings)

@@ -87,7 +87,8 @@ class TantivySearcher:
 
     def __init__(self, data_dir: Path, generation: int, lexemes: Lexemes, *,
                  fuzzy_distance: int = 1, fuzzy_min_chars: int = 4, fuzzy_max_words: int = 16,
-                 open_indexes: int = 256) -> None:
+                 open_indexes: int = 256,
+                 replica_cursor: Callable[[], tuple[int, int] | None] | None = None) -> None:
         self.data_dir = data_dir
         self.generation = generation
         self.lexemes = lexemes
@@ -95,6 +96,8 @@ class TantivySearcher:
         self.fuzzy_min_chars = fuzzy_min_chars
         self.fuzzy_max_words = fuzzy_max_words
         self.open_indexes = open_indexes
+        # the cursor of the replica these indexes are (its state file; None: not built yet)
+        self.replica_cursor = replica_cursor
         # namespace -> (its index, the stamp of the meta.json its reader last loaded, whether
         # it has an older schema: a rebuild replaces such an index, which is then reopened)
         self._indexes: OrderedDict[uuid.UUID, tuple[tantivy.Index, Stamp, bool]] = (
@@ -188,21 +191,25 @@ class TantivySearcher:
         return _top(searcher, filtered(scoring, filters, scope_ids), k)
 
     async def where_roots(self, namespace: uuid.UUID, filters: Filters, cap: int
-                          ) -> list[uuid.UUID] | None:
+                          ) -> tuple[list[uuid.UUID], tuple[int, int]] | None:
         """The promoted objects passing `filters.where` as this host's replica holds them (one
-        lead document each, its properties fast fields): at most `cap` + 1, so more than `cap`
-        says the `where` is not narrow. None without a `where` or a current index. The dense
-        channel starts from these where Postgres would test every object's properties
-        (`PgPartSearcher`); it still tests the rows it reads."""
-        if filters.where is None:
+        lead document each, its properties fast fields), at most `cap` + 1 (more than `cap`:
+        the `where` is not narrow), and the replica's cursor (xid, id): the index holds every
+        change log row up to it, those beyond are its lag. None without a `where`, a replica
+        state (`replica_cursor`) or a current index. The dense channel starts from these where
+        Postgres would test every object's properties, and tests the lagging objects itself
+        (`PgPartSearcher`)."""
+        if filters.where is None or self.replica_cursor is None:
             return None
         clause = condition_query(filters.where)
         return await run_tantivy(self._where_roots, namespace, clause, cap)
 
     def _where_roots(self, namespace: uuid.UUID, clause: tantivy.Query, cap: int
-                     ) -> list[uuid.UUID] | None:
-        index = self.current_index(namespace)
-        if index is None:
+                     ) -> tuple[list[uuid.UUID], tuple[int, int]] | None:
+        # the cursor first: the index opened after it holds at least what the cursor says
+        cursor = None if self.replica_cursor is None else self.replica_cursor()
+        index = None if cursor is None else self.current_index(namespace)
+        if cursor is None or index is None:
             return None
         searcher = index.searcher()
         lead = tantivy.Query.range_query(SCHEMA, LEAD, tantivy.FieldType.Unsigned,
@@ -213,7 +220,8 @@ class TantivySearcher:
                                                    order_by_field=ROOT_HI).hits]
         his = searcher.fast_field_values(ROOT_HI, addresses)
         los = searcher.fast_field_values(ROOT_LO, addresses)
-        return [id_from_halves(int(h or 0), int(lo or 0)) for h, lo in zip(his, los, strict=True)]
+        return ([id_from_halves(int(h or 0), int(lo or 0)) for h, lo in zip(his, los, strict=True)],
+                cursor)
 
     async def search_fuzzy(self, namespace: uuid.UUID, query: str, filters: Filters,
                            scope_ids: Sequence[uuid.UUID], k: int) -> list[Hit]:

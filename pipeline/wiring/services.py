@@ -15,6 +15,7 @@ import asyncio
 import gc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 from psycopg_pool import AsyncConnectionPool
 
@@ -25,6 +26,7 @@ from pipeline.graph.falkordb.reconnecting import ReconnectingGraphReader
 from pipeline.ingest.store.catalog import CachedCatalog
 from pipeline.lexical.facets import TantivyFacets
 from pipeline.lexical.postings_switch import NOT_MAINTAINED, postings_maintained_async
+from pipeline.lexical.replica import replica_cursor
 from pipeline.lexical.searcher import TantivySearcher
 from pipeline.memory.store.read import PgMemoryReader
 from pipeline.ports import Channel, Embedder, MentionReader, QueryEmbedder
@@ -225,7 +227,8 @@ async def build_services(settings: Settings) -> Services:
     match_sets = PgMatchSet(pool)
     if settings.lexical_engine == "tantivy":
         index = TantivySearcher(settings.resolved_data_dir, settings.generation,
-                                searcher.query_lexemes)
+                                searcher.query_lexemes,
+                                replica_cursor=partial(replica_cursor, settings))
         channels = [*lexical_channels(index),
                     *(c for c in channels if c.name not in ("lexical", "trigram"))]
         config = replace(config, exact_channels=("lexical", "fuzzy"))

@@ -185,8 +185,10 @@ def test_the_dense_channel_takes_a_wheres_objects_from_the_replica(env: Any) -> 
         for where, keep in cases:
             filters = with_where(Filters(), where)
             wanted = {uuid.UUID(i) for i, p in props[name].items() if keep(p)}
-            listed = client.portal.call(listing, tenant.namespace, filters, MAX_WHERE_ROOTS)
-            assert listed is not None and set(listed) == wanted, (name, where)
+            answer = client.portal.call(listing, tenant.namespace, filters, MAX_WHERE_ROOTS)
+            assert answer is not None
+            listed = answer[0]
+            assert set(listed) == wanted, (name, where)
             assert len(listed) == len(set(listed))  # one lead document per object
             from_index = client.portal.call(dense.candidates, tenant.namespace, "widget gears",
                                             filters, (), 50)
@@ -201,4 +203,46 @@ def test_the_dense_channel_takes_a_wheres_objects_from_the_replica(env: Any) -> 
             assert bool(from_index) == bool(wanted)
     # more than the cap pass: the listing says so (the channel then joins in SQL)
     every = with_where(Filters(), {"jsonpath": "$.price", "exists": True})
-    assert len(client.portal.call(listing, tenants["a"].namespace, every, 5) or []) == 6
+    answer = client.portal.call(listing, tenants["a"].namespace, every, 5)
+    assert answer is not None and len(answer[0]) == 6
+
+
+def test_objects_the_replica_has_not_caught_up_with_are_judged_in_postgres(env: Any) -> None:
+    """The replica's list of a `where`'s objects is as of its cursor: an object whose change
+    it has not applied is judged by Postgres (a `wait: true` write is found at once, an object
+    that no longer passes is left out). Here the lag is staged: the replica's answer is given
+    without one object that passes and with one that does not, each with a change log row
+    beyond the cursor it reports."""
+    client, tenants, props = env
+    services = client.app.state.services
+    searcher = services.engine.searcher
+    if services.settings.lexical_engine != "tantivy":
+        assert searcher.where_roots_index is None
+        return
+    a = tenants["a"]
+    filters = with_where(Filters(), {"jsonpath": "$.price", "lt": 10})
+    passing = sorted(uuid.UUID(i) for i, p in props["a"].items() if p["price"] < 10)
+    failing = next(uuid.UUID(i) for i, p in props["a"].items() if p["price"] >= 10)
+    late, listing = passing[0], searcher.where_roots_index
+    with psycopg.connect(services.settings.effective_postgres_dsn, autocommit=True) as conn:
+        logged = [conn.execute("INSERT INTO lexical_log (namespace_id, root_id) VALUES (%s, %s)"
+                               " RETURNING xid::text, id", (a.namespace, oid)).fetchone()
+                  for oid in (late, failing)]
+    first = min((int(row[0]), int(row[1])) for row in logged if row is not None)
+
+    async def stale(namespace: uuid.UUID, given: Filters, cap: int
+                    ) -> tuple[list[uuid.UUID], tuple[int, int]] | None:
+        return [r for r in passing if r != late] + [failing], (first[0], first[1] - 1)
+
+    dense = services.engine.channels["dense"]
+    searcher.where_roots_index = None
+    try:
+        from_postgres = client.portal.call(dense.candidates, a.namespace, "widget gears",
+                                           filters, (), 50)
+        searcher.where_roots_index = stale
+        from_stale = client.portal.call(dense.candidates, a.namespace, "widget gears",
+                                        filters, (), 50)
+    finally:
+        searcher.where_roots_index = listing
+    assert from_stale == from_postgres
+    assert late in {h.id for h in from_stale} and failing not in {h.id for h in from_stale}

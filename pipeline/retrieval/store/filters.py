@@ -144,6 +144,23 @@ def searchable(namespace: uuid.UUID, filters: Filters = NO_FILTERS,
     return Fragment(where, {"ns": namespace, **extra.params})
 
 
+def lagging_roots(namespace: uuid.UUID, filters: Filters, cursor: tuple[int, int]
+                  ) -> Fragment:
+    """The statement listing the promoted objects of `namespace` whose changes a lexical
+    replica at `cursor` has not applied (its change log rows beyond it; at most
+    MAX_WHERE_ROOTS + 1), each with whether it passes `filters.where` now: what the replica's
+    own list of passing objects may have wrong."""
+    assert filters.where is not None
+    params: dict[str, Any] = {"ns": namespace, "f_cap": MAX_WHERE_ROOTS + 1,
+                              "f_xid": str(cursor[0]), "f_id": cursor[1]}
+    test = compile_condition(filters.where, params, sql.SQL("w.properties"))
+    return Fragment(sql.SQL(
+        "SELECT l.root_id, w.id IS NOT NULL FROM (SELECT DISTINCT root_id FROM lexical_log"
+        " WHERE namespace_id = %(ns)s AND (xid, id) > (%(f_xid)s::text::xid8, %(f_id)s)"
+        " LIMIT %(f_cap)s) AS l LEFT JOIN objects w ON w.id = l.root_id AND {} AND {}").format(
+        _ROOTS, test), params)
+
+
 def passing_roots(namespace: uuid.UUID, filters: Filters) -> Fragment | None:
     """The statement listing the promoted objects of `namespace` passing `filters.where`, at
     most MAX_WHERE_ROOTS + 1 of them (more: hand the statement the semi-join instead); None

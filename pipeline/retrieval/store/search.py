@@ -26,13 +26,16 @@ from pipeline.retrieval.store import search_sql
 from pipeline.retrieval.store.filters import (
     MAX_WHERE_ROOTS,
     Query,
+    lagging_roots,
     passing_roots,
     searchable,
 )
 
-# Lists the promoted objects of a namespace passing a filter's `where`, at most cap + 1 (None:
-# cannot say): `TantivySearcher.where_roots`.
-WhereRoots = Callable[[uuid.UUID, Filters, int], Awaitable[list[uuid.UUID] | None]]
+# Lists the promoted objects of a namespace passing a filter's `where` as a lexical replica
+# holds them, at most cap + 1, with the replica's change log cursor (xid, id); None: cannot
+# say (`TantivySearcher.where_roots`).
+WhereRoots = Callable[[uuid.UUID, Filters, int],
+                      Awaitable[tuple[list[uuid.UUID], tuple[int, int]] | None]]
 
 _HNSW_MAX_EF = 1000  # pgvector's upper bound for hnsw.ef_search
 # A range search's first HNSW fetch, and its growth while every row fetched is within the range.
@@ -315,17 +318,25 @@ class PgPartSearcher:
         against 8 ms unfiltered). None without a `where`, or when more than the cap pass.
 
         Listed by `where_roots_index` when it can say (under 1 ms at 100k parts, where testing
-        every object's properties here takes 3.5-5 ms, growing with the namespace): the dense
-        channel then judges a `where` as the host's lexical replica holds the properties, as
-        the lexical channel does (an object changed within the replica's lag may be judged by
-        its earlier properties; a re-check here made the planner scan every object)."""
+        every object's properties here takes 3.5-5 ms, growing with the namespace), corrected
+        by the objects the replica has not caught up with (its change log beyond its cursor,
+        tested here): the answer is Postgres's, a `wait: true` write included."""
         listing = passing_roots(namespace, filters)
         if listing is None:
             return None
-        found = None if self.where_roots_index is None else await self.where_roots_index(
+        listed = None if self.where_roots_index is None else await self.where_roots_index(
             namespace, filters, MAX_WHERE_ROOTS)
-        if found is None:  # no index to ask: test every object's properties here
-            found = [r[0] for r in await self._fetch(conn, listing.where, listing.params)]
+        if listed is not None:
+            roots, cursor = listed
+            if len(roots) > MAX_WHERE_ROOTS:
+                return None
+            lagging = lagging_roots(namespace, filters, cursor)
+            rows = await self._fetch(conn, lagging.where, lagging.params)
+            if len(rows) <= MAX_WHERE_ROOTS:  # else: far behind, test every object here
+                changed = {r[0] for r in rows}
+                found = [r for r in roots if r not in changed] + [r[0] for r in rows if r[1]]
+                return found if len(found) <= MAX_WHERE_ROOTS else None
+        found = [r[0] for r in await self._fetch(conn, listing.where, listing.params)]
         return found if len(found) <= MAX_WHERE_ROOTS else None
 
     async def search_dense_within(self, namespace: uuid.UUID, vector: Sequence[float],
