@@ -18,6 +18,7 @@ from pipeline.domain.kinds import catalog_from_dict
 from pipeline.domain.read_model import Filters
 from pipeline.ingest.store.catalog import apply_catalog
 from pipeline.retrieval.requests import with_where
+from pipeline.retrieval.store import filters as store_filters, search as store_search
 from pipeline.retrieval.store.filters import MAX_WHERE_ROOTS
 from pipeline.settings import Settings
 from tests.apiutil import ApiTenant, api_client, ok
@@ -246,3 +247,46 @@ def test_objects_the_replica_has_not_caught_up_with_are_judged_in_postgres(env: 
         searcher.where_roots_index = listing
     assert from_stale == from_postgres
     assert late in {h.id for h in from_stale} and failing not in {h.id for h in from_stale}
+
+
+def test_a_replica_far_behind_is_not_asked(env: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """More lagging change log rows than the correction reads (LOG_SCAN_ROWS, here 1): the
+    objects are listed in Postgres, whatever the replica says (here: a failing object it lists
+    with no log row of its own, which only Postgres's listing leaves out)."""
+    client, tenants, props = env
+    services = client.app.state.services
+    searcher = services.engine.searcher
+    if services.settings.lexical_engine != "tantivy":
+        return
+    a = tenants["a"]
+    filters = with_where(Filters(), {"jsonpath": "$.price", "lt": 10})
+    passing = [uuid.UUID(i) for i, p in props["a"].items() if p["price"] < 10]
+    wrong = next(uuid.UUID(i) for i, p in props["a"].items() if p["price"] >= 10)
+    with psycopg.connect(services.settings.effective_postgres_dsn, autocommit=True) as conn:
+        for oid in passing[:2]:
+            conn.execute("INSERT INTO lexical_log (namespace_id, root_id) VALUES (%s, %s)",
+                         (a.namespace, oid))
+        row = conn.execute("SELECT xid::text, id FROM lexical_log ORDER BY xid DESC, id DESC"
+                           " LIMIT 1 OFFSET 1").fetchone()
+    assert row is not None
+    cursor = (int(row[0]), int(row[1]) - 1)  # both rows beyond it
+
+    async def stale(namespace: uuid.UUID, given: Filters, cap: int
+                    ) -> tuple[list[uuid.UUID], tuple[int, int]] | None:
+        return [*passing, wrong], cursor
+
+    dense = services.engine.channels["dense"]
+    listing = searcher.where_roots_index
+    searcher.where_roots_index = stale
+    try:
+        corrected = client.portal.call(dense.candidates, a.namespace, "widget gears", filters,
+                                       (), 50)
+        monkeypatch.setattr(store_filters, "LOG_SCAN_ROWS", 1)
+        monkeypatch.setattr(store_search, "LOG_SCAN_ROWS", 1)
+        far_behind = client.portal.call(dense.candidates, a.namespace, "widget gears",
+                                        filters, (), 50)
+    finally:
+        searcher.where_roots_index = listing
+    assert wrong in {h.id for h in corrected}  # the correction trusts a listed object it
+    assert wrong not in {h.id for h in far_behind}  # has no log row of; Postgres does not
+    assert {h.id for h in far_behind} <= set(passing)

@@ -46,6 +46,10 @@ _ROOTS = sql.SQL("w.namespace_id = %(ns)s AND w.parent_id IS NULL AND w.deleted_
 # At most this many passing roots are handed to a statement as ids (`passing_roots`); beyond,
 # the filter is not narrow and the semi-join of `filter_conditions` serves.
 MAX_WHERE_ROOTS = 2000
+# A lexical replica's list of a `where`'s objects is corrected by the change log rows it has
+# not applied; more than this many (a bulk load it is still catching up with) and the objects
+# are listed in Postgres instead: the correction's read stays bounded (~2 ms).
+LOG_SCAN_ROWS = 5000
 
 
 @dataclass(frozen=True)
@@ -147,18 +151,22 @@ def searchable(namespace: uuid.UUID, filters: Filters = NO_FILTERS,
 def lagging_roots(namespace: uuid.UUID, filters: Filters, cursor: tuple[int, int]
                   ) -> Fragment:
     """The statement listing the promoted objects of `namespace` whose changes a lexical
-    replica at `cursor` has not applied (its change log rows beyond it; at most
-    MAX_WHERE_ROOTS + 1), each with whether it passes `filters.where` now: what the replica's
-    own list of passing objects may have wrong."""
+    replica at `cursor` has not applied (its change log rows beyond it), each with whether it
+    passes `filters.where` now: what the replica's own list of passing objects may have wrong.
+    Each row also says how many log rows were read (all namespaces'): at most
+    LOG_SCAN_ROWS, so a replica that far behind costs a bounded read and its listing is not
+    used. At least one row (root NULL when none lag)."""
     assert filters.where is not None
-    params: dict[str, Any] = {"ns": namespace, "f_cap": MAX_WHERE_ROOTS + 1,
+    params: dict[str, Any] = {"ns": namespace, "f_scan": LOG_SCAN_ROWS,
                               "f_xid": str(cursor[0]), "f_id": cursor[1]}
     test = compile_condition(filters.where, params, sql.SQL("w.properties"))
     return Fragment(sql.SQL(
-        "SELECT l.root_id, w.id IS NOT NULL FROM (SELECT DISTINCT root_id FROM lexical_log"
-        " WHERE namespace_id = %(ns)s AND (xid, id) > (%(f_xid)s::text::xid8, %(f_id)s)"
-        " LIMIT %(f_cap)s) AS l LEFT JOIN objects w ON w.id = l.root_id AND {} AND {}").format(
-        _ROOTS, test), params)
+        "WITH l AS MATERIALIZED (SELECT namespace_id, root_id FROM lexical_log"
+        " WHERE (xid, id) > (%(f_xid)s::text::xid8, %(f_id)s) ORDER BY xid, id"
+        " LIMIT %(f_scan)s)"
+        " SELECT (SELECT count(*) FROM l), r.root_id, w.id IS NOT NULL FROM (SELECT 1) AS one"
+        " LEFT JOIN (SELECT DISTINCT root_id FROM l WHERE namespace_id = %(ns)s) AS r ON true"
+        " LEFT JOIN objects w ON w.id = r.root_id AND {} AND {}").format(_ROOTS, test), params)
 
 
 def passing_roots(namespace: uuid.UUID, filters: Filters) -> Fragment | None:

@@ -24,6 +24,7 @@ from pipeline.domain.read_model import Filters, Hit, RowMeta
 from pipeline.postgres.pool import READ_HNSW_EF_SEARCH, AsyncConn, read_connection
 from pipeline.retrieval.store import search_sql
 from pipeline.retrieval.store.filters import (
+    LOG_SCAN_ROWS,
     MAX_WHERE_ROOTS,
     Query,
     lagging_roots,
@@ -332,9 +333,9 @@ class PgPartSearcher:
                 return None
             lagging = lagging_roots(namespace, filters, cursor)
             rows = await self._fetch(conn, lagging.where, lagging.params)
-            if len(rows) <= MAX_WHERE_ROOTS:  # else: far behind, test every object here
-                changed = {r[0] for r in rows}
-                found = [r for r in roots if r not in changed] + [r[0] for r in rows if r[1]]
+            if rows[0][0] < LOG_SCAN_ROWS:  # else: far behind, test every object here
+                changed = {r[1] for r in rows if r[1] is not None}
+                found = [r for r in roots if r not in changed] + [r[1] for r in rows if r[2]]
                 return found if len(found) <= MAX_WHERE_ROOTS else None
         found = [r[0] for r in await self._fetch(conn, listing.where, listing.params)]
         return found if len(found) <= MAX_WHERE_ROOTS else None
