@@ -60,26 +60,19 @@ def test_an_engine_panic_and_an_unexpected_error_answer_json_500s(
         api_settings: Settings, tenants: dict[str, Tenant],
         monkeypatch: pytest.MonkeyPatch) -> None:
     a = tenants["a"]
+    raised: list[BaseException] = [
+        PanicException("called `Option::unwrap()` on a `None` value"), RuntimeError("a bug")]
     with TestClient(create_app(api_settings), raise_server_exceptions=False) as client:
-        def panics(*args: object) -> None:
-            raise PanicException("called `Option::unwrap()` on a `None` value")
+        for error, code in zip(raised, ("engine_failed", "internal"), strict=True):
+            def fails(*args: object, error: BaseException = error) -> None:
+                raise error
 
-        monkeypatch.setattr(TantivySearcher, "_bm25", panics)
-        answer = client.post("/v1/search", json={"query": "Rotterdam pilot"},
-                             headers=a.headers)
-        assert answer.status_code == 500
-        assert answer.json()["error"] == {"code": "engine_failed",
-                                          "message": "internal error", "field": None}
-
-        def fails(*args: object) -> None:
-            raise RuntimeError("a bug")
-
-        monkeypatch.setattr(TantivySearcher, "_bm25", fails)
-        answer = client.post("/v1/search", json={"query": "Rotterdam pilot"},
-                             headers=a.headers)
-        assert answer.status_code == 500
-        assert answer.json()["error"] == {"code": "internal", "message": "internal error",
-                                          "field": None}
+            monkeypatch.setattr(TantivySearcher, "_bm25", fails)
+            answer = client.post("/v1/search", json={"query": "Rotterdam pilot"},
+                                 headers=a.headers)
+            assert answer.status_code == 500
+            assert answer.json()["error"] == {"code": code, "message": "internal error",
+                                              "field": None}
         monkeypatch.undo()
         # the process goes on: the next search answers
         search = client.post("/v1/search", json={"query": "Rotterdam pilot"},
