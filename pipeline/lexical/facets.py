@@ -30,7 +30,6 @@ from pipeline.domain.read_model import Filters
 from pipeline.lexical.documents import (
     CREATED,
     KIND,
-    LEAD,
     PROPERTIES,
     ROOT_HI,
     ROOT_ID,
@@ -40,7 +39,7 @@ from pipeline.lexical.documents import (
     UPDATED,
     id_from_halves,
 )
-from pipeline.lexical.queries import filter_clauses
+from pipeline.lexical.queries import filter_clauses, lead_documents
 from pipeline.lexical.searcher import TantivySearcher, run_tantivy
 
 # Terms buckets asked per facet: every distinct value (Tantivy refuses an aggregation past
@@ -190,10 +189,8 @@ def _leads(lexemes: Sequence[str], filters: Filters,
     """The match set's leads: those holding a lexeme or of a candidate, under the filters."""
     matches = [tantivy.Query.term_set_query(SCHEMA, ROOT_TEXT, list(lexemes)),
                tantivy.Query.term_set_query(SCHEMA, ROOT_ID, [str(c) for c in candidates])]
-    lead = tantivy.Query.range_query(SCHEMA, LEAD, tantivy.FieldType.Unsigned,
-                                     lower_bound=1, upper_bound=1)
     return tantivy.Query.boolean_query(
-        [(tantivy.Occur.Must, lead),
+        [(tantivy.Occur.Must, lead_documents()),
          (tantivy.Occur.Must, tantivy.Query.boolean_query(
              [(tantivy.Occur.Should, m) for m in matches]))]
         + [(tantivy.Occur.Must, c) for c in filter_clauses(filters, ())])

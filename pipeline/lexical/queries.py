@@ -24,6 +24,7 @@ from pipeline.lexical.conditions import condition_query
 from pipeline.lexical.documents import (
     CREATED,
     KIND,
+    LEAD,
     PROPERTIES,
     ROOT_ID,
     ROW_ID,
@@ -35,6 +36,13 @@ from pipeline.lexical.documents import (
 
 # The characters Rust's regex syntax gives a meaning to (escaped in a title filter).
 _REGEX_META = set("\\.+*?()|[]{}^$#&-~")
+
+
+def lead_documents() -> tantivy.Query:
+    """Each object's one lead document (facets, sorts and `where` listings count objects on
+    these alone)."""
+    return tantivy.Query.range_query(SCHEMA, LEAD, tantivy.FieldType.Unsigned,
+                                     lower_bound=1, upper_bound=1)
 
 
 def regex_literal(text: str) -> str:

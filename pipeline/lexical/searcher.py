@@ -38,7 +38,6 @@ from pipeline.lexical.conditions import condition_query
 from pipeline.lexical.documents import (
     ID_HI,
     ID_LO,
-    LEAD,
     ROOT_HI,
     ROOT_LO,
     SCHEMA,
@@ -48,7 +47,7 @@ from pipeline.lexical.documents import (
     namespace_dir,
     open_index,
 )
-from pipeline.lexical.queries import filter_clauses, filtered
+from pipeline.lexical.queries import filter_clauses, filtered, lead_documents
 
 Lexemes = Callable[[str], Awaitable[list[str]]]
 Stamp = tuple[int, int, int] | None
@@ -212,9 +211,7 @@ class TantivySearcher:
         if cursor is None or index is None:
             return None
         searcher = index.searcher()
-        lead = tantivy.Query.range_query(SCHEMA, LEAD, tantivy.FieldType.Unsigned,
-                                         lower_bound=1, upper_bound=1)
-        query = tantivy.Query.boolean_query([(tantivy.Occur.Must, lead),
+        query = tantivy.Query.boolean_query([(tantivy.Occur.Must, lead_documents()),
                                              (tantivy.Occur.Must, clause)])
         addresses = [a for _, a in searcher.search(query, cap + 1, count=False,
                                                    order_by_field=ROOT_HI).hits]
